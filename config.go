@@ -1,0 +1,137 @@
+package xfer
+
+import (
+	"fmt"
+	"log/slog"
+	"os"
+	"strings"
+	"time"
+)
+
+// Policy chooses the transport used for a peer.
+type Policy string
+
+const (
+	// PolicyAuto picks the best transport both sides can use: rdma where both
+	// have a usable device, shm for peers on the same host, tcp otherwise.
+	PolicyAuto Policy = "auto"
+	// PolicyTCP always uses TCP.
+	PolicyTCP Policy = "tcp"
+	// PolicySHM uses shared memory and fails for peers on other hosts.
+	PolicySHM Policy = "shm"
+	// PolicyRDMA uses RDMA verbs and never falls back.
+	PolicyRDMA Policy = "rdma"
+)
+
+// ParsePolicy parses "auto", "tcp", "shm" or "rdma" ("" means auto).
+func ParsePolicy(s string) (Policy, error) {
+	switch p := Policy(strings.ToLower(strings.TrimSpace(s))); p {
+	case "":
+		return PolicyAuto, nil
+	case PolicyAuto, PolicyTCP, PolicySHM, PolicyRDMA:
+		return p, nil
+	}
+	return "", fmt.Errorf("transport %q: must be one of auto, tcp, shm, rdma", s)
+}
+
+// Config configures an Engine. The zero value of every field means the
+// documented default, so Config{} is a valid configuration of an engine that
+// does not listen.
+type Config struct {
+	// Listen is the TCP address the engine accepts peers on, e.g.
+	// "127.0.0.1:7471" or ":0". Empty means the engine only dials.
+	Listen string `yaml:"listen"`
+	// Advertise is the address peers should use to reach this engine, when it
+	// differs from Listen (NAT, wildcard listen). Default: the listen address.
+	Advertise string `yaml:"advertise"`
+	// Transport is the transport policy. Default: auto.
+	Transport Policy `yaml:"transport"`
+	// MemoryMB is the size of the engine's default registered pool, in MiB.
+	// Default: 64.
+	MemoryMB int `yaml:"memory_mb"`
+	// HugePages is "auto" (transparent huge pages where the kernel allows),
+	// "off" or "explicit" (hugetlbfs pages, which must be reserved). Default:
+	// auto.
+	HugePages string `yaml:"huge_pages"`
+	// Secret, when set, makes the handshake authenticate both sides with a
+	// challenge and response (HMAC-SHA256); the secret never crosses the
+	// wire. A peer that does not know it gets nothing. Default: none.
+	Secret string `yaml:"secret"`
+	// Conns is the number of TCP connections per peer on the tcp transport.
+	// Default: 2.
+	Conns int `yaml:"conns"`
+	// MaxMessage is the largest Send payload in bytes. Default: 64 KiB;
+	// at most 16 MiB.
+	MaxMessage int `yaml:"max_message"`
+	// RecvDepth is how many received messages may wait in a peer's receive
+	// queue before senders wait. Default: 128.
+	RecvDepth int `yaml:"recv_depth"`
+	// HandshakeTimeout bounds Dial's handshake and an inbound peer's
+	// handshake. Default: 10s.
+	HandshakeTimeout time.Duration `yaml:"handshake_timeout"`
+	// Logger receives the engine's logs. Default: slog.Default() at warn
+	// level.
+	Logger *slog.Logger `yaml:"-"`
+}
+
+// Defaults.
+const (
+	DefaultMemoryMB         = 64
+	DefaultConns            = 2
+	DefaultMaxMessage       = 64 << 10
+	MaxMaxMessage           = 16 << 20
+	DefaultRecvDepth        = 128
+	DefaultHandshakeTimeout = 10 * time.Second
+	maxConns                = 64
+	maxRecvDepth            = 1 << 16
+)
+
+// withDefaults validates c and fills in defaults. Errors name the key.
+func (c Config) withDefaults() (Config, error) {
+	var err error
+	if c.Transport, err = ParsePolicy(string(c.Transport)); err != nil {
+		return c, fmt.Errorf("config: %w", err)
+	}
+	switch {
+	case c.MemoryMB == 0:
+		c.MemoryMB = DefaultMemoryMB
+	case c.MemoryMB < 0 || c.MemoryMB > 1<<20:
+		return c, fmt.Errorf("config: memory_mb %d: must be between 1 and 1048576", c.MemoryMB)
+	}
+	if c.HugePages == "" {
+		c.HugePages = "auto"
+	}
+	switch c.HugePages {
+	case "auto", "off", "explicit":
+	default:
+		return c, fmt.Errorf("config: huge_pages %q: must be auto, off or explicit", c.HugePages)
+	}
+	switch {
+	case c.Conns == 0:
+		c.Conns = DefaultConns
+	case c.Conns < 0 || c.Conns > maxConns:
+		return c, fmt.Errorf("config: conns %d: must be between 1 and %d", c.Conns, maxConns)
+	}
+	switch {
+	case c.MaxMessage == 0:
+		c.MaxMessage = DefaultMaxMessage
+	case c.MaxMessage < 0 || c.MaxMessage > MaxMaxMessage:
+		return c, fmt.Errorf("config: max_message %d: must be between 1 and %d", c.MaxMessage, MaxMaxMessage)
+	}
+	switch {
+	case c.RecvDepth == 0:
+		c.RecvDepth = DefaultRecvDepth
+	case c.RecvDepth < 0 || c.RecvDepth > maxRecvDepth:
+		return c, fmt.Errorf("config: recv_depth %d: must be between 1 and %d", c.RecvDepth, maxRecvDepth)
+	}
+	switch {
+	case c.HandshakeTimeout == 0:
+		c.HandshakeTimeout = DefaultHandshakeTimeout
+	case c.HandshakeTimeout < 0:
+		return c, fmt.Errorf("config: handshake_timeout %v: must be positive", c.HandshakeTimeout)
+	}
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	}
+	return c, nil
+}

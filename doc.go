@@ -1,0 +1,36 @@
+// Package xfer is an RDMA-class transfer engine: it moves bytes between
+// processes and hosts over RDMA verbs, shared memory or TCP behind one API.
+//
+// An Engine owns registered memory (mmap'd regions, never the Go heap, with a
+// pool allocator on top), listens for peers and dials them. A Peer is a
+// connection to another engine, made by a versioned handshake that
+// authenticates both sides when a shared secret is configured and picks the
+// transport under the policy (auto, tcp, shm, rdma). On a peer either side
+// can:
+//
+//   - Write and Read: one-sided, straight between registered memory on both
+//     sides, checked by the target against the region's key, rights and
+//     bounds;
+//   - WriteNotify: a write after which the target gets a Notification;
+//   - Send and Recv: two-sided messages, in order, flow-controlled;
+//   - Submit: a batch of any of these, with one Batch to wait on or poll and
+//     an error per operation.
+//
+// Regions are described to peers by a RegionDesc (ID, address range, key,
+// rights), which serializes to 48 bytes or a text form. An engine can
+// Export regions by name; peers see them in the handshake (Peer.Region).
+//
+// # Threading
+//
+// Engines, peers and batches are safe for concurrent use. A buffer passed to
+// an operation belongs to the operation until it completes.
+//
+// # Lifetimes and close order
+//
+// Close peers (optional), then regions (optional), then the engine: closing
+// the engine closes its peers (their operations in flight fail with an error
+// matching ErrClosed, which is net.ErrClosed), stops listening, deregisters
+// and unmaps every region, and returns after every goroutine it started has
+// exited. Every Close is idempotent and nil-safe. A dialed peer whose
+// connection fails is dialed again by its next operation.
+package xfer

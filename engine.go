@@ -1,0 +1,383 @@
+package xfer
+
+import (
+	"context"
+	"crypto/rand"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"sync"
+	"sync/atomic"
+
+	"github.com/xferio/xfer/internal/wire"
+	"github.com/xferio/xfer/mem"
+	"github.com/xferio/xfer/transport"
+	"github.com/xferio/xfer/transport/shm"
+	"github.com/xferio/xfer/transport/tcp"
+	"github.com/xferio/xfer/transport/verbs"
+)
+
+// Engine is one process's endpoint of xfer: it owns registered memory,
+// listens for peers, and dials them.
+type Engine struct {
+	cfg    Config
+	log    *slog.Logger
+	id     ID
+	hostID [16]byte
+
+	regions regionTable
+	region  *Region // the default pool's region
+	pool    *mem.Pool
+
+	transports map[string]transport.Transport
+
+	ln       net.Listener
+	addr     string
+	exportMu sync.RWMutex
+	exports  []wire.Export
+
+	mu       sync.Mutex
+	closed   bool
+	dialed   map[string]*Peer
+	peers    map[*Peer]struct{}
+	joins    map[[16]byte]chan net.Conn
+	accepted chan *Peer
+
+	notes noteQueue
+
+	stats engineStats
+
+	ctx    context.Context // cancelled by Close
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+}
+
+type engineStats struct {
+	fallbacks atomic.Uint64
+}
+
+// Open starts an engine: it maps and registers the default pool, and starts
+// listening when cfg.Listen is set.
+func Open(ctx context.Context, cfg Config) (*Engine, error) {
+	cfg, err := cfg.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	e := &Engine{
+		cfg:      cfg,
+		log:      cfg.Logger,
+		dialed:   map[string]*Peer{},
+		peers:    map[*Peer]struct{}{},
+		joins:    map[[16]byte]chan net.Conn{},
+		accepted: make(chan *Peer, 1024),
+	}
+	e.notes.init()
+	e.ctx, e.cancel = context.WithCancel(context.Background())
+	if _, err := rand.Read(e.id[:]); err != nil {
+		return nil, err
+	}
+	e.hostID = hostID()
+	e.transports = map[string]transport.Transport{
+		"tcp":  tcp.New(),
+		"shm":  shm.New(),
+		"rdma": verbs.New(),
+	}
+	if cfg.Transport == PolicyRDMA || cfg.Transport == PolicySHM {
+		if err := e.transports[string(cfg.Transport)].Available(); err != nil {
+			return nil, fmt.Errorf("open: transport %s: %w", cfg.Transport, err)
+		}
+	}
+	hp, _ := mem.ParseHugePages(cfg.HugePages)
+	mr, err := mem.NewRegion(mem.RegionOptions{
+		Size:      cfg.MemoryMB << 20,
+		HugePages: hp,
+		// Shared memory lets same-host peers map the pool (shm transport).
+		Shared: cfg.Transport == PolicyAuto || cfg.Transport == PolicySHM,
+		Name:   "xfer-pool",
+	})
+	if err != nil {
+		return nil, fmt.Errorf("open: pool of %d MiB: %w", cfg.MemoryMB, err)
+	}
+	if e.region, err = e.regions.add(e, mr, AccessReadWrite); err != nil {
+		mr.Close()
+		return nil, err
+	}
+	if e.pool, err = mem.NewPool(mr, mem.PoolOptions{}); err != nil {
+		e.region.Close()
+		return nil, err
+	}
+	if cfg.Listen != "" {
+		var lc net.ListenConfig
+		ln, err := lc.Listen(ctx, "tcp", cfg.Listen)
+		if err != nil {
+			e.region.Close()
+			return nil, fmt.Errorf("open: listen: %w", err)
+		}
+		e.ln = ln
+		e.addr = ln.Addr().String()
+		if cfg.Advertise != "" {
+			e.addr = cfg.Advertise
+		}
+		e.wg.Add(1)
+		go e.acceptLoop()
+	}
+	return e, nil
+}
+
+// ID is the engine's random identity.
+func (e *Engine) ID() ID { return e.id }
+
+// Addr is the address peers dial, or "" when the engine does not listen.
+func (e *Engine) Addr() string { return e.addr }
+
+// Config is the engine's configuration, with defaults filled in.
+func (e *Engine) Config() Config { return e.cfg }
+
+// Pool is the default pool. Its buffers are registered read-write.
+func (e *Engine) Pool() *mem.Pool { return e.pool }
+
+// DefaultRegion is the registered region under the default pool.
+func (e *Engine) DefaultRegion() *Region { return e.region }
+
+// Alloc takes a buffer from the default pool; a full pool returns an error
+// matching ErrPoolExhausted at once.
+func (e *Engine) Alloc(size int) (Buffer, error) {
+	b, err := e.pool.Alloc(size)
+	if err != nil {
+		return Buffer{}, err
+	}
+	return Buffer{Buffer: b, r: e.region}, nil
+}
+
+// AllocWait is Alloc, but waits for memory to be freed until ctx is done.
+func (e *Engine) AllocWait(ctx context.Context, size int) (Buffer, error) {
+	b, err := e.pool.AllocWait(ctx, size)
+	if err != nil {
+		return Buffer{}, err
+	}
+	return Buffer{Buffer: b, r: e.region}, nil
+}
+
+// Free returns a buffer to the pool. Double frees and foreign buffers are
+// reported, never corrupting the pool.
+func (e *Engine) Free(b Buffer) error { return e.pool.Free(b.Buffer) }
+
+// NewRegion maps size bytes (huge pages as configured) and registers them
+// with the given rights.
+func (e *Engine) NewRegion(size int, access Access) (*Region, error) {
+	hp, _ := mem.ParseHugePages(e.cfg.HugePages)
+	mr, err := mem.NewRegion(mem.RegionOptions{Size: size, HugePages: hp,
+		Shared: e.cfg.Transport == PolicyAuto || e.cfg.Transport == PolicySHM, Name: "xfer-region"})
+	if err != nil {
+		return nil, err
+	}
+	r, err := e.regions.add(e, mr, access)
+	if err != nil {
+		mr.Close()
+		return nil, err
+	}
+	return r, nil
+}
+
+// Register registers memory the caller mapped (mmap, not the Go heap: the
+// garbage collector may move or free heap memory under a peer). Closing the
+// region deregisters it and leaves the memory to the caller.
+func (e *Engine) Register(b []byte, access Access) (*Region, error) {
+	mr, err := mem.WrapRegion(b)
+	if err != nil {
+		return nil, err
+	}
+	return e.regions.add(e, mr, access)
+}
+
+// Export advertises r under name to peers that connect from now on; they
+// find it with Peer.Region.
+func (e *Engine) Export(name string, r *Region) {
+	e.exportMu.Lock()
+	defer e.exportMu.Unlock()
+	for i := range e.exports {
+		if e.exports[i].Name == name {
+			e.exports[i].Desc = r.Desc().wire()
+			return
+		}
+	}
+	e.exports = append(e.exports, wire.Export{Name: name, Desc: r.Desc().wire()})
+}
+
+// Fallbacks counts peers that got a lesser transport than auto preferred.
+func (e *Engine) Fallbacks() uint64 { return e.stats.fallbacks.Load() }
+
+// Close closes every peer (their operations in flight fail with an error
+// matching ErrClosed), stops listening, deregisters and unmaps all memory,
+// and waits for every goroutine the engine started. Idempotent.
+func (e *Engine) Close() error {
+	if e == nil {
+		return nil
+	}
+	e.mu.Lock()
+	if e.closed {
+		e.mu.Unlock()
+		return nil
+	}
+	e.closed = true
+	peers := make([]*Peer, 0, len(e.peers))
+	for p := range e.peers {
+		peers = append(peers, p)
+	}
+	e.mu.Unlock()
+	e.cancel()
+	var errs []error
+	if e.ln != nil {
+		errs = append(errs, e.ln.Close())
+	}
+	for _, p := range peers {
+		p.Close()
+	}
+	e.wg.Wait()
+	e.notes.close()
+	errs = append(errs, e.pool.Close(), e.regions.closeAll())
+	if err := errors.Join(errs...); err != nil && !errors.Is(err, net.ErrClosed) {
+		return err
+	}
+	return nil
+}
+
+// Accept returns the next peer that connected to this engine.
+func (e *Engine) Accept(ctx context.Context) (*Peer, error) {
+	select {
+	case p := <-e.accepted:
+		return p, nil
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	case <-e.ctx.Done():
+		return nil, fmt.Errorf("accept: %w", ErrClosed)
+	}
+}
+
+// Notification is what the target of a write-with-notify receives, once the
+// data is in place.
+type Notification struct {
+	Peer   *Peer
+	Value  uint32
+	Region uint32
+	Addr   uint64
+	Len    uint64
+}
+
+// WaitNotify returns the next notification from any peer.
+func (e *Engine) WaitNotify(ctx context.Context) (Notification, error) {
+	return e.notes.wait(ctx)
+}
+
+// revoke tells every peer that region id is gone.
+func (e *Engine) revoke(id uint32) {
+	e.mu.Lock()
+	peers := make([]*Peer, 0, len(e.peers))
+	for p := range e.peers {
+		peers = append(peers, p)
+	}
+	e.mu.Unlock()
+	for _, p := range peers {
+		if ep := p.current(); ep != nil {
+			ep.Revoke(id)
+		}
+	}
+}
+
+func (e *Engine) addPeer(p *Peer) error {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.closed {
+		return fmt.Errorf("engine: %w", ErrClosed)
+	}
+	e.peers[p] = struct{}{}
+	return nil
+}
+
+func (e *Engine) removePeer(p *Peer) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	delete(e.peers, p)
+	if p.dialAddr != "" && e.dialed[p.dialAddr] == p {
+		delete(e.dialed, p.dialAddr)
+	}
+}
+
+// noteQueue is an unbounded queue of notifications: the transports' read
+// loops must never block on a slow consumer.
+type noteQueue struct {
+	mu     sync.Mutex
+	q      []Notification
+	head   int
+	signal chan struct{}
+	done   chan struct{}
+	once   sync.Once
+}
+
+func (n *noteQueue) init() {
+	n.signal = make(chan struct{}, 1)
+	n.done = make(chan struct{})
+}
+
+func (n *noteQueue) push(v Notification) {
+	n.mu.Lock()
+	n.q = append(n.q, v)
+	n.mu.Unlock()
+	select {
+	case n.signal <- struct{}{}:
+	default:
+	}
+}
+
+func (n *noteQueue) wait(ctx context.Context) (Notification, error) {
+	for {
+		n.mu.Lock()
+		if n.head < len(n.q) {
+			v := n.q[n.head]
+			n.q[n.head] = Notification{}
+			n.head++
+			if n.head == len(n.q) {
+				n.q, n.head = n.q[:0], 0
+			}
+			more := n.head < len(n.q)
+			n.mu.Unlock()
+			if more {
+				select {
+				case n.signal <- struct{}{}:
+				default:
+				}
+			}
+			return v, nil
+		}
+		n.mu.Unlock()
+		select {
+		case <-n.signal:
+		case <-ctx.Done():
+			return Notification{}, ctx.Err()
+		case <-n.done:
+			return Notification{}, fmt.Errorf("wait notify: %w", ErrClosed)
+		}
+	}
+}
+
+func (n *noteQueue) close() { n.once.Do(func() { close(n.done) }) }
+
+// hostID names this host and PID namespace: equal IDs mean two engines can
+// try shared memory. It is the boot ID mixed with the PID namespace.
+func hostID() [16]byte {
+	var id [16]byte
+	boot, _ := os.ReadFile("/proc/sys/kernel/random/boot_id")
+	ns, _ := os.Readlink("/proc/self/ns/pid")
+	h, _ := os.Hostname()
+	s := string(boot) + "|" + ns + "|" + h
+	if len(boot) == 0 {
+		// No way to tell hosts apart: never claim to share one.
+		_, _ = rand.Read(id[:])
+		return id
+	}
+	sum := sha256Sum([]byte(s))
+	copy(id[:], sum[:16])
+	return id
+}

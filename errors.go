@@ -1,0 +1,41 @@
+package xfer
+
+import (
+	"errors"
+	"net"
+
+	"github.com/xferio/xfer/mem"
+	"github.com/xferio/xfer/transport"
+)
+
+// Sentinel errors. Match them with errors.Is; the errors returned carry
+// more detail (the operation, the peer, sizes).
+var (
+	// ErrClosed is returned for operations on a closed engine or peer, and for
+	// operations still in flight when it was closed. It is net.ErrClosed.
+	ErrClosed = net.ErrClosed
+	// ErrNotSupported means a transport or feature cannot work here; the
+	// error says why.
+	ErrNotSupported = transport.ErrNotSupported
+	// ErrRemoteAccess means the target refused a one-sided access (unknown
+	// region, wrong key, missing rights, out of range); nothing was touched.
+	ErrRemoteAccess = transport.ErrRemoteAccess
+	// ErrProtocol means a peer broke the protocol.
+	ErrProtocol = transport.ErrProtocol
+	// ErrTooLarge means a message or transfer exceeds a limit.
+	ErrTooLarge = transport.ErrTooLarge
+	// ErrNotRegistered means a local buffer is not in registered memory.
+	ErrNotRegistered = transport.ErrNotRegistered
+	// ErrAuth means the handshake's authentication failed.
+	ErrAuth = errors.New("authentication failed")
+	// ErrNoTransport means the two sides have no usable transport in common
+	// under their policies.
+	ErrNoTransport = errors.New("no usable transport")
+	// ErrVersion means the two sides speak no common protocol version.
+	ErrVersion = errors.New("no common protocol version")
+	// ErrPoolExhausted means the pool has no block large enough.
+	ErrPoolExhausted = mem.ErrPoolExhausted
+	// ErrPeerLost means the connection to a peer failed. It also matches
+	// ErrClosed.
+	ErrPeerLost = transport.ErrPeerLost
+)

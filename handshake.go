@@ -1,0 +1,523 @@
+package xfer
+
+import (
+	"context"
+	"crypto/hmac"
+	"crypto/rand"
+	"crypto/sha256"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"time"
+
+	"github.com/xferio/xfer/internal/wire"
+	"github.com/xferio/xfer/transport"
+)
+
+func sha256Sum(b []byte) [32]byte { return sha256.Sum256(b) }
+
+// proof is HMAC-SHA256(secret, label | nonce of the prover's peer | own
+// nonce | both engine IDs): a challenge and response; the secret never
+// crosses the wire, and the labels keep one side's proof from being replayed
+// as the other's.
+func proof(secret, label string, theirs, ours [32]byte, a, b ID) [32]byte {
+	m := hmac.New(sha256.New, []byte(secret))
+	m.Write([]byte(label))
+	m.Write(theirs[:])
+	m.Write(ours[:])
+	m.Write(a[:])
+	m.Write(b[:])
+	var out [32]byte
+	copy(out[:], m.Sum(nil))
+	return out
+}
+
+const (
+	labelAcceptor = "xfer-v1 acceptor proof"
+	labelDialer   = "xfer-v1 dialer proof"
+)
+
+func (e *Engine) acceptLoop() {
+	defer e.wg.Done()
+	for {
+		nc, err := e.ln.Accept()
+		if err != nil {
+			if e.ctx.Err() != nil {
+				return
+			}
+			var ne net.Error
+			if errors.As(err, &ne) && ne.Timeout() {
+				continue
+			}
+			e.log.Error("accept failed; no longer accepting peers", "err", err)
+			return
+		}
+		e.wg.Add(1)
+		go func() {
+			defer e.wg.Done()
+			if err := e.serveConn(nc); err != nil {
+				e.log.Info("inbound connection refused", "remote", nc.RemoteAddr().String(), "err", err)
+			}
+		}()
+	}
+}
+
+// serveConn runs the acceptor's side of a handshake, or a join.
+func (e *Engine) serveConn(nc net.Conn) error {
+	ok := false
+	defer func() {
+		if !ok {
+			nc.Close()
+		}
+	}()
+	// Close must not wait a whole handshake timeout for a silent peer.
+	stop := context.AfterFunc(e.ctx, func() { nc.SetDeadline(time.Unix(1, 0)) })
+	defer stop()
+	nc.SetDeadline(time.Now().Add(e.cfg.HandshakeTimeout))
+	typ, body, err := wire.ReadMessage(nc)
+	if err != nil {
+		return err
+	}
+	switch typ {
+	case wire.MsgJoin:
+		j, err := wire.DecodeJoin(body)
+		if err != nil {
+			return err
+		}
+		e.mu.Lock()
+		ch := e.joins[j.Token]
+		e.mu.Unlock()
+		if ch == nil {
+			nc.Write(wire.AppendResult(nil, &wire.Result{Status: wire.StatusBadRequest, Message: "join: unknown token"}))
+			return errors.New("join with an unknown token")
+		}
+		if _, err := nc.Write(wire.AppendResult(nil, &wire.Result{Status: wire.StatusOK})); err != nil {
+			return err
+		}
+		nc.SetDeadline(time.Time{})
+		select {
+		case ch <- nc:
+			ok = true
+			return nil
+		default:
+			return errors.New("join: no connection expected")
+		}
+	case wire.MsgHello:
+		h, err := wire.DecodeHello(body)
+		if err != nil {
+			return err
+		}
+		p, err := e.acceptPeer(nc, h)
+		if err != nil {
+			return err
+		}
+		ok = true
+		select {
+		case e.accepted <- p:
+		default:
+			e.log.Warn("accept queue full: peer works but Accept will not return it", "peer", p)
+		}
+		return nil
+	default:
+		return fmt.Errorf("%w: first message is type %d, not hello or join", ErrProtocol, typ)
+	}
+}
+
+func refuse(nc net.Conn, st wire.Status, format string, args ...any) error {
+	msg := fmt.Sprintf(format, args...)
+	nc.Write(wire.AppendResult(nil, &wire.Result{Status: st, Message: msg}))
+	return errors.New(msg)
+}
+
+func (e *Engine) acceptPeer(nc net.Conn, h *wire.Hello) (*Peer, error) {
+	if h.MaxVersion < wire.VersionMin || h.MinVersion > wire.VersionMax {
+		return nil, refuse(nc, wire.StatusVersion, "peer speaks protocol versions %d-%d, this engine %d-%d", h.MinVersion, h.MaxVersion, wire.VersionMin, wire.VersionMax)
+	}
+	version := min(h.MaxVersion, wire.VersionMax)
+	ch := wire.Challenge{Version: version, Caps: wire.CapAuth | wire.CapNotify | wire.CapAttach, ID: e.id, HostID: e.hostID, PID: uint32(os.Getpid())}
+	if _, err := rand.Read(ch.Nonce[:]); err != nil {
+		return nil, err
+	}
+	if e.cfg.Secret != "" {
+		ch.AuthRequired, ch.HasProof = true, true
+		ch.Proof = proof(e.cfg.Secret, labelAcceptor, h.Nonce, ch.Nonce, e.id, h.ID)
+	}
+	if _, err := nc.Write(wire.AppendChallenge(nil, &ch)); err != nil {
+		return nil, err
+	}
+	if e.cfg.Secret != "" {
+		typ, body, err := wire.ReadMessage(nc)
+		if err != nil {
+			return nil, fmt.Errorf("auth: %w", err)
+		}
+		if typ != wire.MsgAuth {
+			return nil, refuse(nc, wire.StatusAuthFailed, "this engine requires authentication: configure the shared secret")
+		}
+		a, err := wire.DecodeAuth(body)
+		if err != nil {
+			return nil, err
+		}
+		want := proof(e.cfg.Secret, labelDialer, ch.Nonce, h.Nonce, ID(h.ID), e.id)
+		if !hmac.Equal(a.Proof[:], want[:]) {
+			return nil, refuse(nc, wire.StatusAuthFailed, "authentication failed: wrong secret")
+		}
+	}
+	local := transport.PeerInfo{ID: e.id, PID: os.Getpid(), HostID: e.hostID, Addr: e.addr}
+	remote := transport.PeerInfo{ID: h.ID, PID: int(h.PID), HostID: h.HostID, Addr: h.Listen}
+	t, reason := e.choose(h, local, remote)
+	if t == nil {
+		return nil, refuse(nc, wire.StatusNoTransport, "no usable transport: %s", reason)
+	}
+	remote.Blob = offerBlob(h, t.Name())
+	conns := 1
+	if t.Name() != "rdma" {
+		conns = clamp(int(h.Conns), 1, e.cfg.Conns)
+	}
+	w := wire.Welcome{Transport: t.Name(), Blob: t.LocalBlob(), Conns: uint16(conns),
+		MaxMessage: uint32(min(int(h.MaxMessage), e.cfg.MaxMessage)), RecvDepth: uint32(min(int(h.RecvDepth), e.cfg.RecvDepth)), Listen: e.addr}
+	if w.MaxMessage == 0 || w.RecvDepth == 0 {
+		return nil, refuse(nc, wire.StatusBadRequest, "max message and receive depth must be positive")
+	}
+	if _, err := rand.Read(w.Token[:]); err != nil {
+		return nil, err
+	}
+	e.exportMu.RLock()
+	w.Exports = append(w.Exports, e.exports...)
+	e.exportMu.RUnlock()
+	joins := make(chan net.Conn, conns)
+	e.mu.Lock()
+	e.joins[w.Token] = joins
+	e.mu.Unlock()
+	defer func() {
+		e.mu.Lock()
+		delete(e.joins, w.Token)
+		e.mu.Unlock()
+	}()
+	if _, err := nc.Write(wire.AppendWelcome(nil, &w)); err != nil {
+		return nil, err
+	}
+	nc.SetDeadline(time.Time{})
+	p := e.newPeer("", remote, nil)
+	ctx, cancel := context.WithTimeout(e.ctx, e.cfg.HandshakeTimeout)
+	defer cancel()
+	ep, err := t.Connect(ctx, transport.Params{
+		Role: transport.Acceptor, Conn: nc, Local: local, Remote: remote, Host: p.host(),
+		Conns: conns, MaxMessage: int(w.MaxMessage), RecvDepth: int(w.RecvDepth), Logger: e.log,
+		AcceptExtra: func(ctx context.Context) (net.Conn, error) {
+			select {
+			case c := <-joins:
+				return c, nil
+			case <-ctx.Done():
+				return nil, fmt.Errorf("waiting for the peer's extra connection: %w", ctx.Err())
+			}
+		},
+	})
+	if err != nil {
+		return nil, fmt.Errorf("%s connect: %w", t.Name(), err)
+	}
+	p.setEndpoint(ep)
+	if err := e.addPeer(p); err != nil {
+		ep.Close()
+		return nil, err
+	}
+	e.log.Debug("peer accepted", "peer", p, "transport", t.Name())
+	return p, nil
+}
+
+// choose picks the transport for an inbound peer: the dialer's preference
+// order, restricted by this engine's policy and what both can use.
+func (e *Engine) choose(h *wire.Hello, local, remote transport.PeerInfo) (transport.Transport, string) {
+	var reasons []string
+	for _, o := range h.Transports {
+		t := e.transports[o.Name]
+		if t == nil {
+			reasons = append(reasons, o.Name+": unknown")
+			continue
+		}
+		if e.cfg.Transport != PolicyAuto && Policy(o.Name) != e.cfg.Transport {
+			reasons = append(reasons, fmt.Sprintf("%s: this engine's policy is %s", o.Name, e.cfg.Transport))
+			continue
+		}
+		if err := t.Available(); err != nil {
+			reasons = append(reasons, fmt.Sprintf("%s: %v", o.Name, err))
+			continue
+		}
+		r := remote
+		r.Blob = o.Blob
+		if err := t.Usable(local, r); err != nil {
+			reasons = append(reasons, fmt.Sprintf("%s: %v", o.Name, err))
+			if h.Policy == string(PolicyAuto) {
+				e.stats.fallbacks.Add(1)
+				e.log.Info("transport not usable for peer; falling back", "transport", o.Name, "reason", err)
+			}
+			continue
+		}
+		return t, ""
+	}
+	if len(reasons) == 0 {
+		return nil, "the peer offered no transport"
+	}
+	return nil, fmt.Sprint(reasons)
+}
+
+func offerBlob(h *wire.Hello, name string) []byte {
+	for _, o := range h.Transports {
+		if o.Name == name {
+			return o.Blob
+		}
+	}
+	return nil
+}
+
+func clamp(v, lo, hi int) int { return max(lo, min(v, hi)) }
+
+// Dial returns a peer connected to the engine listening at addr, after a
+// versioned handshake that authenticates both sides when a secret is
+// configured and negotiates the transport. Peers are cached per address: a
+// second Dial returns the same peer while it is up. A peer whose connection
+// failed is dialed again by its next operation.
+func (e *Engine) Dial(ctx context.Context, addr string) (*Peer, error) {
+	e.mu.Lock()
+	if e.closed {
+		e.mu.Unlock()
+		return nil, fmt.Errorf("dial %s: %w", addr, ErrClosed)
+	}
+	if p := e.dialed[addr]; p != nil {
+		e.mu.Unlock()
+		if _, err := p.endpoint(ctx); err != nil {
+			return nil, err
+		}
+		return p, nil
+	}
+	e.mu.Unlock()
+	p := e.newPeer(addr, transport.PeerInfo{}, nil)
+	if _, err := p.endpoint(ctx); err != nil {
+		return nil, err
+	}
+	e.mu.Lock()
+	if old := e.dialed[addr]; old != nil {
+		e.mu.Unlock()
+		p.Close()
+		return old, nil
+	}
+	e.dialed[addr] = p
+	e.mu.Unlock()
+	if err := e.addPeer(p); err != nil {
+		p.Close()
+		return nil, err
+	}
+	return p, nil
+}
+
+// offers lists the transports to propose, best first, under the policy.
+func (e *Engine) offers(exclude map[string]error) ([]wire.TransportOffer, error) {
+	var names []string
+	switch e.cfg.Transport {
+	case PolicyAuto:
+		names = []string{"rdma", "shm", "tcp"}
+	default:
+		names = []string{string(e.cfg.Transport)}
+	}
+	var out []wire.TransportOffer
+	var errs []error
+	for _, n := range names {
+		if err := exclude[n]; err != nil {
+			errs = append(errs, fmt.Errorf("%s: %w", n, err))
+			continue
+		}
+		t := e.transports[n]
+		if err := t.Available(); err != nil {
+			errs = append(errs, fmt.Errorf("%s: %w", n, err))
+			continue
+		}
+		out = append(out, wire.TransportOffer{Name: n, Blob: t.LocalBlob()})
+	}
+	if len(out) == 0 {
+		return nil, fmt.Errorf("%w under policy %s: %w", ErrNoTransport, e.cfg.Transport, errors.Join(errs...))
+	}
+	return out, nil
+}
+
+// connect dials addr and runs the dialer's side of the handshake. When the
+// transport chosen cannot be brought up from this side under the auto
+// policy, it dials again without it.
+func (e *Engine) connect(ctx context.Context, p *Peer) (transport.Endpoint, error) {
+	exclude := map[string]error{}
+	for {
+		ep, name, err := e.connectOnce(ctx, p, exclude)
+		if err == nil {
+			return ep, nil
+		}
+		if name == "" || e.cfg.Transport != PolicyAuto || !errors.Is(err, ErrNotSupported) || exclude[name] != nil {
+			return nil, err
+		}
+		e.stats.fallbacks.Add(1)
+		e.log.Info("transport failed to come up; falling back", "peer", p.dialAddr, "transport", name, "reason", err)
+		exclude[name] = err
+	}
+}
+
+func (e *Engine) connectOnce(ctx context.Context, p *Peer, exclude map[string]error) (ep transport.Endpoint, tname string, err error) {
+	addr := p.dialAddr
+	offers, err := e.offers(exclude)
+	if err != nil {
+		return nil, "", fmt.Errorf("dial %s: %w", addr, err)
+	}
+	ctx, cancel := context.WithTimeout(ctx, e.cfg.HandshakeTimeout)
+	defer cancel()
+	var d net.Dialer
+	nc, err := d.DialContext(ctx, "tcp", addr)
+	if err != nil {
+		return nil, "", fmt.Errorf("dial %s: %w", addr, err)
+	}
+	defer func() {
+		if err != nil && nc != nil {
+			nc.Close()
+		}
+	}()
+	stop := context.AfterFunc(ctx, func() { nc.SetDeadline(time.Unix(1, 0)) })
+	defer stop()
+	hello := wire.Hello{MinVersion: wire.VersionMin, MaxVersion: wire.VersionMax, Caps: wire.CapAuth | wire.CapNotify | wire.CapAttach,
+		ID: e.id, HostID: e.hostID, PID: uint32(os.Getpid()), Policy: string(e.cfg.Transport),
+		Conns: uint16(e.cfg.Conns), MaxMessage: uint32(e.cfg.MaxMessage), RecvDepth: uint32(e.cfg.RecvDepth),
+		Listen: e.addr, Transports: offers}
+	if _, err := rand.Read(hello.Nonce[:]); err != nil {
+		return nil, "", err
+	}
+	if _, err := nc.Write(wire.AppendHello(nil, &hello)); err != nil {
+		return nil, "", fmt.Errorf("dial %s: handshake: %w", addr, err)
+	}
+	typ, body, err := wire.ReadMessage(nc)
+	if err != nil {
+		return nil, "", fmt.Errorf("dial %s: handshake: %w", addr, ctxErr(ctx, err))
+	}
+	if typ == wire.MsgResult {
+		return nil, "", resultErr(addr, body)
+	}
+	if typ != wire.MsgChallenge {
+		return nil, "", fmt.Errorf("dial %s: %w: expected challenge, got message type %d", addr, ErrProtocol, typ)
+	}
+	ch, err := wire.DecodeChallenge(body)
+	if err != nil {
+		return nil, "", fmt.Errorf("dial %s: %w", addr, err)
+	}
+	if ch.Version < wire.VersionMin || ch.Version > wire.VersionMax {
+		return nil, "", fmt.Errorf("dial %s: %w: peer chose version %d", addr, ErrVersion, ch.Version)
+	}
+	switch {
+	case ch.AuthRequired && e.cfg.Secret == "":
+		return nil, "", fmt.Errorf("dial %s: %w: the peer requires a shared secret; set secret in the config or XFER_SECRET", addr, ErrAuth)
+	case e.cfg.Secret != "":
+		want := proof(e.cfg.Secret, labelAcceptor, hello.Nonce, ch.Nonce, ID(ch.ID), e.id)
+		if !ch.HasProof || !hmac.Equal(ch.Proof[:], want[:]) {
+			return nil, "", fmt.Errorf("dial %s: %w: the peer does not know the shared secret", addr, ErrAuth)
+		}
+		a := wire.Auth{Proof: proof(e.cfg.Secret, labelDialer, ch.Nonce, hello.Nonce, e.id, ID(ch.ID))}
+		if _, err := nc.Write(wire.AppendAuth(nil, &a)); err != nil {
+			return nil, "", fmt.Errorf("dial %s: auth: %w", addr, err)
+		}
+	}
+	typ, body, err = wire.ReadMessage(nc)
+	if err != nil {
+		return nil, "", fmt.Errorf("dial %s: handshake: %w", addr, ctxErr(ctx, err))
+	}
+	if typ == wire.MsgResult {
+		return nil, "", resultErr(addr, body)
+	}
+	if typ != wire.MsgWelcome {
+		return nil, "", fmt.Errorf("dial %s: %w: expected welcome, got message type %d", addr, ErrProtocol, typ)
+	}
+	w, err := wire.DecodeWelcome(body)
+	if err != nil {
+		return nil, "", fmt.Errorf("dial %s: %w", addr, err)
+	}
+	t := e.transports[w.Transport]
+	if t == nil || exclude[w.Transport] != nil || !offered(&hello, w.Transport) {
+		return nil, "", fmt.Errorf("dial %s: %w: peer chose transport %q, which was not offered", addr, ErrProtocol, w.Transport)
+	}
+	if w.Conns < 1 || int(w.Conns) > e.cfg.Conns && w.Transport != "rdma" || w.MaxMessage == 0 || w.RecvDepth == 0 {
+		return nil, "", fmt.Errorf("dial %s: %w: bad welcome parameters", addr, ErrProtocol)
+	}
+	nc.SetDeadline(time.Time{})
+	local := transport.PeerInfo{ID: e.id, PID: os.Getpid(), HostID: e.hostID, Addr: e.addr}
+	remote := transport.PeerInfo{ID: ch.ID, PID: int(ch.PID), HostID: ch.HostID, Addr: addr, Blob: w.Blob}
+	p.setRemote(remote, w.Exports)
+	ep, err = t.Connect(ctx, transport.Params{
+		Role: transport.Dialer, Conn: nc, Local: local, Remote: remote, Host: p.host(),
+		Conns: int(w.Conns), MaxMessage: int(w.MaxMessage), RecvDepth: int(w.RecvDepth), Logger: e.log,
+		DialExtra: func(ctx context.Context) (net.Conn, error) { return e.join(ctx, addr, w.Token) },
+	})
+	nc = nil // Connect owns it now, on success and on failure
+	if err != nil {
+		return nil, w.Transport, fmt.Errorf("dial %s: %s: %w", addr, w.Transport, err)
+	}
+	return ep, w.Transport, nil
+}
+
+func offered(h *wire.Hello, name string) bool {
+	for _, o := range h.Transports {
+		if o.Name == name {
+			return true
+		}
+	}
+	return false
+}
+
+// join opens one more connection to an established peer.
+func (e *Engine) join(ctx context.Context, addr string, token [16]byte) (net.Conn, error) {
+	var d net.Dialer
+	nc, err := d.DialContext(ctx, "tcp", addr)
+	if err != nil {
+		return nil, err
+	}
+	stop := context.AfterFunc(ctx, func() { nc.SetDeadline(time.Unix(1, 0)) })
+	defer stop()
+	if _, err := nc.Write(wire.AppendJoin(nil, &wire.Join{Token: token})); err != nil {
+		nc.Close()
+		return nil, err
+	}
+	typ, body, err := wire.ReadMessage(nc)
+	if err != nil {
+		nc.Close()
+		return nil, ctxErr(ctx, err)
+	}
+	if typ != wire.MsgResult {
+		nc.Close()
+		return nil, fmt.Errorf("%w: join answered with message type %d", ErrProtocol, typ)
+	}
+	if err := resultErr(addr, body); err != nil {
+		nc.Close()
+		return nil, err
+	}
+	nc.SetDeadline(time.Time{})
+	return nc, nil
+}
+
+func resultErr(addr string, body []byte) error {
+	r, err := wire.DecodeResult(body)
+	if err != nil {
+		return fmt.Errorf("dial %s: %w", addr, err)
+	}
+	var kind error
+	switch r.Status {
+	case wire.StatusOK:
+		return nil
+	case wire.StatusAuthFailed:
+		kind = ErrAuth
+	case wire.StatusVersion:
+		kind = ErrVersion
+	case wire.StatusNoTransport:
+		kind = ErrNoTransport
+	default:
+		kind = ErrProtocol
+	}
+	return fmt.Errorf("dial %s: refused by peer: %w: %s", addr, kind, r.Message)
+}
+
+func ctxErr(ctx context.Context, err error) error {
+	if ctx.Err() != nil {
+		return fmt.Errorf("%w (%v)", ctx.Err(), err)
+	}
+	return err
+}

@@ -1,0 +1,206 @@
+package sys
+
+import (
+	"bufio"
+	"bytes"
+	"errors"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+
+	"golang.org/x/sys/unix"
+)
+
+// PageSize returns the size of a base page in bytes.
+func PageSize() int { return unix.Getpagesize() }
+
+// MmapAnon maps size bytes of private, anonymous, zero-filled memory that
+// can be read and written. With hugeTLB the mapping uses MAP_HUGETLB, which
+// takes explicit huge pages of the default size from the kernel's reserved
+// pool; size should then be a multiple of that page size. Release the memory
+// with [Munmap].
+func MmapAnon(size int, hugeTLB bool) ([]byte, error) {
+	flags := unix.MAP_PRIVATE | unix.MAP_ANONYMOUS
+	op := "mmap"
+	if hugeTLB {
+		flags |= unix.MAP_HUGETLB
+		op = "mmap MAP_HUGETLB"
+	}
+	if size <= 0 {
+		return nil, fmt.Errorf("%s %d bytes: %w", op, size, unix.EINVAL)
+	}
+	b, err := unix.Mmap(-1, 0, size, unix.PROT_READ|unix.PROT_WRITE, flags)
+	if err != nil {
+		return nil, fmt.Errorf("%s %d bytes: %w", op, size, err)
+	}
+	return b, nil
+}
+
+// MemfdCreate creates an anonymous file with memfd_create(2) and returns its
+// descriptor, opened close-on-exec. name only labels the file in
+// /proc/PID/fd. With hugeTLB the file is backed by explicit huge pages
+// (MFD_HUGETLB). The file is empty: size it with [Ftruncate], map it with
+// [MmapShared] and release it with [Close].
+func MemfdCreate(name string, hugeTLB bool) (fd int, err error) {
+	flags := unix.MFD_CLOEXEC
+	if hugeTLB {
+		flags |= unix.MFD_HUGETLB
+	}
+	fd, err = unix.MemfdCreate(name, flags)
+	if err != nil {
+		if hugeTLB {
+			return -1, fmt.Errorf("memfd_create %q MFD_HUGETLB: %w", name, err)
+		}
+		return -1, fmt.Errorf("memfd_create %q: %w", name, err)
+	}
+	return fd, nil
+}
+
+// Ftruncate sets the size of the file behind fd to size bytes.
+func Ftruncate(fd int, size int64) error {
+	if err := unix.Ftruncate(fd, size); err != nil {
+		return fmt.Errorf("ftruncate fd %d to %d bytes: %w", fd, size, err)
+	}
+	return nil
+}
+
+// MmapShared maps the first size bytes of the file behind fd, readable and
+// writable, with MAP_SHARED: stores are visible to every other mapping of
+// the same file, in this process or another. Release the memory with
+// [Munmap]; the mapping stays valid after fd is closed.
+func MmapShared(fd, size int) ([]byte, error) {
+	if size <= 0 {
+		return nil, fmt.Errorf("mmap fd %d, %d bytes: %w", fd, size, unix.EINVAL)
+	}
+	b, err := unix.Mmap(fd, 0, size, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
+	if err != nil {
+		return nil, fmt.Errorf("mmap fd %d, %d bytes: %w", fd, size, err)
+	}
+	return b, nil
+}
+
+// Munmap unmaps memory returned by [MmapAnon] or [MmapShared]. b must be the
+// slice those functions returned, not a part of it.
+func Munmap(b []byte) error {
+	if err := unix.Munmap(b); err != nil {
+		return fmt.Errorf("munmap %d bytes: %w", len(b), err)
+	}
+	return nil
+}
+
+// Close closes the file descriptor fd.
+func Close(fd int) error {
+	if err := unix.Close(fd); err != nil {
+		return fmt.Errorf("close fd %d: %w", fd, err)
+	}
+	return nil
+}
+
+// MadviseHugepage asks the kernel to back b with transparent huge pages
+// (MADV_HUGEPAGE). Whether it does depends on [THPMode] for private memory
+// and [ShmemTHPMode] for shared memory. It fails with EINVAL on kernels
+// built without transparent huge pages.
+func MadviseHugepage(b []byte) error {
+	if err := unix.Madvise(b, unix.MADV_HUGEPAGE); err != nil {
+		return fmt.Errorf("madvise MADV_HUGEPAGE %d bytes: %w", len(b), err)
+	}
+	return nil
+}
+
+// THPMode returns the kernel's transparent huge page policy for private
+// memory: "always", "madvise" or "never", or "" when it cannot be read.
+func THPMode() string {
+	return thpMode("/sys/kernel/mm/transparent_hugepage/enabled")
+}
+
+// ShmemTHPMode returns the kernel's transparent huge page policy for shared
+// memory (memfd, tmpfs): "always", "within_size", "advise", "never", "deny"
+// or "force", or "" when it cannot be read.
+func ShmemTHPMode() string {
+	return thpMode("/sys/kernel/mm/transparent_hugepage/shmem_enabled")
+}
+
+func thpMode(path string) string {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return ""
+	}
+	return bracketed(string(b))
+}
+
+// bracketed returns the word in square brackets in a sysfs choice list such
+// as "always [madvise] never", or "" when there is none.
+func bracketed(s string) string {
+	_, rest, ok := strings.Cut(s, "[")
+	if !ok {
+		return ""
+	}
+	word, _, ok := strings.Cut(rest, "]")
+	if !ok {
+		return ""
+	}
+	return word
+}
+
+// HugeTLB describes the kernel's pool of explicit huge pages of the default
+// size, the pages that MAP_HUGETLB and MFD_HUGETLB draw from.
+type HugeTLB struct {
+	// Total is the number of huge pages in the pool (vm.nr_hugepages).
+	Total int
+	// Free is the number of pages not yet handed out to a mapping.
+	Free int
+	// Reserved is the number of free pages that existing mappings have
+	// reserved but not yet touched. Free-Reserved pages remain for new
+	// mappings.
+	Reserved int
+	// PageSize is the default huge page size in bytes.
+	PageSize int
+}
+
+// HugeTLBPages reports the explicit huge page pool as /proc/meminfo shows
+// it. It fails when the kernel has no hugetlbfs support.
+func HugeTLBPages() (HugeTLB, error) {
+	b, err := os.ReadFile("/proc/meminfo")
+	if err != nil {
+		return HugeTLB{}, fmt.Errorf("huge page pool: %w", err)
+	}
+	return parseMeminfo(b)
+}
+
+func parseMeminfo(b []byte) (HugeTLB, error) {
+	var h HugeTLB
+	var seen int
+	fields := []struct {
+		key  string
+		dst  *int
+		unit int
+	}{
+		{"HugePages_Total:", &h.Total, 1},
+		{"HugePages_Free:", &h.Free, 1},
+		{"HugePages_Rsvd:", &h.Reserved, 1},
+		{"Hugepagesize:", &h.PageSize, 1024}, // reported in kB
+	}
+	sc := bufio.NewScanner(bytes.NewReader(b))
+	for sc.Scan() {
+		words := bytes.Fields(sc.Bytes())
+		if len(words) < 2 {
+			continue
+		}
+		for i, f := range fields {
+			if string(words[0]) != f.key {
+				continue
+			}
+			n, err := strconv.Atoi(string(words[1]))
+			if err != nil {
+				return HugeTLB{}, fmt.Errorf("huge page pool: /proc/meminfo: %s %q: %w", f.key, words[1], err)
+			}
+			*f.dst = n * f.unit
+			seen |= 1 << i
+		}
+	}
+	if seen != 1<<len(fields)-1 {
+		return HugeTLB{}, errors.New("huge page pool: /proc/meminfo has no HugePages_* lines (kernel without hugetlbfs?)")
+	}
+	return h, nil
+}

@@ -1,0 +1,119 @@
+package sys
+
+import (
+	"bytes"
+	"errors"
+	"testing"
+
+	"golang.org/x/sys/unix"
+)
+
+func TestMmapAnon(t *testing.T) {
+	n := 3 * PageSize()
+	b, err := MmapAnon(n, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(b) != n {
+		t.Fatalf("len = %d, want %d", len(b), n)
+	}
+	for i := range b {
+		b[i] = byte(i)
+	}
+	if err := MadviseHugepage(b); err != nil && !errors.Is(err, unix.EINVAL) {
+		t.Errorf("MadviseHugepage: %v", err)
+	}
+	if err := Munmap(b); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestMmapAnonBadSize(t *testing.T) {
+	_, err := MmapAnon(0, false)
+	if !errors.Is(err, unix.EINVAL) {
+		t.Fatalf("MmapAnon(0) = %v, want EINVAL", err)
+	}
+}
+
+func TestMemfdShared(t *testing.T) {
+	n := PageSize()
+	fd, err := MemfdCreate("xfer-test", false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer Close(fd)
+	if err := Ftruncate(fd, int64(n)); err != nil {
+		t.Fatal(err)
+	}
+	a, err := MmapShared(fd, n)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer Munmap(a)
+	b, err := MmapShared(fd, n)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer Munmap(b)
+	copy(a, "hello through the page cache")
+	if !bytes.Equal(a, b) {
+		t.Fatal("second mapping does not see the first one's stores")
+	}
+}
+
+func TestCloseBadFD(t *testing.T) {
+	if err := Close(-1); !errors.Is(err, unix.EBADF) {
+		t.Fatalf("Close(-1) = %v, want EBADF", err)
+	}
+}
+
+func TestBracketed(t *testing.T) {
+	for in, want := range map[string]string{
+		"always [madvise] never\n":                     "madvise",
+		"[always] madvise never":                       "always",
+		"always within_size advise [never] deny force": "never",
+		"":               "",
+		"always madvise": "",
+		"[unterminated":  "",
+	} {
+		if got := bracketed(in); got != want {
+			t.Errorf("bracketed(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
+
+func TestTHPMode(t *testing.T) {
+	// The files are absent on kernels built without THP; then "" is right.
+	t.Logf("THP %q, shmem THP %q", THPMode(), ShmemTHPMode())
+}
+
+func TestParseMeminfo(t *testing.T) {
+	in := []byte("MemTotal:       16318508 kB\n" +
+		"HugePages_Total:       4\n" +
+		"HugePages_Free:        3\n" +
+		"HugePages_Rsvd:        1\n" +
+		"HugePages_Surp:        0\n" +
+		"Hugepagesize:       2048 kB\n")
+	h, err := parseMeminfo(in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := HugeTLB{Total: 4, Free: 3, Reserved: 1, PageSize: 2 << 20}
+	if h != want {
+		t.Fatalf("parseMeminfo = %+v, want %+v", h, want)
+	}
+	if _, err := parseMeminfo([]byte("MemTotal: 1 kB\n")); err == nil {
+		t.Fatal("parseMeminfo without huge page lines succeeded")
+	}
+}
+
+func TestHugeTLBPages(t *testing.T) {
+	h, err := HugeTLBPages()
+	if err != nil {
+		t.Skipf("no huge page pool: %v", err)
+	}
+	if h.PageSize <= PageSize() {
+		t.Errorf("huge page size %d not above base page size %d", h.PageSize, PageSize())
+	}
+	t.Logf("%+v", h)
+}

@@ -1,0 +1,152 @@
+package wire
+
+import (
+	"bytes"
+	"errors"
+	"reflect"
+	"testing"
+)
+
+func sampleHello() *Hello {
+	h := &Hello{MinVersion: 1, MaxVersion: 1, Caps: CapAuth | CapNotify, PID: 42, Policy: "auto",
+		Conns: 2, MaxMessage: 65536, RecvDepth: 128, Listen: "127.0.0.1:7471",
+		Transports: []TransportOffer{{Name: "tcp"}, {Name: "shm", Blob: []byte{1, 2, 3}}}}
+	h.ID[0], h.HostID[1], h.Nonce[31] = 1, 2, 3
+	return h
+}
+
+func sampleWelcome() *Welcome {
+	w := &Welcome{Transport: "tcp", Blob: []byte("x"), Conns: 2, MaxMessage: 1 << 16, RecvDepth: 64, Listen: "[::1]:1",
+		Exports: []Export{{Name: "default", Desc: RegionDesc{ID: 7, Access: 3, Addr: 0x7f0000000000, Len: 1 << 20, Key: 0xdeadbeef}}}}
+	w.Token[5] = 9
+	return w
+}
+
+func roundTrip(t *testing.T, b []byte, want MsgType) []byte {
+	t.Helper()
+	typ, body, err := ReadMessage(bytes.NewReader(b))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if typ != want {
+		t.Fatalf("type %d, want %d", typ, want)
+	}
+	return body
+}
+
+func TestHandshakeRoundTrip(t *testing.T) {
+	h := sampleHello()
+	got, err := DecodeHello(roundTrip(t, AppendHello(nil, h), MsgHello))
+	if err != nil || !reflect.DeepEqual(got, h) {
+		t.Fatalf("hello: %v\n got %+v\nwant %+v", err, got, h)
+	}
+	c := &Challenge{Version: 1, Caps: 3, PID: 9, AuthRequired: true, HasProof: true}
+	c.Proof[3] = 4
+	gc, err := DecodeChallenge(roundTrip(t, AppendChallenge(nil, c), MsgChallenge))
+	if err != nil || !reflect.DeepEqual(gc, c) {
+		t.Fatalf("challenge: %v %+v", err, gc)
+	}
+	a := &Auth{}
+	a.Proof[0] = 1
+	ga, err := DecodeAuth(roundTrip(t, AppendAuth(nil, a), MsgAuth))
+	if err != nil || *ga != *a {
+		t.Fatalf("auth: %v", err)
+	}
+	w := sampleWelcome()
+	gw, err := DecodeWelcome(roundTrip(t, AppendWelcome(nil, w), MsgWelcome))
+	if err != nil || !reflect.DeepEqual(gw, w) {
+		t.Fatalf("welcome: %v\n got %+v\nwant %+v", err, gw, w)
+	}
+	r := &Result{Status: StatusAuthFailed, Message: "nope"}
+	gr, err := DecodeResult(roundTrip(t, AppendResult(nil, r), MsgResult))
+	if err != nil || *gr != *r {
+		t.Fatalf("result: %v", err)
+	}
+	j := &Join{Index: 3}
+	j.Token[0] = 1
+	gj, err := DecodeJoin(roundTrip(t, AppendJoin(nil, j), MsgJoin))
+	if err != nil || *gj != *j {
+		t.Fatalf("join: %v", err)
+	}
+}
+
+func TestHandshakeRejects(t *testing.T) {
+	b := AppendHello(nil, sampleHello())
+	for i := 0; i < len(b)-HandshakeHeaderLen; i++ {
+		if _, err := DecodeHello(b[HandshakeHeaderLen : HandshakeHeaderLen+i]); !errors.Is(err, ErrMalformed) {
+			t.Fatalf("truncated hello at %d: %v", i, err)
+		}
+	}
+	if _, err := DecodeHello(append(b[HandshakeHeaderLen:], 0)); !errors.Is(err, ErrMalformed) {
+		t.Fatal("trailing byte accepted")
+	}
+	bad := append([]byte(nil), b...)
+	copy(bad, "HTTP")
+	if _, _, err := ReadMessage(bytes.NewReader(bad)); !errors.Is(err, ErrMalformed) {
+		t.Fatalf("bad magic: %v", err)
+	}
+	huge := append([]byte(nil), b[:HandshakeHeaderLen]...)
+	huge[8], huge[9], huge[10], huge[11] = 0xff, 0xff, 0xff, 0x7f
+	if _, _, err := ReadMessage(bytes.NewReader(huge)); !errors.Is(err, ErrMalformed) {
+		t.Fatalf("oversized body: %v", err)
+	}
+}
+
+func TestFrameHeader(t *testing.T) {
+	h := Header{Type: FrameWrite, Flags: FlagImm, Imm: 7, ID: 1 << 40, Region: 3, Key: 99, Addr: 0x1000, Len: 4096}
+	var b [FrameHeaderLen]byte
+	h.Put(b[:])
+	var g Header
+	if err := DecodeHeader(b[:], &g); err != nil || g != h {
+		t.Fatalf("%v %+v", err, g)
+	}
+	for _, bad := range []Header{
+		{Type: 0}, {Type: frameMax}, {Type: FrameRead, Flags: 0x80}, {Type: FrameRead, Flags: FlagImm},
+		{Type: FrameWrite, Len: MaxFramePayload + 1}, {Type: FrameResp, Status: StatusWrongKey, Len: MaxErrorText + 1},
+		{Type: FrameAttach, Access: 0}, {Type: FrameResp, Status: statusMax},
+	} {
+		bad.Put(b[:])
+		if err := DecodeHeader(b[:], &g); !errors.Is(err, ErrMalformed) {
+			t.Errorf("%+v accepted", bad)
+		}
+	}
+	if err := DecodeHeader(b[:10], &g); !errors.Is(err, ErrMalformed) {
+		t.Error("short header accepted")
+	}
+}
+
+func TestRegionDesc(t *testing.T) {
+	d := RegionDesc{ID: 1, Access: 1, Addr: 1 << 30, Len: 4096, Key: 5}
+	d.Owner[15] = 1
+	b := AppendRegionDesc(nil, &d)
+	if len(b) != RegionDescLen {
+		t.Fatalf("len %d", len(b))
+	}
+	g, err := DecodeRegionDesc(b)
+	if err != nil || g != d {
+		t.Fatal(err)
+	}
+	wrap := d
+	wrap.Addr, wrap.Len = ^uint64(0)-10, 100
+	if _, err := DecodeRegionDesc(AppendRegionDesc(nil, &wrap)); !errors.Is(err, ErrMalformed) {
+		t.Fatal("wrapping range accepted")
+	}
+	none := d
+	none.Access = 0
+	if _, err := DecodeRegionDesc(AppendRegionDesc(nil, &none)); !errors.Is(err, ErrMalformed) {
+		t.Fatal("no-access descriptor accepted")
+	}
+}
+
+func TestAttachInfo(t *testing.T) {
+	a := AttachInfo{PID: 1, FD: -1, Base: 4096, Len: 8192, Key: 3}
+	var b [AttachInfoLen]byte
+	a.Put(b[:])
+	g, err := DecodeAttachInfo(b[:])
+	if err != nil || g != a {
+		t.Fatal(err)
+	}
+	if _, err := DecodeAttachInfo(b[:5]); err == nil {
+		t.Fatal("short attach info accepted")
+	}
+}

@@ -1,0 +1,448 @@
+package xfer
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"sync/atomic"
+
+	"github.com/xferio/xfer/internal/wire"
+	"github.com/xferio/xfer/transport"
+)
+
+// Peer is a connection to another engine. Either side may start any
+// operation on it. Its methods are safe for concurrent use.
+type Peer struct {
+	e        *Engine
+	dialAddr string // set for peers this engine dialed: they reconnect
+
+	mu      sync.Mutex // guards remote, exports, dialing and closed
+	remote  transport.PeerInfo
+	exports map[string]RegionDesc
+	closed  bool
+	dialing chan struct{} // closed when a dial in progress ends
+
+	ep atomic.Pointer[epBox]
+
+	inboxMu sync.Mutex
+	inbox   [][]byte
+	stash   []byte // a message Recv could not fit, returned first next time
+	signal  chan struct{}
+	done    chan struct{}
+}
+
+type epBox struct{ ep transport.Endpoint }
+
+func (e *Engine) newPeer(dialAddr string, remote transport.PeerInfo, exports []wire.Export) *Peer {
+	p := &Peer{e: e, dialAddr: dialAddr, signal: make(chan struct{}, 1), done: make(chan struct{})}
+	p.setRemote(remote, exports)
+	return p
+}
+
+func (p *Peer) setRemote(remote transport.PeerInfo, exports []wire.Export) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.remote = remote
+	p.exports = make(map[string]RegionDesc, len(exports))
+	for _, x := range exports {
+		p.exports[x.Name] = descFromWire(x.Desc)
+	}
+}
+
+func (p *Peer) setEndpoint(ep transport.Endpoint) { p.ep.Store(&epBox{ep}) }
+
+func (p *Peer) current() transport.Endpoint {
+	if b := p.ep.Load(); b != nil {
+		return b.ep
+	}
+	return nil
+}
+
+// String names the peer by address or ID.
+func (p *Peer) String() string {
+	if p.dialAddr != "" {
+		return p.dialAddr
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.remote.Addr != "" {
+		return p.remote.Addr
+	}
+	return ID(p.remote.ID).String()
+}
+
+// ID is the remote engine's ID.
+func (p *Peer) ID() ID {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.remote.ID
+}
+
+// Transport is the transport in use: "tcp", "shm" or "rdma" ("" while not
+// connected).
+func (p *Peer) Transport() string {
+	if ep := p.current(); ep != nil {
+		return ep.Transport()
+	}
+	return ""
+}
+
+// Region returns the descriptor the remote engine exported under name.
+func (p *Peer) Region(name string) (RegionDesc, bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	d, ok := p.exports[name]
+	return d, ok
+}
+
+// endpoint returns a live endpoint, dialing again if this engine dialed the
+// peer and the last connection failed.
+func (p *Peer) endpoint(ctx context.Context) (transport.Endpoint, error) {
+	for {
+		ep := p.current()
+		if ep != nil {
+			select {
+			case <-ep.Done():
+			default:
+				return ep, nil
+			}
+		}
+		p.mu.Lock()
+		if p.closed {
+			p.mu.Unlock()
+			return nil, fmt.Errorf("peer %s: %w", p, ErrClosed)
+		}
+		if p.dialAddr == "" {
+			p.mu.Unlock()
+			if ep == nil {
+				return nil, fmt.Errorf("peer %s: not connected: %w", p, ErrClosed)
+			}
+			return nil, ep.Err()
+		}
+		if p.dialing != nil {
+			ch := p.dialing
+			p.mu.Unlock()
+			select {
+			case <-ch:
+				continue
+			case <-ctx.Done():
+				return nil, ctx.Err()
+			}
+		}
+		ch := make(chan struct{})
+		p.dialing = ch
+		p.mu.Unlock()
+		if ep != nil {
+			ep.Close()
+			p.e.log.Info("reconnecting to peer", "peer", p.dialAddr, "after", ep.Err())
+		}
+		nep, err := p.e.connect(ctx, p)
+		p.mu.Lock()
+		p.dialing = nil
+		close(ch)
+		closed := p.closed
+		p.mu.Unlock()
+		if err != nil {
+			return nil, err
+		}
+		if closed {
+			nep.Close()
+			return nil, fmt.Errorf("peer %s: %w", p, ErrClosed)
+		}
+		p.setEndpoint(nep)
+		return nep, nil
+	}
+}
+
+// Close closes the connection; operations in flight fail with an error
+// matching ErrClosed. Idempotent.
+func (p *Peer) Close() error {
+	if p == nil {
+		return nil
+	}
+	p.mu.Lock()
+	if p.closed {
+		p.mu.Unlock()
+		return nil
+	}
+	p.closed = true
+	p.mu.Unlock()
+	close(p.done)
+	var err error
+	if ep := p.current(); ep != nil {
+		err = ep.Close()
+	}
+	p.e.removePeer(p)
+	return err
+}
+
+// OpKind is the kind of an operation in a batch.
+type OpKind = transport.OpKind
+
+// Operation kinds.
+const (
+	OpWrite       = transport.OpWrite
+	OpRead        = transport.OpRead
+	OpWriteNotify = transport.OpWriteImm
+	OpSend        = transport.OpSend
+)
+
+// Op is one operation of a batch. Local must lie in registered memory and
+// must not be touched until the batch is done. Err is set when it completes.
+type Op struct {
+	Kind   OpKind
+	Local  []byte
+	Remote RemoteAddr // unused by OpSend
+	Value  uint32     // the notification value of OpWriteNotify
+	Err    error
+}
+
+// call is one synchronous operation; calls are pooled so that a steady
+// stream of Write and Read allocates nothing.
+type call struct {
+	op   transport.Op
+	ops  [1]*transport.Op
+	done chan struct{}
+}
+
+var callPool = sync.Pool{New: func() any {
+	c := &call{done: make(chan struct{}, 1)}
+	c.ops[0] = &c.op
+	c.op.Done = c
+	return c
+}}
+
+func (c *call) OpDone(*transport.Op) { c.done <- struct{}{} }
+
+// do runs one operation and waits for it.
+func (p *Peer) do(ctx context.Context, kind OpKind, local []byte, remote RemoteAddr, imm uint32) error {
+	ep, err := p.endpoint(ctx)
+	if err != nil {
+		return err
+	}
+	lr, err := p.e.regions.pinLocal(local)
+	if err != nil {
+		return fmt.Errorf("%s: %w", kind, err)
+	}
+	defer lr.Unpin()
+	c := callPool.Get().(*call)
+	c.op.Kind, c.op.Local, c.op.Remote, c.op.Imm, c.op.Err = kind, local, remote, imm, nil
+	ep.Post(c.ops[:])
+	if done := ctx.Done(); done != nil {
+		select {
+		case <-c.done:
+		case <-done:
+			if !ep.Cancel(&c.op) {
+				<-c.done
+				break
+			}
+			c.op.Local = nil
+			callPool.Put(c)
+			return fmt.Errorf("%s: %w", kind, ctx.Err())
+		}
+	} else {
+		<-c.done
+	}
+	err = c.op.Err
+	c.op.Local, c.op.Err = nil, nil
+	callPool.Put(c)
+	return err
+}
+
+// Write copies src, which must lie in registered memory, to the peer's
+// memory at dst, and returns once it is in place.
+func (p *Peer) Write(ctx context.Context, src []byte, dst RemoteAddr) error {
+	return p.do(ctx, OpWrite, src, dst, 0)
+}
+
+// Read copies the peer's memory at src into dst, which must lie in
+// registered memory.
+func (p *Peer) Read(ctx context.Context, dst []byte, src RemoteAddr) error {
+	return p.do(ctx, OpRead, dst, src, 0)
+}
+
+// WriteNotify is Write, and then the peer receives a Notification carrying
+// value (Engine.WaitNotify) once the data is in place.
+func (p *Peer) WriteNotify(ctx context.Context, src []byte, dst RemoteAddr, value uint32) error {
+	return p.do(ctx, OpWriteNotify, src, dst, value)
+}
+
+// Send delivers msg as one message to the peer's receive queue (Peer.Recv on
+// the other side). Messages arrive in order. Send waits while the peer's
+// queue is full. msg must lie in registered memory and be at most the
+// negotiated max_message.
+func (p *Peer) Send(ctx context.Context, msg []byte) error {
+	return p.do(ctx, OpSend, msg, RemoteAddr{}, 0)
+}
+
+// Recv waits for the next message from this peer and copies it into buf.
+// When buf is too small, it returns an error matching ErrTooLarge that states
+// the size needed, and keeps the message for the next Recv.
+func (p *Peer) Recv(ctx context.Context, buf []byte) (int, error) {
+	for {
+		p.inboxMu.Lock()
+		msg := p.stash
+		if msg != nil {
+			p.stash = nil
+		} else if len(p.inbox) > 0 {
+			msg = p.inbox[0]
+			p.inbox[0] = nil
+			p.inbox = p.inbox[1:]
+		}
+		if msg != nil {
+			if len(msg) > len(buf) {
+				p.stash = msg
+				p.inboxMu.Unlock()
+				return 0, fmt.Errorf("recv: message of %d bytes, buffer of %d: %w", len(msg), len(buf), ErrTooLarge)
+			}
+			more := len(p.inbox) > 0
+			p.inboxMu.Unlock()
+			if more {
+				p.wake()
+			}
+			if ep := p.current(); ep != nil {
+				ep.Consumed(1)
+			}
+			return copy(buf, msg), nil
+		}
+		p.inboxMu.Unlock()
+		var epDone <-chan struct{}
+		if ep := p.current(); ep != nil && p.dialAddr == "" {
+			epDone = ep.Done()
+		}
+		select {
+		case <-p.signal:
+		case <-ctx.Done():
+			return 0, ctx.Err()
+		case <-p.done:
+			return 0, fmt.Errorf("recv from %s: %w", p, ErrClosed)
+		case <-epDone:
+			return 0, fmt.Errorf("recv from %s: %w", p, p.current().Err())
+		}
+	}
+}
+
+func (p *Peer) wake() {
+	select {
+	case p.signal <- struct{}{}:
+	default:
+	}
+}
+
+// Submit posts a batch of operations and returns at once. The batch owns
+// ops until it is done: Batch.Wait, then read each ops[i].Err.
+func (p *Peer) Submit(ops []Op) *Batch {
+	b := &Batch{ops: ops, tops: make([]transport.Op, len(ops)), pins: make([]*Region, len(ops)), ptrs: make([]*transport.Op, 0, len(ops)), done: make(chan struct{})}
+	b.remaining.Store(int64(len(ops)))
+	if len(ops) == 0 {
+		close(b.done)
+		return b
+	}
+	ep, err := p.endpoint(context.Background())
+	for i := range ops {
+		t := &b.tops[i]
+		*t = transport.Op{Kind: ops[i].Kind, Local: ops[i].Local, Remote: ops[i].Remote, Imm: ops[i].Value, Done: b, Tag: i}
+		if err != nil {
+			t.Err = err
+			b.OpDone(t)
+			continue
+		}
+		r, lerr := p.e.regions.pinLocal(ops[i].Local)
+		if lerr != nil {
+			t.Err = fmt.Errorf("op %d (%s): %w", i, ops[i].Kind, lerr)
+			b.OpDone(t)
+			continue
+		}
+		b.pins[i] = r
+		b.ptrs = append(b.ptrs, t)
+	}
+	if len(b.ptrs) > 0 {
+		b.ep = ep
+		ep.Post(b.ptrs)
+	}
+	return b
+}
+
+// Batch is a submitted group of operations.
+type Batch struct {
+	ops       []Op
+	tops      []transport.Op
+	pins      []*Region // local regions pinned while their op runs
+	ptrs      []*transport.Op
+	ep        transport.Endpoint
+	remaining atomic.Int64
+	errOnce   sync.Once
+	first     error
+	done      chan struct{}
+}
+
+// OpDone implements transport.Completer.
+func (b *Batch) OpDone(t *transport.Op) {
+	b.ops[t.Tag].Err = t.Err
+	if r := b.pins[t.Tag]; r != nil {
+		b.pins[t.Tag] = nil
+		r.Unpin()
+	}
+	if t.Err != nil {
+		b.errOnce.Do(func() { b.first = t.Err })
+	}
+	if b.remaining.Add(-1) == 0 {
+		close(b.done)
+	}
+}
+
+// Done reports, without waiting, whether every operation has completed.
+func (b *Batch) Done() bool {
+	select {
+	case <-b.done:
+		return true
+	default:
+		return false
+	}
+}
+
+// Wait waits for every operation and returns the first error (each
+// operation's own is in its Err). When ctx ends first, operations not yet
+// complete are cancelled where the transport can; Wait returns ctx's error
+// and the batch's memory is free once Wait returns.
+func (b *Batch) Wait(ctx context.Context) error {
+	select {
+	case <-b.done:
+		return b.first
+	case <-ctx.Done():
+	}
+	for i := range b.tops {
+		t := &b.tops[i]
+		if b.ep != nil && b.ep.Cancel(t) {
+			t.Err = fmt.Errorf("%s: %w", t.Kind, ctx.Err())
+			b.OpDone(t)
+		}
+	}
+	<-b.done
+	return b.first
+}
+
+// host is the transport.Host a peer's endpoint serves requests with.
+func (p *Peer) host() transport.Host { return peerHost{p} }
+
+type peerHost struct{ p *Peer }
+
+func (h peerHost) Resolve(id uint32, key, addr, n uint64, want Access) (transport.Resolved, error) {
+	return h.p.e.regions.resolve(id, key, addr, n, want)
+}
+
+func (h peerHost) Lookup(id uint32, key uint64, want Access) (transport.Resolved, error) {
+	return h.p.e.regions.lookup(id, key, want)
+}
+
+func (h peerHost) Deliver(_ transport.Endpoint, msg []byte) {
+	p := h.p
+	p.inboxMu.Lock()
+	p.inbox = append(p.inbox, msg)
+	p.inboxMu.Unlock()
+	p.wake()
+}
+
+func (h peerHost) Notify(_ transport.Endpoint, n transport.Notification) {
+	h.p.e.notes.push(Notification{Peer: h.p, Value: n.Value, Region: n.Region, Addr: n.Addr, Len: n.Len})
+}

@@ -1,0 +1,4 @@
+package shm
+
+// copyMem copies src to dst.
+func copyMem(dst, src []byte) { copy(dst, src) }

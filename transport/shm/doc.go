@@ -1,0 +1,23 @@
+// Package shm is xfer's shared-memory transport for peers on the same host.
+//
+// Regions that the engine allocates are memfd-backed. The first one-sided
+// operation on a peer region asks the peer, over the stream endpoint, to
+// attach it: the peer checks key and rights and answers with the region's
+// placement and memfd number; this side takes the memfd with pidfd_getfd and
+// maps it. From then on a WRITE or READ is one memcpy, with no system call
+// and no copy through a socket; bounds, key and rights are checked against
+// what the peer granted before any byte is touched. A write-with-notify
+// sends its notification over the stream after the copy, so the data is in
+// place when it arrives. Regions without a memfd (memory the user registered
+// themselves) fall back to the stream path, served by the peer.
+//
+// When the peer deregisters a region it sends a revoke and this side drops
+// its mapping once in-flight copies finish; the memfd keeps the pages valid
+// until then, so a late copy can never touch memory the peer reused.
+//
+// pidfd_getfd is allowed only where ptrace would be (same user or
+// CAP_SYS_PTRACE, Yama permitting). Both sides check access during the
+// handshake by mapping the other's probe memfd and checking a random
+// cookie, which also rules out a PID from another PID namespace. When the
+// check fails the engine logs why and uses tcp.
+package shm

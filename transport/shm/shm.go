@@ -1,0 +1,357 @@
+package shm
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"os"
+	"sync"
+	"sync/atomic"
+
+	"github.com/xferio/xfer/internal/sys"
+	"github.com/xferio/xfer/transport"
+	"github.com/xferio/xfer/transport/tcp"
+)
+
+// Transport is the shm transport: one-sided operations between processes on
+// one host are a single memcpy into the peer's memfd-backed region, mapped
+// into this process with pidfd_getfd. Everything else (sends, notifications,
+// attach requests) travels over a stream endpoint.
+type Transport struct {
+	once   sync.Once
+	err    error
+	fd     int // probe memfd: its first bytes are the cookie
+	cookie [16]byte
+	probe  []byte
+}
+
+var _ transport.Transport = (*Transport)(nil)
+
+// New returns the shm transport.
+func New() *Transport { return &Transport{fd: -1} }
+
+// Name is "shm".
+func (*Transport) Name() string { return "shm" }
+
+const blobLen = 4 + 16
+
+func (t *Transport) init() {
+	t.once.Do(func() {
+		fd, err := sys.MemfdCreate("xfer-shm-probe", false)
+		if err != nil {
+			t.err = fmt.Errorf("shm: %w: %w", transport.ErrNotSupported, err)
+			return
+		}
+		if err := sys.Ftruncate(fd, int64(sys.PageSize())); err != nil {
+			sys.Close(fd)
+			t.err = fmt.Errorf("shm: %w: %w", transport.ErrNotSupported, err)
+			return
+		}
+		m, err := sys.MmapShared(fd, sys.PageSize())
+		if err != nil {
+			sys.Close(fd)
+			t.err = fmt.Errorf("shm: %w: %w", transport.ErrNotSupported, err)
+			return
+		}
+		_, _ = rand.Read(t.cookie[:])
+		copy(m, t.cookie[:])
+		t.fd, t.probe = fd, m
+		// Check that this kernel lets us take a file from a process at all.
+		if _, err := attachProbe(0, fd, t.cookie); err != nil {
+			t.err = err
+		}
+	})
+}
+
+// Available reports whether this kernel supports pidfd_getfd and memfd.
+func (t *Transport) Available() error {
+	t.init()
+	return t.err
+}
+
+// LocalBlob carries the probe memfd number and its cookie.
+func (t *Transport) LocalBlob() []byte {
+	t.init()
+	if t.err != nil {
+		return nil
+	}
+	b := binary.LittleEndian.AppendUint32(nil, uint32(t.fd))
+	return append(b, t.cookie[:]...)
+}
+
+// Usable checks that the peer is on this host and that the kernel lets this
+// process take the peer's files: it maps the peer's probe memfd and checks
+// its cookie, so a PID from another PID namespace cannot be mistaken for it.
+func (t *Transport) Usable(local, remote transport.PeerInfo) error {
+	if err := t.Available(); err != nil {
+		return err
+	}
+	if local.HostID != remote.HostID {
+		return fmt.Errorf("shm: %w: peer is on another host or PID namespace", transport.ErrNotSupported)
+	}
+	if len(remote.Blob) != blobLen {
+		return fmt.Errorf("shm: %w: peer sent no probe", transport.ErrNotSupported)
+	}
+	fd := int(binary.LittleEndian.Uint32(remote.Blob))
+	var cookie [16]byte
+	copy(cookie[:], remote.Blob[4:])
+	pidfd, err := attachProbe(remote.PID, fd, cookie)
+	if err != nil {
+		return err
+	}
+	sys.Close(pidfd)
+	return nil
+}
+
+// attachProbe opens pid (0: this process) and checks its probe memfd.
+// It returns the pidfd.
+func attachProbe(pid, fd int, cookie [16]byte) (int, error) {
+	if pid == 0 {
+		pid = os.Getpid()
+	}
+	pidfd, err := sys.PidfdOpen(pid)
+	if err != nil {
+		return -1, fmt.Errorf("shm: %w: %w", transport.ErrNotSupported, err)
+	}
+	mfd, err := sys.PidfdGetfd(pidfd, fd)
+	if err != nil {
+		sys.Close(pidfd)
+		return -1, fmt.Errorf("shm: %w: the kernel refused access to the peer's memory (ptrace policy or another user): %w", transport.ErrNotSupported, err)
+	}
+	defer sys.Close(mfd)
+	m, err := sys.MmapShared(mfd, sys.PageSize())
+	if err != nil {
+		sys.Close(pidfd)
+		return -1, fmt.Errorf("shm: %w: %w", transport.ErrNotSupported, err)
+	}
+	ok := bytes.Equal(m[:16], cookie[:])
+	sys.Munmap(m)
+	if !ok {
+		sys.Close(pidfd)
+		return -1, fmt.Errorf("shm: %w: process %d is not the peer (PID namespaces differ)", transport.ErrNotSupported, pid)
+	}
+	return pidfd, nil
+}
+
+// Connect builds an shm endpoint. The dialer checks the acceptor the way the
+// acceptor checked it in Usable; when that fails the error matches
+// ErrNotSupported, and the engine dials again without shm.
+func (t *Transport) Connect(ctx context.Context, p transport.Params) (transport.Endpoint, error) {
+	if err := t.Usable(p.Local, p.Remote); err != nil {
+		p.Conn.Close()
+		return nil, err
+	}
+	pidfd, err := sys.PidfdOpen(p.Remote.PID)
+	if err != nil {
+		p.Conn.Close()
+		return nil, fmt.Errorf("shm: %w: %w", transport.ErrNotSupported, err)
+	}
+	e := &Endpoint{pidfd: pidfd, att: map[uint32]*attachment{}}
+	s, err := tcp.NewEndpoint(ctx, p, tcp.Hooks{Name: "shm", OnRevoke: e.revoked})
+	if err != nil {
+		sys.Close(pidfd)
+		return nil, err
+	}
+	e.Endpoint = s
+	return e, nil
+}
+
+// Endpoint is an shm endpoint.
+type Endpoint struct {
+	*tcp.Endpoint
+	pidfd int
+
+	mu     sync.Mutex
+	att    map[uint32]*attachment
+	closed bool
+}
+
+var _ transport.Endpoint = (*Endpoint)(nil)
+
+// attachment is a peer region mapped into this process.
+type attachment struct {
+	base, n uint64
+	key     uint64
+	rights  transport.Access
+	mem     []byte // nil: the region has no memfd; use the stream path
+	refs    atomic.Int64
+	gone    atomic.Bool
+	unmap   sync.Once
+}
+
+func (a *attachment) release() {
+	if a.refs.Add(-1) == 0 && a.gone.Load() {
+		a.unmap.Do(func() {
+			if a.mem != nil {
+				sys.Munmap(a.mem)
+			}
+		})
+	}
+}
+
+// Post runs one-sided operations as copies and passes the rest on.
+func (e *Endpoint) Post(ops []*transport.Op) {
+	for i, op := range ops {
+		switch op.Kind {
+		case transport.OpWrite, transport.OpWriteImm, transport.OpRead:
+			if e.copyOp(op) {
+				continue
+			}
+		}
+		e.Endpoint.Post(ops[i : i+1])
+	}
+}
+
+// copyOp performs op as a copy; false means it must take the stream path.
+func (e *Endpoint) copyOp(op *transport.Op) bool {
+	want := transport.AccessWrite
+	if op.Kind == transport.OpRead {
+		want = transport.AccessRead
+	}
+	a, err := e.attachment(op.Remote.Region, op.Remote.Key, want)
+	if err != nil {
+		complete(op, err)
+		return true
+	}
+	if a.mem == nil {
+		a.release()
+		return false
+	}
+	defer a.release()
+	n := uint64(len(op.Local))
+	addr := op.Remote.Addr
+	switch {
+	case a.key^op.Remote.Key != 0:
+		complete(op, &transport.AccessError{Kind: transport.WrongKey, Want: want, Region: op.Remote.Region, Addr: addr, Len: n})
+		return true
+	case addr < a.base || addr-a.base > a.n || n > a.n-(addr-a.base):
+		complete(op, &transport.AccessError{Kind: transport.OutOfRange, Want: want, Region: op.Remote.Region, Addr: addr, Len: n})
+		return true
+	}
+	off := addr - a.base
+	if op.Kind == transport.OpRead {
+		copyMem(op.Local, a.mem[off:off+n])
+		complete(op, nil)
+		return true
+	}
+	copyMem(a.mem[off:off+n], op.Local)
+	if op.Kind == transport.OpWriteImm {
+		if err := e.Notify(transport.Notification{Value: op.Imm, Region: op.Remote.Region, Addr: addr, Len: n}); err != nil {
+			complete(op, err)
+			return true
+		}
+	}
+	complete(op, nil)
+	return true
+}
+
+func complete(op *transport.Op, err error) {
+	op.Err = err
+	op.Done.OpDone(op)
+}
+
+// attachment returns the peer region, mapping it on first use, with a
+// reference the caller releases. The target checks key and rights when it
+// answers the attach; later operations are checked against what it said.
+func (e *Endpoint) attachment(id uint32, key uint64, want transport.Access) (*attachment, error) {
+	e.mu.Lock()
+	if e.closed {
+		e.mu.Unlock()
+		return nil, e.closedErr()
+	}
+	a := e.att[id]
+	if a != nil && a.rights&want == want && a.key == key {
+		a.refs.Add(1)
+		e.mu.Unlock()
+		return a, nil
+	}
+	e.mu.Unlock()
+	info, err := e.Attach(context.Background(), id, key, want)
+	if err != nil {
+		var ae *transport.AccessError
+		if errors.As(err, &ae) {
+			ae.Region, ae.Len = id, 0
+		}
+		return nil, err
+	}
+	na := &attachment{base: info.Base, n: info.Len, key: key, rights: want}
+	if info.FD >= 0 {
+		na.mem, err = e.mapRegion(int(info.FD), info.Len)
+		if err != nil {
+			return nil, err
+		}
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.closed {
+		na.gone.Store(true)
+		na.refs.Store(1)
+		na.release()
+		return nil, e.closedErr()
+	}
+	if old := e.att[id]; old != nil {
+		if old.key == key && old.base == na.base && old.n == na.n {
+			na.rights |= old.rights
+		}
+		old.gone.Store(true)
+		old.release()
+	}
+	e.att[id] = na
+	na.refs.Store(2) // the table's and the caller's
+	return na, nil
+}
+
+func (e *Endpoint) mapRegion(fd int, n uint64) ([]byte, error) {
+	mfd, err := sys.PidfdGetfd(e.pidfd, fd)
+	if err != nil {
+		return nil, fmt.Errorf("shm: map peer region: %w", err)
+	}
+	defer sys.Close(mfd)
+	m, err := sys.MmapShared(mfd, int(n))
+	if err != nil {
+		return nil, fmt.Errorf("shm: map peer region: %w", err)
+	}
+	return m, nil
+}
+
+// revoked drops a region the peer deregistered.
+func (e *Endpoint) revoked(id uint32) {
+	e.mu.Lock()
+	a := e.att[id]
+	delete(e.att, id)
+	e.mu.Unlock()
+	if a != nil {
+		a.gone.Store(true)
+		a.release()
+	}
+}
+
+func (e *Endpoint) closedErr() error {
+	if err := e.Err(); err != nil {
+		return err
+	}
+	return &transport.LinkError{Peer: "shm peer", Local: true}
+}
+
+// Close closes the stream endpoint and unmaps every attachment.
+func (e *Endpoint) Close() error {
+	err := e.Endpoint.Close()
+	e.mu.Lock()
+	if e.closed {
+		e.mu.Unlock()
+		return err
+	}
+	e.closed = true
+	att := e.att
+	e.att = nil
+	e.mu.Unlock()
+	for _, a := range att {
+		a.gone.Store(true)
+		a.release()
+	}
+	sys.Close(e.pidfd)
+	return err
+}

@@ -1,0 +1,16 @@
+package tcp_test
+
+import (
+	"testing"
+
+	"github.com/xferio/xfer"
+	"github.com/xferio/xfer/xfertest"
+)
+
+func TestConformance(t *testing.T) {
+	xfertest.Run(t, xfertest.Options{Policy: xfer.PolicyTCP})
+}
+
+func TestConformanceOneConn(t *testing.T) {
+	xfertest.Run(t, xfertest.Options{Policy: xfer.PolicyTCP, Config: xfer.Config{Conns: 1}})
+}

@@ -1,0 +1,26 @@
+// Package tcp is xfer's TCP transport, and the stream endpoint that the shm
+// transport uses for its control traffic.
+//
+// One-sided operations are served by the target engine itself, with no
+// intermediate buffer: a WRITE's payload is read from the socket straight
+// into the registered region, a READ's data is written from the region
+// straight to the socket (writev of header and region bytes). The target
+// checks the region, key, rights and bounds (transport.Host.Resolve) before
+// it touches a byte; a refused WRITE's payload is read and dropped (up to
+// 64 MiB, beyond which the connection is closed), so the connection stays
+// usable. An authorised WRITE cut off mid-payload by a broken connection may
+// leave the bytes that arrived, as an RDMA WRITE would; nothing outside its
+// range is ever touched.
+//
+// Frames (internal/wire) flow in both directions on every connection:
+// either side may post operations. Large operations are spread over the
+// extra connections of a peer (Config.Conns); small ones and all SENDs use
+// the first, so SENDs keep their order and small operations do not queue
+// behind bulk transfers.
+//
+// Threading: each connection has a read loop, which never blocks on a
+// write, and a respond loop that writes the replies the socket could not
+// take at once. Posting goroutines write their own requests. SEND flow
+// control uses credits: the receiver returns them in batches as messages
+// are consumed.
+package tcp

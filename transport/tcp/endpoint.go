@@ -1,0 +1,768 @@
+package tcp
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"sync"
+	"sync/atomic"
+	"syscall"
+
+	"github.com/xferio/xfer/internal/sys"
+	"github.com/xferio/xfer/internal/wire"
+	"github.com/xferio/xfer/transport"
+)
+
+// Hooks let a transport built on the stream endpoint (shm) extend it.
+type Hooks struct {
+	// Name is the transport name the endpoint reports. Default "tcp".
+	Name string
+	// OnRevoke is called when the peer revokes one of its regions.
+	OnRevoke func(region uint32)
+}
+
+// opAttach is the internal kind of an attach request in the pending table.
+const opAttach transport.OpKind = 0x80
+
+// discardLimit is the largest refused WRITE payload that is read and dropped
+// to keep the connection; a larger one closes the connection.
+const discardLimit = 64 << 20
+
+// Endpoint is a stream endpoint: one or more TCP connections to one peer,
+// carrying requests in both directions. It serves the peer's one-sided
+// requests against the local Host itself.
+type Endpoint struct {
+	p     transport.Params
+	hooks Hooks
+	conns []*conn
+	rr    atomic.Uint32
+	seq   atomic.Uint64
+
+	mu        sync.Mutex
+	pending   map[uint64]*transport.Op
+	sendWait  []*transport.Op // sends waiting for credits
+	credits   int             // sends we may still make
+	err       error
+	inFlight  atomic.Int64 // messages delivered to the host and not yet consumed
+	consumed  atomic.Int64 // consumed messages not yet returned as credits
+	creditAck int64        // return credits in batches of this many
+
+	done chan struct{}
+	wg   sync.WaitGroup
+}
+
+var _ transport.Endpoint = (*Endpoint)(nil)
+
+// NewEndpoint builds a stream endpoint over p.Conn plus p.Conns-1 extra
+// connections. It owns p.Conn from the start, also on error.
+func NewEndpoint(ctx context.Context, p transport.Params, hooks Hooks) (*Endpoint, error) {
+	if hooks.Name == "" {
+		hooks.Name = "tcp"
+	}
+	if p.Conns < 1 {
+		p.Conns = 1
+	}
+	e := &Endpoint{
+		p:         p,
+		hooks:     hooks,
+		pending:   make(map[uint64]*transport.Op, 256),
+		credits:   p.RecvDepth,
+		creditAck: int64(max(1, p.RecvDepth/4)),
+		done:      make(chan struct{}),
+	}
+	ncs := []net.Conn{p.Conn}
+	for i := 1; i < p.Conns; i++ {
+		var nc net.Conn
+		var err error
+		if p.Role == transport.Dialer {
+			nc, err = p.DialExtra(ctx)
+		} else {
+			nc, err = p.AcceptExtra(ctx)
+		}
+		if err != nil {
+			for _, c := range ncs {
+				c.Close()
+			}
+			return nil, fmt.Errorf("tcp: connection %d of %d to %s: %w", i+1, p.Conns, peerName(p), err)
+		}
+		ncs = append(ncs, nc)
+	}
+	for _, nc := range ncs {
+		e.conns = append(e.conns, newConn(e, nc))
+	}
+	for _, c := range e.conns {
+		e.wg.Add(2)
+		go c.readLoop()
+		go c.respondLoop()
+	}
+	return e, nil
+}
+
+func peerName(p transport.Params) string {
+	if p.Remote.Addr != "" {
+		return p.Remote.Addr
+	}
+	return fmt.Sprintf("%x", p.Remote.ID[:6])
+}
+
+// Transport reports the transport name.
+func (e *Endpoint) Transport() string { return e.hooks.Name }
+
+// Done is closed when the endpoint is down.
+func (e *Endpoint) Done() <-chan struct{} { return e.done }
+
+// Err reports why the endpoint is down.
+func (e *Endpoint) Err() error {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.err
+}
+
+// Params returns the parameters the endpoint was built with.
+func (e *Endpoint) Params() transport.Params { return e.p }
+
+// Close fails outstanding operations and waits for the goroutines.
+func (e *Endpoint) Close() error {
+	e.fail(&transport.LinkError{Peer: peerName(e.p), Local: true})
+	e.wg.Wait()
+	return nil
+}
+
+// fail takes the endpoint down once, completing every waiting operation.
+func (e *Endpoint) fail(err error) {
+	e.mu.Lock()
+	if e.err != nil {
+		e.mu.Unlock()
+		return
+	}
+	e.err = err
+	ops := make([]*transport.Op, 0, len(e.pending)+len(e.sendWait))
+	for id, op := range e.pending {
+		ops = append(ops, op)
+		delete(e.pending, id)
+	}
+	ops = append(ops, e.sendWait...)
+	e.sendWait = nil
+	e.mu.Unlock()
+	close(e.done)
+	for _, c := range e.conns {
+		c.nc.Close()
+		c.wake()
+	}
+	for _, op := range ops {
+		complete(op, err)
+	}
+}
+
+func complete(op *transport.Op, err error) {
+	op.Err = err
+	op.Done.OpDone(op)
+}
+
+// Post submits operations.
+func (e *Endpoint) Post(ops []*transport.Op) {
+	for _, op := range ops {
+		e.post(op)
+	}
+}
+
+func (e *Endpoint) post(op *transport.Op) {
+	var h wire.Header
+	switch op.Kind {
+	case transport.OpWrite, transport.OpWriteImm:
+		h = wire.Header{Type: wire.FrameWrite, Region: op.Remote.Region, Key: op.Remote.Key, Addr: op.Remote.Addr, Len: uint64(len(op.Local))}
+		if op.Kind == transport.OpWriteImm {
+			h.Flags, h.Imm = wire.FlagImm, op.Imm
+		}
+	case transport.OpRead:
+		h = wire.Header{Type: wire.FrameRead, Region: op.Remote.Region, Key: op.Remote.Key, Addr: op.Remote.Addr, Len: uint64(len(op.Local))}
+	case transport.OpSend:
+		e.postSend(op)
+		return
+	default:
+		complete(op, fmt.Errorf("%s: operation kind %d: %w", e.hooks.Name, op.Kind, errors.ErrUnsupported))
+		return
+	}
+	if uint64(len(op.Local)) > wire.MaxFramePayload {
+		complete(op, fmt.Errorf("%s %s of %d bytes: %w (limit %d per operation)", e.hooks.Name, op.Kind, len(op.Local), transport.ErrTooLarge, wire.MaxFramePayload))
+		return
+	}
+	h.ID = e.seq.Add(1)
+	op.Seq = h.ID
+	e.mu.Lock()
+	if e.err != nil {
+		err := e.err
+		e.mu.Unlock()
+		complete(op, err)
+		return
+	}
+	e.pending[h.ID] = op
+	e.mu.Unlock()
+	c := e.pick(len(op.Local))
+	var payload []byte
+	if op.Kind != transport.OpRead {
+		payload = op.Local
+	}
+	if err := c.writeFrame(&h, payload); err != nil {
+		e.fail(e.linkErr(err))
+	}
+}
+
+// pick spreads large operations over the connections; small ones stay on the
+// first so that they do not queue behind bulk transfers on the others.
+func (e *Endpoint) pick(n int) *conn {
+	if len(e.conns) == 1 || n < 64<<10 {
+		return e.conns[0]
+	}
+	i := 1 + int(e.rr.Add(1))%(len(e.conns)-1)
+	return e.conns[i]
+}
+
+func (e *Endpoint) postSend(op *transport.Op) {
+	if len(op.Local) > e.p.MaxMessage {
+		complete(op, fmt.Errorf("%s send of %d bytes: %w (max_message is %d)", e.hooks.Name, len(op.Local), transport.ErrTooLarge, e.p.MaxMessage))
+		return
+	}
+	e.mu.Lock()
+	if e.err != nil {
+		err := e.err
+		e.mu.Unlock()
+		complete(op, err)
+		return
+	}
+	if e.credits == 0 || len(e.sendWait) > 0 {
+		e.sendWait = append(e.sendWait, op)
+		e.mu.Unlock()
+		return
+	}
+	e.credits--
+	// Sends are written under e.mu so that they keep their order.
+	err := e.writeSend(op)
+	e.mu.Unlock()
+	e.finishSend(op, err)
+}
+
+// writeSend writes one message; e.mu is held.
+func (e *Endpoint) writeSend(op *transport.Op) error {
+	h := wire.Header{Type: wire.FrameSend, Flags: wire.FlagNoAck, Len: uint64(len(op.Local))}
+	return e.conns[0].writeFrame(&h, op.Local)
+}
+
+func (e *Endpoint) finishSend(op *transport.Op, err error) {
+	if err != nil {
+		err = e.linkErr(err)
+		e.fail(err)
+	}
+	complete(op, err)
+}
+
+// addCredits lets waiting sends go.
+func (e *Endpoint) addCredits(n int) {
+	e.mu.Lock()
+	e.credits += n
+	for e.credits > 0 && len(e.sendWait) > 0 && e.err == nil {
+		op := e.sendWait[0]
+		e.sendWait = e.sendWait[1:]
+		e.credits--
+		err := e.writeSend(op)
+		if err != nil {
+			e.mu.Unlock()
+			e.finishSend(op, err)
+			return
+		}
+		// Completing under e.mu is safe: completers must not call Post.
+		complete(op, nil)
+	}
+	e.mu.Unlock()
+}
+
+// Cancel abandons op if it is still pending.
+func (e *Endpoint) Cancel(op *transport.Op) bool {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if p, ok := e.pending[op.Seq]; ok && p == op {
+		delete(e.pending, op.Seq)
+		return true
+	}
+	for i, w := range e.sendWait {
+		if w == op {
+			e.sendWait = append(e.sendWait[:i], e.sendWait[i+1:]...)
+			return true
+		}
+	}
+	return false
+}
+
+// Consumed returns receive credits to the peer in batches.
+func (e *Endpoint) Consumed(n int) {
+	e.inFlight.Add(int64(-n))
+	c := e.consumed.Add(int64(n))
+	if c < e.creditAck {
+		return
+	}
+	if !e.consumed.CompareAndSwap(c, 0) {
+		return // another caller is returning them
+	}
+	h := wire.Header{Type: wire.FrameCredit, Len: uint64(c)}
+	if err := e.conns[0].writeFrame(&h, nil); err != nil {
+		e.fail(e.linkErr(err))
+	}
+}
+
+// Revoke tells the peer that a region is gone.
+func (e *Endpoint) Revoke(id uint32) {
+	h := wire.Header{Type: wire.FrameRevoke, Region: id}
+	if err := e.conns[0].writeFrame(&h, nil); err != nil {
+		e.fail(e.linkErr(err))
+	}
+}
+
+// Attach asks the peer where region id lives, checking key and rights.
+func (e *Endpoint) Attach(ctx context.Context, id uint32, key uint64, want transport.Access) (wire.AttachInfo, error) {
+	w := &waiter{ch: make(chan struct{}, 1)}
+	buf := make([]byte, wire.AttachInfoLen)
+	op := &transport.Op{Kind: opAttach, Local: buf, Remote: transport.RemoteAddr{Region: id, Key: key}, Done: w}
+	h := wire.Header{Type: wire.FrameAttach, Region: id, Key: key, Access: uint8(want), ID: e.seq.Add(1)}
+	op.Seq = h.ID
+	e.mu.Lock()
+	if e.err != nil {
+		err := e.err
+		e.mu.Unlock()
+		return wire.AttachInfo{}, err
+	}
+	e.pending[h.ID] = op
+	e.mu.Unlock()
+	if err := e.conns[0].writeFrame(&h, nil); err != nil {
+		e.fail(e.linkErr(err))
+	}
+	select {
+	case <-w.ch:
+	case <-ctx.Done():
+		if e.Cancel(op) {
+			return wire.AttachInfo{}, ctx.Err()
+		}
+		<-w.ch
+	}
+	if op.Err != nil {
+		return wire.AttachInfo{}, op.Err
+	}
+	return wire.DecodeAttachInfo(buf)
+}
+
+type waiter struct{ ch chan struct{} }
+
+func (w *waiter) OpDone(*transport.Op) { w.ch <- struct{}{} }
+
+// Notify tells the peer that data it was sent out of band is in place.
+func (e *Endpoint) Notify(n transport.Notification) error {
+	h := wire.Header{Type: wire.FrameNotify, Imm: n.Value, Region: n.Region, Addr: n.Addr, Len: n.Len}
+	if err := e.conns[0].writeFrame(&h, nil); err != nil {
+		err = e.linkErr(err)
+		e.fail(err)
+		return err
+	}
+	return nil
+}
+
+// linkErr turns a connection error into the endpoint's error.
+func (e *Endpoint) linkErr(err error) error {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.err != nil {
+		return e.err
+	}
+	var le *transport.LinkError
+	if errors.As(err, &le) {
+		return err
+	}
+	return &transport.LinkError{Peer: peerName(e.p), Cause: err}
+}
+
+// takePending removes and returns the operation waiting for response id.
+func (e *Endpoint) takePending(id uint64) *transport.Op {
+	e.mu.Lock()
+	op := e.pending[id]
+	if op != nil {
+		delete(e.pending, id)
+	}
+	e.mu.Unlock()
+	return op
+}
+
+// conn is one TCP connection of an endpoint. Requests are written by the
+// goroutines that post them; everything the peer asks of us is answered
+// without ever blocking the read loop on a write: a reply goes out at once
+// when the socket takes it whole, and otherwise through the respond loop.
+// So the read loops of both sides always drain, and no write can deadlock.
+type conn struct {
+	e   *Endpoint
+	nc  net.Conn
+	raw syscall.RawConn
+
+	wmu    sync.Mutex
+	whdr   [wire.FrameHeaderLen]byte
+	bufarr [2][]byte
+	bufs   net.Buffers
+
+	rhdr [wire.FrameHeaderLen]byte
+	ack  [wire.FrameHeaderLen]byte // reply header built by the read loop
+
+	qmu     sync.Mutex
+	queue   []reply
+	qclosed bool // the respond loop has exited: release instead of queueing
+	signal  chan struct{}
+}
+
+// reply is a frame queued for the respond loop.
+type reply struct {
+	hdr     [wire.FrameHeaderLen]byte
+	payload []byte
+	res     transport.Resolved
+	held    bool // the writer lock is already held (a partial write to finish)
+	off     int  // bytes of hdr+payload already written when held
+}
+
+func newConn(e *Endpoint, nc net.Conn) *conn {
+	c := &conn{e: e, nc: nc, signal: make(chan struct{}, 1)}
+	if sc, ok := nc.(syscall.Conn); ok {
+		c.raw, _ = sc.SyscallConn()
+	}
+	if tc, ok := nc.(*net.TCPConn); ok {
+		_ = tc.SetNoDelay(true)
+	}
+	return c
+}
+
+func (c *conn) wake() {
+	select {
+	case c.signal <- struct{}{}:
+	default:
+	}
+}
+
+// writeFrame writes a header and payload as one frame, blocking.
+func (c *conn) writeFrame(h *wire.Header, payload []byte) error {
+	c.wmu.Lock()
+	h.Put(c.whdr[:])
+	var err error
+	if len(payload) == 0 {
+		_, err = c.nc.Write(c.whdr[:])
+	} else {
+		c.bufarr[0], c.bufarr[1] = c.whdr[:], payload
+		c.bufs = c.bufarr[:]
+		_, err = c.bufs.WriteTo(c.nc)
+		c.bufarr[1] = nil
+	}
+	c.wmu.Unlock()
+	return err
+}
+
+// reply answers the peer from the read loop without blocking it.
+func (c *conn) reply(h *wire.Header, payload []byte, res transport.Resolved) {
+	if len(payload) == 0 && c.raw != nil && c.wmu.TryLock() {
+		res.Release()
+		h.Put(c.ack[:])
+		n, err := sys.TryWrite(c.raw, c.ack[:])
+		if err != nil {
+			c.wmu.Unlock()
+			c.e.fail(c.e.linkErr(err))
+			return
+		}
+		if n == len(c.ack) {
+			c.wmu.Unlock()
+			return
+		}
+		// Partly written: the respond loop finishes it, still holding the lock.
+		r := reply{held: true, off: n}
+		copy(r.hdr[:], c.ack[:])
+		c.enqueue(r, true)
+		return
+	}
+	r := reply{payload: payload, res: res}
+	h.Put(r.hdr[:])
+	c.enqueue(r, false)
+}
+
+func (c *conn) enqueue(r reply, front bool) {
+	c.qmu.Lock()
+	if c.qclosed {
+		c.qmu.Unlock()
+		if r.held {
+			c.wmu.Unlock()
+		}
+		r.res.Release()
+		return
+	}
+	if front {
+		c.queue = append(c.queue, reply{})
+		copy(c.queue[1:], c.queue)
+		c.queue[0] = r
+	} else {
+		c.queue = append(c.queue, r)
+	}
+	c.qmu.Unlock()
+	c.wake()
+}
+
+func (c *conn) respondLoop() {
+	defer c.e.wg.Done()
+	var batch []reply
+	for {
+		select {
+		case <-c.signal:
+		case <-c.e.done:
+			c.drainQueue()
+			return
+		}
+		c.qmu.Lock()
+		batch, c.queue = c.queue, batch[:0]
+		c.qmu.Unlock()
+		for i := range batch {
+			r := &batch[i]
+			err := c.writeReply(r)
+			r.res.Release()
+			r.payload = nil
+			if err != nil {
+				for j := i + 1; j < len(batch); j++ {
+					if batch[j].held {
+						c.wmu.Unlock()
+					}
+					batch[j].res.Release()
+				}
+				c.e.fail(c.e.linkErr(err))
+				c.drainQueue()
+				return
+			}
+		}
+	}
+}
+
+func (c *conn) writeReply(r *reply) error {
+	if !r.held {
+		c.wmu.Lock()
+	}
+	defer c.wmu.Unlock()
+	var err error
+	switch {
+	case r.held:
+		_, err = c.nc.Write(r.hdr[r.off:])
+	case len(r.payload) == 0:
+		_, err = c.nc.Write(r.hdr[:])
+	default:
+		c.bufarr[0], c.bufarr[1] = r.hdr[:], r.payload
+		c.bufs = c.bufarr[:]
+		_, err = c.bufs.WriteTo(c.nc)
+		c.bufarr[1] = nil
+	}
+	return err
+}
+
+func (c *conn) drainQueue() {
+	c.qmu.Lock()
+	q := c.queue
+	c.queue = nil
+	c.qclosed = true
+	c.qmu.Unlock()
+	for i := range q {
+		if q[i].held {
+			c.wmu.Unlock()
+		}
+		q[i].res.Release()
+	}
+}
+
+func (c *conn) readLoop() {
+	defer c.e.wg.Done()
+	err := c.serve()
+	c.e.fail(c.e.linkErr(err))
+}
+
+func (c *conn) serve() error {
+	e := c.e
+	var h wire.Header
+	for {
+		if _, err := io.ReadFull(c.nc, c.rhdr[:]); err != nil {
+			return err
+		}
+		if err := wire.DecodeHeader(c.rhdr[:], &h); err != nil {
+			return fmt.Errorf("%w: %v", transport.ErrProtocol, err)
+		}
+		var err error
+		switch h.Type {
+		case wire.FrameWrite:
+			err = c.serveWrite(&h)
+		case wire.FrameRead:
+			c.serveRead(&h)
+		case wire.FrameSend:
+			err = c.serveSend(&h)
+		case wire.FrameCredit:
+			if h.Len > uint64(e.p.RecvDepth) {
+				return fmt.Errorf("%w: %d credits returned, depth is %d", transport.ErrProtocol, h.Len, e.p.RecvDepth)
+			}
+			e.addCredits(int(h.Len))
+		case wire.FrameResp:
+			err = c.serveResp(&h)
+		case wire.FrameAttach:
+			c.serveAttach(&h)
+		case wire.FrameNotify:
+			e.p.Host.Notify(e, transport.Notification{Value: h.Imm, Region: h.Region, Addr: h.Addr, Len: h.Len})
+		case wire.FrameRevoke:
+			if e.hooks.OnRevoke != nil {
+				e.hooks.OnRevoke(h.Region)
+			}
+		}
+		if err != nil {
+			return err
+		}
+	}
+}
+
+func (c *conn) serveWrite(h *wire.Header) error {
+	e := c.e
+	res, err := e.p.Host.Resolve(h.Region, h.Key, h.Addr, h.Len, transport.AccessWrite)
+	if err != nil {
+		if h.Len > discardLimit {
+			c.replyErr(h.ID, err)
+			return fmt.Errorf("refused write of %d bytes: %w", h.Len, err)
+		}
+		if _, derr := io.CopyN(io.Discard, c.nc, int64(h.Len)); derr != nil {
+			return derr
+		}
+		c.replyErr(h.ID, err)
+		return nil
+	}
+	_, err = io.ReadFull(c.nc, res.Mem)
+	res.Release()
+	if err != nil {
+		return err
+	}
+	if h.Flags&wire.FlagImm != 0 {
+		e.p.Host.Notify(e, transport.Notification{Value: h.Imm, Region: h.Region, Addr: h.Addr, Len: h.Len})
+	}
+	if h.Flags&wire.FlagNoAck == 0 {
+		c.reply(&wire.Header{Type: wire.FrameResp, ID: h.ID}, nil, transport.Resolved{})
+	}
+	return nil
+}
+
+func (c *conn) serveRead(h *wire.Header) {
+	res, err := c.e.p.Host.Resolve(h.Region, h.Key, h.Addr, h.Len, transport.AccessRead)
+	if err != nil {
+		c.replyErr(h.ID, err)
+		return
+	}
+	c.reply(&wire.Header{Type: wire.FrameResp, ID: h.ID, Len: h.Len}, res.Mem, res)
+}
+
+func (c *conn) serveAttach(h *wire.Header) {
+	res, err := c.e.p.Host.Lookup(h.Region, h.Key, transport.Access(h.Access))
+	if err != nil {
+		c.replyErr(h.ID, err)
+		return
+	}
+	res.Release()
+	info := wire.AttachInfo{PID: uint32(os.Getpid()), FD: int32(res.FD), Base: res.Base, Len: res.Len, Key: h.Key}
+	b := make([]byte, wire.AttachInfoLen)
+	info.Put(b)
+	c.reply(&wire.Header{Type: wire.FrameResp, ID: h.ID, Len: uint64(len(b))}, b, transport.Resolved{})
+}
+
+func (c *conn) serveSend(h *wire.Header) error {
+	e := c.e
+	if h.Len > uint64(e.p.MaxMessage) {
+		return fmt.Errorf("%w: message of %d bytes, max_message is %d", transport.ErrProtocol, h.Len, e.p.MaxMessage)
+	}
+	if e.inFlight.Add(1) > int64(e.p.RecvDepth) {
+		return fmt.Errorf("%w: peer sent past its receive credits", transport.ErrProtocol)
+	}
+	msg := make([]byte, h.Len)
+	if _, err := io.ReadFull(c.nc, msg); err != nil {
+		return err
+	}
+	e.p.Host.Deliver(e, msg)
+	return nil
+}
+
+func (c *conn) serveResp(h *wire.Header) error {
+	op := c.e.takePending(h.ID)
+	if h.Status != wire.StatusOK {
+		text := make([]byte, h.Len)
+		if _, err := io.ReadFull(c.nc, text); err != nil {
+			return err
+		}
+		if op != nil {
+			complete(op, respError(h.Status, string(text), op))
+		}
+		return nil
+	}
+	if op == nil {
+		// Cancelled: drop whatever data came back.
+		if h.Len > 0 {
+			if _, err := io.CopyN(io.Discard, c.nc, int64(h.Len)); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	if op.Kind == transport.OpRead || op.Kind == opAttach {
+		if h.Len != uint64(len(op.Local)) {
+			complete(op, fmt.Errorf("%w: response of %d bytes to a read of %d", transport.ErrProtocol, h.Len, len(op.Local)))
+			return fmt.Errorf("%w: response length mismatch", transport.ErrProtocol)
+		}
+		if _, err := io.ReadFull(c.nc, op.Local); err != nil {
+			complete(op, c.e.linkErr(err))
+			return err
+		}
+	} else if h.Len != 0 {
+		complete(op, fmt.Errorf("%w: unexpected response payload", transport.ErrProtocol))
+		return fmt.Errorf("%w: unexpected response payload", transport.ErrProtocol)
+	}
+	complete(op, nil)
+	return nil
+}
+
+// replyErr answers request id with err's status and text.
+func (c *conn) replyErr(id uint64, err error) {
+	st := wire.StatusBadRequest
+	var ae *transport.AccessError
+	if errors.As(err, &ae) {
+		st = accessStatus[ae.Kind]
+	}
+	text := []byte(err.Error())
+	if len(text) > wire.MaxErrorText {
+		text = text[:wire.MaxErrorText]
+	}
+	c.reply(&wire.Header{Type: wire.FrameResp, ID: id, Status: st, Len: uint64(len(text))}, text, transport.Resolved{})
+}
+
+var accessStatus = map[transport.AccessKind]wire.Status{
+	transport.UnknownRegion: wire.StatusUnknownRegion,
+	transport.WrongKey:      wire.StatusWrongKey,
+	transport.NoAccess:      wire.StatusNoAccess,
+	transport.OutOfRange:    wire.StatusOutOfRange,
+}
+
+// respError rebuilds the target's refusal at the initiator.
+func respError(st wire.Status, text string, op *transport.Op) error {
+	var kind transport.AccessKind
+	switch st {
+	case wire.StatusUnknownRegion:
+		kind = transport.UnknownRegion
+	case wire.StatusWrongKey:
+		kind = transport.WrongKey
+	case wire.StatusNoAccess:
+		kind = transport.NoAccess
+	case wire.StatusOutOfRange:
+		kind = transport.OutOfRange
+	default:
+		return fmt.Errorf("target refused %s: %s: %s", op.Kind, st, text)
+	}
+	want := transport.AccessWrite
+	if op.Kind == transport.OpRead {
+		want = transport.AccessRead
+	}
+	return &transport.AccessError{Kind: kind, Want: want, Region: op.Remote.Region, Addr: op.Remote.Addr, Len: uint64(len(op.Local))}
+}

@@ -1,0 +1,239 @@
+package transport
+
+import (
+	"context"
+	"log/slog"
+	"net"
+)
+
+// Access is the set of rights a region grants to remote peers.
+type Access uint8
+
+const (
+	// AccessRead lets peers READ from the region.
+	AccessRead Access = 1 << iota
+	// AccessWrite lets peers WRITE into the region.
+	AccessWrite
+	// AccessReadWrite grants both.
+	AccessReadWrite = AccessRead | AccessWrite
+)
+
+func (a Access) String() string {
+	switch a {
+	case AccessRead:
+		return "read"
+	case AccessWrite:
+		return "write"
+	case AccessReadWrite:
+		return "read-write"
+	case 0:
+		return "none"
+	}
+	return "invalid"
+}
+
+// OpKind is the kind of one operation.
+type OpKind uint8
+
+const (
+	// OpWrite copies Local into the remote region (one-sided).
+	OpWrite OpKind = iota + 1
+	// OpRead copies the remote region into Local (one-sided).
+	OpRead
+	// OpWriteImm is OpWrite followed by a notification carrying Imm,
+	// delivered to the target once the data is in place.
+	OpWriteImm
+	// OpSend delivers Local as one message to the peer's receive queue.
+	OpSend
+)
+
+func (k OpKind) String() string {
+	switch k {
+	case OpWrite:
+		return "write"
+	case OpRead:
+		return "read"
+	case OpWriteImm:
+		return "write_imm"
+	case OpSend:
+		return "send"
+	}
+	return "invalid"
+}
+
+// RemoteAddr names bytes in a peer's registered region: the region's ID, an
+// absolute address inside the region's address range, and the region's key.
+// It is the analogue of an RDMA (remote_addr, rkey) pair.
+type RemoteAddr struct {
+	Region uint32
+	Addr   uint64
+	Key    uint64
+}
+
+// Completer is told when an operation has finished. OpDone is called exactly
+// once per posted Op, from any goroutine, with Op.Err set. It must not block.
+type Completer interface {
+	OpDone(op *Op)
+}
+
+// Op is one operation posted to an Endpoint. The caller owns the Op and the
+// memory Local refers to until the Completer has been called for it; the
+// endpoint neither retains nor modifies the Op afterwards.
+type Op struct {
+	Kind   OpKind
+	Local  []byte // must lie in memory registered with the local engine
+	Remote RemoteAddr
+	Imm    uint32
+	Done   Completer
+	Err    error
+	// Tag is the caller's; transports never read or change it.
+	Tag int
+	// Seq belongs to the endpoint while the op is posted.
+	Seq uint64
+
+}
+
+// Endpoint is one connection to one peer, over one transport.
+//
+// Post is batch-first: it accepts many operations at once and returns without
+// waiting for them. Operations posted to one Endpoint complete in any order,
+// except that an OpWriteImm's notification is delivered only after its data
+// is in place, and OpSend messages arrive in posting order.
+//
+// After Close, or after the endpoint fails, every operation not yet complete
+// is completed with an error that matches net.ErrClosed (or the failure), and
+// Post completes new operations with that error at once.
+type Endpoint interface {
+	// Post submits operations. It may block while the connection applies
+	// backpressure, but never waits for completions; it must not be called
+	// from a Completer.
+	Post(ops []*Op)
+	// Cancel abandons op if it has not completed yet. When it returns true,
+	// OpDone will not be called for op and the endpoint no longer touches its
+	// memory. When it returns false, OpDone has been or will be called.
+	Cancel(op *Op) bool
+	// Consumed tells the endpoint that n delivered messages have been taken
+	// from the receive queue, so the peer may send n more.
+	Consumed(n int)
+	// Revoke tells the peer that local region id is being deregistered, so
+	// that it drops any mapping of it.
+	Revoke(id uint32)
+	// Done is closed when the endpoint has failed or been closed.
+	Done() <-chan struct{}
+	// Err reports why the endpoint is done, or nil while it is up.
+	Err() error
+	// Transport is the name of the transport in use: "tcp", "shm" or "rdma".
+	Transport() string
+	// Close fails outstanding operations, releases every resource and waits
+	// for the endpoint's goroutines to exit. It is idempotent.
+	Close() error
+}
+
+// Resolved is memory of a local region that a remote peer is allowed to
+// touch. Release must be called once the bytes have been read or written.
+type Resolved struct {
+	Mem []byte
+	// FD is a memfd that backs the whole region, or -1.
+	FD int
+	// Base and Len describe the whole region (for attachments).
+	Base uint64
+	Len  uint64
+	pin  Pin
+}
+
+// Pin keeps a region registered while a remote access is in progress.
+type Pin interface{ Unpin() }
+
+// NewResolved builds a Resolved; p is unpinned by Release.
+func NewResolved(mem []byte, fd int, base, n uint64, p Pin) Resolved {
+	return Resolved{Mem: mem, FD: fd, Base: base, Len: n, pin: p}
+}
+
+// Release unpins the region.
+func (r Resolved) Release() {
+	if r.pin != nil {
+		r.pin.Unpin()
+	}
+}
+
+// Host is the local engine, as seen by a transport that serves requests from
+// remote peers. Every remote access is checked by Resolve before any byte is
+// touched.
+type Host interface {
+	// Resolve checks that [addr, addr+n) lies in region id, that key is the
+	// region's key and that the region grants want. It returns the bytes, or
+	// an error matching ErrRemoteAccess.
+	Resolve(id uint32, key uint64, addr, n uint64, want Access) (Resolved, error)
+	// Lookup checks key and rights like Resolve, for the whole region.
+	Lookup(id uint32, key uint64, want Access) (Resolved, error)
+	// Deliver hands an incoming message to the receive queue. It takes
+	// ownership of msg.
+	Deliver(from Endpoint, msg []byte)
+	// Notify reports that a write-with-notify has landed.
+	Notify(from Endpoint, n Notification)
+}
+
+// Notification is what the target of a write-with-notify receives.
+type Notification struct {
+	Value  uint32
+	Region uint32
+	Addr   uint64
+	Len    uint64
+}
+
+// Role says which side of the handshake an endpoint is on.
+type Role uint8
+
+const (
+	Dialer Role = iota + 1
+	Acceptor
+)
+
+// PeerInfo is what the handshake told about one side.
+type PeerInfo struct {
+	ID     [16]byte
+	PID    int
+	HostID [16]byte // equal on both sides only when both run on the same host
+	Addr   string   // the address the side listens on, if any
+	Blob   []byte   // transport-specific data from the handshake
+}
+
+// Params is everything a transport needs to turn a handshaken connection into
+// an endpoint.
+type Params struct {
+	Role   Role
+	Conn   net.Conn // the handshaken connection; the endpoint owns it from now on
+	Local  PeerInfo
+	Remote PeerInfo
+	Host   Host
+
+	// Conns is how many TCP connections the endpoint should use, including
+	// Conn. DialExtra (dialer) and AcceptExtra (acceptor) supply the others.
+	Conns       int
+	DialExtra   func(ctx context.Context) (net.Conn, error)
+	AcceptExtra func(ctx context.Context) (net.Conn, error)
+
+	// MaxMessage is the largest OpSend payload; RecvDepth is how many
+	// messages the peer may have outstanding before Send waits (credits).
+	MaxMessage int
+	RecvDepth  int
+
+	Logger *slog.Logger
+}
+
+// Transport builds endpoints of one kind.
+type Transport interface {
+	// Name is "tcp", "shm" or "rdma".
+	Name() string
+	// Available reports whether the transport can be used on this host: nil,
+	// or an error matching ErrNotSupported that says why not.
+	Available() error
+	// LocalBlob is this side's transport-specific handshake data.
+	LocalBlob() []byte
+	// Usable reports whether an endpoint to the remote side can be built,
+	// judging by the handshake (for example: same host for shm).
+	Usable(local, remote PeerInfo) error
+	// Connect builds the endpoint. Both sides call it after the handshake
+	// chose this transport.
+	Connect(ctx context.Context, p Params) (Endpoint, error)
+}

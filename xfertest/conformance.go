@@ -1,0 +1,794 @@
+// Package xfertest is the conformance suite every xfer transport must pass,
+// and helpers for tests that need engines.
+//
+// A transport's package runs the suite from its tests:
+//
+//	func TestConformance(t *testing.T) { xfertest.Run(t, xfertest.Options{Policy: xfer.PolicyTCP}) }
+//
+// The suite starts real engines in this process, connected over real
+// loopback TCP (and whatever the transport adds), and checks the contract
+// of the public API: data integrity of every operation, notification
+// ordering, message order and flow control, per-operation batch errors,
+// refusal of bad remote accesses with target memory unchanged, cancellation,
+// authentication, and close semantics.
+package xfertest
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"net"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/xferio/xfer"
+	"github.com/xferio/xfer/internal/sys"
+)
+
+// Options selects what the suite runs against.
+type Options struct {
+	// Policy is the transport policy of both engines.
+	Policy xfer.Policy
+	// Want is the transport the peers must end up on (default: Policy).
+	Want string
+	// Config is applied to both engines before Policy, Listen and Secret.
+	Config xfer.Config
+}
+
+// Pair is two engines and the peer the client dialed.
+type Pair struct {
+	Server, Client *xfer.Engine
+	Peer           *xfer.Peer // client → server
+	Target         *xfer.Region
+}
+
+// NewPair opens a listening server engine exporting a 4 MiB read-write
+// region named "target", and a client engine dialed to it.
+func NewPair(t testing.TB, o Options, secret string) *Pair {
+	t.Helper()
+	ctx := context.Background()
+	cfg := o.Config
+	cfg.Transport = o.Policy
+	cfg.Listen = "127.0.0.1:0"
+	cfg.Secret = secret
+	if cfg.MemoryMB == 0 {
+		cfg.MemoryMB = 32
+	}
+	srv, err := xfer.Open(ctx, cfg)
+	if err != nil {
+		t.Fatalf("open server: %v", err)
+	}
+	t.Cleanup(func() { srv.Close() })
+	target, err := srv.NewRegion(4<<20, xfer.AccessReadWrite)
+	if err != nil {
+		t.Fatalf("target region: %v", err)
+	}
+	srv.Export("target", target)
+	cfg.Listen = "127.0.0.1:0"
+	cli, err := xfer.Open(ctx, cfg)
+	if err != nil {
+		t.Fatalf("open client: %v", err)
+	}
+	t.Cleanup(func() { cli.Close() })
+	p, err := cli.Dial(ctx, srv.Addr())
+	if err != nil {
+		t.Fatalf("dial: %v", err)
+	}
+	return &Pair{Server: srv, Client: cli, Peer: p, Target: target}
+}
+
+// Run runs the conformance suite.
+func Run(t *testing.T, o Options) {
+	if o.Want == "" {
+		o.Want = string(o.Policy)
+	}
+	tests := []struct {
+		name string
+		fn   func(*testing.T, Options)
+	}{
+		{"Transport", testTransport},
+		{"WriteRead", testWriteRead},
+		{"WriteNotify", testWriteNotify},
+		{"SendRecv", testSendRecv},
+		{"SendFlowControl", testSendFlowControl},
+		{"Batch", testBatch},
+		{"BadAccess", testBadAccess},
+		{"NotRegistered", testNotRegistered},
+		{"Deregistered", testDeregistered},
+		{"UserRegisteredMemory", testUserRegistered},
+		{"Bidirectional", testBidirectional},
+		{"Concurrent", testConcurrent},
+		{"Cancel", testCancel},
+		{"Auth", testAuth},
+		{"CloseInFlight", testCloseInFlight},
+		{"PeerDies", testPeerDies},
+		{"Reconnect", testReconnect},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) { tc.fn(t, o) })
+	}
+}
+
+func ctxT(t testing.TB) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+func alloc(t testing.TB, e *xfer.Engine, n int) xfer.Buffer {
+	t.Helper()
+	b, err := e.Alloc(n)
+	if err != nil {
+		t.Fatalf("alloc %d: %v", n, err)
+	}
+	return b
+}
+
+func fill(b []byte, seed uint64) {
+	r := rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))
+	for i := range b {
+		b[i] = byte(r.Uint32())
+	}
+}
+
+func testTransport(t *testing.T, o Options) {
+	p := NewPair(t, o, "")
+	if got := p.Peer.Transport(); got != o.Want {
+		t.Fatalf("transport %q, want %q", got, o.Want)
+	}
+	if _, ok := p.Peer.Region("target"); !ok {
+		t.Fatal("exported region not visible to the peer")
+	}
+}
+
+func testWriteRead(t *testing.T, o Options) {
+	p := NewPair(t, o, "")
+	ctx := ctxT(t)
+	desc, _ := p.Peer.Region("target")
+	src := alloc(t, p.Client, 2<<20)
+	dst := alloc(t, p.Client, 2<<20)
+	for i, n := range []int{0, 1, 7, 64, 4096, 65537, 1 << 20, 2 << 20} {
+		off := uint64(i * 13)
+		fill(src.Bytes()[:n], uint64(n))
+		if err := p.Peer.Write(ctx, src.Bytes()[:n], desc.At(off)); err != nil {
+			t.Fatalf("write %d: %v", n, err)
+		}
+		if !bytes.Equal(p.Target.Bytes()[off:off+uint64(n)], src.Bytes()[:n]) {
+			t.Fatalf("write %d: target memory differs", n)
+		}
+		clear(dst.Bytes())
+		if err := p.Peer.Read(ctx, dst.Bytes()[:n], desc.At(off)); err != nil {
+			t.Fatalf("read %d: %v", n, err)
+		}
+		if !bytes.Equal(dst.Bytes()[:n], src.Bytes()[:n]) {
+			t.Fatalf("read %d: data differs", n)
+		}
+	}
+	// The last byte of the region is reachable; one past it is not.
+	last := desc.At(desc.Len - 1)
+	if err := p.Peer.Write(ctx, src.Bytes()[:1], last); err != nil {
+		t.Fatalf("write last byte: %v", err)
+	}
+}
+
+func testWriteNotify(t *testing.T, o Options) {
+	p := NewPair(t, o, "")
+	ctx := ctxT(t)
+	desc, _ := p.Peer.Region("target")
+	src := alloc(t, p.Client, 64<<10)
+	for i := range 20 {
+		n := 1 + i*3000
+		fill(src.Bytes()[:n], uint64(i))
+		off := uint64(i * 100)
+		if err := p.Peer.WriteNotify(ctx, src.Bytes()[:n], desc.At(off), uint32(0xabc000+i)); err != nil {
+			t.Fatalf("write notify: %v", err)
+		}
+		// Snapshot the target as soon as the notification is seen: the data
+		// must already be there.
+		note, err := p.Server.WaitNotify(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(p.Target.Bytes()[off:off+uint64(n)], src.Bytes()[:n]) {
+			t.Fatal("notification arrived before the data")
+		}
+		if note.Value != uint32(0xabc000+i) || note.Region != desc.ID || note.Addr != desc.Addr+off || note.Len != uint64(n) {
+			t.Fatalf("notification %+v", note)
+		}
+		if note.Peer == nil {
+			t.Fatal("notification without peer")
+		}
+	}
+}
+
+func acceptOne(t testing.TB, e *xfer.Engine) *xfer.Peer {
+	t.Helper()
+	sp, err := e.Accept(ctxT(t))
+	if err != nil {
+		t.Fatalf("accept: %v", err)
+	}
+	return sp
+}
+
+func testSendRecv(t *testing.T, o Options) {
+	p := NewPair(t, o, "")
+	ctx := ctxT(t)
+	sp := acceptOne(t, p.Server)
+	max := p.Client.Config().MaxMessage
+	msg := alloc(t, p.Client, max+1)
+	recv := make([]byte, max)
+	for i, n := range []int{0, 1, 100, 4096, max} {
+		fill(msg.Bytes()[:n], uint64(i))
+		if err := p.Peer.Send(ctx, msg.Bytes()[:n]); err != nil {
+			t.Fatalf("send %d: %v", n, err)
+		}
+		got, err := sp.Recv(ctx, recv)
+		if err != nil || got != n || !bytes.Equal(recv[:n], msg.Bytes()[:n]) {
+			t.Fatalf("recv %d: got %d, %v", n, got, err)
+		}
+	}
+	if err := p.Peer.Send(ctx, msg.Bytes()[:max+1]); !errors.Is(err, xfer.ErrTooLarge) {
+		t.Fatalf("oversized send: %v, want ErrTooLarge", err)
+	}
+	// A buffer too small gets an error naming the size, and the message
+	// waits for a bigger one.
+	if err := p.Peer.Send(ctx, msg.Bytes()[:100]); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := sp.Recv(ctx, recv[:10]); !errors.Is(err, xfer.ErrTooLarge) {
+		t.Fatalf("short recv buffer: %v", err)
+	}
+	if n, err := sp.Recv(ctx, recv); err != nil || n != 100 {
+		t.Fatalf("message lost after short buffer: %d %v", n, err)
+	}
+	// The other direction.
+	back := alloc(t, p.Server, 64)
+	copy(back.Bytes(), "pong")
+	if err := sp.Send(ctx, back.Bytes()[:4]); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := p.Peer.Recv(ctx, recv); err != nil || string(recv[:n]) != "pong" {
+		t.Fatalf("reply: %q %v", recv[:n], err)
+	}
+}
+
+func testSendFlowControl(t *testing.T, o Options) {
+	o.Config.RecvDepth = 8
+	p := NewPair(t, o, "")
+	ctx := ctxT(t)
+	sp := acceptOne(t, p.Server)
+	const total = 500
+	msg := alloc(t, p.Client, 8*total)
+	errc := make(chan error, 1)
+	go func() {
+		for i := range total {
+			b := msg.Bytes()[i*8 : i*8+8]
+			putU64(b, uint64(i))
+			if err := p.Peer.Send(ctx, b); err != nil {
+				errc <- err
+				return
+			}
+		}
+		errc <- nil
+	}()
+	buf := make([]byte, 8)
+	for i := range total {
+		if i%50 == 0 {
+			time.Sleep(2 * time.Millisecond) // a slow consumer: senders must wait, not overflow
+		}
+		n, err := sp.Recv(ctx, buf)
+		if err != nil || n != 8 || getU64(buf) != uint64(i) {
+			t.Fatalf("message %d: n=%d err=%v got %d (out of order or lost)", i, n, err, getU64(buf))
+		}
+	}
+	if err := <-errc; err != nil {
+		t.Fatal(err)
+	}
+}
+
+func putU64(b []byte, v uint64) {
+	for i := range 8 {
+		b[i] = byte(v >> (8 * i))
+	}
+}
+
+func getU64(b []byte) (v uint64) {
+	for i := range 8 {
+		v |= uint64(b[i]) << (8 * i)
+	}
+	return v
+}
+
+func testBatch(t *testing.T, o Options) {
+	p := NewPair(t, o, "")
+	ctx := ctxT(t)
+	desc, _ := p.Peer.Region("target")
+	const n = 64
+	src := alloc(t, p.Client, n*4096)
+	dst := alloc(t, p.Client, n*4096)
+	fill(src.Bytes(), 7)
+	ops := make([]xfer.Op, n)
+	for i := range ops {
+		ops[i] = xfer.Op{Kind: xfer.OpWrite, Local: src.Bytes()[i*4096 : (i+1)*4096], Remote: desc.At(uint64(i * 4096))}
+	}
+	bad := desc.At(0)
+	bad.Key++
+	ops[17].Remote = bad
+	b := p.Peer.Submit(ops)
+	err := b.Wait(ctx)
+	if !errors.Is(err, xfer.ErrRemoteAccess) {
+		t.Fatalf("batch error %v, want the bad op's remote access error", err)
+	}
+	if !b.Done() {
+		t.Fatal("Done false after Wait")
+	}
+	for i := range ops {
+		want := i == 17
+		if (ops[i].Err != nil) != want {
+			t.Fatalf("op %d: err %v", i, ops[i].Err)
+		}
+		if !want && !bytes.Equal(p.Target.Bytes()[i*4096:(i+1)*4096], ops[i].Local) {
+			t.Fatalf("op %d: data not in place", i)
+		}
+	}
+	for i := range ops {
+		ops[i] = xfer.Op{Kind: xfer.OpRead, Local: dst.Bytes()[i*4096 : (i+1)*4096], Remote: desc.At(uint64(i * 4096))}
+	}
+	b = p.Peer.Submit(ops)
+	for !b.Done() {
+		time.Sleep(10 * time.Microsecond) // polling is part of the contract
+	}
+	if err := b.Wait(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(dst.Bytes(), p.Target.Bytes()[:n*4096]) {
+		t.Fatal("batch read differs")
+	}
+	if err := p.Peer.Submit(nil).Wait(ctx); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// expectRefused runs op and checks that it fails with ErrRemoteAccess and
+// leaves the target untouched.
+func expectRefused(t *testing.T, p *Pair, name string, op func() error) {
+	t.Helper()
+	before := bytes.Clone(p.Target.Bytes())
+	err := op()
+	if !errors.Is(err, xfer.ErrRemoteAccess) {
+		t.Fatalf("%s: %v, want ErrRemoteAccess", name, err)
+	}
+	if !bytes.Equal(before, p.Target.Bytes()) {
+		t.Fatalf("%s: target memory changed", name)
+	}
+}
+
+func testBadAccess(t *testing.T, o Options) {
+	p := NewPair(t, o, "")
+	ctx := ctxT(t)
+	desc, _ := p.Peer.Region("target")
+	fill(p.Target.Bytes(), 99)
+	src := alloc(t, p.Client, 8192)
+	fill(src.Bytes(), 1)
+	buf := src.Bytes()[:4096]
+	wrongKey := desc.At(0)
+	wrongKey.Key ^= 1
+	unknown := desc.At(0)
+	unknown.Region += 1000
+	cases := map[string]xfer.RemoteAddr{
+		"wrong key":      wrongKey,
+		"unknown region": unknown,
+		"past the end":   desc.At(desc.Len - 100),
+		"before start":   {Region: desc.ID, Addr: desc.Addr - 4096, Key: desc.Key},
+		"wrapping":       {Region: desc.ID, Addr: ^uint64(0) - 10, Key: desc.Key},
+	}
+	for name, ra := range cases {
+		expectRefused(t, p, "write "+name, func() error { return p.Peer.Write(ctx, buf, ra) })
+		expectRefused(t, p, "notify "+name, func() error { return p.Peer.WriteNotify(ctx, buf, ra, 1) })
+		expectRefused(t, p, "read "+name, func() error { return p.Peer.Read(ctx, buf, ra) })
+	}
+	var ae interface{ Error() string }
+	err := p.Peer.Write(ctx, buf, wrongKey)
+	if !errors.As(err, &ae) || !bytes.Contains([]byte(err.Error()), []byte("wrong key")) {
+		t.Fatalf("wrong-key error does not say so: %v", err)
+	}
+	// Rights.
+	ro, err := p.Server.NewRegion(1<<20, xfer.AccessRead)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wo, err := p.Server.NewRegion(1<<20, xfer.AccessWrite)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fill(ro.Bytes(), 5)
+	roBefore := bytes.Clone(ro.Bytes())
+	if err := p.Peer.Write(ctx, buf, ro.Desc().At(0)); !errors.Is(err, xfer.ErrRemoteAccess) {
+		t.Fatalf("write to read-only region: %v", err)
+	}
+	if !bytes.Equal(roBefore, ro.Bytes()) {
+		t.Fatal("read-only region changed")
+	}
+	if err := p.Peer.Read(ctx, buf, ro.Desc().At(0)); err != nil {
+		t.Fatalf("read of read-only region: %v", err)
+	}
+	if err := p.Peer.Read(ctx, buf, wo.Desc().At(0)); !errors.Is(err, xfer.ErrRemoteAccess) {
+		t.Fatalf("read of write-only region: %v", err)
+	}
+	if err := p.Peer.Write(ctx, buf, wo.Desc().At(0)); err != nil {
+		t.Fatalf("write to write-only region: %v", err)
+	}
+	// The connection still works after all of that.
+	if err := p.Peer.Write(ctx, buf, desc.At(0)); err != nil {
+		t.Fatalf("peer unusable after refusals: %v", err)
+	}
+}
+
+func testNotRegistered(t *testing.T, o Options) {
+	p := NewPair(t, o, "")
+	ctx := ctxT(t)
+	desc, _ := p.Peer.Region("target")
+	heap := make([]byte, 64)
+	if err := p.Peer.Write(ctx, heap, desc.At(0)); !errors.Is(err, xfer.ErrNotRegistered) {
+		t.Fatalf("write from heap memory: %v", err)
+	}
+	if err := p.Peer.Read(ctx, heap, desc.At(0)); !errors.Is(err, xfer.ErrNotRegistered) {
+		t.Fatalf("read into heap memory: %v", err)
+	}
+	ops := []xfer.Op{{Kind: xfer.OpWrite, Local: heap, Remote: desc.At(0)}}
+	if err := p.Peer.Submit(ops).Wait(ctx); !errors.Is(err, xfer.ErrNotRegistered) {
+		t.Fatalf("batch from heap memory: %v", err)
+	}
+}
+
+func testDeregistered(t *testing.T, o Options) {
+	p := NewPair(t, o, "")
+	ctx := ctxT(t)
+	r, err := p.Server.NewRegion(1<<20, xfer.AccessReadWrite)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := r.Desc()
+	buf := alloc(t, p.Client, 4096)
+	if err := p.Peer.Write(ctx, buf.Bytes(), d.At(0)); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.Close(); err != nil {
+		t.Fatal("second Close:", err)
+	}
+	// The revoke travels asynchronously; within a short time every access
+	// must be refused.
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		err := p.Peer.Write(ctx, buf.Bytes(), d.At(0))
+		if errors.Is(err, xfer.ErrRemoteAccess) {
+			break
+		}
+		if err != nil {
+			t.Fatalf("write to deregistered region: %v", err)
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("deregistered region still writable")
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+func testUserRegistered(t *testing.T, o Options) {
+	p := NewPair(t, o, "")
+	ctx := ctxT(t)
+	// Memory the user mapped themselves (no memfd: shm serves it over the
+	// stream path).
+	user, err := sys.MmapAnon(1<<20, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { sys.Munmap(user) })
+	ur, err := p.Server.Register(user, xfer.AccessReadWrite)
+	if err != nil {
+		t.Fatal(err)
+	}
+	src := alloc(t, p.Client, 64<<10)
+	fill(src.Bytes(), 3)
+	if err := p.Peer.Write(ctx, src.Bytes(), ur.Desc().At(100)); err != nil {
+		t.Fatalf("write to user-registered memory: %v", err)
+	}
+	if !bytes.Equal(user[100:100+64<<10], src.Bytes()) {
+		t.Fatal("user memory differs")
+	}
+	dst := alloc(t, p.Client, 64<<10)
+	if err := p.Peer.Read(ctx, dst.Bytes(), ur.Desc().At(100)); err != nil || !bytes.Equal(dst.Bytes(), src.Bytes()) {
+		t.Fatalf("read from user-registered memory: %v", err)
+	}
+	// Overlapping registrations are refused.
+	if _, err := p.Server.Register(user[4096:8192], xfer.AccessRead); err == nil {
+		t.Fatal("overlapping registration accepted")
+	}
+	if err := ur.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if user[100] != src.Bytes()[0] {
+		t.Fatal("deregistering touched the user's memory")
+	}
+}
+
+func testBidirectional(t *testing.T, o Options) {
+	p := NewPair(t, o, "")
+	ctx := ctxT(t)
+	sp := acceptOne(t, p.Server)
+	// The client tells the server where to write, the KV way: a descriptor
+	// of a client buffer, sent as a message.
+	land := alloc(t, p.Client, 1<<20)
+	desc := land.Desc()
+	db, _ := desc.MarshalBinary()
+	msg := alloc(t, p.Client, len(db))
+	copy(msg.Bytes(), db)
+	if err := p.Peer.Send(ctx, msg.Bytes()); err != nil {
+		t.Fatal(err)
+	}
+	rb := make([]byte, 128)
+	n, err := sp.Recv(ctx, rb)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got xfer.RegionDesc
+	if err := got.UnmarshalBinary(rb[:n]); err != nil {
+		t.Fatal(err)
+	}
+	if got.Owner != p.Client.ID() {
+		t.Fatal("descriptor owner is not the client")
+	}
+	val := alloc(t, p.Server, 1<<20)
+	fill(val.Bytes(), 11)
+	if err := sp.Write(ctx, val.Bytes(), got.At(0)); err != nil {
+		t.Fatalf("server writes into the client's buffer: %v", err)
+	}
+	if !bytes.Equal(land.Bytes(), val.Bytes()) {
+		t.Fatal("client buffer differs")
+	}
+}
+
+func testConcurrent(t *testing.T, o Options) {
+	p := NewPair(t, o, "")
+	ctx := ctxT(t)
+	desc, _ := p.Peer.Region("target")
+	const workers = 8
+	slot := desc.Len / workers
+	var wg sync.WaitGroup
+	errs := make(chan error, workers)
+	for w := range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			src, err := p.Client.Alloc(int(slot))
+			if err != nil {
+				errs <- err
+				return
+			}
+			dst, err := p.Client.Alloc(int(slot))
+			if err != nil {
+				errs <- err
+				return
+			}
+			r := rand.New(rand.NewPCG(uint64(w), 1))
+			for i := range 100 {
+				n := 1 + r.IntN(int(slot))
+				off := uint64(w) * slot
+				fill(src.Bytes()[:n], uint64(w*1000+i))
+				if err := p.Peer.Write(ctx, src.Bytes()[:n], desc.At(off)); err != nil {
+					errs <- err
+					return
+				}
+				if err := p.Peer.Read(ctx, dst.Bytes()[:n], desc.At(off)); err != nil {
+					errs <- err
+					return
+				}
+				if !bytes.Equal(src.Bytes()[:n], dst.Bytes()[:n]) {
+					errs <- fmt.Errorf("worker %d op %d: data differs", w, i)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+}
+
+func testCancel(t *testing.T, o Options) {
+	p := NewPair(t, o, "")
+	desc, _ := p.Peer.Region("target")
+	buf := alloc(t, p.Client, 4096)
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	err := p.Peer.Read(ctx, buf.Bytes(), desc.At(0))
+	if err != nil && !errors.Is(err, context.Canceled) {
+		t.Fatalf("cancelled read: %v", err)
+	}
+	ctx, cancel = context.WithTimeout(context.Background(), time.Nanosecond)
+	defer cancel()
+	time.Sleep(time.Millisecond)
+	if err := p.Peer.Write(ctx, buf.Bytes(), desc.At(0)); err != nil && !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("expired write: %v", err)
+	}
+	// Recv honours its context.
+	sp := acceptOne(t, p.Server)
+	rctx, rcancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
+	defer rcancel()
+	if _, err := sp.Recv(rctx, make([]byte, 8)); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("recv with deadline: %v", err)
+	}
+	if _, err := p.Server.WaitNotify(rctx); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("wait notify with deadline: %v", err)
+	}
+	// The peer is still fine.
+	if err := p.Peer.Write(context.Background(), buf.Bytes(), desc.At(0)); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func testAuth(t *testing.T, o Options) {
+	ctx := ctxT(t)
+	p := NewPair(t, o, "s3cret")
+	desc, _ := p.Peer.Region("target")
+	buf := alloc(t, p.Client, 64)
+	if err := p.Peer.Write(ctx, buf.Bytes(), desc.At(0)); err != nil {
+		t.Fatalf("authenticated peer: %v", err)
+	}
+	try := func(secret string) error {
+		cfg := o.Config
+		cfg.Transport, cfg.Secret = o.Policy, secret
+		e, err := xfer.Open(ctx, cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer e.Close()
+		_, err = e.Dial(ctx, p.Server.Addr())
+		return err
+	}
+	if err := try(""); !errors.Is(err, xfer.ErrAuth) {
+		t.Fatalf("dial without secret: %v, want ErrAuth", err)
+	}
+	if err := try("wrong"); !errors.Is(err, xfer.ErrAuth) {
+		t.Fatalf("dial with wrong secret: %v, want ErrAuth", err)
+	}
+	// A client with a secret refuses a server that cannot prove it.
+	open := NewPair(t, o, "")
+	cfg := o.Config
+	cfg.Transport, cfg.Secret = o.Policy, "s3cret"
+	e, err := xfer.Open(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close()
+	if _, err := e.Dial(ctx, open.Server.Addr()); !errors.Is(err, xfer.ErrAuth) {
+		t.Fatalf("dial of an unauthenticated server: %v, want ErrAuth", err)
+	}
+	// The server kept serving its authenticated peer.
+	if err := p.Peer.Read(ctx, buf.Bytes(), desc.At(0)); err != nil {
+		t.Fatalf("authenticated peer after refusals: %v", err)
+	}
+}
+
+func testCloseInFlight(t *testing.T, o Options) {
+	p := NewPair(t, o, "")
+	ctx := ctxT(t)
+	desc, _ := p.Peer.Region("target")
+	sp := acceptOne(t, p.Server)
+	// A Recv blocked on a peer that gets closed returns ErrClosed.
+	recvErr := make(chan error, 1)
+	go func() {
+		_, err := sp.Recv(ctx, make([]byte, 8))
+		recvErr <- err
+	}()
+	buf := alloc(t, p.Client, 1<<20)
+	var wg sync.WaitGroup
+	errs := make(chan error, 4)
+	for range 4 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				if err := p.Peer.Write(ctx, buf.Bytes(), desc.At(0)); err != nil {
+					errs <- err
+					return
+				}
+			}
+		}()
+	}
+	time.Sleep(20 * time.Millisecond)
+	if err := p.Client.Close(); err != nil {
+		t.Fatal(err)
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		if !errors.Is(err, net.ErrClosed) {
+			t.Fatalf("in-flight op after Close: %v, want net.ErrClosed", err)
+		}
+	}
+	if err := p.Peer.Write(ctx, buf.Bytes(), desc.At(0)); !errors.Is(err, net.ErrClosed) {
+		t.Fatalf("op after Close: %v", err)
+	}
+	if _, err := p.Client.Dial(ctx, p.Server.Addr()); !errors.Is(err, net.ErrClosed) {
+		t.Fatalf("dial after Close: %v", err)
+	}
+	if err := p.Client.Close(); err != nil {
+		t.Fatal("second Close:", err)
+	}
+	select {
+	case err := <-recvErr:
+		if !errors.Is(err, net.ErrClosed) {
+			t.Fatalf("recv on a closed peer: %v", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("recv did not return after the peer closed")
+	}
+}
+
+func testPeerDies(t *testing.T, o Options) {
+	p := NewPair(t, o, "")
+	ctx := ctxT(t)
+	desc, _ := p.Peer.Region("target")
+	buf := alloc(t, p.Client, 1<<20)
+	done := make(chan error, 1)
+	go func() {
+		for {
+			if err := p.Peer.Write(ctx, buf.Bytes(), desc.At(0)); err != nil {
+				done <- err
+				return
+			}
+		}
+	}()
+	time.Sleep(20 * time.Millisecond)
+	p.Server.Close()
+	select {
+	case err := <-done:
+		if !errors.Is(err, net.ErrClosed) && !errors.Is(err, xfer.ErrPeerLost) {
+			// A reconnect attempt to a dead engine fails to dial.
+			var oe *net.OpError
+			if !errors.As(err, &oe) {
+				t.Fatalf("write to a dead peer: %v", err)
+			}
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("write to a dead peer hung")
+	}
+}
+
+func testReconnect(t *testing.T, o Options) {
+	ctx := ctxT(t)
+	p := NewPair(t, o, "")
+	desc, _ := p.Peer.Region("target")
+	buf := alloc(t, p.Client, 64)
+	if err := p.Peer.Write(ctx, buf.Bytes(), desc.At(0)); err != nil {
+		t.Fatal(err)
+	}
+	// The server drops its side; the client's next operation dials again.
+	sp := acceptOne(t, p.Server)
+	sp.Close()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		err := p.Peer.Write(ctx, buf.Bytes(), desc.At(0))
+		if err == nil {
+			break
+		}
+		if !errors.Is(err, net.ErrClosed) {
+			t.Fatalf("write after the server dropped the peer: %v", err)
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("peer did not reconnect")
+		}
+	}
+	if p.Peer.Transport() != o.Want {
+		t.Fatalf("reconnected on %s", p.Peer.Transport())
+	}
+}
