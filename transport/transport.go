@@ -90,7 +90,6 @@ type Op struct {
 	Tag int
 	// Seq belongs to the endpoint while the op is posted.
 	Seq uint64
-
 }
 
 // Endpoint is one connection to one peer, over one transport.

@@ -32,8 +32,8 @@ func (e *enc) str(s string) { e.bytes16([]byte(s)) }
 // dec reads fields from a byte slice; the first short read sets err and every
 // later read returns zero values.
 type dec struct {
-	b   []byte
-	err error
+	b    []byte
+	err  error
 	what string
 }
 
