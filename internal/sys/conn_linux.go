@@ -7,29 +7,49 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// TryWrite makes one non-blocking write attempt of b on the socket behind rc.
-// It returns how many bytes were written; 0 with a nil error means the socket
-// buffer is full. It never waits.
-func TryWrite(rc syscall.RawConn, b []byte) (int, error) {
-	var n int
-	var werr error
-	err := rc.Write(func(fd uintptr) bool {
-		for {
-			n, werr = unix.Write(int(fd), b)
-			if errors.Is(werr, unix.EINTR) {
-				continue
-			}
-			if errors.Is(werr, unix.EAGAIN) {
-				n, werr = 0, nil
-			}
-			return true
+// Writer makes non-blocking write attempts on a socket. It is not safe for
+// concurrent use: callers serialize writes anyway. Building the callback
+// once keeps each attempt free of allocations.
+type Writer struct {
+	rc  syscall.RawConn
+	buf []byte
+	n   int
+	err error
+	fn  func(fd uintptr) bool
+}
+
+// NewWriter returns a Writer for the socket behind rc.
+func NewWriter(rc syscall.RawConn) *Writer {
+	w := &Writer{rc: rc}
+	w.fn = w.write
+	return w
+}
+
+func (w *Writer) write(fd uintptr) bool {
+	for {
+		w.n, w.err = unix.Write(int(fd), w.buf)
+		if errors.Is(w.err, unix.EINTR) {
+			continue
 		}
-	})
+		if errors.Is(w.err, unix.EAGAIN) {
+			w.n, w.err = 0, nil
+		}
+		return true
+	}
+}
+
+// TryWrite makes one non-blocking attempt to write b. It returns how many
+// bytes were written; 0 with a nil error means the socket buffer is full.
+// It never waits.
+func (w *Writer) TryWrite(b []byte) (int, error) {
+	w.buf = b
+	err := w.rc.Write(w.fn)
+	w.buf = nil
 	if err != nil {
 		return 0, err
 	}
-	if n < 0 {
-		n = 0
+	if w.n < 0 {
+		w.n = 0
 	}
-	return n, werr
+	return w.n, w.err
 }

@@ -4,6 +4,12 @@ package sys
 
 import "syscall"
 
-// TryWrite makes no attempt on this platform: callers fall back to a
-// blocking write from another goroutine.
-func TryWrite(rc syscall.RawConn, b []byte) (int, error) { return 0, nil }
+// Writer makes no attempt on this platform: callers fall back to a blocking
+// write from another goroutine.
+type Writer struct{}
+
+// NewWriter returns a Writer.
+func NewWriter(rc syscall.RawConn) *Writer { return &Writer{} }
+
+// TryWrite writes nothing.
+func (w *Writer) TryWrite(b []byte) (int, error) { return 0, nil }

@@ -400,7 +400,7 @@ func (e *Endpoint) takePending(id uint64) *transport.Op {
 type conn struct {
 	e   *Endpoint
 	nc  net.Conn
-	raw syscall.RawConn
+	raw *sys.Writer // nil when the connection has no file descriptor
 
 	wmu    sync.Mutex
 	whdr   [wire.FrameHeaderLen]byte
@@ -428,7 +428,9 @@ type reply struct {
 func newConn(e *Endpoint, nc net.Conn) *conn {
 	c := &conn{e: e, nc: nc, signal: make(chan struct{}, 1)}
 	if sc, ok := nc.(syscall.Conn); ok {
-		c.raw, _ = sc.SyscallConn()
+		if rc, err := sc.SyscallConn(); err == nil {
+			c.raw = sys.NewWriter(rc)
+		}
 	}
 	if tc, ok := nc.(*net.TCPConn); ok {
 		_ = tc.SetNoDelay(true)
@@ -465,7 +467,7 @@ func (c *conn) reply(h *wire.Header, payload []byte, res transport.Resolved) {
 	if len(payload) == 0 && c.raw != nil && c.wmu.TryLock() {
 		res.Release()
 		h.Put(c.ack[:])
-		n, err := sys.TryWrite(c.raw, c.ack[:])
+		n, err := c.raw.TryWrite(c.ack[:])
 		if err != nil {
 			c.wmu.Unlock()
 			c.e.fail(c.e.linkErr(err))
