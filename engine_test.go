@@ -1,0 +1,295 @@
+package xfer_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"math"
+	"math/rand/v2"
+	"reflect"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/xferio/xfer"
+	"github.com/xferio/xfer/xfertest"
+)
+
+// Every Config field must be handled: documented default, yaml key, and
+// validation. This test fails when a field is added without a yaml tag, so
+// that config files and XFER_* variables can set it.
+func TestConfigFieldsHaveYAMLKeys(t *testing.T) {
+	typ := reflect.TypeOf(xfer.Config{})
+	seen := map[string]bool{}
+	for i := range typ.NumField() {
+		f := typ.Field(i)
+		tag := f.Tag.Get("yaml")
+		if tag == "" {
+			t.Errorf("Config.%s has no yaml tag", f.Name)
+			continue
+		}
+		if tag == "-" {
+			if f.Name != "Logger" {
+				t.Errorf("Config.%s is hidden from config files", f.Name)
+			}
+			continue
+		}
+		if tag != strings.ToLower(tag) || seen[tag] {
+			t.Errorf("Config.%s: yaml key %q must be lower case and unique", f.Name, tag)
+		}
+		seen[tag] = true
+	}
+}
+
+func TestConfigValidation(t *testing.T) {
+	ctx := context.Background()
+	bad := map[string]xfer.Config{
+		"transport":         {Transport: "carrier-pigeon"},
+		"memory_mb":         {MemoryMB: -1},
+		"huge_pages":        {HugePages: "sometimes"},
+		"conns":             {Conns: 1000},
+		"max_message":       {MaxMessage: 1 << 30},
+		"recv_depth":        {RecvDepth: -5},
+		"handshake_timeout": {HandshakeTimeout: -time.Second},
+	}
+	for key, cfg := range bad {
+		_, err := xfer.Open(ctx, cfg)
+		if err == nil || !strings.Contains(err.Error(), key) {
+			t.Errorf("%s: error %v does not name the key", key, err)
+		}
+	}
+	e, err := xfer.Open(ctx, xfer.Config{})
+	if err != nil {
+		t.Fatalf("zero Config: %v", err)
+	}
+	defer e.Close()
+	got := e.Config()
+	if got.Transport != xfer.PolicyAuto || got.MemoryMB != xfer.DefaultMemoryMB || got.Conns != xfer.DefaultConns ||
+		got.MaxMessage != xfer.DefaultMaxMessage || got.RecvDepth != xfer.DefaultRecvDepth || got.HandshakeTimeout != xfer.DefaultHandshakeTimeout || got.HugePages != "auto" {
+		t.Fatalf("defaults not applied: %+v", got)
+	}
+	if e.Addr() != "" {
+		t.Fatal("an engine without Listen has an address")
+	}
+}
+
+func TestRDMAPolicyFailsClearly(t *testing.T) {
+	_, err := xfer.Open(context.Background(), xfer.Config{Transport: xfer.PolicyRDMA})
+	if !errors.Is(err, xfer.ErrNotSupported) || !strings.Contains(err.Error(), "rdma") {
+		t.Fatalf("rdma policy: %v", err)
+	}
+}
+
+func TestAutoNeverPicksUnavailableRDMA(t *testing.T) {
+	p := xfertest.NewPair(t, xfertest.Options{Policy: xfer.PolicyAuto}, "")
+	if tr := p.Peer.Transport(); tr == "rdma" {
+		t.Fatalf("auto picked %s", tr)
+	}
+}
+
+func TestPolicyMismatch(t *testing.T) {
+	ctx := context.Background()
+	srv, err := xfer.Open(ctx, xfer.Config{Listen: "127.0.0.1:0", Transport: xfer.PolicyTCP})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Close()
+	cli, err := xfer.Open(ctx, xfer.Config{Transport: xfer.PolicySHM})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cli.Close()
+	_, err = cli.Dial(ctx, srv.Addr())
+	if !errors.Is(err, xfer.ErrNoTransport) || !strings.Contains(err.Error(), "policy") {
+		t.Fatalf("shm client to tcp-only server: %v", err)
+	}
+}
+
+func TestDialErrors(t *testing.T) {
+	e, err := xfer.Open(context.Background(), xfer.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if _, err := e.Dial(ctx, "127.0.0.1:1"); err == nil {
+		t.Fatal("dial of a closed port succeeded")
+	}
+	if _, err := e.Dial(ctx, "not an address"); err == nil {
+		t.Fatal("dial of a bad address succeeded")
+	}
+}
+
+func TestDialIsCached(t *testing.T) {
+	p := xfertest.NewPair(t, xfertest.Options{Policy: xfer.PolicyTCP}, "")
+	again, err := p.Client.Dial(context.Background(), p.Server.Addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if again != p.Peer {
+		t.Fatal("second Dial made a new peer")
+	}
+}
+
+func TestRegionDescEncoding(t *testing.T) {
+	p := xfertest.NewPair(t, xfertest.Options{Policy: xfer.PolicyTCP}, "")
+	d := p.Target.Desc()
+	if d.Owner != p.Server.ID() || d.Len != 4<<20 || d.Access != xfer.AccessReadWrite {
+		t.Fatalf("descriptor %+v", d)
+	}
+	b, err := d.MarshalBinary()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var back xfer.RegionDesc
+	if err := back.UnmarshalBinary(b); err != nil || back != d {
+		t.Fatalf("binary round trip: %v %+v", err, back)
+	}
+	txt := d.String()
+	parsed, err := xfer.ParseRegionDesc(txt)
+	if err != nil || parsed != d {
+		t.Fatalf("text round trip of %s: %v", txt, err)
+	}
+	for _, bad := range []string{"", "xfer1:", "xfer1:!!!", "nope:AAAA", txt[:len(txt)-2]} {
+		if _, err := xfer.ParseRegionDesc(bad); err == nil {
+			t.Errorf("ParseRegionDesc(%q) accepted", bad)
+		}
+	}
+	s, err := d.Slice(4096, 100)
+	if err != nil || s.Addr != d.Addr+4096 || s.Len != 100 {
+		t.Fatalf("slice: %v %+v", err, s)
+	}
+	if _, err := d.Slice(d.Len, 1); err == nil {
+		t.Fatal("slice past the end accepted")
+	}
+}
+
+func FuzzParseRegionDesc(f *testing.F) {
+	f.Add("xfer1:AQMAAAEAAAAAAAAAAAAAAAAAAAAAAAAAABAAAAAAAAAAEAAAAAAAAAEAAAAAAAAA")
+	f.Fuzz(func(t *testing.T, s string) {
+		d, err := xfer.ParseRegionDesc(s)
+		if err != nil {
+			return
+		}
+		if back, err := xfer.ParseRegionDesc(d.String()); err != nil || back != d {
+			t.Fatalf("does not round-trip: %v", err)
+		}
+	})
+}
+
+func TestPoolThroughEngine(t *testing.T) {
+	e, err := xfer.Open(context.Background(), xfer.Config{MemoryMB: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close()
+	a, err := e.Alloc(768 << 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.Alloc(512 << 10); !errors.Is(err, xfer.ErrPoolExhausted) {
+		t.Fatalf("overcommit: %v", err)
+	}
+	// AllocWait gets the memory once it is freed.
+	got := make(chan error, 1)
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		b, err := e.AllocWait(ctx, 512<<10)
+		if err == nil {
+			err = e.Free(b)
+		}
+		got <- err
+	}()
+	time.Sleep(10 * time.Millisecond)
+	if err := e.Free(a); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-got; err != nil {
+		t.Fatal(err)
+	}
+	if err := e.Free(a); err == nil {
+		t.Fatal("double free accepted")
+	}
+	// Buffers are views of registered memory: filled in place, sent as is.
+	b, _ := e.Alloc(100)
+	if b.Region() != e.DefaultRegion() || b.Desc().Len != 100 || b.Remote().Addr != b.Desc().Addr {
+		t.Fatal("buffer descriptor does not describe the buffer")
+	}
+}
+
+// TestIntegrity moves 100,000 transfers of random sizes from 1 B to 4 MiB
+// (log-uniform, so every order of magnitude is covered) from 8 goroutines at
+// once, each written, read back and checked; in -short mode, 5,000.
+func TestIntegrity(t *testing.T) {
+	for _, pol := range []xfer.Policy{xfer.PolicyTCP, xfer.PolicySHM} {
+		t.Run(string(pol), func(t *testing.T) { integrity(t, pol) })
+	}
+}
+
+func integrity(t *testing.T, pol xfer.Policy) {
+	total := 100_000
+	if testing.Short() || raceEnabled {
+		total = 5_000
+	}
+	const workers = 8
+	const maxSize = 4 << 20
+	p := xfertest.NewPair(t, xfertest.Options{Policy: pol, Config: xfer.Config{MemoryMB: 2*workers*4 + 8}}, "")
+	region, err := p.Server.NewRegion(workers*maxSize, xfer.AccessReadWrite)
+	if err != nil {
+		t.Fatal(err)
+	}
+	desc := region.Desc()
+	ctx := context.Background()
+	var wg sync.WaitGroup
+	errs := make(chan error, workers)
+	start := time.Now()
+	for w := range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			src, err := p.Client.Alloc(maxSize)
+			if err != nil {
+				errs <- err
+				return
+			}
+			dst, err := p.Client.Alloc(maxSize)
+			if err != nil {
+				errs <- err
+				return
+			}
+			r := rand.New(rand.NewPCG(uint64(w), 42))
+			for i := range total / workers {
+				n := int(math.Exp2(r.Float64() * 22)) // 1 B .. 4 MiB
+				n = max(1, min(n, maxSize))
+				off := uint64(w*maxSize + r.IntN(maxSize-n+1))
+				s := src.Bytes()[:n]
+				for j := 0; j < n; j += 8 {
+					s[j] = byte(i ^ j ^ w)
+				}
+				s[n-1] = byte(i)
+				if err := p.Peer.Write(ctx, s, desc.At(off)); err != nil {
+					errs <- err
+					return
+				}
+				d := dst.Bytes()[:n]
+				if err := p.Peer.Read(ctx, d, desc.At(off)); err != nil {
+					errs <- err
+					return
+				}
+				if !bytes.Equal(s, d) || !bytes.Equal(region.Bytes()[off:off+uint64(n)], s) {
+					errs <- errors.New("transfer corrupted")
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	t.Logf("%s: %d transfers checked in %v", pol, total, time.Since(start).Round(time.Millisecond))
+}

@@ -1,0 +1,5 @@
+//go:build !race
+
+package xfer_test
+
+const raceEnabled = false
