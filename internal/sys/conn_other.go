@@ -13,3 +13,6 @@ func NewWriter(rc syscall.RawConn) *Writer { return &Writer{} }
 
 // TryWrite writes nothing.
 func (w *Writer) TryWrite(b []byte) (int, error) { return 0, nil }
+
+// TryWritev writes nothing.
+func (w *Writer) TryWritev(a, b []byte) (int, error) { return 0, nil }

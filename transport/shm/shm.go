@@ -164,9 +164,10 @@ type Endpoint struct {
 	*tcp.Endpoint
 	pidfd int
 
-	mu     sync.Mutex
-	att    map[uint32]*attachment
-	closed bool
+	mu      sync.Mutex
+	att     map[uint32]*attachment
+	revokes uint64 // revocations seen; an attach racing one is not cached
+	closed  bool
 }
 
 var _ transport.Endpoint = (*Endpoint)(nil)
@@ -268,6 +269,7 @@ func (e *Endpoint) attachment(id uint32, key uint64, want transport.Access) (*at
 		e.mu.Unlock()
 		return a, nil
 	}
+	gen := e.revokes
 	e.mu.Unlock()
 	info, err := e.Attach(context.Background(), id, key, want)
 	if err != nil {
@@ -278,19 +280,18 @@ func (e *Endpoint) attachment(id uint32, key uint64, want transport.Access) (*at
 		return nil, err
 	}
 	na := &attachment{base: info.Base, n: info.Len, key: key, rights: want}
+	// The pidfd is used and closed under e.mu: a closed descriptor number
+	// could be reused by another process's pidfd.
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.closed {
+		return nil, e.closedErr()
+	}
 	if info.FD >= 0 {
 		na.mem, err = e.mapRegion(int(info.FD), info.Len)
 		if err != nil {
 			return nil, err
 		}
-	}
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	if e.closed {
-		na.gone.Store(true)
-		na.refs.Store(1)
-		na.release()
-		return nil, e.closedErr()
 	}
 	if old := e.att[id]; old != nil {
 		if old.key == key && old.base == na.base && old.n == na.n {
@@ -298,6 +299,14 @@ func (e *Endpoint) attachment(id uint32, key uint64, want transport.Access) (*at
 		}
 		old.gone.Store(true)
 		old.release()
+	}
+	if e.revokes != gen {
+		// A revoke arrived while the attach was answered: use the mapping
+		// for this operation only (the memfd keeps it valid) and ask again
+		// next time.
+		na.gone.Store(true)
+		na.refs.Store(1)
+		return na, nil
 	}
 	e.att[id] = na
 	na.refs.Store(2) // the table's and the caller's
@@ -322,6 +331,7 @@ func (e *Endpoint) revoked(id uint32) {
 	e.mu.Lock()
 	a := e.att[id]
 	delete(e.att, id)
+	e.revokes++
 	e.mu.Unlock()
 	if a != nil {
 		a.gone.Store(true)
@@ -347,11 +357,11 @@ func (e *Endpoint) Close() error {
 	e.closed = true
 	att := e.att
 	e.att = nil
+	sys.Close(e.pidfd)
 	e.mu.Unlock()
 	for _, a := range att {
 		a.gone.Store(true)
 		a.release()
 	}
-	sys.Close(e.pidfd)
 	return err
 }

@@ -421,7 +421,7 @@ type reply struct {
 	hdr     [wire.FrameHeaderLen]byte
 	payload []byte
 	res     transport.Resolved
-	held    bool // the writer lock is already held (a partial write to finish)
+	held    bool // the writer lock is already held: finish a partial write
 	off     int  // bytes of hdr+payload already written when held
 }
 
@@ -462,49 +462,60 @@ func (c *conn) writeFrame(h *wire.Header, payload []byte) error {
 	return err
 }
 
-// reply answers the peer from the read loop without blocking it.
+// fastReplyMax is the largest reply the read loop tries to write itself;
+// larger ones always go through the respond loop.
+const fastReplyMax = 64 << 10
+
+// reply answers the peer from the read loop without ever blocking it: when
+// the writer lock is free it makes one non-blocking attempt, and whatever
+// the socket did not take goes to the respond loop, which finishes the frame
+// still holding the lock (so frames never interleave). res is released once
+// the payload has been written.
 func (c *conn) reply(h *wire.Header, payload []byte, res transport.Resolved) {
-	if len(payload) == 0 && c.raw != nil && c.wmu.TryLock() {
-		res.Release()
+	if len(payload) <= fastReplyMax && c.raw != nil && c.wmu.TryLock() {
 		h.Put(c.ack[:])
-		n, err := c.raw.TryWrite(c.ack[:])
+		n, err := c.raw.TryWritev(c.ack[:], payload)
 		if err != nil {
 			c.wmu.Unlock()
+			res.Release()
 			c.e.fail(c.e.linkErr(err))
 			return
 		}
-		if n == len(c.ack) {
+		if n == len(c.ack)+len(payload) {
 			c.wmu.Unlock()
+			res.Release()
 			return
 		}
-		// Partly written: the respond loop finishes it, still holding the lock.
-		r := reply{held: true, off: n}
+		// The socket took part of the frame. Its rest must go out before
+		// any other frame, so the lock stays held; a goroutine of its own
+		// finishes it (the respond loop may itself be waiting for the lock).
+		// This happens only when the socket buffer is full.
+		r := &reply{held: true, off: n, payload: payload, res: res}
 		copy(r.hdr[:], c.ack[:])
-		c.enqueue(r, true)
+		c.e.wg.Add(1)
+		go func() {
+			defer c.e.wg.Done()
+			err := c.writeReply(r)
+			r.res.Release()
+			if err != nil {
+				c.e.fail(c.e.linkErr(err))
+			}
+		}()
 		return
 	}
 	r := reply{payload: payload, res: res}
 	h.Put(r.hdr[:])
-	c.enqueue(r, false)
+	c.enqueue(r)
 }
 
-func (c *conn) enqueue(r reply, front bool) {
+func (c *conn) enqueue(r reply) {
 	c.qmu.Lock()
 	if c.qclosed {
 		c.qmu.Unlock()
-		if r.held {
-			c.wmu.Unlock()
-		}
 		r.res.Release()
 		return
 	}
-	if front {
-		c.queue = append(c.queue, reply{})
-		copy(c.queue[1:], c.queue)
-		c.queue[0] = r
-	} else {
-		c.queue = append(c.queue, r)
-	}
+	c.queue = append(c.queue, r)
 	c.qmu.Unlock()
 	c.wake()
 }
@@ -529,9 +540,6 @@ func (c *conn) respondLoop() {
 			r.payload = nil
 			if err != nil {
 				for j := i + 1; j < len(batch); j++ {
-					if batch[j].held {
-						c.wmu.Unlock()
-					}
 					batch[j].res.Release()
 				}
 				c.e.fail(c.e.linkErr(err))
@@ -549,8 +557,13 @@ func (c *conn) writeReply(r *reply) error {
 	defer c.wmu.Unlock()
 	var err error
 	switch {
+	case r.held && r.off < len(r.hdr):
+		c.bufarr[0], c.bufarr[1] = r.hdr[r.off:], r.payload
+		c.bufs = c.bufarr[:]
+		_, err = c.bufs.WriteTo(c.nc)
+		c.bufarr[1] = nil
 	case r.held:
-		_, err = c.nc.Write(r.hdr[r.off:])
+		_, err = c.nc.Write(r.payload[r.off-len(r.hdr):])
 	case len(r.payload) == 0:
 		_, err = c.nc.Write(r.hdr[:])
 	default:
@@ -569,9 +582,6 @@ func (c *conn) drainQueue() {
 	c.qclosed = true
 	c.qmu.Unlock()
 	for i := range q {
-		if q[i].held {
-			c.wmu.Unlock()
-		}
 		q[i].res.Release()
 	}
 }
@@ -636,7 +646,7 @@ func (c *conn) serveWrite(h *wire.Header) error {
 		c.replyErr(h.ID, err)
 		return nil
 	}
-	_, err = io.ReadFull(c.nc, res.Mem)
+	err = readFull(c.nc, res.Mem)
 	res.Release()
 	if err != nil {
 		return err
@@ -714,7 +724,7 @@ func (c *conn) serveResp(h *wire.Header) error {
 			complete(op, fmt.Errorf("%w: response of %d bytes to a read of %d", transport.ErrProtocol, h.Len, len(op.Local)))
 			return fmt.Errorf("%w: response length mismatch", transport.ErrProtocol)
 		}
-		if _, err := io.ReadFull(c.nc, op.Local); err != nil {
+		if err := readFull(c.nc, op.Local); err != nil {
 			complete(op, c.e.linkErr(err))
 			return err
 		}
@@ -767,4 +777,22 @@ func respError(st wire.Status, text string, op *transport.Op) error {
 		want = transport.AccessRead
 	}
 	return &transport.AccessError{Kind: kind, Want: want, Region: op.Remote.Region, Addr: op.Remote.Addr, Len: uint64(len(op.Local))}
+}
+
+// readChunk bounds each read system call. One huge recvmsg holds the socket
+// lock while it copies, the packets arriving meanwhile pile up in the socket
+// backlog, and on loopback an overflowing backlog drops them: a 200 ms
+// retransmission timeout for a copy that should take a millisecond. Reads of
+// at most 256 KiB let the kernel drain the backlog between them.
+const readChunk = 256 << 10
+
+func readFull(r io.Reader, b []byte) error {
+	for len(b) > 0 {
+		n := min(len(b), readChunk)
+		if _, err := io.ReadFull(r, b[:n]); err != nil {
+			return err
+		}
+		b = b[n:]
+	}
+	return nil
 }

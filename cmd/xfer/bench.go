@@ -1,0 +1,308 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"slices"
+	"strconv"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/xferio/xfer"
+)
+
+const (
+	defaultSizes = "64,4KiB,64KiB,1MiB,16MiB"
+	// warmupOps operations run before each size's measurement, uncounted.
+	warmupOps = 50
+	// maxDepth bounds --depth: each worker holds buffers and a histogram
+	// of some 200 KiB.
+	maxDepth = 256
+	// minPoolMB is the smallest default pool bench gives each side.
+	minPoolMB = 64
+)
+
+// benchFlags are bench's own flags; the engine's (--transport, --memory-mb,
+// --secret) go through the configuration.
+type benchFlags struct {
+	peer     string
+	op       string
+	sizes    string
+	duration time.Duration
+	iters    int64
+	depth    int
+	verify   bool
+	json     bool
+	plot     string
+}
+
+func newBenchCmd(g *globals) *cobra.Command {
+	var f benchFlags
+	cmd := &cobra.Command{
+		Use:   "bench",
+		Short: "Measure bandwidth, latency and CPU cost of transfers",
+		Long: "bench measures write, read or send transfers of each size against a peer, with\n" +
+			"--depth operations in flight, and prints a table (or JSON lines) of bandwidth,\n" +
+			"latency percentiles and CPU seconds per GB.\n\n" +
+			"Without --peer it starts its own target (xfer serve on 127.0.0.1) and stops it\n" +
+			"at the end; CPU time then counts both processes.",
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			plan, err := f.plan(cmd.Flags().Changed("iters"))
+			if err != nil {
+				return err
+			}
+			cfg, err := g.config(cmd.Flags())
+			if err != nil {
+				return err
+			}
+			return bench(cmd.Context(), g, cfg, plan)
+		},
+	}
+	fs := cmd.Flags()
+	fs.StringVar(&f.peer, "peer", "", "`address` of a running xfer serve (default: start one on 127.0.0.1)")
+	fs.String("transport", string(xfer.PolicyAuto), "transport `policy`: auto, tcp, shm or rdma")
+	fs.StringVar(&f.op, "op", opWrite, "operation: write, read or send")
+	fs.StringVar(&f.sizes, "size", defaultSizes, "comma-separated message `sizes` (64, 4KiB, 1MiB, ...)")
+	fs.DurationVar(&f.duration, "duration", 2*time.Second, "how long to run each size")
+	fs.Int64Var(&f.iters, "iters", 0, "operations per size, in all (overrides --duration)")
+	fs.IntVar(&f.depth, "depth", 4, "operations in flight")
+	fs.BoolVar(&f.verify, "verify", false, "check every byte of every operation (write and read only)")
+	fs.BoolVar(&f.json, "json", false, "print one JSON object per size instead of the table")
+	fs.StringVar(&f.plot, "plot", "", "draw bandwidth and latency against size into `FILE` (.png or .svg)")
+	fs.Int("memory-mb", 0, "registered pool of each side, in `MiB` (default 2 × depth × largest size, at least 64)")
+	fs.String("secret", "", "shared `secret` (prefer "+envPrefix+"SECRET: flags show in ps)")
+	return cmd
+}
+
+// benchPlan is the validated form of benchFlags.
+type benchPlan struct {
+	peer    string
+	op      string
+	sizes   []int64
+	maxSize int64
+	depth   int
+	lim     limit
+	verify  bool
+	json    bool
+	plot    string
+}
+
+// plan validates the flags; itersSet tells whether --iters was given.
+func (f benchFlags) plan(itersSet bool) (benchPlan, error) {
+	p := benchPlan{peer: f.peer, op: f.op, depth: f.depth, verify: f.verify, json: f.json, plot: f.plot}
+	switch f.op {
+	case opWrite, opRead, opSend:
+	default:
+		return p, fmt.Errorf("--op %q: must be write, read or send", f.op)
+	}
+	if f.verify && f.op == opSend {
+		return p, errors.New("--verify works with write and read")
+	}
+	var err error
+	if p.sizes, err = ParseSizeList(f.sizes); err != nil {
+		return p, fmt.Errorf("--size: %w", err)
+	}
+	for _, s := range p.sizes {
+		if s < 1 {
+			return p, fmt.Errorf("--size: %d: sizes must be at least 1 byte", s)
+		}
+	}
+	p.maxSize = slices.Max(p.sizes)
+	if f.depth < 1 || f.depth > maxDepth {
+		return p, fmt.Errorf("--depth %d: must be between 1 and %d", f.depth, maxDepth)
+	}
+	switch {
+	case itersSet || f.iters != 0:
+		if f.iters < 1 {
+			return p, fmt.Errorf("--iters %d: must be at least 1", f.iters)
+		}
+		p.lim = limit{iters: f.iters}
+	case f.duration <= 0:
+		return p, fmt.Errorf("--duration %v: must be positive", f.duration)
+	default:
+		p.lim = limit{dur: f.duration}
+	}
+	if f.plot != "" {
+		if _, err := plotFormat(f.plot); err != nil {
+			return p, err
+		}
+	}
+	return p, nil
+}
+
+// defaultPoolMB is the pool each side needs: a buffer (or, verifying, two)
+// and a remote slot of the largest size per operation in flight, doubled
+// for headroom, in MiB, at least minPoolMB.
+func defaultPoolMB(depth int, maxSize int64) int {
+	need := 2 * int64(depth) * slotStride(maxSize)
+	return max(minPoolMB, int((need+(1<<20)-1)>>20))
+}
+
+// bench runs the benchmark described by plan with the engine configuration
+// cfg, printing results to g.stdout.
+func bench(ctx context.Context, g *globals, cfg xfer.Config, plan benchPlan) (err error) {
+	defer func() {
+		if err != nil && ctx.Err() != nil {
+			err = fmt.Errorf("interrupted (%w)", err)
+		}
+	}()
+	if cfg.MemoryMB == 0 {
+		cfg.MemoryMB = defaultPoolMB(plan.depth, plan.maxSize)
+	}
+	if plan.op == opSend {
+		// Both sides must accept messages of the largest size.
+		switch {
+		case plan.maxSize > xfer.MaxMaxMessage:
+			return fmt.Errorf("--op send: size %s is larger than the largest message (%s)", FormatSize(plan.maxSize), FormatSize(xfer.MaxMaxMessage))
+		case cfg.MaxMessage == 0 && plan.maxSize > xfer.DefaultMaxMessage:
+			cfg.MaxMessage = int(plan.maxSize)
+		case cfg.MaxMessage != 0 && int64(cfg.MaxMessage) < plan.maxSize:
+			return fmt.Errorf("--op send: size %s is larger than max_message (%d)", FormatSize(plan.maxSize), cfg.MaxMessage)
+		}
+	}
+
+	addr, cpu := plan.peer, cpuMeter{}
+	if addr == "" {
+		t, err := startLocalTarget(ctx, g, cfg)
+		if err != nil {
+			return err
+		}
+		defer func() {
+			if serr := t.stop(); err == nil {
+				err = serr
+			}
+		}()
+		addr, cpu.pid = t.addr, t.pid()
+	}
+
+	client := cfg
+	client.Listen, client.Advertise = "", ""
+	e, err := xfer.Open(ctx, client)
+	if err != nil {
+		return fmt.Errorf("open engine: %w", err)
+	}
+	defer e.Close()
+	p, err := e.Dial(ctx, addr)
+	if err != nil {
+		return fmt.Errorf("connect to the peer: %w", err)
+	}
+	defer p.Close()
+	remote, ok := p.Region(defaultRegionName)
+	if !ok {
+		return fmt.Errorf("peer %s exports no region named %q: is it an xfer serve?", addr, defaultRegionName)
+	}
+	if need := int64(plan.depth) * slotStride(plan.maxSize); plan.op != opSend && need > int64(remote.Len) {
+		return fmt.Errorf("--depth %d × %s needs %s in the peer's region, which has %s: give the peer a larger --memory-mb",
+			plan.depth, FormatSize(plan.maxSize), FormatSize(need), FormatSize(int64(remote.Len)))
+	}
+	g.log.Info("bench", "peer", addr, "transport", p.Transport(), "op", plan.op, "depth", plan.depth)
+
+	bufs, err := allocBuffers(e, plan.depth, plan.maxSize, cfg.MemoryMB)
+	if err != nil {
+		return err
+	}
+	var checks [][]byte
+	if plan.verify {
+		if checks, err = allocBuffers(e, plan.depth, plan.maxSize, cfg.MemoryMB); err != nil {
+			return err
+		}
+	}
+	r := newRunner(p, plan.op, remote, bufs, checks)
+
+	out := &resultWriter{w: g.stdout, json: plan.json}
+	var results []sizeResult
+	for _, size := range plan.sizes {
+		res, err := measure(ctx, g, r, cpu, plan, size)
+		if err != nil {
+			return err
+		}
+		res.Transport = p.Transport()
+		results = append(results, res)
+		if err := out.write(res); err != nil {
+			return err
+		}
+	}
+	if cpu.pid == 0 {
+		err = out.note("cpu s/GB counts this process only: the peer %s is external", addr)
+	} else {
+		err = out.note("cpu s/GB counts both processes: bench and the serve it started")
+	}
+	if err == nil && plan.verify {
+		err = out.note("verified: every byte of every operation matched (timings include the checks)")
+	}
+	if err != nil {
+		return err
+	}
+	if plan.plot != "" {
+		return writePlot(plan.plot, results)
+	}
+	return nil
+}
+
+// measure warms up, then runs one size and summarises it.
+func measure(ctx context.Context, g *globals, r *runner, cpu cpuMeter, plan benchPlan, size int64) (sizeResult, error) {
+	if _, _, _, err := r.run(ctx, size, limit{iters: warmupOps}); err != nil {
+		return sizeResult{}, fmt.Errorf("warm-up: %w", err)
+	}
+	cpu0, ok0 := cpu.read()
+	hide := showProgress(g.stderr, fmt.Sprintf("%s %s", plan.op, FormatSize(size)), plan.lim, r.completed)
+	ops, elapsed, lat, err := r.run(ctx, size, plan.lim)
+	hide()
+	cpu1, ok1 := cpu.read()
+	if err != nil {
+		return sizeResult{}, err
+	}
+	res := newSizeResult(plan.op, size, ops, elapsed, lat)
+	res.CPU, res.CPUKnown = cpu1-cpu0, ok0 && ok1
+	res.Verified = plan.verify // every operation was checked, or err is set
+	return res, nil
+}
+
+// allocBuffers allocates n buffers of size bytes from e's pool; they live
+// until e is closed.
+func allocBuffers(e *xfer.Engine, n int, size int64, poolMB int) ([][]byte, error) {
+	bufs := make([][]byte, n)
+	for i := range bufs {
+		b, err := e.Alloc(int(size))
+		if err != nil {
+			return nil, fmt.Errorf("allocate buffer %d of %s from the %d MiB pool: %w (raise --memory-mb)", i+1, FormatSize(size), poolMB, err)
+		}
+		bufs[i] = b.Bytes()[:size]
+	}
+	return bufs, nil
+}
+
+// startLocalTarget starts "xfer serve" on 127.0.0.1 with the same engine
+// configuration. The secret goes through the environment, where other
+// users cannot read it, rather than the command line.
+func startLocalTarget(ctx context.Context, g *globals, cfg xfer.Config) (*target, error) {
+	exe, err := os.Executable()
+	if err != nil {
+		return nil, fmt.Errorf("start serve: %w", err)
+	}
+	transport := cfg.Transport
+	if transport == "" {
+		transport = xfer.PolicyAuto
+	}
+	args := []string{"serve",
+		"--listen", "127.0.0.1:0",
+		"--transport", string(transport),
+		"--memory-mb", strconv.Itoa(cfg.MemoryMB),
+		"--log-level", g.logLevel,
+	}
+	if cfg.MaxMessage != 0 {
+		args = append(args, "--max-message", strconv.Itoa(cfg.MaxMessage))
+	}
+	if path := g.configFile(); path != "" {
+		args = append(args, "--config", path)
+	}
+	env := os.Environ()
+	if cfg.Secret != "" {
+		env = append(env, envPrefix+"SECRET="+cfg.Secret)
+	}
+	return startTarget(ctx, exe, args, env, g.log)
+}

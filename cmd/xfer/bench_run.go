@@ -1,0 +1,193 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/xferio/xfer"
+)
+
+// transferer is the part of *xfer.Peer the benchmark drives.
+type transferer interface {
+	Write(ctx context.Context, src []byte, dst xfer.RemoteAddr) error
+	Read(ctx context.Context, dst []byte, src xfer.RemoteAddr) error
+	Send(ctx context.Context, msg []byte) error
+}
+
+var _ transferer = (*xfer.Peer)(nil)
+
+// The operations bench can measure.
+const (
+	opWrite = "write"
+	opRead  = "read"
+	opSend  = "send"
+)
+
+// slotAlign aligns each worker's slot in the remote region.
+const slotAlign = 4096
+
+// slotStride is the distance between two workers' slots for size bytes.
+func slotStride(size int64) int64 { return (size + slotAlign - 1) &^ (slotAlign - 1) }
+
+// readVerifyRound is how many verified reads share one pattern before the
+// worker writes a new one into its slot.
+const readVerifyRound = 16
+
+// limit ends a run: after iters operations in all, or when dur has passed
+// if iters is 0.
+type limit struct {
+	iters int64
+	dur   time.Duration
+}
+
+// runner runs one operation with several in flight: worker w owns local
+// buffer bufs[w] (and checks[w] when verifying) and the slot at offset
+// w*slotStride(size) of the remote region, and does one synchronous
+// operation after another. Each worker records latencies into its own
+// histogram; they are merged when the run ends.
+type runner struct {
+	peer   transferer
+	op     string
+	remote xfer.RegionDesc
+	bufs   [][]byte
+	checks [][]byte // nil unless verify
+	verify bool
+
+	lats  []latencies // per worker, reused from run to run
+	round uint64      // counts runs, so that no two runs write the same patterns
+	done  atomic.Int64
+}
+
+func newRunner(peer transferer, op string, remote xfer.RegionDesc, bufs, checks [][]byte) *runner {
+	r := &runner{peer: peer, op: op, remote: remote, bufs: bufs, checks: checks, verify: checks != nil}
+	for range bufs {
+		r.lats = append(r.lats, newLatencies())
+	}
+	return r
+}
+
+// completed reports the operations finished so far in the current run.
+func (r *runner) completed() int64 { return r.done.Load() }
+
+// run performs operations of size bytes until lim and returns how many were
+// done, how long they took, and their latencies. The first error stops every
+// worker and is returned.
+func (r *runner) run(ctx context.Context, size int64, lim limit) (ops int64, elapsed time.Duration, lat latencies, err error) {
+	r.round++
+	r.done.Store(0)
+	for _, l := range r.lats {
+		l.reset()
+	}
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	var (
+		wg      sync.WaitGroup
+		claimed atomic.Int64
+		start   = time.Now()
+	)
+	for w := range r.bufs {
+		wg.Go(func() {
+			if err := r.worker(ctx, w, size, lim, start, &claimed); err != nil {
+				cancel(err)
+			}
+		})
+	}
+	wg.Wait()
+	elapsed = time.Since(start)
+	if err := context.Cause(ctx); err != nil {
+		return 0, elapsed, latencies{}, err
+	}
+	lat = newLatencies()
+	for _, l := range r.lats {
+		lat.merge(l)
+	}
+	return lat.count(), elapsed, lat, nil
+}
+
+func (r *runner) worker(ctx context.Context, w int, size int64, lim limit, start time.Time, claimed *atomic.Int64) error {
+	buf := r.bufs[w][:size]
+	var check []byte
+	if r.verify {
+		check = r.checks[w][:size]
+	}
+	slot := r.remote.At(uint64(int64(w) * slotStride(size)))
+	lat := r.lats[w]
+	for k := uint64(0); ; k++ {
+		if err := context.Cause(ctx); err != nil {
+			return err
+		}
+		if lim.iters > 0 {
+			if claimed.Add(1) > lim.iters {
+				return nil
+			}
+		} else if time.Since(start) >= lim.dur {
+			return nil
+		}
+		if err := r.one(ctx, w, k, buf, check, slot, lat); err != nil {
+			return err
+		}
+		r.done.Add(1)
+	}
+}
+
+// one performs worker w's operation number k.
+func (r *runner) one(ctx context.Context, w int, k uint64, buf, check []byte, slot xfer.RemoteAddr, lat latencies) error {
+	size := int64(len(buf))
+	seed := patternSeed(size, r.round<<40|k, w)
+	switch r.op {
+	case opWrite:
+		if r.verify {
+			fillPattern(buf, seed)
+		}
+		t0 := time.Now()
+		if err := r.peer.Write(ctx, buf, slot); err != nil {
+			return fmt.Errorf("write %d bytes: %w", size, err)
+		}
+		lat.record(time.Since(t0))
+		if r.verify {
+			clear(check) // a read that does nothing must not pass
+			if err := r.peer.Read(ctx, check, slot); err != nil {
+				return fmt.Errorf("verify: read back %d bytes: %w", size, err)
+			}
+			return r.compare(buf, check, w, k)
+		}
+	case opRead:
+		if r.verify {
+			if k%readVerifyRound == 0 {
+				fillPattern(check, seed)
+				if err := r.peer.Write(ctx, check, slot); err != nil {
+					return fmt.Errorf("verify: write pattern of %d bytes: %w", size, err)
+				}
+			}
+			clear(buf)
+		}
+		t0 := time.Now()
+		if err := r.peer.Read(ctx, buf, slot); err != nil {
+			return fmt.Errorf("read %d bytes: %w", size, err)
+		}
+		lat.record(time.Since(t0))
+		if r.verify {
+			return r.compare(check, buf, w, k)
+		}
+	case opSend:
+		t0 := time.Now()
+		if err := r.peer.Send(ctx, buf); err != nil {
+			return fmt.Errorf("send %d bytes: %w", size, err)
+		}
+		lat.record(time.Since(t0))
+	default:
+		return fmt.Errorf("unknown op %q", r.op)
+	}
+	return nil
+}
+
+func (r *runner) compare(want, got []byte, w int, k uint64) error {
+	off, n := compare(want, got)
+	if off < 0 {
+		return nil
+	}
+	return &mismatchError{Op: r.op, Size: int64(len(want)), Worker: w, Count: k, Offset: off, Want: want[off], Got: got[off], Mismatch: n}
+}

@@ -1,0 +1,237 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+)
+
+// The end-to-end tests build the xfer binary and run it against real
+// engines on loopback, the way a user would.
+
+var (
+	binOnce sync.Once
+	binDir  string
+	binPath string
+	binErr  error
+)
+
+// TestMain removes the built binary, and fails the run if a test left a
+// goroutine behind.
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if binDir != "" {
+		os.RemoveAll(binDir)
+	}
+	if code == 0 {
+		if err := goleak.Find(); err != nil {
+			fmt.Fprintf(os.Stderr, "goleak: %v\n", err)
+			code = 1
+		}
+	}
+	os.Exit(code)
+}
+
+// xferBinary builds the command once per test run and returns its path.
+func xferBinary(t *testing.T) string {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("end-to-end test: skipped in -short mode")
+	}
+	binOnce.Do(func() {
+		if binDir, binErr = os.MkdirTemp("", "xfer-e2e-"); binErr != nil {
+			return
+		}
+		binPath = filepath.Join(binDir, "xfer")
+		out, err := exec.Command("go", "build", "-o", binPath, ".").CombinedOutput()
+		if err != nil {
+			binErr = fmt.Errorf("go build: %v\n%s", err, out)
+		}
+	})
+	if binErr != nil {
+		t.Fatal(binErr)
+	}
+	return binPath
+}
+
+// cleanEnv is the test's environment without XFER_ variables, plus extra.
+func cleanEnv(extra ...string) []string {
+	var env []string
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, envPrefix) {
+			env = append(env, kv)
+		}
+	}
+	return append(env, extra...)
+}
+
+// xferRun runs the binary with args and returns stdout, stderr and the
+// exit code.
+func xferRun(t *testing.T, env []string, args ...string) (stdout, stderr string, code int) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, xferBinary(t), args...)
+	cmd.Env = env
+	var o, e bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &o, &e
+	err := cmd.Run()
+	var ee *exec.ExitError
+	switch {
+	case err == nil:
+	case errors.As(err, &ee):
+		code = ee.ExitCode()
+	default:
+		t.Fatalf("xfer %v: %v", args, err)
+	}
+	if ctx.Err() != nil {
+		t.Fatalf("xfer %v: timed out; stderr:\n%s", args, e.String())
+	}
+	return o.String(), e.String(), code
+}
+
+func TestEndToEndBench(t *testing.T) {
+	for _, transport := range []string{"tcp", "shm"} {
+		for _, op := range []string{opWrite, opRead} {
+			t.Run(transport+"/"+op, func(t *testing.T) {
+				plot := filepath.Join(t.TempDir(), "bench.svg")
+				stdout, stderr, code := xferRun(t, cleanEnv(), "bench", "--transport", transport, "--op", op,
+					"--size", "64,64KiB", "--iters", "200", "--verify", "--json", "--plot", plot)
+				if code != 0 {
+					t.Fatalf("exit %d; stderr:\n%s", code, stderr)
+				}
+				lines := strings.Split(strings.TrimSpace(stdout), "\n")
+				if len(lines) != 2 {
+					t.Fatalf("got %d lines, want 2:\n%s", len(lines), stdout)
+				}
+				for i, size := range []float64{64, 65536} {
+					m := checkJSONFields(t, []byte(lines[i]))
+					if m["transport"] != transport || m["op"] != op || m["size_bytes"] != size || m["ops"] != 200.0 || m["verified"] != true {
+						t.Errorf("line %d: %s", i+1, lines[i])
+					}
+					if bw, _ := m["bytes_per_sec"].(float64); bw <= 0 {
+						t.Errorf("line %d: bytes_per_sec %v", i+1, m["bytes_per_sec"])
+					}
+				}
+				if fi, err := os.Stat(plot); err != nil || fi.Size() == 0 {
+					t.Errorf("plot: %v", err)
+				}
+			})
+		}
+	}
+}
+
+func TestEndToEndServe(t *testing.T) {
+	cmd := exec.Command(xferBinary(t), "serve", "--listen", "127.0.0.1:0", "--transport", "tcp")
+	cmd.Env = cleanEnv(envPrefix + "SECRET=open sesame")
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan struct{}) // closed once serve has been waited for
+	t.Cleanup(func() {
+		select {
+		case <-exited:
+		default:
+			cmd.Process.Kill()
+			<-exited
+		}
+	})
+
+	addrc := make(chan string, 1)
+	go func() {
+		line, _ := bufio.NewReader(out).ReadString('\n')
+		addrc <- line
+		cmd.Wait() // after the read: Wait closes the pipe
+		close(exited)
+	}()
+	var line string
+	select {
+	case line = <-addrc:
+	case <-time.After(15 * time.Second):
+		t.Fatalf("serve printed no address; stderr:\n%s", stderr.String())
+	}
+	addr, ok := strings.CutPrefix(strings.TrimSpace(line), serveBanner)
+	if !ok || strings.HasSuffix(addr, ":0") {
+		t.Fatalf("first line %q, want %q and the real address", line, serveBanner+"HOST:PORT")
+	}
+
+	// An external peer: the footer says whose CPU time is counted, and
+	// send has a sink.
+	stdout, errOut, code := xferRun(t, cleanEnv(envPrefix+"SECRET=open sesame"), "bench", "--peer", addr, "--transport", "tcp",
+		"--op", "send", "--size", "4KiB", "--iters", "100")
+	if code != 0 || !strings.Contains(stdout, "counts this process only") || !strings.Contains(stdout, " send ") {
+		t.Fatalf("bench --peer: exit %d\n%s%s", code, stdout, errOut)
+	}
+	// The wrong secret gets nothing.
+	_, errOut, code = xferRun(t, cleanEnv(envPrefix+"SECRET=wrong"), "bench", "--peer", addr, "--size", "64", "--iters", "10")
+	if code == 0 {
+		t.Errorf("bench with the wrong secret succeeded")
+	}
+	t.Logf("wrong secret: %s", strings.TrimSpace(errOut))
+
+	start := time.Now()
+	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-exited:
+	case <-time.After(5 * time.Second):
+		t.Fatalf("serve still running 5s after SIGTERM; stderr:\n%s", stderr.String())
+	}
+	if code := cmd.ProcessState.ExitCode(); code != 0 {
+		t.Fatalf("serve exited %d after SIGTERM; stderr:\n%s", code, stderr.String())
+	}
+	t.Logf("serve stopped %v after SIGTERM", time.Since(start).Round(time.Millisecond))
+}
+
+func TestEndToEndConfigErrors(t *testing.T) {
+	dir := t.TempDir()
+	unknown := filepath.Join(dir, "unknown.yaml")
+	bad := filepath.Join(dir, "bad.yaml")
+	os.WriteFile(unknown, []byte("transport: tcp\nmemroy_mb: 64\n"), 0o600)
+	os.WriteFile(bad, []byte("memory_mb: abc\n"), 0o600)
+	for _, tc := range []struct {
+		name string
+		env  []string
+		args []string
+		want string
+	}{
+		{"unknown key", nil, []string{"--config", unknown, "bench"}, `unknown.yaml:2: unknown key "memroy_mb"`},
+		{"bad value", nil, []string{"bench", "--config", bad}, `bad.yaml:1: memory_mb: "abc": not an integer`},
+		{"XFER_CONFIG", []string{envConfigFile + "=" + unknown}, []string{"serve", "--listen", ":0"}, `unknown key "memroy_mb"`},
+		{"bad env", []string{envPrefix + "MEMORY_MB=abc"}, []string{"serve", "--listen", ":0"}, `XFER_MEMORY_MB="abc": not an integer`},
+		{"bad flag", nil, []string{"bench", "--transport", "foo"}, `--transport="foo": not one of auto, tcp, shm, rdma`},
+		{"no listen", nil, []string{"serve"}, "serve needs an address to listen on"},
+		// The serve child refuses its configuration: bench reports why.
+		{"child fails", nil, []string{"bench", "--memory-mb", "2000000", "--size", "64", "--iters", "1"}, "serve exited before listening"},
+		{"dial fails", nil, []string{"bench", "--peer", "127.0.0.1:1", "--size", "64", "--iters", "1"}, "connect to the peer"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			stdout, stderr, code := xferRun(t, cleanEnv(tc.env...), tc.args...)
+			if code == 0 {
+				t.Fatalf("exit 0, want an error; stdout:\n%s", stdout)
+			}
+			if !strings.Contains(stderr, tc.want) {
+				t.Errorf("stderr %q does not contain %q", stderr, tc.want)
+			}
+		})
+	}
+}

@@ -1,0 +1,117 @@
+// Command xfer is the command-line front end of the xfer transfer engine:
+// "xfer serve" runs a target, "xfer bench" measures transfers against one.
+//
+// Every command reads the same configuration: a YAML file (--config or
+// $XFER_CONFIG) whose keys are those of xfer.Config, overridden by XFER_<KEY>
+// environment variables, overridden by flags given on the command line.
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+
+	"github.com/xferio/xfer"
+)
+
+func main() {
+	// The first SIGINT or SIGTERM cancels the context, and commands shut
+	// down cleanly; a second one kills the process (NotifyContext restores
+	// the default handling once the context is done).
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	stop()
+	os.Exit(code)
+}
+
+// run executes the command line args and returns the exit status.
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	root := newRootCmd(stdout, stderr)
+	root.SetArgs(args)
+	if err := root.ExecuteContext(ctx); err != nil {
+		fmt.Fprintf(stderr, "xfer: %v\n", err)
+		return 1
+	}
+	return 0
+}
+
+// globals is the state the root command hands to its subcommands.
+type globals struct {
+	configPath string
+	logLevel   string
+	stdout     io.Writer
+	stderr     io.Writer
+	log        *slog.Logger
+}
+
+func newRootCmd(stdout, stderr io.Writer) *cobra.Command {
+	g := &globals{stdout: stdout, stderr: stderr}
+	root := &cobra.Command{
+		Use:   "xfer",
+		Short: "Move bytes between processes and hosts with the xfer engine",
+		Long: "xfer runs and measures the xfer transfer engine.\n\n" +
+			"Configuration comes from a YAML file (--config, or $" + envConfigFile + ") with the keys\n" +
+			"  " + configKeys() + "\n" +
+			"overridden by " + envPrefix + "<KEY> environment variables (" + envPrefix + "MEMORY_MB, ...),\n" +
+			"overridden by the flags given on the command line.",
+		SilenceUsage:  true, // errors are not usage mistakes most of the time
+		SilenceErrors: true, // run prints them, once
+		PersistentPreRunE: func(cmd *cobra.Command, _ []string) error {
+			var err error
+			g.log, err = newLogger(g.stderr, g.logLevel)
+			return err
+		},
+	}
+	root.SetOut(stdout)
+	root.SetErr(stderr)
+	pf := root.PersistentFlags()
+	pf.StringVar(&g.configPath, "config", "", "YAML configuration `file` (default $"+envConfigFile+")")
+	pf.StringVar(&g.logLevel, "log-level", "warn", "log level: debug, info, warn or error")
+	root.AddCommand(newServeCmd(g), newBenchCmd(g))
+	return root
+}
+
+// newLogger returns a text logger writing to w at the named level.
+func newLogger(w io.Writer, level string) (*slog.Logger, error) {
+	var l slog.Level
+	switch strings.ToLower(level) {
+	case "debug":
+		l = slog.LevelDebug
+	case "info":
+		l = slog.LevelInfo
+	case "warn":
+		l = slog.LevelWarn
+	case "error":
+		l = slog.LevelError
+	default:
+		return nil, fmt.Errorf("--log-level %q: must be debug, info, warn or error", level)
+	}
+	return slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: l})), nil
+}
+
+// config loads the configuration: the file, the environment, then the flags
+// in fs that were set.
+func (g *globals) config(fs *pflag.FlagSet) (xfer.Config, error) {
+	cfg, err := loadConfig(g.configFile(), os.LookupEnv, fs)
+	if err != nil {
+		return cfg, err
+	}
+	cfg.Logger = g.log
+	return cfg, nil
+}
+
+// configFile is the config file in use, or "".
+func (g *globals) configFile() string {
+	if g.configPath != "" {
+		return g.configPath
+	}
+	return os.Getenv(envConfigFile)
+}
