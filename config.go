@@ -4,8 +4,11 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"strconv"
 	"strings"
 	"time"
+
+	"github.com/xferio/xfer/transport/verbs"
 )
 
 // Policy chooses the transport used for a peer.
@@ -66,6 +69,35 @@ type Config struct {
 	// RecvDepth is how many received messages may wait in a peer's receive
 	// queue before senders wait. Default: 128.
 	RecvDepth int `yaml:"recv_depth"`
+	// The rdma transport (seed 002's table). XFER_DEVICE, and then
+	// RDMA_DEVICE_NAME, override RDMADevice.
+
+	// RDMADevice is the device to use. Default: the first with an ACTIVE port.
+	RDMADevice string `yaml:"rdma_device"`
+	// RDMAPort is the port number. Default: the first ACTIVE port.
+	RDMAPort int `yaml:"rdma_port"`
+	// RDMAGIDIndex is the GID table index, or "auto" (default): on RoCE a
+	// RoCE v2 IPv4-mapped GID is preferred and a link-local one never used.
+	RDMAGIDIndex string `yaml:"rdma_gid_index"`
+	// RDMAMTU caps the path MTU (256, 512, 1024, 2048 or 4096). Default: the
+	// smaller of both ports' active MTUs.
+	RDMAMTU int `yaml:"rdma_mtu"`
+	// RDMAMaxInlineData is the largest SEND copied into the work request.
+	// Default: 64, or less if the device grants less.
+	RDMAMaxInlineData int `yaml:"rdma_max_inline_data"`
+	// RDMAMaxSendWR and RDMAMaxRecvWR are the queue depths. Default: 256.
+	RDMAMaxSendWR int `yaml:"rdma_max_send_wr"`
+	RDMAMaxRecvWR int `yaml:"rdma_max_recv_wr"`
+	// RDMAMaxSGE is the scatter-gather entries per request. Default: 1.
+	RDMAMaxSGE int `yaml:"rdma_max_sge"`
+	// RDMAQPType is the queue pair type; only "RC" (default) is supported.
+	RDMAQPType string `yaml:"rdma_qp_type"`
+	// RDMAUseSRQ shares one receive queue among a peer's queue pairs.
+	RDMAUseSRQ bool `yaml:"rdma_use_srq"`
+	// RDMABusyPoll makes completion pollers spin instead of sleeping on
+	// the completion channel. Spinning costs a core per peer; the default
+	// (false) suits hosts whose cores are shared.
+	RDMABusyPoll bool `yaml:"rdma_busy_poll"`
 	// HandshakeTimeout bounds Dial's handshake and an inbound peer's
 	// handshake. Default: 10s.
 	HandshakeTimeout time.Duration `yaml:"handshake_timeout"`
@@ -130,8 +162,49 @@ func (c Config) withDefaults() (Config, error) {
 	case c.HandshakeTimeout < 0:
 		return c, fmt.Errorf("config: handshake_timeout %v: must be positive", c.HandshakeTimeout)
 	}
+	switch {
+	case c.RDMAGIDIndex == "" || c.RDMAGIDIndex == "auto":
+		c.RDMAGIDIndex = "auto"
+	default:
+		if n, err := strconv.Atoi(c.RDMAGIDIndex); err != nil || n < 0 || n > 255 {
+			return c, fmt.Errorf("config: rdma_gid_index %q: must be auto or 0 to 255", c.RDMAGIDIndex)
+		}
+	}
+	switch c.RDMAMTU {
+	case 0, 256, 512, 1024, 2048, 4096:
+	default:
+		return c, fmt.Errorf("config: rdma_mtu %d: must be 256, 512, 1024, 2048 or 4096", c.RDMAMTU)
+	}
+	for key, v := range map[string]int{"rdma_port": c.RDMAPort, "rdma_max_inline_data": c.RDMAMaxInlineData,
+		"rdma_max_send_wr": c.RDMAMaxSendWR, "rdma_max_recv_wr": c.RDMAMaxRecvWR, "rdma_max_sge": c.RDMAMaxSGE} {
+		if v < 0 || v > 1<<16 {
+			return c, fmt.Errorf("config: %s %d: must be between 0 (default) and 65536", key, v)
+		}
+	}
+	switch strings.ToUpper(c.RDMAQPType) {
+	case "", "RC":
+		c.RDMAQPType = "RC"
+	default:
+		return c, fmt.Errorf("config: rdma_qp_type %q: only RC is supported", c.RDMAQPType)
+	}
+	if v := os.Getenv("XFER_DEVICE"); v != "" {
+		c.RDMADevice = v
+	} else if v := os.Getenv("RDMA_DEVICE_NAME"); v != "" && c.RDMADevice == "" {
+		c.RDMADevice = v
+	}
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	}
 	return c, nil
+}
+
+// verbs is the rdma transport's part of the configuration.
+func (c Config) verbs() verbs.Config {
+	gid := -1
+	if c.RDMAGIDIndex != "auto" && c.RDMAGIDIndex != "" {
+		gid, _ = strconv.Atoi(c.RDMAGIDIndex)
+	}
+	return verbs.Config{Device: c.RDMADevice, Port: c.RDMAPort, GIDIndex: gid, MTU: c.RDMAMTU,
+		MaxInlineData: c.RDMAMaxInlineData, MaxSendWR: c.RDMAMaxSendWR, MaxRecvWR: c.RDMAMaxRecvWR,
+		MaxSGE: c.RDMAMaxSGE, QPType: c.RDMAQPType, UseSRQ: c.RDMAUseSRQ, UseEventChannel: !c.RDMABusyPoll}
 }

@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"os"
@@ -82,7 +83,7 @@ func Open(ctx context.Context, cfg Config) (*Engine, error) {
 	e.transports = map[string]transport.Transport{
 		"tcp":  tcp.New(),
 		"shm":  shm.New(),
-		"rdma": verbs.New(),
+		"rdma": verbs.New(cfg.verbs()),
 	}
 	if cfg.Transport == PolicyRDMA || cfg.Transport == PolicySHM {
 		if err := e.transports[string(cfg.Transport)].Available(); err != nil {
@@ -238,6 +239,11 @@ func (e *Engine) Close() error {
 	e.wg.Wait()
 	e.notes.close()
 	errs = append(errs, e.pool.Close(), e.regions.closeAll())
+	for _, t := range e.transports {
+		if c, ok := t.(io.Closer); ok {
+			errs = append(errs, c.Close())
+		}
+	}
 	if err := errors.Join(errs...); err != nil && !errors.Is(err, net.ErrClosed) {
 		return err
 	}
@@ -257,7 +263,8 @@ func (e *Engine) Accept(ctx context.Context) (*Peer, error) {
 }
 
 // Notification is what the target of a write-with-notify receives, once the
-// data is in place.
+// data is in place. Region and Addr are zero on the rdma transport, where
+// the NIC reports only the value and the length (WRITE_WITH_IMM).
 type Notification struct {
 	Peer   *Peer
 	Value  uint32

@@ -226,7 +226,7 @@ func (p *Peer) do(ctx context.Context, kind OpKind, local []byte, remote RemoteA
 	}
 	defer lr.Unpin()
 	c := callPool.Get().(*call)
-	c.op.Kind, c.op.Local, c.op.Remote, c.op.Imm, c.op.Err = kind, local, remote, imm, nil
+	c.op.Kind, c.op.Local, c.op.Remote, c.op.Imm, c.op.Err, c.op.Region = kind, local, remote, imm, nil, lr.mr.Bytes()
 	ep.Post(c.ops[:])
 	if done := ctx.Done(); done != nil {
 		select {
@@ -236,7 +236,7 @@ func (p *Peer) do(ctx context.Context, kind OpKind, local []byte, remote RemoteA
 				<-c.done
 				break
 			}
-			c.op.Local = nil
+			c.op.Local, c.op.Region = nil, nil
 			callPool.Put(c)
 			return fmt.Errorf("%s: %w", kind, ctx.Err())
 		}
@@ -244,7 +244,7 @@ func (p *Peer) do(ctx context.Context, kind OpKind, local []byte, remote RemoteA
 		<-c.done
 	}
 	err = c.op.Err
-	c.op.Local, c.op.Err = nil, nil
+	c.op.Local, c.op.Err, c.op.Region = nil, nil, nil
 	callPool.Put(c)
 	return err
 }
@@ -354,6 +354,7 @@ func (p *Peer) Submit(ops []Op) *Batch {
 			continue
 		}
 		b.pins[i] = r
+		t.Region = r.mr.Bytes()
 		b.ptrs = append(b.ptrs, t)
 	}
 	if len(b.ptrs) > 0 {

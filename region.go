@@ -172,10 +172,19 @@ func (r *Region) Close() error {
 		for r.refs.Load() > 0 {
 			time.Sleep(50 * time.Microsecond)
 		}
+		for _, t := range r.e.transports {
+			if f, ok := t.(forgetter); ok {
+				f.Forget(r.mr.Bytes())
+			}
+		}
 		err = r.mr.Close()
 	})
 	return err
 }
+
+// forgetter is a transport that registers memory with a device: it must
+// deregister a region before the region is unmapped.
+type forgetter interface{ Forget(region []byte) }
 
 // regionTable holds the registered regions. Readers (every remote access,
 // every local operation) load an immutable snapshot without locking.
@@ -306,7 +315,7 @@ func (t *regionTable) lookup(id uint32, key uint64, want Access) (transport.Reso
 	if r == nil {
 		return transport.Resolved{}, &transport.AccessError{Kind: transport.UnknownRegion, Want: want, Region: id}
 	}
-	return t.resolve(id, key, r.base, 0, want)
+	return t.resolve(id, key, r.base, r.n, want)
 }
 
 // closeAll deregisters every region.

@@ -90,6 +90,9 @@ type Op struct {
 	Tag int
 	// Seq belongs to the endpoint while the op is posted.
 	Seq uint64
+	// Region is the whole registered region that holds Local; transports
+	// that register memory with a device (rdma) register it once, whole.
+	Region []byte
 }
 
 // Endpoint is one connection to one peer, over one transport.
@@ -163,7 +166,8 @@ type Host interface {
 	// region's key and that the region grants want. It returns the bytes, or
 	// an error matching ErrRemoteAccess.
 	Resolve(id uint32, key uint64, addr, n uint64, want Access) (Resolved, error)
-	// Lookup checks key and rights like Resolve, for the whole region.
+	// Lookup checks key and rights like Resolve, for the whole region:
+	// Mem is all of it.
 	Lookup(id uint32, key uint64, want Access) (Resolved, error)
 	// Deliver hands an incoming message to the receive queue. It takes
 	// ownership of msg.

@@ -146,7 +146,7 @@ func (h *Header) HasPayload() bool {
 }
 
 // AttachInfoLen is the size of the AttachInfo payload.
-const AttachInfoLen = 32
+const AttachInfoLen = 40
 
 // AttachInfo is the answer to FrameAttach: where the region lives in the
 // owner's process and how to map it.
@@ -156,6 +156,7 @@ type AttachInfo struct {
 	Base uint64
 	Len  uint64
 	Key  uint64
+	RKey uint32 // the region's rkey on the rdma transport, else 0
 }
 
 // Put encodes a into b (AttachInfoLen bytes).
@@ -166,6 +167,8 @@ func (a *AttachInfo) Put(b []byte) {
 	binary.LittleEndian.PutUint64(b[8:], a.Base)
 	binary.LittleEndian.PutUint64(b[16:], a.Len)
 	binary.LittleEndian.PutUint64(b[24:], a.Key)
+	binary.LittleEndian.PutUint32(b[32:], a.RKey)
+	binary.LittleEndian.PutUint32(b[36:], 0)
 }
 
 // DecodeAttachInfo decodes an AttachInfo.
@@ -179,8 +182,9 @@ func DecodeAttachInfo(b []byte) (AttachInfo, error) {
 		Base: binary.LittleEndian.Uint64(b[8:]),
 		Len:  binary.LittleEndian.Uint64(b[16:]),
 		Key:  binary.LittleEndian.Uint64(b[24:]),
+		RKey: binary.LittleEndian.Uint32(b[32:]),
 	}
-	if a.Base+a.Len < a.Base || a.Len == 0 || a.FD < -1 {
+	if a.Base+a.Len < a.Base || a.Len == 0 || a.FD < -1 || binary.LittleEndian.Uint32(b[36:]) != 0 {
 		return AttachInfo{}, fmt.Errorf("%w: attach info: bad range or fd", ErrMalformed)
 	}
 	return a, nil

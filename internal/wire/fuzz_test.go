@@ -100,3 +100,18 @@ func FuzzDecodeAttachInfo(f *testing.F) {
 	f.Add(b[:])
 	f.Fuzz(func(t *testing.T, in []byte) { _, _ = DecodeAttachInfo(in) })
 }
+
+func FuzzDecodeVerbsInfo(f *testing.F) {
+	v := &VerbsInfo{Device: "rxe0", Port: 1, LinkLayer: LinkEthernet, GIDIndex: 1, MTU: 1024, QPNs: []uint32{17, 18}, PSNs: []uint32{1, 2}, RecvDepth: 128, MaxInline: 64}
+	f.Add(AppendVerbsInfo(nil, v)[HandshakeHeaderLen:])
+	f.Fuzz(func(t *testing.T, b []byte) {
+		v, err := DecodeVerbsInfo(b)
+		if err != nil {
+			return
+		}
+		again, err := DecodeVerbsInfo(AppendVerbsInfo(nil, v)[HandshakeHeaderLen:])
+		if err != nil || again.String() != v.String() || len(again.QPNs) != len(v.QPNs) {
+			t.Fatalf("verbs info does not round-trip: %v", err)
+		}
+	})
+}

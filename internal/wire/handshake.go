@@ -32,6 +32,7 @@ const (
 	MsgWelcome   MsgType = 4 // acceptor → dialer, the peer is established
 	MsgResult    MsgType = 5 // a refusal, or the answer to a join
 	MsgJoin      MsgType = 6 // dialer → acceptor, adds a connection to a peer
+	MsgVerbs     MsgType = 7 // both ways, rdma transport: QP numbers and addresses
 )
 
 // Limits.
@@ -379,7 +380,7 @@ func DecodeMessageHeader(h []byte) (MsgType, int, error) {
 		return 0, 0, fmt.Errorf("%w: handshake header: bad magic %q (not an xfer peer?)", ErrMalformed, h[:4])
 	}
 	t := MsgType(h[4])
-	if t < MsgHello || t > MsgJoin {
+	if t < MsgHello || t > MsgVerbs {
 		return 0, 0, fmt.Errorf("%w: handshake header: unknown message type %d", ErrMalformed, t)
 	}
 	if h[5] != 0 || h[6] != 0 || h[7] != 0 {

@@ -150,3 +150,22 @@ func TestAttachInfo(t *testing.T) {
 		t.Fatal("short attach info accepted")
 	}
 }
+
+func TestVerbsInfo(t *testing.T) {
+	v := &VerbsInfo{Device: "rxe0", Port: 1, LinkLayer: LinkEthernet, GIDIndex: 1, MTU: 1024, LID: 0, QPNs: []uint32{17, 18}, PSNs: []uint32{1, 2}, RecvDepth: 128, MaxInline: 64}
+	v.GID[15] = 1
+	got, err := DecodeVerbsInfo(roundTrip(t, AppendVerbsInfo(nil, v), MsgVerbs))
+	if err != nil || !reflect.DeepEqual(got, v) {
+		t.Fatalf("%v %+v", err, got)
+	}
+	bad := *v
+	bad.MTU = 1500
+	if _, err := DecodeVerbsInfo(AppendVerbsInfo(nil, &bad)[HandshakeHeaderLen:]); !errors.Is(err, ErrMalformed) {
+		t.Fatal("MTU 1500 accepted")
+	}
+	bad = *v
+	bad.Port = 0
+	if _, err := DecodeVerbsInfo(AppendVerbsInfo(nil, &bad)[HandshakeHeaderLen:]); !errors.Is(err, ErrMalformed) {
+		t.Fatal("port 0 accepted")
+	}
+}

@@ -22,6 +22,11 @@ type Hooks struct {
 	Name string
 	// OnRevoke is called when the peer revokes one of its regions.
 	OnRevoke func(region uint32)
+	// OnAttach, when set, supplies the rkey of a region a peer attaches
+	// (the rdma transport registers it with the device).
+	OnAttach func(res transport.Resolved) (rkey uint32, err error)
+	// OnDown is called once when the endpoint goes down, with the reason.
+	OnDown func(err error)
 }
 
 // opAttach is the internal kind of an attach request in the pending table.
@@ -154,6 +159,9 @@ func (e *Endpoint) fail(err error) {
 	}
 	for _, op := range ops {
 		complete(op, err)
+	}
+	if e.hooks.OnDown != nil {
+		e.hooks.OnDown(err)
 	}
 }
 
@@ -675,8 +683,17 @@ func (c *conn) serveAttach(h *wire.Header) {
 		c.replyErr(h.ID, err)
 		return
 	}
-	res.Release()
 	info := wire.AttachInfo{PID: uint32(os.Getpid()), FD: int32(res.FD), Base: res.Base, Len: res.Len, Key: h.Key}
+	if c.e.hooks.OnAttach != nil {
+		rkey, err := c.e.hooks.OnAttach(res)
+		if err != nil {
+			res.Release()
+			c.replyErr(h.ID, err)
+			return
+		}
+		info.RKey = rkey
+	}
+	res.Release()
 	b := make([]byte, wire.AttachInfoLen)
 	info.Put(b)
 	c.reply(&wire.Header{Type: wire.FrameResp, ID: h.ID, Len: uint64(len(b))}, b, transport.Resolved{})

@@ -12,13 +12,28 @@ import (
 	"github.com/xferio/xfer/transport"
 )
 
+// Config selects and sizes the RDMA resources (seed 002's table).
+type Config struct {
+	Device          string
+	Port            int
+	GIDIndex        int // -1: automatic
+	MTU             int
+	MaxInlineData   int
+	MaxSendWR       int
+	MaxRecvWR       int
+	MaxSGE          int
+	QPType          string
+	UseSRQ          bool
+	UseEventChannel bool
+}
+
 // Transport is the rdma transport.
-type Transport struct{}
+type Transport struct{ cfg Config }
 
 var _ transport.Transport = (*Transport)(nil)
 
 // New returns the rdma transport.
-func New() *Transport { return &Transport{} }
+func New(cfg Config) *Transport { return &Transport{cfg: cfg} }
 
 // Name is "rdma".
 func (*Transport) Name() string { return "rdma" }

@@ -1,0 +1,95 @@
+package wire
+
+import "fmt"
+
+// VerbsInfo is what the rdma transport's two sides tell each other to
+// connect their queue pairs: which device, port and GID they use, their
+// MTU, and their QP numbers and starting PSNs. It travels over the
+// handshaken connection right after the Welcome.
+type VerbsInfo struct {
+	Device    string
+	Port      uint8
+	LinkLayer uint8 // 1 InfiniBand, 2 Ethernet (RoCE)
+	GIDIndex  uint8
+	MTU       uint16 // active MTU in bytes
+	LID       uint16
+	GID       [16]byte
+	QPNs      []uint32
+	PSNs      []uint32
+	RecvDepth uint32 // receive WQEs posted per QP for SEND and WRITE_WITH_IMM
+	MaxInline uint32
+}
+
+// Link layers.
+const (
+	LinkIB       = 1
+	LinkEthernet = 2
+)
+
+// MaxQPs bounds VerbsInfo.QPNs.
+const MaxQPs = 64
+
+const verbsInfoVersion = 1
+
+// AppendVerbsInfo appends v's encoding (with a handshake header of type
+// MsgVerbs) to b.
+func AppendVerbsInfo(b []byte, v *VerbsInfo) []byte {
+	e, at := begin(b, MsgVerbs)
+	e.u8(verbsInfoVersion)
+	e.str(v.Device)
+	e.u8(v.Port)
+	e.u8(v.LinkLayer)
+	e.u8(v.GIDIndex)
+	e.u16(v.MTU)
+	e.u16(v.LID)
+	e.raw(v.GID[:])
+	e.u8(uint8(len(v.QPNs)))
+	for i := range v.QPNs {
+		e.u32(v.QPNs[i])
+		e.u32(v.PSNs[i])
+	}
+	e.u32(v.RecvDepth)
+	e.u32(v.MaxInline)
+	return finish(e, at)
+}
+
+// DecodeVerbsInfo decodes a VerbsInfo body.
+func DecodeVerbsInfo(body []byte) (*VerbsInfo, error) {
+	d := &dec{b: body, what: "verbs info"}
+	v := &VerbsInfo{}
+	if ver := d.u8("version"); d.err == nil && ver != verbsInfoVersion {
+		d.fail("version %d, want %d", ver, verbsInfoVersion)
+	}
+	v.Device = d.str(64, "device")
+	v.Port = d.u8("port")
+	v.LinkLayer = d.u8("link layer")
+	v.GIDIndex = d.u8("gid index")
+	v.MTU = d.u16("mtu")
+	v.LID = d.u16("lid")
+	d.fixed(v.GID[:], "gid")
+	n := int(d.u8("qp count"))
+	if d.err == nil && n > MaxQPs {
+		d.fail("%d queue pairs, limit %d", n, MaxQPs)
+	}
+	for i := 0; i < n && d.err == nil; i++ {
+		v.QPNs = append(v.QPNs, d.u32("qpn"))
+		v.PSNs = append(v.PSNs, d.u32("psn")&0xffffff)
+	}
+	v.RecvDepth = d.u32("recv depth")
+	v.MaxInline = d.u32("max inline")
+	if d.err == nil {
+		switch {
+		case v.Port == 0:
+			d.fail("port 0")
+		case v.LinkLayer != LinkIB && v.LinkLayer != LinkEthernet:
+			d.fail("link layer %d", v.LinkLayer)
+		case v.MTU != 256 && v.MTU != 512 && v.MTU != 1024 && v.MTU != 2048 && v.MTU != 4096:
+			d.fail("mtu %d is not 256, 512, 1024, 2048 or 4096", v.MTU)
+		}
+	}
+	return v, d.done()
+}
+
+func (v *VerbsInfo) String() string {
+	return fmt.Sprintf("device %s port %d gid index %d mtu %d lid %d", v.Device, v.Port, v.GIDIndex, v.MTU, v.LID)
+}
