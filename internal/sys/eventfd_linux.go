@@ -1,0 +1,58 @@
+package sys
+
+import (
+	"fmt"
+	"os"
+	"syscall"
+
+	"golang.org/x/sys/unix"
+)
+
+// EventFD lets a goroutine sleep in the Go network poller until a file
+// descriptor owned by C code (an RDMA completion channel, an rdma_cm event
+// channel) becomes readable. It works on a duplicate, so closing it never
+// closes the original; the original is made non-blocking (they share the
+// open file description), so the C call that drains it never blocks.
+type EventFD struct {
+	f  *os.File
+	rc syscall.RawConn
+}
+
+// NewEventFD watches fd.
+func NewEventFD(fd int) (*EventFD, error) {
+	d, err := unix.FcntlInt(uintptr(fd), unix.F_DUPFD_CLOEXEC, 0)
+	if err != nil {
+		return nil, fmt.Errorf("dup fd %d: %w", fd, err)
+	}
+	if err := unix.SetNonblock(d, true); err != nil {
+		unix.Close(d)
+		return nil, fmt.Errorf("set fd %d non-blocking: %w", fd, err)
+	}
+	f := os.NewFile(uintptr(d), "event-fd")
+	rc, err := f.SyscallConn()
+	if err != nil {
+		f.Close()
+		return nil, err
+	}
+	return &EventFD{f: f, rc: rc}, nil
+}
+
+// Wait returns once the descriptor is readable (it consumes nothing), or
+// with an error once Close was called.
+func (e *EventFD) Wait() error {
+	var fds [1]unix.PollFd
+	return e.rc.Read(func(fd uintptr) bool {
+		fds[0] = unix.PollFd{Fd: int32(fd), Events: unix.POLLIN}
+		n, err := unix.Poll(fds[:], 0)
+		return err == nil && n > 0
+	})
+}
+
+// Close wakes Wait and releases the duplicate. Idempotent.
+func (e *EventFD) Close() error {
+	if e == nil {
+		return nil
+	}
+	e.f.Close() // a second Close reports os.ErrClosed: nothing to do
+	return nil
+}

@@ -1,0 +1,15 @@
+//go:build !linux
+
+package sys
+
+// EventFD is not supported on this platform.
+type EventFD struct{}
+
+// NewEventFD is not supported on this platform.
+func NewEventFD(fd int) (*EventFD, error) { return nil, ErrNotSupported }
+
+// Wait fails.
+func (e *EventFD) Wait() error { return ErrNotSupported }
+
+// Close does nothing.
+func (e *EventFD) Close() error { return nil }
