@@ -411,7 +411,7 @@ func (e *Engine) connectOnce(ctx context.Context, p *Peer, exclude map[string]er
 	case e.cfg.Secret != "":
 		want := proof(e.cfg.Secret, labelAcceptor, hello.Nonce, ch.Nonce, ID(ch.ID), e.id)
 		if !ch.HasProof || !hmac.Equal(ch.Proof[:], want[:]) {
-			return nil, "", fmt.Errorf("dial %s: %w: the peer does not know the shared secret", addr, ErrAuth)
+			return nil, "", fmt.Errorf("dial %s: %w: the peer could not prove it knows this side's shared secret (different secrets, or none)", addr, ErrAuth)
 		}
 		a := wire.Auth{Proof: proof(e.cfg.Secret, labelDialer, ch.Nonce, hello.Nonce, e.id, ID(ch.ID))}
 		if _, err := nc.Write(wire.AppendAuth(nil, &a)); err != nil {

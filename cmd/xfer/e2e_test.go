@@ -6,6 +6,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"math/rand/v2"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -187,6 +190,32 @@ func TestEndToEndServe(t *testing.T) {
 	}
 	t.Logf("wrong secret: %s", strings.TrimSpace(errOut))
 
+	// Random garbage to the port never crashes it: afterwards a proper
+	// peer is still served.
+	rng := rand.New(rand.NewPCG(7, 7))
+	for i := range 300 {
+		nc, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Fatalf("garbage %d: serve stopped accepting: %v\n%s", i, err, stderr.String())
+		}
+		junk := make([]byte, rng.IntN(2048))
+		for j := range junk {
+			junk[j] = byte(rng.Uint32())
+		}
+		if i%3 == 0 && len(junk) >= 12 {
+			copy(junk, "XFER\x01\x00\x00\x00") // a plausible header, then nonsense
+		}
+		nc.Write(junk)
+		nc.SetReadDeadline(time.Now().Add(50 * time.Millisecond))
+		io.Copy(io.Discard, nc)
+		nc.Close()
+	}
+	stdout, errOut, code = xferRun(t, cleanEnv(envPrefix+"SECRET=open sesame"), "bench", "--peer", addr, "--transport", "tcp",
+		"--size", "4KiB", "--iters", "100", "--verify", "--json")
+	if code != 0 || !strings.Contains(stdout, `"verified":true`) {
+		t.Fatalf("bench after garbage: exit %d\n%s%s", code, stdout, errOut)
+	}
+
 	start := time.Now()
 	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
@@ -234,4 +263,73 @@ func TestEndToEndConfigErrors(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestEndToEndSHMFallback runs the target as another user, so that the
+// kernel refuses the shm transport (pidfd_getfd needs ptrace rights over the
+// peer): auto must fall back to tcp, say why in the log, and still work.
+func TestEndToEndSHMFallback(t *testing.T) {
+	bin := xferBinary(t)
+	if os.Geteuid() != 0 {
+		t.Skip("needs root to start the target as another user")
+	}
+	if err := os.Chmod(filepath.Dir(bin), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(bin, "serve", "--listen", "127.0.0.1:0", "--transport", "auto", "--log-level", "info")
+	cmd.Env = cleanEnv()
+	cmd.Dir = "/"
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gid: 65534}}
+	var stderr syncBuffer
+	cmd.Stderr = &stderr
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		cmd.Process.Signal(syscall.SIGTERM)
+		cmd.Wait()
+	}()
+	line, err := bufio.NewReader(out).ReadString('\n')
+	if err != nil {
+		t.Fatalf("serve as nobody: %v\n%s", err, stderr.String())
+	}
+	addr := strings.TrimPrefix(strings.TrimSpace(line), serveBanner)
+	stdout, errOut, code := xferRun(t, cleanEnv(), "bench", "--peer", addr, "--transport", "auto",
+		"--size", "64KiB", "--iters", "50", "--verify", "--json")
+	if code != 0 {
+		t.Fatalf("bench: exit %d\n%s%s", code, stdout, errOut)
+	}
+	if !strings.Contains(stdout, `"transport":"tcp"`) || !strings.Contains(stdout, `"verified":true`) {
+		t.Fatalf("auto across users did not fall back to a working tcp: %s", stdout)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for !strings.Contains(stderr.String(), "falling back") && time.Now().Before(deadline) {
+		time.Sleep(20 * time.Millisecond)
+	}
+	if log := stderr.String(); !strings.Contains(log, "falling back") || !strings.Contains(log, "shm") {
+		t.Fatalf("the fallback was not logged with its reason:\n%s", log)
+	}
+	t.Logf("serve's log: %s", strings.TrimSpace(stderr.String()))
+}
+
+// syncBuffer is a bytes.Buffer safe for a writer and a reader goroutine.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
 }
