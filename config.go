@@ -98,6 +98,9 @@ type Config struct {
 	// the completion channel. Spinning costs a core per peer; the default
 	// (false) suits hosts whose cores are shared.
 	RDMABusyPoll bool `yaml:"rdma_busy_poll"`
+	// RDMAUseCM connects queue pairs through rdma_cm on RoCE and InfiniBand
+	// too; iWARP devices always use it. Default: the engine's own exchange.
+	RDMAUseCM bool `yaml:"rdma_use_cm"`
 	// HandshakeTimeout bounds Dial's handshake and an inbound peer's
 	// handshake. Default: 10s.
 	HandshakeTimeout time.Duration `yaml:"handshake_timeout"`
@@ -206,5 +209,5 @@ func (c Config) verbs() verbs.Config {
 	}
 	return verbs.Config{Device: c.RDMADevice, Port: c.RDMAPort, GIDIndex: gid, MTU: c.RDMAMTU,
 		MaxInlineData: c.RDMAMaxInlineData, MaxSendWR: c.RDMAMaxSendWR, MaxRecvWR: c.RDMAMaxRecvWR,
-		MaxSGE: c.RDMAMaxSGE, QPType: c.RDMAQPType, UseSRQ: c.RDMAUseSRQ, UseEventChannel: !c.RDMABusyPoll}
+		MaxSGE: c.RDMAMaxSGE, QPType: c.RDMAQPType, UseSRQ: c.RDMAUseSRQ, UseEventChannel: !c.RDMABusyPoll, UseCM: c.RDMAUseCM}
 }

@@ -1,0 +1,464 @@
+//go:build cgo
+
+package ibv
+
+/*
+#cgo noescape xibv_post_send
+#cgo nocallback xibv_post_send
+#cgo noescape xibv_post_recv
+#cgo nocallback xibv_post_recv
+#cgo noescape xibv_post_srq_recv
+#cgo nocallback xibv_post_srq_recv
+#include "shim.h"
+*/
+import "C"
+
+import (
+	"fmt"
+	"math"
+	"syscall"
+	"unsafe"
+)
+
+// maxPostBatch caps the WRs translated per provider call; a longer batch is
+// still posted in one cgo call, as several chains.
+const maxPostBatch = 256
+
+// QP is a queue pair (struct ibv_qp).
+type QP struct {
+	c    *C.struct_ibv_qp
+	pd   *PD
+	ring *C.struct_xibv_ring
+	num  uint32
+	typ  QPType
+	caps QPCaps
+	srq  *SRQ
+	cm   *CMID // the CM ID that owns the QP, if rdma_create_qp made it
+	obj  string
+}
+
+func qpInitAttr(a QPInitAttr) (C.struct_ibv_qp_init_attr, error) {
+	var at C.struct_ibv_qp_init_attr
+	if a.SendCQ == nil || a.SendCQ.c == nil {
+		return at, fmt.Errorf("SendCQ is nil or closed: %w", syscall.EINVAL)
+	}
+	recv := a.RecvCQ
+	if recv == nil {
+		recv = a.SendCQ
+	}
+	if recv.c == nil {
+		return at, fmt.Errorf("RecvCQ is closed: %w", syscall.EINVAL)
+	}
+	def := func(v, d int) C.uint32_t {
+		if v <= 0 {
+			v = d
+		}
+		return C.uint32_t(min(v, math.MaxInt32))
+	}
+	at.send_cq = a.SendCQ.c
+	at.recv_cq = recv.c
+	at.cap.max_send_wr = def(a.MaxSendWR, 128)
+	at.cap.max_send_sge = def(a.MaxSendSGE, 1)
+	at.cap.max_inline_data = C.uint32_t(max(a.MaxInline, 0))
+	if a.SRQ != nil {
+		if a.SRQ.c == nil {
+			return at, fmt.Errorf("SRQ is closed: %w", syscall.EINVAL)
+		}
+		at.srq = a.SRQ.c
+	} else {
+		at.cap.max_recv_wr = def(a.MaxRecvWR, 128)
+		at.cap.max_recv_sge = def(a.MaxRecvSGE, 1)
+	}
+	switch a.Type {
+	case QPTypeRC:
+		at.qp_type = C.IBV_QPT_RC
+	case QPTypeUC:
+		at.qp_type = C.IBV_QPT_UC
+	case QPTypeUD:
+		at.qp_type = C.IBV_QPT_UD
+	default:
+		return at, fmt.Errorf("QP type %d: %w", a.Type, syscall.EINVAL)
+	}
+	if a.SigAll {
+		at.sq_sig_all = 1
+	}
+	return at, nil
+}
+
+// CreateQP creates a QP in the RESET state. [QP.Caps] reports what was
+// granted.
+func (pd *PD) CreateQP(a QPInitAttr) (*QP, error) {
+	if pd == nil || pd.c == nil {
+		return nil, ErrClosed
+	}
+	at, err := qpInitAttr(a)
+	if err != nil {
+		return nil, fmt.Errorf("ibv_create_qp on %s: %w", pd.ctx.name, err)
+	}
+	q, err := C.xibv_create_qp(pd.c, &at)
+	if q == nil {
+		return nil, fmt.Errorf("ibv_create_qp %s on %s: %w", a, pd.ctx.name, errnoErr(err, syscall.EINVAL))
+	}
+	qp, err := newQP(pd, q, &at, a, nil)
+	if err != nil {
+		C.xibv_destroy_qp(q)
+		return nil, err
+	}
+	return qp, nil
+}
+
+func newQP(pd *PD, q *C.struct_ibv_qp, at *C.struct_ibv_qp_init_attr, a QPInitAttr, cm *CMID) (*QP, error) {
+	qp := &QP{
+		c:   q,
+		pd:  pd,
+		num: uint32(q.qp_num),
+		typ: a.Type,
+		srq: a.SRQ,
+		cm:  cm,
+		caps: QPCaps{
+			MaxSendWR:  int(at.cap.max_send_wr),
+			MaxRecvWR:  int(at.cap.max_recv_wr),
+			MaxSendSGE: int(at.cap.max_send_sge),
+			MaxRecvSGE: int(at.cap.max_recv_sge),
+			MaxInline:  int(at.cap.max_inline_data),
+		},
+	}
+	qp.obj = fmt.Sprintf("QP %#x on %s", qp.num, pd.ctx.name)
+	rcap := 0
+	if a.SRQ == nil {
+		rcap = min(max(qp.caps.MaxRecvWR, 1), maxPostBatch)
+	}
+	r, err := C.xibv_ring_new(C.int(min(max(qp.caps.MaxSendWR, 1), maxPostBatch)), C.int(rcap))
+	if r == nil {
+		return nil, fmt.Errorf("allocate the WR ring of %s: %w", qp.obj, errnoErr(err, syscall.ENOMEM))
+	}
+	qp.ring = r
+	live.qps.Add(1)
+	pd.children.Add(1)
+	return qp, nil
+}
+
+// Num returns the QP number, which the peer needs to connect.
+func (qp *QP) Num() uint32 {
+	if qp == nil {
+		return 0
+	}
+	return qp.num
+}
+
+// Caps returns the capacities the QP was granted.
+func (qp *QP) Caps() QPCaps {
+	if qp == nil {
+		return QPCaps{}
+	}
+	return qp.caps
+}
+
+// State queries the QP's current state. Some providers do not report it:
+// siw on older kernels (seen on Linux 6.1; fixed by 6.12) always answers
+// QPSReset.
+func (qp *QP) State() (QPState, error) {
+	if qp == nil || qp.c == nil {
+		return QPSUnknown, ErrClosed
+	}
+	var s C.int
+	rc, err := C.xibv_query_qp_state(qp.c, &s)
+	if e := rcErr(rc, err); e != nil {
+		return QPSUnknown, fmt.Errorf("ibv_query_qp %s: %w", qp.obj, e)
+	}
+	return QPState(s), nil
+}
+
+func (qp *QP) modify(to string, attr *C.struct_ibv_qp_attr, mask C.int) error {
+	if qp == nil || qp.c == nil {
+		return ErrClosed
+	}
+	rc, err := C.xibv_modify_qp(qp.c, attr, mask)
+	if e := rcErr(rc, err); e != nil {
+		return fmt.Errorf("ibv_modify_qp %s to %s: %w", qp.obj, to, e)
+	}
+	return nil
+}
+
+// ToInit moves the QP from RESET to INIT on port (default 1), allowing the
+// remote side the given access.
+func (qp *QP) ToInit(port int, access Access) error {
+	if port <= 0 {
+		port = 1
+	}
+	var attr C.struct_ibv_qp_attr
+	attr.qp_state = C.IBV_QPS_INIT
+	attr.pkey_index = 0
+	attr.port_num = C.uint8_t(port)
+	attr.qp_access_flags = C.uint(access)
+	return qp.modify("INIT", &attr, C.IBV_QP_STATE|C.IBV_QP_PKEY_INDEX|C.IBV_QP_PORT|C.IBV_QP_ACCESS_FLAGS)
+}
+
+// orDefault returns d for 0 and 0 for -1.
+func orDefault(v, d int) int {
+	switch {
+	case v == 0:
+		return d
+	case v < 0:
+		return 0
+	}
+	return v
+}
+
+// ToRTR moves the QP from INIT to RTR (ready to receive) towards the remote
+// QP that a describes. iWARP QPs cannot be connected this way: use a [CMID].
+func (qp *QP) ToRTR(a RTRAttr) error {
+	if qp == nil || qp.c == nil {
+		return ErrClosed
+	}
+	ctx := qp.pd.ctx
+	if ctx.transport == "iWARP" {
+		return fmt.Errorf("ibv_modify_qp %s to RTR: %s is iWARP, whose QPs are connected through rdma_cm (CMID): %w",
+			qp.obj, ctx.name, ErrNotSupported)
+	}
+	port := orDefault(a.Port, 1)
+	mtu := a.PathMTU
+	if mtu == 0 {
+		pi, err := ctx.QueryPort(port)
+		if err != nil {
+			return fmt.Errorf("ibv_modify_qp %s to RTR: %w", qp.obj, err)
+		}
+		mtu = pi.ActiveMTU
+	}
+	m, err := mtuEnum(mtu)
+	if err != nil {
+		return fmt.Errorf("ibv_modify_qp %s to RTR: %v: %w", qp.obj, err, syscall.EINVAL)
+	}
+	rd := a.MaxDestRdAtomic
+	if rd == 0 {
+		rd = 16
+		if da, err := ctx.deviceAttr(); err == nil && int(da.max_qp_rd_atom) < rd {
+			rd = int(da.max_qp_rd_atom)
+		}
+	}
+	var attr C.struct_ibv_qp_attr
+	attr.qp_state = C.IBV_QPS_RTR
+	attr.path_mtu = C.enum_ibv_mtu(m)
+	attr.dest_qp_num = C.uint32_t(a.RemoteQPN)
+	attr.rq_psn = C.uint32_t(a.RemotePSN & 0xffffff)
+	attr.max_dest_rd_atomic = C.uint8_t(max(rd, 0))
+	attr.min_rnr_timer = C.uint8_t(orDefault(a.MinRNRTimer, 12))
+	attr.ah_attr.dlid = C.uint16_t(a.DLID)
+	attr.ah_attr.port_num = C.uint8_t(port)
+	if a.IsGlobal {
+		attr.ah_attr.is_global = 1
+		*(*[16]byte)(unsafe.Pointer(&attr.ah_attr.grh.dgid)) = a.DGID
+		attr.ah_attr.grh.sgid_index = C.uint8_t(a.SGIDIndex)
+		hop := a.HopLimit
+		if hop == 0 {
+			hop = 64
+		}
+		attr.ah_attr.grh.hop_limit = C.uint8_t(hop)
+	}
+	return qp.modify("RTR", &attr, C.IBV_QP_STATE|C.IBV_QP_AV|C.IBV_QP_PATH_MTU|C.IBV_QP_DEST_QPN|
+		C.IBV_QP_RQ_PSN|C.IBV_QP_MAX_DEST_RD_ATOMIC|C.IBV_QP_MIN_RNR_TIMER)
+}
+
+// ToRTS moves the QP from RTR to RTS (ready to send).
+func (qp *QP) ToRTS(a RTSAttr) error {
+	if qp == nil || qp.c == nil {
+		return ErrClosed
+	}
+	rd := a.MaxRdAtomic
+	if rd == 0 {
+		rd = 16
+		if da, err := qp.pd.ctx.deviceAttr(); err == nil && int(da.max_qp_init_rd_atom) < rd {
+			rd = int(da.max_qp_init_rd_atom)
+		}
+	}
+	var attr C.struct_ibv_qp_attr
+	attr.qp_state = C.IBV_QPS_RTS
+	attr.sq_psn = C.uint32_t(a.PSN & 0xffffff)
+	attr.timeout = C.uint8_t(orDefault(a.Timeout, 14))
+	attr.retry_cnt = C.uint8_t(orDefault(a.RetryCnt, 7))
+	attr.rnr_retry = C.uint8_t(orDefault(a.RNRRetry, 7))
+	attr.max_rd_atomic = C.uint8_t(max(rd, 0))
+	return qp.modify("RTS", &attr, C.IBV_QP_STATE|C.IBV_QP_TIMEOUT|C.IBV_QP_RETRY_CNT|C.IBV_QP_RNR_RETRY|
+		C.IBV_QP_SQ_PSN|C.IBV_QP_MAX_QP_RD_ATOMIC)
+}
+
+// ToError moves the QP to the error state: outstanding work requests
+// complete with the flushed status.
+func (qp *QP) ToError() error {
+	var attr C.struct_ibv_qp_attr
+	attr.qp_state = C.IBV_QPS_ERR
+	return qp.modify("ERR", &attr, C.IBV_QP_STATE)
+}
+
+// PostSend posts wrs as one chain, in one cgo call, and returns how many were
+// posted. On failure the error is a [*PostError] naming the refused WR and
+// the errno. It does not allocate.
+func (qp *QP) PostSend(wrs []SendWR) (int, error) {
+	if qp == nil || qp.c == nil {
+		return 0, ErrClosed
+	}
+	n := len(wrs)
+	if n == 0 {
+		return 0, nil
+	}
+	if n > math.MaxInt32 {
+		n = math.MaxInt32
+	}
+	rc := C.xibv_post_send(qp.c, qp.ring, (*C.struct_xfer_send_wr)(unsafe.Pointer(&wrs[0])), C.int(n))
+	if rc != 0 {
+		e := ringError("ibv_post_send", qp.obj, qp.ring, rc, n)
+		if e.Bad >= 0 {
+			e.BadID = wrs[e.Bad].ID
+		}
+		return e.Posted, e
+	}
+	return n, nil
+}
+
+// PostRecv posts wrs to the QP's receive queue, in one cgo call. A QP with an
+// SRQ has none: post to the SRQ.
+func (qp *QP) PostRecv(wrs []RecvWR) (int, error) {
+	if qp == nil || qp.c == nil {
+		return 0, ErrClosed
+	}
+	if qp.srq != nil {
+		return 0, fmt.Errorf("ibv_post_recv on %s: the QP receives through an SRQ: %w", qp.obj, syscall.EINVAL)
+	}
+	n := len(wrs)
+	if n == 0 {
+		return 0, nil
+	}
+	if n > math.MaxInt32 {
+		n = math.MaxInt32
+	}
+	rc := C.xibv_post_recv(qp.c, qp.ring, (*C.struct_xfer_recv_wr)(unsafe.Pointer(&wrs[0])), C.int(n))
+	if rc != 0 {
+		e := ringError("ibv_post_recv", qp.obj, qp.ring, rc, n)
+		if e.Bad >= 0 {
+			e.BadID = wrs[e.Bad].ID
+		}
+		return e.Posted, e
+	}
+	return n, nil
+}
+
+// ringError describes a failed post from what the ring recorded. The caller
+// fills in BadID.
+func ringError(op, obj string, r *C.struct_xibv_ring, rc C.int, n int) *PostError {
+	e := &PostError{Op: op, Object: obj, N: n, Posted: int(r.posted), Bad: int(r.bad), Err: syscall.Errno(rc)}
+	if e.Bad >= n {
+		e.Bad = -1
+	}
+	return e
+}
+
+// Close destroys the QP; outstanding work requests are lost. A QP made by
+// [CMID.CreateQP] is destroyed with rdma_destroy_qp.
+func (qp *QP) Close() error {
+	if qp == nil || qp.c == nil {
+		return nil
+	}
+	if qp.cm != nil {
+		C.xcm_destroy_qp(qp.cm.c)
+		qp.cm.qp = nil
+	} else {
+		rc, err := C.xibv_destroy_qp(qp.c)
+		if e := rcErr(rc, err); e != nil {
+			return fmt.Errorf("ibv_destroy_qp %s: %w", qp.obj, e)
+		}
+	}
+	C.xibv_ring_free(qp.ring)
+	qp.c, qp.ring = nil, nil
+	live.qps.Add(-1)
+	qp.pd.children.Add(-1)
+	return nil
+}
+
+// SRQ is a shared receive queue (struct ibv_srq).
+type SRQ struct {
+	c      *C.struct_ibv_srq
+	pd     *PD
+	ring   *C.struct_xibv_ring
+	maxWR  int
+	maxSGE int
+	obj    string
+}
+
+// CreateSRQ creates a shared receive queue for maxWR receives (default 256)
+// of maxSGE elements (default 1).
+func (pd *PD) CreateSRQ(maxWR, maxSGE int) (*SRQ, error) {
+	if pd == nil || pd.c == nil {
+		return nil, ErrClosed
+	}
+	if maxWR <= 0 {
+		maxWR = 256
+	}
+	if maxSGE <= 0 {
+		maxSGE = 1
+	}
+	var at C.struct_ibv_srq_init_attr
+	at.attr.max_wr = C.uint32_t(min(maxWR, math.MaxInt32))
+	at.attr.max_sge = C.uint32_t(min(maxSGE, math.MaxInt32))
+	s, err := C.xibv_create_srq(pd.c, &at)
+	if s == nil {
+		return nil, fmt.Errorf("ibv_create_srq %d WRs on %s: %w", maxWR, pd.ctx.name, errnoErr(err, syscall.EINVAL))
+	}
+	srq := &SRQ{c: s, pd: pd, maxWR: int(at.attr.max_wr), maxSGE: int(at.attr.max_sge), obj: "SRQ on " + pd.ctx.name}
+	r, err := C.xibv_ring_new(0, C.int(min(max(srq.maxWR, 1), maxPostBatch)))
+	if r == nil {
+		C.xibv_destroy_srq(s)
+		return nil, fmt.Errorf("allocate the WR ring of %s: %w", srq.obj, errnoErr(err, syscall.ENOMEM))
+	}
+	srq.ring = r
+	live.srqs.Add(1)
+	pd.children.Add(1)
+	return srq, nil
+}
+
+// MaxWR returns the number of receives the SRQ was granted.
+func (srq *SRQ) MaxWR() int {
+	if srq == nil {
+		return 0
+	}
+	return srq.maxWR
+}
+
+// PostRecv posts wrs to the SRQ in one cgo call. On failure the error is a
+// [*PostError] that tells how many were posted.
+func (srq *SRQ) PostRecv(wrs []RecvWR) error {
+	if srq == nil || srq.c == nil {
+		return ErrClosed
+	}
+	n := len(wrs)
+	if n == 0 {
+		return nil
+	}
+	if n > math.MaxInt32 {
+		n = math.MaxInt32
+	}
+	rc := C.xibv_post_srq_recv(srq.c, srq.ring, (*C.struct_xfer_recv_wr)(unsafe.Pointer(&wrs[0])), C.int(n))
+	if rc != 0 {
+		e := ringError("ibv_post_srq_recv", srq.obj, srq.ring, rc, n)
+		if e.Bad >= 0 {
+			e.BadID = wrs[e.Bad].ID
+		}
+		return e
+	}
+	return nil
+}
+
+// Close destroys the SRQ. It fails while QPs use it.
+func (srq *SRQ) Close() error {
+	if srq == nil || srq.c == nil {
+		return nil
+	}
+	rc, err := C.xibv_destroy_srq(srq.c)
+	if e := rcErr(rc, err); e != nil {
+		return fmt.Errorf("ibv_destroy_srq on %s: %w", srq.pd.ctx.name, e)
+	}
+	C.xibv_ring_free(srq.ring)
+	srq.c, srq.ring = nil, nil
+	live.srqs.Add(-1)
+	srq.pd.children.Add(-1)
+	return nil
+}

@@ -1,0 +1,56 @@
+//go:build !cgo || !linux
+
+package ibv
+
+// QP is a queue pair; this build has none.
+type QP struct{ _ [0]func() }
+
+// CreateQP reports that this build cannot use verbs.
+func (pd *PD) CreateQP(a QPInitAttr) (*QP, error) { return nil, errUnsupported("ibv_create_qp") }
+
+// Num returns 0.
+func (qp *QP) Num() uint32 { return 0 }
+
+// Caps returns zero caps.
+func (qp *QP) Caps() QPCaps { return QPCaps{} }
+
+// State reports that this build cannot use verbs.
+func (qp *QP) State() (QPState, error) { return QPSUnknown, errUnsupported("ibv_query_qp") }
+
+// ToInit reports that this build cannot use verbs.
+func (qp *QP) ToInit(port int, access Access) error { return errUnsupported("ibv_modify_qp") }
+
+// ToRTR reports that this build cannot use verbs.
+func (qp *QP) ToRTR(a RTRAttr) error { return errUnsupported("ibv_modify_qp") }
+
+// ToRTS reports that this build cannot use verbs.
+func (qp *QP) ToRTS(a RTSAttr) error { return errUnsupported("ibv_modify_qp") }
+
+// ToError reports that this build cannot use verbs.
+func (qp *QP) ToError() error { return errUnsupported("ibv_modify_qp") }
+
+// PostSend reports that this build cannot use verbs.
+func (qp *QP) PostSend(wrs []SendWR) (int, error) { return 0, errUnsupported("ibv_post_send") }
+
+// PostRecv reports that this build cannot use verbs.
+func (qp *QP) PostRecv(wrs []RecvWR) (int, error) { return 0, errUnsupported("ibv_post_recv") }
+
+// Close does nothing.
+func (qp *QP) Close() error { return nil }
+
+// SRQ is a shared receive queue; this build has none.
+type SRQ struct{ _ [0]func() }
+
+// CreateSRQ reports that this build cannot use verbs.
+func (pd *PD) CreateSRQ(maxWR, maxSGE int) (*SRQ, error) {
+	return nil, errUnsupported("ibv_create_srq")
+}
+
+// MaxWR returns 0.
+func (srq *SRQ) MaxWR() int { return 0 }
+
+// PostRecv reports that this build cannot use verbs.
+func (srq *SRQ) PostRecv(wrs []RecvWR) error { return errUnsupported("ibv_post_srq_recv") }
+
+// Close does nothing.
+func (srq *SRQ) Close() error { return nil }

@@ -1,0 +1,5 @@
+//go:build cgo && !linux
+
+package ibv
+
+const unsupportedReason = "the verbs transport is only available on Linux"

@@ -1,0 +1,220 @@
+/*
+ * shim.h: the C side of package ibv (implemented in shim_linux.c).
+ *
+ * libibverbs.so.1 and librdmacm.so.1 are opened with dlopen at run time and
+ * their versioned symbols bound with dlvsym into the tables below; nothing is
+ * linked at build time. The Go code calls the small wrappers declared here,
+ * never the tables directly, because cgo cannot call C function pointers.
+ *
+ * The data path (xibv_post_send, xibv_post_recv, xibv_post_srq_recv,
+ * xibv_poll_cq, xibv_req_notify_cq) calls the provider's entry points in
+ * ctx->ops, as the static inline functions of <infiniband/verbs.h> do, and
+ * translates whole batches per call between the package's Go structs and
+ * the verbs structs held in C memory.
+ */
+#ifndef XFER_IBV_SHIM_H
+#define XFER_IBV_SHIM_H
+
+#include "ibv_abi.h"
+
+/* ---- the run-time bound libraries ---- */
+
+struct xibv_verbs_fns {
+	struct ibv_device **(*get_device_list)(int *num_devices);
+	void (*free_device_list)(struct ibv_device **list);
+	struct ibv_context *(*open_device)(struct ibv_device *device);
+	int (*close_device)(struct ibv_context *context);
+	int (*query_device)(struct ibv_context *context, struct ibv_device_attr *attr);
+	int (*query_port)(struct ibv_context *context, uint8_t port, struct ibv_port_attr *attr);
+	int (*query_gid)(struct ibv_context *context, uint8_t port, int index, union ibv_gid *gid);
+	struct ibv_pd *(*alloc_pd)(struct ibv_context *context);
+	int (*dealloc_pd)(struct ibv_pd *pd);
+	struct ibv_mr *(*reg_mr)(struct ibv_pd *pd, void *addr, size_t length, int access);
+	int (*dereg_mr)(struct ibv_mr *mr);
+	struct ibv_comp_channel *(*create_comp_channel)(struct ibv_context *context);
+	int (*destroy_comp_channel)(struct ibv_comp_channel *channel);
+	struct ibv_cq *(*create_cq)(struct ibv_context *context, int cqe, void *cq_context,
+				    struct ibv_comp_channel *channel, int comp_vector);
+	int (*destroy_cq)(struct ibv_cq *cq);
+	int (*get_cq_event)(struct ibv_comp_channel *channel, struct ibv_cq **cq, void **cq_context);
+	void (*ack_cq_events)(struct ibv_cq *cq, unsigned int nevents);
+	struct ibv_srq *(*create_srq)(struct ibv_pd *pd, struct ibv_srq_init_attr *attr);
+	int (*destroy_srq)(struct ibv_srq *srq);
+	struct ibv_qp *(*create_qp)(struct ibv_pd *pd, struct ibv_qp_init_attr *attr);
+	int (*modify_qp)(struct ibv_qp *qp, struct ibv_qp_attr *attr, int mask);
+	int (*query_qp)(struct ibv_qp *qp, struct ibv_qp_attr *attr, int mask,
+			struct ibv_qp_init_attr *init_attr);
+	int (*destroy_qp)(struct ibv_qp *qp);
+};
+
+struct xibv_cm_fns {
+	struct rdma_event_channel *(*create_event_channel)(void);
+	void (*destroy_event_channel)(struct rdma_event_channel *channel);
+	int (*create_id)(struct rdma_event_channel *channel, struct rdma_cm_id **id, void *context,
+			 enum rdma_port_space ps);
+	int (*destroy_id)(struct rdma_cm_id *id);
+	int (*bind_addr)(struct rdma_cm_id *id, struct sockaddr *addr);
+	int (*resolve_addr)(struct rdma_cm_id *id, struct sockaddr *src, struct sockaddr *dst,
+			    int timeout_ms);
+	int (*resolve_route)(struct rdma_cm_id *id, int timeout_ms);
+	int (*create_qp)(struct rdma_cm_id *id, struct ibv_pd *pd, struct ibv_qp_init_attr *attr);
+	void (*destroy_qp)(struct rdma_cm_id *id);
+	int (*connect)(struct rdma_cm_id *id, struct rdma_conn_param *param);
+	int (*listen)(struct rdma_cm_id *id, int backlog);
+	int (*accept)(struct rdma_cm_id *id, struct rdma_conn_param *param);
+	int (*reject)(struct rdma_cm_id *id, const void *private_data, uint8_t private_data_len);
+	int (*disconnect)(struct rdma_cm_id *id);
+	int (*get_cm_event)(struct rdma_event_channel *channel, struct rdma_cm_event **event);
+	int (*ack_cm_event)(struct rdma_cm_event *event);
+	uint16_t (*get_src_port)(struct rdma_cm_id *id); /* big endian */
+};
+
+extern struct xibv_verbs_fns xibv;
+extern struct xibv_cm_fns xcm;
+
+/*
+ * Open lib (for example "libibverbs.so.1") and bind every symbol of the table
+ * t. On failure return -1, leave t untouched and write why to err. The
+ * library handle is kept open on success and closed on failure.
+ */
+int xibv_load_verbs(const char *lib, struct xibv_verbs_fns *t, char *err, size_t errlen);
+int xibv_load_cm(const char *lib, struct xibv_cm_fns *t, char *err, size_t errlen);
+
+/* ---- mirrors of the package's Go structs (layouts asserted in layout_cgo.go) ---- */
+
+struct xfer_sge {
+	uint64_t addr;
+	uint32_t len;
+	uint32_t lkey;
+};
+
+struct xfer_send_wr { /* SendWR */
+	uint64_t id;
+	intptr_t op;    /* Opcode: the IBV_WR_* value */
+	intptr_t flags; /* SendFlags: IBV_SEND_* bits */
+	struct xfer_sge sge;
+	uint64_t remote_addr;
+	uint32_t rkey;
+	uint32_t imm; /* host order */
+};
+
+struct xfer_recv_wr { /* RecvWR */
+	uint64_t id;
+	struct xfer_sge sge;
+};
+
+struct xfer_wc { /* WC */
+	uint64_t id;
+	intptr_t status; /* WCStatus: the IBV_WC_* status */
+	intptr_t opcode; /* WCOpcode: the IBV_WC_* opcode */
+	uint32_t vendor_err;
+	uint32_t byte_len;
+	uint32_t imm; /* host order */
+	uint8_t has_imm;
+	uint32_t qp_num;
+	uint32_t src_qp;
+};
+
+/* ---- per QP / SRQ / CQ buffers in C memory ---- */
+
+/*
+ * A ring of preallocated work requests: scap send WRs with one SGE each and
+ * rcap receive WRs with one SGE each. Every post writes posted, the number
+ * of WRs from the start of the caller's batch that the provider accepted,
+ * and, when it fails, bad: the index of the WR that was refused.
+ */
+struct xibv_ring {
+	int scap;
+	int rcap;
+	int posted;
+	int bad;
+	struct ibv_send_wr *swr;
+	struct ibv_sge *ssge;
+	struct ibv_recv_wr *rwr;
+	struct ibv_sge *rsge;
+};
+
+struct xibv_ring *xibv_ring_new(int scap, int rcap);
+void xibv_ring_free(struct xibv_ring *r);
+
+/* The data path. Each returns 0 or a positive errno; r->posted tells how many WRs were posted. */
+int xibv_post_send(struct ibv_qp *qp, struct xibv_ring *r, const struct xfer_send_wr *wrs, int n);
+int xibv_post_recv(struct ibv_qp *qp, struct xibv_ring *r, const struct xfer_recv_wr *wrs, int n);
+int xibv_post_srq_recv(struct ibv_srq *srq, struct xibv_ring *r, const struct xfer_recv_wr *wrs, int n);
+/* Polls up to n (<= the size of buf) completions into buf and translates them to out. */
+int xibv_poll_cq(struct ibv_cq *cq, struct ibv_wc *buf, int n, struct xfer_wc *out);
+int xibv_req_notify_cq(struct ibv_cq *cq, int solicited_only);
+
+/* ---- control path wrappers over the bound functions ---- */
+
+struct ibv_device **xibv_get_device_list(int *n);
+void xibv_free_device_list(struct ibv_device **list);
+struct ibv_context *xibv_open_device(struct ibv_device *dev);
+int xibv_close_device(struct ibv_context *ctx);
+int xibv_query_device(struct ibv_context *ctx, struct ibv_device_attr *attr);
+int xibv_query_port(struct ibv_context *ctx, int port, struct ibv_port_attr *attr);
+int xibv_query_gid(struct ibv_context *ctx, int port, int index, union ibv_gid *gid);
+struct ibv_pd *xibv_alloc_pd(struct ibv_context *ctx);
+int xibv_dealloc_pd(struct ibv_pd *pd);
+struct ibv_mr *xibv_reg_mr(struct ibv_pd *pd, uintptr_t addr, size_t length, int access);
+int xibv_dereg_mr(struct ibv_mr *mr);
+struct ibv_comp_channel *xibv_create_comp_channel(struct ibv_context *ctx);
+int xibv_destroy_comp_channel(struct ibv_comp_channel *ch);
+struct ibv_cq *xibv_create_cq(struct ibv_context *ctx, int cqe, struct ibv_comp_channel *ch);
+int xibv_destroy_cq(struct ibv_cq *cq);
+/* Takes one event: 0 and *cq set, or -1 with errno (EAGAIN when none is pending). */
+int xibv_get_cq_event(struct ibv_comp_channel *ch, struct ibv_cq **cq);
+void xibv_ack_cq_events(struct ibv_cq *cq, unsigned int n);
+struct ibv_srq *xibv_create_srq(struct ibv_pd *pd, struct ibv_srq_init_attr *attr);
+int xibv_destroy_srq(struct ibv_srq *srq);
+struct ibv_qp *xibv_create_qp(struct ibv_pd *pd, struct ibv_qp_init_attr *attr);
+int xibv_modify_qp(struct ibv_qp *qp, struct ibv_qp_attr *attr, int mask);
+int xibv_query_qp_state(struct ibv_qp *qp, int *state);
+int xibv_destroy_qp(struct ibv_qp *qp);
+
+/* ---- rdma_cm ---- */
+
+/* The part of an rdma_cm_event that outlives rdma_ack_cm_event. */
+struct xcm_event {
+	struct rdma_cm_id *id;
+	struct rdma_cm_id *listen_id;
+	int event;
+	int status;
+	int private_data_len;
+	uint8_t private_data[256];
+};
+
+struct rdma_event_channel *xcm_create_event_channel(void);
+void xcm_destroy_event_channel(struct rdma_event_channel *ch);
+struct rdma_cm_id *xcm_create_id(struct rdma_event_channel *ch);
+int xcm_destroy_id(struct rdma_cm_id *id);
+/* ip is 4 (family AF_INET) or 16 (AF_INET6) bytes in network order. */
+int xcm_bind_addr(struct rdma_cm_id *id, int family, const uint8_t *ip, uint16_t port, uint32_t scope);
+int xcm_resolve_addr(struct rdma_cm_id *id, int family, const uint8_t *ip, uint16_t port,
+		     uint32_t scope, int timeout_ms);
+int xcm_resolve_route(struct rdma_cm_id *id, int timeout_ms);
+int xcm_listen(struct rdma_cm_id *id, int backlog);
+int xcm_create_qp(struct rdma_cm_id *id, struct ibv_pd *pd, struct ibv_qp_init_attr *attr);
+void xcm_destroy_qp(struct rdma_cm_id *id);
+int xcm_connect(struct rdma_cm_id *id, const void *pdata, int pdata_len, int responder_resources,
+		int initiator_depth);
+int xcm_accept(struct rdma_cm_id *id, const void *pdata, int pdata_len, int responder_resources,
+	       int initiator_depth);
+int xcm_reject(struct rdma_cm_id *id, const void *pdata, int pdata_len);
+int xcm_disconnect(struct rdma_cm_id *id);
+uint16_t xcm_src_port(struct rdma_cm_id *id);
+/* Takes one event (-1 with errno EAGAIN when none is pending), copies it to out and acks it. */
+int xcm_get_event(struct rdma_event_channel *ch, struct xcm_event *out);
+
+/* ---- the ABI table (abi_table.h expanded against ibv_abi.h) ---- */
+
+struct xibv_abi_item {
+	const char *expr; /* as written for the system headers */
+	long long value;  /* its value with ibv_abi.h */
+	int cm;           /* 1: needs <rdma/rdma_cma.h> */
+};
+
+/* The table and its length. */
+const struct xibv_abi_item *xibv_abi_table(int *n);
+
+#endif /* XFER_IBV_SHIM_H */

@@ -1,0 +1,535 @@
+//go:build cgo
+
+/*
+ * shim_linux.c: run-time binding of libibverbs and librdmacm, and the batch
+ * translation of the data path. See shim.h.
+ */
+#define _GNU_SOURCE
+#include <arpa/inet.h>
+#include <dlfcn.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "shim.h"
+
+struct xibv_verbs_fns xibv;
+struct xibv_cm_fns xcm;
+
+struct sym {
+	const char *name;
+	const char *version;
+	size_t offset; /* of the function pointer in the table */
+};
+
+static void *bind_sym(void *h, const struct sym *s)
+{
+#ifdef __GLIBC__
+	void *p = dlvsym(h, s->name, s->version);
+	if (p)
+		return p;
+#endif
+	/* No dlvsym (musl), or a library built without symbol versions. */
+	return dlsym(h, s->name);
+}
+
+static int load(const char *lib, const struct sym *syms, size_t nsyms, void *table,
+		size_t table_size, char *err, size_t errlen)
+{
+	void *h = dlopen(lib, RTLD_NOW | RTLD_LOCAL);
+	if (!h) {
+		const char *e = dlerror();
+		snprintf(err, errlen, "dlopen %s: %s", lib, e ? e : "unknown error");
+		return -1;
+	}
+	char *tmp = calloc(1, table_size);
+	if (!tmp) {
+		snprintf(err, errlen, "out of memory");
+		dlclose(h);
+		return -1;
+	}
+	for (size_t i = 0; i < nsyms; i++) {
+		void *p = bind_sym(h, &syms[i]);
+		if (!p) {
+			snprintf(err, errlen, "%s has no symbol %s@%s", lib, syms[i].name,
+				 syms[i].version);
+			free(tmp);
+			dlclose(h);
+			return -1;
+		}
+		memcpy(tmp + syms[i].offset, &p, sizeof(p));
+	}
+	memcpy(table, tmp, table_size);
+	free(tmp);
+	return 0;
+}
+
+#define V(fn, ver) { "ibv_" #fn, ver, offsetof(struct xibv_verbs_fns, fn) }
+static const struct sym verbs_syms[] = {
+	V(get_device_list, "IBVERBS_1.1"),
+	V(free_device_list, "IBVERBS_1.1"),
+	V(open_device, "IBVERBS_1.1"),
+	V(close_device, "IBVERBS_1.1"),
+	V(query_device, "IBVERBS_1.1"),
+	V(query_port, "IBVERBS_1.1"),
+	V(query_gid, "IBVERBS_1.1"),
+	V(alloc_pd, "IBVERBS_1.1"),
+	V(dealloc_pd, "IBVERBS_1.1"),
+	V(reg_mr, "IBVERBS_1.1"),
+	V(dereg_mr, "IBVERBS_1.1"),
+	V(create_comp_channel, "IBVERBS_1.0"),
+	V(destroy_comp_channel, "IBVERBS_1.0"),
+	V(create_cq, "IBVERBS_1.1"),
+	V(destroy_cq, "IBVERBS_1.1"),
+	V(get_cq_event, "IBVERBS_1.1"),
+	V(ack_cq_events, "IBVERBS_1.1"),
+	V(create_srq, "IBVERBS_1.1"),
+	V(destroy_srq, "IBVERBS_1.1"),
+	V(create_qp, "IBVERBS_1.1"),
+	V(modify_qp, "IBVERBS_1.1"),
+	V(query_qp, "IBVERBS_1.1"),
+	V(destroy_qp, "IBVERBS_1.1"),
+};
+#undef V
+
+#define R(fn) { "rdma_" #fn, "RDMACM_1.0", offsetof(struct xibv_cm_fns, fn) }
+static const struct sym cm_syms[] = {
+	R(create_event_channel),
+	R(destroy_event_channel),
+	R(create_id),
+	R(destroy_id),
+	R(bind_addr),
+	R(resolve_addr),
+	R(resolve_route),
+	R(create_qp),
+	R(destroy_qp),
+	R(connect),
+	R(listen),
+	R(accept),
+	R(reject),
+	R(disconnect),
+	R(get_cm_event),
+	R(ack_cm_event),
+	R(get_src_port),
+};
+#undef R
+
+int xibv_load_verbs(const char *lib, struct xibv_verbs_fns *t, char *err, size_t errlen)
+{
+	return load(lib, verbs_syms, sizeof(verbs_syms) / sizeof(verbs_syms[0]), t, sizeof(*t),
+		    err, errlen);
+}
+
+int xibv_load_cm(const char *lib, struct xibv_cm_fns *t, char *err, size_t errlen)
+{
+	return load(lib, cm_syms, sizeof(cm_syms) / sizeof(cm_syms[0]), t, sizeof(*t), err,
+		    errlen);
+}
+
+/* ---- rings ---- */
+
+struct xibv_ring *xibv_ring_new(int scap, int rcap)
+{
+	struct xibv_ring *r = calloc(1, sizeof(*r));
+	if (!r)
+		return NULL;
+	r->scap = scap;
+	r->rcap = rcap;
+	if (scap > 0) {
+		r->swr = calloc((size_t)scap, sizeof(*r->swr));
+		r->ssge = calloc((size_t)scap, sizeof(*r->ssge));
+		if (!r->swr || !r->ssge)
+			goto fail;
+		for (int i = 0; i < scap; i++)
+			r->swr[i].sg_list = &r->ssge[i];
+	}
+	if (rcap > 0) {
+		r->rwr = calloc((size_t)rcap, sizeof(*r->rwr));
+		r->rsge = calloc((size_t)rcap, sizeof(*r->rsge));
+		if (!r->rwr || !r->rsge)
+			goto fail;
+		for (int i = 0; i < rcap; i++)
+			r->rwr[i].sg_list = &r->rsge[i];
+	}
+	return r;
+fail:
+	xibv_ring_free(r);
+	errno = ENOMEM;
+	return NULL;
+}
+
+void xibv_ring_free(struct xibv_ring *r)
+{
+	if (!r)
+		return;
+	free(r->swr);
+	free(r->ssge);
+	free(r->rwr);
+	free(r->rsge);
+	free(r);
+}
+
+/* ---- data path ---- */
+
+static int norm(int rc)
+{
+	/* Providers return a positive errno, some a negative one. */
+	return rc < 0 ? -rc : rc;
+}
+
+int xibv_post_send(struct ibv_qp *qp, struct xibv_ring *r, const struct xfer_send_wr *wrs, int n)
+{
+	r->posted = 0;
+	r->bad = -1;
+	for (int i = 0; i < n; i++) {
+		if (wrs[i].op < IBV_WR_RDMA_WRITE || wrs[i].op > IBV_WR_RDMA_READ ||
+		    (wrs[i].flags & ~(intptr_t)(IBV_SEND_FENCE | IBV_SEND_SIGNALED |
+						 IBV_SEND_SOLICITED | IBV_SEND_INLINE))) {
+			r->bad = i; /* nothing is posted */
+			return EINVAL;
+		}
+	}
+	int done = 0;
+	while (done < n) {
+		int k = n - done;
+		if (k > r->scap)
+			k = r->scap;
+		for (int i = 0; i < k; i++) {
+			const struct xfer_send_wr *s = &wrs[done + i];
+			struct ibv_send_wr *w = &r->swr[i];
+			w->wr_id = s->id;
+			w->next = i + 1 < k ? &r->swr[i + 1] : NULL;
+			w->sg_list->addr = s->sge.addr;
+			w->sg_list->length = s->sge.len;
+			w->sg_list->lkey = s->sge.lkey;
+			w->num_sge = s->sge.len ? 1 : 0;
+			w->opcode = (enum ibv_wr_opcode)s->op;
+			w->send_flags = (unsigned int)s->flags;
+			w->imm_data = htonl(s->imm);
+			w->wr.rdma.remote_addr = s->remote_addr;
+			w->wr.rdma.rkey = s->rkey;
+		}
+		struct ibv_send_wr *bad = NULL;
+		int rc = qp->context->ops.post_send(qp, r->swr, &bad);
+		if (rc) {
+			int idx = bad ? (int)(bad - r->swr) : 0;
+			if (idx < 0 || idx > k)
+				idx = 0;
+			r->posted = done + idx;
+			r->bad = done + idx;
+			return norm(rc);
+		}
+		done += k;
+	}
+	r->posted = n;
+	return 0;
+}
+
+static int fill_recv(struct xibv_ring *r, const struct xfer_recv_wr *wrs, int k)
+{
+	for (int i = 0; i < k; i++) {
+		struct ibv_recv_wr *w = &r->rwr[i];
+		w->wr_id = wrs[i].id;
+		w->next = i + 1 < k ? &r->rwr[i + 1] : NULL;
+		w->sg_list->addr = wrs[i].sge.addr;
+		w->sg_list->length = wrs[i].sge.len;
+		w->sg_list->lkey = wrs[i].sge.lkey;
+		w->num_sge = wrs[i].sge.len ? 1 : 0;
+	}
+	return k;
+}
+
+int xibv_post_recv(struct ibv_qp *qp, struct xibv_ring *r, const struct xfer_recv_wr *wrs, int n)
+{
+	int done = 0;
+	r->posted = 0;
+	r->bad = -1;
+	while (done < n) {
+		int k = n - done;
+		if (k > r->rcap)
+			k = r->rcap;
+		fill_recv(r, wrs + done, k);
+		struct ibv_recv_wr *bad = NULL;
+		int rc = qp->context->ops.post_recv(qp, r->rwr, &bad);
+		if (rc) {
+			int idx = bad ? (int)(bad - r->rwr) : 0;
+			if (idx < 0 || idx > k)
+				idx = 0;
+			r->posted = done + idx;
+			r->bad = done + idx;
+			return norm(rc);
+		}
+		done += k;
+	}
+	r->posted = n;
+	return 0;
+}
+
+int xibv_post_srq_recv(struct ibv_srq *srq, struct xibv_ring *r, const struct xfer_recv_wr *wrs,
+		       int n)
+{
+	int done = 0;
+	r->posted = 0;
+	r->bad = -1;
+	while (done < n) {
+		int k = n - done;
+		if (k > r->rcap)
+			k = r->rcap;
+		fill_recv(r, wrs + done, k);
+		struct ibv_recv_wr *bad = NULL;
+		int rc = srq->context->ops.post_srq_recv(srq, r->rwr, &bad);
+		if (rc) {
+			int idx = bad ? (int)(bad - r->rwr) : 0;
+			if (idx < 0 || idx > k)
+				idx = 0;
+			r->posted = done + idx;
+			r->bad = done + idx;
+			return norm(rc);
+		}
+		done += k;
+	}
+	r->posted = n;
+	return 0;
+}
+
+int xibv_poll_cq(struct ibv_cq *cq, struct ibv_wc *buf, int n, struct xfer_wc *out)
+{
+	int k = cq->context->ops.poll_cq(cq, n, buf);
+	for (int i = 0; i < k; i++) {
+		const struct ibv_wc *w = &buf[i];
+		struct xfer_wc *o = &out[i];
+		o->id = w->wr_id;
+		o->status = w->status;
+		o->opcode = w->opcode;
+		o->vendor_err = w->vendor_err;
+		o->byte_len = w->byte_len;
+		o->has_imm = (w->wc_flags & IBV_WC_WITH_IMM) != 0;
+		o->imm = o->has_imm ? ntohl(w->imm_data) : 0;
+		o->qp_num = w->qp_num;
+		o->src_qp = w->src_qp;
+	}
+	return k;
+}
+
+int xibv_req_notify_cq(struct ibv_cq *cq, int solicited_only)
+{
+	return norm(cq->context->ops.req_notify_cq(cq, solicited_only));
+}
+
+/* ---- control path ---- */
+
+struct ibv_device **xibv_get_device_list(int *n) { return xibv.get_device_list(n); }
+void xibv_free_device_list(struct ibv_device **list) { xibv.free_device_list(list); }
+struct ibv_context *xibv_open_device(struct ibv_device *dev) { return xibv.open_device(dev); }
+int xibv_close_device(struct ibv_context *ctx) { return xibv.close_device(ctx); }
+
+int xibv_query_device(struct ibv_context *ctx, struct ibv_device_attr *attr)
+{
+	return xibv.query_device(ctx, attr);
+}
+
+int xibv_query_port(struct ibv_context *ctx, int port, struct ibv_port_attr *attr)
+{
+	memset(attr, 0, sizeof(*attr));
+	return xibv.query_port(ctx, (uint8_t)port, attr);
+}
+
+int xibv_query_gid(struct ibv_context *ctx, int port, int index, union ibv_gid *gid)
+{
+	return xibv.query_gid(ctx, (uint8_t)port, index, gid);
+}
+
+struct ibv_pd *xibv_alloc_pd(struct ibv_context *ctx) { return xibv.alloc_pd(ctx); }
+int xibv_dealloc_pd(struct ibv_pd *pd) { return xibv.dealloc_pd(pd); }
+
+struct ibv_mr *xibv_reg_mr(struct ibv_pd *pd, uintptr_t addr, size_t length, int access)
+{
+	return xibv.reg_mr(pd, (void *)addr, length, access);
+}
+
+int xibv_dereg_mr(struct ibv_mr *mr) { return xibv.dereg_mr(mr); }
+
+struct ibv_comp_channel *xibv_create_comp_channel(struct ibv_context *ctx)
+{
+	return xibv.create_comp_channel(ctx);
+}
+
+int xibv_destroy_comp_channel(struct ibv_comp_channel *ch) { return xibv.destroy_comp_channel(ch); }
+
+struct ibv_cq *xibv_create_cq(struct ibv_context *ctx, int cqe, struct ibv_comp_channel *ch)
+{
+	return xibv.create_cq(ctx, cqe, NULL, ch, 0);
+}
+
+int xibv_destroy_cq(struct ibv_cq *cq) { return xibv.destroy_cq(cq); }
+
+int xibv_get_cq_event(struct ibv_comp_channel *ch, struct ibv_cq **cq)
+{
+	void *ctx;
+	return xibv.get_cq_event(ch, cq, &ctx);
+}
+
+void xibv_ack_cq_events(struct ibv_cq *cq, unsigned int n) { xibv.ack_cq_events(cq, n); }
+
+struct ibv_srq *xibv_create_srq(struct ibv_pd *pd, struct ibv_srq_init_attr *attr)
+{
+	return xibv.create_srq(pd, attr);
+}
+
+int xibv_destroy_srq(struct ibv_srq *srq) { return xibv.destroy_srq(srq); }
+
+struct ibv_qp *xibv_create_qp(struct ibv_pd *pd, struct ibv_qp_init_attr *attr)
+{
+	return xibv.create_qp(pd, attr);
+}
+
+int xibv_modify_qp(struct ibv_qp *qp, struct ibv_qp_attr *attr, int mask)
+{
+	return xibv.modify_qp(qp, attr, mask);
+}
+
+int xibv_query_qp_state(struct ibv_qp *qp, int *state)
+{
+	struct ibv_qp_attr attr;
+	struct ibv_qp_init_attr init;
+	memset(&attr, 0, sizeof(attr));
+	int rc = xibv.query_qp(qp, &attr, IBV_QP_STATE, &init);
+	if (rc == 0)
+		*state = attr.qp_state;
+	return rc;
+}
+
+int xibv_destroy_qp(struct ibv_qp *qp) { return xibv.destroy_qp(qp); }
+
+/* ---- rdma_cm ---- */
+
+struct rdma_event_channel *xcm_create_event_channel(void) { return xcm.create_event_channel(); }
+void xcm_destroy_event_channel(struct rdma_event_channel *ch) { xcm.destroy_event_channel(ch); }
+
+struct rdma_cm_id *xcm_create_id(struct rdma_event_channel *ch)
+{
+	struct rdma_cm_id *id = NULL;
+	if (xcm.create_id(ch, &id, NULL, RDMA_PS_TCP))
+		return NULL;
+	return id;
+}
+
+int xcm_destroy_id(struct rdma_cm_id *id) { return xcm.destroy_id(id); }
+
+static socklen_t fill_sockaddr(struct sockaddr_storage *ss, int family, const uint8_t *ip,
+			       uint16_t port, uint32_t scope)
+{
+	memset(ss, 0, sizeof(*ss));
+	if (family == AF_INET) {
+		struct sockaddr_in *sin = (struct sockaddr_in *)ss;
+		sin->sin_family = AF_INET;
+		sin->sin_port = htons(port);
+		memcpy(&sin->sin_addr, ip, 4);
+		return sizeof(*sin);
+	}
+	struct sockaddr_in6 *sin6 = (struct sockaddr_in6 *)ss;
+	sin6->sin6_family = AF_INET6;
+	sin6->sin6_port = htons(port);
+	sin6->sin6_scope_id = scope;
+	memcpy(&sin6->sin6_addr, ip, 16);
+	return sizeof(*sin6);
+}
+
+int xcm_bind_addr(struct rdma_cm_id *id, int family, const uint8_t *ip, uint16_t port, uint32_t scope)
+{
+	struct sockaddr_storage ss;
+	fill_sockaddr(&ss, family, ip, port, scope);
+	return xcm.bind_addr(id, (struct sockaddr *)&ss);
+}
+
+int xcm_resolve_addr(struct rdma_cm_id *id, int family, const uint8_t *ip, uint16_t port,
+		     uint32_t scope, int timeout_ms)
+{
+	struct sockaddr_storage ss;
+	fill_sockaddr(&ss, family, ip, port, scope);
+	return xcm.resolve_addr(id, NULL, (struct sockaddr *)&ss, timeout_ms);
+}
+
+int xcm_resolve_route(struct rdma_cm_id *id, int timeout_ms) { return xcm.resolve_route(id, timeout_ms); }
+int xcm_listen(struct rdma_cm_id *id, int backlog) { return xcm.listen(id, backlog); }
+
+int xcm_create_qp(struct rdma_cm_id *id, struct ibv_pd *pd, struct ibv_qp_init_attr *attr)
+{
+	return xcm.create_qp(id, pd, attr);
+}
+
+void xcm_destroy_qp(struct rdma_cm_id *id) { xcm.destroy_qp(id); }
+
+static void conn_param(struct rdma_conn_param *p, const void *pdata, int pdata_len,
+		       int responder_resources, int initiator_depth)
+{
+	memset(p, 0, sizeof(*p));
+	p->private_data = pdata_len > 0 ? pdata : NULL;
+	p->private_data_len = (uint8_t)pdata_len;
+	p->responder_resources = (uint8_t)responder_resources;
+	p->initiator_depth = (uint8_t)initiator_depth;
+	p->flow_control = 1;
+	p->retry_count = 7;
+	p->rnr_retry_count = 7;
+}
+
+int xcm_connect(struct rdma_cm_id *id, const void *pdata, int pdata_len, int responder_resources,
+		int initiator_depth)
+{
+	struct rdma_conn_param p;
+	conn_param(&p, pdata, pdata_len, responder_resources, initiator_depth);
+	return xcm.connect(id, &p);
+}
+
+int xcm_accept(struct rdma_cm_id *id, const void *pdata, int pdata_len, int responder_resources,
+	       int initiator_depth)
+{
+	struct rdma_conn_param p;
+	conn_param(&p, pdata, pdata_len, responder_resources, initiator_depth);
+	return xcm.accept(id, &p);
+}
+
+int xcm_reject(struct rdma_cm_id *id, const void *pdata, int pdata_len)
+{
+	return xcm.reject(id, pdata_len > 0 ? pdata : NULL, (uint8_t)pdata_len);
+}
+
+int xcm_disconnect(struct rdma_cm_id *id) { return xcm.disconnect(id); }
+uint16_t xcm_src_port(struct rdma_cm_id *id) { return ntohs(xcm.get_src_port(id)); }
+
+int xcm_get_event(struct rdma_event_channel *ch, struct xcm_event *out)
+{
+	struct rdma_cm_event *ev = NULL;
+	if (xcm.get_cm_event(ch, &ev))
+		return -1;
+	out->id = ev->id;
+	out->listen_id = ev->listen_id;
+	out->event = ev->event;
+	out->status = ev->status;
+	out->private_data_len = 0;
+	if (ev->param.conn.private_data && ev->param.conn.private_data_len) {
+		int n = ev->param.conn.private_data_len;
+		if (n > (int)sizeof(out->private_data))
+			n = sizeof(out->private_data);
+		memcpy(out->private_data, ev->param.conn.private_data, (size_t)n);
+		out->private_data_len = n;
+	}
+	xcm.ack_cm_event(ev);
+	return 0;
+}
+
+/* ---- the ABI table ---- */
+
+#define ABI(e) { #e, (long long)(e), 0 },
+#define ABI_AS(sys, mine) { #sys, (long long)(mine), 0 },
+#define ABI_CM(e) { #e, (long long)(e), 1 },
+static const struct xibv_abi_item abi_items[] = {
+#include "abi_table.h"
+};
+
+const struct xibv_abi_item *xibv_abi_table(int *n)
+{
+	*n = (int)(sizeof(abi_items) / sizeof(abi_items[0]));
+	return abi_items;
+}

@@ -1,0 +1,90 @@
+package testutil
+
+import (
+	"errors"
+	"io/fs"
+	"os"
+	"slices"
+	"strings"
+	"testing"
+)
+
+// Environment variables read by RequireVerbs and SkipOrFail.
+const (
+	// EnvRequireVerbs, when "1", turns every skip of SkipOrFail into a failure.
+	EnvRequireVerbs = "XFER_REQUIRE_VERBS"
+	// EnvTestDevice names the RDMA device to test on (rxe0, siw0, mlx5_0, ...).
+	EnvTestDevice = "XFER_TEST_DEVICE"
+	// EnvRDMAVM is set to 1 by tools/rdma-vm inside its guest.
+	EnvRDMAVM = "RDMA_VM"
+)
+
+// sysClassInfiniband is where the kernel lists RDMA devices; a variable so
+// that the tests can point it at a directory of their own.
+var sysClassInfiniband = "/sys/class/infiniband"
+
+// hint tells a developer on a machine without RDMA how to run verbs tests.
+const hint = "; run `make verbs-test` to test in a VM with rxe and siw"
+
+// RequireVerbs returns the name of the RDMA device a test should use: the
+// value of XFER_TEST_DEVICE, or "" when it is unset and the caller picks the
+// first device it finds.
+//
+// It skips the test (or, with XFER_REQUIRE_VERBS=1, fails it; see SkipOrFail)
+// when the environment has no RDMA: RDMA_VM is unset and
+// /sys/class/infiniband does not exist or has no entries. It does the same
+// when /sys/class/infiniband is empty inside the VM, and when
+// XFER_TEST_DEVICE names a device that /sys/class/infiniband does not list.
+func RequireVerbs(tb testing.TB) string {
+	tb.Helper()
+	dev := os.Getenv(EnvTestDevice)
+	inVM := os.Getenv(EnvRDMAVM) != ""
+	devs, err := verbsDevices()
+	switch {
+	case err != nil && !inVM:
+		why := "no RDMA: " + EnvRDMAVM + " is unset and " + sysClassInfiniband + " does not exist"
+		if !errors.Is(err, fs.ErrNotExist) {
+			why = "no RDMA: " + EnvRDMAVM + " is unset and " + err.Error()
+		}
+		SkipOrFail(tb, why+hint)
+		return ""
+	case err == nil && len(devs) == 0:
+		why := "no RDMA device: " + sysClassInfiniband + " has no entries"
+		if inVM {
+			why += " inside rdma-vm (was it started with --none, or did `rdma link add` fail?)"
+		} else {
+			why += " and " + EnvRDMAVM + " is unset" + hint
+		}
+		SkipOrFail(tb, why)
+		return ""
+	case err == nil && dev != "" && !slices.Contains(devs, dev):
+		SkipOrFail(tb, EnvTestDevice+"="+dev+" is not in "+sysClassInfiniband+", which lists only "+strings.Join(devs, ", "))
+		return ""
+	}
+	return dev
+}
+
+// SkipOrFail skips the test with reason or, when XFER_REQUIRE_VERBS=1, fails
+// it with "XFER_REQUIRE_VERBS=1 but <reason>". Like Skip and Fatal, it does
+// not return: it ends the test's goroutine.
+func SkipOrFail(tb testing.TB, reason string) {
+	tb.Helper()
+	if os.Getenv(EnvRequireVerbs) == "1" {
+		tb.Fatalf("%s=1 but %s", EnvRequireVerbs, reason)
+		return
+	}
+	tb.Skip(reason)
+}
+
+// verbsDevices lists the entries of /sys/class/infiniband, sorted.
+func verbsDevices() ([]string, error) {
+	ents, err := os.ReadDir(sysClassInfiniband)
+	if err != nil {
+		return nil, err
+	}
+	names := make([]string, 0, len(ents))
+	for _, e := range ents {
+		names = append(names, e.Name())
+	}
+	return names, nil
+}

@@ -1,0 +1,33 @@
+package verbs_test
+
+import (
+	"context"
+	"testing"
+
+	"github.com/xferio/xfer"
+	"github.com/xferio/xfer/internal/testutil"
+	"github.com/xferio/xfer/xfertest"
+)
+
+// On real verbs (the VM's rxe0), the rdma transport passes the same
+// conformance suite as tcp and shm.
+func TestConformance(t *testing.T) {
+	dev := testutil.RequireVerbs(t)
+	xfertest.Run(t, xfertest.Options{Policy: xfer.PolicyRDMA, Want: "rdma", Config: xfer.Config{RDMADevice: dev}, NoNotifyAddress: true})
+}
+
+// Under auto, two engines that both have a usable device pick rdma.
+func TestAutoPicksRDMA(t *testing.T) {
+	dev := testutil.RequireVerbs(t)
+	p := xfertest.NewPair(t, xfertest.Options{Policy: xfer.PolicyAuto, Config: xfer.Config{RDMADevice: dev}}, "")
+	if got := p.Peer.Transport(); got != "rdma" {
+		t.Fatalf("auto picked %q with %s available", got, dev)
+	}
+	_ = context.Background()
+}
+
+// rdma_cm connection setup works on RoCE too (iWARP always uses it).
+func TestConformanceCM(t *testing.T) {
+	dev := testutil.RequireVerbs(t)
+	xfertest.Run(t, xfertest.Options{Policy: xfer.PolicyRDMA, Want: "rdma", Config: xfer.Config{RDMADevice: dev, RDMAUseCM: true}, NoNotifyAddress: true})
+}

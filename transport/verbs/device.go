@@ -1,0 +1,316 @@
+package verbs
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"net/netip"
+	"os"
+	"sort"
+	"strings"
+	"sync"
+	"unsafe"
+
+	"github.com/xferio/xfer/internal/ibv"
+	"github.com/xferio/xfer/internal/wire"
+	"github.com/xferio/xfer/transport"
+)
+
+// device is one opened RDMA device and port, shared by every endpoint of
+// the transport: the protection domain and the registration cache live
+// here, so a region is registered once, not per transfer or per peer.
+type device struct {
+	ctx      *ibv.Context
+	pd       *ibv.PD
+	info     ibv.DeviceInfo
+	port     ibv.PortInfo
+	gid      ibv.GIDInfo
+	mtu      int
+	iwarp    bool
+	ethernet bool
+
+	// With rdma_cm (iWARP, or rdma_use_cm), the device context is the one
+	// librdmacm opened, borrowed through an ID bound to the device's IP
+	// address: QPs that rdma_cm creates must use a PD of that context.
+	useCM bool
+	ip    netip.Addr
+	cmCh  *ibv.CMChannel
+	cmID  *ibv.CMID
+
+	mu  sync.Mutex
+	mrs []*ibv.MR // sorted by address; never overlapping
+}
+
+// selectDevice picks the device, port and GID index as seed 002's table
+// describes: the configured device (XFER_DEVICE and RDMA_DEVICE_NAME
+// override the config file), else the first with an ACTIVE port; on RoCE
+// the GID index prefers RoCE v2 IPv4-mapped entries and never takes a
+// link-local GID, which does not route.
+func selectDevice(cfg Config) (ibv.DeviceInfo, ibv.PortInfo, ibv.GIDInfo, error) {
+	if err := ibv.Load(); err != nil {
+		return ibv.DeviceInfo{}, ibv.PortInfo{}, ibv.GIDInfo{}, fmt.Errorf("rdma: %w", err)
+	}
+	devs, err := ibv.Devices()
+	if err != nil {
+		return ibv.DeviceInfo{}, ibv.PortInfo{}, ibv.GIDInfo{}, fmt.Errorf("rdma: %w: listing devices: %v", transport.ErrNotSupported, err)
+	}
+	if len(devs) == 0 {
+		return ibv.DeviceInfo{}, ibv.PortInfo{}, ibv.GIDInfo{}, fmt.Errorf("rdma: %w: no RDMA devices (ibv_devices lists none); for SoftRoCE: rdma link add rxe0 type rxe netdev IF", transport.ErrNotSupported)
+	}
+	want := cfg.Device
+	var reasons []string
+	for _, d := range devs {
+		if want != "" && d.Name != want {
+			continue
+		}
+		for _, p := range d.Ports {
+			if cfg.Port != 0 && p.Num != cfg.Port {
+				continue
+			}
+			if p.State != "ACTIVE" {
+				reasons = append(reasons, fmt.Sprintf("%s port %d is %s", d.Name, p.Num, p.State))
+				continue
+			}
+			g, err := pickGID(d, p, cfg.GIDIndex)
+			if err != nil {
+				reasons = append(reasons, err.Error())
+				continue
+			}
+			return d, p, g, nil
+		}
+	}
+	if want != "" && len(reasons) == 0 {
+		names := make([]string, len(devs))
+		for i, d := range devs {
+			names[i] = d.Name
+		}
+		return ibv.DeviceInfo{}, ibv.PortInfo{}, ibv.GIDInfo{}, fmt.Errorf("rdma: %w: device %q not found (devices: %s)", transport.ErrNotSupported, want, strings.Join(names, ", "))
+	}
+	return ibv.DeviceInfo{}, ibv.PortInfo{}, ibv.GIDInfo{}, fmt.Errorf("rdma: %w: no usable port: %s", transport.ErrNotSupported, strings.Join(reasons, "; "))
+}
+
+func pickGID(d ibv.DeviceInfo, p ibv.PortInfo, index int) (ibv.GIDInfo, error) {
+	if index >= 0 {
+		for _, g := range p.GIDs {
+			if g.Index == index {
+				return g, nil
+			}
+		}
+		return ibv.GIDInfo{}, fmt.Errorf("%s port %d has no GID at index %d", d.Name, p.Num, index)
+	}
+	if p.LinkLayer != "Ethernet" {
+		// InfiniBand routes by LID inside a subnet; GID 0 is the port GID.
+		for _, g := range p.GIDs {
+			if g.Index == 0 {
+				return g, nil
+			}
+		}
+		if len(p.GIDs) > 0 {
+			return p.GIDs[0], nil
+		}
+		return ibv.GIDInfo{}, nil
+	}
+	cands := append([]ibv.GIDInfo(nil), p.GIDs...)
+	rank := func(g ibv.GIDInfo) int {
+		switch {
+		case g.LinkLocal:
+			return 100 // never: link-local GIDs do not route
+		case g.Type == "RoCE v2" && g.IPv4Mapped:
+			return 0
+		case g.Type == "RoCE v2":
+			return 1
+		case g.IPv4Mapped:
+			return 2
+		default:
+			return 3
+		}
+	}
+	sort.SliceStable(cands, func(i, j int) bool { return rank(cands[i]) < rank(cands[j]) })
+	if len(cands) == 0 || rank(cands[0]) == 100 {
+		return ibv.GIDInfo{}, fmt.Errorf("%s port %d has only link-local GIDs, which do not route: give its netdev an IP address", d.Name, p.Num)
+	}
+	return cands[0], nil
+}
+
+func openDevice(cfg Config) (_ *device, err error) {
+	d, p, g, err := selectDevice(cfg)
+	if err != nil {
+		return nil, err
+	}
+	mtu := p.ActiveMTU
+	if cfg.MTU != 0 && cfg.MTU < mtu {
+		mtu = cfg.MTU
+	}
+	dev := &device{info: d, port: p, gid: g, mtu: mtu, iwarp: d.Transport == "iWARP", ethernet: p.LinkLayer == "Ethernet"}
+	dev.useCM = dev.iwarp || cfg.UseCM
+	defer func() {
+		if err != nil {
+			dev.close()
+		}
+	}()
+	if dev.useCM {
+		if err := ibv.LoadCM(); err != nil {
+			return nil, fmt.Errorf("rdma: %s needs rdma_cm: %w", d.Name, err)
+		}
+		if dev.ip, err = deviceIP(d.Name, g); err != nil {
+			return nil, fmt.Errorf("rdma: %s: %w", d.Name, err)
+		}
+		if dev.cmCh, err = ibv.NewCMChannel(); err != nil {
+			return nil, fmt.Errorf("rdma: %w", err)
+		}
+		if dev.cmID, err = dev.cmCh.CreateID(); err != nil {
+			return nil, fmt.Errorf("rdma: %w", err)
+		}
+		if err := dev.cmID.Bind(netip.AddrPortFrom(dev.ip, 0)); err != nil {
+			return nil, fmt.Errorf("rdma: bind rdma_cm to %s (%s): %w", dev.ip, d.Name, err)
+		}
+		dev.ctx = dev.cmID.Context()
+		if dev.ctx == nil || dev.ctx.Name() != d.Name {
+			return nil, fmt.Errorf("rdma: %w: rdma_cm maps %s to another device than %s", transport.ErrNotSupported, dev.ip, d.Name)
+		}
+	} else if dev.ctx, err = ibv.Open(d.Name); err != nil {
+		return nil, fmt.Errorf("rdma: open %s: %w", d.Name, err)
+	}
+	if dev.pd, err = dev.ctx.AllocPD(); err != nil {
+		return nil, fmt.Errorf("rdma: %s: %w", d.Name, err)
+	}
+	return dev, nil
+}
+
+// deviceIP is the IP address of the netdev behind GID g: rdma_cm addresses
+// devices by IP.
+func deviceIP(name string, g ibv.GIDInfo) (netip.Addr, error) {
+	if g.IPv4Mapped {
+		a := netip.AddrFrom16(g.GID).Unmap()
+		return a, nil
+	}
+	if g.Netdev == "" {
+		g.Netdev = netdevOf(name, g)
+	}
+	if g.Netdev == "" {
+		return netip.Addr{}, fmt.Errorf("%w: no network device found for GID %d, so rdma_cm cannot address it", transport.ErrNotSupported, g.Index)
+	}
+	ifi, err := net.InterfaceByName(g.Netdev)
+	if err != nil {
+		return netip.Addr{}, fmt.Errorf("%w: netdev %s: %v", transport.ErrNotSupported, g.Netdev, err)
+	}
+	addrs, err := ifi.Addrs()
+	if err != nil {
+		return netip.Addr{}, fmt.Errorf("%w: netdev %s: %v", transport.ErrNotSupported, g.Netdev, err)
+	}
+	var v6 netip.Addr
+	for _, a := range addrs {
+		pfx, err := netip.ParsePrefix(a.String())
+		if err != nil {
+			continue
+		}
+		ip := pfx.Addr()
+		if ip.Is4() {
+			return ip, nil
+		}
+		if !ip.IsLinkLocalUnicast() && !v6.IsValid() {
+			v6 = ip
+		}
+	}
+	if v6.IsValid() {
+		return v6, nil
+	}
+	return netip.Addr{}, fmt.Errorf("%w: netdev %s has no IP address; rdma_cm needs one: ip addr add ADDR/PREFIX dev %s", transport.ErrNotSupported, g.Netdev, g.Netdev)
+}
+
+func (d *device) close() {
+	d.mu.Lock()
+	for _, mr := range d.mrs {
+		mr.Close()
+	}
+	d.mrs = nil
+	d.mu.Unlock()
+	if d.pd != nil {
+		d.pd.Close()
+	}
+	d.ctx.Close() // a no-op for the context librdmacm owns
+	d.cmID.Close()
+	d.cmCh.Close()
+}
+
+func addrOf(b []byte) uintptr { return uintptr(unsafe.Pointer(unsafe.SliceData(b))) }
+
+// mr returns the registration covering b, registering region (the whole
+// registered region that holds b) on first use.
+func (d *device) mr(region, b []byte) (*ibv.MR, error) {
+	p := addrOf(b)
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	i := sort.Search(len(d.mrs), func(i int) bool { return d.mrs[i].Addr > p }) - 1
+	if i >= 0 {
+		m := d.mrs[i]
+		if p >= m.Addr && p+uintptr(len(b)) <= m.Addr+uintptr(m.Len) {
+			return m, nil
+		}
+	}
+	if len(region) == 0 {
+		return nil, fmt.Errorf("rdma: %w", transport.ErrNotRegistered)
+	}
+	m, err := d.pd.RegMR(region, ibv.AccessLocalWrite|ibv.AccessRemoteWrite|ibv.AccessRemoteRead)
+	if err != nil {
+		return nil, fmt.Errorf("rdma: register %d MiB on %s: %w%s", len(region)>>20, d.info.Name, err, memlockHint(err))
+	}
+	d.mrs = append(d.mrs, m)
+	sort.Slice(d.mrs, func(i, j int) bool { return d.mrs[i].Addr < d.mrs[j].Addr })
+	return m, nil
+}
+
+// forget deregisters the registration of region (before it is unmapped).
+func (d *device) forget(region []byte) {
+	p := addrOf(region)
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	for i, m := range d.mrs {
+		if m.Addr == p {
+			m.Close()
+			d.mrs = append(d.mrs[:i], d.mrs[i+1:]...)
+			return
+		}
+	}
+}
+
+func memlockHint(err error) string {
+	if errors.Is(err, os.ErrPermission) || strings.Contains(err.Error(), "cannot allocate memory") {
+		return " (raise the memlock limit: ulimit -l, or LimitMEMLOCK= in the service unit; xfer doctor checks it)"
+	}
+	return ""
+}
+
+// localInfo is this side's VerbsInfo, without QPs.
+func (d *device) localInfo() wire.VerbsInfo {
+	v := wire.VerbsInfo{Device: d.info.Name, Port: uint8(d.port.Num), GIDIndex: uint8(d.gid.Index),
+		MTU: uint16(d.mtu), LID: d.port.LID, GID: d.gid.GID, LinkLayer: wire.LinkIB, CM: d.useCM}
+	if d.useCM {
+		v.IP = d.ip.As16()
+	}
+	if d.ethernet {
+		v.LinkLayer = wire.LinkEthernet
+	}
+	return v
+}
+
+// netdevOf finds the network device under an RDMA device when the GID table
+// does not name it (iWARP): the software drivers' "parent" attribute, else
+// the interface whose MAC address the GID starts with (an iWARP GID is the
+// MAC address, zero-padded).
+func netdevOf(name string, g ibv.GIDInfo) string {
+	if b, err := os.ReadFile("/sys/class/infiniband/" + name + "/parent"); err == nil {
+		if n := strings.TrimSpace(string(b)); n != "" {
+			if _, err := net.InterfaceByName(n); err == nil {
+				return n
+			}
+		}
+	}
+	ifs, _ := net.Interfaces()
+	for _, ifi := range ifs {
+		if len(ifi.HardwareAddr) == 6 && string(ifi.HardwareAddr) == string(g.GID[:6]) {
+			return ifi.Name
+		}
+	}
+	return ""
+}

@@ -1,0 +1,785 @@
+package verbs
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"unsafe"
+
+	"github.com/xferio/xfer/internal/ibv"
+	"github.com/xferio/xfer/internal/sys"
+	"github.com/xferio/xfer/mem"
+	"github.com/xferio/xfer/transport"
+	"github.com/xferio/xfer/transport/tcp"
+)
+
+// wr_id layout. Send-side ids: bits 0-23 the pending slot, 24-47 the slot's
+// generation, 48-62 how many send-queue entries this signalled request
+// retires (itself and the unsignalled ones posted before it on its QP).
+// Receive ids have bit 63 set and the ring slot in the low bits.
+const (
+	slotBits = 24
+	genBits  = 24
+	slotMask = 1<<slotBits - 1
+	genMask  = 1<<genBits - 1
+	countMax = 1<<15 - 1
+	recvFlag = uint64(1) << 63
+	maxSlots = 1 << 16
+	maxPerOp = 1 << 12 // slices of one operation
+	// immOnly marks the buffer-less receives of the QPs after the first,
+	// which only ever take write-with-notify immediates.
+	immOnly = uint32(1) << 30
+)
+
+func sendID(slot, gen uint32, count int) uint64 {
+	return uint64(slot) | uint64(gen&genMask)<<slotBits | uint64(count)<<(slotBits+genBits)
+}
+
+// Endpoint is an rdma endpoint: RC queue pairs for the data path, and a
+// stream endpoint on the handshaken TCP connection for control (region
+// attach with rkeys, revocation, liveness).
+type Endpoint struct {
+	*tcp.Endpoint
+	t   *Transport
+	dev *device
+	cfg Config
+
+	cq    *ibv.CQ
+	ch    *ibv.CompChannel
+	wfd   *sys.EventFD // the comp channel's fd in the Go poller
+	qps   []*sendQueue
+	byQPN map[uint32]int
+
+	// Receive ring: RecvDepth buffers of MaxMessage bytes, registered.
+	ring     *mem.Region
+	ringMR   *ibv.MR
+	slotSize int
+	freeMu   sync.Mutex
+	free     []uint32 // ring slots whose message was consumed, to repost
+	owed     int      // Consumed() calls waiting for a free slot
+
+	mu      sync.Mutex
+	pend    []pending
+	freeIDs []uint32
+	att     map[uint32]*remote
+	revokes uint64
+	err     error
+
+	// rdma_cm: the endpoint's event channel and IDs (listener included).
+	cmCh  *ibv.CMChannel
+	cmIDs []*ibv.CMID
+
+	// SEND flow control: credits are the peer's free receive buffers; the
+	// peer returns them over the control stream as its messages are
+	// consumed (iWARP has no RNR retry, so a SEND without a posted receive
+	// would break the connection).
+	cmu      sync.Mutex
+	credits  int
+	sendWait []*transport.Op
+
+	// noImm: the device has no RDMA WRITE with immediate (iWARP). A
+	// write-with-notify is then its WRITEs followed, on the same QP, by a
+	// small SEND carrying the notification, which RC delivers after the data.
+	noImm bool
+
+	depth      int
+	maxMessage int
+	rr         atomic.Uint32
+	done       chan struct{}
+	wg         sync.WaitGroup
+	once       sync.Once
+}
+
+var _ transport.Endpoint = (*Endpoint)(nil)
+
+// pending is one posted operation waiting for its signalled completions.
+type pending struct {
+	op        *transport.Op
+	gen       uint32
+	remaining int
+	err       error
+}
+
+// sendQueue is one QP and its send-queue accounting: posted entries are
+// counted against the queue depth and retired by signalled completions.
+type sendQueue struct {
+	qp       *ibv.QP
+	cm       *ibv.CMID // owns qp when rdma_cm created it
+	mu       sync.Mutex
+	cond     *sync.Cond
+	inflight int
+	max      int
+	dead     bool
+	wrs      []ibv.SendWR
+	note     [noteLen]byte // the inline notification message (noImm)
+}
+
+// remote is a peer region this side may address.
+type remote struct {
+	base, n uint64
+	key     uint64
+	rkey    uint32
+	rights  transport.Access
+}
+
+func (e *Endpoint) failed() error {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.err
+}
+
+// fail takes the data path down: every pending operation completes with
+// err, and the poller stops. The control endpoint goes down with it.
+func (e *Endpoint) fail(err error) {
+	e.mu.Lock()
+	if e.err != nil {
+		e.mu.Unlock()
+		return
+	}
+	e.err = err
+	var ops []*transport.Op
+	var errs []error
+	for i := range e.pend {
+		p := &e.pend[i]
+		if p.op != nil {
+			ops = append(ops, p.op)
+			if p.err != nil {
+				errs = append(errs, p.err)
+			} else {
+				errs = append(errs, err)
+			}
+			p.op = nil
+		}
+	}
+	e.mu.Unlock()
+	for _, q := range e.qps {
+		q.mu.Lock()
+		q.dead = true
+		q.cond.Broadcast()
+		q.mu.Unlock()
+	}
+	e.cmu.Lock()
+	waiting := e.sendWait
+	e.sendWait = nil
+	e.cmu.Unlock()
+	for i, op := range ops {
+		complete(op, errs[i])
+	}
+	for _, op := range waiting {
+		complete(op, err)
+	}
+	e.once.Do(func() { close(e.done) })
+	if e.wfd != nil {
+		e.wfd.Close() // wakes the poller
+	}
+	go e.Endpoint.Close()
+}
+
+func complete(op *transport.Op, err error) {
+	op.Err = err
+	op.Done.OpDone(op)
+}
+
+// Done is closed when the endpoint is down.
+func (e *Endpoint) Done() <-chan struct{} { return e.done }
+
+// Err says why the endpoint is down.
+func (e *Endpoint) Err() error {
+	if err := e.failed(); err != nil {
+		return err
+	}
+	return e.Endpoint.Err()
+}
+
+// Transport is "rdma".
+func (e *Endpoint) Transport() string { return "rdma" }
+
+// Close fails outstanding operations and releases the QPs, CQ, channel and
+// receive ring.
+func (e *Endpoint) Close() error {
+	e.fail(&transport.LinkError{Peer: "rdma peer", Local: true})
+	e.Endpoint.Close()
+	e.wg.Wait()
+	e.release()
+	return nil
+}
+
+func (e *Endpoint) release() {
+	e.closeQPs()
+	e.cq.Close()
+	if e.ch != nil {
+		e.ch.Close()
+	}
+	e.ringMR.Close()
+	e.ring.Close()
+}
+
+// closeQPs destroys the QPs, and the rdma_cm IDs and channel.
+func (e *Endpoint) closeQPs() {
+	for _, q := range e.qps {
+		if q.cm == nil {
+			q.qp.Close()
+		}
+	}
+	e.qps = nil
+	for _, id := range e.cmIDs {
+		id.Disconnect()
+		id.Close()
+	}
+	e.cmIDs = nil
+	e.cmCh.Close()
+	e.cmCh = nil
+}
+
+// Post submits operations.
+func (e *Endpoint) Post(ops []*transport.Op) {
+	for _, op := range ops {
+		switch op.Kind {
+		case transport.OpWrite, transport.OpWriteImm, transport.OpRead:
+			e.postRDMA(op)
+		case transport.OpSend:
+			e.postSend(op)
+		default:
+			complete(op, fmt.Errorf("rdma: operation kind %d: %w", op.Kind, errors.ErrUnsupported))
+		}
+	}
+}
+
+// alloc takes a pending slot for op.
+func (e *Endpoint) alloc(op *transport.Op, signalled int) (uint32, uint32, error) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.err != nil {
+		return 0, 0, e.err
+	}
+	var slot uint32
+	if n := len(e.freeIDs); n > 0 {
+		slot = e.freeIDs[n-1]
+		e.freeIDs = e.freeIDs[:n-1]
+	} else {
+		if len(e.pend) >= maxSlots {
+			return 0, 0, fmt.Errorf("rdma: %d operations in flight: %w", maxSlots, transport.ErrTooLarge)
+		}
+		e.pend = append(e.pend, pending{})
+		slot = uint32(len(e.pend) - 1)
+	}
+	p := &e.pend[slot]
+	p.gen = (p.gen + 1) & genMask
+	p.op, p.remaining, p.err = op, signalled, nil
+	op.Seq = uint64(slot) | uint64(p.gen)<<32
+	return slot, p.gen, nil
+}
+
+// retire counts one signalled completion (or failure) of slot.
+func (e *Endpoint) retire(slot, gen uint32, err error) {
+	e.mu.Lock()
+	if int(slot) >= len(e.pend) {
+		e.mu.Unlock()
+		return
+	}
+	p := &e.pend[slot]
+	if p.op == nil || p.gen != gen {
+		e.mu.Unlock()
+		return
+	}
+	if err != nil && p.err == nil {
+		p.err = err
+	}
+	p.remaining--
+	if p.remaining > 0 && err == nil {
+		e.mu.Unlock()
+		return
+	}
+	op, perr := p.op, p.err
+	p.op = nil
+	e.freeIDs = append(e.freeIDs, slot)
+	e.mu.Unlock()
+	complete(op, perr)
+}
+
+// Cancel cannot take back posted work requests: it always returns false,
+// and the operation completes (or fails with its QP) by itself.
+func (e *Endpoint) Cancel(op *transport.Op) bool { return false }
+
+func (e *Endpoint) postRDMA(op *transport.Op) {
+	want := transport.AccessWrite
+	if op.Kind == transport.OpRead {
+		want = transport.AccessRead
+	}
+	n := uint64(len(op.Local))
+	if n == 0 && op.Kind != transport.OpWriteImm {
+		complete(op, nil)
+		return
+	}
+	a, err := e.attachment(op.Remote.Region, op.Remote.Key, want)
+	if err != nil {
+		complete(op, err)
+		return
+	}
+	addr := op.Remote.Addr
+	switch {
+	case a.key^op.Remote.Key != 0:
+		complete(op, &transport.AccessError{Kind: transport.WrongKey, Want: want, Region: op.Remote.Region, Addr: addr, Len: n})
+		return
+	case addr < a.base || addr-a.base > a.n || n > a.n-(addr-a.base):
+		complete(op, &transport.AccessError{Kind: transport.OutOfRange, Want: want, Region: op.Remote.Region, Addr: addr, Len: n})
+		return
+	}
+	var lkey uint32
+	if n > 0 {
+		mr, err := e.dev.mr(op.Region, op.Local)
+		if err != nil {
+			complete(op, err)
+			return
+		}
+		lkey = mr.LKey
+	}
+	slice := uint64(e.cfg.SliceSize)
+	slices := int((n + slice - 1) / slice)
+	if slices == 0 {
+		slices = 1
+	}
+	if slices > maxPerOp {
+		complete(op, fmt.Errorf("rdma %s of %d bytes: %w (at most %d slices of %d)", op.Kind, n, transport.ErrTooLarge, maxPerOp, slice))
+		return
+	}
+	// A write-with-notify stays on one QP so that its data lands before the
+	// immediate that announces it (RC executes a QP's requests in order).
+	// Other operations spread their slices over the QPs.
+	nq := len(e.qps)
+	first := int(e.rr.Add(1)) % nq
+	note := op.Kind == transport.OpWriteImm && e.noImm
+	if op.Kind == transport.OpWriteImm || slices == 1 {
+		nq = 1
+		if op.Kind == transport.OpWriteImm && len(e.qps) > 1 {
+			first = 1 + first%(len(e.qps)-1)
+		}
+		if note {
+			first = len(e.qps) - 1 // notifications as messages go to a notify-only QP
+		}
+	}
+	perQ := make([]int, 0, 8) // slices per used QP
+	for i := 0; i < min(nq, slices); i++ {
+		perQ = append(perQ, slices/nq+btoi(i < slices%nq))
+	}
+	signalled := 0
+	for _, k := range perQ {
+		signalled += (k + e.groupMax() - 1) / e.groupMax()
+	}
+	if note && perQ[len(perQ)-1]%e.groupMax() == 0 {
+		signalled++ // the notification needs a group of its own
+	}
+	slot, gen, err := e.alloc(op, signalled)
+	if err != nil {
+		complete(op, err)
+		return
+	}
+	off := uint64(0)
+	for qi, k := range perQ {
+		q := e.qps[(first+qi)%len(e.qps)]
+		last := qi == len(perQ)-1
+		for k > 0 || (last && note) {
+			g := min(k, e.groupMax())
+			withNote := last && note && (k-g == 0) && g < e.groupMax()
+			if k == 0 {
+				withNote = true // the notification alone
+			}
+			if err := e.postGroup(q, op, slot, gen, g, withNote, &off, lkey, a.rkey, addr, n, slice); err != nil {
+				e.fail(&transport.LinkError{Peer: "rdma peer", Cause: err})
+				return
+			}
+			k -= g
+			if withNote {
+				break
+			}
+		}
+	}
+}
+
+func btoi(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// groupMax is how many requests may go unsignalled in a row.
+func (e *Endpoint) groupMax() int { return max(1, min(countMax, e.cfg.MaxSendWR/2)) }
+
+// postGroup posts g consecutive slices of op on q, the last signalled, in
+// one call.
+func (e *Endpoint) postGroup(q *sendQueue, op *transport.Op, slot, gen uint32, g int, note bool, off *uint64, lkey, rkey uint32, addr, n, slice uint64) error {
+	total := g + btoi(note)
+	q.mu.Lock()
+	for q.inflight+total > q.max && !q.dead {
+		q.cond.Wait()
+	}
+	if q.dead {
+		q.mu.Unlock()
+		return e.failed()
+	}
+	q.inflight += total
+	wrs := q.wrs[:0]
+	for i := 0; i < g; i++ {
+		l := min(slice, n-*off)
+		wr := ibv.SendWR{SGE: ibv.SGE{Addr: uint64(addrOf(op.Local)) + *off, Len: uint32(l), LKey: lkey},
+			RemoteAddr: addr + *off, RKey: rkey}
+		switch op.Kind {
+		case transport.OpRead:
+			wr.Op = ibv.OpRead
+		case transport.OpWriteImm:
+			wr.Op = ibv.OpWrite
+			if *off+l == n && !note {
+				wr.Op, wr.Imm = ibv.OpWriteImm, op.Imm
+			}
+		default:
+			wr.Op = ibv.OpWrite
+		}
+		if i == g-1 && !note {
+			wr.Flags = ibv.FlagSignaled
+			wr.ID = sendID(slot, gen, g)
+		}
+		*off += l
+		wrs = append(wrs, wr)
+	}
+	if note {
+		encodeNote(q.note[:], op.Imm, op.Remote.Region, addr, n)
+		wrs = append(wrs, ibv.SendWR{Op: ibv.OpSend, Flags: ibv.FlagSignaled | ibv.FlagInline,
+			SGE: ibv.SGE{Addr: uint64(uintptr(unsafe.Pointer(&q.note[0]))), Len: noteLen}, ID: sendID(slot, gen, total)})
+	}
+	_, err := q.qp.PostSend(wrs)
+	q.wrs = wrs[:0]
+	q.mu.Unlock()
+	return err
+}
+
+// postSend sends a message on the first QP; the receiver's posted receive
+// buffers are the flow control (RNR retry waits, in the NIC, for the
+// receiver to consume and repost).
+func (e *Endpoint) postSend(op *transport.Op) {
+	n := len(op.Local)
+	if n > e.maxMessage {
+		complete(op, fmt.Errorf("rdma send of %d bytes: %w (max_message is %d)", n, transport.ErrTooLarge, e.maxMessage))
+		return
+	}
+	wr, err := e.sendWR(op)
+	if err != nil {
+		complete(op, err)
+		return
+	}
+	e.cmu.Lock()
+	defer e.cmu.Unlock()
+	if e.credits == 0 || len(e.sendWait) > 0 {
+		if err := e.failed(); err != nil {
+			complete(op, err)
+			return
+		}
+		e.sendWait = append(e.sendWait, op)
+		return
+	}
+	e.credits--
+	e.sendNow(op, wr)
+}
+
+// sendNow posts one message; e.cmu is held, so messages keep their order.
+func (e *Endpoint) sendNow(op *transport.Op, wr ibv.SendWR) {
+	slot, gen, err := e.alloc(op, 1)
+	if err != nil {
+		complete(op, err)
+		return
+	}
+	wr.ID = sendID(slot, gen, 1)
+	q := e.qps[0]
+	q.mu.Lock()
+	for q.inflight+1 > q.max && !q.dead {
+		q.cond.Wait()
+	}
+	if q.dead {
+		q.mu.Unlock()
+		e.retire(slot, gen, e.failed())
+		return
+	}
+	q.inflight++
+	q.wrs = append(q.wrs[:0], wr)
+	_, err = q.qp.PostSend(q.wrs)
+	q.mu.Unlock()
+	if err != nil {
+		e.fail(&transport.LinkError{Peer: "rdma peer", Cause: err})
+	}
+}
+
+// sendWR builds the work request of a message.
+func (e *Endpoint) sendWR(op *transport.Op) (ibv.SendWR, error) {
+	n := len(op.Local)
+	wr := ibv.SendWR{Op: ibv.OpSend, Flags: ibv.FlagSignaled}
+	if n > 0 {
+		wr.SGE = ibv.SGE{Addr: uint64(addrOf(op.Local)), Len: uint32(n)}
+		if n <= e.cfg.MaxInlineData {
+			wr.Flags |= ibv.FlagInline
+		} else {
+			mr, err := e.dev.mr(op.Region, op.Local)
+			if err != nil {
+				return wr, err
+			}
+			wr.SGE.LKey = mr.LKey
+		}
+	}
+	return wr, nil
+}
+
+// onCredit takes credits the peer returned and sends waiting messages.
+func (e *Endpoint) onCredit(n int) {
+	e.cmu.Lock()
+	defer e.cmu.Unlock()
+	e.credits += n
+	for e.credits > 0 && len(e.sendWait) > 0 {
+		op := e.sendWait[0]
+		e.sendWait = e.sendWait[1:]
+		wr, err := e.sendWR(op)
+		if err != nil {
+			complete(op, err)
+			continue
+		}
+		e.credits--
+		e.sendNow(op, wr)
+	}
+}
+
+// attachment returns what the peer said about region id (rkey, range,
+// rights), asking it over the control stream on first use. The peer checks
+// key and rights when it answers.
+func (e *Endpoint) attachment(id uint32, key uint64, want transport.Access) (*remote, error) {
+	e.mu.Lock()
+	if e.err != nil {
+		err := e.err
+		e.mu.Unlock()
+		return nil, err
+	}
+	a := e.att[id]
+	if a != nil && a.rights&want == want && a.key == key {
+		e.mu.Unlock()
+		return a, nil
+	}
+	gen := e.revokes
+	e.mu.Unlock()
+	info, err := e.Attach(context.Background(), id, key, want)
+	if err != nil {
+		var ae *transport.AccessError
+		if errors.As(err, &ae) {
+			ae.Region, ae.Len = id, 0
+		}
+		return nil, err
+	}
+	na := &remote{base: info.Base, n: info.Len, key: key, rkey: info.RKey, rights: want}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if old := e.att[id]; old != nil && old.key == key && old.base == na.base && old.n == na.n && old.rkey == na.rkey {
+		na.rights |= old.rights
+	}
+	if e.revokes == gen {
+		e.att[id] = na
+	}
+	return na, nil
+}
+
+func (e *Endpoint) revoked(id uint32) {
+	e.mu.Lock()
+	delete(e.att, id)
+	e.revokes++
+	e.mu.Unlock()
+}
+
+// Consumed reposts receive buffers for consumed messages.
+func (e *Endpoint) Consumed(n int) {
+	e.freeMu.Lock()
+	e.owed += n
+	var wrs []ibv.RecvWR
+	for e.owed > 0 && len(e.free) > 0 {
+		s := e.free[len(e.free)-1]
+		e.free = e.free[:len(e.free)-1]
+		e.owed--
+		wrs = append(wrs, e.recvWR(s))
+	}
+	e.freeMu.Unlock()
+	if len(wrs) > 0 {
+		if _, err := e.qps[0].qp.PostRecv(wrs); err != nil {
+			e.fail(&transport.LinkError{Peer: "rdma peer", Cause: err})
+			return
+		}
+	}
+	// The receives are posted again: the peer may send as many more.
+	e.Endpoint.Consumed(n)
+}
+
+// immRecvWR is a receive of a notify-only QP. Each has its own small
+// buffer after the ring: a write-with-notify places nothing in it, and a
+// notification sent as a message (iWARP) lands there.
+func (e *Endpoint) immRecvWR(slot uint32) ibv.RecvWR {
+	return ibv.RecvWR{ID: recvFlag | uint64(immOnly|slot), SGE: ibv.SGE{
+		Addr: uint64(e.ring.Addr()) + uint64(e.scratchOff(slot)), Len: noteSlot, LKey: e.ringMR.LKey}}
+}
+
+func (e *Endpoint) scratchOff(slot uint32) int { return e.depth*e.slotSize + int(slot)*noteSlot }
+
+// A notification sent as a message: "XN", value, region, address, length.
+const (
+	noteLen  = 28
+	noteSlot = 64
+)
+
+func encodeNote(b []byte, imm, region uint32, addr, n uint64) {
+	b[0], b[1], b[2], b[3] = 'X', 'N', 0, 0
+	binary.LittleEndian.PutUint32(b[4:], imm)
+	binary.LittleEndian.PutUint32(b[8:], region)
+	binary.LittleEndian.PutUint64(b[12:], addr)
+	binary.LittleEndian.PutUint64(b[20:], n)
+}
+
+func decodeNote(b []byte) (transport.Notification, bool) {
+	if len(b) != noteLen || b[0] != 'X' || b[1] != 'N' {
+		return transport.Notification{}, false
+	}
+	return transport.Notification{Value: binary.LittleEndian.Uint32(b[4:]), Region: binary.LittleEndian.Uint32(b[8:]),
+		Addr: binary.LittleEndian.Uint64(b[12:]), Len: binary.LittleEndian.Uint64(b[20:])}, true
+}
+
+func (e *Endpoint) recvWR(slot uint32) ibv.RecvWR {
+	return ibv.RecvWR{ID: recvFlag | uint64(slot), SGE: ibv.SGE{
+		Addr: uint64(e.ring.Addr()) + uint64(slot)*uint64(e.slotSize), Len: uint32(e.slotSize), LKey: e.ringMR.LKey}}
+}
+
+// poll runs the completion loop until the endpoint goes down.
+func (e *Endpoint) poll() {
+	defer e.wg.Done()
+	wcs := make([]ibv.WC, 64)
+	for {
+		n, err := e.cq.Poll(wcs)
+		if err != nil {
+			e.fail(&transport.LinkError{Peer: "rdma peer", Cause: err})
+			return
+		}
+		for i := range n {
+			e.handle(&wcs[i])
+		}
+		if n > 0 {
+			continue
+		}
+		select {
+		case <-e.done:
+			return
+		default:
+		}
+		if !e.cfg.UseEventChannel {
+			yield()
+			continue
+		}
+		if err := e.cq.ReqNotify(false); err != nil {
+			e.fail(&transport.LinkError{Peer: "rdma peer", Cause: err})
+			return
+		}
+		if n, _ = e.cq.Poll(wcs); n > 0 {
+			for i := range n {
+				e.handle(&wcs[i])
+			}
+			continue
+		}
+		if err := e.wfd.Wait(); err != nil {
+			return // closed
+		}
+		if _, err := e.ch.GetEvent(); err == nil {
+			e.cq.AckEvents(1)
+		}
+	}
+}
+
+func (e *Endpoint) handle(wc *ibv.WC) {
+	if wc.ID&recvFlag != 0 {
+		e.handleRecv(wc)
+		return
+	}
+	slot := uint32(wc.ID & slotMask)
+	gen := uint32(wc.ID>>slotBits) & genMask
+	count := int(wc.ID >> (slotBits + genBits) & countMax)
+	if qi, ok := e.byQPN[wc.QPNum]; ok && count > 0 {
+		q := e.qps[qi]
+		q.mu.Lock()
+		q.inflight -= count
+		q.cond.Broadcast()
+		q.mu.Unlock()
+	}
+	if wc.Status != ibv.WCSuccess {
+		err := wcError(wc)
+		if wc.ID != 0 {
+			e.retire(slot, gen, err)
+		}
+		e.fail(&transport.LinkError{Peer: "rdma peer", Cause: err})
+		return
+	}
+	e.retire(slot, gen, nil)
+}
+
+func wcError(wc *ibv.WC) error {
+	err := wc.Err()
+	if errors.Is(err, ibv.ErrRemoteAccess) {
+		return fmt.Errorf("%w: %w", transport.ErrRemoteAccess, err)
+	}
+	return err
+}
+
+func (e *Endpoint) handleRecv(wc *ibv.WC) {
+	slot := uint32(wc.ID &^ recvFlag)
+	if wc.Status != ibv.WCSuccess {
+		if wc.Status != ibv.WCWRFlushErr {
+			e.fail(&transport.LinkError{Peer: "rdma peer", Cause: wcError(wc)})
+		}
+		return
+	}
+	if wc.Opcode == ibv.WCRecvRDMAWithImm {
+		e.p().Host.Notify(e, transport.Notification{Value: wc.Imm, Len: uint64(wc.ByteLen)})
+		// A write-with-notify used the receive request but not its buffer:
+		// post it again at once.
+		qi, ok := e.byQPN[wc.QPNum]
+		if !ok {
+			return
+		}
+		wr := e.immRecvWR(slot &^ immOnly)
+		if slot&immOnly == 0 {
+			wr = e.recvWR(slot)
+		}
+		if _, err := e.qps[qi].qp.PostRecv([]ibv.RecvWR{wr}); err != nil {
+			e.fail(&transport.LinkError{Peer: "rdma peer", Cause: err})
+		}
+		return
+	}
+	if slot&immOnly != 0 {
+		// A notification sent as a message (devices without immediates).
+		s := slot &^ immOnly
+		b := e.ring.Bytes()[e.scratchOff(s):]
+		n, ok := decodeNote(b[:min(int(wc.ByteLen), noteLen)])
+		if !ok {
+			e.fail(&transport.LinkError{Peer: "rdma peer", Cause: fmt.Errorf("%w: a message arrived on a notify-only queue pair", transport.ErrProtocol)})
+			return
+		}
+		e.p().Host.Notify(e, n)
+		qi, ok := e.byQPN[wc.QPNum]
+		if !ok {
+			return
+		}
+		if _, err := e.qps[qi].qp.PostRecv([]ibv.RecvWR{e.immRecvWR(s)}); err != nil {
+			e.fail(&transport.LinkError{Peer: "rdma peer", Cause: err})
+		}
+		return
+	}
+	off := int(slot) * e.slotSize
+	msg := make([]byte, wc.ByteLen)
+	copy(msg, e.ring.Bytes()[off:off+int(wc.ByteLen)])
+	e.freeMu.Lock()
+	e.free = append(e.free, slot)
+	e.freeMu.Unlock()
+	e.p().Host.Deliver(e, msg)
+}
+
+func (e *Endpoint) p() transport.Params { return e.Endpoint.Params() }

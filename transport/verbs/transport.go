@@ -1,0 +1,560 @@
+package verbs
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/binary"
+	"fmt"
+	"net"
+	"net/netip"
+	"os"
+	"runtime"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/xferio/xfer/internal/ibv"
+	"github.com/xferio/xfer/internal/sys"
+	"github.com/xferio/xfer/internal/wire"
+	"github.com/xferio/xfer/mem"
+	"github.com/xferio/xfer/transport"
+	"github.com/xferio/xfer/transport/tcp"
+)
+
+// Config selects and sizes the RDMA resources, after seed 002's table. The
+// zero value of each field is a documented default.
+type Config struct {
+	Device          string // default: the first device with an ACTIVE port
+	Port            int    // default: the first ACTIVE port
+	GIDIndex        int    // -1: automatic (RoCE v2 IPv4-mapped preferred, never link-local)
+	MTU             int    // path MTU cap in bytes; default: the port's active MTU
+	MaxInlineData   int    // default 64 (what the device grants, if less)
+	MaxSendWR       int    // default 256
+	MaxRecvWR       int    // default 256
+	MaxSGE          int    // default 1
+	QPType          string // "RC" (the only type supported)
+	UseSRQ          bool   // share one receive queue among a peer's QPs
+	UseEventChannel bool   // sleep on the completion channel instead of busy-polling
+	UseCM           bool   // connect through rdma_cm also on RoCE/InfiniBand (iWARP always does)
+	QPsPerPeer      int    // default 2: large transfers are cut into slices over them
+	SliceSize       int    // default 1 MiB
+}
+
+func (c Config) withDefaults() Config {
+	if c.MaxInlineData == 0 {
+		c.MaxInlineData = 64
+	}
+	if c.MaxSendWR == 0 {
+		c.MaxSendWR = 256
+	}
+	if c.MaxRecvWR == 0 {
+		c.MaxRecvWR = 256
+	}
+	if c.MaxSGE == 0 {
+		c.MaxSGE = 1
+	}
+	if c.QPsPerPeer == 0 {
+		c.QPsPerPeer = 2
+	}
+	if c.SliceSize == 0 {
+		c.SliceSize = 1 << 20
+	}
+	return c
+}
+
+// Transport is the rdma transport.
+type Transport struct {
+	cfg Config
+
+	mu  sync.Mutex
+	dev *device
+}
+
+var _ transport.Transport = (*Transport)(nil)
+
+// New returns the rdma transport. Nothing is opened until it is used.
+func New(cfg Config) *Transport { return &Transport{cfg: cfg.withDefaults()} }
+
+// Name is "rdma".
+func (*Transport) Name() string { return "rdma" }
+
+// device opens the device on first use, and again when the one it had is
+// gone (a deleted rxe link, a hot-unplugged NIC).
+func (t *Transport) device() (*device, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.dev != nil {
+		if _, err := os.Stat("/sys/class/infiniband/" + t.dev.info.Name); err == nil {
+			return t.dev, nil
+		}
+		// The device disappeared: its resources are dead. Registrations
+		// are not released here (endpoints may still hold them); they go
+		// with the process.
+		t.dev = nil
+	}
+	if strings.ToUpper(t.cfg.QPType) != "" && strings.ToUpper(t.cfg.QPType) != "RC" {
+		return nil, fmt.Errorf("rdma: %w: qp_type %q (only RC is supported)", transport.ErrNotSupported, t.cfg.QPType)
+	}
+	d, err := openDevice(t.cfg)
+	if err != nil {
+		return nil, err
+	}
+	t.dev = d
+	return d, nil
+}
+
+// Available reports whether a usable device and port exist.
+func (t *Transport) Available() error {
+	d, err := t.device()
+	if err != nil {
+		return err
+	}
+	_ = d
+	return nil
+}
+
+// LocalBlob describes this side's device for the peer's Usable.
+func (t *Transport) LocalBlob() []byte {
+	d, err := t.device()
+	if err != nil {
+		return nil
+	}
+	v := d.localInfo()
+	return wire.AppendVerbsInfo(nil, &v)[wire.HandshakeHeaderLen:]
+}
+
+// Usable checks that both sides are on compatible fabrics.
+func (t *Transport) Usable(local, remote transport.PeerInfo) error {
+	if err := t.Available(); err != nil {
+		return err
+	}
+	r, err := wire.DecodeVerbsInfo(remote.Blob)
+	if err != nil {
+		return fmt.Errorf("rdma: %w: peer's device description: %v", transport.ErrNotSupported, err)
+	}
+	d, _ := t.device()
+	l := d.localInfo()
+	if l.LinkLayer != r.LinkLayer {
+		return fmt.Errorf("rdma: %w: link layers differ: %s here, %s on the peer", transport.ErrNotSupported, linkName(l.LinkLayer), linkName(r.LinkLayer))
+	}
+	return nil
+}
+
+func linkName(l uint8) string {
+	if l == wire.LinkEthernet {
+		return "Ethernet (RoCE)"
+	}
+	return "InfiniBand"
+}
+
+// Forget deregisters region before the engine unmaps it.
+func (t *Transport) Forget(region []byte) {
+	t.mu.Lock()
+	d := t.dev
+	t.mu.Unlock()
+	if d != nil {
+		d.forget(region)
+	}
+}
+
+// Connect creates the QPs, exchanges their numbers with the peer over the
+// handshaken connection, and brings them RESET→INIT→RTR→RTS.
+func (t *Transport) Connect(ctx context.Context, p transport.Params) (ep transport.Endpoint, err error) {
+	d, err := t.device()
+	if err != nil {
+		p.Conn.Close()
+		return nil, err
+	}
+	cfg := t.cfg
+	e := &Endpoint{t: t, dev: d, cfg: cfg, att: map[uint32]*remote{}, byQPN: map[uint32]int{}, done: make(chan struct{}), maxMessage: p.MaxMessage}
+	defer func() {
+		if err != nil {
+			p.Conn.Close()
+			e.releasePartial()
+		}
+	}()
+	depth := min(p.RecvDepth, cfg.MaxRecvWR)
+	if cfg.UseEventChannel {
+		if e.ch, err = d.ctx.CreateCompChannel(); err != nil {
+			return nil, fmt.Errorf("rdma: %s: %w", d.info.Name, err)
+		}
+		if e.wfd, err = sys.NewEventFD(e.ch.FD()); err != nil {
+			return nil, fmt.Errorf("rdma: %w", err)
+		}
+	}
+	if e.cq, err = d.ctx.CreateCQ(cfg.QPsPerPeer*(cfg.MaxSendWR+depth)+16, e.ch); err != nil {
+		return nil, fmt.Errorf("rdma: %s: %w", d.info.Name, err)
+	}
+	e.slotSize = max(p.MaxMessage, 64)
+	// One slot more than the depth: the scratch buffer of the notify-only
+	// receives (some providers, siw among them, refuse receives without a
+	// buffer).
+	if e.ring, err = mem.NewRegion(mem.RegionOptions{Size: depth*e.slotSize + depth*noteSlot}); err != nil {
+		return nil, fmt.Errorf("rdma: receive ring: %w", err)
+	}
+	if e.ringMR, err = d.pd.RegMR(e.ring.Bytes(), ibv.AccessLocalWrite); err != nil {
+		return nil, fmt.Errorf("rdma: register receive ring of %d KiB on %s: %w%s", depth*e.slotSize>>10, d.info.Name, err, memlockHint(err))
+	}
+	local := d.localInfo()
+	local.RecvDepth = uint32(depth)
+	e.depth = depth
+	e.noImm = d.iwarp
+	if e.noImm {
+		// Notifications travel as inline messages on a QP of their own.
+		e.cfg.QPsPerPeer = max(2, e.cfg.QPsPerPeer)
+	}
+	peer, err := wire.DecodeVerbsInfo(p.Remote.Blob)
+	if err != nil {
+		return nil, fmt.Errorf("rdma: peer's device description: %w", err)
+	}
+	if local.CM || peer.CM {
+		return e.connectCM(ctx, p, &local)
+	}
+	for i := 0; i < cfg.QPsPerPeer; i++ {
+		qp, err := d.pd.CreateQP(e.qpAttr())
+		if err != nil {
+			return nil, fmt.Errorf("rdma: create QP %d on %s: %w", i, d.info.Name, err)
+		}
+		if err := e.addQP(qp, nil); err != nil {
+			return nil, err
+		}
+		var b [4]byte
+		rand.Read(b[:])
+		local.QPNs = append(local.QPNs, qp.Num())
+		local.PSNs = append(local.PSNs, binary.LittleEndian.Uint32(b[:])&0xffffff)
+		if err := qp.ToInit(d.port.Num, ibv.AccessLocalWrite|ibv.AccessRemoteWrite|ibv.AccessRemoteRead); err != nil {
+			return nil, fmt.Errorf("rdma: QP to INIT on %s port %d: %w", d.info.Name, d.port.Num, err)
+		}
+		if err := e.postInitialRecvs(len(e.qps) - 1); err != nil {
+			return nil, err
+		}
+	}
+
+	remote, err := exchange(ctx, p, &local, nil)
+	if err != nil {
+		return nil, err
+	}
+	e.credits = int(remote.RecvDepth)
+	n := min(len(local.QPNs), len(remote.QPNs))
+	if n < len(e.qps) {
+		for _, q := range e.qps[n:] {
+			delete(e.byQPN, q.qp.Num())
+			q.qp.Close()
+		}
+		e.qps = e.qps[:n]
+	}
+	mtu := min(int(local.MTU), int(remote.MTU))
+	for i, q := range e.qps {
+		rtr := ibv.RTRAttr{RemoteQPN: remote.QPNs[i], RemotePSN: remote.PSNs[i], PathMTU: mtu, DLID: remote.LID,
+			IsGlobal: d.ethernet || remote.GID != [16]byte{}, DGID: remote.GID, SGIDIndex: int(local.GIDIndex), HopLimit: 64,
+			Port: d.port.Num, MaxDestRdAtomic: 16, MinRNRTimer: 12}
+		if err := q.qp.ToRTR(rtr); err != nil {
+			return nil, rtrError(err, &local, remote, mtu)
+		}
+		if err := q.qp.ToRTS(ibv.RTSAttr{PSN: local.PSNs[i], Timeout: 14, RetryCnt: 7, RNRRetry: 7, MaxRdAtomic: 16}); err != nil {
+			return nil, fmt.Errorf("rdma: QP to RTS on %s: %w", d.info.Name, err)
+		}
+	}
+	return e.start(ctx, p)
+}
+
+// start finishes Connect once the QPs are connected: both sides' QPs are
+// ready to receive before either sends, then the control stream and the
+// completion poller start.
+func (e *Endpoint) start(ctx context.Context, p transport.Params) (transport.Endpoint, error) {
+	if err := syncReady(ctx, p.Conn); err != nil {
+		return nil, err
+	}
+	p.Conns = 1
+	var err error
+	e.Endpoint, err = tcp.NewEndpoint(ctx, p, tcp.Hooks{Name: "rdma", OnRevoke: e.revoked, OnAttach: e.attachKey,
+		OnDown: func(err error) { e.fail(err) }, OnCredit: e.onCredit})
+	if err != nil {
+		p.Conn = nil
+		return nil, err
+	}
+	e.wg.Add(1)
+	go e.poll()
+	return e, nil
+}
+
+// attachKey registers the region a peer asks for (once) and returns its rkey.
+func (e *Endpoint) attachKey(res transport.Resolved) (uint32, error) {
+	mr, err := e.dev.mr(res.Mem, res.Mem)
+	if err != nil {
+		return 0, err
+	}
+	return mr.RKey, nil
+}
+
+func (e *Endpoint) releasePartial() {
+	e.closeQPs()
+	if e.cq != nil {
+		e.cq.Close()
+	}
+	if e.wfd != nil {
+		e.wfd.Close()
+	}
+	if e.ch != nil {
+		e.ch.Close()
+	}
+	if e.ringMR != nil {
+		e.ringMR.Close()
+	}
+	if e.ring != nil {
+		e.ring.Close()
+	}
+}
+
+// qpAttr is the QP shape of every QP of the endpoint.
+func (e *Endpoint) qpAttr() ibv.QPInitAttr {
+	return ibv.QPInitAttr{SendCQ: e.cq, RecvCQ: e.cq, MaxSendWR: e.cfg.MaxSendWR, MaxRecvWR: e.depth,
+		MaxSendSGE: e.cfg.MaxSGE, MaxRecvSGE: 1, MaxInline: e.cfg.MaxInlineData, Type: ibv.QPTypeRC}
+}
+
+// addQP adds a created QP to the endpoint (owned by id when rdma_cm made it).
+func (e *Endpoint) addQP(qp *ibv.QP, id *ibv.CMID) error {
+	caps := qp.Caps()
+	q := &sendQueue{qp: qp, cm: id, max: caps.MaxSendWR, wrs: make([]ibv.SendWR, 0, caps.MaxSendWR)}
+	q.cond = sync.NewCond(&q.mu)
+	if len(e.qps) == 0 {
+		e.cfg.MaxInlineData = min(e.cfg.MaxInlineData, caps.MaxInline)
+	}
+	e.byQPN[qp.Num()] = len(e.qps)
+	e.qps = append(e.qps, q)
+	return nil
+}
+
+// postInitialRecvs posts QP i's receives before the peer can send: the ring
+// on the first QP, buffer-less ones (write-with-notify only) on the others.
+func (e *Endpoint) postInitialRecvs(i int) error {
+	wrs := make([]ibv.RecvWR, 0, e.depth)
+	for s := 0; s < e.depth; s++ {
+		if i == 0 {
+			wrs = append(wrs, e.recvWR(uint32(s)))
+		} else {
+			wrs = append(wrs, e.immRecvWR(uint32(s)))
+		}
+	}
+	if _, err := e.qps[i].qp.PostRecv(wrs); err != nil {
+		return fmt.Errorf("rdma: post receives: %w", err)
+	}
+	return nil
+}
+
+// connectCM connects the QPs through rdma_cm: the acceptor listens on its
+// device's IP address and says where in its QP info; the dialer connects
+// each QP there. rdma_cm takes the QPs through INIT, RTR and RTS (iWARP
+// allows nothing else).
+func (e *Endpoint) connectCM(ctx context.Context, p transport.Params, local *wire.VerbsInfo) (transport.Endpoint, error) {
+	d := e.dev
+	var err error
+	if e.cmCh, err = ibv.NewCMChannel(); err != nil {
+		return nil, fmt.Errorf("rdma: %w", err)
+	}
+	local.CM = true
+	var lis *ibv.CMID
+	listen := func(l *wire.VerbsInfo) error {
+		if lis, err = e.cmCh.CreateID(); err != nil {
+			return fmt.Errorf("rdma: %w", err)
+		}
+		e.cmIDs = append(e.cmIDs, lis)
+		if err := lis.Bind(netip.AddrPortFrom(d.ip, 0)); err != nil {
+			return fmt.Errorf("rdma: rdma_cm listen on %s: %w", d.ip, err)
+		}
+		if err := lis.Listen(e.cfg.QPsPerPeer); err != nil {
+			return fmt.Errorf("rdma: rdma_cm listen on %s: %w", d.ip, err)
+		}
+		l.CMPort = lis.Port()
+		return nil
+	}
+	if p.Role == transport.Dialer {
+		listen = nil
+	}
+	local.QPNs = make([]uint32, e.cfg.QPsPerPeer) // only the count matters here
+	local.PSNs = make([]uint32, e.cfg.QPsPerPeer)
+	remote, err := exchange(ctx, p, local, listen)
+	if err != nil {
+		return nil, err
+	}
+	e.credits = int(remote.RecvDepth)
+	n := min(len(local.QPNs), len(remote.QPNs))
+	if e.noImm && n < 2 {
+		return nil, fmt.Errorf("rdma: %w: iWARP needs 2 queue pairs per peer (notifications travel on the second); the peer offers %d", transport.ErrNotSupported, n)
+	}
+	rd := min(16, max(1, d.info.MaxQPRdAtom))
+	wait := func(want ibv.CMEventType) (ibv.CMEvent, error) {
+		ev, err := e.cmCh.WaitEvent(ctx)
+		if err != nil {
+			return ev, fmt.Errorf("rdma: rdma_cm: waiting for %v: %w", want, err)
+		}
+		if ev.Type != want {
+			return ev, fmt.Errorf("rdma: rdma_cm: %v (%v), want %v", ev.Type, ev.Err(), want)
+		}
+		return ev, nil
+	}
+	if p.Role == transport.Dialer {
+		dst := netip.AddrPortFrom(netip.AddrFrom16(remote.IP).Unmap(), remote.CMPort)
+		for i := 0; i < n; i++ {
+			id, err := e.cmCh.CreateID()
+			if err != nil {
+				return nil, fmt.Errorf("rdma: %w", err)
+			}
+			e.cmIDs = append(e.cmIDs, id)
+			if err := id.ResolveAddrPort(dst, 5*time.Second); err != nil {
+				return nil, fmt.Errorf("rdma: rdma_cm resolve %s: %w", dst, err)
+			}
+			if _, err := wait(ibv.CMEventAddrResolved); err != nil {
+				return nil, err
+			}
+			if err := id.ResolveRoute(5 * time.Second); err != nil {
+				return nil, fmt.Errorf("rdma: rdma_cm route to %s: %w", dst, err)
+			}
+			if _, err := wait(ibv.CMEventRouteResolved); err != nil {
+				return nil, err
+			}
+			qp, err := id.CreateQP(d.pd, e.qpAttr())
+			if err != nil {
+				return nil, fmt.Errorf("rdma: rdma_create_qp on %s: %w", d.info.Name, err)
+			}
+			e.addQP(qp, id)
+			if err := e.postInitialRecvs(i); err != nil {
+				return nil, err
+			}
+			if err := id.Connect([]byte{'x', 'f', byte(i)}, rd, rd); err != nil {
+				return nil, fmt.Errorf("rdma: rdma_connect to %s: %w", dst, err)
+			}
+			if _, err := wait(ibv.CMEventEstablished); err != nil {
+				return nil, err
+			}
+		}
+	} else {
+		for i := 0; i < n; i++ {
+			ev, err := wait(ibv.CMEventConnectRequest)
+			if err != nil {
+				return nil, err
+			}
+			id := ev.ID
+			e.cmIDs = append(e.cmIDs, id)
+			if len(ev.PrivateData) < 3 || ev.PrivateData[0] != 'x' || ev.PrivateData[1] != 'f' || int(ev.PrivateData[2]) != i {
+				id.Reject(nil)
+				return nil, fmt.Errorf("rdma: %w: unexpected rdma_cm connect request", transport.ErrProtocol)
+			}
+			qp, err := id.CreateQP(d.pd, e.qpAttr())
+			if err != nil {
+				return nil, fmt.Errorf("rdma: rdma_create_qp on %s: %w", d.info.Name, err)
+			}
+			e.addQP(qp, id)
+			if err := e.postInitialRecvs(i); err != nil {
+				return nil, err
+			}
+			if err := id.Accept(nil, rd, rd); err != nil {
+				return nil, fmt.Errorf("rdma: rdma_accept: %w", err)
+			}
+			if _, err := wait(ibv.CMEventEstablished); err != nil {
+				return nil, err
+			}
+		}
+	}
+	return e.start(ctx, p)
+}
+
+// exchange sends this side's QP description and reads the peer's: the
+// dialer speaks first. The acceptor calls before (when set) between reading
+// and answering.
+func exchange(ctx context.Context, p transport.Params, local *wire.VerbsInfo, before func(*wire.VerbsInfo) error) (*wire.VerbsInfo, error) {
+	stop := context.AfterFunc(ctx, func() { p.Conn.SetDeadline(time.Unix(1, 0)) })
+	defer stop()
+	send := func() error {
+		_, err := p.Conn.Write(wire.AppendVerbsInfo(nil, local))
+		return err
+	}
+	if p.Role == transport.Dialer {
+		if err := send(); err != nil {
+			return nil, fmt.Errorf("rdma: send QP info: %w", err)
+		}
+	}
+	typ, body, err := wire.ReadMessage(p.Conn)
+	if err != nil {
+		return nil, fmt.Errorf("rdma: read the peer's QP info: %w", err)
+	}
+	if typ != wire.MsgVerbs {
+		return nil, fmt.Errorf("rdma: %w: expected QP info, got message type %d", transport.ErrProtocol, typ)
+	}
+	remote, err := wire.DecodeVerbsInfo(body)
+	if err != nil {
+		return nil, fmt.Errorf("rdma: peer's QP info: %w", err)
+	}
+	if len(remote.QPNs) == 0 && !remote.CM && !local.CM {
+		return nil, fmt.Errorf("rdma: %w: peer sent no queue pairs", transport.ErrProtocol)
+	}
+	if before != nil {
+		if err := before(local); err != nil {
+			return nil, err
+		}
+	}
+	if p.Role == transport.Acceptor {
+		if err := send(); err != nil {
+			return nil, fmt.Errorf("rdma: send QP info: %w", err)
+		}
+	}
+	return remote, nil
+}
+
+func syncReady(ctx context.Context, nc net.Conn) error {
+	stop := context.AfterFunc(ctx, func() { nc.SetDeadline(time.Unix(1, 0)) })
+	defer stop()
+	if _, err := nc.Write(wire.AppendResult(nil, &wire.Result{Status: wire.StatusOK})); err != nil {
+		return fmt.Errorf("rdma: ready: %w", err)
+	}
+	typ, body, err := wire.ReadMessage(nc)
+	if err != nil {
+		return fmt.Errorf("rdma: waiting for the peer's QPs: %w", err)
+	}
+	if typ != wire.MsgResult {
+		return fmt.Errorf("rdma: %w: expected ready, got message type %d", transport.ErrProtocol, typ)
+	}
+	if r, err := wire.DecodeResult(body); err != nil || r.Status != wire.StatusOK {
+		return fmt.Errorf("rdma: peer failed to bring its QPs up: %v %v", r, err)
+	}
+	return nil
+}
+
+// rtrError explains a failed RTR transition: it names both sides' device,
+// port, GID index, MTU and LID and says which differ (the classic
+// "Failed to modify QP to RTR" of engines that do not negotiate the MTU).
+func rtrError(err error, l, r *wire.VerbsInfo, mtu int) error {
+	var diff []string
+	if l.MTU != r.MTU {
+		diff = append(diff, fmt.Sprintf("active MTU %d vs %d (path MTU set to %d)", l.MTU, r.MTU, mtu))
+	}
+	if l.LinkLayer != r.LinkLayer {
+		diff = append(diff, "link layer")
+	}
+	if l.GIDIndex != r.GIDIndex {
+		diff = append(diff, fmt.Sprintf("GID index %d vs %d", l.GIDIndex, r.GIDIndex))
+	}
+	if l.LinkLayer == wire.LinkIB && l.LID != r.LID {
+		diff = append(diff, fmt.Sprintf("LID %d vs %d", l.LID, r.LID))
+	}
+	d := "nothing obvious differs"
+	if len(diff) > 0 {
+		d = "differs: " + strings.Join(diff, ", ")
+	}
+	return fmt.Errorf("rdma: failed to modify QP to RTR: %w; local %s, remote %s; %s", err, l, r, d)
+}
+
+func yield() { runtime.Gosched() }
+
+// Close releases the device: registrations, protection domain, context.
+// The engine calls it after closing every peer and region.
+func (t *Transport) Close() error {
+	t.mu.Lock()
+	d := t.dev
+	t.dev = nil
+	t.mu.Unlock()
+	if d != nil {
+		d.close()
+	}
+	return nil
+}
