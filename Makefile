@@ -53,3 +53,31 @@ bench-peers: build
 
 clean:
 	rm -f xfer
+
+## RDMA verbs tests in a qemu VM with SoftRoCE (rxe) and SoftiWARP (siw),
+## through the project's runner tools/rdma-vm (see tools/rdma-vm/README.md and
+## docs/TESTING.md). Root only; the first run installs packages and downloads a
+## kernel into /var/cache/rdma-vm.
+.PHONY: vm-setup verbs-check verbs-test
+
+RDMA_VM     = $(CURDIR)/tools/rdma-vm/rdma-vm
+## The packages run in the VM; internal/testutil checks that the device made
+## it into the guest. Directories that do not exist yet are left out, so that
+## go test never fails on a missing pattern.
+VERBS_DIRS  = internal/testutil internal/ibv transport/verbs
+VERBS_PKGS  = $(shell for d in $(VERBS_DIRS); do [ -d $$d ] && $(GO) list -e ./$$d/... 2>/dev/null; done)
+
+## vm-setup: one-time setup of the runner (apt packages, kernel, siw.ko).
+vm-setup:
+	$(RDMA_VM) --setup
+
+## verbs-check: one VM per device: PORT_ACTIVE and a verified data path.
+verbs-check: vm-setup
+	tools/rdma-vm/check.sh
+
+## verbs-test: the verbs packages' tests, once on rxe and once on siw (one VM
+## per package, one at a time); a test that cannot find verbs fails here.
+verbs-test: verbs-check
+	@test -n "$(VERBS_PKGS)" || { echo "verbs-test: no packages in $(VERBS_DIRS)"; exit 1; }
+	XFER_REQUIRE_VERBS=1 XFER_TEST_DEVICE=rxe0 $(GO) test -count=1 -p 1 -exec "$(RDMA_VM) --rxe --" $(VERBS_PKGS)
+	XFER_REQUIRE_VERBS=1 XFER_TEST_DEVICE=siw0 $(GO) test -count=1 -p 1 -exec "$(RDMA_VM) --siw --" $(VERBS_PKGS)

@@ -55,16 +55,16 @@ type jsonGID struct {
 }
 
 type jsonPort struct {
-	Port       int       `json:"port"`
-	State      string    `json:"state"`
-	PhysState  string    `json:"phys_state"`
-	LinkLayer  string    `json:"link_layer"`
-	MaxMTU     int       `json:"max_mtu"`
-	ActiveMTU  int       `json:"active_mtu"`
-	LID        uint16    `json:"lid"`
-	SMLID      uint16    `json:"sm_lid"`
-	Rate       string    `json:"rate,omitempty"`
-	GIDs       []jsonGID `json:"gids"`
+	Port      int       `json:"port"`
+	State     string    `json:"state"`
+	PhysState string    `json:"phys_state"`
+	LinkLayer string    `json:"link_layer"`
+	MaxMTU    int       `json:"max_mtu"`
+	ActiveMTU int       `json:"active_mtu"`
+	LID       uint16    `json:"lid"`
+	SMLID     uint16    `json:"sm_lid"`
+	Rate      string    `json:"rate,omitempty"`
+	GIDs      []jsonGID `json:"gids"`
 }
 
 type jsonDevice struct {
@@ -157,4 +157,3 @@ func printDevices(w io.Writer, devs []ibv.DeviceInfo) {
 		}
 	}
 }
-

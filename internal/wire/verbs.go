@@ -18,6 +18,11 @@ type VerbsInfo struct {
 	PSNs      []uint32
 	RecvDepth uint32 // receive WQEs posted per QP for SEND and WRITE_WITH_IMM
 	MaxInline uint32
+	// CM asks for connection setup through rdma_cm (iWARP needs it). The
+	// side that listens fills in IP and CMPort.
+	CM     bool
+	IP     [16]byte
+	CMPort uint16
 }
 
 // Link layers.
@@ -50,6 +55,9 @@ func AppendVerbsInfo(b []byte, v *VerbsInfo) []byte {
 	}
 	e.u32(v.RecvDepth)
 	e.u32(v.MaxInline)
+	e.u8(boolByte(v.CM))
+	e.raw(v.IP[:])
+	e.u16(v.CMPort)
 	return finish(e, at)
 }
 
@@ -77,6 +85,9 @@ func DecodeVerbsInfo(body []byte) (*VerbsInfo, error) {
 	}
 	v.RecvDepth = d.u32("recv depth")
 	v.MaxInline = d.u32("max inline")
+	v.CM = d.boolean("cm")
+	d.fixed(v.IP[:], "ip")
+	v.CMPort = d.u16("cm port")
 	if d.err == nil {
 		switch {
 		case v.Port == 0:

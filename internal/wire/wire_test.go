@@ -152,7 +152,8 @@ func TestAttachInfo(t *testing.T) {
 }
 
 func TestVerbsInfo(t *testing.T) {
-	v := &VerbsInfo{Device: "rxe0", Port: 1, LinkLayer: LinkEthernet, GIDIndex: 1, MTU: 1024, LID: 0, QPNs: []uint32{17, 18}, PSNs: []uint32{1, 2}, RecvDepth: 128, MaxInline: 64}
+	v := &VerbsInfo{Device: "rxe0", Port: 1, LinkLayer: LinkEthernet, GIDIndex: 1, MTU: 1024, LID: 0, QPNs: []uint32{17, 18}, PSNs: []uint32{1, 2}, RecvDepth: 128, MaxInline: 64, CM: true, CMPort: 4791}
+	v.IP[15] = 9
 	v.GID[15] = 1
 	got, err := DecodeVerbsInfo(roundTrip(t, AppendVerbsInfo(nil, v), MsgVerbs))
 	if err != nil || !reflect.DeepEqual(got, v) {

@@ -27,6 +27,10 @@ type Hooks struct {
 	OnAttach func(res transport.Resolved) (rkey uint32, err error)
 	// OnDown is called once when the endpoint goes down, with the reason.
 	OnDown func(err error)
+	// OnCredit, when set, receives the peer's returned receive credits
+	// instead of the stream's own send path (the rdma transport sends its
+	// messages on QPs and counts credits itself).
+	OnCredit func(n int)
 }
 
 // opAttach is the internal kind of an attach request in the pending table.
@@ -622,7 +626,11 @@ func (c *conn) serve() error {
 			if h.Len > uint64(e.p.RecvDepth) {
 				return fmt.Errorf("%w: %d credits returned, depth is %d", transport.ErrProtocol, h.Len, e.p.RecvDepth)
 			}
-			e.addCredits(int(h.Len))
+			if e.hooks.OnCredit != nil {
+				e.hooks.OnCredit(int(h.Len))
+			} else {
+				e.addCredits(int(h.Len))
+			}
 		case wire.FrameResp:
 			err = c.serveResp(&h)
 		case wire.FrameAttach:
