@@ -94,10 +94,11 @@ type Config struct {
 	RDMAQPType string `yaml:"rdma_qp_type"`
 	// RDMAUseSRQ shares one receive queue among a peer's queue pairs.
 	RDMAUseSRQ bool `yaml:"rdma_use_srq"`
-	// RDMABusyPoll makes completion pollers spin instead of sleeping on
-	// the completion channel. Spinning costs a core per peer; the default
-	// (false) suits hosts whose cores are shared.
-	RDMABusyPoll bool `yaml:"rdma_busy_poll"`
+	// RDMAUseEventChannel is "true" (default): completion pollers sleep on
+	// the completion channel; or "false": they spin, which saves a wake-up
+	// per completion but costs a core per peer (seed 002's polling mode, for
+	// hosts with cores to spare).
+	RDMAUseEventChannel string `yaml:"rdma_use_event_channel"`
 	// RDMAUseCM connects queue pairs through rdma_cm on RoCE and InfiniBand
 	// too; iWARP devices always use it. Default: the engine's own exchange.
 	RDMAUseCM bool `yaml:"rdma_use_cm"`
@@ -184,6 +185,14 @@ func (c Config) withDefaults() (Config, error) {
 			return c, fmt.Errorf("config: %s %d: must be between 0 (default) and 65536", key, v)
 		}
 	}
+	switch strings.ToLower(c.RDMAUseEventChannel) {
+	case "", "true":
+		c.RDMAUseEventChannel = "true"
+	case "false":
+		c.RDMAUseEventChannel = "false"
+	default:
+		return c, fmt.Errorf("config: rdma_use_event_channel %q: must be true or false", c.RDMAUseEventChannel)
+	}
 	switch strings.ToUpper(c.RDMAQPType) {
 	case "", "RC":
 		c.RDMAQPType = "RC"
@@ -209,5 +218,5 @@ func (c Config) verbs() verbs.Config {
 	}
 	return verbs.Config{Device: c.RDMADevice, Port: c.RDMAPort, GIDIndex: gid, MTU: c.RDMAMTU,
 		MaxInlineData: c.RDMAMaxInlineData, MaxSendWR: c.RDMAMaxSendWR, MaxRecvWR: c.RDMAMaxRecvWR,
-		MaxSGE: c.RDMAMaxSGE, QPType: c.RDMAQPType, UseSRQ: c.RDMAUseSRQ, UseEventChannel: !c.RDMABusyPoll, UseCM: c.RDMAUseCM}
+		MaxSGE: c.RDMAMaxSGE, QPType: c.RDMAQPType, UseSRQ: c.RDMAUseSRQ, UseEventChannel: c.RDMAUseEventChannel != "false", UseCM: c.RDMAUseCM}
 }

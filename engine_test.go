@@ -45,13 +45,18 @@ func TestConfigFieldsHaveYAMLKeys(t *testing.T) {
 func TestConfigValidation(t *testing.T) {
 	ctx := context.Background()
 	bad := map[string]xfer.Config{
-		"transport":         {Transport: "carrier-pigeon"},
-		"memory_mb":         {MemoryMB: -1},
-		"huge_pages":        {HugePages: "sometimes"},
-		"conns":             {Conns: 1000},
-		"max_message":       {MaxMessage: 1 << 30},
-		"recv_depth":        {RecvDepth: -5},
-		"handshake_timeout": {HandshakeTimeout: -time.Second},
+		"transport":              {Transport: "carrier-pigeon"},
+		"memory_mb":              {MemoryMB: -1},
+		"huge_pages":             {HugePages: "sometimes"},
+		"conns":                  {Conns: 1000},
+		"max_message":            {MaxMessage: 1 << 30},
+		"recv_depth":             {RecvDepth: -5},
+		"handshake_timeout":      {HandshakeTimeout: -time.Second},
+		"rdma_gid_index":         {RDMAGIDIndex: "first"},
+		"rdma_mtu":               {RDMAMTU: 1500},
+		"rdma_qp_type":           {RDMAQPType: "UD"},
+		"rdma_use_event_channel": {RDMAUseEventChannel: "sometimes"},
+		"rdma_max_send_wr":       {RDMAMaxSendWR: -1},
 	}
 	for key, cfg := range bad {
 		_, err := xfer.Open(ctx, cfg)

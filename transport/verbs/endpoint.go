@@ -53,6 +53,11 @@ type Endpoint struct {
 	qps   []*sendQueue
 	byQPN map[uint32]int
 
+	// With use_srq, one shared receive queue feeds all the QPs: the ring
+	// then has depth buffers per QP, all posted to it, and any of them may
+	// take a message, an immediate or a notification.
+	srq *ibv.SRQ
+
 	// Receive ring: RecvDepth buffers of MaxMessage bytes, registered.
 	ring     *mem.Region
 	ringMR   *ibv.MR
@@ -86,6 +91,7 @@ type Endpoint struct {
 	noImm bool
 
 	depth      int
+	ringSlots  int
 	maxMessage int
 	rr         atomic.Uint32
 	done       chan struct{}
@@ -232,6 +238,8 @@ func (e *Endpoint) closeQPs() {
 	e.cmIDs = nil
 	e.cmCh.Close()
 	e.cmCh = nil
+	e.srq.Close()
+	e.srq = nil
 }
 
 // Post submits operations.
@@ -605,13 +613,45 @@ func (e *Endpoint) Consumed(n int) {
 	}
 	e.freeMu.Unlock()
 	if len(wrs) > 0 {
-		if _, err := e.qps[0].qp.PostRecv(wrs); err != nil {
+		if err := e.repost(0, wrs); err != nil {
 			e.fail(&transport.LinkError{Peer: "rdma peer", Cause: err})
 			return
 		}
 	}
 	// The receives are posted again: the peer may send as many more.
 	e.Endpoint.Consumed(n)
+}
+
+// handleSRQRecv handles a receive from the shared queue: which QP it came
+// through says what it is (messages travel on the first QP only).
+func (e *Endpoint) handleSRQRecv(wc *ibv.WC, slot uint32) {
+	qi, ok := e.byQPN[wc.QPNum]
+	if !ok {
+		return
+	}
+	off := int(slot) * e.slotSize
+	switch {
+	case wc.Opcode == ibv.WCRecvRDMAWithImm:
+		e.p().Host.Notify(e, transport.Notification{Value: wc.Imm, Len: uint64(wc.ByteLen)})
+	case qi > 0:
+		n, ok := decodeNote(e.ring.Bytes()[off : off+min(int(wc.ByteLen), noteLen)])
+		if !ok {
+			e.fail(&transport.LinkError{Peer: "rdma peer", Cause: fmt.Errorf("%w: a message arrived on a notify-only queue pair", transport.ErrProtocol)})
+			return
+		}
+		e.p().Host.Notify(e, n)
+	default:
+		msg := make([]byte, wc.ByteLen)
+		copy(msg, e.ring.Bytes()[off:off+int(wc.ByteLen)])
+		e.freeMu.Lock()
+		e.free = append(e.free, slot)
+		e.freeMu.Unlock()
+		e.p().Host.Deliver(e, msg)
+		return // reposted once consumed
+	}
+	if err := e.srq.PostRecv([]ibv.RecvWR{e.recvWR(slot)}); err != nil {
+		e.fail(&transport.LinkError{Peer: "rdma peer", Cause: err})
+	}
 }
 
 // immRecvWR is a receive of a notify-only QP. Each has its own small
@@ -622,7 +662,7 @@ func (e *Endpoint) immRecvWR(slot uint32) ibv.RecvWR {
 		Addr: uint64(e.ring.Addr()) + uint64(e.scratchOff(slot)), Len: noteSlot, LKey: e.ringMR.LKey}}
 }
 
-func (e *Endpoint) scratchOff(slot uint32) int { return e.depth*e.slotSize + int(slot)*noteSlot }
+func (e *Endpoint) scratchOff(slot uint32) int { return e.ringSlots*e.slotSize + int(slot)*noteSlot }
 
 // A notification sent as a message: "XN", value, region, address, length.
 const (
@@ -729,12 +769,25 @@ func wcError(wc *ibv.WC) error {
 	return err
 }
 
+// repost gives receive requests back to QP qi (or to the SRQ).
+func (e *Endpoint) repost(qi int, wrs []ibv.RecvWR) error {
+	if e.srq != nil {
+		return e.srq.PostRecv(wrs)
+	}
+	_, err := e.qps[qi].qp.PostRecv(wrs)
+	return err
+}
+
 func (e *Endpoint) handleRecv(wc *ibv.WC) {
 	slot := uint32(wc.ID &^ recvFlag)
 	if wc.Status != ibv.WCSuccess {
 		if wc.Status != ibv.WCWRFlushErr {
 			e.fail(&transport.LinkError{Peer: "rdma peer", Cause: wcError(wc)})
 		}
+		return
+	}
+	if e.srq != nil {
+		e.handleSRQRecv(wc, slot)
 		return
 	}
 	if wc.Opcode == ibv.WCRecvRDMAWithImm {

@@ -189,7 +189,11 @@ func (t *Transport) Connect(ctx context.Context, p transport.Params) (ep transpo
 	// One slot more than the depth: the scratch buffer of the notify-only
 	// receives (some providers, siw among them, refuse receives without a
 	// buffer).
-	if e.ring, err = mem.NewRegion(mem.RegionOptions{Size: depth*e.slotSize + depth*noteSlot}); err != nil {
+	e.ringSlots = depth
+	if cfg.UseSRQ {
+		e.ringSlots = depth * max(2, cfg.QPsPerPeer)
+	}
+	if e.ring, err = mem.NewRegion(mem.RegionOptions{Size: e.ringSlots*e.slotSize + depth*noteSlot}); err != nil {
 		return nil, fmt.Errorf("rdma: receive ring: %w", err)
 	}
 	if e.ringMR, err = d.pd.RegMR(e.ring.Bytes(), ibv.AccessLocalWrite); err != nil {
@@ -198,6 +202,18 @@ func (t *Transport) Connect(ctx context.Context, p transport.Params) (ep transpo
 	local := d.localInfo()
 	local.RecvDepth = uint32(depth)
 	e.depth = depth
+	if cfg.UseSRQ {
+		if e.srq, err = d.pd.CreateSRQ(e.ringSlots, 1); err != nil {
+			return nil, fmt.Errorf("rdma: shared receive queue on %s: %w", d.info.Name, err)
+		}
+		wrs := make([]ibv.RecvWR, e.ringSlots)
+		for s := range wrs {
+			wrs[s] = e.recvWR(uint32(s))
+		}
+		if err := e.srq.PostRecv(wrs); err != nil {
+			return nil, fmt.Errorf("rdma: post receives: %w", err)
+		}
+	}
 	e.noImm = d.iwarp
 	if e.noImm {
 		// Notifications travel as inline messages on a QP of their own.
@@ -308,7 +324,7 @@ func (e *Endpoint) releasePartial() {
 
 // qpAttr is the QP shape of every QP of the endpoint.
 func (e *Endpoint) qpAttr() ibv.QPInitAttr {
-	return ibv.QPInitAttr{SendCQ: e.cq, RecvCQ: e.cq, MaxSendWR: e.cfg.MaxSendWR, MaxRecvWR: e.depth,
+	return ibv.QPInitAttr{SendCQ: e.cq, RecvCQ: e.cq, SRQ: e.srq, MaxSendWR: e.cfg.MaxSendWR, MaxRecvWR: e.depth,
 		MaxSendSGE: e.cfg.MaxSGE, MaxRecvSGE: 1, MaxInline: e.cfg.MaxInlineData, Type: ibv.QPTypeRC}
 }
 
@@ -328,6 +344,9 @@ func (e *Endpoint) addQP(qp *ibv.QP, id *ibv.CMID) error {
 // postInitialRecvs posts QP i's receives before the peer can send: the ring
 // on the first QP, buffer-less ones (write-with-notify only) on the others.
 func (e *Endpoint) postInitialRecvs(i int) error {
+	if e.srq != nil {
+		return nil // the shared queue is filled once
+	}
 	wrs := make([]ibv.RecvWR, 0, e.depth)
 	for s := 0; s < e.depth; s++ {
 		if i == 0 {
