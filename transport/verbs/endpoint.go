@@ -594,11 +594,18 @@ func (e *Endpoint) attachment(id uint32, key uint64, want transport.Access) (*re
 }
 
 func (e *Endpoint) revoked(id uint32) {
+	if testIgnoreRevokes.Load() {
+		return
+	}
 	e.mu.Lock()
 	delete(e.att, id)
 	e.revokes++
 	e.mu.Unlock()
 }
+
+// testIgnoreRevokes lets a test keep a stale rkey, to make the NIC itself
+// refuse an access (and put the QP in the error state).
+var testIgnoreRevokes atomic.Bool
 
 // Consumed reposts receive buffers for consumed messages.
 func (e *Endpoint) Consumed(n int) {
@@ -781,9 +788,10 @@ func (e *Endpoint) repost(qi int, wrs []ibv.RecvWR) error {
 func (e *Endpoint) handleRecv(wc *ibv.WC) {
 	slot := uint32(wc.ID &^ recvFlag)
 	if wc.Status != ibv.WCSuccess {
-		if wc.Status != ibv.WCWRFlushErr {
-			e.fail(&transport.LinkError{Peer: "rdma peer", Cause: wcError(wc)})
-		}
+		// A flushed receive means the QP is in the error state (on iWARP,
+		// after the peer's NIC refused an access and terminated): the
+		// endpoint is dead either way, and fail is a no-op when closing.
+		e.fail(&transport.LinkError{Peer: "rdma peer", Cause: wcError(wc)})
 		return
 	}
 	if e.srq != nil {

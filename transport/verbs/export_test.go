@@ -1,0 +1,4 @@
+package verbs
+
+// IgnoreRevokes makes endpoints keep stale rkeys (tests only).
+func IgnoreRevokes(on bool) { testIgnoreRevokes.Store(on) }
