@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"sync"
 	"sync/atomic"
+	"time"
 	"unsafe"
 
 	"github.com/xferio/xfer/internal/ibv"
@@ -52,6 +53,7 @@ type Endpoint struct {
 	wfd   *sys.EventFD // the comp channel's fd in the Go poller
 	qps   []*sendQueue
 	byQPN map[uint32]int
+	qpMu  sync.Mutex // keeps closeQPs from racing controlDown's ToError
 
 	// With use_srq, one shared receive queue feeds all the QPs: the ring
 	// then has depth buffers per QP, all posted to it, and any of them may
@@ -67,6 +69,7 @@ type Endpoint struct {
 	owed     int      // Consumed() calls waiting for a free slot
 
 	mu      sync.Mutex
+	down    error // the control stream's failure, while completions drain
 	pend    []pending
 	freeIDs []uint32
 	att     map[uint32]*remote
@@ -225,6 +228,8 @@ func (e *Endpoint) release() {
 
 // closeQPs destroys the QPs, and the rdma_cm IDs and channel.
 func (e *Endpoint) closeQPs() {
+	e.qpMu.Lock()
+	defer e.qpMu.Unlock()
 	for _, q := range e.qps {
 		if q.cm == nil {
 			q.qp.Close()
@@ -759,13 +764,59 @@ func (e *Endpoint) handle(wc *ibv.WC) {
 	}
 	if wc.Status != ibv.WCSuccess {
 		err := wcError(wc)
+		if wc.Status == ibv.WCWRFlushErr {
+			// Flushed: not this operation's fault, its QP is gone.
+			err = e.linkErr(err)
+		}
 		if wc.ID != 0 {
 			e.retire(slot, gen, err)
 		}
-		e.fail(&transport.LinkError{Peer: "rdma peer", Cause: err})
+		e.fail(e.linkErr(err))
 		return
 	}
 	e.retire(slot, gen, nil)
+}
+
+// linkErr is the error operations fail with when the connection is gone:
+// it matches net.ErrClosed and ErrPeerLost.
+func (e *Endpoint) linkErr(cause error) error {
+	e.mu.Lock()
+	down := e.down
+	e.mu.Unlock()
+	if down != nil {
+		return down
+	}
+	var le *transport.LinkError
+	if errors.As(cause, &le) {
+		return cause
+	}
+	return &transport.LinkError{Peer: "rdma peer", Cause: cause}
+}
+
+// downGrace is how long the poller may report completions the NIC already
+// produced after the control stream went down.
+const downGrace = 200 * time.Millisecond
+
+// controlDown runs when the control stream goes down: the peer died, or
+// closed the connection after its QP failed. Completions already in the CQ
+// (a remote access error, say) carry the precise reason for the operations
+// they finish, so the QPs are moved to the error state, which completes
+// everything outstanding through the CQ, and what is left fails a moment
+// later.
+func (e *Endpoint) controlDown(err error) {
+	e.mu.Lock()
+	if e.err != nil || e.down != nil {
+		e.mu.Unlock()
+		return
+	}
+	e.down = err
+	e.mu.Unlock()
+	e.qpMu.Lock()
+	for _, q := range e.qps {
+		q.qp.ToError()
+	}
+	e.qpMu.Unlock()
+	time.AfterFunc(downGrace, func() { e.fail(err) })
 }
 
 func wcError(wc *ibv.WC) error {

@@ -284,7 +284,7 @@ func (e *Endpoint) start(ctx context.Context, p transport.Params) (transport.End
 	p.Conns = 1
 	var err error
 	e.Endpoint, err = tcp.NewEndpoint(ctx, p, tcp.Hooks{Name: "rdma", OnRevoke: e.revoked, OnAttach: e.attachKey,
-		OnDown: func(err error) { e.fail(err) }, OnCredit: e.onCredit})
+		OnDown: e.controlDown, OnCredit: e.onCredit})
 	if err != nil {
 		p.Conn = nil
 		return nil, err
