@@ -99,6 +99,10 @@ type Config struct {
 	// per completion but costs a core per peer (seed 002's polling mode, for
 	// hosts with cores to spare).
 	RDMAUseEventChannel string `yaml:"rdma_use_event_channel"`
+	// RDMAPollSpin is, with the event channel, how long a poller keeps
+	// polling after activity before it sleeps: a request that completes
+	// within it skips a wake-up. Default: 50µs; negative: never spin.
+	RDMAPollSpin time.Duration `yaml:"rdma_poll_spin"`
 	// RDMAUseCM connects queue pairs through rdma_cm on RoCE and InfiniBand
 	// too; iWARP devices always use it. Default: the engine's own exchange.
 	RDMAUseCM bool `yaml:"rdma_use_cm"`
@@ -185,6 +189,9 @@ func (c Config) withDefaults() (Config, error) {
 			return c, fmt.Errorf("config: %s %d: must be between 0 (default) and 65536", key, v)
 		}
 	}
+	if c.RDMAPollSpin > time.Second {
+		return c, fmt.Errorf("config: rdma_poll_spin %v: at most 1s", c.RDMAPollSpin)
+	}
 	switch strings.ToLower(c.RDMAUseEventChannel) {
 	case "", "true":
 		c.RDMAUseEventChannel = "true"
@@ -218,5 +225,5 @@ func (c Config) verbs() verbs.Config {
 	}
 	return verbs.Config{Device: c.RDMADevice, Port: c.RDMAPort, GIDIndex: gid, MTU: c.RDMAMTU,
 		MaxInlineData: c.RDMAMaxInlineData, MaxSendWR: c.RDMAMaxSendWR, MaxRecvWR: c.RDMAMaxRecvWR,
-		MaxSGE: c.RDMAMaxSGE, QPType: c.RDMAQPType, UseSRQ: c.RDMAUseSRQ, UseEventChannel: c.RDMAUseEventChannel != "false", UseCM: c.RDMAUseCM}
+		MaxSGE: c.RDMAMaxSGE, QPType: c.RDMAQPType, UseSRQ: c.RDMAUseSRQ, UseEventChannel: c.RDMAUseEventChannel != "false", PollSpin: c.RDMAPollSpin, UseCM: c.RDMAUseCM}
 }

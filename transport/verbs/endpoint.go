@@ -53,7 +53,11 @@ type Endpoint struct {
 	wfd   *sys.EventFD // the comp channel's fd in the Go poller
 	qps   []*sendQueue
 	byQPN map[uint32]int
-	qpMu  sync.Mutex // keeps closeQPs from racing controlDown's ToError
+	// life guards the QPs' existence: every use of a QP after setup holds
+	// it for reading; closeQPs takes it for writing and marks them released,
+	// so that no post can touch a destroyed QP.
+	life     sync.RWMutex
+	released bool
 
 	// With use_srq, one shared receive queue feeds all the QPs: the ring
 	// then has depth buffers per QP, all posted to it, and any of them may
@@ -228,14 +232,14 @@ func (e *Endpoint) release() {
 
 // closeQPs destroys the QPs, and the rdma_cm IDs and channel.
 func (e *Endpoint) closeQPs() {
-	e.qpMu.Lock()
-	defer e.qpMu.Unlock()
+	e.life.Lock()
+	defer e.life.Unlock()
+	e.released = true
 	for _, q := range e.qps {
 		if q.cm == nil {
 			q.qp.Close()
 		}
 	}
-	e.qps = nil
 	for _, id := range e.cmIDs {
 		id.Disconnect()
 		id.Close()
@@ -463,7 +467,12 @@ func (e *Endpoint) postGroup(q *sendQueue, op *transport.Op, slot, gen uint32, g
 		wrs = append(wrs, ibv.SendWR{Op: ibv.OpSend, Flags: ibv.FlagSignaled | ibv.FlagInline,
 			SGE: ibv.SGE{Addr: uint64(uintptr(unsafe.Pointer(&q.note[0]))), Len: noteLen}, ID: sendID(slot, gen, total)})
 	}
-	_, err := q.qp.PostSend(wrs)
+	e.life.RLock()
+	err := errReleased
+	if !e.released {
+		_, err = q.qp.PostSend(wrs)
+	}
+	e.life.RUnlock()
 	q.wrs = wrs[:0]
 	q.mu.Unlock()
 	return err
@@ -517,7 +526,12 @@ func (e *Endpoint) sendNow(op *transport.Op, wr ibv.SendWR) {
 	}
 	q.inflight++
 	q.wrs = append(q.wrs[:0], wr)
-	_, err = q.qp.PostSend(q.wrs)
+	e.life.RLock()
+	err = errReleased
+	if !e.released {
+		_, err = q.qp.PostSend(q.wrs)
+	}
+	e.life.RUnlock()
 	q.mu.Unlock()
 	if err != nil {
 		e.fail(&transport.LinkError{Peer: "rdma peer", Cause: err})
@@ -661,7 +675,7 @@ func (e *Endpoint) handleSRQRecv(wc *ibv.WC, slot uint32) {
 		e.p().Host.Deliver(e, msg)
 		return // reposted once consumed
 	}
-	if err := e.srq.PostRecv([]ibv.RecvWR{e.recvWR(slot)}); err != nil {
+	if err := e.repost(0, []ibv.RecvWR{e.recvWR(slot)}); err != nil {
 		e.fail(&transport.LinkError{Peer: "rdma peer", Cause: err})
 	}
 }
@@ -727,6 +741,26 @@ func (e *Endpoint) poll() {
 		if !e.cfg.UseEventChannel {
 			yield()
 			continue
+		}
+		// Adaptive: after activity, poll a little longer before sleeping on
+		// the channel. A request-response (a small WRITE waiting for its
+		// acknowledgement) usually completes within the window and skips
+		// the wake-up; an idle peer pays the window once per burst.
+		if spin := e.cfg.PollSpin; spin > 0 {
+			until := time.Now().Add(spin)
+			for n == 0 && time.Now().Before(until) {
+				yield()
+				if n, err = e.cq.Poll(wcs); err != nil {
+					e.fail(&transport.LinkError{Peer: "rdma peer", Cause: err})
+					return
+				}
+			}
+			if n > 0 {
+				for i := range n {
+					e.handle(&wcs[i])
+				}
+				continue
+			}
 		}
 		if err := e.cq.ReqNotify(false); err != nil {
 			e.fail(&transport.LinkError{Peer: "rdma peer", Cause: err})
@@ -811,11 +845,13 @@ func (e *Endpoint) controlDown(err error) {
 	}
 	e.down = err
 	e.mu.Unlock()
-	e.qpMu.Lock()
-	for _, q := range e.qps {
-		q.qp.ToError()
+	e.life.RLock()
+	if !e.released {
+		for _, q := range e.qps {
+			q.qp.ToError()
+		}
 	}
-	e.qpMu.Unlock()
+	e.life.RUnlock()
 	time.AfterFunc(downGrace, func() { e.fail(err) })
 }
 
@@ -829,12 +865,21 @@ func wcError(wc *ibv.WC) error {
 
 // repost gives receive requests back to QP qi (or to the SRQ).
 func (e *Endpoint) repost(qi int, wrs []ibv.RecvWR) error {
+	e.life.RLock()
+	defer e.life.RUnlock()
+	if e.released {
+		return errReleased
+	}
 	if e.srq != nil {
 		return e.srq.PostRecv(wrs)
 	}
 	_, err := e.qps[qi].qp.PostRecv(wrs)
 	return err
 }
+
+// errReleased is what a post finds once the endpoint's QPs are gone; the
+// endpoint has failed by then, so callers report its error instead.
+var errReleased error = &transport.LinkError{Peer: "rdma peer", Local: true}
 
 func (e *Endpoint) handleRecv(wc *ibv.WC) {
 	slot := uint32(wc.ID &^ recvFlag)
@@ -861,7 +906,7 @@ func (e *Endpoint) handleRecv(wc *ibv.WC) {
 		if slot&immOnly == 0 {
 			wr = e.recvWR(slot)
 		}
-		if _, err := e.qps[qi].qp.PostRecv([]ibv.RecvWR{wr}); err != nil {
+		if err := e.repost(qi, []ibv.RecvWR{wr}); err != nil {
 			e.fail(&transport.LinkError{Peer: "rdma peer", Cause: err})
 		}
 		return
@@ -880,7 +925,7 @@ func (e *Endpoint) handleRecv(wc *ibv.WC) {
 		if !ok {
 			return
 		}
-		if _, err := e.qps[qi].qp.PostRecv([]ibv.RecvWR{e.immRecvWR(s)}); err != nil {
+		if err := e.repost(qi, []ibv.RecvWR{e.immRecvWR(s)}); err != nil {
 			e.fail(&transport.LinkError{Peer: "rdma peer", Cause: err})
 		}
 		return

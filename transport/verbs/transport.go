@@ -24,20 +24,21 @@ import (
 // Config selects and sizes the RDMA resources, after seed 002's table. The
 // zero value of each field is a documented default.
 type Config struct {
-	Device          string // default: the first device with an ACTIVE port
-	Port            int    // default: the first ACTIVE port
-	GIDIndex        int    // -1: automatic (RoCE v2 IPv4-mapped preferred, never link-local)
-	MTU             int    // path MTU cap in bytes; default: the port's active MTU
-	MaxInlineData   int    // default 64 (what the device grants, if less)
-	MaxSendWR       int    // default 256
-	MaxRecvWR       int    // default 256
-	MaxSGE          int    // default 1
-	QPType          string // "RC" (the only type supported)
-	UseSRQ          bool   // share one receive queue among a peer's QPs
-	UseEventChannel bool   // sleep on the completion channel instead of busy-polling
-	UseCM           bool   // connect through rdma_cm also on RoCE/InfiniBand (iWARP always does)
-	QPsPerPeer      int    // default 2: large transfers are cut into slices over them
-	SliceSize       int    // default 1 MiB
+	Device          string        // default: the first device with an ACTIVE port
+	Port            int           // default: the first ACTIVE port
+	GIDIndex        int           // -1: automatic (RoCE v2 IPv4-mapped preferred, never link-local)
+	MTU             int           // path MTU cap in bytes; default: the port's active MTU
+	MaxInlineData   int           // default 64 (what the device grants, if less)
+	MaxSendWR       int           // default 256
+	MaxRecvWR       int           // default 256
+	MaxSGE          int           // default 1
+	QPType          string        // "RC" (the only type supported)
+	UseSRQ          bool          // share one receive queue among a peer's QPs
+	UseEventChannel bool          // sleep on the completion channel instead of busy-polling
+	UseCM           bool          // connect through rdma_cm also on RoCE/InfiniBand (iWARP always does)
+	PollSpin        time.Duration // with the event channel: how long a poller spins before it sleeps; default 50µs, <0 never
+	QPsPerPeer      int           // default 2: large transfers are cut into slices over them
+	SliceSize       int           // default 1 MiB
 }
 
 func (c Config) withDefaults() Config {
@@ -55,6 +56,12 @@ func (c Config) withDefaults() Config {
 	}
 	if c.QPsPerPeer == 0 {
 		c.QPsPerPeer = 2
+	}
+	switch {
+	case c.PollSpin == 0:
+		c.PollSpin = 50 * time.Microsecond
+	case c.PollSpin < 0:
+		c.PollSpin = 0
 	}
 	if c.SliceSize == 0 {
 		c.SliceSize = 1 << 20

@@ -1,0 +1,173 @@
+#!/usr/bin/env python3
+"""Summarises a tools/bench/verbs.sh run (xfer rdma against perftest on rxe0).
+
+Reads the raw outputs in DIR (default bench-out/verbs), checks that every
+xfer line says transport "rdma", and prints the medians of the interleaved
+rounds, the ratios against perftest and the per-round values as Markdown.
+
+Units: perftest prints "MB/sec", which is MiB/s (its --help: "instead of
+MiB/sec"); everything here is converted to MB/s = 10^6 bytes/s.
+ib_write_lat's t_typical is the median of (interval between successive
+ping-pong iterations) / 2, i.e. half a round trip; xfer's lat_p50_ns is a
+whole WRITE round trip (post to completion), so it is compared with
+2 × t_typical.
+
+Usage: tools/bench/verbs.py [DIR]
+"""
+import glob
+import json
+import os
+import re
+import statistics
+import sys
+
+MIB = 1 << 20
+
+
+def read(path):
+    try:
+        with open(path) as f:
+            return f.read()
+    except OSError:
+        return ""
+
+
+def perftest_row(text, header_key):
+    """Tokens of the data line after the header line containing header_key."""
+    lines = text.splitlines()
+    for i, line in enumerate(lines):
+        if header_key in line:
+            for nxt in lines[i + 1:]:
+                tok = nxt.split()
+                if tok and re.fullmatch(r"\d+", tok[0]):
+                    return tok
+    return None
+
+
+def xfer_row(text, errors, name):
+    rows = [json.loads(l) for l in text.splitlines() if l.startswith("{")]
+    if len(rows) != 1:
+        errors.append(f"{name}: {len(rows)} JSON lines")
+        return None
+    if rows[0].get("transport") != "rdma":
+        errors.append(f"{name}: transport {rows[0].get('transport')!r}, not rdma")
+        return None
+    return rows[0]
+
+
+def main():
+    d = sys.argv[1] if len(sys.argv) > 1 else "bench-out/verbs"
+    errors, notes = [], []
+    series = {}  # key -> {round: value}
+
+    def add(key, r, v):
+        series.setdefault(key, {})[r] = v
+
+    for path in sorted(glob.glob(os.path.join(d, "*r*-*"))):
+        base = os.path.basename(path)
+        if "." in base:
+            continue
+        # rN-NAME; spin runs are rN-spin-xfer_... (spin-rN-xfer_... in early runs)
+        m = re.fullmatch(r"(spin-)?r(\d+)-(.*)", base)
+        if not m:
+            continue
+        r, name = int(m.group(2)), (m.group(1) or "") + m.group(3)
+        text = read(path)
+        rc = read(path + ".rc").strip()
+        if rc not in ("", "0"):
+            errors.append(f"round {r} {name}: exit {rc}")
+        if name.startswith("ib_") and name.endswith("_bw"):
+            tok = perftest_row(text, "BW average")
+            if not tok:
+                errors.append(f"round {r} {name}: no result line")
+                continue
+            iters, avg = int(tok[1]), float(tok[3])
+            add(name, r, avg * MIB)
+            # perftest times with the TSC; under TCG check it against the
+            # iteration count over the 2 s duration.
+            est = iters * 65536 / 2 / MIB
+            if abs(est - avg) > 0.25 * avg:
+                notes.append(f"round {r} {name}: {avg:.1f} MiB/s reported, iterations/2 s give {est:.1f}")
+        elif name == "ib_write_lat":
+            tok = perftest_row(text, "t_typical")
+            if not tok:
+                errors.append(f"round {r} {name}: no result line")
+                continue
+            add("ib_write_lat_typical_us", r, float(tok[4]))
+            add("ib_write_lat_p99_us", r, float(tok[7]))
+        elif "xfer_" in name:
+            row = xfer_row(text, errors, f"round {r} {name}")
+            if not row:
+                continue
+            spin = name.startswith("spin-")
+            key = name.removeprefix("spin-")
+            if key.startswith("xfer_write_8"):
+                add(("spin-" if spin else "") + "xfer_write_8_p50_us", r, row["lat_p50_ns"] / 1e3)
+                add(("spin-" if spin else "") + "xfer_write_8_p99_us", r, row["lat_p99_ns"] / 1e3)
+            else:
+                add(name, r, row["bytes_per_sec"])
+        for w in re.findall(r"^.*(?:[Ww]arning|Conflicting).*$", text + read(path + ".srv"), re.M):
+            notes.append(f"round {r} {name}: {w.strip()}")
+
+    med = {k: statistics.median(v.values()) for k, v in series.items()}
+    rounds = max((max(v) for v in series.values()), default=0)
+    mb = lambda v: f"{v / 1e6:.1f} MB/s"
+
+    rows = []
+    for op in ("write", "read"):
+        peer = f"ib_{op}_bw"
+        for spin in ("", "spin-"):
+            for k in sorted((k for k in med if k.startswith(f"{spin}xfer_{op}_64k_d")),
+                            key=lambda k: int(k.rsplit("_d", 1)[1])):
+                depth = k.rsplit("_d", 1)[1]
+                label = f"rdma {op.upper()} 64 KiB, depth {depth}" + (" (spin)" if spin else "")
+                if peer in med:
+                    ratio = med[k] / med[peer]
+                    rows.append((label, mb(med[k]), f"{peer} -s 65536 -D 2", mb(med[peer]), ratio, "≥ 0.9", ratio >= 0.9))
+    for spin in ("", "spin-"):
+        k = f"{spin}xfer_write_8_p50_us"
+        if k in med and "ib_write_lat_typical_us" in med:
+            rtt = 2 * med["ib_write_lat_typical_us"]
+            ratio = med[k] / rtt
+            rows.append(("rdma WRITE 8 B round trip p50, depth 1" + (" (spin)" if spin else ""),
+                         f"{med[k]:.1f} µs", "ib_write_lat t_typical × 2", f"{rtt:.1f} µs", ratio, "≤ 1.2", ratio <= 1.2))
+
+    print(f"Medians of {rounds} interleaved rounds.\n")
+    print("| target | xfer | peer | peer figure | ratio | goal | met |")
+    print("| --- | --- | --- | --- | --- | --- | --- |")
+    for name, x, peer, pv, ratio, goal, ok in rows:
+        print(f"| {name} | {x} | {peer} | {pv} | {ratio:.2f} | {goal} | {'yes' if ok else '**no**'} |")
+    for spin in ("", "spin-"):
+        if f"{spin}xfer_write_8_p99_us" in med:
+            print(f"| rdma WRITE 8 B round trip p99{' (spin)' if spin else ''} | {med[f'{spin}xfer_write_8_p99_us']:.1f} µs "
+                  f"| ib_write_lat 99% × 2 | {2 * med['ib_write_lat_p99_us']:.1f} µs | "
+                  f"{med[f'{spin}xfer_write_8_p99_us'] / (2 * med['ib_write_lat_p99_us']):.2f} | (none) | |")
+
+    print("\nPer-round values (MB/s = 10^6 B/s; latencies in µs):\n")
+    for k in sorted(series):
+        v = series[k]
+        scale = 1e6 if not k.endswith("_us") else 1
+        print(f"- {k}: " + ", ".join(f"{v[r] / scale:.4g}" if r in v else "—" for r in range(1, rounds + 1))
+              + f" (median {med[k] / scale:.4g})")
+
+    regmr = [json.loads(l) for l in read(os.path.join(d, "regmr")).splitlines() if l.startswith("{")]
+    if regmr:
+        print("\nMemory registration on rxe0 (bench-out/regmr; µs per MiB; warm = median of N reg/dereg of an already-populated mapping):\n")
+        print("| region | N | faulting in a fresh mapping (no reg) | first reg_mr of a fresh mapping | warm reg_mr | warm dereg_mr | warm reg + dereg |")
+        print("| --- | --- | --- | --- | --- | --- | --- |")
+        for x in regmr:
+            touch = f"{x['touch_us_per_mib']:.1f}" if "touch_us_per_mib" in x else "—"
+            print(f"| {x['size_mib']} MiB | {x['iters']} | {touch} | {x['cold_reg_us_per_mib']:.1f} | {x['reg_us_per_mib']:.1f} "
+                  f"| {x['dereg_us_per_mib']:.1f} | {x['reg_dereg_us_per_mib']:.1f} |")
+
+    if errors or notes:
+        print("\nProblems:\n")
+        for e in errors + notes:
+            print(f"- {e}")
+    env = read(os.path.join(d, "env.txt"))
+    if env:
+        print("\nEnvironment:\n\n```\n" + env.strip() + "\n```")
+
+
+if __name__ == "__main__":
+    main()
