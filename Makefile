@@ -4,7 +4,7 @@ GO       ?= go
 FUZZTIME ?= 10s
 PKGS      = ./...
 
-.PHONY: all build test vet race nocgo fuzz integrity bench bench-peers clean
+.PHONY: all build test vet race nocgo fuzz integrity bench bench-peers bench-verbs clean
 
 all: build
 
@@ -55,6 +55,10 @@ bench:
 ## bench-peers: the comparisons in docs/BENCHMARKS.md (installs the peers).
 bench-peers: build
 	tools/bench/peers.sh
+
+## bench-verbs: xfer against perftest on SoftRoCE, in one VM (docs/BENCHMARKS.md).
+bench-verbs: vm-setup
+	tools/bench/verbs.sh
 
 clean:
 	rm -f xfer
