@@ -60,8 +60,10 @@ type Config struct {
 	// challenge and response (HMAC-SHA256); the secret never crosses the
 	// wire. A peer that does not know it gets nothing. Default: none.
 	Secret string `yaml:"secret"`
-	// Conns is the number of TCP connections per peer on the tcp transport.
-	// Default: 2.
+	// Conns is the number of TCP connections per peer on the tcp transport:
+	// the first carries small operations and messages, the others bulk
+	// transfers. Default: 3 (two bulk streams use both cores of a small host
+	// better than one; measured in docs/BENCHMARKS.md).
 	Conns int `yaml:"conns"`
 	// MaxMessage is the largest Send payload in bytes. Default: 64 KiB;
 	// at most 16 MiB.
@@ -117,7 +119,7 @@ type Config struct {
 // Defaults.
 const (
 	DefaultMemoryMB         = 64
-	DefaultConns            = 2
+	DefaultConns            = 3
 	DefaultMaxMessage       = 64 << 10
 	MaxMaxMessage           = 16 << 20
 	DefaultRecvDepth        = 128
