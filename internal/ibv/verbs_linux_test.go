@@ -319,6 +319,7 @@ func testDataPath(t *testing.T, p *pair) {
 		}
 		waitWC(t, p.cqA, 0x1000+n-1, true)
 		noWC(t, p.cqA)
+		placed(t, p)
 		if !bytes.Equal(p.bufB[:n*size], p.bufA[:n*size]) {
 			t.Error("64 RDMA WRITEs: data differs")
 		}
@@ -342,6 +343,7 @@ func testDataPath(t *testing.T, p *pair) {
 		}
 		waitWC(t, p.cqA, 0x2000+n-1, true)
 		noWC(t, p.cqA)
+		placed(t, p)
 		if !bytes.Equal(p.bufB[:n*size], p.bufA[:n*size]) {
 			t.Errorf("%d RDMA WRITEs: data differs", n)
 		}
@@ -566,4 +568,18 @@ func BenchmarkPostPollBatch64(b *testing.B) {
 		}
 	}
 	b.ReportMetric(float64(b.N*n)/time.Since(start).Seconds(), "WRs/s")
+}
+
+// placed waits until the WRITEs posted before it are in the responder's
+// memory. On RoCE a WRITE completes once the responder acknowledged it; on
+// iWARP once it was handed to TCP. A READ on the same QP returns only after
+// the responder placed the WRITEs before it, so a zero-length READ is the
+// fence.
+func placed(t *testing.T, p *pair) {
+	t.Helper()
+	wr := []SendWR{{ID: 0x7777, Op: OpRead, Flags: FlagSignaled, RemoteAddr: uint64(p.mrB.Addr), RKey: p.mrB.RKey}}
+	if _, err := p.a.PostSend(wr); err != nil {
+		t.Fatalf("fence READ: %v", err)
+	}
+	waitWC(t, p.cqA, 0x7777, true)
 }

@@ -429,7 +429,13 @@ func (e *Endpoint) groupMax() int { return max(1, min(countMax, e.cfg.MaxSendWR/
 // postGroup posts g consecutive slices of op on q, the last signalled, in
 // one call.
 func (e *Endpoint) postGroup(q *sendQueue, op *transport.Op, slot, gen uint32, g int, note bool, off *uint64, lkey, rkey uint32, addr, n, slice uint64) error {
-	total := g + btoi(note)
+	// On iWARP a WRITE completes once it is handed to TCP, not once it is
+	// in the peer's memory. A zero-length READ after it on the same QP
+	// returns only when the peer has placed everything before it: that READ
+	// is the group's signalled request, so the operation completes when its
+	// data is in place, as on RoCE and InfiniBand.
+	fence := e.noImm && op.Kind != transport.OpRead && n > 0
+	total := g + btoi(note) + btoi(fence)
 	q.mu.Lock()
 	for q.inflight+total > q.max && !q.dead {
 		q.cond.Wait()
@@ -455,7 +461,7 @@ func (e *Endpoint) postGroup(q *sendQueue, op *transport.Op, slot, gen uint32, g
 		default:
 			wr.Op = ibv.OpWrite
 		}
-		if i == g-1 && !note {
+		if i == g-1 && !note && !fence {
 			wr.Flags = ibv.FlagSignaled
 			wr.ID = sendID(slot, gen, g)
 		}
@@ -464,8 +470,19 @@ func (e *Endpoint) postGroup(q *sendQueue, op *transport.Op, slot, gen uint32, g
 	}
 	if note {
 		encodeNote(q.note[:], op.Imm, op.Remote.Region, addr, n)
-		wrs = append(wrs, ibv.SendWR{Op: ibv.OpSend, Flags: ibv.FlagSignaled | ibv.FlagInline,
-			SGE: ibv.SGE{Addr: uint64(uintptr(unsafe.Pointer(&q.note[0]))), Len: noteLen}, ID: sendID(slot, gen, total)})
+		w := ibv.SendWR{Op: ibv.OpSend, Flags: ibv.FlagInline,
+			SGE: ibv.SGE{Addr: uint64(uintptr(unsafe.Pointer(&q.note[0]))), Len: noteLen}}
+		if !fence {
+			w.Flags |= ibv.FlagSignaled
+			w.ID = sendID(slot, gen, total)
+		}
+		wrs = append(wrs, w)
+	}
+	if fence {
+		// One byte, into the ring's fence byte (siw refuses a READ without
+		// a local buffer); its value is never looked at.
+		wrs = append(wrs, ibv.SendWR{Op: ibv.OpRead, Flags: ibv.FlagSignaled, RemoteAddr: addr, RKey: rkey, ID: sendID(slot, gen, total),
+			SGE: ibv.SGE{Addr: uint64(e.ring.Addr()) + uint64(e.fenceOff()), Len: 1, LKey: e.ringMR.LKey}})
 	}
 	e.life.RLock()
 	err := errReleased
@@ -689,6 +706,9 @@ func (e *Endpoint) immRecvWR(slot uint32) ibv.RecvWR {
 }
 
 func (e *Endpoint) scratchOff(slot uint32) int { return e.ringSlots*e.slotSize + int(slot)*noteSlot }
+
+// fenceOff is the byte after the scratch buffers that fence READs land in.
+func (e *Endpoint) fenceOff() int { return e.ringSlots*e.slotSize + e.depth*noteSlot }
 
 // A notification sent as a message: "XN", value, region, address, length.
 const (

@@ -200,7 +200,7 @@ func (t *Transport) Connect(ctx context.Context, p transport.Params) (ep transpo
 	if cfg.UseSRQ {
 		e.ringSlots = depth * max(2, cfg.QPsPerPeer)
 	}
-	if e.ring, err = mem.NewRegion(mem.RegionOptions{Size: e.ringSlots*e.slotSize + depth*noteSlot}); err != nil {
+	if e.ring, err = mem.NewRegion(mem.RegionOptions{Size: e.ringSlots*e.slotSize + depth*noteSlot + 64}); err != nil {
 		return nil, fmt.Errorf("rdma: receive ring: %w", err)
 	}
 	if e.ringMR, err = d.pd.RegMR(e.ring.Bytes(), ibv.AccessLocalWrite); err != nil {
