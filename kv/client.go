@@ -1,0 +1,493 @@
+package kv
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"net"
+	"strings"
+	"sync"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/backoff"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/status"
+
+	"github.com/xferio/xfer"
+	"github.com/xferio/xfer/kv/kvpb"
+)
+
+// Errors of the client's methods; match them with errors.Is. The messages
+// of the server's errors are kept.
+var (
+	// ErrNotFound: the key does not exist.
+	ErrNotFound = errors.New("not found")
+	// ErrFull: the server's pool has no room for the value.
+	ErrFull = errors.New("server pool full")
+	// ErrInvalid: the request was refused (empty or oversized key or value,
+	// a buffer outside the client's registered memory).
+	ErrInvalid = errors.New("invalid request")
+	// ErrUnavailable: the server could not be reached in time.
+	ErrUnavailable = errors.New("server unavailable")
+)
+
+// BufferTooSmallError is returned by GetInto when the value does not fit the
+// buffer. Needed is the value's size.
+type BufferTooSmallError struct {
+	Needed, Have uint64
+}
+
+func (e *BufferTooSmallError) Error() string {
+	return fmt.Sprintf("value is %d bytes and the buffer holds %d: a buffer of at least %d bytes is needed", e.Needed, e.Have, e.Needed)
+}
+
+// DefaultGetBuffer is the size of the buffer Get first offers the server.
+const DefaultGetBuffer = 1 << 20
+
+// ClientOptions configures a Client.
+type ClientOptions struct {
+	// Engine is the data-plane engine whose pool holds the client's buffers.
+	// Default: the client opens its own with EngineConfig and closes it.
+	Engine *xfer.Engine
+	// EngineConfig configures the client's own engine (MemoryMB is the
+	// buffer pool: seed 001's --buffer-mb, default 64).
+	EngineConfig xfer.Config
+	// InlineMax is the largest value accepted or sent inline in the gRPC
+	// messages (the server's limit applies too); negative means never.
+	// Default: the server's limit.
+	InlineMax int
+	// GetBuffer is the size of the buffer Get first offers; a larger value
+	// costs one more round trip. Default: DefaultGetBuffer.
+	GetBuffer int
+	// DialOptions are added to the gRPC dial. Default: plaintext.
+	DialOptions []grpc.DialOption
+}
+
+// Client is a KV client. Its methods are safe for concurrent use. It
+// reconnects by itself when the server restarts: calls wait for the server
+// until their context is done.
+type Client struct {
+	opts    ClientOptions
+	target  string
+	host    string // the host part of target, for data addresses without one
+	conn    *grpc.ClientConn
+	rpc     kvpb.KVClient
+	e       *xfer.Engine
+	ownsEng bool
+
+	mu   sync.Mutex
+	sess *session
+}
+
+// session is what a Hello established: the server's limits and the
+// data-plane connection to it.
+type session struct {
+	id        string
+	peer      *xfer.Peer
+	inlineMax uint64
+	maxValue  uint64
+	maxKey    uint64
+}
+
+// Dial connects to the KV server at addr ("host:port" or "http://host:port").
+func Dial(ctx context.Context, addr string, opts ClientOptions) (*Client, error) {
+	target, err := ParseAddr(addr)
+	if err != nil {
+		return nil, err
+	}
+	host, _, err := net.SplitHostPort(target)
+	if err != nil {
+		return nil, fmt.Errorf("kv: server address %q: %w", addr, err)
+	}
+	if opts.GetBuffer <= 0 {
+		opts.GetBuffer = DefaultGetBuffer
+	}
+	c := &Client{opts: opts, target: target, host: host, e: opts.Engine}
+	if c.e == nil {
+		c.e, err = xfer.Open(ctx, opts.EngineConfig)
+		if err != nil {
+			return nil, fmt.Errorf("kv: client engine: %w", err)
+		}
+		c.ownsEng = true
+	}
+	dopts := append([]grpc.DialOption{
+		grpc.WithTransportCredentials(insecure.NewCredentials()),
+		// Reconnect to a restarted server within a second or two, not
+		// gRPC's default of up to two minutes.
+		grpc.WithConnectParams(grpc.ConnectParams{
+			Backoff:           backoff.Config{BaseDelay: 50 * time.Millisecond, Multiplier: 1.6, Jitter: 0.2, MaxDelay: 2 * time.Second},
+			MinConnectTimeout: 5 * time.Second,
+		}),
+	}, opts.DialOptions...)
+	c.conn, err = grpc.NewClient("passthrough:///"+target, dopts...)
+	if err != nil {
+		c.closeEngine()
+		return nil, fmt.Errorf("kv: %w", err)
+	}
+	c.rpc = kvpb.NewKVClient(c.conn)
+	if _, err := c.session(ctx); err != nil {
+		c.Close()
+		return nil, err
+	}
+	return c, nil
+}
+
+// ParseAddr accepts "host:port" and seed 001's "http://host:port" and
+// returns host:port.
+func ParseAddr(addr string) (string, error) {
+	a := strings.TrimSpace(addr)
+	switch {
+	case strings.HasPrefix(a, "https://"):
+		return "", fmt.Errorf("kv: server address %q: https (TLS) is not supported yet; use http://HOST:PORT or HOST:PORT", addr)
+	case strings.HasPrefix(a, "http://"):
+		a = strings.TrimSuffix(strings.TrimPrefix(a, "http://"), "/")
+	}
+	if strings.Contains(a, "/") {
+		return "", fmt.Errorf("kv: server address %q: want HOST:PORT or http://HOST:PORT", addr)
+	}
+	if _, port, err := net.SplitHostPort(a); err != nil || port == "" {
+		return "", fmt.Errorf("kv: server address %q: want HOST:PORT or http://HOST:PORT", addr)
+	}
+	return a, nil
+}
+
+// Engine is the client's data-plane engine; buffers for GetInto and
+// PutBuffer come from its pool (Engine().Alloc).
+func (c *Client) Engine() *xfer.Engine { return c.e }
+
+// Transport names the data-plane transport in use ("" before the first
+// connection).
+func (c *Client) Transport() string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.sess == nil {
+		return ""
+	}
+	return c.sess.peer.Transport()
+}
+
+// Close closes the gRPC connection and, when the client opened it, its
+// engine.
+func (c *Client) Close() error {
+	err := c.conn.Close()
+	c.mu.Lock()
+	if c.sess != nil {
+		c.sess.peer.Close()
+		c.sess = nil
+	}
+	c.mu.Unlock()
+	if cerr := c.closeEngine(); err == nil {
+		err = cerr
+	}
+	return err
+}
+
+func (c *Client) closeEngine() error {
+	if c.ownsEng {
+		return c.e.Close()
+	}
+	return nil
+}
+
+// session returns the current session, establishing one when there is none.
+func (c *Client) session(ctx context.Context) (*session, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.sess != nil {
+		return c.sess, nil
+	}
+	h, err := c.rpc.Hello(ctx, &kvpb.HelloRequest{Protocol: Protocol}, grpc.WaitForReady(true))
+	if err != nil {
+		return nil, c.convert(err)
+	}
+	if len(h.DataAddrs) == 0 {
+		return nil, fmt.Errorf("kv: %s: the server has no data-plane address", c.target)
+	}
+	// Spread clients over the server's data-plane engines.
+	f := fnv.New32a()
+	id := c.e.ID()
+	f.Write(id[:])
+	addr := c.dataAddr(h.DataAddrs[int(f.Sum32())%len(h.DataAddrs)])
+	p, err := c.e.Dial(ctx, addr)
+	if err != nil {
+		if errors.Is(err, xfer.ErrAuth) || errors.Is(err, xfer.ErrNoTransport) || errors.Is(err, xfer.ErrVersion) || ctx.Err() != nil {
+			return nil, fmt.Errorf("kv: data plane %s: %w", addr, err)
+		}
+		// Most likely the server is restarting: worth another Hello.
+		return nil, fmt.Errorf("kv: data plane %s: %w: %w", addr, ErrUnavailable, err)
+	}
+	c.sess = &session{id: string(h.ServerId), peer: p, inlineMax: h.InlineMax, maxValue: h.MaxValue, maxKey: h.MaxKey}
+	if c.opts.InlineMax < 0 {
+		c.sess.inlineMax = 0
+	} else if c.opts.InlineMax > 0 {
+		c.sess.inlineMax = min(c.sess.inlineMax, uint64(c.opts.InlineMax))
+	}
+	return c.sess, nil
+}
+
+// dataAddr fills in the host of a data address that has none.
+func (c *Client) dataAddr(a string) string {
+	host, port, err := net.SplitHostPort(a)
+	if err != nil {
+		return a
+	}
+	if ip := net.ParseIP(host); host == "" || (ip != nil && ip.IsUnspecified()) {
+		return net.JoinHostPort(c.host, port)
+	}
+	return a
+}
+
+// reset drops sess, after the server said it does not know this client's
+// data-plane connection or it broke; the next call says Hello again.
+func (c *Client) reset(sess *session) {
+	c.mu.Lock()
+	if c.sess == sess {
+		c.sess = nil
+		sess.peer.Close()
+	}
+	c.mu.Unlock()
+}
+
+// retry runs f with a session until it succeeds, fails for a reason other
+// than the server's unavailability, or ctx is done.
+func (c *Client) retry(ctx context.Context, f func(*session) error) error {
+	backoff := 10 * time.Millisecond
+	for {
+		sess, err := c.session(ctx)
+		if err == nil {
+			err = f(sess)
+			if err == nil {
+				return nil
+			}
+			err = c.convert(err)
+			if !errors.Is(err, ErrUnavailable) {
+				return err
+			}
+			c.reset(sess)
+		}
+		if !errors.Is(err, ErrUnavailable) && !errors.Is(err, xfer.ErrClosed) && !errors.Is(err, xfer.ErrPeerLost) {
+			if cerr := ctx.Err(); cerr != nil {
+				return fmt.Errorf("kv: %w", cerr)
+			}
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("kv: %w (last error: %v)", ctx.Err(), err)
+		case <-time.After(backoff):
+		}
+		backoff = min(2*backoff, time.Second)
+	}
+}
+
+// convert maps a gRPC status to the package's errors.
+func (c *Client) convert(err error) error {
+	st, ok := status.FromError(err)
+	if !ok {
+		return err
+	}
+	msg := st.Message()
+	switch st.Code() {
+	case codes.NotFound:
+		return fmt.Errorf("kv: %s: %w", msg, ErrNotFound)
+	case codes.ResourceExhausted:
+		return fmt.Errorf("kv: %s: %w", msg, ErrFull)
+	case codes.InvalidArgument:
+		return fmt.Errorf("kv: %s: %w", msg, ErrInvalid)
+	case codes.Unavailable:
+		return fmt.Errorf("kv: %s: %s: %w", c.target, msg, ErrUnavailable)
+	case codes.FailedPrecondition:
+		for _, d := range st.Details() {
+			if b, ok := d.(*kvpb.BufferTooSmall); ok {
+				return &BufferTooSmallError{Needed: b.Needed, Have: b.Have}
+			}
+		}
+	case codes.Canceled:
+		return fmt.Errorf("kv: %w", context.Canceled)
+	case codes.DeadlineExceeded:
+		return fmt.Errorf("kv: %w", context.DeadlineExceeded)
+	}
+	return fmt.Errorf("kv: %s: %s", st.Code(), msg)
+}
+
+func (c *Client) checkKey(key string) error {
+	if key == "" {
+		return fmt.Errorf("kv: empty key: %w", ErrInvalid)
+	}
+	return nil
+}
+
+// Get returns the value of key in a new slice. The server writes it into a
+// buffer of the client's pool (or returns it inline when it is small), and
+// Get copies it out; GetInto avoids the copy.
+func (c *Client) Get(ctx context.Context, key string) ([]byte, error) {
+	if err := c.checkKey(key); err != nil {
+		return nil, err
+	}
+	size := c.opts.GetBuffer
+	for {
+		buf, err := c.e.AllocWait(ctx, size)
+		if err != nil {
+			return nil, fmt.Errorf("kv: get buffer of %d bytes: %w", size, err)
+		}
+		var out []byte
+		n, inline, _, err := c.get(ctx, key, buf, true)
+		if err == nil {
+			if inline != nil {
+				out = inline
+			} else {
+				out = append([]byte(nil), buf.Bytes()[:n]...)
+			}
+		}
+		c.e.Free(buf)
+		var small *BufferTooSmallError
+		if errors.As(err, &small) && int(small.Needed) > size {
+			size = int(small.Needed) // it grew meanwhile: try again
+			continue
+		}
+		return out, err
+	}
+}
+
+// GetInto has the server write the value of key straight into buf, a buffer
+// of the client's engine (Engine().Alloc), and returns its length. A value
+// larger than buf gets a *BufferTooSmallError that states the size needed.
+func (c *Client) GetInto(ctx context.Context, key string, buf xfer.Buffer) (int, error) {
+	if err := c.checkKey(key); err != nil {
+		return 0, err
+	}
+	n, _, _, err := c.get(ctx, key, buf, false)
+	return n, err
+}
+
+// get runs one GET into buf. With wantInline, an inline value is returned in
+// a slice of its own instead of being copied into buf.
+func (c *Client) get(ctx context.Context, key string, buf xfer.Buffer, wantInline bool) (n int, inline []byte, ver uint64, err error) {
+	desc, err := buf.Desc().MarshalBinary()
+	if err != nil {
+		return 0, nil, 0, err
+	}
+	req := &kvpb.GetRequest{Key: []byte(key), Buffer: desc}
+	err = c.retry(ctx, func(s *session) error {
+		req.InlineMax = min(s.inlineMax, uint64(buf.Len()))
+		req.ServerId = []byte(s.id)
+		resp, err := c.rpc.Get(ctx, req, grpc.WaitForReady(true))
+		if err != nil {
+			return err
+		}
+		n, ver = int(resp.Length), resp.Version
+		if resp.Inline {
+			if len(resp.Value) != n || n > buf.Len() {
+				return fmt.Errorf("kv: server sent an inline value of %d bytes for a length of %d", len(resp.Value), n)
+			}
+			inline = resp.Value
+		}
+		return nil
+	})
+	if err != nil {
+		return 0, nil, 0, err
+	}
+	if inline != nil && !wantInline {
+		copy(buf.Bytes(), inline)
+		inline = nil
+	}
+	return n, inline, ver, nil
+}
+
+// Put stores value under key, overwriting any value it had. A value larger
+// than the inline limit is copied into a buffer of the client's pool for the
+// server to read; PutBuffer avoids the copy.
+func (c *Client) Put(ctx context.Context, key string, value []byte) error {
+	_, err := c.putValue(ctx, key, value)
+	return err
+}
+
+// putValue is Put, returning the stored value's version.
+func (c *Client) putValue(ctx context.Context, key string, value []byte) (uint64, error) {
+	if err := c.checkKey(key); err != nil {
+		return 0, err
+	}
+	sess, err := c.session(ctx)
+	if err != nil {
+		return 0, err
+	}
+	if uint64(len(value)) <= sess.inlineMax {
+		return c.put(ctx, &kvpb.PutRequest{Key: []byte(key), Source: &kvpb.PutRequest_Value{Value: value}})
+	}
+	if sess.maxValue > 0 && uint64(len(value)) > sess.maxValue {
+		return 0, fmt.Errorf("kv: value of %d bytes is larger than the server's limit of %d: %w", len(value), sess.maxValue, ErrInvalid)
+	}
+	buf, err := c.e.AllocWait(ctx, len(value))
+	if err != nil {
+		return 0, fmt.Errorf("kv: put buffer of %d bytes: %w", len(value), err)
+	}
+	defer c.e.Free(buf)
+	copy(buf.Bytes(), value)
+	return c.putBuffer(ctx, key, buf, len(value))
+}
+
+// PutBuffer stores the first n bytes of buf, a buffer of the client's
+// engine, under key: the server reads them straight from buf. buf must not
+// change until PutBuffer returns.
+func (c *Client) PutBuffer(ctx context.Context, key string, buf xfer.Buffer, n int) error {
+	_, err := c.putBuffer(ctx, key, buf, n)
+	return err
+}
+
+func (c *Client) putBuffer(ctx context.Context, key string, buf xfer.Buffer, n int) (uint64, error) {
+	if err := c.checkKey(key); err != nil {
+		return 0, err
+	}
+	if n < 0 || n > buf.Len() {
+		return 0, fmt.Errorf("kv: put of %d bytes from a buffer of %d: %w", n, buf.Len(), ErrInvalid)
+	}
+	d, err := buf.Desc().Slice(0, uint64(n))
+	if err != nil {
+		return 0, err
+	}
+	desc, err := d.MarshalBinary()
+	if err != nil {
+		return 0, err
+	}
+	return c.put(ctx, &kvpb.PutRequest{Key: []byte(key), Source: &kvpb.PutRequest_Buffer{Buffer: desc}})
+}
+
+func (c *Client) put(ctx context.Context, req *kvpb.PutRequest) (uint64, error) {
+	var ver uint64
+	err := c.retry(ctx, func(s *session) error {
+		req.ServerId = []byte(s.id)
+		resp, err := c.rpc.Put(ctx, req, grpc.WaitForReady(true))
+		if err == nil {
+			ver = resp.Version
+		}
+		return err
+	})
+	return ver, err
+}
+
+// Delete removes key; a missing key gets an error matching ErrNotFound.
+func (c *Client) Delete(ctx context.Context, key string) error {
+	if err := c.checkKey(key); err != nil {
+		return err
+	}
+	return c.retry(ctx, func(*session) error {
+		_, err := c.rpc.Delete(ctx, &kvpb.DeleteRequest{Key: []byte(key)}, grpc.WaitForReady(true))
+		return err
+	})
+}
+
+// Stats returns the server's counters.
+func (c *Client) Stats(ctx context.Context) (Stats, error) {
+	var st Stats
+	err := c.retry(ctx, func(*session) error {
+		resp, err := c.rpc.Stats(ctx, &kvpb.StatsRequest{}, grpc.WaitForReady(true))
+		if err == nil {
+			st = statsFromProto(resp)
+		}
+		return err
+	})
+	return st, err
+}

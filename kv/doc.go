@@ -1,0 +1,32 @@
+// Package kv is the xfer KV service: a key-value store whose values move on
+// the xfer engine's data plane while a gRPC service coordinates.
+//
+// A GET sends the key and the descriptor of a buffer in the client's
+// registered pool; the server WRITEs the value straight into that buffer and
+// replies with its length (seed 001's flow). A PUT sends the descriptor of
+// the buffer holding the value; the server reserves a slot in its pool, READs
+// the value into it, and only then makes it the key's value. Values up to a
+// few KiB travel inline in the gRPC messages instead, which is faster for
+// them (see DefaultInlineMax). On the rdma transport the server's NIC moves
+// the bytes; on shm a single copy between the processes' shared mappings;
+// on tcp the engines' own sockets.
+//
+// Why the server READs a PUT rather than the client writing into a reserved
+// slot: one gRPC round trip instead of two (reserve, then commit), and the
+// slot never belongs to the client, so a client that dies mid-PUT cannot
+// leave it allocated or half-written: the READ fails, the server frees the
+// slot, and the key keeps its previous value.
+//
+// Consistency: a stored value is never written again. PUT commits a new slot
+// and swaps it in; the old slot is freed once the last GET reading it is
+// done (reference counts), so a reader never sees a torn value, and every
+// GET returns some completed PUT's value. Versions grow with every PUT.
+//
+// Capacity: the server's pool has a fixed size. When a PUT does not fit,
+// the server evicts least recently used values (FullPolicy Evict, the
+// default) or refuses the PUT with a "full" error (Reject).
+//
+// Reconnection: the client's calls wait for the server (gRPC WaitForReady)
+// until their context is done, and when the server restarted, the client
+// says Hello again and redials the data plane by itself.
+package kv

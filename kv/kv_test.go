@@ -1,0 +1,562 @@
+package kv
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/mem"
+	"google.golang.org/grpc/status"
+
+	"github.com/xferio/xfer"
+	"github.com/xferio/xfer/kv/kvpb"
+)
+
+// testServer is a real server: gRPC on a loopback port, the data plane on
+// another.
+type testServer struct {
+	*Server
+	addr string
+	stop func()
+}
+
+func startServer(t testing.TB, opts ServerOptions) *testServer {
+	t.Helper()
+	return startServerAt(t, "127.0.0.1:0", opts)
+}
+
+func startServerAt(t testing.TB, addr string, opts ServerOptions) *testServer {
+	t.Helper()
+	if opts.Engine.Listen == "" {
+		opts.Engine.Listen = "127.0.0.1:0"
+	}
+	if opts.Engine.MemoryMB == 0 {
+		opts.Engine.MemoryMB = 32
+	}
+	s, err := NewServer(context.Background(), opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var lis net.Listener
+	for range 50 { // a restarted server may find its port in TIME_WAIT briefly
+		if lis, err = net.Listen("tcp", addr); err == nil {
+			break
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if err != nil {
+		s.Close()
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- s.Serve(ctx, lis) }()
+	ts := &testServer{Server: s, addr: lis.Addr().String()}
+	var once sync.Once
+	ts.stop = func() {
+		once.Do(func() {
+			cancel()
+			if err := <-done; err != nil {
+				t.Errorf("serve: %v", err)
+			}
+		})
+	}
+	t.Cleanup(ts.stop)
+	return ts
+}
+
+func dial(t testing.TB, addr string, policy xfer.Policy) *Client {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	c, err := Dial(ctx, addr, ClientOptions{EngineConfig: xfer.Config{Transport: policy, MemoryMB: 16}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+func ctxT(t testing.TB) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+func pattern(n int, seed byte) []byte {
+	b := make([]byte, n)
+	for i := range b {
+		b[i] = seed + byte(i*7) + byte(i>>9)
+	}
+	return b
+}
+
+var transports = []xfer.Policy{xfer.PolicyTCP, xfer.PolicySHM}
+
+func TestPutGetDelete(t *testing.T) {
+	for _, tr := range transports {
+		t.Run(string(tr), func(t *testing.T) {
+			s := startServer(t, ServerOptions{})
+			c := dial(t, "http://"+s.addr, tr)
+			ctx := ctxT(t)
+			if got := c.Transport(); got != string(tr) {
+				t.Fatalf("data plane on %q, want %q", got, tr)
+			}
+			before := s.Snapshot()
+			sizes := []int{0, 1, 100, DefaultInlineMax, DefaultInlineMax + 1, 64 << 10, 1 << 20, 3 << 20}
+			for i, n := range sizes {
+				key := fmt.Sprintf("key-%d", n)
+				want := pattern(n, byte(i))
+				if err := c.Put(ctx, key, want); err != nil {
+					t.Fatalf("put %d bytes: %v", n, err)
+				}
+				got, err := c.Get(ctx, key)
+				if err != nil {
+					t.Fatalf("get %d bytes: %v", n, err)
+				}
+				if !bytes.Equal(got, want) {
+					t.Fatalf("get %d bytes: value differs", n)
+				}
+			}
+			after := s.Snapshot()
+			// Small values went inline, large ones on the data plane.
+			var inline, plane uint64
+			for _, n := range sizes {
+				if n <= DefaultInlineMax {
+					inline += 2 * uint64(n)
+				} else {
+					plane += 2 * uint64(n)
+				}
+			}
+			if d := after.InlineBytes - before.InlineBytes; d != inline {
+				t.Errorf("inline bytes %d, want %d", d, inline)
+			}
+			if d := after.DataPlaneBytes - before.DataPlaneBytes; d != plane {
+				t.Errorf("data-plane bytes %d, want %d", d, plane)
+			}
+			if after.Keys != uint64(len(sizes)) {
+				t.Errorf("keys %d, want %d", after.Keys, len(sizes))
+			}
+
+			// PUT overwrites.
+			if err := c.Put(ctx, "key-1", []byte("new")); err != nil {
+				t.Fatal(err)
+			}
+			if got, err := c.Get(ctx, "key-1"); err != nil || string(got) != "new" {
+				t.Fatalf("after overwrite: %q, %v", got, err)
+			}
+			// DELETE, then GET and DELETE of the missing key.
+			if err := c.Delete(ctx, "key-1"); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := c.Get(ctx, "key-1"); !errors.Is(err, ErrNotFound) || !strings.Contains(err.Error(), "not found") {
+				t.Fatalf("get after delete: %v, want not found", err)
+			}
+			if err := c.Delete(ctx, "key-1"); !errors.Is(err, ErrNotFound) {
+				t.Fatalf("delete of a missing key: %v, want not found", err)
+			}
+		})
+	}
+}
+
+// TestZeroCopyBuffers: GetInto writes into the caller's buffer, PutBuffer
+// reads from it, and a value larger than the buffer gets the size it needs.
+func TestZeroCopyBuffers(t *testing.T) {
+	for _, tr := range transports {
+		t.Run(string(tr), func(t *testing.T) {
+			s := startServer(t, ServerOptions{})
+			c := dial(t, s.addr, tr)
+			ctx := ctxT(t)
+			const n = 256 << 10
+			src, err := c.Engine().Alloc(n)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer c.Engine().Free(src)
+			copy(src.Bytes(), pattern(n, 3))
+			if err := c.PutBuffer(ctx, "z", src, n); err != nil {
+				t.Fatal(err)
+			}
+			dst, err := c.Engine().Alloc(n)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer c.Engine().Free(dst)
+			got, err := c.GetInto(ctx, "z", dst)
+			if err != nil || got != n || !bytes.Equal(dst.Bytes()[:n], pattern(n, 3)) {
+				t.Fatalf("GetInto: %d, %v (data equal: %v)", got, err, bytes.Equal(dst.Bytes()[:n], pattern(n, 3)))
+			}
+			small, err := c.Engine().Alloc(DefaultInlineMax + 100)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer c.Engine().Free(small)
+			for i := range small.Bytes() {
+				small.Bytes()[i] = 0xEE
+			}
+			_, err = c.GetInto(ctx, "z", small)
+			var tooSmall *BufferTooSmallError
+			if !errors.As(err, &tooSmall) || tooSmall.Needed != n || tooSmall.Have != uint64(small.Len()) {
+				t.Fatalf("GetInto a small buffer: %v, want BufferTooSmallError{%d, %d}", err, n, small.Len())
+			}
+			if !strings.Contains(err.Error(), fmt.Sprint(n)) {
+				t.Errorf("error %q does not state the size needed", err)
+			}
+			for _, b := range small.Bytes() {
+				if b != 0xEE {
+					t.Fatal("a refused GET touched the buffer")
+				}
+			}
+		})
+	}
+}
+
+func TestServerAddrForms(t *testing.T) {
+	for _, tc := range []struct{ in, want, err string }{
+		{"127.0.0.1:50051", "127.0.0.1:50051", ""},
+		{"http://127.0.0.1:50051", "127.0.0.1:50051", ""},
+		{"http://host:1/", "host:1", ""},
+		{"[::1]:7", "[::1]:7", ""},
+		{"https://h:1", "", "TLS"},
+		{"h", "", "HOST:PORT"},
+		{"http://h/x", "", "HOST:PORT"},
+	} {
+		got, err := ParseAddr(tc.in)
+		if tc.err != "" {
+			if err == nil || !strings.Contains(err.Error(), tc.err) {
+				t.Errorf("ParseAddr(%q): %v, want an error with %q", tc.in, err, tc.err)
+			}
+			continue
+		}
+		if err != nil || got != tc.want {
+			t.Errorf("ParseAddr(%q) = %q, %v; want %q", tc.in, got, err, tc.want)
+		}
+	}
+}
+
+// TestBadRequests: every bad request gets a clear error, the server keeps
+// serving, and nothing stored changes.
+func TestBadRequests(t *testing.T) {
+	s := startServer(t, ServerOptions{Engine: xfer.Config{MemoryMB: 8}, MaxValue: 4 << 20})
+	c := dial(t, s.addr, xfer.PolicyTCP)
+	ctx := ctxT(t)
+	good := pattern(100<<10, 9)
+	if err := c.Put(ctx, "good", good); err != nil {
+		t.Fatal(err)
+	}
+	check := func(name string, err error, want error, text string) {
+		t.Helper()
+		if err == nil || (want != nil && !errors.Is(err, want)) || !strings.Contains(err.Error(), text) {
+			t.Errorf("%s: %v; want %v with %q", name, err, want, text)
+		}
+		got, gerr := c.Get(ctx, "good")
+		if gerr != nil || !bytes.Equal(got, good) {
+			t.Fatalf("after %s: the server no longer serves: %v", name, gerr)
+		}
+	}
+	check("empty key", c.Put(ctx, "", []byte("x")), ErrInvalid, "empty key")
+	_, err := c.Get(ctx, "")
+	check("empty key get", err, ErrInvalid, "empty key")
+	long := strings.Repeat("k", DefaultMaxKey+1)
+	check("oversized key", c.Put(ctx, long, []byte("x")), ErrInvalid, "longer than the limit")
+	_, err = c.Get(ctx, long)
+	check("oversized key get", err, ErrInvalid, "longer than the limit")
+	check("delete oversized key", c.Delete(ctx, long), ErrInvalid, "longer than the limit")
+	_, err = c.Get(ctx, "missing")
+	check("missing key", err, ErrNotFound, "not found")
+	check("value over the limit", c.Put(ctx, "big", make([]byte, 5<<20)), ErrInvalid, "limit")
+
+	// Requests the Client never sends, straight to the gRPC service.
+	rpc := c.rpc
+	buf, err := c.Engine().Alloc(128 << 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Engine().Free(buf)
+	for i := range buf.Bytes() {
+		buf.Bytes()[i] = 0x5A
+	}
+	desc := buf.Desc()
+	enc := func(d xfer.RegionDesc) []byte { b, _ := d.MarshalBinary(); return b }
+	outside := desc
+	outside.Addr += 1 << 30 // far beyond the client's region
+	wrongKey := desc
+	wrongKey.Key ^= 0xdeadbeef
+	// A value larger than the whole pool.
+	huge := desc
+	huge.Len = 1 << 40
+	codeOf := func(err error) codes.Code { return status.Code(err) }
+	for _, tc := range []struct {
+		name string
+		call func() error
+		code codes.Code
+		text string
+	}{
+		{"get into a buffer outside the client's memory", func() error {
+			_, err := rpc.Get(ctx, &kvpb.GetRequest{Key: []byte("good"), Buffer: enc(outside)})
+			return err
+		}, codes.InvalidArgument, "refused by the client's engine"},
+		{"get with a wrong key", func() error {
+			_, err := rpc.Get(ctx, &kvpb.GetRequest{Key: []byte("good"), Buffer: enc(wrongKey)})
+			return err
+		}, codes.InvalidArgument, "refused by the client's engine"},
+		{"put from a buffer outside the client's memory", func() error {
+			d := outside
+			d.Len = 100 << 10
+			_, err := rpc.Put(ctx, &kvpb.PutRequest{Key: []byte("good"), Source: &kvpb.PutRequest_Buffer{Buffer: enc(d)}})
+			return err
+		}, codes.InvalidArgument, "refused by the client's engine"},
+		{"put larger than the whole pool", func() error {
+			_, err := rpc.Put(ctx, &kvpb.PutRequest{Key: []byte("good"), Source: &kvpb.PutRequest_Buffer{Buffer: enc(huge)}})
+			return err
+		}, codes.InvalidArgument, "larger than the whole pool"},
+		{"put without a value", func() error {
+			_, err := rpc.Put(ctx, &kvpb.PutRequest{Key: []byte("good")})
+			return err
+		}, codes.InvalidArgument, "needs a value"},
+		{"malformed descriptor", func() error {
+			_, err := rpc.Get(ctx, &kvpb.GetRequest{Key: []byte("good"), Buffer: []byte("garbage")})
+			return err
+		}, codes.InvalidArgument, "buffer descriptor"},
+		{"oversized inline put", func() error {
+			_, err := rpc.Put(ctx, &kvpb.PutRequest{Key: []byte("good"), Source: &kvpb.PutRequest_Value{Value: make([]byte, DefaultInlineMax+1)}})
+			return err
+		}, codes.InvalidArgument, "inline limit"},
+		{"get without a buffer", func() error {
+			_, err := rpc.Get(ctx, &kvpb.GetRequest{Key: []byte("good")})
+			return err
+		}, codes.FailedPrecondition, "at least 102400 bytes"},
+		{"old protocol", func() error {
+			_, err := rpc.Hello(ctx, &kvpb.HelloRequest{Protocol: 0})
+			return err
+		}, codes.FailedPrecondition, "protocol"},
+	} {
+		err := tc.call()
+		if codeOf(err) != tc.code || !strings.Contains(err.Error(), tc.text) {
+			t.Errorf("%s: %v; want %v with %q", tc.name, err, tc.code, tc.text)
+		}
+		check(tc.name, err, nil, "")
+	}
+	for i, b := range buf.Bytes() {
+		if b != 0x5A {
+			t.Fatalf("byte %d of the client's buffer changed by refused requests", i)
+		}
+	}
+
+	// A malformed gRPC request: bytes that are not a protobuf message.
+	conn, err := grpc.NewClient("passthrough:///"+s.addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	for _, method := range []string{"Get", "Put", "Delete", "Hello"} {
+		var out rawMsg
+		err := conn.Invoke(ctx, "/xfer.kv.v1.KV/"+method, rawMsg{0xff, 0xff, 0xff, 0x07, 0x01}, &out, grpc.ForceCodecV2(rawCodec{}))
+		if err == nil || !strings.Contains(err.Error(), "unmarshal") {
+			t.Errorf("malformed %s request: %v, want an unmarshalling error", method, err)
+		}
+		check("malformed "+method, err, nil, "")
+	}
+	if st := s.Snapshot(); st.Keys != 1 {
+		t.Errorf("%d keys after bad requests, want 1", st.Keys)
+	}
+}
+
+// TestEvictionAndReject: a full pool evicts least recently used values by
+// default, or refuses PUTs with a "full" error; stats count both.
+func TestEvictionAndReject(t *testing.T) {
+	const val = 256 << 10
+	t.Run("evict", func(t *testing.T) {
+		s := startServer(t, ServerOptions{Engine: xfer.Config{MemoryMB: 2}})
+		c := dial(t, s.addr, xfer.PolicyTCP)
+		ctx := ctxT(t)
+		for i := range 7 {
+			if err := c.Put(ctx, fmt.Sprint(i), pattern(val, byte(i))); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if _, err := c.Get(ctx, "0"); err != nil { // 0 is now the most recent
+			t.Fatal(err)
+		}
+		for i := 7; i < 10; i++ {
+			if err := c.Put(ctx, fmt.Sprint(i), pattern(val, byte(i))); err != nil {
+				t.Fatalf("put %d into a full pool: %v", i, err)
+			}
+		}
+		st := s.Snapshot()
+		if st.Evictions == 0 || st.FullPolicy != Evict {
+			t.Fatalf("stats %+v: want evictions", st)
+		}
+		if _, err := c.Get(ctx, "0"); err != nil {
+			t.Errorf("the recently read key was evicted: %v", err)
+		}
+		if _, err := c.Get(ctx, "1"); !errors.Is(err, ErrNotFound) {
+			t.Errorf("the least recently used key survived: %v", err)
+		}
+		for i := 7; i < 10; i++ {
+			got, err := c.Get(ctx, fmt.Sprint(i))
+			if err != nil || !bytes.Equal(got, pattern(val, byte(i))) {
+				t.Fatalf("get %d: %v", i, err)
+			}
+		}
+	})
+	t.Run("reject", func(t *testing.T) {
+		s := startServer(t, ServerOptions{Engine: xfer.Config{MemoryMB: 2}, Full: Reject})
+		c := dial(t, s.addr, xfer.PolicyTCP)
+		ctx := ctxT(t)
+		var err error
+		i := 0
+		for ; i < 20 && err == nil; i++ {
+			err = c.Put(ctx, fmt.Sprint(i), pattern(val, byte(i)))
+		}
+		if !errors.Is(err, ErrFull) || !strings.Contains(err.Error(), "full") {
+			t.Fatalf("put into a full pool: %v, want ErrFull", err)
+		}
+		st := s.Snapshot()
+		if st.RejectedFull != 1 || st.Evictions != 0 || st.FullPolicy != Reject {
+			t.Fatalf("stats %+v", st)
+		}
+		for j := range i - 1 {
+			if _, err := c.Get(ctx, fmt.Sprint(j)); err != nil {
+				t.Fatalf("get %d after a rejected put: %v", j, err)
+			}
+		}
+		if err := c.Delete(ctx, "0"); err != nil {
+			t.Fatal(err)
+		}
+		if err := c.Put(ctx, "again", pattern(val, 1)); err != nil {
+			t.Fatalf("put after a delete made room: %v", err)
+		}
+	})
+}
+
+// TestNoTornReads: GETs racing PUTs of the same key always see one whole
+// value.
+func TestNoTornReads(t *testing.T) {
+	for _, tr := range transports {
+		t.Run(string(tr), func(t *testing.T) {
+			s := startServer(t, ServerOptions{Engine: xfer.Config{MemoryMB: 16}})
+			w := dial(t, s.addr, tr)
+			r := dial(t, s.addr, tr)
+			ctx := ctxT(t)
+			const n = 512 << 10
+			if err := w.Put(ctx, "k", bytes.Repeat([]byte{0}, n)); err != nil {
+				t.Fatal(err)
+			}
+			stop := make(chan struct{})
+			var wg sync.WaitGroup
+			wg.Go(func() {
+				for i := 1; ; i++ {
+					select {
+					case <-stop:
+						return
+					default:
+					}
+					if err := w.Put(ctx, "k", bytes.Repeat([]byte{byte(i)}, n)); err != nil {
+						t.Error(err)
+						return
+					}
+				}
+			})
+			reads := 200
+			if testing.Short() {
+				reads = 50
+			}
+			for range reads {
+				v, err := r.Get(ctx, "k")
+				if err != nil {
+					t.Fatal(err)
+				}
+				if len(v) != n || bytes.Count(v, v[:1]) != n {
+					t.Fatalf("torn value: first byte %d, %d bytes equal to it of %d", v[0], bytes.Count(v, v[:1]), len(v))
+				}
+			}
+			close(stop)
+			wg.Wait()
+			st := s.Snapshot()
+			if st.PoolUsed != roundUp(n) {
+				t.Errorf("pool holds %d bytes after the race, want %d (one value)", st.PoolUsed, roundUp(n))
+			}
+		})
+	}
+}
+
+func roundUp(n uint64) uint64 { return (n + 63) &^ 63 }
+
+// TestServerRestart: clients reconnect by themselves, and a call made while
+// the server is down completes once it is back.
+func TestServerRestart(t *testing.T) {
+	for _, tr := range transports {
+		t.Run(string(tr), func(t *testing.T) {
+			s := startServer(t, ServerOptions{})
+			addr := s.addr
+			c := dial(t, addr, tr)
+			ctx := ctxT(t)
+			if err := c.Put(ctx, "a", pattern(100<<10, 1)); err != nil {
+				t.Fatal(err)
+			}
+			s.stop()
+			errc := make(chan error, 1)
+			go func() { errc <- c.Put(ctx, "b", pattern(100<<10, 2)) }()
+			time.Sleep(300 * time.Millisecond)
+			select {
+			case err := <-errc:
+				t.Fatalf("a put to a stopped server returned %v", err)
+			default:
+			}
+			s2 := startServerAt(t, addr, ServerOptions{})
+			if err := <-errc; err != nil {
+				t.Fatalf("put across the restart: %v", err)
+			}
+			if _, err := c.Get(ctx, "a"); !errors.Is(err, ErrNotFound) {
+				t.Fatalf("get from the new server: %v, want not found", err)
+			}
+			got, err := c.Get(ctx, "b")
+			if err != nil || !bytes.Equal(got, pattern(100<<10, 2)) {
+				t.Fatalf("get after the restart: %v", err)
+			}
+			if st := s2.Snapshot(); st.Keys != 1 {
+				t.Fatalf("new server has %d keys", st.Keys)
+			}
+		})
+	}
+}
+
+// TestDeadlineWhileServerDown: calls honour their context.
+func TestDeadlineWhileServerDown(t *testing.T) {
+	s := startServer(t, ServerOptions{})
+	c := dial(t, s.addr, xfer.PolicyTCP)
+	s.stop()
+	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	defer cancel()
+	_, err := c.Get(ctx, "x")
+	if !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("get from a stopped server: %v, want a deadline error", err)
+	}
+}
+
+// rawMsg and rawCodec send bytes as they are, to feed gRPC malformed
+// requests.
+type rawMsg []byte
+
+type rawCodec struct{}
+
+func (rawCodec) Marshal(v any) (mem.BufferSlice, error) {
+	return mem.BufferSlice{mem.SliceBuffer(v.(rawMsg))}, nil
+}
+
+func (rawCodec) Unmarshal(data mem.BufferSlice, v any) error {
+	*v.(*rawMsg) = data.Materialize()
+	return nil
+}
+
+func (rawCodec) Name() string { return "proto" }

@@ -1,0 +1,469 @@
+package kv
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/xferio/xfer"
+	"github.com/xferio/xfer/kv/kvpb"
+)
+
+// Protocol is the version of the KV protocol this package speaks.
+const Protocol = 1
+
+// Defaults of ServerOptions.
+const (
+	DefaultMaxKey = 4 << 10
+	// DefaultInlineMax is the largest value that travels inside the gRPC
+	// messages instead of on the data plane. Below it, one gRPC round trip
+	// beats a gRPC round trip plus a one-sided transfer on every transport
+	// xfer has; docs/BENCHMARKS.md has the measurement.
+	DefaultInlineMax = 16 << 10
+	// defaultPeerWait is how long a request waits for its client's
+	// data-plane connection to be accepted, which can trail the client's
+	// Dial by a moment.
+	defaultPeerWait = 5 * time.Second
+)
+
+// ServerOptions configures a Server.
+type ServerOptions struct {
+	// Engine configures the data-plane engine. Its Listen address is the one
+	// clients dial (default ":0", any port; Hello tells clients which), and
+	// its MemoryMB the size of the value pool.
+	Engine xfer.Config
+	// Full is what a PUT does when the pool is full. Default: Evict.
+	Full FullPolicy
+	// MaxKey is the longest key in bytes. Default: DefaultMaxKey.
+	MaxKey int
+	// MaxValue is the largest value in bytes. Default: the pool's capacity.
+	MaxValue int
+	// InlineMax is the largest value that may travel inline in Get and Put
+	// messages; negative means never. Default: DefaultInlineMax.
+	InlineMax int
+	// Logger receives the server's logs. Default: slog.Default().
+	Logger *slog.Logger
+}
+
+// Server is a KV server: a gRPC service (Register it with a grpc.Server, or
+// call Serve) backed by an xfer engine that moves the values.
+type Server struct {
+	kvpb.UnimplementedKVServer
+
+	opts  ServerOptions
+	e     *xfer.Engine
+	st    *store
+	id    [16]byte
+	log   *slog.Logger
+	ctx   context.Context
+	stop  context.CancelFunc
+	wg    sync.WaitGroup
+	peers peerSet
+	// peerWait is how long a request waits for its client's data-plane
+	// connection (tests shorten it).
+	peerWait time.Duration
+
+	gets, hits, misses, puts, deletes atomic.Uint64
+	planeBytes, inlineBytes           atomic.Uint64
+
+	closeOnce sync.Once
+}
+
+// NewServer opens the data-plane engine and its value pool.
+func NewServer(ctx context.Context, opts ServerOptions) (*Server, error) {
+	if opts.Logger == nil {
+		opts.Logger = slog.Default()
+	}
+	full, err := ParseFullPolicy(string(opts.Full))
+	if err != nil {
+		return nil, err
+	}
+	opts.Full = full
+	if opts.MaxKey == 0 {
+		opts.MaxKey = DefaultMaxKey
+	}
+	if opts.MaxKey < 0 || opts.MaxValue < 0 {
+		return nil, errors.New("kv: MaxKey and MaxValue must not be negative")
+	}
+	if opts.InlineMax == 0 {
+		opts.InlineMax = DefaultInlineMax
+	}
+	if opts.Engine.Listen == "" {
+		opts.Engine.Listen = ":0"
+	}
+	if opts.Engine.MaxMessage == 0 {
+		opts.Engine.MaxMessage = 4 << 10 // the data plane carries no messages
+	}
+	e, err := xfer.Open(ctx, opts.Engine)
+	if err != nil {
+		return nil, fmt.Errorf("kv: data plane: %w", err)
+	}
+	capacity := int(e.Pool().Stats().Capacity)
+	if opts.MaxValue == 0 || opts.MaxValue > capacity {
+		opts.MaxValue = capacity
+	}
+	s := &Server{opts: opts, e: e, st: newStore(e.Pool(), opts.Full), log: opts.Logger, peerWait: defaultPeerWait}
+	s.peers.m = make(map[xfer.ID]*xfer.Peer)
+	s.peers.changed = make(chan struct{})
+	rand.Read(s.id[:])
+	s.ctx, s.stop = context.WithCancel(context.Background())
+	s.wg.Go(s.acceptLoop)
+	return s, nil
+}
+
+// DataAddr is the address of the data-plane engine.
+func (s *Server) DataAddr() string { return s.e.Addr() }
+
+// Engine is the data-plane engine.
+func (s *Server) Engine() *xfer.Engine { return s.e }
+
+// Register registers the KV service with g.
+func (s *Server) Register(g *grpc.Server) { kvpb.RegisterKVServer(g, s) }
+
+// Serve serves the KV service on lis until ctx is done, then stops
+// gracefully (requests in progress finish, for up to five seconds) and
+// closes the server.
+func (s *Server) Serve(ctx context.Context, lis net.Listener, opts ...grpc.ServerOption) error {
+	g := grpc.NewServer(opts...)
+	s.Register(g)
+	errc := make(chan error, 1)
+	go func() { errc <- g.Serve(lis) }()
+	var err error
+	select {
+	case err = <-errc:
+	case <-ctx.Done():
+		stopped := make(chan struct{})
+		go func() { g.GracefulStop(); close(stopped) }()
+		select {
+		case <-stopped:
+		case <-time.After(5 * time.Second):
+			g.Stop()
+		}
+		<-errc
+	}
+	if cerr := s.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}
+
+// Close closes the data plane and frees every value. Idempotent.
+func (s *Server) Close() error {
+	var err error
+	s.closeOnce.Do(func() {
+		s.stop()
+		err = s.e.Close()
+		s.wg.Wait()
+		s.st.clear()
+	})
+	return err
+}
+
+// peerSet tracks the data-plane connections of clients, by engine ID.
+type peerSet struct {
+	mu      sync.Mutex
+	m       map[xfer.ID]*xfer.Peer
+	changed chan struct{} // closed and replaced on every change
+}
+
+func (ps *peerSet) set(p *xfer.Peer) {
+	ps.mu.Lock()
+	old := ps.m[p.ID()]
+	ps.m[p.ID()] = p
+	close(ps.changed)
+	ps.changed = make(chan struct{})
+	ps.mu.Unlock()
+	if old != nil && old != p {
+		old.Close() // the client reconnected; its old connection is dead
+	}
+}
+
+func (ps *peerSet) drop(p *xfer.Peer) {
+	ps.mu.Lock()
+	if ps.m[p.ID()] == p {
+		delete(ps.m, p.ID())
+	}
+	ps.mu.Unlock()
+}
+
+// get returns the client's connection, waiting up to peerWait for it.
+func (ps *peerSet) get(ctx context.Context, id xfer.ID, wait time.Duration) (*xfer.Peer, error) {
+	timer := time.NewTimer(wait)
+	defer timer.Stop()
+	for {
+		ps.mu.Lock()
+		p, changed := ps.m[id], ps.changed
+		ps.mu.Unlock()
+		if p != nil {
+			return p, nil
+		}
+		select {
+		case <-changed:
+		case <-ctx.Done():
+			return nil, status.FromContextError(ctx.Err()).Err()
+		case <-timer.C:
+			return nil, status.Errorf(codes.Unavailable, "client engine %s is not connected to the data plane: call Hello and dial one of its data addresses", id)
+		}
+	}
+}
+
+// acceptLoop accepts clients' data-plane connections and watches each until
+// it goes away.
+func (s *Server) acceptLoop() {
+	for {
+		p, err := s.e.Accept(s.ctx)
+		if err != nil {
+			if s.ctx.Err() != nil || errors.Is(err, xfer.ErrClosed) {
+				return
+			}
+			s.log.Warn("kv: data-plane handshake failed", "err", err)
+			continue
+		}
+		s.log.Debug("kv: client connected", "peer", p, "transport", p.Transport())
+		s.peers.set(p)
+		s.wg.Go(func() { s.watch(p) })
+	}
+}
+
+// watch receives (and drops) the messages of p, a client's connection, until
+// it goes down, then forgets it.
+func (s *Server) watch(p *xfer.Peer) {
+	buf := make([]byte, s.opts.Engine.MaxMessage)
+	for {
+		if _, err := p.Recv(s.ctx, buf); err != nil {
+			if errors.Is(err, xfer.ErrTooLarge) {
+				continue
+			}
+			s.peers.drop(p)
+			p.Close()
+			s.log.Debug("kv: client gone", "peer", p, "err", err)
+			return
+		}
+	}
+}
+
+// checkSession refuses requests that follow a Hello of an earlier server.
+func (s *Server) checkSession(id []byte) error {
+	if len(id) > 0 && !bytes.Equal(id, s.id[:]) {
+		return status.Error(codes.Unavailable, "the server restarted: say Hello again")
+	}
+	return nil
+}
+
+func (s *Server) checkKey(key []byte) error {
+	if len(key) == 0 {
+		return status.Error(codes.InvalidArgument, "empty key")
+	}
+	if len(key) > s.opts.MaxKey {
+		return status.Errorf(codes.InvalidArgument, "key of %d bytes is longer than the limit of %d", len(key), s.opts.MaxKey)
+	}
+	return nil
+}
+
+// decodeBuffer decodes the client's buffer descriptor.
+func decodeBuffer(b []byte) (xfer.RegionDesc, error) {
+	var d xfer.RegionDesc
+	if err := d.UnmarshalBinary(b); err != nil {
+		return d, status.Errorf(codes.InvalidArgument, "buffer descriptor: %v", err)
+	}
+	return d, nil
+}
+
+// planeErr turns a data-plane failure into a gRPC status.
+func planeErr(ctx context.Context, what string, d xfer.RegionDesc, err error) error {
+	switch {
+	case ctx.Err() != nil:
+		return status.FromContextError(ctx.Err()).Err()
+	case errors.Is(err, xfer.ErrRemoteAccess), errors.Is(err, xfer.ErrNotRegistered), errors.Is(err, xfer.ErrTooLarge):
+		return status.Errorf(codes.InvalidArgument, "%s buffer %s: refused by the client's engine: %v", what, d, err)
+	case errors.Is(err, xfer.ErrClosed), errors.Is(err, xfer.ErrPeerLost):
+		return status.Errorf(codes.Unavailable, "%s buffer: the client's data-plane connection is gone: %v", what, err)
+	}
+	return status.Errorf(codes.Unavailable, "%s buffer %s: %v", what, d, err)
+}
+
+// Hello implements kvpb.KVServer.
+func (s *Server) Hello(ctx context.Context, req *kvpb.HelloRequest) (*kvpb.HelloResponse, error) {
+	if req.GetProtocol() < Protocol {
+		return nil, status.Errorf(codes.FailedPrecondition, "client speaks KV protocol %d, this server %d", req.GetProtocol(), Protocol)
+	}
+	return &kvpb.HelloResponse{
+		Protocol:  Protocol,
+		DataAddrs: []string{s.e.Addr()},
+		ServerId:  s.id[:],
+		MaxKey:    uint64(s.opts.MaxKey),
+		MaxValue:  uint64(s.opts.MaxValue),
+		InlineMax: uint64(max(s.opts.InlineMax, 0)),
+		Capacity:  s.e.Pool().Stats().Capacity,
+	}, nil
+}
+
+// Get implements kvpb.KVServer: it WRITEs the value into the client's buffer,
+// or returns it inline when it is small enough for both sides.
+func (s *Server) Get(ctx context.Context, req *kvpb.GetRequest) (*kvpb.GetResponse, error) {
+	s.gets.Add(1)
+	if err := s.checkSession(req.ServerId); err != nil {
+		return nil, err
+	}
+	if err := s.checkKey(req.Key); err != nil {
+		return nil, err
+	}
+	var d xfer.RegionDesc
+	if len(req.Buffer) > 0 {
+		var err error
+		if d, err = decodeBuffer(req.Buffer); err != nil {
+			return nil, err
+		}
+	}
+	sl := s.st.acquire(req.Key)
+	if sl == nil {
+		s.misses.Add(1)
+		return nil, status.Errorf(codes.NotFound, "not found: key %q", req.Key)
+	}
+	defer s.st.release(sl)
+	s.hits.Add(1)
+	n := uint64(sl.n)
+	if n <= req.InlineMax && int(n) <= s.opts.InlineMax {
+		s.inlineBytes.Add(n)
+		return &kvpb.GetResponse{Length: n, Version: sl.ver, Inline: true, Value: append([]byte(nil), sl.value()...)}, nil
+	}
+	if d.Len < n {
+		st := status.Newf(codes.FailedPrecondition, "value of key %q is %d bytes and the buffer holds %d: retry with a buffer of at least %d bytes", req.Key, n, d.Len, n)
+		if dst, err := st.WithDetails(&kvpb.BufferTooSmall{Needed: n, Have: d.Len}); err == nil {
+			st = dst
+		}
+		return nil, st.Err()
+	}
+	if n > 0 {
+		p, err := s.peers.get(ctx, d.Owner, s.peerWait)
+		if err != nil {
+			return nil, err
+		}
+		if err := p.Write(ctx, sl.value(), d.At(0)); err != nil {
+			return nil, planeErr(ctx, "get", d, err)
+		}
+		s.planeBytes.Add(n)
+	}
+	return &kvpb.GetResponse{Length: n, Version: sl.ver}, nil
+}
+
+// Put implements kvpb.KVServer: it reserves a slot, READs the value from the
+// client's buffer into it (or copies the inline value), and only then makes
+// it the key's value. A PUT that fails on the way frees its slot.
+func (s *Server) Put(ctx context.Context, req *kvpb.PutRequest) (*kvpb.PutResponse, error) {
+	s.puts.Add(1)
+	if err := s.checkSession(req.ServerId); err != nil {
+		return nil, err
+	}
+	if err := s.checkKey(req.Key); err != nil {
+		return nil, err
+	}
+	var (
+		d      xfer.RegionDesc
+		n      int
+		inline bool
+	)
+	switch src := req.Source.(type) {
+	case *kvpb.PutRequest_Value:
+		if len(src.Value) > s.opts.InlineMax {
+			return nil, status.Errorf(codes.InvalidArgument, "inline value of %d bytes is larger than the inline limit of %d: send a buffer", len(src.Value), s.opts.InlineMax)
+		}
+		n, inline = len(src.Value), true
+	case *kvpb.PutRequest_Buffer:
+		var err error
+		if d, err = decodeBuffer(src.Buffer); err != nil {
+			return nil, err
+		}
+		if d.Len > uint64(s.opts.MaxValue) {
+			return nil, s.tooLarge(d.Len)
+		}
+		n = int(d.Len)
+	default:
+		return nil, status.Error(codes.InvalidArgument, "put needs a value: a buffer or an inline value")
+	}
+	if n > s.opts.MaxValue {
+		return nil, s.tooLarge(uint64(n))
+	}
+	b, evicted, err := s.st.reserve(ctx, n)
+	if err != nil {
+		if errors.Is(err, errFull) {
+			return nil, status.Errorf(codes.ResourceExhausted, "%v", err)
+		}
+		if ctx.Err() != nil {
+			return nil, status.FromContextError(ctx.Err()).Err()
+		}
+		return nil, status.Errorf(codes.Internal, "reserve %d bytes: %v", n, err)
+	}
+	if inline {
+		copy(b.Bytes(), req.GetValue())
+		s.inlineBytes.Add(uint64(n))
+	} else if n > 0 {
+		p, err := s.peers.get(ctx, d.Owner, s.peerWait)
+		if err == nil {
+			err = p.Read(ctx, b.Bytes()[:n], d.At(0))
+			if err != nil {
+				err = planeErr(ctx, "put", d, err)
+			}
+		}
+		if err != nil {
+			s.st.abort(b)
+			return nil, err
+		}
+		s.planeBytes.Add(uint64(n))
+	}
+	ver := s.st.commit(req.Key, b, n)
+	return &kvpb.PutResponse{Version: ver, Evicted: uint32(evicted)}, nil
+}
+
+func (s *Server) tooLarge(n uint64) error {
+	capacity := s.e.Pool().Stats().Capacity
+	if n > capacity {
+		return status.Errorf(codes.InvalidArgument, "value of %d bytes is larger than the whole pool (%d bytes)", n, capacity)
+	}
+	return status.Errorf(codes.InvalidArgument, "value of %d bytes is larger than the limit of %d", n, s.opts.MaxValue)
+}
+
+// Delete implements kvpb.KVServer.
+func (s *Server) Delete(ctx context.Context, req *kvpb.DeleteRequest) (*kvpb.DeleteResponse, error) {
+	s.deletes.Add(1)
+	if err := s.checkKey(req.Key); err != nil {
+		return nil, err
+	}
+	if !s.st.remove(req.Key) {
+		return nil, status.Errorf(codes.NotFound, "not found: key %q", req.Key)
+	}
+	return &kvpb.DeleteResponse{}, nil
+}
+
+// Stats implements kvpb.KVServer.
+func (s *Server) Stats(ctx context.Context, _ *kvpb.StatsRequest) (*kvpb.StatsResponse, error) {
+	st := s.Snapshot()
+	return st.proto(), nil
+}
+
+// Snapshot returns the server's counters.
+func (s *Server) Snapshot() Stats {
+	keys, bytes := s.st.counts()
+	ps := s.e.Pool().Stats()
+	return Stats{
+		Keys: uint64(keys), ValueBytes: bytes, Capacity: ps.Capacity, PoolUsed: ps.InUse,
+		Fragmentation: ps.Fragmentation,
+		Gets:          s.gets.Load(), Hits: s.hits.Load(), Misses: s.misses.Load(),
+		Puts: s.puts.Load(), Deletes: s.deletes.Load(),
+		Evictions: s.st.evictions.Load(), RejectedFull: s.st.rejected.Load(),
+		FullPolicy:     s.opts.Full,
+		DataPlaneBytes: s.planeBytes.Load(), InlineBytes: s.inlineBytes.Load(),
+		AbortedPuts: s.st.aborted.Load(),
+	}
+}
