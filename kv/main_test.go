@@ -1,10 +1,50 @@
 package kv
 
 import (
+	"bytes"
+	"context"
+	"fmt"
+	"os"
 	"testing"
+	"time"
 
 	"go.uber.org/goleak"
+
+	"github.com/xferio/xfer"
 )
 
-// TestMain fails the package's tests if any goroutine is left behind.
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+// TestMain fails the package's tests if any goroutine is left behind. Run
+// with XFER_KV_PUT_LOOP=ADDR, the test binary is instead a client that PUTs
+// large values until it is killed (TestClientDiesMidPut).
+func TestMain(m *testing.M) {
+	if addr := os.Getenv("XFER_KV_PUT_LOOP"); addr != "" {
+		if err := putLoop(addr); err != nil {
+			fmt.Fprintln(os.Stderr, "put loop:", err)
+			os.Exit(1)
+		}
+		os.Exit(0)
+	}
+	goleak.VerifyTestMain(m)
+}
+
+// putLoopSize is the size of the values the put loop stores.
+const putLoopSize = 16 << 20
+
+func putLoop(addr string) error {
+	ctx := context.Background()
+	c, err := Dial(ctx, addr, ClientOptions{EngineConfig: xfer.Config{Transport: xfer.PolicyTCP, MemoryMB: 64}})
+	if err != nil {
+		return err
+	}
+	buf, err := c.Engine().Alloc(putLoopSize)
+	if err != nil {
+		return err
+	}
+	for i := 1; ; i++ {
+		copy(buf.Bytes(), bytes.Repeat([]byte{byte(i)}, putLoopSize))
+		if err := c.PutBuffer(ctx, "k", buf, putLoopSize); err != nil {
+			return err
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
