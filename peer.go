@@ -154,6 +154,19 @@ func (p *Peer) endpoint(ctx context.Context) (transport.Endpoint, error) {
 	}
 }
 
+// Down returns a channel that is closed when the peer's current connection
+// fails or the peer is closed. A peer this engine dialed reconnects on its
+// next operation; call Down again to watch the new connection. Before the
+// first connection, Down returns a channel that is already closed.
+func (p *Peer) Down() <-chan struct{} {
+	if ep := p.current(); ep != nil {
+		return ep.Done()
+	}
+	return closedChan
+}
+
+var closedChan = func() chan struct{} { c := make(chan struct{}); close(c); return c }()
+
 // Close closes the connection; operations in flight fail with an error
 // matching ErrClosed. Idempotent.
 func (p *Peer) Close() error {

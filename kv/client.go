@@ -15,6 +15,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/xferio/xfer"
 	"github.com/xferio/xfer/kv/kvpb"
@@ -64,7 +65,17 @@ type ClientOptions struct {
 	GetBuffer int
 	// DialOptions are added to the gRPC dial. Default: plaintext.
 	DialOptions []grpc.DialOption
+	// Requests is the path GET, PUT and DELETE requests take: RequestsData
+	// (the default) sends them as messages on the data-plane connection,
+	// RequestsGRPC as gRPC calls. Hello and Stats always use gRPC.
+	Requests string
 }
+
+// Request paths of ClientOptions.Requests.
+const (
+	RequestsData = "data"
+	RequestsGRPC = "grpc"
+)
 
 // Client is a KV client. Its methods are safe for concurrent use. It
 // reconnects by itself when the server restarts: calls wait for the server
@@ -78,18 +89,36 @@ type Client struct {
 	e       *xfer.Engine
 	ownsEng bool
 
+	msgs *msgBufs // request messages (RequestsData)
+
 	mu   sync.Mutex
 	sess *session
+	wg   sync.WaitGroup // session receivers
 }
 
 // session is what a Hello established: the server's limits and the
 // data-plane connection to it.
 type session struct {
 	id        string
+	addr      string // the data address dialed
 	peer      *xfer.Peer
 	inlineMax uint64
 	maxValue  uint64
 	maxKey    uint64
+
+	// The data-plane request path: calls waiting for their response.
+	pmu     sync.Mutex
+	pending map[uint64]*pendingCall
+	nextID  uint64
+	down    error // set when the connection failed; calls fail with it
+}
+
+// pendingCall is a data-plane request waiting for its response. A call
+// abandoned by its caller (context done) stays until the response comes,
+// so that late runs after the server is done with the caller's buffer.
+type pendingCall struct {
+	ch   chan *kvpb.Response // nil response: the connection failed
+	late func()
 }
 
 // Dial connects to the KV server at addr ("host:port" or "http://host:port").
@@ -104,6 +133,13 @@ func Dial(ctx context.Context, addr string, opts ClientOptions) (*Client, error)
 	}
 	if opts.GetBuffer <= 0 {
 		opts.GetBuffer = DefaultGetBuffer
+	}
+	switch opts.Requests {
+	case "":
+		opts.Requests = RequestsData
+	case RequestsData, RequestsGRPC:
+	default:
+		return nil, fmt.Errorf("kv: requests %q: must be %s or %s", opts.Requests, RequestsData, RequestsGRPC)
 	}
 	c := &Client{opts: opts, target: target, host: host, e: opts.Engine}
 	if c.e == nil {
@@ -128,6 +164,13 @@ func Dial(ctx context.Context, addr string, opts ClientOptions) (*Client, error)
 		return nil, fmt.Errorf("kv: %w", err)
 	}
 	c.rpc = kvpb.NewKVClient(c.conn)
+	if opts.Requests == RequestsData {
+		if c.msgs, err = newMsgBufs(c.e, clientMsgBufs, msgSize(DefaultMaxKey, DefaultInlineMax)); err != nil {
+			c.conn.Close()
+			c.closeEngine()
+			return nil, err
+		}
+	}
 	if _, err := c.session(ctx); err != nil {
 		c.Close()
 		return nil, err
@@ -179,6 +222,10 @@ func (c *Client) Close() error {
 		c.sess = nil
 	}
 	c.mu.Unlock()
+	c.wg.Wait()
+	if c.msgs != nil {
+		c.msgs.close()
+	}
 	if cerr := c.closeEngine(); err == nil {
 		err = cerr
 	}
@@ -219,11 +266,18 @@ func (c *Client) session(ctx context.Context) (*session, error) {
 		// Most likely the server is restarting: worth another Hello.
 		return nil, fmt.Errorf("kv: data plane %s: %w: %w", addr, ErrUnavailable, err)
 	}
-	c.sess = &session{id: string(h.ServerId), peer: p, inlineMax: h.InlineMax, maxValue: h.MaxValue, maxKey: h.MaxKey}
+	c.sess = &session{id: string(h.ServerId), addr: addr, peer: p, inlineMax: h.InlineMax, maxValue: h.MaxValue, maxKey: h.MaxKey}
 	if c.opts.InlineMax < 0 {
 		c.sess.inlineMax = 0
 	} else if c.opts.InlineMax > 0 {
 		c.sess.inlineMax = min(c.sess.inlineMax, uint64(c.opts.InlineMax))
+	}
+	if c.msgs != nil {
+		// Requests carry at most a key and an inline value.
+		c.sess.inlineMax = min(c.sess.inlineMax, uint64(c.msgs.size-1024-DefaultMaxKey))
+		c.sess.pending = make(map[uint64]*pendingCall)
+		sess := c.sess
+		c.wg.Go(func() { c.receive(sess) })
 	}
 	return c.sess, nil
 }
@@ -334,7 +388,10 @@ func (c *Client) Get(ctx context.Context, key string) ([]byte, error) {
 			return nil, fmt.Errorf("kv: get buffer of %d bytes: %w", size, err)
 		}
 		var out []byte
-		n, inline, _, err := c.get(ctx, key, buf, true)
+		n, inline, _, err := c.get(ctx, key, buf, true, func() { c.e.Free(buf) })
+		if errors.Is(err, errLate) {
+			return nil, err // buf is freed once the server is done with it
+		}
 		if err == nil {
 			if inline != nil {
 				out = inline
@@ -359,13 +416,17 @@ func (c *Client) GetInto(ctx context.Context, key string, buf xfer.Buffer) (int,
 	if err := c.checkKey(key); err != nil {
 		return 0, err
 	}
-	n, _, _, err := c.get(ctx, key, buf, false)
+	n, _, _, err := c.get(ctx, key, buf, false, nil)
 	return n, err
 }
 
 // get runs one GET into buf. With wantInline, an inline value is returned in
 // a slice of its own instead of being copied into buf.
-func (c *Client) get(ctx context.Context, key string, buf xfer.Buffer, wantInline bool) (n int, inline []byte, ver uint64, err error) {
+//
+// If ctx ends while the server may still write into buf, and late is not
+// nil, get returns an error matching errLate and runs late once the server
+// is done with buf.
+func (c *Client) get(ctx context.Context, key string, buf xfer.Buffer, wantInline bool, late func()) (n int, inline []byte, ver uint64, err error) {
 	desc, err := buf.Desc().MarshalBinary()
 	if err != nil {
 		return 0, nil, 0, err
@@ -374,9 +435,24 @@ func (c *Client) get(ctx context.Context, key string, buf xfer.Buffer, wantInlin
 	err = c.retry(ctx, func(s *session) error {
 		req.InlineMax = min(s.inlineMax, uint64(buf.Len()))
 		req.ServerId = []byte(s.id)
-		resp, err := c.rpc.Get(ctx, req, grpc.WaitForReady(true))
-		if err != nil {
-			return err
+		var resp *kvpb.GetResponse
+		if c.msgs != nil {
+			r, err := c.call(ctx, s, &kvpb.Request{Op: &kvpb.Request_Get{Get: req}}, late)
+			if err != nil {
+				return err
+			}
+			resp = r.GetGet()
+		} else {
+			var err error
+			if resp, err = c.rpc.Get(ctx, req, grpc.WaitForReady(true)); err != nil {
+				if ctx.Err() != nil && late != nil {
+					// The cancellation reaches the server's write soon, but
+					// no answer says when: wait generously.
+					time.AfterFunc(lateGRPC, late)
+					return fmt.Errorf("%w: %w", ctx.Err(), errLate)
+				}
+				return err
+			}
 		}
 		n, ver = int(resp.Length), resp.Version
 		if resp.Inline {
@@ -444,6 +520,13 @@ func (c *Client) putBuffer(ctx context.Context, key string, buf xfer.Buffer, n i
 	if n < 0 || n > buf.Len() {
 		return 0, fmt.Errorf("kv: put of %d bytes from a buffer of %d: %w", n, buf.Len(), ErrInvalid)
 	}
+	sess, err := c.session(ctx)
+	if err != nil {
+		return 0, err
+	}
+	if uint64(n) <= sess.inlineMax { // faster inline: see DefaultInlineMax
+		return c.put(ctx, &kvpb.PutRequest{Key: []byte(key), Source: &kvpb.PutRequest_Value{Value: buf.Bytes()[:n]}})
+	}
 	d, err := buf.Desc().Slice(0, uint64(n))
 	if err != nil {
 		return 0, err
@@ -459,6 +542,13 @@ func (c *Client) put(ctx context.Context, req *kvpb.PutRequest) (uint64, error) 
 	var ver uint64
 	err := c.retry(ctx, func(s *session) error {
 		req.ServerId = []byte(s.id)
+		if c.msgs != nil {
+			r, err := c.call(ctx, s, &kvpb.Request{Op: &kvpb.Request_Put{Put: req}}, nil)
+			if err == nil {
+				ver = r.GetPut().GetVersion()
+			}
+			return err
+		}
 		resp, err := c.rpc.Put(ctx, req, grpc.WaitForReady(true))
 		if err == nil {
 			ver = resp.Version
@@ -473,8 +563,13 @@ func (c *Client) Delete(ctx context.Context, key string) error {
 	if err := c.checkKey(key); err != nil {
 		return err
 	}
-	return c.retry(ctx, func(*session) error {
-		_, err := c.rpc.Delete(ctx, &kvpb.DeleteRequest{Key: []byte(key)}, grpc.WaitForReady(true))
+	req := &kvpb.DeleteRequest{Key: []byte(key)}
+	return c.retry(ctx, func(s *session) error {
+		if c.msgs != nil {
+			_, err := c.call(ctx, s, &kvpb.Request{Op: &kvpb.Request_Delete{Delete: req}}, nil)
+			return err
+		}
+		_, err := c.rpc.Delete(ctx, req, grpc.WaitForReady(true))
 		return err
 	})
 }
@@ -490,4 +585,149 @@ func (c *Client) Stats(ctx context.Context) (Stats, error) {
 		return err
 	})
 	return st, err
+}
+
+// errLate marks a call abandoned while the server might still use the
+// caller's buffer; whoever frees the buffer was handed over to run later.
+var errLate = errors.New("the buffer is released once the server has answered")
+
+// lateGRPC is how long a buffer of an abandoned gRPC GET stays allocated.
+const lateGRPC = 5 * time.Second
+
+// clientMsgBufs is the number of data-plane requests a client can have in
+// flight at once.
+const clientMsgBufs = 64
+
+// receive delivers the responses of sess's data-plane requests until its
+// connection goes down, then fails the calls still waiting.
+func (c *Client) receive(sess *session) {
+	buf := make([]byte, c.msgs.size)
+	for {
+		n, err := sess.peer.Recv(context.Background(), buf)
+		if err != nil {
+			sess.pmu.Lock()
+			sess.down = err
+			calls := sess.pending
+			sess.pending = nil
+			sess.pmu.Unlock()
+			for _, pc := range calls {
+				pc.deliver(nil)
+			}
+			return
+		}
+		resp := new(kvpb.Response)
+		if err := proto.Unmarshal(buf[:n], resp); err != nil {
+			continue // not a response to anything: ignore it
+		}
+		sess.pmu.Lock()
+		pc := sess.pending[resp.Id]
+		delete(sess.pending, resp.Id)
+		sess.pmu.Unlock()
+		if pc != nil {
+			pc.deliver(resp)
+		}
+	}
+}
+
+func (pc *pendingCall) deliver(r *kvpb.Response) {
+	if pc.late != nil {
+		pc.late()
+		return
+	}
+	pc.ch <- r
+}
+
+// call sends req on the data plane and waits for its response, which it
+// returns as the gRPC handler's result would be: a status error when the
+// server refused. If ctx ends first and late is not nil, call returns an
+// error matching errLate and runs late once the server is done with the
+// request (its response came, or the connection failed).
+func (c *Client) call(ctx context.Context, sess *session, req *kvpb.Request, late func()) (*kvpb.Response, error) {
+	b, err := c.msgs.get(ctx)
+	if err != nil {
+		return nil, err
+	}
+	pc := &pendingCall{ch: make(chan *kvpb.Response, 1)}
+	sess.pmu.Lock()
+	if sess.down != nil {
+		sess.pmu.Unlock()
+		c.msgs.put(b)
+		return nil, status.Errorf(codes.Unavailable, "data-plane connection: %v", sess.down)
+	}
+	sess.nextID++
+	req.Id = sess.nextID
+	sess.pending[req.Id] = pc
+	sess.pmu.Unlock()
+	out, err := proto.MarshalOptions{}.MarshalAppend(b[:0], req)
+	if err == nil && cap(out) != cap(b) {
+		err = fmt.Errorf("kv: request of %d bytes does not fit a message of %d", len(out), cap(b))
+	}
+	if err == nil {
+		err = sess.peer.Send(ctx, out)
+	}
+	c.msgs.put(b)
+	down := sess.peer.Down()
+	if err != nil {
+		sess.pmu.Lock()
+		delete(sess.pending, req.Id)
+		sess.pmu.Unlock()
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+		return nil, status.Errorf(codes.Unavailable, "data-plane request: %v", err)
+	}
+	select {
+	case r := <-pc.ch:
+		if r == nil {
+			return nil, status.Error(codes.Unavailable, "data-plane connection lost")
+		}
+		return result(r)
+	case <-down:
+		// The connection failed with the request unanswered. The server
+		// is done with the caller's buffer: its connection is gone too.
+		sess.pmu.Lock()
+		_, waiting := sess.pending[req.Id]
+		if waiting {
+			pc.late = func() {}
+		}
+		sess.pmu.Unlock()
+		if !waiting {
+			if r := <-pc.ch; r != nil {
+				return result(r)
+			}
+		}
+		return nil, status.Error(codes.Unavailable, "data-plane connection lost")
+	case <-ctx.Done():
+		sess.pmu.Lock()
+		_, waiting := sess.pending[req.Id]
+		if waiting {
+			pc.late = func() {}
+			if late != nil {
+				pc.late = late // runs when the response arrives
+			}
+		}
+		sess.pmu.Unlock()
+		if !waiting {
+			<-pc.ch // being delivered right now: the server is done
+			return nil, ctx.Err()
+		}
+		if late != nil {
+			return nil, fmt.Errorf("%w: %w", ctx.Err(), errLate)
+		}
+		return nil, ctx.Err()
+	}
+}
+
+// result returns r, or the status error it carries.
+func result(r *kvpb.Response) (*kvpb.Response, error) {
+	if r.Code == 0 {
+		return r, nil
+	}
+	st := status.New(codes.Code(r.Code), r.Message)
+	if r.TooSmall != nil {
+		if d, err := st.WithDetails(r.TooSmall); err == nil {
+			st = d
+		}
+	}
+	return nil, st.Err()
 }

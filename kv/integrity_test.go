@@ -143,7 +143,7 @@ func integrity(t *testing.T, tr xfer.Policy, ops int) {
 				mu.Lock()
 				minVer := maxDone[k]
 				mu.Unlock()
-				n, inline, ver, err := c.get(ctx, fmt.Sprint(k), buf, true)
+				n, inline, ver, err := c.get(ctx, fmt.Sprint(k), buf, true, nil)
 				if err != nil {
 					errs <- fmt.Errorf("get: %w", err)
 					return

@@ -76,9 +76,16 @@ func startServerAt(t testing.TB, addr string, opts ServerOptions) *testServer {
 
 func dial(t testing.TB, addr string, policy xfer.Policy) *Client {
 	t.Helper()
+	return dialMode(t, addr, policy, "")
+}
+
+var modes = []string{RequestsData, RequestsGRPC}
+
+func dialMode(t testing.TB, addr string, policy xfer.Policy, mode string) *Client {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	c, err := Dial(ctx, addr, ClientOptions{EngineConfig: xfer.Config{Transport: policy, MemoryMB: 16}})
+	c, err := Dial(ctx, addr, ClientOptions{EngineConfig: xfer.Config{Transport: policy, MemoryMB: 16}, Requests: mode})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -104,9 +111,17 @@ var transports = []xfer.Policy{xfer.PolicyTCP, xfer.PolicySHM}
 
 func TestPutGetDelete(t *testing.T) {
 	for _, tr := range transports {
-		t.Run(string(tr), func(t *testing.T) {
+		for _, mode := range modes {
+			t.Run(string(tr)+"/"+mode, func(t *testing.T) { testPutGetDelete(t, tr, mode) })
+		}
+	}
+}
+
+func testPutGetDelete(t *testing.T, tr xfer.Policy, mode string) {
+	{
+		{
 			s := startServer(t, ServerOptions{})
-			c := dial(t, "http://"+s.addr, tr)
+			c := dialMode(t, "http://"+s.addr, tr, mode)
 			ctx := ctxT(t)
 			if got := c.Transport(); got != string(tr) {
 				t.Fatalf("data plane on %q, want %q", got, tr)
@@ -164,7 +179,7 @@ func TestPutGetDelete(t *testing.T) {
 			if err := c.Delete(ctx, "key-1"); !errors.Is(err, ErrNotFound) {
 				t.Fatalf("delete of a missing key: %v, want not found", err)
 			}
-		})
+		}
 	}
 }
 
@@ -496,10 +511,18 @@ func roundUp(n uint64) uint64 { return (n + 63) &^ 63 }
 // the server is down completes once it is back.
 func TestServerRestart(t *testing.T) {
 	for _, tr := range transports {
-		t.Run(string(tr), func(t *testing.T) {
+		for _, mode := range modes {
+			t.Run(string(tr)+"/"+mode, func(t *testing.T) { testServerRestart(t, tr, mode) })
+		}
+	}
+}
+
+func testServerRestart(t *testing.T, tr xfer.Policy, mode string) {
+	{
+		{
 			s := startServer(t, ServerOptions{})
 			addr := s.addr
-			c := dial(t, addr, tr)
+			c := dialMode(t, addr, tr, mode)
 			ctx := ctxT(t)
 			if err := c.Put(ctx, "a", pattern(100<<10, 1)); err != nil {
 				t.Fatal(err)
@@ -527,7 +550,7 @@ func TestServerRestart(t *testing.T) {
 			if st := s2.Snapshot(); st.Keys != 1 {
 				t.Fatalf("new server has %d keys", st.Keys)
 			}
-		})
+		}
 	}
 }
 
@@ -560,3 +583,67 @@ func (rawCodec) Unmarshal(data mem.BufferSlice, v any) error {
 }
 
 func (rawCodec) Name() string { return "proto" }
+
+// TestSeveralDataPlanes: with Devices > 1 the server runs one engine per
+// device (here tcp listeners), clients spread over them, and every engine
+// moves values of the one pool.
+func TestSeveralDataPlanes(t *testing.T) {
+	s := startServer(t, ServerOptions{Devices: 2, Engine: xfer.Config{Transport: xfer.PolicyTCP}})
+	if n := len(s.DataAddrs()); n != 2 {
+		t.Fatalf("%d data addresses, want 2", n)
+	}
+	ctx := ctxT(t)
+	used := map[string]bool{}
+	for i := range 16 {
+		c := dial(t, s.addr, xfer.PolicyTCP)
+		v := pattern(200<<10, byte(i))
+		if err := c.Put(ctx, fmt.Sprint(i), v); err != nil {
+			t.Fatal(err)
+		}
+		got, err := c.Get(ctx, fmt.Sprint((i+1)%16))
+		if i < 15 && !errors.Is(err, ErrNotFound) {
+			t.Fatalf("get of a key not put yet: %v", err)
+		}
+		got, err = c.Get(ctx, fmt.Sprint(i))
+		if err != nil || !bytes.Equal(got, v) {
+			t.Fatalf("get: %v", err)
+		}
+		c.mu.Lock()
+		used[c.sess.addr] = true
+		c.mu.Unlock()
+	}
+	if len(used) != 2 {
+		t.Fatalf("16 clients used data addresses %v, want both", used)
+	}
+	if _, err := NewServer(context.Background(), ServerOptions{Devices: 2, Engine: xfer.Config{Transport: xfer.PolicyRDMA}}); err == nil || !strings.Contains(err.Error(), "RDMA devices") {
+		t.Fatalf("two rdma devices on a host without them: %v", err)
+	}
+}
+
+// TestMalformedDataPlaneRequests: messages on the data plane that are not
+// requests are dropped, and the client's requests keep working.
+func TestMalformedDataPlaneRequests(t *testing.T) {
+	s := startServer(t, ServerOptions{})
+	c := dial(t, s.addr, xfer.PolicyTCP)
+	ctx := ctxT(t)
+	if err := c.Put(ctx, "k", []byte("v")); err != nil {
+		t.Fatal(err)
+	}
+	c.mu.Lock()
+	p := c.sess.peer
+	c.mu.Unlock()
+	b, err := c.Engine().Alloc(4096)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Engine().Free(b)
+	for i, m := range [][]byte{{0xff, 0xff, 0xff}, {0x08}, bytes.Repeat([]byte{0x12}, 4000), {}} {
+		n := copy(b.Bytes(), m)
+		if err := p.Send(ctx, b.Bytes()[:n]); err != nil {
+			t.Fatalf("send %d: %v", i, err)
+		}
+	}
+	if got, err := c.Get(ctx, "k"); err != nil || string(got) != "v" {
+		t.Fatalf("get after malformed messages: %q, %v", got, err)
+	}
+}

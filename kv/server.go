@@ -15,8 +15,10 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/xferio/xfer"
+	"github.com/xferio/xfer/internal/ibv"
 	"github.com/xferio/xfer/kv/kvpb"
 )
 
@@ -52,6 +54,11 @@ type ServerOptions struct {
 	// InlineMax is the largest value that may travel inline in Get and Put
 	// messages; negative means never. Default: DefaultInlineMax.
 	InlineMax int
+	// Devices is the number of data-plane engines, one per RDMA device
+	// (seed 001's --num-domains): with more than one and no RDMADevice set,
+	// engine i uses the i-th device. Clients spread over them by engine ID.
+	// On tcp and shm they are simply separate listeners. Default: 1.
+	Devices int
 	// Logger receives the server's logs. Default: slog.Default().
 	Logger *slog.Logger
 }
@@ -62,7 +69,9 @@ type Server struct {
 	kvpb.UnimplementedKVServer
 
 	opts  ServerOptions
-	e     *xfer.Engine
+	e     *xfer.Engine   // the first engine; its pool holds the values
+	es    []*xfer.Engine // every data-plane engine, e first
+	msgs  []*msgBufs     // message buffers of each engine
 	st    *store
 	id    [16]byte
 	log   *slog.Logger
@@ -102,28 +111,109 @@ func NewServer(ctx context.Context, opts ServerOptions) (*Server, error) {
 	if opts.Engine.Listen == "" {
 		opts.Engine.Listen = ":0"
 	}
-	if opts.Engine.MaxMessage == 0 {
-		opts.Engine.MaxMessage = 4 << 10 // the data plane carries no messages
+	// Data-plane requests carry a key and, inline, a small value.
+	if need := msgSize(opts.MaxKey, opts.InlineMax); opts.Engine.MaxMessage < need {
+		opts.Engine.MaxMessage = need
 	}
-	e, err := xfer.Open(ctx, opts.Engine)
+	if opts.Devices == 0 {
+		opts.Devices = 1
+	}
+	es, err := openEngines(ctx, opts)
 	if err != nil {
-		return nil, fmt.Errorf("kv: data plane: %w", err)
+		return nil, err
 	}
+	e := es[0]
 	capacity := int(e.Pool().Stats().Capacity)
 	if opts.MaxValue == 0 || opts.MaxValue > capacity {
 		opts.MaxValue = capacity
 	}
-	s := &Server{opts: opts, e: e, st: newStore(e.Pool(), opts.Full), log: opts.Logger, peerWait: defaultPeerWait}
+	s := &Server{opts: opts, e: e, es: es, st: newStore(e.Pool(), opts.Full), log: opts.Logger, peerWait: defaultPeerWait}
 	s.peers.m = make(map[xfer.ID]*xfer.Peer)
 	s.peers.changed = make(chan struct{})
 	rand.Read(s.id[:])
 	s.ctx, s.stop = context.WithCancel(context.Background())
-	s.wg.Go(s.acceptLoop)
+	for _, e := range es {
+		m, err := newMsgBufs(e, serverMsgBufs, opts.Engine.MaxMessage)
+		if err != nil {
+			for _, m := range s.msgs {
+				m.close()
+			}
+			for i := len(es) - 1; i >= 0; i-- {
+				es[i].Close()
+			}
+			return nil, err
+		}
+		s.msgs = append(s.msgs, m)
+	}
+	for i, e := range es {
+		s.wg.Go(func() { s.acceptLoop(e, s.msgs[i]) })
+	}
 	return s, nil
 }
 
-// DataAddr is the address of the data-plane engine.
+// openEngines opens the data-plane engines. The first owns the value pool;
+// the others register the same memory, so any of them can move any value.
+func openEngines(ctx context.Context, opts ServerOptions) ([]*xfer.Engine, error) {
+	if opts.Devices < 1 {
+		return nil, fmt.Errorf("kv: devices %d: must be at least 1", opts.Devices)
+	}
+	var names []string
+	if opts.Devices > 1 && opts.Engine.RDMADevice == "" && opts.Engine.Transport != xfer.PolicyTCP && opts.Engine.Transport != xfer.PolicySHM {
+		devs, err := ibv.Devices()
+		if err != nil || len(devs) < opts.Devices {
+			var have []string
+			for _, d := range devs {
+				have = append(have, d.Name)
+			}
+			return nil, fmt.Errorf("kv: devices %d: this host has %d RDMA devices %v (%v); use --transport tcp or shm for several plain listeners", opts.Devices, len(devs), have, err)
+		}
+		for _, d := range devs[:opts.Devices] {
+			names = append(names, d.Name)
+		}
+	}
+	var es []*xfer.Engine
+	fail := func(err error) ([]*xfer.Engine, error) {
+		for _, e := range es {
+			e.Close()
+		}
+		return nil, fmt.Errorf("kv: data plane: %w", err)
+	}
+	for i := range opts.Devices {
+		cfg := opts.Engine
+		if names != nil {
+			cfg.RDMADevice = names[i]
+		}
+		if i > 0 {
+			cfg.MemoryMB = 1 // their own pools stay unused
+			if host, _, err := net.SplitHostPort(cfg.Listen); err == nil {
+				cfg.Listen = net.JoinHostPort(host, "0")
+			}
+		}
+		e, err := xfer.Open(ctx, cfg)
+		if err != nil {
+			return fail(err)
+		}
+		es = append(es, e)
+		if i > 0 {
+			if _, err := e.Register(es[0].DefaultRegion().Bytes(), xfer.AccessReadWrite); err != nil {
+				return fail(err)
+			}
+		}
+	}
+	return es, nil
+}
+
+// DataAddr is the address of the first data-plane engine.
 func (s *Server) DataAddr() string { return s.e.Addr() }
+
+// DataAddrs are the addresses of the data-plane engines.
+func (s *Server) DataAddrs() []string {
+	var a []string
+	for _, e := range s.es {
+		a = append(a, e.Addr())
+	}
+	return a
+}
 
 // Engine is the data-plane engine.
 func (s *Server) Engine() *xfer.Engine { return s.e }
@@ -163,8 +253,15 @@ func (s *Server) Close() error {
 	var err error
 	s.closeOnce.Do(func() {
 		s.stop()
-		err = s.e.Close()
+		for i := len(s.es) - 1; i >= 0; i-- { // the first owns the memory
+			if cerr := s.es[i].Close(); err == nil {
+				err = cerr
+			}
+		}
 		s.wg.Wait()
+		for _, m := range s.msgs {
+			m.close()
+		}
 		s.st.clear()
 	})
 	return err
@@ -220,9 +317,9 @@ func (ps *peerSet) get(ctx context.Context, id xfer.ID, wait time.Duration) (*xf
 
 // acceptLoop accepts clients' data-plane connections and watches each until
 // it goes away.
-func (s *Server) acceptLoop() {
+func (s *Server) acceptLoop(e *xfer.Engine, msgs *msgBufs) {
 	for {
-		p, err := s.e.Accept(s.ctx)
+		p, err := e.Accept(s.ctx)
 		if err != nil {
 			if s.ctx.Err() != nil || errors.Is(err, xfer.ErrClosed) {
 				return
@@ -232,26 +329,103 @@ func (s *Server) acceptLoop() {
 		}
 		s.log.Debug("kv: client connected", "peer", p, "transport", p.Transport())
 		s.peers.set(p)
-		s.wg.Go(func() { s.watch(p) })
+		s.wg.Go(func() { s.serveMessages(p, msgs) })
 	}
 }
 
-// watch receives (and drops) the messages of p, a client's connection, until
-// it goes down, then forgets it.
-func (s *Server) watch(p *xfer.Peer) {
+// serveMessages serves the requests p, a client's connection, sends on the
+// data plane (see kvpb.Request), until it goes down, then forgets it.
+func (s *Server) serveMessages(p *xfer.Peer, msgs *msgBufs) {
 	buf := make([]byte, s.opts.Engine.MaxMessage)
+	var wg sync.WaitGroup
+	defer wg.Wait()
 	for {
-		if _, err := p.Recv(s.ctx, buf); err != nil {
-			if errors.Is(err, xfer.ErrTooLarge) {
-				continue
-			}
+		n, err := p.Recv(s.ctx, buf)
+		if err != nil {
 			s.peers.drop(p)
 			p.Close()
 			s.log.Debug("kv: client gone", "peer", p, "err", err)
 			return
 		}
+		req := new(kvpb.Request)
+		if err := proto.Unmarshal(buf[:n], req); err != nil {
+			// The id is unknown: the client's call waits for its deadline.
+			s.log.Warn("kv: malformed data-plane request", "peer", p, "bytes", n, "err", err)
+			continue
+		}
+		if g := req.GetGet(); g != nil && s.smallGet(g) {
+			// An inline answer cannot block: skip the goroutine.
+			s.serveRequest(p, msgs, req)
+			continue
+		}
+		wg.Go(func() { s.serveRequest(p, msgs, req) })
 	}
 }
+
+// smallGet reports whether g is a GET the server will answer inline (or
+// refuse) without touching the data plane.
+func (s *Server) smallGet(g *kvpb.GetRequest) bool {
+	n, ok := s.st.size(g.Key)
+	return !ok || (n <= g.InlineMax && int(n) <= s.opts.InlineMax)
+}
+
+// serveRequest runs one data-plane request through the gRPC handlers and
+// sends the response.
+func (s *Server) serveRequest(p *xfer.Peer, msgs *msgBufs, req *kvpb.Request) {
+	ctx := s.ctx
+	resp := &kvpb.Response{Id: req.Id}
+	var err error
+	switch op := req.Op.(type) {
+	case *kvpb.Request_Get:
+		var r *kvpb.GetResponse
+		if r, err = s.Get(ctx, op.Get); err == nil {
+			resp.Result = &kvpb.Response_Get{Get: r}
+		}
+	case *kvpb.Request_Put:
+		var r *kvpb.PutResponse
+		if r, err = s.Put(ctx, op.Put); err == nil {
+			resp.Result = &kvpb.Response_Put{Put: r}
+		}
+	case *kvpb.Request_Delete:
+		var r *kvpb.DeleteResponse
+		if r, err = s.Delete(ctx, op.Delete); err == nil {
+			resp.Result = &kvpb.Response_Delete{Delete: r}
+		}
+	default:
+		err = status.Error(codes.InvalidArgument, "request without an operation")
+	}
+	if err != nil {
+		st := status.Convert(err)
+		resp.Code, resp.Message = uint32(st.Code()), st.Message()
+		for _, d := range st.Details() {
+			if b, ok := d.(*kvpb.BufferTooSmall); ok {
+				resp.TooSmall = b
+			}
+		}
+	}
+	b, err := msgs.get(ctx)
+	if err != nil {
+		return // shutting down
+	}
+	defer msgs.put(b)
+	out, err := proto.MarshalOptions{}.MarshalAppend(b[:0], resp)
+	if err != nil || cap(out) != cap(b) {
+		s.log.Error("kv: response does not fit a message", "bytes", len(out), "limit", cap(b), "err", err)
+		return
+	}
+	if err := p.Send(ctx, out); err != nil {
+		s.log.Debug("kv: send response", "peer", p, "err", err)
+	}
+}
+
+// msgSize is the message size the data-plane request path needs: a key, an
+// inline value and the rest of the request, rounded up to 4 KiB.
+func msgSize(maxKey, inlineMax int) int {
+	return (max(inlineMax, 0) + maxKey + 1024 + 4095) &^ 4095
+}
+
+// serverMsgBufs is the number of responses each engine can send at once.
+const serverMsgBufs = 64
 
 // checkSession refuses requests that follow a Hello of an earlier server.
 func (s *Server) checkSession(id []byte) error {
@@ -300,7 +474,7 @@ func (s *Server) Hello(ctx context.Context, req *kvpb.HelloRequest) (*kvpb.Hello
 	}
 	return &kvpb.HelloResponse{
 		Protocol:  Protocol,
-		DataAddrs: []string{s.e.Addr()},
+		DataAddrs: s.DataAddrs(),
 		ServerId:  s.id[:],
 		MaxKey:    uint64(s.opts.MaxKey),
 		MaxValue:  uint64(s.opts.MaxValue),

@@ -808,6 +808,249 @@ func (x *BufferTooSmall) GetHave() uint64 {
 	return 0
 }
 
+// Request is a Get, Put or Delete sent on the data plane itself, as an xfer
+// message on the client's connection to the server's engine, instead of as a
+// gRPC call: one engine round trip instead of an HTTP/2 one, which is what
+// lets small GETs keep up with Redis (docs/KV.md). The server handles it
+// exactly as the gRPC call and answers with a Response of the same id.
+type Request struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Id    uint64                 `protobuf:"varint,1,opt,name=id,proto3" json:"id,omitempty"`
+	// Types that are valid to be assigned to Op:
+	//
+	//	*Request_Get
+	//	*Request_Put
+	//	*Request_Delete
+	Op            isRequest_Op `protobuf_oneof:"op"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Request) Reset() {
+	*x = Request{}
+	mi := &file_kv_kvpb_kv_proto_msgTypes[11]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Request) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Request) ProtoMessage() {}
+
+func (x *Request) ProtoReflect() protoreflect.Message {
+	mi := &file_kv_kvpb_kv_proto_msgTypes[11]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Request.ProtoReflect.Descriptor instead.
+func (*Request) Descriptor() ([]byte, []int) {
+	return file_kv_kvpb_kv_proto_rawDescGZIP(), []int{11}
+}
+
+func (x *Request) GetId() uint64 {
+	if x != nil {
+		return x.Id
+	}
+	return 0
+}
+
+func (x *Request) GetOp() isRequest_Op {
+	if x != nil {
+		return x.Op
+	}
+	return nil
+}
+
+func (x *Request) GetGet() *GetRequest {
+	if x != nil {
+		if x, ok := x.Op.(*Request_Get); ok {
+			return x.Get
+		}
+	}
+	return nil
+}
+
+func (x *Request) GetPut() *PutRequest {
+	if x != nil {
+		if x, ok := x.Op.(*Request_Put); ok {
+			return x.Put
+		}
+	}
+	return nil
+}
+
+func (x *Request) GetDelete() *DeleteRequest {
+	if x != nil {
+		if x, ok := x.Op.(*Request_Delete); ok {
+			return x.Delete
+		}
+	}
+	return nil
+}
+
+type isRequest_Op interface {
+	isRequest_Op()
+}
+
+type Request_Get struct {
+	Get *GetRequest `protobuf:"bytes,2,opt,name=get,proto3,oneof"`
+}
+
+type Request_Put struct {
+	Put *PutRequest `protobuf:"bytes,3,opt,name=put,proto3,oneof"`
+}
+
+type Request_Delete struct {
+	Delete *DeleteRequest `protobuf:"bytes,4,opt,name=delete,proto3,oneof"`
+}
+
+func (*Request_Get) isRequest_Op() {}
+
+func (*Request_Put) isRequest_Op() {}
+
+func (*Request_Delete) isRequest_Op() {}
+
+type Response struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Id    uint64                 `protobuf:"varint,1,opt,name=id,proto3" json:"id,omitempty"`
+	// A gRPC status code (0 = OK) and message.
+	Code    uint32 `protobuf:"varint,2,opt,name=code,proto3" json:"code,omitempty"`
+	Message string `protobuf:"bytes,3,opt,name=message,proto3" json:"message,omitempty"`
+	// Set with code FAILED_PRECONDITION when a value did not fit the buffer.
+	TooSmall *BufferTooSmall `protobuf:"bytes,4,opt,name=too_small,json=tooSmall,proto3" json:"too_small,omitempty"`
+	// Types that are valid to be assigned to Result:
+	//
+	//	*Response_Get
+	//	*Response_Put
+	//	*Response_Delete
+	Result        isResponse_Result `protobuf_oneof:"result"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Response) Reset() {
+	*x = Response{}
+	mi := &file_kv_kvpb_kv_proto_msgTypes[12]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Response) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Response) ProtoMessage() {}
+
+func (x *Response) ProtoReflect() protoreflect.Message {
+	mi := &file_kv_kvpb_kv_proto_msgTypes[12]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Response.ProtoReflect.Descriptor instead.
+func (*Response) Descriptor() ([]byte, []int) {
+	return file_kv_kvpb_kv_proto_rawDescGZIP(), []int{12}
+}
+
+func (x *Response) GetId() uint64 {
+	if x != nil {
+		return x.Id
+	}
+	return 0
+}
+
+func (x *Response) GetCode() uint32 {
+	if x != nil {
+		return x.Code
+	}
+	return 0
+}
+
+func (x *Response) GetMessage() string {
+	if x != nil {
+		return x.Message
+	}
+	return ""
+}
+
+func (x *Response) GetTooSmall() *BufferTooSmall {
+	if x != nil {
+		return x.TooSmall
+	}
+	return nil
+}
+
+func (x *Response) GetResult() isResponse_Result {
+	if x != nil {
+		return x.Result
+	}
+	return nil
+}
+
+func (x *Response) GetGet() *GetResponse {
+	if x != nil {
+		if x, ok := x.Result.(*Response_Get); ok {
+			return x.Get
+		}
+	}
+	return nil
+}
+
+func (x *Response) GetPut() *PutResponse {
+	if x != nil {
+		if x, ok := x.Result.(*Response_Put); ok {
+			return x.Put
+		}
+	}
+	return nil
+}
+
+func (x *Response) GetDelete() *DeleteResponse {
+	if x != nil {
+		if x, ok := x.Result.(*Response_Delete); ok {
+			return x.Delete
+		}
+	}
+	return nil
+}
+
+type isResponse_Result interface {
+	isResponse_Result()
+}
+
+type Response_Get struct {
+	Get *GetResponse `protobuf:"bytes,5,opt,name=get,proto3,oneof"`
+}
+
+type Response_Put struct {
+	Put *PutResponse `protobuf:"bytes,6,opt,name=put,proto3,oneof"`
+}
+
+type Response_Delete struct {
+	Delete *DeleteResponse `protobuf:"bytes,7,opt,name=delete,proto3,oneof"`
+}
+
+func (*Response_Get) isResponse_Result() {}
+
+func (*Response_Put) isResponse_Result() {}
+
+func (*Response_Delete) isResponse_Result() {}
+
 var File_kv_kvpb_kv_proto protoreflect.FileDescriptor
 
 const file_kv_kvpb_kv_proto_rawDesc = "" +
@@ -874,7 +1117,22 @@ const file_kv_kvpb_kv_proto_rawDesc = "" +
 	"\faborted_puts\x18\x10 \x01(\x04R\vabortedPuts\"<\n" +
 	"\x0eBufferTooSmall\x12\x16\n" +
 	"\x06needed\x18\x01 \x01(\x04R\x06needed\x12\x12\n" +
-	"\x04have\x18\x02 \x01(\x04R\x04have2\xb1\x02\n" +
+	"\x04have\x18\x02 \x01(\x04R\x04have\"\xac\x01\n" +
+	"\aRequest\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\x04R\x02id\x12*\n" +
+	"\x03get\x18\x02 \x01(\v2\x16.xfer.kv.v1.GetRequestH\x00R\x03get\x12*\n" +
+	"\x03put\x18\x03 \x01(\v2\x16.xfer.kv.v1.PutRequestH\x00R\x03put\x123\n" +
+	"\x06delete\x18\x04 \x01(\v2\x19.xfer.kv.v1.DeleteRequestH\x00R\x06deleteB\x04\n" +
+	"\x02op\"\x9b\x02\n" +
+	"\bResponse\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\x04R\x02id\x12\x12\n" +
+	"\x04code\x18\x02 \x01(\rR\x04code\x12\x18\n" +
+	"\amessage\x18\x03 \x01(\tR\amessage\x127\n" +
+	"\ttoo_small\x18\x04 \x01(\v2\x1a.xfer.kv.v1.BufferTooSmallR\btooSmall\x12+\n" +
+	"\x03get\x18\x05 \x01(\v2\x17.xfer.kv.v1.GetResponseH\x00R\x03get\x12+\n" +
+	"\x03put\x18\x06 \x01(\v2\x17.xfer.kv.v1.PutResponseH\x00R\x03put\x124\n" +
+	"\x06delete\x18\a \x01(\v2\x1a.xfer.kv.v1.DeleteResponseH\x00R\x06deleteB\b\n" +
+	"\x06result2\xb1\x02\n" +
 	"\x02KV\x12<\n" +
 	"\x05Hello\x12\x18.xfer.kv.v1.HelloRequest\x1a\x19.xfer.kv.v1.HelloResponse\x126\n" +
 	"\x03Get\x12\x16.xfer.kv.v1.GetRequest\x1a\x17.xfer.kv.v1.GetResponse\x126\n" +
@@ -894,7 +1152,7 @@ func file_kv_kvpb_kv_proto_rawDescGZIP() []byte {
 	return file_kv_kvpb_kv_proto_rawDescData
 }
 
-var file_kv_kvpb_kv_proto_msgTypes = make([]protoimpl.MessageInfo, 11)
+var file_kv_kvpb_kv_proto_msgTypes = make([]protoimpl.MessageInfo, 13)
 var file_kv_kvpb_kv_proto_goTypes = []any{
 	(*HelloRequest)(nil),   // 0: xfer.kv.v1.HelloRequest
 	(*HelloResponse)(nil),  // 1: xfer.kv.v1.HelloResponse
@@ -907,23 +1165,32 @@ var file_kv_kvpb_kv_proto_goTypes = []any{
 	(*StatsRequest)(nil),   // 8: xfer.kv.v1.StatsRequest
 	(*StatsResponse)(nil),  // 9: xfer.kv.v1.StatsResponse
 	(*BufferTooSmall)(nil), // 10: xfer.kv.v1.BufferTooSmall
+	(*Request)(nil),        // 11: xfer.kv.v1.Request
+	(*Response)(nil),       // 12: xfer.kv.v1.Response
 }
 var file_kv_kvpb_kv_proto_depIdxs = []int32{
-	0, // 0: xfer.kv.v1.KV.Hello:input_type -> xfer.kv.v1.HelloRequest
-	2, // 1: xfer.kv.v1.KV.Get:input_type -> xfer.kv.v1.GetRequest
-	4, // 2: xfer.kv.v1.KV.Put:input_type -> xfer.kv.v1.PutRequest
-	6, // 3: xfer.kv.v1.KV.Delete:input_type -> xfer.kv.v1.DeleteRequest
-	8, // 4: xfer.kv.v1.KV.Stats:input_type -> xfer.kv.v1.StatsRequest
-	1, // 5: xfer.kv.v1.KV.Hello:output_type -> xfer.kv.v1.HelloResponse
-	3, // 6: xfer.kv.v1.KV.Get:output_type -> xfer.kv.v1.GetResponse
-	5, // 7: xfer.kv.v1.KV.Put:output_type -> xfer.kv.v1.PutResponse
-	7, // 8: xfer.kv.v1.KV.Delete:output_type -> xfer.kv.v1.DeleteResponse
-	9, // 9: xfer.kv.v1.KV.Stats:output_type -> xfer.kv.v1.StatsResponse
-	5, // [5:10] is the sub-list for method output_type
-	0, // [0:5] is the sub-list for method input_type
-	0, // [0:0] is the sub-list for extension type_name
-	0, // [0:0] is the sub-list for extension extendee
-	0, // [0:0] is the sub-list for field type_name
+	2,  // 0: xfer.kv.v1.Request.get:type_name -> xfer.kv.v1.GetRequest
+	4,  // 1: xfer.kv.v1.Request.put:type_name -> xfer.kv.v1.PutRequest
+	6,  // 2: xfer.kv.v1.Request.delete:type_name -> xfer.kv.v1.DeleteRequest
+	10, // 3: xfer.kv.v1.Response.too_small:type_name -> xfer.kv.v1.BufferTooSmall
+	3,  // 4: xfer.kv.v1.Response.get:type_name -> xfer.kv.v1.GetResponse
+	5,  // 5: xfer.kv.v1.Response.put:type_name -> xfer.kv.v1.PutResponse
+	7,  // 6: xfer.kv.v1.Response.delete:type_name -> xfer.kv.v1.DeleteResponse
+	0,  // 7: xfer.kv.v1.KV.Hello:input_type -> xfer.kv.v1.HelloRequest
+	2,  // 8: xfer.kv.v1.KV.Get:input_type -> xfer.kv.v1.GetRequest
+	4,  // 9: xfer.kv.v1.KV.Put:input_type -> xfer.kv.v1.PutRequest
+	6,  // 10: xfer.kv.v1.KV.Delete:input_type -> xfer.kv.v1.DeleteRequest
+	8,  // 11: xfer.kv.v1.KV.Stats:input_type -> xfer.kv.v1.StatsRequest
+	1,  // 12: xfer.kv.v1.KV.Hello:output_type -> xfer.kv.v1.HelloResponse
+	3,  // 13: xfer.kv.v1.KV.Get:output_type -> xfer.kv.v1.GetResponse
+	5,  // 14: xfer.kv.v1.KV.Put:output_type -> xfer.kv.v1.PutResponse
+	7,  // 15: xfer.kv.v1.KV.Delete:output_type -> xfer.kv.v1.DeleteResponse
+	9,  // 16: xfer.kv.v1.KV.Stats:output_type -> xfer.kv.v1.StatsResponse
+	12, // [12:17] is the sub-list for method output_type
+	7,  // [7:12] is the sub-list for method input_type
+	7,  // [7:7] is the sub-list for extension type_name
+	7,  // [7:7] is the sub-list for extension extendee
+	0,  // [0:7] is the sub-list for field type_name
 }
 
 func init() { file_kv_kvpb_kv_proto_init() }
@@ -935,13 +1202,23 @@ func file_kv_kvpb_kv_proto_init() {
 		(*PutRequest_Buffer)(nil),
 		(*PutRequest_Value)(nil),
 	}
+	file_kv_kvpb_kv_proto_msgTypes[11].OneofWrappers = []any{
+		(*Request_Get)(nil),
+		(*Request_Put)(nil),
+		(*Request_Delete)(nil),
+	}
+	file_kv_kvpb_kv_proto_msgTypes[12].OneofWrappers = []any{
+		(*Response_Get)(nil),
+		(*Response_Put)(nil),
+		(*Response_Delete)(nil),
+	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_kv_kvpb_kv_proto_rawDesc), len(file_kv_kvpb_kv_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   11,
+			NumMessages:   13,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -1,0 +1,299 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"time"
+
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+
+	"github.com/xferio/xfer"
+	"github.com/xferio/xfer/kv"
+)
+
+// kvBanner starts the line kv serve prints to stdout once it listens.
+const kvBanner = "xfer kv serve: listening on "
+
+// Defaults of the kv commands (seed 001's).
+const (
+	kvDefaultListen   = ":50051"
+	kvDefaultServer   = "127.0.0.1:50051"
+	kvDefaultMemoryMB = 1024
+	kvDefaultBufferMB = 64
+)
+
+func newKVCmd(g *globals) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "kv",
+		Short: "Run and use the KV service (values move on the data plane, gRPC coordinates)",
+		Long: "The KV service stores values in a registered pool. A GET sends the key and a buffer of the\n" +
+			"client's registered memory; the server writes the value straight into it. A PUT names the\n" +
+			"buffer holding the value and the server reads it. Small values travel inline in the gRPC\n" +
+			"messages. See docs/KV.md.",
+	}
+	cmd.AddCommand(newKVServeCmd(g), newKVPutCmd(g), newKVGetCmd(g), newKVDeleteCmd(g), newKVStatsCmd(g), newKVBenchCmd(g))
+	return cmd
+}
+
+func newKVServeCmd(g *globals) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "serve",
+		Short: "Run a KV server until SIGINT or SIGTERM",
+		Long: "serve opens the value pool (--memory-mb), the data-plane engine (--data-listen) and the gRPC\n" +
+			"service (--listen), and serves until SIGINT or SIGTERM. Once it listens it prints one line:\n\n  " +
+			kvBanner + "HOST:PORT (data plane HOST:PORT)\n\n" +
+			"The config file's engine keys apply to the data plane; its listen key is the gRPC address.",
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			cfg, err := g.config(cmd.Flags())
+			if err != nil {
+				return err
+			}
+			fs := cmd.Flags()
+			grpcAddr := cfg.Listen
+			if grpcAddr == "" {
+				grpcAddr = kvDefaultListen
+			}
+			if !fs.Changed("memory-mb") && cfg.MemoryMB == 0 {
+				cfg.MemoryMB = kvDefaultMemoryMB
+			}
+			dataListen, _ := fs.GetString("data-listen")
+			if dataListen == "" {
+				host, _, err := net.SplitHostPort(grpcAddr)
+				if err != nil {
+					return fmt.Errorf("--listen %q: %w", grpcAddr, err)
+				}
+				dataListen = net.JoinHostPort(host, "0")
+			}
+			cfg.Listen = dataListen
+			devices, _ := fs.GetInt("devices")
+			full, _ := fs.GetString("full")
+			policy, err := kv.ParseFullPolicy(full)
+			if err != nil {
+				return fmt.Errorf("--full: %w", err)
+			}
+			maxValue, err := sizeFlag(fs, "max-value")
+			if err != nil {
+				return err
+			}
+			inlineMax, err := sizeFlag(fs, "inline-max")
+			if err != nil {
+				return err
+			}
+			if fs.Changed("inline-max") && inlineMax == 0 {
+				inlineMax = -1 // --inline-max 0: never inline
+			}
+			opts := kv.ServerOptions{Engine: cfg, Full: policy, MaxValue: int(maxValue), InlineMax: int(inlineMax), Devices: devices, Logger: g.log}
+			return kvServe(cmd.Context(), g, grpcAddr, opts)
+		},
+	}
+	fs := cmd.Flags()
+	fs.String("listen", kvDefaultListen, "gRPC `address` to serve on (seed 001's --listen-addr)")
+	fs.String("data-listen", "", "data-plane `address` clients connect their engine to (default: the --listen host, any port)")
+	fs.String("transport", string(xfer.PolicyAuto), "data-plane transport `policy`: auto, tcp, shm or rdma")
+	fs.Int("memory-mb", kvDefaultMemoryMB, "size of the value pool in `MiB`")
+	fs.Int("devices", 1, "number of RDMA `devices` (NICs) the data plane uses, one engine each (seed 001's --num-domains)")
+	fs.String("full", string(kv.Evict), "when the pool is full: evict (least recently used values) or reject (PUT fails)")
+	fs.String("max-value", "", "largest value, e.g. 64MiB (default: the pool)")
+	fs.String("inline-max", "", fmt.Sprintf("largest value sent inline in gRPC messages, 0 for never (default %s)", FormatSize(kv.DefaultInlineMax)))
+	fs.String("secret", "", "shared `secret` of the data plane (prefer "+envPrefix+"SECRET: flags show in ps)")
+	return cmd
+}
+
+func sizeFlag(fs *pflag.FlagSet, name string) (int64, error) {
+	s, _ := fs.GetString(name)
+	if s == "" {
+		return 0, nil
+	}
+	n, err := ParseSize(s)
+	if err != nil {
+		return 0, fmt.Errorf("--%s: %w", name, err)
+	}
+	return n, nil
+}
+
+func kvServe(ctx context.Context, g *globals, addr string, opts kv.ServerOptions) error {
+	s, err := kv.NewServer(ctx, opts)
+	if err != nil {
+		return err
+	}
+	lis, err := net.Listen("tcp", addr)
+	if err != nil {
+		s.Close()
+		return fmt.Errorf("listen: %w", err)
+	}
+	if _, err := fmt.Fprintf(g.stdout, "%s%s (data plane %s)\n", kvBanner, lis.Addr(), s.DataAddr()); err != nil {
+		lis.Close()
+		s.Close()
+		return err
+	}
+	st := s.Snapshot()
+	g.log.Info("kv serving", "addr", lis.Addr().String(), "data", s.DataAddr(), "capacity", st.Capacity, "full", st.FullPolicy)
+	err = s.Serve(ctx, lis)
+	g.log.Info("kv stopped")
+	return err
+}
+
+// kvClientFlags are the flags of the client commands.
+func kvClientFlags(fs *pflag.FlagSet) {
+	fs.String("server-addr", kvDefaultServer, "KV server `address`: HOST:PORT or http://HOST:PORT")
+	fs.String("transport", string(xfer.PolicyAuto), "data-plane transport `policy`: auto, tcp, shm or rdma")
+	fs.Int("buffer-mb", kvDefaultBufferMB, "size of the client's registered buffer pool in `MiB`")
+	fs.Duration("timeout", 30*time.Second, "give up after this `duration` (the server may be restarting)")
+	fs.String("secret", "", "shared `secret` of the data plane (prefer "+envPrefix+"SECRET)")
+	fs.String("requests", kv.RequestsData, "path of GET/PUT/DELETE requests: data (messages on the data-plane connection) or grpc (gRPC calls)")
+}
+
+// kvDial connects a client with the command's flags and config.
+func kvDial(cmd *cobra.Command, g *globals, bufferMB int) (*kv.Client, context.Context, context.CancelFunc, error) {
+	cfg, err := g.config(cmd.Flags())
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	fs := cmd.Flags()
+	if bufferMB == 0 {
+		bufferMB, _ = fs.GetInt("buffer-mb")
+	}
+	cfg.MemoryMB = bufferMB
+	cfg.Listen = "" // a client only dials
+	addr, _ := fs.GetString("server-addr")
+	timeout, _ := fs.GetDuration("timeout")
+	ctx, cancel := context.WithTimeout(cmd.Context(), timeout)
+	requests, _ := fs.GetString("requests")
+	c, err := kv.Dial(ctx, addr, kv.ClientOptions{EngineConfig: cfg, Requests: requests})
+	if err != nil {
+		cancel()
+		if ctx.Err() != nil {
+			return nil, nil, nil, fmt.Errorf("no KV server at %s within %v: %w", addr, timeout, err)
+		}
+		return nil, nil, nil, err
+	}
+	return c, ctx, cancel, nil
+}
+
+func newKVPutCmd(g *globals) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "put KEY [VALUE]",
+		Short: "Store VALUE, or the contents of --file, under KEY",
+		Args:  cobra.RangeArgs(1, 2),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			file, _ := cmd.Flags().GetString("file")
+			var value []byte
+			switch {
+			case file != "" && len(args) == 2:
+				return errors.New("give the value or --file, not both")
+			case file != "":
+				var err error
+				if value, err = os.ReadFile(file); err != nil {
+					return err
+				}
+			case len(args) == 2:
+				value = []byte(args[1])
+			default:
+				return errors.New("put needs a VALUE or --file")
+			}
+			bufferMB, _ := cmd.Flags().GetInt("buffer-mb")
+			bufferMB = max(bufferMB, len(value)>>20+1)
+			c, ctx, cancel, err := kvDial(cmd, g, bufferMB)
+			if err != nil {
+				return err
+			}
+			defer cancel()
+			defer c.Close()
+			return c.Put(ctx, args[0], value)
+		},
+	}
+	kvClientFlags(cmd.Flags())
+	cmd.Flags().String("file", "", "read the value from `file`")
+	return cmd
+}
+
+func newKVGetCmd(g *globals) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "get KEY",
+		Short: "Write the value of KEY to stdout or --out; a missing key exits 1 with \"not found\"",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			c, ctx, cancel, err := kvDial(cmd, g, 0)
+			if err != nil {
+				return err
+			}
+			defer cancel()
+			defer c.Close()
+			v, err := c.Get(ctx, args[0])
+			if err != nil {
+				return err
+			}
+			out, _ := cmd.Flags().GetString("out")
+			if out != "" {
+				return os.WriteFile(out, v, 0o644)
+			}
+			_, err = g.stdout.Write(v)
+			return err
+		},
+	}
+	kvClientFlags(cmd.Flags())
+	cmd.Flags().String("out", "", "write the value to `file` instead of stdout")
+	return cmd
+}
+
+func newKVDeleteCmd(g *globals) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "delete KEY",
+		Short: "Remove KEY; a missing key exits 1 with \"not found\"",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			c, ctx, cancel, err := kvDial(cmd, g, 0)
+			if err != nil {
+				return err
+			}
+			defer cancel()
+			defer c.Close()
+			return c.Delete(ctx, args[0])
+		},
+	}
+	kvClientFlags(cmd.Flags())
+	return cmd
+}
+
+func newKVStatsCmd(g *globals) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "stats",
+		Short: "Print the server's counters (keys, pool use, evictions, rejected PUTs, ...)",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			c, ctx, cancel, err := kvDial(cmd, g, 1)
+			if err != nil {
+				return err
+			}
+			defer cancel()
+			defer c.Close()
+			st, err := c.Stats(ctx)
+			if err != nil {
+				return err
+			}
+			if j, _ := cmd.Flags().GetBool("json"); j {
+				return writeJSONLine(g.stdout, st)
+			}
+			printKVStats(g.stdout, st)
+			return nil
+		},
+	}
+	kvClientFlags(cmd.Flags())
+	cmd.Flags().Bool("json", false, "print one JSON object")
+	return cmd
+}
+
+func printKVStats(w io.Writer, st kv.Stats) {
+	fmt.Fprintf(w, "keys            %d (%s of values)\n", st.Keys, FormatSize(int64(st.ValueBytes)))
+	fmt.Fprintf(w, "pool            %s of %s in use, fragmentation %.2f\n", FormatSize(int64(st.PoolUsed)), FormatSize(int64(st.Capacity)), st.Fragmentation)
+	fmt.Fprintf(w, "requests        %d gets (%d hits, %d misses), %d puts, %d deletes\n", st.Gets, st.Hits, st.Misses, st.Puts, st.Deletes)
+	fmt.Fprintf(w, "full policy     %s: %d evictions, %d puts rejected\n", st.FullPolicy, st.Evictions, st.RejectedFull)
+	fmt.Fprintf(w, "aborted puts    %d\n", st.AbortedPuts)
+	fmt.Fprintf(w, "bytes moved     %s on the data plane, %s inline\n", FormatSize(int64(st.DataPlaneBytes)), FormatSize(int64(st.InlineBytes)))
+}

@@ -1,0 +1,219 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/xferio/xfer"
+	"github.com/xferio/xfer/kv"
+)
+
+// kvBenchRecord is the line "kv bench --json" prints.
+type kvBenchRecord struct {
+	Op          string  `json:"op"`
+	Transport   string  `json:"transport"`
+	ValueSize   int64   `json:"value_size"`
+	Concurrency int     `json:"concurrency"`
+	Ops         int64   `json:"ops"`
+	Seconds     float64 `json:"seconds"`
+	OpsPerSec   float64 `json:"ops_per_sec"`
+	BytesPerSec float64 `json:"bytes_per_sec"`
+	LatP50Ns    int64   `json:"lat_p50_ns"`
+	LatP99Ns    int64   `json:"lat_p99_ns"`
+	LatMaxNs    int64   `json:"lat_max_ns"`
+	Verified    bool    `json:"verified"`
+}
+
+func writeJSONLine(w io.Writer, v any) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	_, err = w.Write(append(b, '\n'))
+	return err
+}
+
+func newKVBenchCmd(g *globals) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "bench",
+		Short: "Measure GET or PUT throughput and latency against a KV server",
+		Long: "bench runs --ops operations from --concurrency clients (each with its own connection and\n" +
+			"registered buffers, like redis-benchmark -c) over --keys keys of --value-size bytes, which it\n" +
+			"PUTs first for a GET run. It prints ops/s, bandwidth (1e9 bytes/s) and latency p50/p99.",
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			fs := cmd.Flags()
+			op, _ := fs.GetString("op")
+			if op != "get" && op != "put" {
+				return fmt.Errorf("--op %q: must be get or put", op)
+			}
+			size, err := sizeFlag(fs, "value-size")
+			if err != nil {
+				return err
+			}
+			ops, _ := fs.GetInt64("ops")
+			conc, _ := fs.GetInt("concurrency")
+			keys, _ := fs.GetInt("keys")
+			if ops < 1 || conc < 1 || keys < 1 {
+				return errors.New("--ops, --concurrency and --keys must be at least 1")
+			}
+			jsonOut, _ := fs.GetBool("json")
+			verify, _ := fs.GetBool("verify")
+			// Each client's pool holds its value buffer and Get's buffer.
+			bufferMB := int(2*size>>20) + 4
+			clients := make([]*kv.Client, conc)
+			defer func() {
+				for _, c := range clients {
+					if c != nil {
+						c.Close()
+					}
+				}
+			}()
+			for i := range clients {
+				c, _, cancel, err := kvDial(cmd, g, bufferMB)
+				if err != nil {
+					return err
+				}
+				cancel() // the timeout bounds the connection; the run may take longer
+				clients[i] = c
+			}
+			res, err := kvBench(cmd.Context(), g, clients, op, size, ops, keys, verify)
+			if err != nil {
+				return err
+			}
+			if jsonOut {
+				return writeJSONLine(g.stdout, res)
+			}
+			fmt.Fprintf(g.stdout, "%-4s %-9s %-5s %11s %12s %10s %10s %10s\n", "op", "transport", "conc", "value", "ops/s", "GB/s", "p50 µs", "p99 µs")
+			fmt.Fprintf(g.stdout, "%-4s %-9s %-5d %11s %12.0f %10.3f %10.1f %10.1f\n", res.Op, res.Transport, res.Concurrency,
+				FormatSize(res.ValueSize), res.OpsPerSec, res.BytesPerSec/1e9, float64(res.LatP50Ns)/1e3, float64(res.LatP99Ns)/1e3)
+			return nil
+		},
+	}
+	kvClientFlags(cmd.Flags())
+	fs := cmd.Flags()
+	fs.String("op", "get", "operation: get or put")
+	fs.Int64("ops", 100000, "number of operations")
+	fs.String("value-size", "4KiB", "value `size`, e.g. 4096, 4KiB, 1MiB")
+	fs.Int("concurrency", 1, "number of concurrent clients")
+	fs.Int("keys", 1000, "number of distinct keys")
+	fs.Bool("json", false, "print one JSON line")
+	fs.Bool("verify", false, "check every GET's value")
+	return cmd
+}
+
+// kvValue is the value of key k: bytes derived from k, so GETs can be checked.
+func kvValue(b []byte, k int) {
+	for i := range b {
+		b[i] = byte(k) ^ byte(i) ^ byte(i>>8)
+	}
+}
+
+func kvBench(ctx context.Context, g *globals, clients []*kv.Client, op string, size, ops int64, keys int, verify bool) (kvBenchRecord, error) {
+	type worker struct {
+		c     *kv.Client
+		buf   xfer.Buffer
+		check []byte
+		lat   latencies
+	}
+	ws := make([]*worker, len(clients))
+	for i, c := range clients {
+		buf, err := c.Engine().Alloc(int(max(size, 1)))
+		if err != nil {
+			return kvBenchRecord{}, fmt.Errorf("client buffer: %w", err)
+		}
+		ws[i] = &worker{c: c, buf: buf, check: make([]byte, size), lat: newLatencies()}
+	}
+	key := func(k int) string { return fmt.Sprintf("key:%012d", k) }
+	if op == "get" { // the keys must exist
+		w := ws[0]
+		for k := range keys {
+			kvValue(w.buf.Bytes()[:size], k)
+			if err := w.c.PutBuffer(ctx, key(k), w.buf, int(size)); err != nil {
+				return kvBenchRecord{}, fmt.Errorf("fill: %w", err)
+			}
+		}
+	}
+	var next, done atomic.Int64
+	one := func(w *worker, i int64) error {
+		k := int(i % int64(keys))
+		if op == "put" {
+			t0 := time.Now()
+			err := w.c.PutBuffer(ctx, key(k), w.buf, int(size))
+			w.lat.record(time.Since(t0))
+			return err
+		}
+		t0 := time.Now()
+		n, err := w.c.GetInto(ctx, key(k), w.buf)
+		w.lat.record(time.Since(t0))
+		if err != nil {
+			return err
+		}
+		if int64(n) != size {
+			return fmt.Errorf("get %s: %d bytes, want %d", key(k), n, size)
+		}
+		if verify {
+			kvValue(w.check, k)
+			if !bytes.Equal(w.buf.Bytes()[:n], w.check) {
+				return fmt.Errorf("get %s: the value differs from what was put", key(k))
+			}
+		}
+		return nil
+	}
+	// A short warm-up, not measured.
+	for i := range min(int64(len(ws))*10, ops) {
+		if err := one(ws[i%int64(len(ws))], i); err != nil {
+			return kvBenchRecord{}, fmt.Errorf("warm-up: %w", err)
+		}
+	}
+	for _, w := range ws {
+		w.lat.reset()
+	}
+	hide := showProgress(g.stderr, "kv "+op+" "+FormatSize(size), limit{iters: ops}, done.Load)
+	var wg sync.WaitGroup
+	errs := make(chan error, len(ws))
+	start := time.Now()
+	for _, w := range ws {
+		wg.Go(func() {
+			for {
+				i := next.Add(1) - 1
+				if i >= ops {
+					return
+				}
+				if err := one(w, i); err != nil {
+					errs <- err
+					return
+				}
+				done.Add(1)
+			}
+		})
+	}
+	wg.Wait()
+	elapsed := time.Since(start)
+	hide()
+	close(errs)
+	if err := <-errs; err != nil {
+		return kvBenchRecord{}, err
+	}
+	lat := newLatencies()
+	for _, w := range ws {
+		lat.merge(w.lat)
+		w.c.Engine().Free(w.buf)
+	}
+	sec := elapsed.Seconds()
+	return kvBenchRecord{
+		Op: op, Transport: clients[0].Transport(), ValueSize: size, Concurrency: len(clients),
+		Ops: ops, Seconds: sec, OpsPerSec: float64(ops) / sec, BytesPerSec: float64(ops*size) / sec,
+		LatP50Ns: int64(lat.quantile(50)), LatP99Ns: int64(lat.quantile(99)), LatMaxNs: int64(lat.max()),
+		Verified: verify && op == "get",
+	}, nil
+}
