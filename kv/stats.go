@@ -5,25 +5,33 @@ import "github.com/xferio/xfer/kv/kvpb"
 // Stats are a server's counters. Sizes are in bytes.
 type Stats struct {
 	// Keys and ValueBytes are the stored values and their total length.
-	Keys, ValueBytes uint64
+	Keys       uint64 `json:"keys"`
+	ValueBytes uint64 `json:"value_bytes"`
 	// Capacity is the size of the value pool; PoolUsed what values and PUTs
 	// in progress hold of it (rounded up to the pool's alignment), and
 	// Fragmentation how splintered its free space is (0 to 1).
-	Capacity, PoolUsed uint64
-	Fragmentation      float64
+	Capacity      uint64  `json:"capacity"`
+	PoolUsed      uint64  `json:"pool_used"`
+	Fragmentation float64 `json:"fragmentation"`
 	// Request counts; Hits+Misses = GETs that had a valid key.
-	Gets, Hits, Misses, Puts, Deletes uint64
+	Gets    uint64 `json:"gets"`
+	Hits    uint64 `json:"hits"`
+	Misses  uint64 `json:"misses"`
+	Puts    uint64 `json:"puts"`
+	Deletes uint64 `json:"deletes"`
 	// Evictions counts values evicted to make room, RejectedFull the PUTs
 	// refused because the pool was full; FullPolicy says which of the two
 	// the server does.
-	Evictions, RejectedFull uint64
-	FullPolicy              FullPolicy
+	Evictions    uint64     `json:"evictions"`
+	RejectedFull uint64     `json:"rejected_full"`
+	FullPolicy   FullPolicy `json:"full_policy"`
 	// DataPlaneBytes and InlineBytes count value bytes moved by one-sided
 	// operations and inside gRPC messages.
-	DataPlaneBytes, InlineBytes uint64
+	DataPlaneBytes uint64 `json:"data_plane_bytes"`
+	InlineBytes    uint64 `json:"inline_bytes"`
 	// AbortedPuts counts PUTs that failed after reserving a slot (the client
 	// died, its buffer was refused); their slots were freed.
-	AbortedPuts uint64
+	AbortedPuts uint64 `json:"aborted_puts"`
 }
 
 func (s Stats) proto() *kvpb.StatsResponse {

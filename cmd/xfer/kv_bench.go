@@ -134,6 +134,16 @@ func kvBench(ctx context.Context, g *globals, clients []*kv.Client, op string, s
 		ws[i] = &worker{c: c, buf: buf, check: make([]byte, size), lat: newLatencies()}
 	}
 	key := func(k int) string { return fmt.Sprintf("key:%012d", k) }
+	// The keys must fit the server's pool with room to spare, or evictions
+	// would turn GETs into misses.
+	st, err := clients[0].Stats(ctx)
+	if err != nil {
+		return kvBenchRecord{}, err
+	}
+	if fit := int(st.Capacity / 2 / uint64(max(size, 64))); keys > fit {
+		fmt.Fprintf(g.stderr, "xfer kv bench: %d keys of %s do not fit half the server's pool (%s): using %d\n", keys, FormatSize(size), FormatSize(int64(st.Capacity)), max(fit, 1))
+		keys = max(fit, 1)
+	}
 	if op == "get" { // the keys must exist
 		w := ws[0]
 		for k := range keys {

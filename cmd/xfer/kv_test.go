@@ -1,0 +1,138 @@
+package main
+
+import (
+	"bufio"
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// startKVServe runs "xfer kv serve" and returns its gRPC address.
+func startKVServe(t *testing.T, args ...string) string {
+	t.Helper()
+	cmd := exec.Command(xferBinary(t), append([]string{"kv", "serve", "--listen", "127.0.0.1:0", "--memory-mb", "64"}, args...)...)
+	cmd.Env = cleanEnv()
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd.Stderr = os.Stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		cmd.Process.Signal(syscall.SIGTERM)
+		done := make(chan error, 1)
+		go func() { done <- cmd.Wait() }()
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Errorf("kv serve did not exit cleanly on SIGTERM: %v", err)
+			}
+		case <-time.After(15 * time.Second):
+			cmd.Process.Kill()
+			t.Error("kv serve did not exit within 15s of SIGTERM")
+		}
+	})
+	line, err := bufio.NewReader(out).ReadString('\n')
+	if err != nil {
+		t.Fatalf("kv serve: %v", err)
+	}
+	rest, ok := strings.CutPrefix(line, kvBanner)
+	if !ok {
+		t.Fatalf("kv serve printed %q", line)
+	}
+	return strings.Fields(rest)[0]
+}
+
+func TestEndToEndKV(t *testing.T) {
+	addr := startKVServe(t)
+	env := cleanEnv()
+	run := func(args ...string) (string, string, int) {
+		t.Helper()
+		return xferRun(t, env, append([]string{"kv"}, args...)...)
+	}
+	if _, e, code := run("put", "--server-addr", "http://"+addr, "mykey", "hello world"); code != 0 {
+		t.Fatalf("put: exit %d: %s", code, e)
+	}
+	if o, e, code := run("get", "--server-addr", addr, "mykey"); code != 0 || o != "hello world" {
+		t.Fatalf("get: %q exit %d: %s", o, code, e)
+	}
+	dir := t.TempDir()
+	in, out := filepath.Join(dir, "in"), filepath.Join(dir, "out")
+	big := strings.Repeat("0123456789abcdef", 300<<10/16) // above the inline limit
+	if err := os.WriteFile(in, []byte(big), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, e, code := run("put", "--server-addr", addr, "--requests", "grpc", "big", "--file", in); code != 0 {
+		t.Fatalf("put --file: exit %d: %s", code, e)
+	}
+	if _, e, code := run("get", "--server-addr", addr, "big", "--out", out); code != 0 {
+		t.Fatalf("get --out: exit %d: %s", code, e)
+	}
+	if got, _ := os.ReadFile(out); string(got) != big {
+		t.Fatalf("get --out wrote %d bytes, want %d", len(got), len(big))
+	}
+	if _, e, code := run("delete", "--server-addr", addr, "mykey"); code != 0 {
+		t.Fatalf("delete: exit %d: %s", code, e)
+	}
+	for _, args := range [][]string{{"get", "mykey"}, {"delete", "mykey"}} {
+		if _, e, code := run(append(args, "--server-addr", addr)...); code == 0 || !strings.Contains(e, "not found") {
+			t.Fatalf("%v of a missing key: exit %d, stderr %q", args, code, e)
+		}
+	}
+	if _, e, code := run("put", "--server-addr", addr, "", "x"); code == 0 || !strings.Contains(e, "empty key") {
+		t.Fatalf("put of an empty key: exit %d, stderr %q", code, e)
+	}
+	if _, e, code := run("get", "--server-addr", "https://"+addr, "k"); code == 0 || !strings.Contains(e, "TLS") {
+		t.Fatalf("https address: exit %d, stderr %q", code, e)
+	}
+	o, e, code := run("stats", "--server-addr", addr, "--json")
+	if code != 0 {
+		t.Fatalf("stats: exit %d: %s", code, e)
+	}
+	var st map[string]any
+	if err := json.Unmarshal([]byte(o), &st); err != nil || st["keys"] != 1.0 {
+		t.Fatalf("stats: %v %s", err, o)
+	}
+	for _, op := range []string{"put", "get"} {
+		o, e, code := run("bench", "--server-addr", addr, "--op", op, "--ops", "300", "--value-size", "64KiB", "--concurrency", "4", "--keys", "10", "--verify", "--json")
+		if code != 0 {
+			t.Fatalf("bench %s: exit %d: %s", op, code, e)
+		}
+		var m map[string]any
+		if err := json.Unmarshal([]byte(o), &m); err != nil {
+			t.Fatalf("bench %s: %v: %s", op, err, o)
+		}
+		for _, f := range []string{"ops_per_sec", "bytes_per_sec", "lat_p50_ns", "lat_p99_ns"} {
+			if v, ok := m[f].(float64); !ok || v <= 0 {
+				t.Errorf("bench %s: %s = %v", op, f, m[f])
+			}
+		}
+		if m["ops"] != 300.0 || m["op"] != op {
+			t.Errorf("bench %s: %s", op, o)
+		}
+	}
+}
+
+func TestKVServeBadFlags(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"kv", "serve", "--full", "sometimes"}, "evict or reject"},
+		{[]string{"kv", "serve", "--transport", "rdma", "--devices", "2", "--listen", "127.0.0.1:0"}, "RDMA devices"},
+		{[]string{"kv", "bench", "--op", "scan"}, "get or put"},
+		{[]string{"kv", "get", "k", "--server-addr", "nohostport"}, "HOST:PORT"},
+	} {
+		_, e, code := xferRun(t, cleanEnv(), tc.args...)
+		if code == 0 || !strings.Contains(e, tc.want) {
+			t.Errorf("%v: exit %d, stderr %q; want %q", tc.args, code, e, tc.want)
+		}
+	}
+}
