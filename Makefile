@@ -1,10 +1,11 @@
 # xfer: build, test, fuzz and benchmark targets. `make test` is what CI runs.
 
+SHELL    := /bin/bash
 GO       ?= go
 FUZZTIME ?= 10s
 PKGS      = ./...
 
-.PHONY: all build test vet race nocgo fuzz integrity bench bench-peers bench-verbs clean
+.PHONY: all build test vet race nocgo fuzz integrity bench bench-peers bench-verbs bench-kv proto clean
 
 all: build
 
@@ -31,7 +32,7 @@ race:
 ## integrity: the full 100,000-transfer check on tcp and shm (the race run
 ## does 5,000).
 integrity:
-	$(GO) test -count=1 -timeout 20m -run 'TestIntegrity' -v . | grep -E '^(=== RUN|--- |ok|FAIL|PASS)|transfers checked'
+	set -o pipefail; $(GO) test -count=1 -timeout 20m -run 'TestIntegrity' -v . ./kv | grep -E '^(=== RUN|--- |ok|FAIL|PASS)|transfers checked|operations checked'
 
 ## fuzz: every fuzz target for FUZZTIME each.
 fuzz:
@@ -55,6 +56,14 @@ bench:
 ## bench-peers: the comparisons in docs/BENCHMARKS.md (installs the peers).
 bench-peers: build
 	tools/bench/peers.sh
+
+## bench-kv: the KV service against redis-server/redis-benchmark (installs them).
+bench-kv:
+	tools/bench/kv.sh
+
+## proto: regenerate kv/kvpb from kv/kvpb/kv.proto (installs protoc and plugins).
+proto:
+	tools/proto.sh
 
 ## bench-verbs: xfer against perftest on SoftRoCE, in one VM (docs/BENCHMARKS.md).
 bench-verbs: vm-setup

@@ -1,0 +1,68 @@
+package kv
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"testing"
+
+	"github.com/xferio/xfer"
+)
+
+// BenchmarkGet measures GETs of one key from 1 and 16 clients, in process
+// (server and clients in one process, over real loopback connections).
+func BenchmarkGet(b *testing.B) {
+	for _, tr := range transports {
+		for _, mode := range modes {
+			for _, size := range []int{4 << 10, 1 << 20} {
+				for _, conc := range []int{1, 16} {
+					b.Run(fmt.Sprintf("%s/%s/%dB/c%d", tr, mode, size, conc), func(b *testing.B) {
+						benchGet(b, tr, mode, size, conc, conc)
+					})
+				}
+				b.Run(fmt.Sprintf("%s/%s/%dB/c16-shared", tr, mode, size), func(b *testing.B) {
+					benchGet(b, tr, mode, size, 16, 1)
+				})
+			}
+		}
+	}
+}
+
+// benchGet runs conc goroutines that share nc clients.
+func benchGet(b *testing.B, tr xfer.Policy, mode string, size, conc, nc int) {
+	s := startServer(b, ServerOptions{Engine: xfer.Config{MemoryMB: 64}})
+	ctx := context.Background()
+	cs := make([]*Client, conc)
+	bufs := make([]xfer.Buffer, conc)
+	for i := range cs {
+		if i < nc {
+			cs[i] = dialMode(b, s.addr, tr, mode)
+		} else {
+			cs[i] = cs[i%nc]
+		}
+		var err error
+		if bufs[i], err = cs[i].Engine().Alloc(size); err != nil {
+			b.Fatal(err)
+		}
+	}
+	if err := cs[0].Put(ctx, "k", make([]byte, size)); err != nil {
+		b.Fatal(err)
+	}
+	b.SetBytes(int64(size))
+	b.ResetTimer()
+	var wg sync.WaitGroup
+	per := b.N/conc + 1
+	for i, c := range cs {
+		wg.Go(func() {
+			for range per {
+				if _, err := c.GetInto(ctx, "k", bufs[i]); err != nil {
+					b.Error(err)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	b.StopTimer()
+	b.ReportMetric(float64(per*conc)/b.Elapsed().Seconds(), "ops/s")
+}
