@@ -42,6 +42,9 @@ func startServerAt(t testing.TB, addr string, opts ServerOptions) *testServer {
 	if opts.Engine.MemoryMB == 0 {
 		opts.Engine.MemoryMB = 32
 	}
+	if opts.Engine.RDMADevice == "" {
+		opts.Engine.RDMADevice = rdmaDevice
+	}
 	s, err := NewServer(context.Background(), opts)
 	if err != nil {
 		t.Fatal(err)
@@ -85,7 +88,7 @@ func dialMode(t testing.TB, addr string, policy xfer.Policy, mode string) *Clien
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	c, err := Dial(ctx, addr, ClientOptions{EngineConfig: xfer.Config{Transport: policy, MemoryMB: 16}, Requests: mode})
+	c, err := Dial(ctx, addr, ClientOptions{EngineConfig: xfer.Config{Transport: policy, MemoryMB: 16, RDMADevice: rdmaDevice}, Requests: mode})
 	if err != nil {
 		t.Fatal(err)
 	}

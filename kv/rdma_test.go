@@ -1,0 +1,89 @@
+package kv
+
+import (
+	"bytes"
+	"fmt"
+	"strings"
+	"testing"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/xferio/xfer"
+	"github.com/xferio/xfer/internal/testutil"
+	"github.com/xferio/xfer/kv/kvpb"
+)
+
+// rdmaDevice is the RDMA device the tests' engines use ("" outside TestRDMA).
+var rdmaDevice string
+
+// TestRDMA runs the KV service over real verbs (make verbs-test runs it in
+// the VM on rxe and on siw): GETs are the server's RDMA WRITEs into the
+// client's buffer, PUTs its RDMA READs.
+func TestRDMA(t *testing.T) {
+	rdmaDevice = testutil.RequireVerbs(t)
+	defer func() { rdmaDevice = "" }()
+	const rdma = xfer.PolicyRDMA
+	t.Run("PutGetDelete", func(t *testing.T) {
+		for _, mode := range modes {
+			t.Run(mode, func(t *testing.T) { testPutGetDelete(t, rdma, mode) })
+		}
+	})
+	t.Run("BadBuffer", func(t *testing.T) {
+		s := startServer(t, ServerOptions{Engine: xfer.Config{Transport: rdma}})
+		c := dial(t, s.addr, rdma)
+		ctx := ctxT(t)
+		if got := c.Transport(); got != "rdma" {
+			t.Fatalf("data plane on %q", got)
+		}
+		v := pattern(100<<10, 4)
+		if err := c.Put(ctx, "k", v); err != nil {
+			t.Fatal(err)
+		}
+		buf, err := c.Engine().Alloc(128 << 10)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Engine().Free(buf)
+		for i := range buf.Bytes() {
+			buf.Bytes()[i] = 0x5A
+		}
+		for name, mutate := range map[string]func(*xfer.RegionDesc){
+			"wrong key":    func(d *xfer.RegionDesc) { d.Key ^= 0x5555 },
+			"out of range": func(d *xfer.RegionDesc) { d.Addr += 1 << 30 },
+		} {
+			d := buf.Desc()
+			mutate(&d)
+			b, _ := d.MarshalBinary()
+			_, err := c.rpc.Get(ctx, &kvpb.GetRequest{Key: []byte("k"), Buffer: b})
+			if status.Code(err) != codes.InvalidArgument || !strings.Contains(err.Error(), "refused") {
+				t.Errorf("%s: %v, want INVALID_ARGUMENT refused", name, err)
+			}
+		}
+		for i, b := range buf.Bytes() {
+			if b != 0x5A {
+				t.Fatalf("byte %d of the client's buffer changed", i)
+			}
+		}
+		got, err := c.Get(ctx, "k")
+		if err != nil || !bytes.Equal(got, v) {
+			t.Fatalf("get after refused requests: %v", err)
+		}
+	})
+	t.Run("Integrity", func(t *testing.T) { integrity(t, rdma, 2_000) })
+	t.Run("BigValues", func(t *testing.T) {
+		s := startServer(t, ServerOptions{Engine: xfer.Config{Transport: rdma, MemoryMB: 64}})
+		c := dial(t, s.addr, rdma)
+		ctx := ctxT(t)
+		for i, n := range []int{1 << 20, 8 << 20} {
+			v := pattern(n, byte(i))
+			if err := c.Put(ctx, fmt.Sprint(n), v); err != nil {
+				t.Fatal(err)
+			}
+			got, err := c.Get(ctx, fmt.Sprint(n))
+			if err != nil || !bytes.Equal(got, v) {
+				t.Fatalf("get %d bytes: %v", n, err)
+			}
+		}
+	})
+}
