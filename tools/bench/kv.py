@@ -8,7 +8,10 @@ machine, in turn, ROUNDS times (xfer, redis, xfer, redis, ...), and prints
 the medians and ratios as a Markdown table. Both use one key, as
 redis-benchmark does without -r. Raw results go to bench-out/kv.json.
 
-Usage: tools/bench/kv.py [--rounds N] [--xfer PATH] [--transports tcp,shm]
+Usage: tools/bench/kv.py [--rounds N] [--xfer PATH] [--transports tcp,shm] [--scale F]
+In the VM, over SoftRoCE (XFER_DEVICE=rxe0 picks the device):
+  XFER_DEVICE=rxe0 tools/rdma-vm/rdma-vm --rxe --timeout 3000 -- \
+      python3 tools/bench/kv.py --transports rdma --scale 0.1
 Needs: redis-server and redis-benchmark (make bench-kv installs them).
 Only loopback addresses are used.
 """
@@ -30,10 +33,15 @@ def run(cmd, timeout=300):
     return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, check=True).stdout
 
 
+SCALE = 1.0
+
+
 def ops_for(size, conc):
     if size >= 1 << 20:
-        return 400 if conc == 1 else 800
-    return 20000 if conc == 1 else 40000
+        n = 400 if conc == 1 else 800
+    else:
+        n = 20000 if conc == 1 else 40000
+    return max(int(n * SCALE), 20)
 
 
 def xfer_run(xfer, transport, op, size, conc, requests):
@@ -66,7 +74,10 @@ def main():
     ap.add_argument("--xfer", default=os.path.join(ROOT, "xfer"))
     ap.add_argument("--transports", default="tcp,shm")
     ap.add_argument("--requests", default="data")
+    ap.add_argument("--scale", type=float, default=1.0, help="scale the operation counts (0.1 in the VM)")
     args = ap.parse_args()
+    global SCALE
+    SCALE = args.scale
     redis = subprocess.Popen(["redis-server", "--port", str(REDIS_PORT), "--bind", "127.0.0.1", "--save", "",
                               "--appendonly", "no"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     results = []
