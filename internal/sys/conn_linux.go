@@ -1,11 +1,25 @@
 package sys
 
 import (
-	"errors"
+	"io"
+	"os"
 	"syscall"
+	"unsafe"
 
 	"golang.org/x/sys/unix"
 )
+
+// Reads and writes here are made with raw system calls (unix.RawSyscall),
+// which skip the runtime's entersyscall and exitsyscall. That is only right
+// for calls that cannot block, which is the case for a socket of the Go
+// network poller: it is non-blocking, and a call that would block returns
+// EAGAIN (the reader then waits in the poller, the writer reports what went
+// out). Skipping entersyscall matters for latency beyond its own cost: when
+// every P of the process has been idle for a moment the runtime's sysmon
+// thread goes to sleep, and the first ordinary system call after that wakes
+// it with a futex, on the path of the request that just arrived. A raw call
+// keeps the goroutine's P for its duration, so callers keep each one small
+// (tens of KiB); larger transfers belong to the ordinary net.Conn methods.
 
 // Writer makes non-blocking write attempts on a socket. It is not safe for
 // concurrent use: callers serialize writes anyway. Building the callback
@@ -13,7 +27,7 @@ import (
 type Writer struct {
 	rc  syscall.RawConn
 	buf []byte
-	iov [2][]byte
+	iov [2]unix.Iovec
 	n   int
 	err error
 	fn  func(fd uintptr) bool
@@ -30,42 +44,35 @@ func NewWriter(rc syscall.RawConn) *Writer {
 
 func (w *Writer) writev(fd uintptr) bool {
 	for {
-		w.n, w.err = unix.Writev(int(fd), w.iov[:])
-		if errors.Is(w.err, unix.EINTR) {
-			continue
+		r, _, errno := unix.RawSyscall(unix.SYS_WRITEV, fd, uintptr(unsafe.Pointer(&w.iov[0])), uintptr(len(w.iov)))
+		w.n, w.err = result(r, errno, "writev")
+		if errno != unix.EINTR {
+			return true
 		}
-		if errors.Is(w.err, unix.EAGAIN) {
-			w.n, w.err = 0, nil
-		}
-		return true
 	}
 }
 
 // TryWritev makes one non-blocking attempt to write a then b, and returns
-// how many bytes of the two went out.
+// how many bytes of the two went out; 0 with a nil error means the socket
+// buffer is full. It never waits. a must not be empty.
 func (w *Writer) TryWritev(a, b []byte) (int, error) {
-	w.iov[0], w.iov[1] = a, b
+	w.iov[0] = iovec(a)
+	w.iov[1] = iovec(b)
 	err := w.rc.Write(w.fnv)
-	w.iov[0], w.iov[1] = nil, nil
+	w.iov[0], w.iov[1] = unix.Iovec{}, unix.Iovec{}
 	if err != nil {
 		return 0, err
-	}
-	if w.n < 0 {
-		w.n = 0
 	}
 	return w.n, w.err
 }
 
 func (w *Writer) write(fd uintptr) bool {
 	for {
-		w.n, w.err = unix.Write(int(fd), w.buf)
-		if errors.Is(w.err, unix.EINTR) {
-			continue
+		r, _, errno := unix.RawSyscall(unix.SYS_WRITE, fd, uintptr(bufPtr(w.buf)), uintptr(len(w.buf)))
+		w.n, w.err = result(r, errno, "write")
+		if errno != unix.EINTR {
+			return true
 		}
-		if errors.Is(w.err, unix.EAGAIN) {
-			w.n, w.err = 0, nil
-		}
-		return true
 	}
 }
 
@@ -79,8 +86,79 @@ func (w *Writer) TryWrite(b []byte) (int, error) {
 	if err != nil {
 		return 0, err
 	}
-	if w.n < 0 {
-		w.n = 0
-	}
 	return w.n, w.err
+}
+
+// Reader reads from a socket as net.Conn.Read does, waiting in the runtime's
+// poller while there is nothing to read, but makes each read with a raw
+// system call (see above). It is not safe for concurrent use.
+type Reader struct {
+	rc  syscall.RawConn
+	buf []byte
+	n   int
+	err error
+	fn  func(fd uintptr) bool
+}
+
+// NewReader returns a Reader for the socket behind rc; nil where raw reads
+// are not supported (callers then read through the connection).
+func NewReader(rc syscall.RawConn) *Reader {
+	r := &Reader{rc: rc}
+	r.fn = r.read
+	return r
+}
+
+func (r *Reader) read(fd uintptr) bool {
+	for {
+		n, _, errno := unix.RawSyscall(unix.SYS_READ, fd, uintptr(bufPtr(r.buf)), uintptr(len(r.buf)))
+		switch errno {
+		case unix.EINTR:
+			continue
+		case unix.EAGAIN:
+			return false // wait in the poller, then try again
+		}
+		r.n, r.err = result(n, errno, "read")
+		if r.n == 0 && r.err == nil && len(r.buf) > 0 {
+			r.err = io.EOF
+		}
+		return true
+	}
+}
+
+// Read reads at least one byte into b, waiting for the socket to become
+// readable if need be. At the end of the stream it returns 0, io.EOF.
+func (r *Reader) Read(b []byte) (int, error) {
+	r.buf = b
+	err := r.rc.Read(r.fn)
+	r.buf = nil
+	if err != nil {
+		return 0, err
+	}
+	return r.n, r.err
+}
+
+// result turns a raw system call's return into a count and an error; EAGAIN
+// counts as nothing written.
+func result(r uintptr, errno unix.Errno, op string) (int, error) {
+	switch errno {
+	case 0:
+		return int(r), nil
+	case unix.EAGAIN:
+		return 0, nil
+	default:
+		return 0, os.NewSyscallError(op, errno)
+	}
+}
+
+func iovec(b []byte) unix.Iovec {
+	v := unix.Iovec{Base: (*byte)(bufPtr(b))}
+	v.SetLen(len(b))
+	return v
+}
+
+func bufPtr(b []byte) unsafe.Pointer {
+	if len(b) == 0 {
+		return nil
+	}
+	return unsafe.Pointer(&b[0])
 }

@@ -16,3 +16,12 @@ func (w *Writer) TryWrite(b []byte) (int, error) { return 0, nil }
 
 // TryWritev writes nothing.
 func (w *Writer) TryWritev(a, b []byte) (int, error) { return 0, nil }
+
+// Reader is not supported on this platform.
+type Reader struct{}
+
+// NewReader returns nil: callers read through the connection.
+func NewReader(rc syscall.RawConn) *Reader { return nil }
+
+// Read reads nothing; NewReader never returns a Reader here.
+func (r *Reader) Read(b []byte) (int, error) { return 0, ErrNotSupported }

@@ -1,0 +1,147 @@
+package sys
+
+import (
+	"bytes"
+	"errors"
+	"io"
+	"net"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// tcpPair returns both ends of a loopback TCP connection.
+func tcpPair(t *testing.T) (a, b *net.TCPConn) {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	acc := make(chan net.Conn, 1)
+	go func() {
+		c, _ := ln.Accept()
+		acc <- c
+	}()
+	c, err := net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := <-acc
+	if s == nil {
+		t.Fatal("accept failed")
+	}
+	t.Cleanup(func() { c.Close(); s.Close() })
+	return c.(*net.TCPConn), s.(*net.TCPConn)
+}
+
+func rawConn(t *testing.T, c syscall.Conn) syscall.RawConn {
+	t.Helper()
+	rc, err := c.SyscallConn()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return rc
+}
+
+func TestWriterReader(t *testing.T) {
+	a, b := tcpPair(t)
+	w := NewWriter(rawConn(t, a))
+	r := NewReader(rawConn(t, b))
+
+	// Read waits in the poller until data arrives.
+	type result struct {
+		b   []byte
+		err error
+	}
+	got := make(chan result, 1)
+	go func() {
+		buf := make([]byte, 64)
+		n, err := r.Read(buf)
+		got <- result{buf[:n], err}
+	}()
+	time.Sleep(20 * time.Millisecond)
+	n, err := w.TryWritev([]byte("head"), []byte("er+payload"))
+	if err != nil || n != 14 {
+		t.Fatalf("TryWritev: %d, %v", n, err)
+	}
+	var all []byte
+	select {
+	case res := <-got:
+		if res.err != nil {
+			t.Fatal(res.err)
+		}
+		all = res.b
+	case <-time.After(10 * time.Second):
+		t.Fatal("Read did not return")
+	}
+	for len(all) < 14 {
+		buf := make([]byte, 64)
+		n, err := r.Read(buf)
+		if err != nil {
+			t.Fatal(err)
+		}
+		all = append(all, buf[:n]...)
+	}
+	if string(all) != "header+payload" {
+		t.Fatalf("read %q", all)
+	}
+
+	if n, err := w.TryWrite([]byte("x")); err != nil || n != 1 {
+		t.Fatalf("TryWrite: %d, %v", n, err)
+	}
+	buf := make([]byte, 8)
+	if n, err := r.Read(buf); err != nil || n != 1 || buf[0] != 'x' {
+		t.Fatalf("Read: %d, %v", n, err)
+	}
+
+	// The end of the stream is io.EOF.
+	a.CloseWrite()
+	if n, err := r.Read(buf); n != 0 || err != io.EOF {
+		t.Fatalf("Read at end: %d, %v", n, err)
+	}
+}
+
+func TestWriterFull(t *testing.T) {
+	a, _ := tcpPair(t)
+	a.SetWriteBuffer(64 << 10)
+	w := NewWriter(rawConn(t, a))
+	chunk := bytes.Repeat([]byte{1}, 1<<20)
+	total := 0
+	for i := 0; ; i++ {
+		n, err := w.TryWritev([]byte("h"), chunk)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n == 0 {
+			break // the socket is full: no error, nothing written, no wait
+		}
+		total += n
+		if i > 1000 {
+			t.Fatalf("socket never filled (%d bytes)", total)
+		}
+	}
+	if total == 0 {
+		t.Fatal("nothing written before the socket filled")
+	}
+}
+
+func TestReaderClosed(t *testing.T) {
+	_, b := tcpPair(t)
+	r := NewReader(rawConn(t, b))
+	done := make(chan error, 1)
+	go func() {
+		_, err := r.Read(make([]byte, 8))
+		done <- err
+	}()
+	time.Sleep(20 * time.Millisecond)
+	b.Close()
+	select {
+	case err := <-done:
+		if !errors.Is(err, net.ErrClosed) {
+			t.Fatalf("Read on a closed connection: %v", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("Read did not return after Close")
+	}
+}
