@@ -4,7 +4,11 @@
 // One-sided operations are served by the target engine itself, with no
 // intermediate buffer: a WRITE's payload is read from the socket straight
 // into the registered region, a READ's data is written from the region
-// straight to the socket (writev of header and region bytes). The target
+// straight to the socket (writev of header and region bytes). The one
+// exception is each connection's 16 KiB read-ahead: a frame header is read
+// together with whatever follows it on the socket, so a small frame (a 4 KiB
+// page and its header) takes one read system call; a larger payload gets
+// the part that came along copied, and the rest read in place. The target
 // checks the region, key, rights and bounds (transport.Host.Resolve) before
 // it touches a byte; a refused WRITE's payload is read and dropped (up to
 // 64 MiB, beyond which the connection is closed), so the connection stays

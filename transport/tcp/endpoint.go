@@ -419,8 +419,12 @@ type conn struct {
 	bufarr [2][]byte
 	bufs   net.Buffers
 
-	rhdr [wire.FrameHeaderLen]byte
-	ack  [wire.FrameHeaderLen]byte // reply header built by the read loop
+	ack [wire.FrameHeaderLen]byte // reply header built by the read loop
+
+	// Read-ahead, used by the read loop only: rbuf[rpos:rend] holds bytes
+	// read from the socket and not yet consumed.
+	rbuf       []byte
+	rpos, rend int
 
 	qmu     sync.Mutex
 	queue   []reply
@@ -438,7 +442,7 @@ type reply struct {
 }
 
 func newConn(e *Endpoint, nc net.Conn) *conn {
-	c := &conn{e: e, nc: nc, signal: make(chan struct{}, 1)}
+	c := &conn{e: e, nc: nc, signal: make(chan struct{}, 1), rbuf: make([]byte, readAhead)}
 	if sc, ok := nc.(syscall.Conn); ok {
 		if rc, err := sc.SyscallConn(); err == nil {
 			c.raw = sys.NewWriter(rc)
@@ -608,13 +612,13 @@ func (c *conn) serve() error {
 	e := c.e
 	var h wire.Header
 	for {
-		if _, err := io.ReadFull(c.nc, c.rhdr[:]); err != nil {
+		b, err := c.next(wire.FrameHeaderLen)
+		if err != nil {
 			return err
 		}
-		if err := wire.DecodeHeader(c.rhdr[:], &h); err != nil {
+		if err := wire.DecodeHeader(b, &h); err != nil {
 			return fmt.Errorf("%w: %v", transport.ErrProtocol, err)
 		}
-		var err error
 		switch h.Type {
 		case wire.FrameWrite:
 			err = c.serveWrite(&h)
@@ -656,13 +660,13 @@ func (c *conn) serveWrite(h *wire.Header) error {
 			c.replyErr(h.ID, err)
 			return fmt.Errorf("refused write of %d bytes: %w", h.Len, err)
 		}
-		if _, derr := io.CopyN(io.Discard, c.nc, int64(h.Len)); derr != nil {
+		if derr := c.discard(h.Len); derr != nil {
 			return derr
 		}
 		c.replyErr(h.ID, err)
 		return nil
 	}
-	err = readFull(c.nc, res.Mem)
+	err = c.readFull(res.Mem)
 	res.Release()
 	if err != nil {
 		return err
@@ -716,7 +720,7 @@ func (c *conn) serveSend(h *wire.Header) error {
 		return fmt.Errorf("%w: peer sent past its receive credits", transport.ErrProtocol)
 	}
 	msg := make([]byte, h.Len)
-	if _, err := io.ReadFull(c.nc, msg); err != nil {
+	if err := c.readFull(msg); err != nil {
 		return err
 	}
 	e.p.Host.Deliver(e, msg)
@@ -727,7 +731,7 @@ func (c *conn) serveResp(h *wire.Header) error {
 	op := c.e.takePending(h.ID)
 	if h.Status != wire.StatusOK {
 		text := make([]byte, h.Len)
-		if _, err := io.ReadFull(c.nc, text); err != nil {
+		if err := c.readFull(text); err != nil {
 			return err
 		}
 		if op != nil {
@@ -737,19 +741,14 @@ func (c *conn) serveResp(h *wire.Header) error {
 	}
 	if op == nil {
 		// Cancelled: drop whatever data came back.
-		if h.Len > 0 {
-			if _, err := io.CopyN(io.Discard, c.nc, int64(h.Len)); err != nil {
-				return err
-			}
-		}
-		return nil
+		return c.discard(h.Len)
 	}
 	if op.Kind == transport.OpRead || op.Kind == opAttach {
 		if h.Len != uint64(len(op.Local)) {
 			complete(op, fmt.Errorf("%w: response of %d bytes to a read of %d", transport.ErrProtocol, h.Len, len(op.Local)))
 			return fmt.Errorf("%w: response length mismatch", transport.ErrProtocol)
 		}
-		if err := readFull(c.nc, op.Local); err != nil {
+		if err := c.readFull(op.Local); err != nil {
 			complete(op, c.e.linkErr(err))
 			return err
 		}
@@ -804,6 +803,14 @@ func respError(st wire.Status, text string, op *transport.Op) error {
 	return &transport.AccessError{Kind: kind, Want: want, Region: op.Remote.Region, Addr: op.Remote.Addr, Len: uint64(len(op.Local))}
 }
 
+// readAhead is the size of each connection's read-ahead buffer. A frame
+// header is read together with whatever already follows it on the socket, up
+// to this much, so a small frame (a 4 KiB page and its header) costs one
+// read system call instead of two. A payload larger than what is buffered is
+// read straight into its destination after the buffered part is copied, so
+// bulk data is copied through the buffer at most readAhead bytes per frame.
+const readAhead = 16 << 10
+
 // readChunk bounds each read system call. One huge recvmsg holds the socket
 // lock while it copies, the packets arriving meanwhile pile up in the socket
 // backlog, and on loopback an overflowing backlog drops them: a 200 ms
@@ -811,13 +818,97 @@ func respError(st wire.Status, text string, op *transport.Op) error {
 // at most 256 KiB let the kernel drain the backlog between them.
 const readChunk = 256 << 10
 
-func readFull(r io.Reader, b []byte) error {
-	for len(b) > 0 {
-		n := min(len(b), readChunk)
-		if _, err := io.ReadFull(r, b[:n]); err != nil {
+// read makes one read from the socket into b.
+func (c *conn) read(b []byte) (int, error) {
+	n, err := c.nc.Read(b)
+	if n == 0 && err == nil {
+		err = io.ErrNoProgress
+	}
+	return n, err
+}
+
+// fill reads until at least n bytes (n <= readAhead) are buffered.
+func (c *conn) fill(n int) error {
+	if c.rpos == c.rend {
+		c.rpos, c.rend = 0, 0
+	} else if len(c.rbuf)-c.rpos < n {
+		c.rend = copy(c.rbuf, c.rbuf[c.rpos:c.rend])
+		c.rpos = 0
+	}
+	for c.rend-c.rpos < n {
+		m, err := c.read(c.rbuf[c.rend:])
+		c.rend += m
+		if err != nil {
+			if err == io.EOF && c.rend-c.rpos > 0 {
+				err = io.ErrUnexpectedEOF
+			}
+			if c.rend-c.rpos >= n {
+				break
+			}
 			return err
 		}
-		b = b[n:]
 	}
 	return nil
+}
+
+// next returns the next n (<= readAhead) bytes of the stream; they are valid
+// until the next read.
+func (c *conn) next(n int) ([]byte, error) {
+	if c.rend-c.rpos < n {
+		if err := c.fill(n); err != nil {
+			return nil, err
+		}
+	}
+	b := c.rbuf[c.rpos : c.rpos+n]
+	c.rpos += n
+	return b, nil
+}
+
+// readFull fills b from the stream: first from the read-ahead, then, for a
+// small rest, through the buffer (one system call may bring the next frame's
+// header too), and for a large rest straight from the socket.
+func (c *conn) readFull(b []byte) error {
+	n := copy(b, c.rbuf[c.rpos:c.rend])
+	c.rpos += n
+	b = b[n:]
+	if len(b) == 0 {
+		return nil
+	}
+	if len(b) < len(c.rbuf)/2 {
+		if err := c.fill(len(b)); err != nil {
+			return unexpected(err)
+		}
+		c.rpos += copy(b, c.rbuf[c.rpos:c.rend])
+		return nil
+	}
+	for len(b) > 0 {
+		m, err := c.read(b[:min(len(b), readChunk)])
+		b = b[m:]
+		if err != nil && len(b) > 0 {
+			return unexpected(err)
+		}
+	}
+	return nil
+}
+
+// discard drops the next n bytes of the stream.
+func (c *conn) discard(n uint64) error {
+	for n > 0 {
+		if c.rpos == c.rend {
+			if err := c.fill(1); err != nil {
+				return unexpected(err)
+			}
+		}
+		m := min(n, uint64(c.rend-c.rpos))
+		c.rpos += int(m)
+		n -= m
+	}
+	return nil
+}
+
+func unexpected(err error) error {
+	if err == io.EOF {
+		return io.ErrUnexpectedEOF
+	}
+	return err
 }
