@@ -24,7 +24,10 @@
 //
 // Threading: each connection has a read loop, which never blocks on a
 // write, and a respond loop that writes the replies the socket could not
-// take at once. Posting goroutines write their own requests. SEND flow
-// control uses credits: the receiver returns them in batches as messages
-// are consumed.
+// take at once. Posting goroutines write their own requests. Small reads
+// and writes are raw system calls on the non-blocking socket (internal/sys
+// Reader and Writer), which keeps the runtime's sysmon asleep between
+// requests instead of waking it on each one; a goroutine still waits for
+// data in the runtime's poller. SEND flow control uses credits: the
+// receiver returns them in batches as messages are consumed.
 package tcp

@@ -413,6 +413,7 @@ type conn struct {
 	e   *Endpoint
 	nc  net.Conn
 	raw *sys.Writer // nil when the connection has no file descriptor
+	rd  *sys.Reader // nil when the connection has no file descriptor
 
 	wmu    sync.Mutex
 	whdr   [wire.FrameHeaderLen]byte
@@ -446,6 +447,7 @@ func newConn(e *Endpoint, nc net.Conn) *conn {
 	if sc, ok := nc.(syscall.Conn); ok {
 		if rc, err := sc.SyscallConn(); err == nil {
 			c.raw = sys.NewWriter(rc)
+			c.rd = sys.NewReader(rc)
 		}
 	}
 	if tc, ok := nc.(*net.TCPConn); ok {
@@ -461,20 +463,39 @@ func (c *conn) wake() {
 	}
 }
 
-// writeFrame writes a header and payload as one frame, blocking.
+// writeFrame writes a header and payload as one frame, blocking. A small
+// frame is first offered to the socket in one non-blocking writev; whatever
+// it did not take is written the ordinary way.
 func (c *conn) writeFrame(h *wire.Header, payload []byte) error {
 	c.wmu.Lock()
 	h.Put(c.whdr[:])
+	off := 0
 	var err error
-	if len(payload) == 0 {
-		_, err = c.nc.Write(c.whdr[:])
-	} else {
-		c.bufarr[0], c.bufarr[1] = c.whdr[:], payload
-		c.bufs = c.bufarr[:]
-		_, err = c.bufs.WriteTo(c.nc)
-		c.bufarr[1] = nil
+	if c.raw != nil && len(payload) <= fastReplyMax {
+		off, err = c.raw.TryWritev(c.whdr[:], payload)
+	}
+	if err == nil {
+		err = c.writeRest(c.whdr[:], payload, off)
 	}
 	c.wmu.Unlock()
+	return err
+}
+
+// writeRest writes what remains of the frame hdr+payload after its first
+// off bytes, blocking; c.wmu is held.
+func (c *conn) writeRest(hdr, payload []byte, off int) error {
+	var err error
+	switch {
+	case off < len(hdr) && len(payload) == 0:
+		_, err = c.nc.Write(hdr[off:])
+	case off < len(hdr):
+		c.bufarr[0], c.bufarr[1] = hdr[off:], payload
+		c.bufs = c.bufarr[:]
+		_, err = c.bufs.WriteTo(c.nc)
+		c.bufarr[0], c.bufarr[1] = nil, nil
+	case off < len(hdr)+len(payload):
+		_, err = c.nc.Write(payload[off-len(hdr):])
+	}
 	return err
 }
 
@@ -571,24 +592,11 @@ func (c *conn) writeReply(r *reply) error {
 		c.wmu.Lock()
 	}
 	defer c.wmu.Unlock()
-	var err error
-	switch {
-	case r.held && r.off < len(r.hdr):
-		c.bufarr[0], c.bufarr[1] = r.hdr[r.off:], r.payload
-		c.bufs = c.bufarr[:]
-		_, err = c.bufs.WriteTo(c.nc)
-		c.bufarr[1] = nil
-	case r.held:
-		_, err = c.nc.Write(r.payload[r.off-len(r.hdr):])
-	case len(r.payload) == 0:
-		_, err = c.nc.Write(r.hdr[:])
-	default:
-		c.bufarr[0], c.bufarr[1] = r.hdr[:], r.payload
-		c.bufs = c.bufarr[:]
-		_, err = c.bufs.WriteTo(c.nc)
-		c.bufarr[1] = nil
+	off := 0
+	if r.held {
+		off = r.off
 	}
-	return err
+	return c.writeRest(r.hdr[:], r.payload, off)
 }
 
 func (c *conn) drainQueue() {
@@ -818,9 +826,19 @@ const readAhead = 16 << 10
 // at most 256 KiB let the kernel drain the backlog between them.
 const readChunk = 256 << 10
 
+// rawReadMax is the largest read made with a raw system call (sys.Reader);
+// larger ones go through the connection, which gives up the P meanwhile.
+const rawReadMax = 64 << 10
+
 // read makes one read from the socket into b.
 func (c *conn) read(b []byte) (int, error) {
-	n, err := c.nc.Read(b)
+	var n int
+	var err error
+	if c.rd != nil && len(b) <= rawReadMax {
+		n, err = c.rd.Read(b)
+	} else {
+		n, err = c.nc.Read(b)
+	}
 	if n == 0 && err == nil {
 		err = io.ErrNoProgress
 	}
