@@ -30,4 +30,9 @@
 // requests instead of waking it on each one; a goroutine still waits for
 // data in the runtime's poller. SEND flow control uses credits: the
 // receiver returns them in batches as messages are consumed.
+//
+// When a small operation completes and nothing more is buffered, the read
+// loop yields (runtime.Gosched) so that the goroutine waiting for it runs
+// before the read loop's next read, which most likely finds the socket
+// empty; bulk completions do not yield.
 package tcp

@@ -7,6 +7,7 @@ import (
 	"io"
 	"net"
 	"os"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -223,10 +224,15 @@ func (e *Endpoint) post(op *transport.Op) {
 	}
 }
 
+// smallOp is the size below which an operation counts as small: it stays on
+// the first connection, and its completion is handed to the waiting goroutine
+// at once.
+const smallOp = 64 << 10
+
 // pick spreads large operations over the connections; small ones stay on the
 // first so that they do not queue behind bulk transfers on the others.
 func (e *Endpoint) pick(n int) *conn {
-	if len(e.conns) == 1 || n < 64<<10 {
+	if len(e.conns) == 1 || n < smallOp {
 		return e.conns[0]
 	}
 	i := 1 + int(e.rr.Add(1))%(len(e.conns)-1)
@@ -764,7 +770,17 @@ func (c *conn) serveResp(h *wire.Header) error {
 		complete(op, fmt.Errorf("%w: unexpected response payload", transport.ErrProtocol))
 		return fmt.Errorf("%w: unexpected response payload", transport.ErrProtocol)
 	}
+	small := len(op.Local) < smallOp
 	complete(op, nil)
+	if small && c.rpos == c.rend {
+		// A small operation is most likely waited for (a Read or Write
+		// call), and with nothing more buffered the next read most likely
+		// finds the socket empty and parks. Let the goroutine that OpDone
+		// woke, next in line on this P, run before that read rather than
+		// after it. Bulk completions do not yield: the read loop keeps
+		// draining the socket.
+		runtime.Gosched()
+	}
 	return nil
 }
 
