@@ -25,6 +25,7 @@ type Peer struct {
 	ep atomic.Pointer[epBox]
 
 	inboxMu sync.Mutex
+	handler atomic.Pointer[func([]byte)] // set by Handle
 	inbox   [][]byte
 	stash   []byte // a message Recv could not fit, returned first next time
 	signal  chan struct{}
@@ -335,6 +336,44 @@ func (p *Peer) Recv(ctx context.Context, buf []byte) (int, error) {
 	}
 }
 
+// Handle makes f receive the peer's messages, in order, instead of Recv:
+// first those already waiting for Recv, then each as it arrives. f runs on
+// the transport's receive path, one message at a time, so it must not block
+// (hand slow work to a goroutine) and must not keep msg after it returns.
+// It saves a goroutine hand-off per message; services with their own
+// request loop (the kv package) use it. Call Handle once, before any Recv.
+func (p *Peer) Handle(f func(msg []byte)) {
+	p.inboxMu.Lock()
+	defer p.inboxMu.Unlock()
+	// Deliver waits on inboxMu while the queue drains, so order holds.
+	var n int
+	if p.stash != nil {
+		f(p.stash)
+		p.stash = nil
+		n++
+	}
+	for _, m := range p.inbox {
+		f(m)
+		n++
+	}
+	p.inbox = nil
+	p.handler.Store(&f)
+	if ep := p.current(); ep != nil && n > 0 {
+		ep.Consumed(n)
+	}
+}
+
+// Queued is the number of messages waiting for Recv.
+func (p *Peer) Queued() int {
+	p.inboxMu.Lock()
+	defer p.inboxMu.Unlock()
+	n := len(p.inbox)
+	if p.stash != nil {
+		n++
+	}
+	return n
+}
+
 func (p *Peer) wake() {
 	select {
 	case p.signal <- struct{}{}:
@@ -449,9 +488,20 @@ func (h peerHost) Lookup(id uint32, key uint64, want Access) (transport.Resolved
 	return h.p.e.regions.lookup(id, key, want)
 }
 
-func (h peerHost) Deliver(_ transport.Endpoint, msg []byte) {
+func (h peerHost) Deliver(ep transport.Endpoint, msg []byte) {
 	p := h.p
+	if f := p.handler.Load(); f != nil {
+		(*f)(msg)
+		ep.Consumed(1)
+		return
+	}
 	p.inboxMu.Lock()
+	if f := p.handler.Load(); f != nil { // Handle ran meanwhile
+		p.inboxMu.Unlock()
+		(*f)(msg)
+		ep.Consumed(1)
+		return
+	}
 	p.inbox = append(p.inbox, msg)
 	p.inboxMu.Unlock()
 	p.wake()

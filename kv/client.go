@@ -93,7 +93,6 @@ type Client struct {
 
 	mu   sync.Mutex
 	sess *session
-	wg   sync.WaitGroup // session receivers
 }
 
 // session is what a Hello established: the server's limits and the
@@ -119,6 +118,7 @@ type session struct {
 type pendingCall struct {
 	ch   chan *kvpb.Response // nil response: the connection failed
 	late func()
+	dst  []byte // where an inline GET value goes
 }
 
 // Dial connects to the KV server at addr ("host:port" or "http://host:port").
@@ -222,7 +222,6 @@ func (c *Client) Close() error {
 		c.sess = nil
 	}
 	c.mu.Unlock()
-	c.wg.Wait()
 	if c.msgs != nil {
 		c.msgs.close()
 	}
@@ -277,7 +276,7 @@ func (c *Client) session(ctx context.Context) (*session, error) {
 		c.sess.inlineMax = min(c.sess.inlineMax, uint64(c.msgs.size-1024-DefaultMaxKey))
 		c.sess.pending = make(map[uint64]*pendingCall)
 		sess := c.sess
-		c.wg.Go(func() { c.receive(sess) })
+		p.Handle(func(msg []byte) { c.onResponse(sess, msg) })
 	}
 	return c.sess, nil
 }
@@ -437,11 +436,13 @@ func (c *Client) get(ctx context.Context, key string, buf xfer.Buffer, wantInlin
 		req.ServerId = []byte(s.id)
 		var resp *kvpb.GetResponse
 		if c.msgs != nil {
-			r, err := c.call(ctx, s, &kvpb.Request{Op: &kvpb.Request_Get{Get: req}}, late)
+			r, err := c.call(ctx, s, &kvpb.Request{Op: &kvpb.Request_Get{Get: req}}, buf.Bytes(), late)
 			if err != nil {
 				return err
 			}
-			resp = r.GetGet()
+			// An inline value is in buf already (onResponse).
+			n, ver = int(r.GetGet().GetLength()), r.GetGet().GetVersion()
+			return nil
 		} else {
 			var err error
 			if resp, err = c.rpc.Get(ctx, req, grpc.WaitForReady(true)); err != nil {
@@ -543,7 +544,7 @@ func (c *Client) put(ctx context.Context, req *kvpb.PutRequest) (uint64, error) 
 	err := c.retry(ctx, func(s *session) error {
 		req.ServerId = []byte(s.id)
 		if c.msgs != nil {
-			r, err := c.call(ctx, s, &kvpb.Request{Op: &kvpb.Request_Put{Put: req}}, nil)
+			r, err := c.call(ctx, s, &kvpb.Request{Op: &kvpb.Request_Put{Put: req}}, nil, nil)
 			if err == nil {
 				ver = r.GetPut().GetVersion()
 			}
@@ -566,7 +567,7 @@ func (c *Client) Delete(ctx context.Context, key string) error {
 	req := &kvpb.DeleteRequest{Key: []byte(key)}
 	return c.retry(ctx, func(s *session) error {
 		if c.msgs != nil {
-			_, err := c.call(ctx, s, &kvpb.Request{Op: &kvpb.Request_Delete{Delete: req}}, nil)
+			_, err := c.call(ctx, s, &kvpb.Request{Op: &kvpb.Request_Delete{Delete: req}}, nil, nil)
 			return err
 		}
 		_, err := c.rpc.Delete(ctx, req, grpc.WaitForReady(true))
@@ -598,35 +599,31 @@ const lateGRPC = 5 * time.Second
 // flight at once.
 const clientMsgBufs = 64
 
-// receive delivers the responses of sess's data-plane requests until its
-// connection goes down, then fails the calls still waiting.
-func (c *Client) receive(sess *session) {
-	buf := make([]byte, c.msgs.size)
-	for {
-		n, err := sess.peer.Recv(context.Background(), buf)
-		if err != nil {
-			sess.pmu.Lock()
-			sess.down = err
-			calls := sess.pending
-			sess.pending = nil
-			sess.pmu.Unlock()
-			for _, pc := range calls {
-				pc.deliver(nil)
-			}
-			return
-		}
-		resp := new(kvpb.Response)
-		if err := proto.Unmarshal(buf[:n], resp); err != nil {
-			continue // not a response to anything: ignore it
-		}
-		sess.pmu.Lock()
-		pc := sess.pending[resp.Id]
-		delete(sess.pending, resp.Id)
-		sess.pmu.Unlock()
-		if pc != nil {
-			pc.deliver(resp)
+// onResponse handles a response on sess's data-plane connection; it runs on
+// the transport's receive path (Peer.Handle). An inline GET value is copied
+// into the caller's buffer here, while msg is valid.
+func (c *Client) onResponse(sess *session, msg []byte) {
+	resp := new(kvpb.Response)
+	if err := proto.Unmarshal(msg, resp); err != nil {
+		return // not a response to anything: ignore it
+	}
+	sess.pmu.Lock()
+	pc := sess.pending[resp.Id]
+	delete(sess.pending, resp.Id)
+	sess.pmu.Unlock()
+	if pc == nil {
+		return
+	}
+	if g := resp.GetGet(); g != nil && g.Inline && pc.late == nil {
+		if len(g.Value) != int(g.Length) || len(g.Value) > len(pc.dst) {
+			resp = &kvpb.Response{Id: resp.Id, Code: uint32(codes.Internal),
+				Message: fmt.Sprintf("server sent an inline value of %d bytes for a length of %d and a buffer of %d", len(g.Value), g.Length, len(pc.dst))}
+		} else {
+			copy(pc.dst, g.Value)
+			g.Value = nil
 		}
 	}
+	pc.deliver(resp)
 }
 
 func (pc *pendingCall) deliver(r *kvpb.Response) {
@@ -642,12 +639,14 @@ func (pc *pendingCall) deliver(r *kvpb.Response) {
 // server refused. If ctx ends first and late is not nil, call returns an
 // error matching errLate and runs late once the server is done with the
 // request (its response came, or the connection failed).
-func (c *Client) call(ctx context.Context, sess *session, req *kvpb.Request, late func()) (*kvpb.Response, error) {
+//
+// dst, when not nil, receives the value of an inline GET response.
+func (c *Client) call(ctx context.Context, sess *session, req *kvpb.Request, dst []byte, late func()) (*kvpb.Response, error) {
 	b, err := c.msgs.get(ctx)
 	if err != nil {
 		return nil, err
 	}
-	pc := &pendingCall{ch: make(chan *kvpb.Response, 1)}
+	pc := &pendingCall{ch: make(chan *kvpb.Response, 1), dst: dst}
 	sess.pmu.Lock()
 	if sess.down != nil {
 		sess.pmu.Unlock()

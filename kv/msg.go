@@ -47,3 +47,13 @@ func (m *msgBufs) get(ctx context.Context) ([]byte, error) {
 func (m *msgBufs) put(b []byte) { m.free <- b[:cap(b)] }
 
 func (m *msgBufs) close() error { return m.r.Close() }
+
+// tryGet returns a free buffer, if there is one.
+func (m *msgBufs) tryGet() ([]byte, bool) {
+	select {
+	case b := <-m.free:
+		return b, true
+	default:
+		return nil, false
+	}
+}

@@ -334,44 +334,62 @@ func (s *Server) acceptLoop(e *xfer.Engine, msgs *msgBufs) {
 }
 
 // serveMessages serves the requests p, a client's connection, sends on the
-// data plane (see kvpb.Request), until it goes down, then forgets it.
+// data plane (see kvpb.Request) until it goes down, then forgets it. The
+// requests arrive on the transport's receive path (Peer.Handle): a GET the
+// server answers inline is answered right there, anything that may wait (a
+// one-sided transfer, a full pool) gets a goroutine.
 func (s *Server) serveMessages(p *xfer.Peer, msgs *msgBufs) {
-	buf := make([]byte, s.opts.Engine.MaxMessage)
 	var wg sync.WaitGroup
-	defer wg.Wait()
-	for {
-		n, err := p.Recv(s.ctx, buf)
-		if err != nil {
-			s.peers.drop(p)
-			p.Close()
-			s.log.Debug("kv: client gone", "peer", p, "err", err)
+	p.Handle(func(msg []byte) {
+		req := new(kvpb.Request)
+		if err := proto.Unmarshal(msg, req); err != nil {
+			// The id is unknown: the client's call waits for its deadline.
+			s.log.Warn("kv: malformed data-plane request", "peer", p, "bytes", len(msg), "err", err)
 			return
 		}
-		req := new(kvpb.Request)
-		if err := proto.Unmarshal(buf[:n], req); err != nil {
-			// The id is unknown: the client's call waits for its deadline.
-			s.log.Warn("kv: malformed data-plane request", "peer", p, "bytes", n, "err", err)
-			continue
+		if g := req.GetGet(); g != nil && s.serveSmallGet(p, msgs, req.Id, g) {
+			return
 		}
-		if g := req.GetGet(); g != nil && s.smallGet(g) {
-			// An inline answer cannot block: skip the goroutine.
-			s.serveRequest(p, msgs, req)
-			continue
-		}
-		wg.Go(func() { s.serveRequest(p, msgs, req) })
+		wg.Go(func() { s.send(p, msgs, s.serveRequest(req)) })
+	})
+	select {
+	case <-p.Down():
+	case <-s.ctx.Done():
 	}
+	s.peers.drop(p)
+	p.Close()
+	wg.Wait()
+	s.log.Debug("kv: client gone", "peer", p)
 }
 
-// smallGet reports whether g is a GET the server will answer inline (or
-// refuse) without touching the data plane.
-func (s *Server) smallGet(g *kvpb.GetRequest) bool {
-	n, ok := s.st.size(g.Key)
-	return !ok || (n <= g.InlineMax && int(n) <= s.opts.InlineMax)
+// serveSmallGet answers g at once when the answer needs no data-plane
+// transfer: the value inline, straight from its slot into the response. It
+// reports whether it answered.
+func (s *Server) serveSmallGet(p *xfer.Peer, msgs *msgBufs, id uint64, g *kvpb.GetRequest) bool {
+	if s.checkSession(g.ServerId) != nil || s.checkKey(g.Key) != nil {
+		return false // the full path words the error
+	}
+	sl := s.st.acquire(g.Key)
+	if sl == nil {
+		return false
+	}
+	defer s.st.release(sl)
+	n := uint64(sl.n)
+	if n > g.InlineMax || int(n) > s.opts.InlineMax {
+		return false
+	}
+	s.gets.Add(1)
+	s.hits.Add(1)
+	s.inlineBytes.Add(n)
+	// The response refers to the slot's bytes: it is marshalled before the
+	// slot is released.
+	s.sendNow(p, msgs, &kvpb.Response{Id: id, Result: &kvpb.Response_Get{Get: &kvpb.GetResponse{Length: n, Version: sl.ver, Inline: true, Value: sl.value()}}})
+	return true
 }
 
 // serveRequest runs one data-plane request through the gRPC handlers and
-// sends the response.
-func (s *Server) serveRequest(p *xfer.Peer, msgs *msgBufs, req *kvpb.Request) {
+// returns the response.
+func (s *Server) serveRequest(req *kvpb.Request) *kvpb.Response {
 	ctx := s.ctx
 	resp := &kvpb.Response{Id: req.Id}
 	var err error
@@ -403,19 +421,57 @@ func (s *Server) serveRequest(p *xfer.Peer, msgs *msgBufs, req *kvpb.Request) {
 			}
 		}
 	}
-	b, err := msgs.get(ctx)
+	return resp
+}
+
+// send sends resp to p, waiting for a message buffer if need be.
+func (s *Server) send(p *xfer.Peer, msgs *msgBufs, resp *kvpb.Response) {
+	b, err := msgs.get(s.ctx)
 	if err != nil {
 		return // shutting down
 	}
-	defer msgs.put(b)
+	if out, ok := s.marshal(b, resp); ok {
+		if err := p.Send(s.ctx, out); err != nil {
+			s.log.Debug("kv: send response", "peer", p, "err", err)
+		}
+	}
+	msgs.put(b)
+}
+
+// sendNow sends resp to p without waiting, for the receive path: a send
+// that cannot complete at once (no credit, a full socket) finishes in a
+// goroutine of its own, which keeps the message buffer until then.
+func (s *Server) sendNow(p *xfer.Peer, msgs *msgBufs, resp *kvpb.Response) {
+	b, ok := msgs.tryGet()
+	if !ok {
+		r := proto.Clone(resp).(*kvpb.Response) // resp refers to a slot
+		s.wg.Go(func() { s.send(p, msgs, r) })
+		return
+	}
+	out, ok := s.marshal(b, resp)
+	if !ok {
+		msgs.put(b)
+		return
+	}
+	batch := p.Submit([]xfer.Op{{Kind: xfer.OpSend, Local: out}})
+	if batch.Done() {
+		msgs.put(b)
+		return
+	}
+	s.wg.Go(func() {
+		batch.Wait(context.Background()) // a send always completes, or fails with its connection
+		msgs.put(b)
+	})
+}
+
+// marshal encodes resp at the start of b; false (logged) if it does not fit.
+func (s *Server) marshal(b []byte, resp *kvpb.Response) ([]byte, bool) {
 	out, err := proto.MarshalOptions{}.MarshalAppend(b[:0], resp)
 	if err != nil || cap(out) != cap(b) {
 		s.log.Error("kv: response does not fit a message", "bytes", len(out), "limit", cap(b), "err", err)
-		return
+		return nil, false
 	}
-	if err := p.Send(ctx, out); err != nil {
-		s.log.Debug("kv: send response", "peer", p, "err", err)
-	}
+	return out, true
 }
 
 // msgSize is the message size the data-plane request path needs: a key, an

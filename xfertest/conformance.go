@@ -98,6 +98,7 @@ func Run(t *testing.T, o Options) {
 		{"WriteNotify", testWriteNotify},
 		{"SendRecv", testSendRecv},
 		{"SendFlowControl", testSendFlowControl},
+		{"Handle", testHandle},
 		{"Batch", testBatch},
 		{"BadAccess", testBadAccess},
 		{"NotRegistered", testNotRegistered},
@@ -267,6 +268,62 @@ func testSendRecv(t *testing.T, o Options) {
 	}
 	if n, err := p.Peer.Recv(ctx, recv); err != nil || string(recv[:n]) != "pong" {
 		t.Fatalf("reply: %q %v", recv[:n], err)
+	}
+}
+
+// testHandle: Peer.Handle receives the messages queued for Recv first, then
+// the new ones, in order, returning credits so that many more messages than
+// the receive depth get through.
+func testHandle(t *testing.T, o Options) {
+	p := NewPair(t, o, "")
+	ctx := ctxT(t)
+	sp := acceptOne(t, p.Server)
+	msg := alloc(t, p.Client, 8)
+	const early, total = 5, 1000 // more than the receive depth (128)
+	send := func(i int) {
+		putU64(msg.Bytes(), uint64(i))
+		if err := p.Peer.Send(ctx, msg.Bytes()); err != nil {
+			t.Fatalf("send %d: %v", i, err)
+		}
+	}
+	for i := range early {
+		send(i)
+	}
+	// Let the early messages reach the queue Recv would read.
+	deadline := time.Now().Add(5 * time.Second)
+	for sp.Queued() < early && time.Now().Before(deadline) {
+		time.Sleep(time.Millisecond)
+	}
+	var mu sync.Mutex
+	var got []uint64
+	done := make(chan struct{})
+	sp.Handle(func(m []byte) {
+		mu.Lock()
+		defer mu.Unlock()
+		if len(m) != 8 {
+			t.Errorf("message of %d bytes", len(m))
+			return
+		}
+		got = append(got, getU64(m))
+		if len(got) == total {
+			close(done)
+		}
+	})
+	for i := early; i < total; i++ {
+		send(i)
+	}
+	select {
+	case <-done:
+	case <-ctx.Done():
+		mu.Lock()
+		t.Fatalf("handler got %d of %d messages", len(got), total)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	for i, v := range got {
+		if v != uint64(i) {
+			t.Fatalf("message %d is %d: out of order", i, v)
+		}
 	}
 }
 
