@@ -603,6 +603,26 @@ const clientMsgBufs = 64
 // the transport's receive path (Peer.Handle). An inline GET value is copied
 // into the caller's buffer here, while msg is valid.
 func (c *Client) onResponse(sess *session, msg []byte) {
+	if r, ok := parseGetResponse(msg); ok {
+		sess.pmu.Lock()
+		pc := sess.pending[r.id]
+		delete(sess.pending, r.id)
+		sess.pmu.Unlock()
+		if pc == nil {
+			return
+		}
+		resp := &kvpb.Response{Id: r.id, Result: &kvpb.Response_Get{Get: &kvpb.GetResponse{Length: r.length, Version: r.version, Inline: r.inline}}}
+		if r.inline && pc.late == nil {
+			if len(r.value) != int(r.length) || len(r.value) > len(pc.dst) {
+				resp = &kvpb.Response{Id: r.id, Code: uint32(codes.Internal),
+					Message: fmt.Sprintf("server sent an inline value of %d bytes for a length of %d and a buffer of %d", len(r.value), r.length, len(pc.dst))}
+			} else {
+				copy(pc.dst, r.value)
+			}
+		}
+		pc.deliver(resp)
+		return
+	}
 	resp := new(kvpb.Response)
 	if err := proto.Unmarshal(msg, resp); err != nil {
 		return // not a response to anything: ignore it

@@ -1,6 +1,7 @@
 package kv
 
 import (
+	"bytes"
 	"context"
 	"testing"
 	"time"
@@ -81,6 +82,42 @@ func FuzzRequests(f *testing.F) {
 		resp, err := s.Get(ctx, &kvpb.GetRequest{Key: []byte("k"), InlineMax: 100})
 		if err != nil || string(resp.Value) != "value" {
 			t.Fatalf("stored value lost: %v", err)
+		}
+	})
+}
+
+// FuzzFastDecode: whatever the allocation-free decoders accept,
+// proto.Unmarshal decodes to the same fields.
+func FuzzFastDecode(f *testing.F) {
+	for _, m := range []proto.Message{
+		&kvpb.Request{Id: 7, Op: &kvpb.Request_Get{Get: &kvpb.GetRequest{Key: []byte("k"), Buffer: []byte{1, 2}, InlineMax: 4096, ServerId: []byte("id")}}},
+		&kvpb.Request{Id: 8, Op: &kvpb.Request_Put{Put: &kvpb.PutRequest{Key: []byte("k")}}},
+		&kvpb.Response{Id: 7, Result: &kvpb.Response_Get{Get: &kvpb.GetResponse{Length: 3, Version: 9, Inline: true, Value: []byte("abc")}}},
+		&kvpb.Response{Id: 7, Code: 5, Message: "not found"},
+	} {
+		b, _ := proto.Marshal(m)
+		f.Add(b)
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		if r, ok := parseGetRequest(b); ok {
+			var full kvpb.Request
+			if err := proto.Unmarshal(b, &full); err != nil {
+				t.Fatalf("fast decoder accepted what proto refuses: %v", err)
+			}
+			g := full.GetGet()
+			if g == nil || full.Id != r.id || !bytes.Equal(g.Key, r.key) || g.InlineMax != r.inlineMax || !bytes.Equal(g.ServerId, r.serverID) {
+				t.Fatalf("request: fast %+v, proto %v", r, &full)
+			}
+		}
+		if r, ok := parseGetResponse(b); ok {
+			var full kvpb.Response
+			if err := proto.Unmarshal(b, &full); err != nil {
+				t.Fatalf("fast decoder accepted what proto refuses: %v", err)
+			}
+			g := full.GetGet()
+			if g == nil || full.Code != 0 || full.Id != r.id || g.Length != r.length || g.Version != r.version || g.Inline != r.inline || !bytes.Equal(g.Value, r.value) {
+				t.Fatalf("response: fast %+v, proto %v", r, &full)
+			}
 		}
 	})
 }

@@ -341,13 +341,13 @@ func (s *Server) acceptLoop(e *xfer.Engine, msgs *msgBufs) {
 func (s *Server) serveMessages(p *xfer.Peer, msgs *msgBufs) {
 	var wg sync.WaitGroup
 	p.Handle(func(msg []byte) {
+		if g, ok := parseGetRequest(msg); ok && s.serveSmallGet(p, msgs, g.id, g.key, g.inlineMax, g.serverID) {
+			return
+		}
 		req := new(kvpb.Request)
 		if err := proto.Unmarshal(msg, req); err != nil {
 			// The id is unknown: the client's call waits for its deadline.
 			s.log.Warn("kv: malformed data-plane request", "peer", p, "bytes", len(msg), "err", err)
-			return
-		}
-		if g := req.GetGet(); g != nil && s.serveSmallGet(p, msgs, req.Id, g) {
 			return
 		}
 		wg.Go(func() { s.send(p, msgs, s.serveRequest(req)) })
@@ -365,17 +365,17 @@ func (s *Server) serveMessages(p *xfer.Peer, msgs *msgBufs) {
 // serveSmallGet answers g at once when the answer needs no data-plane
 // transfer: the value inline, straight from its slot into the response. It
 // reports whether it answered.
-func (s *Server) serveSmallGet(p *xfer.Peer, msgs *msgBufs, id uint64, g *kvpb.GetRequest) bool {
-	if s.checkSession(g.ServerId) != nil || s.checkKey(g.Key) != nil {
+func (s *Server) serveSmallGet(p *xfer.Peer, msgs *msgBufs, id uint64, key []byte, inlineMax uint64, serverID []byte) bool {
+	if s.checkSession(serverID) != nil || s.checkKey(key) != nil {
 		return false // the full path words the error
 	}
-	sl := s.st.acquire(g.Key)
+	sl := s.st.acquire(key)
 	if sl == nil {
 		return false
 	}
 	defer s.st.release(sl)
 	n := uint64(sl.n)
-	if n > g.InlineMax || int(n) > s.opts.InlineMax {
+	if n > inlineMax || int(n) > s.opts.InlineMax {
 		return false
 	}
 	s.gets.Add(1)

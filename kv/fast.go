@@ -1,0 +1,152 @@
+package kv
+
+import "google.golang.org/protobuf/encoding/protowire"
+
+// The hot messages of the data-plane request path, a GET request the server
+// answers inline and the response to it, are decoded here without
+// allocating: the key and value alias the message, which is read in place
+// (Peer.Handle). Anything else, or anything unusual (a repeated field, an
+// unknown one, a wrong wire type), reports !ok and takes proto.Unmarshal.
+// FuzzFastDecode checks that whatever these accept, proto.Unmarshal decodes
+// to the same fields.
+
+// Field numbers of kv.proto.
+const (
+	fRequestID, fRequestGet                                      = 1, 2
+	fGetKey, fGetBuffer, fGetInlineMax, fGetServerID             = 1, 3, 4, 5
+	fResponseID, fResponseCode, fResponseGet                     = 1, 2, 5
+	fGetRespLength, fGetRespVersion, fGetRespInline, fGetRespVal = 1, 2, 3, 4
+)
+
+// fastGet is a GetRequest inside a Request.
+type fastGet struct {
+	id        uint64
+	key       []byte
+	inlineMax uint64
+	serverID  []byte
+}
+
+// parseGetRequest decodes a Request holding a GetRequest.
+func parseGetRequest(b []byte) (r fastGet, ok bool) {
+	var seen uint32
+	var get []byte
+	for len(b) > 0 {
+		num, typ, n := protowire.ConsumeTag(b)
+		if n < 0 || seen&(1<<num) != 0 {
+			return r, false
+		}
+		seen |= 1 << num
+		b = b[n:]
+		switch {
+		case num == fRequestID && typ == protowire.VarintType:
+			r.id, n = protowire.ConsumeVarint(b)
+		case num == fRequestGet && typ == protowire.BytesType:
+			get, n = protowire.ConsumeBytes(b)
+		default:
+			return r, false
+		}
+		if n < 0 {
+			return r, false
+		}
+		b = b[n:]
+	}
+	if get == nil {
+		return r, false
+	}
+	seen = 0
+	for len(get) > 0 {
+		num, typ, n := protowire.ConsumeTag(get)
+		if n < 0 || num > 31 || seen&(1<<num) != 0 {
+			return r, false
+		}
+		seen |= 1 << num
+		get = get[n:]
+		switch {
+		case num == fGetKey && typ == protowire.BytesType:
+			r.key, n = protowire.ConsumeBytes(get)
+		case num == fGetBuffer && typ == protowire.BytesType:
+			_, n = protowire.ConsumeBytes(get)
+		case num == fGetInlineMax && typ == protowire.VarintType:
+			r.inlineMax, n = protowire.ConsumeVarint(get)
+		case num == fGetServerID && typ == protowire.BytesType:
+			r.serverID, n = protowire.ConsumeBytes(get)
+		default:
+			return r, false
+		}
+		if n < 0 {
+			return r, false
+		}
+		get = get[n:]
+	}
+	return r, true
+}
+
+// fastGetResponse is a successful Response holding a GetResponse.
+type fastGetResponse struct {
+	id              uint64
+	length, version uint64
+	inline          bool
+	value           []byte
+}
+
+// parseGetResponse decodes a successful Response holding a GetResponse.
+func parseGetResponse(b []byte) (r fastGetResponse, ok bool) {
+	var seen uint32
+	var get []byte
+	for len(b) > 0 {
+		num, typ, n := protowire.ConsumeTag(b)
+		if n < 0 || num > 31 || seen&(1<<num) != 0 {
+			return r, false
+		}
+		seen |= 1 << num
+		b = b[n:]
+		switch {
+		case num == fResponseID && typ == protowire.VarintType:
+			r.id, n = protowire.ConsumeVarint(b)
+		case num == fResponseCode && typ == protowire.VarintType:
+			var code uint64
+			if code, n = protowire.ConsumeVarint(b); code != 0 {
+				return r, false
+			}
+		case num == fResponseGet && typ == protowire.BytesType:
+			get, n = protowire.ConsumeBytes(b)
+		default:
+			return r, false
+		}
+		if n < 0 {
+			return r, false
+		}
+		b = b[n:]
+	}
+	if get == nil {
+		return r, false
+	}
+	seen = 0
+	for len(get) > 0 {
+		num, typ, n := protowire.ConsumeTag(get)
+		if n < 0 || num > 31 || seen&(1<<num) != 0 {
+			return r, false
+		}
+		seen |= 1 << num
+		get = get[n:]
+		var v uint64
+		switch {
+		case num == fGetRespLength && typ == protowire.VarintType:
+			r.length, n = protowire.ConsumeVarint(get)
+		case num == fGetRespVersion && typ == protowire.VarintType:
+			r.version, n = protowire.ConsumeVarint(get)
+		case num == fGetRespInline && typ == protowire.VarintType:
+			v, n = protowire.ConsumeVarint(get)
+			r.inline = v != 0
+		case num == fGetRespVal && typ == protowire.BytesType:
+			r.value, n = protowire.ConsumeBytes(get)
+		default:
+			return r, false
+		}
+		if n < 0 {
+			return r, false
+		}
+		get = get[n:]
+	}
+	return r, true
+}
