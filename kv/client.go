@@ -436,7 +436,9 @@ func (c *Client) get(ctx context.Context, key string, buf xfer.Buffer, wantInlin
 		req.ServerId = []byte(s.id)
 		var resp *kvpb.GetResponse
 		if c.msgs != nil {
-			r, err := c.call(ctx, s, &kvpb.Request{Op: &kvpb.Request_Get{Get: req}}, buf.Bytes(), late)
+			r, err := c.callEnc(ctx, s, func(b []byte, id uint64) []byte {
+				return appendGetRequest(b, id, req.Key, req.Buffer, req.InlineMax, req.ServerId)
+			}, buf.Bytes(), late)
 			if err != nil {
 				return err
 			}
@@ -662,6 +664,19 @@ func (pc *pendingCall) deliver(r *kvpb.Response) {
 //
 // dst, when not nil, receives the value of an inline GET response.
 func (c *Client) call(ctx context.Context, sess *session, req *kvpb.Request, dst []byte, late func()) (*kvpb.Response, error) {
+	return c.callEnc(ctx, sess, func(b []byte, id uint64) []byte {
+		req.Id = id
+		out, err := proto.MarshalOptions{}.MarshalAppend(b, req)
+		if err != nil {
+			return nil
+		}
+		return out
+	}, dst, late)
+}
+
+// callEnc is call with a request that enc appends to a message buffer,
+// given the request's id.
+func (c *Client) callEnc(ctx context.Context, sess *session, enc func(b []byte, id uint64) []byte, dst []byte, late func()) (*kvpb.Response, error) {
 	b, err := c.msgs.get(ctx)
 	if err != nil {
 		return nil, err
@@ -674,11 +689,11 @@ func (c *Client) call(ctx context.Context, sess *session, req *kvpb.Request, dst
 		return nil, status.Errorf(codes.Unavailable, "data-plane connection: %v", sess.down)
 	}
 	sess.nextID++
-	req.Id = sess.nextID
-	sess.pending[req.Id] = pc
+	id := sess.nextID
+	sess.pending[id] = pc
 	sess.pmu.Unlock()
-	out, err := proto.MarshalOptions{}.MarshalAppend(b[:0], req)
-	if err == nil && cap(out) != cap(b) {
+	out := enc(b[:0], id)
+	if out == nil || cap(out) != cap(b) {
 		err = fmt.Errorf("kv: request of %d bytes does not fit a message of %d", len(out), cap(b))
 	}
 	if err == nil {
@@ -688,7 +703,7 @@ func (c *Client) call(ctx context.Context, sess *session, req *kvpb.Request, dst
 	down := sess.peer.Down()
 	if err != nil {
 		sess.pmu.Lock()
-		delete(sess.pending, req.Id)
+		delete(sess.pending, id)
 		sess.pmu.Unlock()
 		if ctx.Err() != nil {
 			return nil, ctx.Err()
@@ -705,7 +720,7 @@ func (c *Client) call(ctx context.Context, sess *session, req *kvpb.Request, dst
 		// The connection failed with the request unanswered. The server
 		// is done with the caller's buffer: its connection is gone too.
 		sess.pmu.Lock()
-		_, waiting := sess.pending[req.Id]
+		_, waiting := sess.pending[id]
 		if waiting {
 			pc.late = func() {}
 		}
@@ -718,7 +733,7 @@ func (c *Client) call(ctx context.Context, sess *session, req *kvpb.Request, dst
 		return nil, status.Error(codes.Unavailable, "data-plane connection lost")
 	case <-ctx.Done():
 		sess.pmu.Lock()
-		_, waiting := sess.pending[req.Id]
+		_, waiting := sess.pending[id]
 		if waiting {
 			pc.late = func() {}
 			if late != nil {

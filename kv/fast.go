@@ -150,3 +150,85 @@ func parseGetResponse(b []byte) (r fastGetResponse, ok bool) {
 	}
 	return r, true
 }
+
+// appendGetRequest encodes Request{id, Get{key, buffer, inlineMax,
+// serverID}} as proto.Marshal does.
+func appendGetRequest(b []byte, id uint64, key, buffer []byte, inlineMax uint64, serverID []byte) []byte {
+	n := 0
+	if len(key) > 0 {
+		n += protowire.SizeTag(fGetKey) + protowire.SizeBytes(len(key))
+	}
+	if len(buffer) > 0 {
+		n += protowire.SizeTag(fGetBuffer) + protowire.SizeBytes(len(buffer))
+	}
+	if inlineMax != 0 {
+		n += protowire.SizeTag(fGetInlineMax) + protowire.SizeVarint(inlineMax)
+	}
+	if len(serverID) > 0 {
+		n += protowire.SizeTag(fGetServerID) + protowire.SizeBytes(len(serverID))
+	}
+	if id != 0 {
+		b = protowire.AppendTag(b, fRequestID, protowire.VarintType)
+		b = protowire.AppendVarint(b, id)
+	}
+	b = protowire.AppendTag(b, fRequestGet, protowire.BytesType)
+	b = protowire.AppendVarint(b, uint64(n))
+	if len(key) > 0 {
+		b = protowire.AppendTag(b, fGetKey, protowire.BytesType)
+		b = protowire.AppendBytes(b, key)
+	}
+	if len(buffer) > 0 {
+		b = protowire.AppendTag(b, fGetBuffer, protowire.BytesType)
+		b = protowire.AppendBytes(b, buffer)
+	}
+	if inlineMax != 0 {
+		b = protowire.AppendTag(b, fGetInlineMax, protowire.VarintType)
+		b = protowire.AppendVarint(b, inlineMax)
+	}
+	if len(serverID) > 0 {
+		b = protowire.AppendTag(b, fGetServerID, protowire.BytesType)
+		b = protowire.AppendBytes(b, serverID)
+	}
+	return b
+}
+
+// appendGetResponse encodes Response{id, Get{length, version, inline,
+// value}} as proto.Marshal does.
+func appendGetResponse(b []byte, id, length, version uint64, inline bool, value []byte) []byte {
+	n := 0
+	if length != 0 {
+		n += protowire.SizeTag(fGetRespLength) + protowire.SizeVarint(length)
+	}
+	if version != 0 {
+		n += protowire.SizeTag(fGetRespVersion) + protowire.SizeVarint(version)
+	}
+	if inline {
+		n += protowire.SizeTag(fGetRespInline) + 1
+	}
+	if len(value) > 0 {
+		n += protowire.SizeTag(fGetRespVal) + protowire.SizeBytes(len(value))
+	}
+	if id != 0 {
+		b = protowire.AppendTag(b, fResponseID, protowire.VarintType)
+		b = protowire.AppendVarint(b, id)
+	}
+	b = protowire.AppendTag(b, fResponseGet, protowire.BytesType)
+	b = protowire.AppendVarint(b, uint64(n))
+	if length != 0 {
+		b = protowire.AppendTag(b, fGetRespLength, protowire.VarintType)
+		b = protowire.AppendVarint(b, length)
+	}
+	if version != 0 {
+		b = protowire.AppendTag(b, fGetRespVersion, protowire.VarintType)
+		b = protowire.AppendVarint(b, version)
+	}
+	if inline {
+		b = protowire.AppendTag(b, fGetRespInline, protowire.VarintType)
+		b = protowire.AppendVarint(b, 1)
+	}
+	if len(value) > 0 {
+		b = protowire.AppendTag(b, fGetRespVal, protowire.BytesType)
+		b = protowire.AppendBytes(b, value)
+	}
+	return b
+}

@@ -16,6 +16,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/mem"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/xferio/xfer"
 	"github.com/xferio/xfer/kv/kvpb"
@@ -648,5 +649,38 @@ func TestMalformedDataPlaneRequests(t *testing.T) {
 	}
 	if got, err := c.Get(ctx, "k"); err != nil || string(got) != "v" {
 		t.Fatalf("get after malformed messages: %q, %v", got, err)
+	}
+}
+
+// TestFastEncoding: the hand-written encoders produce what proto.Marshal
+// does, so the other side may decode either way.
+func TestFastEncoding(t *testing.T) {
+	for _, tc := range []struct {
+		id, inlineMax    uint64
+		key, buf, server []byte
+	}{
+		{1, 4096, []byte("k"), []byte{1, 2, 3}, []byte("server")},
+		{0, 0, nil, nil, nil},
+		{1 << 40, 1, bytes.Repeat([]byte("x"), 300), nil, []byte{0}},
+	} {
+		want, _ := proto.MarshalOptions{Deterministic: true}.Marshal(&kvpb.Request{Id: tc.id, Op: &kvpb.Request_Get{Get: &kvpb.GetRequest{Key: tc.key, Buffer: tc.buf, InlineMax: tc.inlineMax, ServerId: tc.server}}})
+		if got := appendGetRequest(nil, tc.id, tc.key, tc.buf, tc.inlineMax, tc.server); !bytes.Equal(got, want) {
+			t.Errorf("request %+v:\n got %x\nwant %x", tc, got, want)
+		}
+	}
+	for _, tc := range []struct {
+		id, length, version uint64
+		inline              bool
+		value               []byte
+	}{
+		{1, 3, 9, true, []byte("abc")},
+		{2, 1 << 20, 1, false, nil},
+		{0, 0, 0, true, nil},
+		{5, 300, 1 << 33, true, bytes.Repeat([]byte("v"), 300)},
+	} {
+		want, _ := proto.MarshalOptions{Deterministic: true}.Marshal(&kvpb.Response{Id: tc.id, Result: &kvpb.Response_Get{Get: &kvpb.GetResponse{Length: tc.length, Version: tc.version, Inline: tc.inline, Value: tc.value}}})
+		if got := appendGetResponse(nil, tc.id, tc.length, tc.version, tc.inline, tc.value); !bytes.Equal(got, want) {
+			t.Errorf("response %+v:\n got %x\nwant %x", tc, got, want)
+		}
 	}
 }

@@ -381,9 +381,20 @@ func (s *Server) serveSmallGet(p *xfer.Peer, msgs *msgBufs, id uint64, key []byt
 	s.gets.Add(1)
 	s.hits.Add(1)
 	s.inlineBytes.Add(n)
-	// The response refers to the slot's bytes: it is marshalled before the
-	// slot is released.
-	s.sendNow(p, msgs, &kvpb.Response{Id: id, Result: &kvpb.Response_Get{Get: &kvpb.GetResponse{Length: n, Version: sl.ver, Inline: true, Value: sl.value()}}})
+	b, ok := msgs.tryGet()
+	if !ok {
+		// Every buffer is busy: answer from a goroutine that can wait.
+		r := &kvpb.Response{Id: id, Result: &kvpb.Response_Get{Get: &kvpb.GetResponse{Length: n, Version: sl.ver, Inline: true, Value: bytes.Clone(sl.value())}}}
+		s.wg.Go(func() { s.send(p, msgs, r) })
+		return true
+	}
+	// Straight from the slot into the message, before the slot is released.
+	out := appendGetResponse(b[:0], id, n, sl.ver, true, sl.value())
+	if cap(out) != cap(b) {
+		msgs.put(b)
+		return false // cannot happen: messages are sized for inline values
+	}
+	s.sendNow(p, msgs, b, out)
 	return true
 }
 
@@ -438,21 +449,10 @@ func (s *Server) send(p *xfer.Peer, msgs *msgBufs, resp *kvpb.Response) {
 	msgs.put(b)
 }
 
-// sendNow sends resp to p without waiting, for the receive path: a send
-// that cannot complete at once (no credit, a full socket) finishes in a
-// goroutine of its own, which keeps the message buffer until then.
-func (s *Server) sendNow(p *xfer.Peer, msgs *msgBufs, resp *kvpb.Response) {
-	b, ok := msgs.tryGet()
-	if !ok {
-		r := proto.Clone(resp).(*kvpb.Response) // resp refers to a slot
-		s.wg.Go(func() { s.send(p, msgs, r) })
-		return
-	}
-	out, ok := s.marshal(b, resp)
-	if !ok {
-		msgs.put(b)
-		return
-	}
+// sendNow sends out, encoded in message buffer b, to p without waiting, for
+// the receive path: a send that cannot complete at once (no credit, a full
+// socket) finishes in a goroutine of its own, which keeps b until then.
+func (s *Server) sendNow(p *xfer.Peer, msgs *msgBufs, b, out []byte) {
 	batch := p.Submit([]xfer.Op{{Kind: xfer.OpSend, Local: out}})
 	if batch.Done() {
 		msgs.put(b)
