@@ -350,6 +350,20 @@ func (s *Server) serveMessages(p *xfer.Peer, msgs *msgBufs) {
 			s.log.Warn("kv: malformed data-plane request", "peer", p, "bytes", len(msg), "err", err)
 			return
 		}
+		if !mayWait(req) {
+			// Answered from memory: no goroutine.
+			resp := s.serveRequest(req)
+			if b, ok := msgs.tryGet(); ok {
+				if out, ok := s.marshal(b, resp); ok {
+					s.sendNow(p, msgs, b, out)
+				} else {
+					msgs.put(b)
+				}
+				return
+			}
+			wg.Go(func() { s.send(p, msgs, resp) })
+			return
+		}
 		wg.Go(func() { s.send(p, msgs, s.serveRequest(req)) })
 	})
 	select {
@@ -360,6 +374,20 @@ func (s *Server) serveMessages(p *xfer.Peer, msgs *msgBufs) {
 	p.Close()
 	wg.Wait()
 	s.log.Debug("kv: client gone", "peer", p)
+}
+
+// mayWait reports whether serving req may wait: a one-sided transfer (a
+// GET into a buffer, a PUT from one). DELETEs, inline PUTs and malformed
+// requests are answered from memory at once.
+func mayWait(req *kvpb.Request) bool {
+	switch op := req.Op.(type) {
+	case *kvpb.Request_Get:
+		return true
+	case *kvpb.Request_Put:
+		_, inline := op.Put.Source.(*kvpb.PutRequest_Value)
+		return !inline
+	}
+	return false
 }
 
 // serveSmallGet answers g at once when the answer needs no data-plane
