@@ -684,3 +684,43 @@ func TestFastEncoding(t *testing.T) {
 		}
 	}
 }
+
+// TestDataPlaneRequestsNameOwnBuffers: a request on the data plane that
+// names another engine's buffer is refused, and that buffer is untouched.
+func TestDataPlaneRequestsNameOwnBuffers(t *testing.T) {
+	s := startServer(t, ServerOptions{})
+	a := dial(t, s.addr, xfer.PolicyTCP)
+	b := dial(t, s.addr, xfer.PolicyTCP)
+	ctx := ctxT(t)
+	if err := a.Put(ctx, "k", pattern(100<<10, 1)); err != nil {
+		t.Fatal(err)
+	}
+	victim, err := b.Engine().Alloc(128 << 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Engine().Free(victim)
+	for i := range victim.Bytes() {
+		victim.Bytes()[i] = 0x77
+	}
+	desc, _ := victim.Desc().MarshalBinary()
+	a.mu.Lock()
+	sess := a.sess
+	a.mu.Unlock()
+	_, err = a.call(ctx, sess, &kvpb.Request{Op: &kvpb.Request_Get{Get: &kvpb.GetRequest{Key: []byte("k"), Buffer: desc}}}, nil, nil)
+	if status.Code(err) != codes.InvalidArgument || !strings.Contains(err.Error(), "not to the sender") {
+		t.Fatalf("get into another engine's buffer: %v", err)
+	}
+	_, err = a.call(ctx, sess, &kvpb.Request{Op: &kvpb.Request_Put{Put: &kvpb.PutRequest{Key: []byte("stolen"), Source: &kvpb.PutRequest_Buffer{Buffer: desc}}}}, nil, nil)
+	if status.Code(err) != codes.InvalidArgument {
+		t.Fatalf("put from another engine's buffer: %v", err)
+	}
+	for i, v := range victim.Bytes() {
+		if v != 0x77 {
+			t.Fatalf("byte %d of the other engine's buffer changed", i)
+		}
+	}
+	if _, err := a.Get(ctx, "stolen"); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("the refused put stored a value: %v", err)
+	}
+}

@@ -352,7 +352,7 @@ func (s *Server) serveMessages(p *xfer.Peer, msgs *msgBufs) {
 		}
 		if !mayWait(req) {
 			// Answered from memory: no goroutine.
-			resp := s.serveRequest(req)
+			resp := s.serveRequest(p, req)
 			if b, ok := msgs.tryGet(); ok {
 				if out, ok := s.marshal(b, resp); ok {
 					s.sendNow(p, msgs, b, out)
@@ -364,7 +364,7 @@ func (s *Server) serveMessages(p *xfer.Peer, msgs *msgBufs) {
 			wg.Go(func() { s.send(p, msgs, resp) })
 			return
 		}
-		wg.Go(func() { s.send(p, msgs, s.serveRequest(req)) })
+		wg.Go(func() { s.send(p, msgs, s.serveRequest(p, req)) })
 	})
 	select {
 	case <-p.Down():
@@ -428,8 +428,8 @@ func (s *Server) serveSmallGet(p *xfer.Peer, msgs *msgBufs, id uint64, key []byt
 
 // serveRequest runs one data-plane request through the gRPC handlers and
 // returns the response.
-func (s *Server) serveRequest(req *kvpb.Request) *kvpb.Response {
-	ctx := s.ctx
+func (s *Server) serveRequest(p *xfer.Peer, req *kvpb.Request) *kvpb.Response {
+	ctx := context.WithValue(s.ctx, fromPeer{}, p)
 	resp := &kvpb.Response{Id: req.Id}
 	var err error
 	switch op := req.Op.(type) {
@@ -529,6 +529,22 @@ func (s *Server) checkKey(key []byte) error {
 	return nil
 }
 
+// fromPeer is the context key of the data-plane connection a request came
+// on (none for gRPC calls).
+type fromPeer struct{}
+
+// owner returns the connection to the engine that owns buffer d. A request
+// that came on the data plane may only name its own sender's buffers.
+func (s *Server) owner(ctx context.Context, d xfer.RegionDesc) (*xfer.Peer, error) {
+	if p, ok := ctx.Value(fromPeer{}).(*xfer.Peer); ok {
+		if p.ID() != d.Owner {
+			return nil, status.Errorf(codes.InvalidArgument, "buffer %s belongs to engine %s, not to the sender %s", d, d.Owner, p.ID())
+		}
+		return p, nil
+	}
+	return s.peers.get(ctx, d.Owner, s.peerWait)
+}
+
 // decodeBuffer decodes the client's buffer descriptor.
 func decodeBuffer(b []byte) (xfer.RegionDesc, error) {
 	var d xfer.RegionDesc
@@ -604,7 +620,7 @@ func (s *Server) Get(ctx context.Context, req *kvpb.GetRequest) (*kvpb.GetRespon
 		return nil, st.Err()
 	}
 	if n > 0 {
-		p, err := s.peers.get(ctx, d.Owner, s.peerWait)
+		p, err := s.owner(ctx, d)
 		if err != nil {
 			return nil, err
 		}
@@ -667,7 +683,7 @@ func (s *Server) Put(ctx context.Context, req *kvpb.PutRequest) (*kvpb.PutRespon
 		copy(b.Bytes(), req.GetValue())
 		s.inlineBytes.Add(uint64(n))
 	} else if n > 0 {
-		p, err := s.peers.get(ctx, d.Owner, s.peerWait)
+		p, err := s.owner(ctx, d)
 		if err == nil {
 			err = p.Read(ctx, b.Bytes()[:n], d.At(0))
 			if err != nil {
