@@ -165,7 +165,15 @@ func Dial(ctx context.Context, addr string, opts ClientOptions) (*Client, error)
 	}
 	c.rpc = kvpb.NewKVClient(c.conn)
 	if opts.Requests == RequestsData {
-		if c.msgs, err = newMsgBufs(c.e, clientMsgBufs, msgSize(DefaultMaxKey, DefaultInlineMax)); err != nil {
+		// Messages as large as the engine allows (max_message), up to 1 MiB:
+		// that bounds the inline values this client accepts.
+		size := min(c.e.Config().MaxMessage, 1<<20)
+		if size < msgSize(DefaultMaxKey, 0) {
+			c.conn.Close()
+			c.closeEngine()
+			return nil, fmt.Errorf("kv: the engine's max_message (%d) is below the %d bytes a request needs", size, msgSize(DefaultMaxKey, 0))
+		}
+		if c.msgs, err = newMsgBufs(c.e, clientMsgBufs, size); err != nil {
 			c.conn.Close()
 			c.closeEngine()
 			return nil, err
@@ -273,7 +281,7 @@ func (c *Client) session(ctx context.Context) (*session, error) {
 	}
 	if c.msgs != nil {
 		// Requests carry at most a key and an inline value.
-		c.sess.inlineMax = min(c.sess.inlineMax, uint64(c.msgs.size-1024-DefaultMaxKey))
+		c.sess.inlineMax = min(c.sess.inlineMax, uint64(max(c.msgs.size-1024-int(h.MaxKey), 0)))
 		c.sess.pending = make(map[uint64]*pendingCall)
 		sess := c.sess
 		p.Handle(func(msg []byte) { c.onResponse(sess, msg) })
