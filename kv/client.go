@@ -274,6 +274,9 @@ func (c *Client) session(ctx context.Context) (*session, error) {
 		return nil, fmt.Errorf("kv: data plane %s: %w: %w", addr, ErrUnavailable, err)
 	}
 	c.sess = &session{id: string(h.ServerId), addr: addr, peer: p, inlineMax: h.InlineMax, maxValue: h.MaxValue, maxKey: h.MaxKey}
+	if m, ok := h.InlineMaxByTransport[p.Transport()]; ok {
+		c.sess.inlineMax = min(c.sess.inlineMax, m)
+	}
 	if c.opts.InlineMax < 0 {
 		c.sess.inlineMax = 0
 	} else if c.opts.InlineMax > 0 {

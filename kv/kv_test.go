@@ -131,7 +131,11 @@ func testPutGetDelete(t *testing.T, tr xfer.Policy, mode string) {
 				t.Fatalf("data plane on %q, want %q", got, tr)
 			}
 			before := s.Snapshot()
-			sizes := []int{0, 1, 100, DefaultInlineMax, DefaultInlineMax + 1, 64 << 10, 1 << 20, 3 << 20}
+			sizes := []int{0, 1, 100, DefaultInlineMaxSHM, DefaultInlineMaxSHM + 1, DefaultInlineMax, DefaultInlineMax + 1, 64 << 10, 1 << 20, 3 << 20}
+			limit := DefaultInlineMax
+			if tr != xfer.PolicyTCP {
+				limit = DefaultInlineMaxSHM // a one-sided transfer is one copy
+			}
 			for i, n := range sizes {
 				key := fmt.Sprintf("key-%d", n)
 				want := pattern(n, byte(i))
@@ -150,7 +154,7 @@ func testPutGetDelete(t *testing.T, tr xfer.Policy, mode string) {
 			// Small values went inline, large ones on the data plane.
 			var inline, plane uint64
 			for _, n := range sizes {
-				if n <= DefaultInlineMax {
+				if n <= limit {
 					inline += 2 * uint64(n)
 				} else {
 					plane += 2 * uint64(n)

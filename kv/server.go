@@ -28,11 +28,15 @@ const Protocol = 1
 // Defaults of ServerOptions.
 const (
 	DefaultMaxKey = 4 << 10
-	// DefaultInlineMax is the largest value that travels inside the gRPC
-	// messages instead of on the data plane. Below it, one gRPC round trip
-	// beats a gRPC round trip plus a one-sided transfer on every transport
-	// xfer has; docs/BENCHMARKS.md has the measurement.
+	// DefaultInlineMax is the largest value that travels inside request
+	// and response messages instead of by a one-sided transfer, on tcp:
+	// there a WRITE is a second pass through both engines, and inline GETs
+	// measured faster up to 16 KiB and slower from 32 KiB (docs/KV.md).
 	DefaultInlineMax = 16 << 10
+	// DefaultInlineMaxSHM is the default for clients on shm (and rdma),
+	// where a one-sided transfer is a single copy (or the NIC's DMA): inline
+	// GETs measured faster at 4 KiB and slower from 16 KiB.
+	DefaultInlineMaxSHM = 4 << 10
 	// defaultPeerWait is how long a request waits for its client's
 	// data-plane connection to be accepted, which can trail the client's
 	// Dial by a moment.
@@ -52,7 +56,8 @@ type ServerOptions struct {
 	// MaxValue is the largest value in bytes. Default: the pool's capacity.
 	MaxValue int
 	// InlineMax is the largest value that may travel inline in Get and Put
-	// messages; negative means never. Default: DefaultInlineMax.
+	// messages; negative means never. Default: DefaultInlineMax, and
+	// DefaultInlineMaxSHM for clients on shm and rdma.
 	InlineMax int
 	// Devices is the number of data-plane engines, one per RDMA device
 	// (seed 001's --num-domains): with more than one and no RDMADevice set,
@@ -68,17 +73,18 @@ type ServerOptions struct {
 type Server struct {
 	kvpb.UnimplementedKVServer
 
-	opts  ServerOptions
-	e     *xfer.Engine   // the first engine; its pool holds the values
-	es    []*xfer.Engine // every data-plane engine, e first
-	msgs  []*msgBufs     // message buffers of each engine
-	st    *store
-	id    [16]byte
-	log   *slog.Logger
-	ctx   context.Context
-	stop  context.CancelFunc
-	wg    sync.WaitGroup
-	peers peerSet
+	opts       ServerOptions
+	inlineAuto bool           // InlineMax was the default: lower it on shm and rdma
+	e          *xfer.Engine   // the first engine; its pool holds the values
+	es         []*xfer.Engine // every data-plane engine, e first
+	msgs       []*msgBufs     // message buffers of each engine
+	st         *store
+	id         [16]byte
+	log        *slog.Logger
+	ctx        context.Context
+	stop       context.CancelFunc
+	wg         sync.WaitGroup
+	peers      peerSet
 	// peerWait is how long a request waits for its client's data-plane
 	// connection (tests shorten it).
 	peerWait time.Duration
@@ -105,7 +111,8 @@ func NewServer(ctx context.Context, opts ServerOptions) (*Server, error) {
 	if opts.MaxKey < 0 || opts.MaxValue < 0 {
 		return nil, errors.New("kv: MaxKey and MaxValue must not be negative")
 	}
-	if opts.InlineMax == 0 {
+	inlineAuto := opts.InlineMax == 0
+	if inlineAuto {
 		opts.InlineMax = DefaultInlineMax
 	}
 	if opts.Engine.Listen == "" {
@@ -127,7 +134,7 @@ func NewServer(ctx context.Context, opts ServerOptions) (*Server, error) {
 	if opts.MaxValue == 0 || opts.MaxValue > capacity {
 		opts.MaxValue = capacity
 	}
-	s := &Server{opts: opts, e: e, es: es, st: newStore(e.Pool(), opts.Full), log: opts.Logger, peerWait: defaultPeerWait}
+	s := &Server{inlineAuto: inlineAuto, opts: opts, e: e, es: es, st: newStore(e.Pool(), opts.Full), log: opts.Logger, peerWait: defaultPeerWait}
 	s.peers.m = make(map[xfer.ID]*xfer.Peer)
 	s.peers.changed = make(chan struct{})
 	rand.Read(s.id[:])
@@ -403,7 +410,7 @@ func (s *Server) serveSmallGet(p *xfer.Peer, msgs *msgBufs, id uint64, key []byt
 	}
 	defer s.st.release(sl)
 	n := uint64(sl.n)
-	if n > inlineMax || int(n) > s.opts.InlineMax {
+	if n > inlineMax || int(n) > s.inlineMax(p.Transport()) {
 		return false
 	}
 	s.gets.Add(1)
@@ -529,6 +536,21 @@ func (s *Server) checkKey(key []byte) error {
 	return nil
 }
 
+// transportOf names the transport of the connection to the owner of d, the
+// buffer of a request ("" when unknown).
+func (s *Server) transportOf(ctx context.Context, d xfer.RegionDesc) string {
+	if p, ok := ctx.Value(fromPeer{}).(*xfer.Peer); ok {
+		return p.Transport()
+	}
+	s.peers.mu.Lock()
+	p := s.peers.m[d.Owner]
+	s.peers.mu.Unlock()
+	if p == nil {
+		return ""
+	}
+	return p.Transport()
+}
+
 // fromPeer is the context key of the data-plane connection a request came
 // on (none for gRPC calls).
 type fromPeer struct{}
@@ -567,19 +589,37 @@ func planeErr(ctx context.Context, what string, d xfer.RegionDesc, err error) er
 	return status.Errorf(codes.Unavailable, "%s buffer %s: %v", what, d, err)
 }
 
+// inlineByTransport is Hello's inline_max_by_transport.
+func (s *Server) inlineByTransport() map[string]uint64 {
+	if !s.inlineAuto {
+		return nil
+	}
+	return map[string]uint64{"shm": DefaultInlineMaxSHM, "rdma": DefaultInlineMaxSHM}
+}
+
+// inlineMax is the inline limit for a client on the given transport ("" if
+// unknown).
+func (s *Server) inlineMax(transport string) int {
+	if m, ok := s.inlineByTransport()[transport]; ok {
+		return min(int(m), s.opts.InlineMax)
+	}
+	return s.opts.InlineMax
+}
+
 // Hello implements kvpb.KVServer.
 func (s *Server) Hello(ctx context.Context, req *kvpb.HelloRequest) (*kvpb.HelloResponse, error) {
 	if req.GetProtocol() < Protocol {
 		return nil, status.Errorf(codes.FailedPrecondition, "client speaks KV protocol %d, this server %d", req.GetProtocol(), Protocol)
 	}
 	return &kvpb.HelloResponse{
-		Protocol:  Protocol,
-		DataAddrs: s.DataAddrs(),
-		ServerId:  s.id[:],
-		MaxKey:    uint64(s.opts.MaxKey),
-		MaxValue:  uint64(s.opts.MaxValue),
-		InlineMax: uint64(max(s.opts.InlineMax, 0)),
-		Capacity:  s.e.Pool().Stats().Capacity,
+		Protocol:             Protocol,
+		DataAddrs:            s.DataAddrs(),
+		ServerId:             s.id[:],
+		MaxKey:               uint64(s.opts.MaxKey),
+		MaxValue:             uint64(s.opts.MaxValue),
+		InlineMax:            uint64(max(s.opts.InlineMax, 0)),
+		InlineMaxByTransport: s.inlineByTransport(),
+		Capacity:             s.e.Pool().Stats().Capacity,
 	}, nil
 }
 
@@ -608,7 +648,7 @@ func (s *Server) Get(ctx context.Context, req *kvpb.GetRequest) (*kvpb.GetRespon
 	defer s.st.release(sl)
 	s.hits.Add(1)
 	n := uint64(sl.n)
-	if n <= req.InlineMax && int(n) <= s.opts.InlineMax {
+	if n <= req.InlineMax && int(n) <= s.inlineMax(s.transportOf(ctx, d)) {
 		s.inlineBytes.Add(n)
 		return &kvpb.GetResponse{Length: n, Version: sl.ver, Inline: true, Value: append([]byte(nil), sl.value()...)}, nil
 	}

@@ -80,9 +80,14 @@ type HelloResponse struct {
 	// Values up to this size may travel inline in Get and Put messages.
 	InlineMax uint64 `protobuf:"varint,6,opt,name=inline_max,json=inlineMax,proto3" json:"inline_max,omitempty"`
 	// The size of the value pool.
-	Capacity      uint64 `protobuf:"varint,7,opt,name=capacity,proto3" json:"capacity,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Capacity uint64 `protobuf:"varint,7,opt,name=capacity,proto3" json:"capacity,omitempty"`
+	// Lower inline limits for clients on some data-plane transports ("shm",
+	// "rdma"), where a one-sided transfer is cheap and only small values gain
+	// from travelling inline. Absent when the server's limit was set
+	// explicitly.
+	InlineMaxByTransport map[string]uint64 `protobuf:"bytes,8,rep,name=inline_max_by_transport,json=inlineMaxByTransport,proto3" json:"inline_max_by_transport,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"varint,2,opt,name=value"`
+	unknownFields        protoimpl.UnknownFields
+	sizeCache            protoimpl.SizeCache
 }
 
 func (x *HelloResponse) Reset() {
@@ -162,6 +167,13 @@ func (x *HelloResponse) GetCapacity() uint64 {
 		return x.Capacity
 	}
 	return 0
+}
+
+func (x *HelloResponse) GetInlineMaxByTransport() map[string]uint64 {
+	if x != nil {
+		return x.InlineMaxByTransport
+	}
+	return nil
 }
 
 type GetRequest struct {
@@ -1058,7 +1070,7 @@ const file_kv_kvpb_kv_proto_rawDesc = "" +
 	"\x10kv/kvpb/kv.proto\x12\n" +
 	"xfer.kv.v1\"*\n" +
 	"\fHelloRequest\x12\x1a\n" +
-	"\bprotocol\x18\x01 \x01(\rR\bprotocol\"\xd8\x01\n" +
+	"\bprotocol\x18\x01 \x01(\rR\bprotocol\"\x8d\x03\n" +
 	"\rHelloResponse\x12\x1a\n" +
 	"\bprotocol\x18\x01 \x01(\rR\bprotocol\x12\x1d\n" +
 	"\n" +
@@ -1068,7 +1080,11 @@ const file_kv_kvpb_kv_proto_rawDesc = "" +
 	"\tmax_value\x18\x05 \x01(\x04R\bmaxValue\x12\x1d\n" +
 	"\n" +
 	"inline_max\x18\x06 \x01(\x04R\tinlineMax\x12\x1a\n" +
-	"\bcapacity\x18\a \x01(\x04R\bcapacity\"x\n" +
+	"\bcapacity\x18\a \x01(\x04R\bcapacity\x12j\n" +
+	"\x17inline_max_by_transport\x18\b \x03(\v23.xfer.kv.v1.HelloResponse.InlineMaxByTransportEntryR\x14inlineMaxByTransport\x1aG\n" +
+	"\x19InlineMaxByTransportEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\x04R\x05value:\x028\x01\"x\n" +
 	"\n" +
 	"GetRequest\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\fR\x03key\x12\x16\n" +
@@ -1152,7 +1168,7 @@ func file_kv_kvpb_kv_proto_rawDescGZIP() []byte {
 	return file_kv_kvpb_kv_proto_rawDescData
 }
 
-var file_kv_kvpb_kv_proto_msgTypes = make([]protoimpl.MessageInfo, 13)
+var file_kv_kvpb_kv_proto_msgTypes = make([]protoimpl.MessageInfo, 14)
 var file_kv_kvpb_kv_proto_goTypes = []any{
 	(*HelloRequest)(nil),   // 0: xfer.kv.v1.HelloRequest
 	(*HelloResponse)(nil),  // 1: xfer.kv.v1.HelloResponse
@@ -1167,30 +1183,32 @@ var file_kv_kvpb_kv_proto_goTypes = []any{
 	(*BufferTooSmall)(nil), // 10: xfer.kv.v1.BufferTooSmall
 	(*Request)(nil),        // 11: xfer.kv.v1.Request
 	(*Response)(nil),       // 12: xfer.kv.v1.Response
+	nil,                    // 13: xfer.kv.v1.HelloResponse.InlineMaxByTransportEntry
 }
 var file_kv_kvpb_kv_proto_depIdxs = []int32{
-	2,  // 0: xfer.kv.v1.Request.get:type_name -> xfer.kv.v1.GetRequest
-	4,  // 1: xfer.kv.v1.Request.put:type_name -> xfer.kv.v1.PutRequest
-	6,  // 2: xfer.kv.v1.Request.delete:type_name -> xfer.kv.v1.DeleteRequest
-	10, // 3: xfer.kv.v1.Response.too_small:type_name -> xfer.kv.v1.BufferTooSmall
-	3,  // 4: xfer.kv.v1.Response.get:type_name -> xfer.kv.v1.GetResponse
-	5,  // 5: xfer.kv.v1.Response.put:type_name -> xfer.kv.v1.PutResponse
-	7,  // 6: xfer.kv.v1.Response.delete:type_name -> xfer.kv.v1.DeleteResponse
-	0,  // 7: xfer.kv.v1.KV.Hello:input_type -> xfer.kv.v1.HelloRequest
-	2,  // 8: xfer.kv.v1.KV.Get:input_type -> xfer.kv.v1.GetRequest
-	4,  // 9: xfer.kv.v1.KV.Put:input_type -> xfer.kv.v1.PutRequest
-	6,  // 10: xfer.kv.v1.KV.Delete:input_type -> xfer.kv.v1.DeleteRequest
-	8,  // 11: xfer.kv.v1.KV.Stats:input_type -> xfer.kv.v1.StatsRequest
-	1,  // 12: xfer.kv.v1.KV.Hello:output_type -> xfer.kv.v1.HelloResponse
-	3,  // 13: xfer.kv.v1.KV.Get:output_type -> xfer.kv.v1.GetResponse
-	5,  // 14: xfer.kv.v1.KV.Put:output_type -> xfer.kv.v1.PutResponse
-	7,  // 15: xfer.kv.v1.KV.Delete:output_type -> xfer.kv.v1.DeleteResponse
-	9,  // 16: xfer.kv.v1.KV.Stats:output_type -> xfer.kv.v1.StatsResponse
-	12, // [12:17] is the sub-list for method output_type
-	7,  // [7:12] is the sub-list for method input_type
-	7,  // [7:7] is the sub-list for extension type_name
-	7,  // [7:7] is the sub-list for extension extendee
-	0,  // [0:7] is the sub-list for field type_name
+	13, // 0: xfer.kv.v1.HelloResponse.inline_max_by_transport:type_name -> xfer.kv.v1.HelloResponse.InlineMaxByTransportEntry
+	2,  // 1: xfer.kv.v1.Request.get:type_name -> xfer.kv.v1.GetRequest
+	4,  // 2: xfer.kv.v1.Request.put:type_name -> xfer.kv.v1.PutRequest
+	6,  // 3: xfer.kv.v1.Request.delete:type_name -> xfer.kv.v1.DeleteRequest
+	10, // 4: xfer.kv.v1.Response.too_small:type_name -> xfer.kv.v1.BufferTooSmall
+	3,  // 5: xfer.kv.v1.Response.get:type_name -> xfer.kv.v1.GetResponse
+	5,  // 6: xfer.kv.v1.Response.put:type_name -> xfer.kv.v1.PutResponse
+	7,  // 7: xfer.kv.v1.Response.delete:type_name -> xfer.kv.v1.DeleteResponse
+	0,  // 8: xfer.kv.v1.KV.Hello:input_type -> xfer.kv.v1.HelloRequest
+	2,  // 9: xfer.kv.v1.KV.Get:input_type -> xfer.kv.v1.GetRequest
+	4,  // 10: xfer.kv.v1.KV.Put:input_type -> xfer.kv.v1.PutRequest
+	6,  // 11: xfer.kv.v1.KV.Delete:input_type -> xfer.kv.v1.DeleteRequest
+	8,  // 12: xfer.kv.v1.KV.Stats:input_type -> xfer.kv.v1.StatsRequest
+	1,  // 13: xfer.kv.v1.KV.Hello:output_type -> xfer.kv.v1.HelloResponse
+	3,  // 14: xfer.kv.v1.KV.Get:output_type -> xfer.kv.v1.GetResponse
+	5,  // 15: xfer.kv.v1.KV.Put:output_type -> xfer.kv.v1.PutResponse
+	7,  // 16: xfer.kv.v1.KV.Delete:output_type -> xfer.kv.v1.DeleteResponse
+	9,  // 17: xfer.kv.v1.KV.Stats:output_type -> xfer.kv.v1.StatsResponse
+	13, // [13:18] is the sub-list for method output_type
+	8,  // [8:13] is the sub-list for method input_type
+	8,  // [8:8] is the sub-list for extension type_name
+	8,  // [8:8] is the sub-list for extension extendee
+	0,  // [0:8] is the sub-list for field type_name
 }
 
 func init() { file_kv_kvpb_kv_proto_init() }
@@ -1218,7 +1236,7 @@ func file_kv_kvpb_kv_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_kv_kvpb_kv_proto_rawDesc), len(file_kv_kvpb_kv_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   13,
+			NumMessages:   14,
 			NumExtensions: 0,
 			NumServices:   1,
 		},
