@@ -35,6 +35,15 @@ var (
 	ErrUnavailable = errors.New("server unavailable")
 )
 
+// serverError is a refusal by the server: its message, matching kind.
+type serverError struct {
+	msg  string
+	kind error
+}
+
+func (e *serverError) Error() string { return "kv: " + e.msg }
+func (e *serverError) Unwrap() error { return e.kind }
+
 // BufferTooSmallError is returned by GetInto when the value does not fit the
 // buffer. Needed is the value's size.
 type BufferTooSmallError struct {
@@ -356,11 +365,11 @@ func (c *Client) convert(err error) error {
 	msg := st.Message()
 	switch st.Code() {
 	case codes.NotFound:
-		return fmt.Errorf("kv: %s: %w", msg, ErrNotFound)
+		return &serverError{msg, ErrNotFound}
 	case codes.ResourceExhausted:
-		return fmt.Errorf("kv: %s: %w", msg, ErrFull)
+		return &serverError{msg, ErrFull}
 	case codes.InvalidArgument:
-		return fmt.Errorf("kv: %s: %w", msg, ErrInvalid)
+		return &serverError{msg, ErrInvalid}
 	case codes.Unavailable:
 		return fmt.Errorf("kv: %s: %s: %w", c.target, msg, ErrUnavailable)
 	case codes.FailedPrecondition:
