@@ -54,7 +54,7 @@ func TestPackageBoundaries(t *testing.T) {
 		"transport":     {"transport", "internal/", "mem"},
 		"xfertest":      {"", "internal/sys"},
 		".":             {"transport", "mem", "internal/"},
-		"cmd":           {"", "mem", "transport", "internal/"},
+		"cmd":           {"", "mem", "transport", "internal/", "kv"},
 	}
 	for dir, ims := range imports {
 		for im := range ims {
