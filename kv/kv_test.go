@@ -87,9 +87,15 @@ var modes = []string{RequestsData, RequestsGRPC}
 
 func dialMode(t testing.TB, addr string, policy xfer.Policy, mode string) *Client {
 	t.Helper()
+	return dialOpts(t, addr, ClientOptions{EngineConfig: xfer.Config{Transport: policy, MemoryMB: 16}, Requests: mode})
+}
+
+func dialOpts(t testing.TB, addr string, opts ClientOptions) *Client {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	c, err := Dial(ctx, addr, ClientOptions{EngineConfig: xfer.Config{Transport: policy, MemoryMB: 16, RDMADevice: rdmaDevice}, Requests: mode})
+	opts.EngineConfig.RDMADevice = rdmaDevice
+	c, err := Dial(ctx, addr, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
