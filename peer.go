@@ -236,7 +236,7 @@ func (p *Peer) do(ctx context.Context, kind OpKind, local []byte, remote RemoteA
 	}
 	lr, err := p.e.regions.pinLocal(local)
 	if err != nil {
-		return fmt.Errorf("%s: %w", kind, err)
+		return fmt.Errorf("%s: %w", kind, p.e.closedOr(err))
 	}
 	defer lr.Unpin()
 	c := callPool.Get().(*call)
@@ -401,7 +401,7 @@ func (p *Peer) Submit(ops []Op) *Batch {
 		}
 		r, lerr := p.e.regions.pinLocal(ops[i].Local)
 		if lerr != nil {
-			t.Err = fmt.Errorf("op %d (%s): %w", i, ops[i].Kind, lerr)
+			t.Err = fmt.Errorf("op %d (%s): %w", i, ops[i].Kind, p.e.closedOr(lerr))
 			b.OpDone(t)
 			continue
 		}
@@ -509,4 +509,13 @@ func (h peerHost) Deliver(ep transport.Endpoint, msg []byte) {
 
 func (h peerHost) Notify(_ transport.Endpoint, n transport.Notification) {
 	h.p.e.notes.push(Notification{Peer: h.p, Value: n.Value, Region: n.Region, Addr: n.Addr, Len: n.Len})
+}
+
+// closedOr returns ErrClosed once the engine is closing (Close deregisters
+// the memory an operation in flight may name), err otherwise.
+func (e *Engine) closedOr(err error) error {
+	if e.ctx.Err() != nil {
+		return fmt.Errorf("engine closed: %w", ErrClosed)
+	}
+	return err
 }
