@@ -89,6 +89,25 @@ func Devices() ([]DeviceInfo, error) {
 	return out, errors.Join(errs...)
 }
 
+// DeviceNames lists the names of the RDMA devices libibverbs finds, without
+// opening them. A device the kernel has started to unregister is no longer
+// listed.
+func DeviceNames() ([]string, error) {
+	l, devs, err := deviceList()
+	if err != nil {
+		if errors.Is(err, ErrNoDevice) {
+			return []string{}, nil
+		}
+		return nil, err
+	}
+	defer C.xibv_free_device_list(l)
+	names := make([]string, len(devs))
+	for i, d := range devs {
+		names[i] = C.GoString(&d.name[0])
+	}
+	return names, nil
+}
+
 // Open opens the RDMA device called name, or the first device when name is
 // "". Without devices, or without one of that name, the error wraps
 // [ErrNoDevice].

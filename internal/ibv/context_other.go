@@ -8,6 +8,9 @@ type Context struct{ _ [0]func() }
 // Devices reports that this build cannot use verbs.
 func Devices() ([]DeviceInfo, error) { return nil, errUnsupported("list RDMA devices") }
 
+// DeviceNames reports that this build cannot use verbs.
+func DeviceNames() ([]string, error) { return nil, errUnsupported("list RDMA devices") }
+
 // Open reports that this build cannot use verbs.
 func Open(name string) (*Context, error) { return nil, errUnsupported("open RDMA device " + name) }
 

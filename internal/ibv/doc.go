@@ -17,6 +17,15 @@
 // Built without cgo (CGO_ENABLED=0) or for another OS, the package keeps the
 // same API, and every call returns an error wrapping [ErrNotSupported].
 //
+// # The kernel's rdma_cm without librdmacm
+//
+// [KCMChannel] sets up RC connections by talking to the kernel's rdma_cm
+// character device (/dev/infiniband/rdma_cm) directly, for QPs made on the
+// caller's own [Context] and [PD]; [RemovalWatch] uses it to hear that a
+// device is being removed. Unlike [CMChannel] (librdmacm), it opens no verbs
+// context of its own, so nothing in the process keeps a removed device from
+// going away once the caller has closed its handles (see [KCMChannel]).
+//
 // # Data path
 //
 // [QP.PostSend], [QP.PostRecv], [SRQ.PostRecv], [CQ.Poll] and [CQ.ReqNotify]
@@ -52,7 +61,8 @@
 //	MR            before its PD, and before unmapping its memory
 //	CQ            before its CompChannel and Context
 //	PD, CompChannel before their Context
-//	CMID          before its CMChannel
+//	CMID          before its CMChannel; KCMID before its KCMChannel (a
+//	              KCMID does not own the QP it connected)
 //
 // Context.Close fails while PDs, CQs or channels opened from it are still
 // open, and the library refuses to free a PD with MRs or QPs, or a CQ that a

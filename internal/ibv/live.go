@@ -16,18 +16,19 @@ type Counts struct {
 	Channels   int // completion channels
 	CMIDs      int
 	CMChannels int // rdma_cm event channels
+	Watches    int // device removal watches (see WatchRemoval)
 }
 
 // IsZero reports whether no object is live.
 func (c Counts) IsZero() bool { return c == Counts{} }
 
 func (c Counts) String() string {
-	return fmt.Sprintf("contexts=%d pds=%d mrs=%d cqs=%d qps=%d srqs=%d channels=%d cmids=%d cmchannels=%d",
-		c.Contexts, c.PDs, c.MRs, c.CQs, c.QPs, c.SRQs, c.Channels, c.CMIDs, c.CMChannels)
+	return fmt.Sprintf("contexts=%d pds=%d mrs=%d cqs=%d qps=%d srqs=%d channels=%d cmids=%d cmchannels=%d watches=%d",
+		c.Contexts, c.PDs, c.MRs, c.CQs, c.QPs, c.SRQs, c.Channels, c.CMIDs, c.CMChannels, c.Watches)
 }
 
 var live struct {
-	contexts, pds, mrs, cqs, qps, srqs, channels, cmids, cmchannels atomic.Int64
+	contexts, pds, mrs, cqs, qps, srqs, channels, cmids, cmchannels, watches atomic.Int64
 }
 
 // Live returns how many objects of each kind are open: created and not yet
@@ -43,5 +44,6 @@ func Live() Counts {
 		Channels:   int(live.channels.Load()),
 		CMIDs:      int(live.cmids.Load()),
 		CMChannels: int(live.cmchannels.Load()),
+		Watches:    int(live.watches.Load()),
 	}
 }

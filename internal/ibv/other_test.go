@@ -4,6 +4,7 @@ package ibv
 
 import (
 	"errors"
+	"net/netip"
 	"strings"
 	"testing"
 )
@@ -27,6 +28,12 @@ func TestNotSupported(t *testing.T) {
 	check("Open", err)
 	_, err = NewCMChannel()
 	check("NewCMChannel", err)
+	_, err = NewKCMChannel()
+	check("NewKCMChannel", err)
+	_, err = WatchRemoval(netip.MustParseAddr("10.0.0.1"), nil)
+	check("WatchRemoval", err)
+	_, err = DeviceNames()
+	check("DeviceNames", err)
 	var c *Context
 	_, err = c.AllocPD()
 	check("AllocPD", err)

@@ -114,6 +114,9 @@ type pair struct {
 	cmCli, cmSrv  *CMChannel
 	lis, cli, srv *CMID
 	established   bool
+	// the kernel's rdma_cm without librdmacm (newKCMPair)
+	kcmCli, kcmSrv   *KCMChannel
+	klis, kcli, ksrv *KCMID
 	// noQPState: the provider does not report QP states (siw on Linux 6.1
 	// answers RESET to every ibv_query_qp; 6.12 reports them).
 	noQPState bool
@@ -367,6 +370,10 @@ func (p *pair) close() {
 		if err != nil {
 			tb.Error(err)
 		}
+	}
+	if p.kcmCli != nil {
+		p.closeKCM(check)
+		return
 	}
 	if p.established {
 		// The active side disconnects; the passive side sees DISCONNECTED

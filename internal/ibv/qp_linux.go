@@ -282,6 +282,21 @@ func (qp *QP) ToRTS(a RTSAttr) error {
 		C.IBV_QP_SQ_PSN|C.IBV_QP_MAX_QP_RD_ATOMIC)
 }
 
+// modifyKern moves the QP to the state whose attributes the kernel's
+// rdma_cm computed (kern is the struct ib_uverbs_qp_attr of
+// RDMA_USER_CM_CMD_INIT_QP_ATTR). maskOff clears attribute bits; destRd and
+// rd, when >= 0, override max_dest_rd_atomic and max_rd_atomic.
+func (qp *QP) modifyKern(to string, state QPState, kern []byte, maskOff uint32, destRd, rd int) error {
+	if qp == nil || qp.c == nil {
+		return ErrClosed
+	}
+	rc, err := C.xibv_modify_qp_kern(qp.c, C.int(state), unsafe.Pointer(&kern[0]), C.uint(maskOff), C.int(destRd), C.int(rd))
+	if e := rcErr(rc, err); e != nil {
+		return fmt.Errorf("ibv_modify_qp %s to %s (attributes from rdma_cm): %w", qp.obj, to, e)
+	}
+	return nil
+}
+
 // ToError moves the QP to the error state: outstanding work requests
 // complete with the flushed status.
 func (qp *QP) ToError() error {

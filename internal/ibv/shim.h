@@ -45,6 +45,8 @@ struct xibv_verbs_fns {
 	int (*query_qp)(struct ibv_qp *qp, struct ibv_qp_attr *attr, int mask,
 			struct ibv_qp_init_attr *init_attr);
 	int (*destroy_qp)(struct ibv_qp *qp);
+	/* src is a struct ib_uverbs_qp_attr, as the kernel's rdma_cm writes it */
+	void (*copy_qp_attr_from_kern)(struct ibv_qp_attr *dst, const void *src);
 };
 
 struct xibv_cm_fns {
@@ -171,6 +173,17 @@ struct ibv_qp *xibv_create_qp(struct ibv_pd *pd, struct ibv_qp_init_attr *attr);
 int xibv_modify_qp(struct ibv_qp *qp, struct ibv_qp_attr *attr, int mask);
 int xibv_query_qp_state(struct ibv_qp *qp, int *state);
 int xibv_destroy_qp(struct ibv_qp *qp);
+
+/*
+ * Move qp to state with the attributes the kernel's rdma_cm computed for it
+ * (RDMA_USER_CM_CMD_INIT_QP_ATTR): kern is a struct ib_uverbs_qp_attr, whose
+ * first field is the attribute mask. mask_off clears bits of the mask;
+ * dest_rd and rd, when >= 0, override max_dest_rd_atomic and max_rd_atomic.
+ */
+int xibv_modify_qp_kern(struct ibv_qp *qp, int state, const void *kern, unsigned int mask_off,
+			int dest_rd, int rd);
+/* The kernel's index of the device called name (ibv_get_device_index), or -1. */
+int xibv_device_index(const char *name);
 
 /* ---- rdma_cm ---- */
 

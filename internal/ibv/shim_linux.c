@@ -90,6 +90,7 @@ static const struct sym verbs_syms[] = {
 	V(modify_qp, "IBVERBS_1.1"),
 	V(query_qp, "IBVERBS_1.1"),
 	V(destroy_qp, "IBVERBS_1.1"),
+	V(copy_qp_attr_from_kern, "IBVERBS_1.0"),
 };
 #undef V
 
@@ -115,10 +116,21 @@ static const struct sym cm_syms[] = {
 };
 #undef R
 
+/* Optional: ibv_get_device_index appeared in rdma-core 27; NULL before. */
+static int (*get_device_index)(struct ibv_device *device);
+
 int xibv_load_verbs(const char *lib, struct xibv_verbs_fns *t, char *err, size_t errlen)
 {
-	return load(lib, verbs_syms, sizeof(verbs_syms) / sizeof(verbs_syms[0]), t, sizeof(*t),
-		    err, errlen);
+	int rc = load(lib, verbs_syms, sizeof(verbs_syms) / sizeof(verbs_syms[0]), t, sizeof(*t),
+		      err, errlen);
+	if (rc == 0 && t == &xibv) {
+		void *h = dlopen(lib, RTLD_NOW | RTLD_LOCAL | RTLD_NOLOAD);
+		if (h) {
+			const struct sym s = { "ibv_get_device_index", "IBVERBS_1.9", 0 };
+			get_device_index = (int (*)(struct ibv_device *))bind_sym(h, &s);
+		}
+	}
+	return rc;
 }
 
 int xibv_load_cm(const char *lib, struct xibv_cm_fns *t, char *err, size_t errlen)
@@ -401,6 +413,42 @@ int xibv_query_qp_state(struct ibv_qp *qp, int *state)
 }
 
 int xibv_destroy_qp(struct ibv_qp *qp) { return xibv.destroy_qp(qp); }
+
+int xibv_modify_qp_kern(struct ibv_qp *qp, int state, const void *kern, unsigned int mask_off,
+			int dest_rd, int rd)
+{
+	struct ibv_qp_attr attr;
+	uint32_t mask;
+
+	memset(&attr, 0, sizeof(attr));
+	xibv.copy_qp_attr_from_kern(&attr, kern);
+	/* Not copied: the caller says which state the attributes are for. */
+	attr.qp_state = (enum ibv_qp_state)state;
+	memcpy(&mask, kern, sizeof(mask));
+	mask &= ~mask_off;
+	if (dest_rd >= 0)
+		attr.max_dest_rd_atomic = (uint8_t)dest_rd;
+	if (rd >= 0)
+		attr.max_rd_atomic = (uint8_t)rd;
+	return xibv.modify_qp(qp, &attr, (int)mask);
+}
+
+int xibv_device_index(const char *name)
+{
+	int n, idx = -1;
+	struct ibv_device **l;
+
+	if (!get_device_index)
+		return -1;
+	l = xibv.get_device_list(&n);
+	if (!l)
+		return -1;
+	for (int i = 0; i < n; i++)
+		if (strcmp(l[i]->name, name) == 0)
+			idx = get_device_index(l[i]);
+	xibv.free_device_list(l);
+	return idx;
+}
 
 /* ---- rdma_cm ---- */
 
