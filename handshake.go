@@ -344,9 +344,19 @@ func (e *Engine) offers(exclude map[string]error) ([]wire.TransportOffer, error)
 // policy, it dials again without it.
 func (e *Engine) connect(ctx context.Context, p *Peer) (transport.Endpoint, error) {
 	exclude := map[string]error{}
+	prev := ""
+	if old := p.current(); old != nil {
+		prev = old.Transport()
+	}
 	for {
 		ep, name, err := e.connectOnce(ctx, p, exclude)
 		if err == nil {
+			// A peer that had a better transport and reconnects on a lesser
+			// one (its rdma device was removed, say) fell back too.
+			if len(exclude) == 0 && e.cfg.Transport == PolicyAuto && prev != "" && rank(ep.Transport()) > rank(prev) {
+				e.stats.fallbacks.Add(1)
+				e.log.Info("peer reconnected on a lesser transport; falling back", "peer", p.dialAddr, "had", prev, "now", ep.Transport())
+			}
 			return ep, nil
 		}
 		if name == "" || e.cfg.Transport != PolicyAuto || !errors.Is(err, ErrNotSupported) || exclude[name] != nil {
@@ -356,6 +366,17 @@ func (e *Engine) connect(ctx context.Context, p *Peer) (transport.Endpoint, erro
 		e.log.Info("transport failed to come up; falling back", "peer", p.dialAddr, "transport", name, "reason", err)
 		exclude[name] = err
 	}
+}
+
+// rank orders the transports as auto prefers them, best first.
+func rank(name string) int {
+	switch name {
+	case "rdma":
+		return 0
+	case "shm":
+		return 1
+	}
+	return 2
 }
 
 func (e *Engine) connectOnce(ctx context.Context, p *Peer, exclude map[string]error) (ep transport.Endpoint, tname string, err error) {

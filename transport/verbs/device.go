@@ -1,14 +1,17 @@
 package verbs
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"net"
 	"net/netip"
 	"os"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
+	"time"
 	"unsafe"
 
 	"github.com/xferio/xfer/internal/ibv"
@@ -29,16 +32,32 @@ type device struct {
 	iwarp    bool
 	ethernet bool
 
-	// With rdma_cm (iWARP, or rdma_use_cm), the device context is the one
-	// librdmacm opened, borrowed through an ID bound to the device's IP
-	// address: QPs that rdma_cm creates must use a PD of that context.
+	// With rdma_cm (iWARP, or rdma_use_cm), connections are set up by the
+	// kernel's rdma_cm, addressed by the device's IP address, for QPs of
+	// the device's own context (see ibv.KCMChannel).
 	useCM bool
 	ip    netip.Addr
-	cmCh  *ibv.CMChannel
-	cmID  *ibv.CMID
 
 	mu  sync.Mutex
 	mrs []*ibv.MR // sorted by address; never overlapping
+	// eps are the endpoints on the device, connecting or connected; gone
+	// is set once the device is being removed.
+	eps        map[*Endpoint]*epState
+	gone       error
+	connecting sync.WaitGroup // Connect calls in progress
+
+	// watch hears of the device's removal (see watchRemoval).
+	watch    *ibv.RemovalWatch
+	stop     chan struct{} // closed by close: ends the watcher
+	watching sync.WaitGroup
+	closing  sync.Once
+	freed    sync.Once
+}
+
+// epState is what the device knows of one of its endpoints.
+type epState struct {
+	cancel context.CancelFunc // ends its Connect
+	up     bool               // connected: Connect returned it
 }
 
 // selectDevice picks the device, port and GID index as seed 002's table
@@ -141,39 +160,31 @@ func openDevice(cfg Config) (_ *device, err error) {
 	if cfg.MTU != 0 && cfg.MTU < mtu {
 		mtu = cfg.MTU
 	}
-	dev := &device{info: d, port: p, gid: g, mtu: mtu, iwarp: d.Transport == "iWARP", ethernet: p.LinkLayer == "Ethernet"}
+	dev := &device{info: d, port: p, gid: g, mtu: mtu, iwarp: d.Transport == "iWARP", ethernet: p.LinkLayer == "Ethernet",
+		eps: map[*Endpoint]*epState{}, stop: make(chan struct{})}
 	dev.useCM = dev.iwarp || cfg.UseCM
 	defer func() {
 		if err != nil {
 			dev.close()
 		}
 	}()
+	if dev.ctx, err = ibv.Open(d.Name); err != nil {
+		return nil, fmt.Errorf("rdma: open %s: %w", d.Name, err)
+	}
 	if dev.useCM {
-		if err := ibv.LoadCM(); err != nil {
-			return nil, fmt.Errorf("rdma: %s needs rdma_cm: %w", d.Name, err)
-		}
 		if dev.ip, err = deviceIP(d.Name, g); err != nil {
 			return nil, fmt.Errorf("rdma: %s: %w", d.Name, err)
 		}
-		if dev.cmCh, err = ibv.NewCMChannel(); err != nil {
-			return nil, fmt.Errorf("rdma: %w", err)
+		// The removal watch is also the check that rdma_cm reaches this
+		// device by its address.
+		if dev.watch, err = ibv.WatchRemoval(dev.ip, dev.ctx); err != nil {
+			return nil, fmt.Errorf("rdma: %s needs rdma_cm on %s: %w", d.Name, dev.ip, err)
 		}
-		if dev.cmID, err = dev.cmCh.CreateID(); err != nil {
-			return nil, fmt.Errorf("rdma: %w", err)
-		}
-		if err := dev.cmID.Bind(netip.AddrPortFrom(dev.ip, 0)); err != nil {
-			return nil, fmt.Errorf("rdma: bind rdma_cm to %s (%s): %w", dev.ip, d.Name, err)
-		}
-		dev.ctx = dev.cmID.Context()
-		if dev.ctx == nil || dev.ctx.Name() != d.Name {
-			return nil, fmt.Errorf("rdma: %w: rdma_cm maps %s to another device than %s", transport.ErrNotSupported, dev.ip, d.Name)
-		}
-	} else if dev.ctx, err = ibv.Open(d.Name); err != nil {
-		return nil, fmt.Errorf("rdma: open %s: %w", d.Name, err)
 	}
 	if dev.pd, err = dev.ctx.AllocPD(); err != nil {
 		return nil, fmt.Errorf("rdma: %s: %w", d.Name, err)
 	}
+	dev.startWatch()
 	return dev, nil
 }
 
@@ -218,19 +229,179 @@ func deviceIP(name string, g ibv.GIDInfo) (netip.Addr, error) {
 	return netip.Addr{}, fmt.Errorf("%w: netdev %s has no IP address; rdma_cm needs one: ip addr add ADDR/PREFIX dev %s", transport.ErrNotSupported, g.Netdev, g.Netdev)
 }
 
+// close releases the device (Transport.Close): it stops the watcher, waits
+// for a removal in progress, and frees what is left.
 func (d *device) close() {
+	d.closing.Do(func() { close(d.stop) })
+	d.watching.Wait()
+	d.watch.Close()
+	d.free()
+}
+
+// free releases the registrations, the protection domain and the context,
+// once. Endpoints must have released their resources first.
+func (d *device) free() {
+	d.freed.Do(func() {
+		d.mu.Lock()
+		if d.gone == nil {
+			d.gone = fmt.Errorf("rdma device %s closed", d.info.Name)
+		}
+		mrs := d.mrs
+		d.mrs = nil
+		d.mu.Unlock()
+		for _, mr := range mrs {
+			mr.Close()
+		}
+		if d.pd != nil {
+			d.pd.Close()
+		}
+		d.ctx.Close()
+	})
+}
+
+// startWatch watches for the device's removal through a kernel rdma_cm ID
+// bound to its IP address. Without an address (InfiniBand without IPoIB) or
+// without the rdma_ucm module there is no watch; Transport.device then
+// notices a removed device only once its sysfs entry is gone.
+func (d *device) startWatch() {
+	ip := d.ip
+	if d.watch == nil {
+		var err error
+		if ip, err = deviceIP(d.info.Name, d.gid); err != nil {
+			return
+		}
+		if d.watch, err = ibv.WatchRemoval(ip, d.ctx); err != nil {
+			d.watch = nil
+			return
+		}
+	}
+	d.watching.Add(1)
+	go d.watchRemoval(ip)
+}
+
+// watchRemoval waits for the kernel's removal report and takes the device
+// down (see remove).
+func (d *device) watchRemoval(ip netip.Addr) {
+	defer func() {
+		d.watch.Close()
+		d.watching.Done()
+	}()
+	for {
+		select {
+		case <-d.stop:
+			return
+		case <-d.watch.Removed():
+		}
+		if !d.stillListed() {
+			d.watch.Close()
+			d.remove(fmt.Errorf("rdma device %s removed", d.info.Name))
+			return
+		}
+		// Another device with the same address went away: watch again.
+		d.watch.Close()
+		w, err := ibv.WatchRemoval(ip, d.ctx)
+		if err != nil {
+			d.watch = nil
+			return
+		}
+		d.watch = w
+	}
+}
+
+// stillListed reports whether libibverbs still lists the device a while
+// after a removal report. The kernel stops listing a device as soon as its
+// unregistration starts, before rdma_cm hears of it, so the answer is
+// usually immediate; polling covers kernels that list devices from sysfs.
+func (d *device) stillListed() bool {
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		names, err := ibv.DeviceNames()
+		if err == nil && !slices.Contains(names, d.info.Name) {
+			return false
+		}
+		if time.Now().After(deadline) {
+			return true
+		}
+		select {
+		case <-d.stop:
+			return false
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+}
+
+// remove takes a removed device down so that the kernel can finish
+// unregistering it, which it does only once every handle on it is closed:
+// every endpoint fails with cause (operations in flight, and new ones, get
+// a link error, and the engine's peers dial again, over another transport
+// under auto), Connect calls in progress are cancelled, and the QPs, CQs,
+// completion channels, receive rings, registrations, protection domain and
+// context are released. The registered memory itself stays: only the
+// device's registrations of it go.
+func (d *device) remove(cause error) {
 	d.mu.Lock()
-	for _, mr := range d.mrs {
-		mr.Close()
+	if d.gone != nil {
+		d.mu.Unlock()
+		return
 	}
-	d.mrs = nil
+	d.gone = cause
+	eps := make(map[*Endpoint]*epState, len(d.eps))
+	for e, st := range d.eps {
+		eps[e] = st
+	}
 	d.mu.Unlock()
-	if d.pd != nil {
-		d.pd.Close()
+	lerr := &transport.LinkError{Peer: "rdma peer", Cause: cause}
+	for e, st := range eps {
+		st.cancel()
+		if st.up {
+			e.fail(lerr)
+		}
 	}
-	d.ctx.Close() // a no-op for the context librdmacm owns
-	d.cmID.Close()
-	d.cmCh.Close()
+	d.connecting.Wait()
+	for e, st := range eps {
+		if st.up {
+			e.wg.Wait()
+			e.release()
+		}
+	}
+	d.free()
+}
+
+// removed reports whether the device is gone (removed or closed).
+func (d *device) removed() bool {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.gone != nil
+}
+
+// enter registers an endpoint that starts to connect on the device.
+func (d *device) enter(e *Endpoint, cancel context.CancelFunc) error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.gone != nil {
+		return &transport.LinkError{Peer: "rdma peer", Cause: d.gone}
+	}
+	d.eps[e] = &epState{cancel: cancel}
+	d.connecting.Add(1)
+	return nil
+}
+
+// connected marks e connected, unless the device went away meanwhile.
+func (d *device) connected(e *Endpoint) error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.gone != nil {
+		return &transport.LinkError{Peer: "rdma peer", Cause: d.gone}
+	}
+	d.eps[e].up = true
+	return nil
+}
+
+// leave forgets an endpoint that closed or failed to connect.
+func (d *device) leave(e *Endpoint) {
+	d.mu.Lock()
+	delete(d.eps, e)
+	d.mu.Unlock()
 }
 
 func addrOf(b []byte) uintptr { return uintptr(unsafe.Pointer(unsafe.SliceData(b))) }
@@ -241,6 +412,9 @@ func (d *device) mr(region, b []byte) (*ibv.MR, error) {
 	p := addrOf(b)
 	d.mu.Lock()
 	defer d.mu.Unlock()
+	if d.gone != nil {
+		return nil, &transport.LinkError{Peer: "rdma peer", Cause: d.gone}
+	}
 	i := sort.Search(len(d.mrs), func(i int) bool { return d.mrs[i].Addr > p }) - 1
 	if i >= 0 {
 		m := d.mrs[i]

@@ -81,8 +81,8 @@ type Endpoint struct {
 	err     error
 
 	// rdma_cm: the endpoint's event channel and IDs (listener included).
-	cmCh  *ibv.CMChannel
-	cmIDs []*ibv.CMID
+	cmCh  *ibv.KCMChannel
+	cmIDs []*ibv.KCMID
 
 	// SEND flow control: credits are the peer's free receive buffers; the
 	// peer returns them over the control stream as its messages are
@@ -104,6 +104,7 @@ type Endpoint struct {
 	done       chan struct{}
 	wg         sync.WaitGroup
 	once       sync.Once
+	freed      sync.Once
 }
 
 var _ transport.Endpoint = (*Endpoint)(nil)
@@ -120,7 +121,6 @@ type pending struct {
 // counted against the queue depth and retired by signalled completions.
 type sendQueue struct {
 	qp       *ibv.QP
-	cm       *ibv.CMID // owns qp when rdma_cm created it
 	mu       sync.Mutex
 	cond     *sync.Cond
 	inflight int
@@ -217,17 +217,22 @@ func (e *Endpoint) Close() error {
 	e.Endpoint.Close()
 	e.wg.Wait()
 	e.release()
+	e.dev.leave(e)
 	return nil
 }
 
+// release frees the endpoint's verbs resources and receive ring, once: on
+// Close, or when its device is removed. The poller must have stopped.
 func (e *Endpoint) release() {
-	e.closeQPs()
-	e.cq.Close()
-	if e.ch != nil {
-		e.ch.Close()
-	}
-	e.ringMR.Close()
-	e.ring.Close()
+	e.freed.Do(func() {
+		e.closeQPs()
+		e.cq.Close()
+		if e.ch != nil {
+			e.ch.Close()
+		}
+		e.ringMR.Close()
+		e.ring.Close()
+	})
 }
 
 // closeQPs destroys the QPs, and the rdma_cm IDs and channel.
@@ -235,13 +240,20 @@ func (e *Endpoint) closeQPs() {
 	e.life.Lock()
 	defer e.life.Unlock()
 	e.released = true
-	for _, q := range e.qps {
-		if q.cm == nil {
-			q.qp.Close()
+	if len(e.cmIDs) > 0 {
+		for _, q := range e.qps {
+			if !e.dev.iwarp {
+				q.qp.ToError() // as rdma_disconnect does
+			}
+		}
+		for _, id := range e.cmIDs {
+			id.Disconnect()
 		}
 	}
+	for _, q := range e.qps {
+		q.qp.Close()
+	}
 	for _, id := range e.cmIDs {
-		id.Disconnect()
 		id.Close()
 	}
 	e.cmIDs = nil

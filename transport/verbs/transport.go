@@ -75,6 +75,7 @@ type Transport struct {
 
 	mu  sync.Mutex
 	dev *device
+	old []*device // removed devices, closed with the transport
 }
 
 var _ transport.Transport = (*Transport)(nil)
@@ -86,17 +87,25 @@ func New(cfg Config) *Transport { return &Transport{cfg: cfg.withDefaults()} }
 func (*Transport) Name() string { return "rdma" }
 
 // device opens the device on first use, and again when the one it had is
-// gone (a deleted rxe link, a hot-unplugged NIC).
+// gone (a deleted rxe link, a hot-unplugged NIC): until then the transport
+// is not available, and the engine's auto policy picks another one.
 func (t *Transport) device() (*device, error) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if t.dev != nil {
-		if _, err := os.Stat("/sys/class/infiniband/" + t.dev.info.Name); err == nil {
-			return t.dev, nil
+	if d := t.dev; d != nil {
+		if !d.removed() {
+			if _, err := os.Stat("/sys/class/infiniband/" + d.info.Name); err == nil {
+				return d, nil
+			}
+			// Gone without the watcher noticing (no IP address to watch
+			// it by): take it down now.
+			d.watching.Add(1)
+			go func() {
+				defer d.watching.Done()
+				d.remove(fmt.Errorf("rdma device %s removed", d.info.Name))
+			}()
 		}
-		// The device disappeared: its resources are dead. Registrations
-		// are not released here (endpoints may still hold them); they go
-		// with the process.
+		t.old = append(t.old, d)
 		t.dev = nil
 	}
 	if strings.ToUpper(t.cfg.QPType) != "" && strings.ToUpper(t.cfg.QPType) != "RC" {
@@ -166,14 +175,37 @@ func (t *Transport) Forget(region []byte) {
 
 // Connect creates the QPs, exchanges their numbers with the peer over the
 // handshaken connection, and brings them RESET→INIT→RTR→RTS.
-func (t *Transport) Connect(ctx context.Context, p transport.Params) (ep transport.Endpoint, err error) {
+func (t *Transport) Connect(ctx context.Context, p transport.Params) (transport.Endpoint, error) {
 	d, err := t.device()
 	if err != nil {
 		p.Conn.Close()
 		return nil, err
 	}
-	cfg := t.cfg
-	e := &Endpoint{t: t, dev: d, cfg: cfg, att: map[uint32]*remote{}, byQPN: map[uint32]int{}, done: make(chan struct{}), maxMessage: p.MaxMessage}
+	// The device's removal cancels the connection setup.
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	e := &Endpoint{t: t, dev: d, cfg: t.cfg, att: map[uint32]*remote{}, byQPN: map[uint32]int{}, done: make(chan struct{}), maxMessage: p.MaxMessage}
+	if err := d.enter(e, cancel); err != nil {
+		p.Conn.Close()
+		return nil, fmt.Errorf("rdma: %w", err)
+	}
+	defer d.connecting.Done()
+	ep, err := e.connect(ctx, p)
+	if err != nil {
+		d.leave(e)
+		return nil, err
+	}
+	if err := d.connected(e); err != nil {
+		e.Close()
+		return nil, fmt.Errorf("rdma: %w", err)
+	}
+	return ep, nil
+}
+
+// connect brings the endpoint up: its CQ, receive ring, QPs connected to the
+// peer's, control stream and poller.
+func (e *Endpoint) connect(ctx context.Context, p transport.Params) (ep transport.Endpoint, err error) {
+	d, cfg := e.dev, e.cfg
 	defer func() {
 		if err != nil {
 			p.Conn.Close()
@@ -238,9 +270,7 @@ func (t *Transport) Connect(ctx context.Context, p transport.Params) (ep transpo
 		if err != nil {
 			return nil, fmt.Errorf("rdma: create QP %d on %s: %w", i, d.info.Name, err)
 		}
-		if err := e.addQP(qp, nil); err != nil {
-			return nil, err
-		}
+		e.addQP(qp)
 		var b [4]byte
 		rand.Read(b[:])
 		local.QPNs = append(local.QPNs, qp.Num())
@@ -335,17 +365,16 @@ func (e *Endpoint) qpAttr() ibv.QPInitAttr {
 		MaxSendSGE: e.cfg.MaxSGE, MaxRecvSGE: 1, MaxInline: e.cfg.MaxInlineData, Type: ibv.QPTypeRC}
 }
 
-// addQP adds a created QP to the endpoint (owned by id when rdma_cm made it).
-func (e *Endpoint) addQP(qp *ibv.QP, id *ibv.CMID) error {
+// addQP adds a created QP to the endpoint.
+func (e *Endpoint) addQP(qp *ibv.QP) {
 	caps := qp.Caps()
-	q := &sendQueue{qp: qp, cm: id, max: caps.MaxSendWR, wrs: make([]ibv.SendWR, 0, caps.MaxSendWR)}
+	q := &sendQueue{qp: qp, max: caps.MaxSendWR, wrs: make([]ibv.SendWR, 0, caps.MaxSendWR)}
 	q.cond = sync.NewCond(&q.mu)
 	if len(e.qps) == 0 {
 		e.cfg.MaxInlineData = min(e.cfg.MaxInlineData, caps.MaxInline)
 	}
 	e.byQPN[qp.Num()] = len(e.qps)
 	e.qps = append(e.qps, q)
-	return nil
 }
 
 // postInitialRecvs posts QP i's receives before the peer can send: the ring
@@ -371,17 +400,19 @@ func (e *Endpoint) postInitialRecvs(i int) error {
 // connectCM connects the QPs through rdma_cm: the acceptor listens on its
 // device's IP address and says where in its QP info; the dialer connects
 // each QP there. rdma_cm takes the QPs through INIT, RTR and RTS (iWARP
-// allows nothing else).
+// allows nothing else). The kernel's rdma_cm is used directly
+// (ibv.KCMChannel), never librdmacm, which would hold a verbs context of its
+// own on the device and keep a removed device from going away.
 func (e *Endpoint) connectCM(ctx context.Context, p transport.Params, local *wire.VerbsInfo) (transport.Endpoint, error) {
 	d := e.dev
 	var err error
-	if e.cmCh, err = ibv.NewCMChannel(); err != nil {
+	if e.cmCh, err = ibv.NewKCMChannel(); err != nil {
 		return nil, fmt.Errorf("rdma: %w", err)
 	}
 	local.CM = true
-	var lis *ibv.CMID
 	listen := func(l *wire.VerbsInfo) error {
-		if lis, err = e.cmCh.CreateID(); err != nil {
+		lis, err := e.cmCh.CreateID()
+		if err != nil {
 			return fmt.Errorf("rdma: %w", err)
 		}
 		e.cmIDs = append(e.cmIDs, lis)
@@ -409,7 +440,7 @@ func (e *Endpoint) connectCM(ctx context.Context, p transport.Params, local *wir
 		return nil, fmt.Errorf("rdma: %w: iWARP needs 2 queue pairs per peer (notifications travel on the second); the peer offers %d", transport.ErrNotSupported, n)
 	}
 	rd := min(16, max(1, d.info.MaxQPRdAtom))
-	wait := func(want ibv.CMEventType) (ibv.CMEvent, error) {
+	wait := func(want ibv.CMEventType) (ibv.KCMEvent, error) {
 		ev, err := e.cmCh.WaitEvent(ctx)
 		if err != nil {
 			return ev, fmt.Errorf("rdma: rdma_cm: waiting for %v: %w", want, err)
@@ -418,6 +449,22 @@ func (e *Endpoint) connectCM(ctx context.Context, p transport.Params, local *wir
 			return ev, fmt.Errorf("rdma: rdma_cm: %v (%v), want %v", ev.Type, ev.Err(), want)
 		}
 		return ev, nil
+	}
+	// newQP creates QP i of the endpoint for id's connection, in INIT with
+	// its receives posted.
+	newQP := func(id *ibv.KCMID, i int) (*ibv.QP, error) {
+		qp, err := d.pd.CreateQP(e.qpAttr())
+		if err != nil {
+			return nil, fmt.Errorf("rdma: create QP %d on %s: %w", i, d.info.Name, err)
+		}
+		e.addQP(qp)
+		if err := id.InitQP(qp); err != nil {
+			return nil, fmt.Errorf("rdma: %w", err)
+		}
+		if err := e.postInitialRecvs(i); err != nil {
+			return nil, err
+		}
+		return qp, nil
 	}
 	if p.Role == transport.Dialer {
 		dst := netip.AddrPortFrom(netip.AddrFrom16(remote.IP).Unmap(), remote.CMPort)
@@ -433,25 +480,33 @@ func (e *Endpoint) connectCM(ctx context.Context, p transport.Params, local *wir
 			if _, err := wait(ibv.CMEventAddrResolved); err != nil {
 				return nil, err
 			}
+			if ok, err := id.OnDevice(d.ctx); err != nil || !ok {
+				return nil, fmt.Errorf("rdma: %w: rdma_cm reaches %s through another device than %s (%v)", transport.ErrNotSupported, dst, d.info.Name, err)
+			}
 			if err := id.ResolveRoute(5 * time.Second); err != nil {
 				return nil, fmt.Errorf("rdma: rdma_cm route to %s: %w", dst, err)
 			}
 			if _, err := wait(ibv.CMEventRouteResolved); err != nil {
 				return nil, err
 			}
-			qp, err := id.CreateQP(d.pd, e.qpAttr())
+			qp, err := newQP(id, i)
 			if err != nil {
-				return nil, fmt.Errorf("rdma: rdma_create_qp on %s: %w", d.info.Name, err)
-			}
-			e.addQP(qp, id)
-			if err := e.postInitialRecvs(i); err != nil {
 				return nil, err
 			}
-			if err := id.Connect([]byte{'x', 'f', byte(i)}, rd, rd); err != nil {
-				return nil, fmt.Errorf("rdma: rdma_connect to %s: %w", dst, err)
+			if err := id.Connect(qp, []byte{'x', 'f', byte(i)}, rd); err != nil {
+				return nil, fmt.Errorf("rdma: rdma_cm connect to %s: %w", dst, err)
 			}
-			if _, err := wait(ibv.CMEventEstablished); err != nil {
+			if d.iwarp {
+				if _, err := wait(ibv.CMEventEstablished); err != nil {
+					return nil, err
+				}
+				continue
+			}
+			if _, err := wait(ibv.CMEventConnectResponse); err != nil {
 				return nil, err
+			}
+			if err := id.Established(qp); err != nil {
+				return nil, fmt.Errorf("rdma: %w", err)
 			}
 		}
 	} else {
@@ -466,16 +521,12 @@ func (e *Endpoint) connectCM(ctx context.Context, p transport.Params, local *wir
 				id.Reject(nil)
 				return nil, fmt.Errorf("rdma: %w: unexpected rdma_cm connect request", transport.ErrProtocol)
 			}
-			qp, err := id.CreateQP(d.pd, e.qpAttr())
+			qp, err := newQP(id, i)
 			if err != nil {
-				return nil, fmt.Errorf("rdma: rdma_create_qp on %s: %w", d.info.Name, err)
-			}
-			e.addQP(qp, id)
-			if err := e.postInitialRecvs(i); err != nil {
 				return nil, err
 			}
-			if err := id.Accept(nil, rd, rd); err != nil {
-				return nil, fmt.Errorf("rdma: rdma_accept: %w", err)
+			if err := id.Accept(qp, nil, rd); err != nil {
+				return nil, fmt.Errorf("rdma: %w", err)
 			}
 			if _, err := wait(ibv.CMEventEstablished); err != nil {
 				return nil, err
@@ -576,11 +627,13 @@ func yield() { runtime.Gosched() }
 // The engine calls it after closing every peer and region.
 func (t *Transport) Close() error {
 	t.mu.Lock()
-	d := t.dev
-	t.dev = nil
+	devs := append(t.old, t.dev)
+	t.dev, t.old = nil, nil
 	t.mu.Unlock()
-	if d != nil {
-		d.close()
+	for _, d := range devs {
+		if d != nil {
+			d.close()
+		}
 	}
 	return nil
 }

@@ -1,0 +1,216 @@
+package removal_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/xferio/xfer"
+	"github.com/xferio/xfer/internal/ibv"
+	"github.com/xferio/xfer/internal/testutil"
+	"github.com/xferio/xfer/xfertest"
+)
+
+// softDevice says how to add a software RDMA device again after deleting
+// it: its link type (rxe or siw) and netdev.
+func softDevice(t *testing.T, dev string) (typ, netdev string) {
+	t.Helper()
+	out, err := exec.Command("rdma", "-j", "link", "show", dev+"/1").Output()
+	var links []struct {
+		Netdev string `json:"netdev"`
+	}
+	if err == nil {
+		err = json.Unmarshal(out, &links)
+	}
+	if err != nil || len(links) == 0 || links[0].Netdev == "" {
+		testutil.SkipOrFail(t, fmt.Sprintf("rdma link show %s/1 names no netdev (%v: %s): the test deletes the device and must be able to add it again", dev, err, out))
+	}
+	netdev = links[0].Netdev
+	nt, _ := os.ReadFile(filepath.Join("/sys/class/infiniband", dev, "node_type"))
+	switch {
+	case strings.HasPrefix(dev, "rxe"):
+		typ = "rxe"
+	case strings.HasPrefix(dev, "siw"):
+		typ = "siw"
+	default:
+		testutil.SkipOrFail(t, fmt.Sprintf("%s (node type %q) is not rxe or siw: the test deletes the device and must be able to add it again", dev, strings.TrimSpace(string(nt))))
+	}
+	return typ, netdev
+}
+
+func rdmaCmd(ctx context.Context, args ...string) ([]byte, error) {
+	return exec.CommandContext(ctx, "rdma", args...).CombinedOutput()
+}
+
+// The RDMA device is deleted (`rdma link delete`) while two engines under
+// the auto policy move data over it: the operations in flight fail with a
+// link error instead of hanging, the engines let go of the device so that
+// the kernel's removal finishes, and the same *Peer then works over another
+// transport, counted as a fallback. The device is added again afterwards,
+// and the engine uses it again for a new peer.
+func TestDeviceRemoved(t *testing.T) {
+	dev := testutil.RequireVerbs(t)
+	if dev == "" {
+		ents, _ := os.ReadDir("/sys/class/infiniband")
+		if len(ents) == 0 {
+			testutil.SkipOrFail(t, "no RDMA device")
+		}
+		dev = ents[0].Name()
+	}
+	if _, err := exec.LookPath("rdma"); err != nil {
+		testutil.SkipOrFail(t, "the rdma tool (iproute2) is needed to delete the device: "+err.Error())
+	}
+	typ, netdev := softDevice(t, dev)
+
+	p := xfertest.NewPair(t, xfertest.Options{Policy: xfer.PolicyAuto, Config: xfer.Config{RDMADevice: dev}}, "")
+	if got := p.Peer.Transport(); got != "rdma" {
+		t.Fatalf("auto picked %q with %s available", got, dev)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+	desc, ok := p.Peer.Region("target")
+	if !ok {
+		t.Fatal("no target region")
+	}
+
+	// Writers and readers keep operations in flight on both QPs.
+	const chunk = 1 << 20
+	var done atomic.Int64
+	errs := make(chan error, 4)
+	var wg sync.WaitGroup
+	for i := range 4 {
+		buf, err := p.Client.Alloc(chunk)
+		if err != nil {
+			t.Fatal(err)
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			dst := desc.At(uint64(i) * chunk)
+			for {
+				var err error
+				if i%2 == 0 {
+					err = p.Peer.Write(ctx, buf.Bytes(), dst)
+				} else {
+					err = p.Peer.Read(ctx, buf.Bytes(), dst)
+				}
+				if err != nil {
+					errs <- err
+					return
+				}
+				done.Add(1)
+			}
+		}()
+	}
+	for done.Load() < 8 {
+		time.Sleep(10 * time.Millisecond)
+	}
+
+	deleted := make(chan error, 1)
+	start := time.Now()
+	go func() {
+		out, err := rdmaCmd(context.Background(), "link", "delete", dev)
+		if err != nil {
+			err = errors.New(err.Error() + ": " + strings.TrimSpace(string(out)))
+		}
+		deleted <- err
+	}()
+	readd := func() {
+		if out, err := rdmaCmd(context.Background(), "link", "add", dev, "type", typ, "netdev", netdev); err != nil {
+			t.Errorf("rdma link add %s type %s netdev %s: %v: %s", dev, typ, netdev, err, out)
+		}
+	}
+
+	// Every operation in flight fails, and with a link error.
+	for range 4 {
+		select {
+		case err := <-errs:
+			t.Logf("in flight, %v after the delete started: %v", time.Since(start).Round(time.Millisecond), err)
+			if !errors.Is(err, net.ErrClosed) {
+				t.Errorf("an operation in flight failed with %v, want a link error (net.ErrClosed)", err)
+			}
+		case <-time.After(time.Minute):
+			t.Fatalf("operations in flight still hang a minute after rdma link delete %s (%d completed)", dev, done.Load())
+		}
+	}
+	wg.Wait()
+	t.Logf("%d operations completed before the removal", done.Load())
+
+	// The engines let go of the device, so the kernel's removal finishes.
+	select {
+	case err := <-deleted:
+		if err != nil {
+			t.Fatalf("rdma link delete %s: %v", dev, err)
+		}
+		t.Logf("rdma link delete %s returned after %v", dev, time.Since(start).Round(time.Millisecond))
+	case <-time.After(time.Minute):
+		// Added again once the removal is done, when this process exits.
+		t.Fatalf("rdma link delete %s still waits a minute later: something still holds the device (live verbs objects: %v)", dev, ibv.Live())
+	}
+	defer func() { readd() }()
+	// Both engines closed everything on the device (the kernel's removal
+	// could not finish otherwise); the last counters drop just after.
+	for deadline := time.Now().Add(5 * time.Second); !ibv.Live().IsZero(); {
+		if time.Now().After(deadline) {
+			t.Errorf("verbs objects still open after the removal: %v", ibv.Live())
+			break
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+
+	// The same peer carries on over another transport.
+	src, _ := p.Client.Alloc(chunk)
+	for i := range src.Bytes() {
+		src.Bytes()[i] = byte(i*7 + 3)
+	}
+	if err := p.Peer.Write(ctx, src.Bytes(), desc.At(0)); err != nil {
+		t.Fatalf("write after the removal: %v", err)
+	}
+	if got := p.Peer.Transport(); got == "rdma" || got == "" {
+		t.Fatalf("after the removal the peer is on %q", got)
+	}
+	if !bytes.Equal(p.Target.Bytes()[:chunk], src.Bytes()) {
+		t.Fatal("the write after the removal did not land")
+	}
+	back, _ := p.Client.Alloc(chunk)
+	if err := p.Peer.Read(ctx, back.Bytes(), desc.At(0)); err != nil {
+		t.Fatalf("read after the removal: %v", err)
+	}
+	if !bytes.Equal(back.Bytes(), src.Bytes()) {
+		t.Fatal("the read after the removal returned other data")
+	}
+	if n := p.Client.Fallbacks(); n < 1 {
+		t.Errorf("Fallbacks() = %d after the peer moved from rdma to %s", n, p.Peer.Transport())
+	}
+	t.Logf("the peer carries on over %s; fallbacks counted: %d", p.Peer.Transport(), p.Client.Fallbacks())
+
+	// With the device back, the same engine uses it for a new peer.
+	readd()
+	readd = func() {}
+	p2 := xfertest.NewPair(t, xfertest.Options{Policy: xfer.PolicyAuto, Config: xfer.Config{RDMADevice: dev}}, "")
+	peer, err := p.Client.Dial(ctx, p2.Server.Addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := peer.Transport(); got != "rdma" {
+		t.Fatalf("with %s added again, a new peer got %q", dev, got)
+	}
+	d2, _ := peer.Region("target")
+	if err := peer.Write(ctx, src.Bytes(), d2.At(0)); err != nil {
+		t.Fatalf("write over the re-added %s: %v", dev, err)
+	}
+	if !bytes.Equal(p2.Target.Bytes()[:chunk], src.Bytes()) {
+		t.Fatalf("the write over the re-added %s did not land", dev)
+	}
+}
