@@ -3,7 +3,8 @@
 
 For each transport and value size, GETs from one client against a server
 that never inlines (--inline-max 0) and one that inlines everything up to
-256 KiB, in turn, ROUNDS times; prints the medians of ops/s and p50.
+256 KiB, in turn, ROUNDS times; prints the medians of ops/s and p50. The
+client's max_message is 1 MiB (XFER_MAX_MESSAGE), so that it accepts them.
 
 Usage: tools/bench/kv_inline.py [--rounds N] [--xfer PATH] [--transports tcp,shm]
 """
@@ -21,7 +22,8 @@ SIZES = ["1KiB", "4KiB", "16KiB", "32KiB", "64KiB", "128KiB"]
 def bench(xfer, port, transport, size):
     out = subprocess.run([xfer, "kv", "bench", "--server-addr", f"127.0.0.1:{port}", "--transport", transport,
                           "--op", "get", "--value-size", size, "--keys", "1", "--ops", "5000", "--json"],
-                         capture_output=True, text=True, check=True, timeout=300).stdout
+                         capture_output=True, text=True, check=True, timeout=300,
+                         env=dict(os.environ, XFER_MAX_MESSAGE=str(1 << 20))).stdout
     r = json.loads(out.strip().splitlines()[-1])
     return r["ops_per_sec"], r["lat_p50_ns"] / 1e3
 
