@@ -31,12 +31,13 @@ const (
 	// DefaultInlineMax is the largest value that travels inside request
 	// and response messages instead of by a one-sided transfer, on tcp:
 	// there a WRITE is a second pass through both engines, and inline GETs
-	// measured faster up to 16 KiB and slower from 32 KiB (docs/KV.md).
-	DefaultInlineMax = 16 << 10
+	// measured faster up to 32 KiB, and no faster in ops/s at 64 KiB
+	// (docs/BENCHMARKS.md, "KV inline threshold").
+	DefaultInlineMax = 32 << 10
 	// DefaultInlineMaxSHM is the default for clients on shm (and rdma),
 	// where a one-sided transfer is a single copy (or the NIC's DMA): inline
-	// GETs measured faster at 4 KiB and slower from 16 KiB.
-	DefaultInlineMaxSHM = 4 << 10
+	// GETs measured faster up to 16 KiB and slower from 32 KiB.
+	DefaultInlineMaxSHM = 16 << 10
 	// defaultPeerWait is how long a request waits for its client's
 	// data-plane connection to be accepted, which can trail the client's
 	// Dial by a moment.
