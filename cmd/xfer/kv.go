@@ -100,7 +100,7 @@ func newKVServeCmd(g *globals) *cobra.Command {
 	fs.Int("devices", 1, "number of RDMA `devices` (NICs) the data plane uses, one engine each (seed 001's --num-domains)")
 	fs.String("full", string(kv.Evict), "when the pool is full: evict (least recently used values) or reject (PUT fails)")
 	fs.String("max-value", "", "largest value, e.g. 64MiB (default: the pool)")
-	fs.String("inline-max", "", fmt.Sprintf("largest value sent inline in gRPC messages, 0 for never (default %s)", FormatSize(kv.DefaultInlineMax)))
+	fs.String("inline-max", "", fmt.Sprintf("largest value sent inside requests and responses, 0 for never (default %s on tcp, %s on shm and rdma)", FormatSize(kv.DefaultInlineMax), FormatSize(kv.DefaultInlineMaxSHM)))
 	fs.String("secret", "", "shared `secret` of the data plane (prefer "+envPrefix+"SECRET: flags show in ps)")
 	return cmd
 }
