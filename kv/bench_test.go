@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"sync"
 	"testing"
-	"time"
 
 	"github.com/xferio/xfer"
 )
@@ -24,18 +23,10 @@ func BenchmarkGet(b *testing.B) {
 				b.Run(fmt.Sprintf("%s/%s/%dB/c16-shared", tr, mode, size), func(b *testing.B) {
 					benchGet(b, tr, mode, size, 16, 1)
 				})
-				b.Run(fmt.Sprintf("%s/%s/%dB/c1-spin", tr, mode, size), func(b *testing.B) {
-					benchSpin = 20 * time.Microsecond
-					defer func() { benchSpin = 0 }()
-					benchGet(b, tr, mode, size, 1, 1)
-				})
 			}
 		}
 	}
 }
-
-// benchSpin is ClientOptions.Spin for benchGet's clients.
-var benchSpin time.Duration
 
 // benchGet runs conc goroutines that share nc clients.
 func benchGet(b *testing.B, tr xfer.Policy, mode string, size, conc, nc int) {
@@ -45,7 +36,7 @@ func benchGet(b *testing.B, tr xfer.Policy, mode string, size, conc, nc int) {
 	bufs := make([]xfer.Buffer, conc)
 	for i := range cs {
 		if i < nc {
-			cs[i] = dialOpts(b, s.addr, ClientOptions{EngineConfig: xfer.Config{Transport: tr, MemoryMB: 16}, Requests: mode, Spin: benchSpin})
+			cs[i] = dialOpts(b, s.addr, ClientOptions{EngineConfig: xfer.Config{Transport: tr, MemoryMB: 16}, Requests: mode})
 		} else {
 			cs[i] = cs[i%nc]
 		}

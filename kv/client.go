@@ -74,10 +74,6 @@ type ClientOptions struct {
 	GetBuffer int
 	// DialOptions are added to the gRPC dial. Default: plaintext.
 	DialOptions []grpc.DialOption
-	// Spin is how long a data-plane request polls for its response before
-	// sleeping on it. Polling saves a thread wake-up per request (a few
-	// microseconds) at the price of a busy core while waiting. Default: 0.
-	Spin time.Duration
 	// Requests is the path GET, PUT and DELETE requests take: RequestsData
 	// (the default) sends them as messages on the data-plane connection,
 	// RequestsGRPC as gRPC calls. Hello and Stats always use gRPC.
@@ -733,20 +729,6 @@ func (c *Client) callEnc(ctx context.Context, sess *session, enc func(b []byte, 
 			return nil, ctx.Err()
 		}
 		return nil, status.Errorf(codes.Unavailable, "data-plane request: %v", err)
-	}
-	if spin := c.opts.Spin; spin > 0 {
-		// Poll for the response before sleeping on it: a response that
-		// comes within spin then needs no thread wake-up.
-		for t0 := time.Now(); time.Since(t0) < spin; {
-			select {
-			case r := <-pc.ch:
-				if r == nil {
-					return nil, status.Error(codes.Unavailable, "data-plane connection lost")
-				}
-				return result(r)
-			default:
-			}
-		}
 	}
 	select {
 	case r := <-pc.ch:
