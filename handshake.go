@@ -542,3 +542,17 @@ func ctxErr(ctx context.Context, err error) error {
 	}
 	return err
 }
+
+// Exports lists the descriptors of the regions the engine exports (what a
+// Welcome advertises). The rdma transport sends their rkeys with its queue
+// pair numbers, so that a peer's first access to one needs no attach.
+func (h peerHost) Exports() []wire.RegionDesc {
+	e := h.p.e
+	e.exportMu.RLock()
+	defer e.exportMu.RUnlock()
+	out := make([]wire.RegionDesc, 0, len(e.exports))
+	for _, x := range e.exports {
+		out = append(out, x.Desc)
+	}
+	return out
+}

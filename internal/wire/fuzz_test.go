@@ -2,6 +2,7 @@ package wire
 
 import (
 	"bytes"
+	"reflect"
 	"testing"
 )
 
@@ -13,6 +14,8 @@ func FuzzReadMessage(f *testing.F) {
 	f.Add(AppendWelcome(nil, sampleWelcome()))
 	f.Add(AppendResult(nil, &Result{Status: 1, Message: "x"}))
 	f.Add([]byte("GET / HTTP/1.1\r\n\r\n"))
+	f.Add(AppendVerbsInfo(nil, &VerbsInfo{Device: "rxe0", Port: 1, LinkLayer: LinkEthernet, MTU: 1024,
+		Keys: []RegionKey{{ID: 3, Access: 3, Len: 1 << 20, Key: 42, RKey: 0x1234}}}))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		typ, body, err := ReadMessage(bytes.NewReader(b))
 		if err != nil {
@@ -49,6 +52,12 @@ func FuzzReadMessage(f *testing.F) {
 			}
 		case MsgJoin:
 			_, _ = DecodeJoin(body)
+		case MsgVerbs:
+			if m, err := DecodeVerbsInfo(body); err == nil {
+				if again, err := DecodeVerbsInfo(AppendVerbsInfo(nil, m)[HandshakeHeaderLen:]); err != nil || !reflect.DeepEqual(again, m) {
+					t.Fatalf("verbs info does not round-trip: %v", err)
+				}
+			}
 		}
 	})
 }
@@ -104,14 +113,19 @@ func FuzzDecodeAttachInfo(f *testing.F) {
 func FuzzDecodeVerbsInfo(f *testing.F) {
 	v := &VerbsInfo{Device: "rxe0", Port: 1, LinkLayer: LinkEthernet, GIDIndex: 1, MTU: 1024, QPNs: []uint32{17, 18}, PSNs: []uint32{1, 2}, RecvDepth: 128, MaxInline: 64}
 	f.Add(AppendVerbsInfo(nil, v)[HandshakeHeaderLen:])
+	v1 := *v
+	v1.Version = 1
+	f.Add(AppendVerbsInfo(nil, &v1)[HandshakeHeaderLen:])
+	v.Keys = []RegionKey{{ID: 3, Access: 3, Base: 0x7f0000000000, Len: 1 << 20, Key: 42, RKey: 0x1234}, {ID: 4, Access: 1, Len: 8}}
+	f.Add(AppendVerbsInfo(nil, v)[HandshakeHeaderLen:])
 	f.Fuzz(func(t *testing.T, b []byte) {
 		v, err := DecodeVerbsInfo(b)
 		if err != nil {
 			return
 		}
 		again, err := DecodeVerbsInfo(AppendVerbsInfo(nil, v)[HandshakeHeaderLen:])
-		if err != nil || again.String() != v.String() || len(again.QPNs) != len(v.QPNs) {
-			t.Fatalf("verbs info does not round-trip: %v", err)
+		if err != nil || !reflect.DeepEqual(again, v) {
+			t.Fatalf("verbs info does not round-trip: %v\n%+v\n%+v", err, v, again)
 		}
 	})
 }

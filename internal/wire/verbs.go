@@ -23,6 +23,24 @@ type VerbsInfo struct {
 	CM     bool
 	IP     [16]byte
 	CMPort uint16
+	// Keys (version 2) are the rkeys of the regions the sender's engine
+	// exports, so that the peer's first WRITE or READ to one needs no
+	// attach round trip. Regions not listed are attached on first use.
+	Keys []RegionKey
+	// Version is the encoding's version: 0 encodes the current one
+	// (VerbsInfoVersion). Version 1 has no Keys; a side sends it to a peer
+	// whose handshake blob says it knows no more.
+	Version uint8
+}
+
+// RegionKey is an exported region as the rdma transport addresses it.
+type RegionKey struct {
+	ID     uint32
+	Access uint8 // bit 0 read, bit 1 write
+	Base   uint64
+	Len    uint64
+	Key    uint64
+	RKey   uint32
 }
 
 // Link layers.
@@ -34,13 +52,22 @@ const (
 // MaxQPs bounds VerbsInfo.QPNs.
 const MaxQPs = 64
 
-const verbsInfoVersion = 1
+// VerbsInfo encoding versions: 1 had no rkeys; 2 adds Keys. Decoders
+// accept both.
+const (
+	VerbsInfoVersion    = 2
+	verbsInfoVersionMin = 1
+)
 
 // AppendVerbsInfo appends v's encoding (with a handshake header of type
 // MsgVerbs) to b.
 func AppendVerbsInfo(b []byte, v *VerbsInfo) []byte {
 	e, at := begin(b, MsgVerbs)
-	e.u8(verbsInfoVersion)
+	ver := v.Version
+	if ver == 0 {
+		ver = VerbsInfoVersion
+	}
+	e.u8(ver)
 	e.str(v.Device)
 	e.u8(v.Port)
 	e.u8(v.LinkLayer)
@@ -58,6 +85,17 @@ func AppendVerbsInfo(b []byte, v *VerbsInfo) []byte {
 	e.u8(boolByte(v.CM))
 	e.raw(v.IP[:])
 	e.u16(v.CMPort)
+	if ver >= 2 {
+		e.u16(uint16(min(len(v.Keys), MaxExports)))
+		for _, k := range v.Keys[:min(len(v.Keys), MaxExports)] {
+			e.u32(k.ID)
+			e.u8(k.Access)
+			e.u64(k.Base)
+			e.u64(k.Len)
+			e.u64(k.Key)
+			e.u32(k.RKey)
+		}
+	}
 	return finish(e, at)
 }
 
@@ -65,8 +103,9 @@ func AppendVerbsInfo(b []byte, v *VerbsInfo) []byte {
 func DecodeVerbsInfo(body []byte) (*VerbsInfo, error) {
 	d := &dec{b: body, what: "verbs info"}
 	v := &VerbsInfo{}
-	if ver := d.u8("version"); d.err == nil && ver != verbsInfoVersion {
-		d.fail("version %d, want %d", ver, verbsInfoVersion)
+	v.Version = d.u8("version")
+	if d.err == nil && (v.Version < verbsInfoVersionMin || v.Version > VerbsInfoVersion) {
+		d.fail("version %d, want %d to %d", v.Version, verbsInfoVersionMin, VerbsInfoVersion)
 	}
 	v.Device = d.str(64, "device")
 	v.Port = d.u8("port")
@@ -88,6 +127,25 @@ func DecodeVerbsInfo(body []byte) (*VerbsInfo, error) {
 	v.CM = d.boolean("cm")
 	d.fixed(v.IP[:], "ip")
 	v.CMPort = d.u16("cm port")
+	if d.err == nil && v.Version >= 2 {
+		n := int(d.u16("key count"))
+		if d.err == nil && n > MaxExports {
+			d.fail("%d region keys, limit %d", n, MaxExports)
+		}
+		for i := 0; i < n && d.err == nil; i++ {
+			k := RegionKey{ID: d.u32("region id"), Access: d.u8("access"), Base: d.u64("base"), Len: d.u64("len"),
+				Key: d.u64("key"), RKey: d.u32("rkey")}
+			switch {
+			case d.err != nil:
+			case k.Access == 0 || k.Access&^3 != 0:
+				d.fail("region %d: access %#x is not read, write or read-write", k.ID, k.Access)
+			case k.Base+k.Len < k.Base:
+				d.fail("region %d: address range %#x+%d wraps", k.ID, k.Base, k.Len)
+			default:
+				v.Keys = append(v.Keys, k)
+			}
+		}
+	}
 	if d.err == nil {
 		switch {
 		case v.Port == 0:

@@ -152,12 +152,41 @@ func TestAttachInfo(t *testing.T) {
 }
 
 func TestVerbsInfo(t *testing.T) {
-	v := &VerbsInfo{Device: "rxe0", Port: 1, LinkLayer: LinkEthernet, GIDIndex: 1, MTU: 1024, LID: 0, QPNs: []uint32{17, 18}, PSNs: []uint32{1, 2}, RecvDepth: 128, MaxInline: 64, CM: true, CMPort: 4791}
+	v := &VerbsInfo{Device: "rxe0", Port: 1, LinkLayer: LinkEthernet, GIDIndex: 1, MTU: 1024, LID: 0, QPNs: []uint32{17, 18}, PSNs: []uint32{1, 2}, RecvDepth: 128, MaxInline: 64, CM: true, CMPort: 4791, Version: VerbsInfoVersion}
 	v.IP[15] = 9
 	v.GID[15] = 1
 	got, err := DecodeVerbsInfo(roundTrip(t, AppendVerbsInfo(nil, v), MsgVerbs))
 	if err != nil || !reflect.DeepEqual(got, v) {
 		t.Fatalf("%v %+v", err, got)
+	}
+	// Version 2 carries the exported regions' rkeys; version 1 has none
+	// and is still accepted.
+	v.Version = VerbsInfoVersion
+	v.Keys = []RegionKey{{ID: 3, Access: 3, Base: 0x7f0000000000, Len: 1 << 20, Key: 42, RKey: 0x1234}, {ID: 9, Access: 1, Base: 4096, Len: 8, Key: 7, RKey: 5}}
+	if got, err := DecodeVerbsInfo(roundTrip(t, AppendVerbsInfo(nil, v), MsgVerbs)); err != nil || !reflect.DeepEqual(got, v) {
+		t.Fatalf("with keys: %v %+v", err, got)
+	}
+	old := *v
+	old.Version = 1
+	got, err = DecodeVerbsInfo(AppendVerbsInfo(nil, &old)[HandshakeHeaderLen:])
+	if err != nil || got.Version != 1 || got.Keys != nil || got.CMPort != v.CMPort {
+		t.Fatalf("version 1: %v %+v", err, got)
+	}
+	for _, k := range []RegionKey{{ID: 1, Access: 0}, {ID: 1, Access: 4}, {ID: 1, Access: 1, Base: 1 << 63, Len: 1 << 63}} {
+		bad := *v
+		bad.Keys = []RegionKey{k}
+		if _, err := DecodeVerbsInfo(AppendVerbsInfo(nil, &bad)[HandshakeHeaderLen:]); !errors.Is(err, ErrMalformed) {
+			t.Fatalf("key %+v accepted", k)
+		}
+	}
+	b := AppendVerbsInfo(nil, v)[HandshakeHeaderLen:]
+	b[0] = 3
+	if _, err := DecodeVerbsInfo(b); !errors.Is(err, ErrMalformed) {
+		t.Fatal("version 3 accepted")
+	}
+	b = AppendVerbsInfo(nil, v)[HandshakeHeaderLen:]
+	if _, err := DecodeVerbsInfo(b[:len(b)-1]); !errors.Is(err, ErrMalformed) {
+		t.Fatal("truncated key accepted")
 	}
 	bad := *v
 	bad.MTU = 1500

@@ -12,6 +12,7 @@ import (
 
 	"github.com/xferio/xfer/internal/ibv"
 	"github.com/xferio/xfer/internal/sys"
+	"github.com/xferio/xfer/internal/wire"
 	"github.com/xferio/xfer/mem"
 	"github.com/xferio/xfer/transport"
 	"github.com/xferio/xfer/transport/tcp"
@@ -79,6 +80,7 @@ type Endpoint struct {
 	att     map[uint32]*remote
 	revokes uint64
 	err     error
+	sent    []wire.RegionKey // rkeys sent with the QP numbers, rechecked once up
 
 	// rdma_cm: the endpoint's event channel and IDs (listener included).
 	cmCh  *ibv.KCMChannel
@@ -621,6 +623,7 @@ func (e *Endpoint) attachment(id uint32, key uint64, want transport.Access) (*re
 	}
 	gen := e.revokes
 	e.mu.Unlock()
+	attaches.Add(1)
 	info, err := e.Attach(context.Background(), id, key, want)
 	if err != nil {
 		var ae *transport.AccessError
@@ -650,6 +653,9 @@ func (e *Endpoint) revoked(id uint32) {
 	e.revokes++
 	e.mu.Unlock()
 }
+
+// attaches counts attach round trips (tests only look at it).
+var attaches atomic.Uint64
 
 // testIgnoreRevokes lets a test keep a stale rkey, to make the NIC itself
 // refuse an access (and put the QP in the error state).

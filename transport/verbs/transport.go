@@ -262,6 +262,13 @@ func (e *Endpoint) connect(ctx context.Context, p transport.Params) (ep transpor
 	if err != nil {
 		return nil, fmt.Errorf("rdma: peer's device description: %w", err)
 	}
+	if peer.Version < wire.VerbsInfoVersion {
+		local.Version = peer.Version // a peer that knows no rkeys in the exchange
+	} else if p.Role == transport.Acceptor {
+		// The regions the Welcome advertised: their rkeys go with the QP
+		// numbers, and the dialer's first access to one needs no attach.
+		local.Keys = e.exportKeys(p.Host)
+	}
 	if local.CM || peer.CM {
 		return e.connectCM(ctx, p, &local)
 	}
@@ -288,6 +295,7 @@ func (e *Endpoint) connect(ctx context.Context, p transport.Params) (ep transpor
 		return nil, err
 	}
 	e.credits = int(remote.RecvDepth)
+	e.seed(remote.Keys)
 	n := min(len(local.QPNs), len(remote.QPNs))
 	if n < len(e.qps) {
 		for _, q := range e.qps[n:] {
@@ -326,9 +334,69 @@ func (e *Endpoint) start(ctx context.Context, p transport.Params) (transport.End
 		p.Conn = nil
 		return nil, err
 	}
+	e.recheckKeys(p.Host)
 	e.wg.Add(1)
 	go e.poll()
 	return e, nil
+}
+
+// exporter is a Host that lists the regions its engine exports (the root
+// package's peer host).
+type exporter interface{ Exports() []wire.RegionDesc }
+
+// exportKeys registers the regions the engine exports and returns their
+// rkeys, for the QP exchange. A region that cannot be looked up or
+// registered is left out: the peer attaches it on first use, and hears why
+// it fails then.
+func (e *Endpoint) exportKeys(h transport.Host) []wire.RegionKey {
+	x, ok := h.(exporter)
+	if !ok {
+		return nil
+	}
+	var keys []wire.RegionKey
+	for _, d := range x.Exports() {
+		if len(keys) == wire.MaxExports {
+			break
+		}
+		res, err := h.Lookup(d.ID, d.Key, transport.Access(d.Access))
+		if err != nil {
+			continue // closed since it was exported
+		}
+		mr, err := e.dev.mr(res.Mem, res.Mem)
+		res.Release()
+		if err != nil {
+			continue
+		}
+		keys = append(keys, wire.RegionKey{ID: d.ID, Access: d.Access, Base: res.Base, Len: res.Len, Key: d.Key, RKey: mr.RKey})
+	}
+	e.sent = keys
+	return keys
+}
+
+// recheckKeys runs once the control stream is up: a region closed between
+// exportKeys and now may have missed the engine's revocation (the peer's
+// endpoint was not yet current), so it is revoked here; the peer drops
+// its rkey before using it.
+func (e *Endpoint) recheckKeys(h transport.Host) {
+	for _, k := range e.sent {
+		res, err := h.Lookup(k.ID, k.Key, transport.Access(k.Access))
+		if err != nil {
+			e.Endpoint.Revoke(k.ID)
+			continue
+		}
+		res.Release()
+	}
+	e.sent = nil
+}
+
+// seed records the rkeys the peer sent with its QP numbers, as if each
+// region had been attached with the rights it grants.
+func (e *Endpoint) seed(keys []wire.RegionKey) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	for _, k := range keys {
+		e.att[k.ID] = &remote{base: k.Base, n: k.Len, key: k.Key, rkey: k.RKey, rights: transport.Access(k.Access)}
+	}
 }
 
 // attachKey registers the region a peer asks for (once) and returns its rkey.
@@ -435,6 +503,7 @@ func (e *Endpoint) connectCM(ctx context.Context, p transport.Params, local *wir
 		return nil, err
 	}
 	e.credits = int(remote.RecvDepth)
+	e.seed(remote.Keys)
 	n := min(len(local.QPNs), len(remote.QPNs))
 	if e.noImm && n < 2 {
 		return nil, fmt.Errorf("rdma: %w: iWARP needs 2 queue pairs per peer (notifications travel on the second); the peer offers %d", transport.ErrNotSupported, n)
