@@ -42,7 +42,10 @@ type device struct {
 	mrs []*ibv.MR // sorted by address; never overlapping
 	// eps are the endpoints on the device, connecting or connected; gone
 	// is set once the device is being removed.
-	eps        map[*Endpoint]*epState
+	eps map[*Endpoint]*epState
+	// cqs are the device's completion queues and their pollers (cq.go).
+	cqMu       sync.Mutex
+	cqs        []*cqGroup
 	gone       error
 	connecting sync.WaitGroup // Connect calls in progress
 
@@ -235,6 +238,7 @@ func (d *device) close() {
 	d.closing.Do(func() { close(d.stop) })
 	d.watching.Wait()
 	d.watch.Close()
+	d.closeCQs()
 	d.free()
 }
 
@@ -360,10 +364,10 @@ func (d *device) remove(cause error) {
 	d.connecting.Wait()
 	for e, st := range eps {
 		if st.up {
-			e.wg.Wait()
 			e.release()
 		}
 	}
+	d.closeCQs()
 	d.free()
 }
 

@@ -11,33 +11,33 @@ import (
 	"unsafe"
 
 	"github.com/xferio/xfer/internal/ibv"
-	"github.com/xferio/xfer/internal/sys"
 	"github.com/xferio/xfer/internal/wire"
 	"github.com/xferio/xfer/mem"
 	"github.com/xferio/xfer/transport"
 	"github.com/xferio/xfer/transport/tcp"
 )
 
-// wr_id layout. Send-side ids: bits 0-23 the pending slot, 24-47 the slot's
-// generation, 48-62 how many send-queue entries this signalled request
-// retires (itself and the unsignalled ones posted before it on its QP).
-// Receive ids have bit 63 set and the ring slot in the low bits.
+// wr_id layout. Bit 63 marks receives; bits 44-62 are the endpoint's
+// reference on its CQ (see cq.go). Send-side ids: bits 0-15 the pending
+// slot, 16-31 the slot's generation, 32-43 how many send-queue entries this
+// signalled request retires (itself and the unsignalled ones posted before
+// it on its QP). Receive ids have the ring slot in the low 32 bits.
 const (
-	slotBits = 24
-	genBits  = 24
+	slotBits = 16
+	genBits  = 16
 	slotMask = 1<<slotBits - 1
 	genMask  = 1<<genBits - 1
-	countMax = 1<<15 - 1
+	countMax = 1<<12 - 1
 	recvFlag = uint64(1) << 63
-	maxSlots = 1 << 16
+	maxSlots = 1 << slotBits
 	maxPerOp = 1 << 12 // slices of one operation
 	// immOnly marks the buffer-less receives of the QPs after the first,
 	// which only ever take write-with-notify immediates.
 	immOnly = uint32(1) << 30
 )
 
-func sendID(slot, gen uint32, count int) uint64 {
-	return uint64(slot) | uint64(gen&genMask)<<slotBits | uint64(count)<<(slotBits+genBits)
+func (e *Endpoint) sendID(slot, gen uint32, count int) uint64 {
+	return e.ref | uint64(slot) | uint64(gen&genMask)<<slotBits | uint64(count)<<(slotBits+genBits)
 }
 
 // Endpoint is an rdma endpoint: RC queue pairs for the data path, and a
@@ -49,9 +49,10 @@ type Endpoint struct {
 	dev *device
 	cfg Config
 
-	cq    *ibv.CQ
-	ch    *ibv.CompChannel
-	wfd   *sys.EventFD // the comp channel's fd in the Go poller
+	// cqg is the device CQ the endpoint's QPs complete on, and ref its
+	// reference there, in every wr_id (bits 44-62).
+	cqg   *cqGroup
+	ref   uint64
 	qps   []*sendQueue
 	byQPN map[uint32]int
 	// life guards the QPs' existence: every use of a QP after setup holds
@@ -104,7 +105,6 @@ type Endpoint struct {
 	maxMessage int
 	rr         atomic.Uint32
 	done       chan struct{}
-	wg         sync.WaitGroup
 	once       sync.Once
 	freed      sync.Once
 }
@@ -187,9 +187,6 @@ func (e *Endpoint) fail(err error) {
 		complete(op, err)
 	}
 	e.once.Do(func() { close(e.done) })
-	if e.wfd != nil {
-		e.wfd.Close() // wakes the poller
-	}
 	go e.Endpoint.Close()
 }
 
@@ -217,21 +214,18 @@ func (e *Endpoint) Transport() string { return "rdma" }
 func (e *Endpoint) Close() error {
 	e.fail(&transport.LinkError{Peer: "rdma peer", Local: true})
 	e.Endpoint.Close()
-	e.wg.Wait()
 	e.release()
 	e.dev.leave(e)
 	return nil
 }
 
 // release frees the endpoint's verbs resources and receive ring, once: on
-// Close, or when its device is removed. The poller must have stopped.
+// Close, or when its device is removed. Its QPs go first, then it leaves
+// its CQ (after which no completion reaches it), then the ring goes.
 func (e *Endpoint) release() {
 	e.freed.Do(func() {
 		e.closeQPs()
-		e.cq.Close()
-		if e.ch != nil {
-			e.ch.Close()
-		}
+		e.leaveCQ()
 		e.ringMR.Close()
 		e.ring.Close()
 	})
@@ -463,7 +457,7 @@ func (e *Endpoint) postGroup(q *sendQueue, op *transport.Op, slot, gen uint32, g
 	for i := 0; i < g; i++ {
 		l := min(slice, n-*off)
 		wr := ibv.SendWR{SGE: ibv.SGE{Addr: uint64(addrOf(op.Local)) + *off, Len: uint32(l), LKey: lkey},
-			RemoteAddr: addr + *off, RKey: rkey}
+			RemoteAddr: addr + *off, RKey: rkey, ID: e.ref}
 		switch op.Kind {
 		case transport.OpRead:
 			wr.Op = ibv.OpRead
@@ -477,25 +471,25 @@ func (e *Endpoint) postGroup(q *sendQueue, op *transport.Op, slot, gen uint32, g
 		}
 		if i == g-1 && !note && !fence {
 			wr.Flags = ibv.FlagSignaled
-			wr.ID = sendID(slot, gen, g)
+			wr.ID = e.sendID(slot, gen, g)
 		}
 		*off += l
 		wrs = append(wrs, wr)
 	}
 	if note {
 		encodeNote(q.note[:], op.Imm, op.Remote.Region, addr, n)
-		w := ibv.SendWR{Op: ibv.OpSend, Flags: ibv.FlagInline,
+		w := ibv.SendWR{Op: ibv.OpSend, Flags: ibv.FlagInline, ID: e.ref,
 			SGE: ibv.SGE{Addr: uint64(uintptr(unsafe.Pointer(&q.note[0]))), Len: noteLen}}
 		if !fence {
 			w.Flags |= ibv.FlagSignaled
-			w.ID = sendID(slot, gen, total)
+			w.ID = e.sendID(slot, gen, total)
 		}
 		wrs = append(wrs, w)
 	}
 	if fence {
 		// One byte, into the ring's fence byte (siw refuses a READ without
 		// a local buffer); its value is never looked at.
-		wrs = append(wrs, ibv.SendWR{Op: ibv.OpRead, Flags: ibv.FlagSignaled, RemoteAddr: addr, RKey: rkey, ID: sendID(slot, gen, total),
+		wrs = append(wrs, ibv.SendWR{Op: ibv.OpRead, Flags: ibv.FlagSignaled, RemoteAddr: addr, RKey: rkey, ID: e.sendID(slot, gen, total),
 			SGE: ibv.SGE{Addr: uint64(e.ring.Addr()) + uint64(e.fenceOff()), Len: 1, LKey: e.ringMR.LKey}})
 	}
 	e.life.RLock()
@@ -544,7 +538,7 @@ func (e *Endpoint) sendNow(op *transport.Op, wr ibv.SendWR) {
 		complete(op, err)
 		return
 	}
-	wr.ID = sendID(slot, gen, 1)
+	wr.ID = e.sendID(slot, gen, 1)
 	q := e.qps[0]
 	q.mu.Lock()
 	for q.inflight+1 > q.max && !q.dead {
@@ -719,7 +713,7 @@ func (e *Endpoint) handleSRQRecv(wc *ibv.WC, slot uint32) {
 // buffer after the ring: a write-with-notify places nothing in it, and a
 // notification sent as a message (iWARP) lands there.
 func (e *Endpoint) immRecvWR(slot uint32) ibv.RecvWR {
-	return ibv.RecvWR{ID: recvFlag | uint64(immOnly|slot), SGE: ibv.SGE{
+	return ibv.RecvWR{ID: recvFlag | e.ref | uint64(immOnly|slot), SGE: ibv.SGE{
 		Addr: uint64(e.ring.Addr()) + uint64(e.scratchOff(slot)), Len: noteSlot, LKey: e.ringMR.LKey}}
 }
 
@@ -751,74 +745,11 @@ func decodeNote(b []byte) (transport.Notification, bool) {
 }
 
 func (e *Endpoint) recvWR(slot uint32) ibv.RecvWR {
-	return ibv.RecvWR{ID: recvFlag | uint64(slot), SGE: ibv.SGE{
+	return ibv.RecvWR{ID: recvFlag | e.ref | uint64(slot), SGE: ibv.SGE{
 		Addr: uint64(e.ring.Addr()) + uint64(slot)*uint64(e.slotSize), Len: uint32(e.slotSize), LKey: e.ringMR.LKey}}
 }
 
-// poll runs the completion loop until the endpoint goes down.
-func (e *Endpoint) poll() {
-	defer e.wg.Done()
-	wcs := make([]ibv.WC, 64)
-	for {
-		n, err := e.cq.Poll(wcs)
-		if err != nil {
-			e.fail(&transport.LinkError{Peer: "rdma peer", Cause: err})
-			return
-		}
-		for i := range n {
-			e.handle(&wcs[i])
-		}
-		if n > 0 {
-			continue
-		}
-		select {
-		case <-e.done:
-			return
-		default:
-		}
-		if !e.cfg.UseEventChannel {
-			yield()
-			continue
-		}
-		// Adaptive: after activity, poll a little longer before sleeping on
-		// the channel. A request-response (a small WRITE waiting for its
-		// acknowledgement) usually completes within the window and skips
-		// the wake-up; an idle peer pays the window once per burst.
-		if spin := e.cfg.PollSpin; spin > 0 {
-			until := time.Now().Add(spin)
-			for n == 0 && time.Now().Before(until) {
-				yield()
-				if n, err = e.cq.Poll(wcs); err != nil {
-					e.fail(&transport.LinkError{Peer: "rdma peer", Cause: err})
-					return
-				}
-			}
-			if n > 0 {
-				for i := range n {
-					e.handle(&wcs[i])
-				}
-				continue
-			}
-		}
-		if err := e.cq.ReqNotify(false); err != nil {
-			e.fail(&transport.LinkError{Peer: "rdma peer", Cause: err})
-			return
-		}
-		if n, _ = e.cq.Poll(wcs); n > 0 {
-			for i := range n {
-				e.handle(&wcs[i])
-			}
-			continue
-		}
-		if err := e.wfd.Wait(); err != nil {
-			return // closed
-		}
-		if _, err := e.ch.GetEvent(); err == nil {
-			e.cq.AckEvents(1)
-		}
-	}
-}
-
+// handle takes one completion of the endpoint (from its CQ's poller).
 func (e *Endpoint) handle(wc *ibv.WC) {
 	if wc.ID&recvFlag != 0 {
 		e.handleRecv(wc)
@@ -827,6 +758,9 @@ func (e *Endpoint) handle(wc *ibv.WC) {
 	slot := uint32(wc.ID & slotMask)
 	gen := uint32(wc.ID>>slotBits) & genMask
 	count := int(wc.ID >> (slotBits + genBits) & countMax)
+	if wc.ID == e.ref {
+		wc.ID = 0 // an unsignalled request's failure: no operation to retire
+	}
 	if qi, ok := e.byQPN[wc.QPNum]; ok && count > 0 {
 		q := e.qps[qi]
 		q.mu.Lock()
@@ -920,7 +854,7 @@ func (e *Endpoint) repost(qi int, wrs []ibv.RecvWR) error {
 var errReleased error = &transport.LinkError{Peer: "rdma peer", Local: true}
 
 func (e *Endpoint) handleRecv(wc *ibv.WC) {
-	slot := uint32(wc.ID &^ recvFlag)
+	slot := uint32(wc.ID)
 	if wc.Status != ibv.WCSuccess {
 		// A flushed receive means the QP is in the error state (on iWARP,
 		// after the peer's NIC refused an access and terminated): the

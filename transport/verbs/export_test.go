@@ -5,3 +5,21 @@ func IgnoreRevokes(on bool) { testIgnoreRevokes.Store(on) }
 
 // Attaches counts the attach round trips of every endpoint so far.
 func Attaches() uint64 { return attaches.Load() }
+
+// SetMaxCQs sets how many CQs a device may have and returns the old limit.
+func SetMaxCQs(n int) int {
+	old := maxCQsPerDevice
+	maxCQsPerDevice = n
+	return old
+}
+
+// CQSize is the size of the CQs the transport creates on device name (0 if
+// it cannot be opened).
+func CQSize(name string) int {
+	d, err := openDevice(Config{Device: name, GIDIndex: -1}.withDefaults())
+	if err != nil {
+		return 0
+	}
+	defer d.close()
+	return d.cqSize()
+}

@@ -14,7 +14,6 @@ import (
 	"time"
 
 	"github.com/xferio/xfer/internal/ibv"
-	"github.com/xferio/xfer/internal/sys"
 	"github.com/xferio/xfer/internal/wire"
 	"github.com/xferio/xfer/mem"
 	"github.com/xferio/xfer/transport"
@@ -213,16 +212,20 @@ func (e *Endpoint) connect(ctx context.Context, p transport.Params) (ep transpor
 		}
 	}()
 	depth := min(p.RecvDepth, cfg.MaxRecvWR)
-	if cfg.UseEventChannel {
-		if e.ch, err = d.ctx.CreateCompChannel(); err != nil {
-			return nil, fmt.Errorf("rdma: %s: %w", d.info.Name, err)
-		}
-		if e.wfd, err = sys.NewEventFD(e.ch.FD()); err != nil {
-			return nil, fmt.Errorf("rdma: %w", err)
-		}
+	e.depth = depth
+	e.noImm = d.iwarp
+	if e.noImm {
+		// Notifications travel as inline messages on a QP of their own.
+		e.cfg.QPsPerPeer = max(2, e.cfg.QPsPerPeer)
 	}
-	if e.cq, err = d.ctx.CreateCQ(cfg.QPsPerPeer*(cfg.MaxSendWR+depth)+16, e.ch); err != nil {
-		return nil, fmt.Errorf("rdma: %s: %w", d.info.Name, err)
+	// The device's CQ the QPs complete on: room for every request their
+	// send and receive queues (or the shared receive queue) can hold.
+	need := e.cfg.QPsPerPeer*(cfg.MaxSendWR+depth) + 16
+	if cfg.UseSRQ {
+		need = e.cfg.QPsPerPeer*cfg.MaxSendWR + depth*max(2, e.cfg.QPsPerPeer) + 16
+	}
+	if err = d.joinCQ(e, need); err != nil {
+		return nil, fmt.Errorf("rdma: %w", err)
 	}
 	e.slotSize = max(p.MaxMessage, 64)
 	// One slot more than the depth: the scratch buffer of the notify-only
@@ -240,7 +243,6 @@ func (e *Endpoint) connect(ctx context.Context, p transport.Params) (ep transpor
 	}
 	local := d.localInfo()
 	local.RecvDepth = uint32(depth)
-	e.depth = depth
 	if cfg.UseSRQ {
 		if e.srq, err = d.pd.CreateSRQ(e.ringSlots, 1); err != nil {
 			return nil, fmt.Errorf("rdma: shared receive queue on %s: %w", d.info.Name, err)
@@ -252,11 +254,6 @@ func (e *Endpoint) connect(ctx context.Context, p transport.Params) (ep transpor
 		if err := e.srq.PostRecv(wrs); err != nil {
 			return nil, fmt.Errorf("rdma: post receives: %w", err)
 		}
-	}
-	e.noImm = d.iwarp
-	if e.noImm {
-		// Notifications travel as inline messages on a QP of their own.
-		e.cfg.QPsPerPeer = max(2, e.cfg.QPsPerPeer)
 	}
 	peer, err := wire.DecodeVerbsInfo(p.Remote.Blob)
 	if err != nil {
@@ -335,8 +332,7 @@ func (e *Endpoint) start(ctx context.Context, p transport.Params) (transport.End
 		return nil, err
 	}
 	e.recheckKeys(p.Host)
-	e.wg.Add(1)
-	go e.poll()
+	e.startCQ()
 	return e, nil
 }
 
@@ -410,15 +406,7 @@ func (e *Endpoint) attachKey(res transport.Resolved) (uint32, error) {
 
 func (e *Endpoint) releasePartial() {
 	e.closeQPs()
-	if e.cq != nil {
-		e.cq.Close()
-	}
-	if e.wfd != nil {
-		e.wfd.Close()
-	}
-	if e.ch != nil {
-		e.ch.Close()
-	}
+	e.leaveCQ()
 	if e.ringMR != nil {
 		e.ringMR.Close()
 	}
@@ -429,7 +417,7 @@ func (e *Endpoint) releasePartial() {
 
 // qpAttr is the QP shape of every QP of the endpoint.
 func (e *Endpoint) qpAttr() ibv.QPInitAttr {
-	return ibv.QPInitAttr{SendCQ: e.cq, RecvCQ: e.cq, SRQ: e.srq, MaxSendWR: e.cfg.MaxSendWR, MaxRecvWR: e.depth,
+	return ibv.QPInitAttr{SendCQ: e.cqg.cq, RecvCQ: e.cqg.cq, SRQ: e.srq, MaxSendWR: e.cfg.MaxSendWR, MaxRecvWR: e.depth,
 		MaxSendSGE: e.cfg.MaxSGE, MaxRecvSGE: 1, MaxInline: e.cfg.MaxInlineData, Type: ibv.QPTypeRC}
 }
 

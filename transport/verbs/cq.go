@@ -1,0 +1,446 @@
+package verbs
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/xferio/xfer/internal/ibv"
+	"github.com/xferio/xfer/transport"
+)
+
+// Completion queues are per device, not per endpoint: a device has a small
+// set of CQs (cqGroups), each with one poller goroutine, and every endpoint
+// is placed on one of them for its life. A CQ is as large as the device
+// allows (capped at maxCQSize entries); each endpoint reserves what its QPs
+// can have outstanding, and an endpoint that fits in none of the device's
+// CQs, when the device already has maxCQsPerDevice of them, is refused.
+//
+// Every wr_id carries the endpoint's reference: its index in the group's
+// table and a generation that changes each time the index is reused. A
+// completion whose reference does not name a current endpoint (a stale
+// completion of a destroyed QP, whose number a new QP may already reuse) is
+// dropped. An endpoint leaves its group only after its QPs are destroyed,
+// and the poller removes it only after a poll that started after the
+// request came back empty: the CQ then holds nothing of its QPs, so no
+// completion is dispatched to a released endpoint, and its reservation is
+// free for reuse without the CQ overflowing.
+//
+// The poller dispatches to endpoints in its own goroutine: operation
+// completers (transport.Completer) and message handlers (Peer.Handle) run
+// there and must not block, or every endpoint of the CQ stalls. The poller
+// itself takes only short mutexes.
+var maxCQsPerDevice = 16 // a variable for tests (SetMaxCQs)
+
+const (
+	maxCQSize  = 1 << 15
+	refIdxBits = 12
+	refGenBits = 7
+	maxRefIdx  = 1 << refIdxBits
+	refShift   = 44 // wr_id bits 44-62 hold the reference
+	refMask    = 1<<(refIdxBits+refGenBits) - 1
+)
+
+// cqGroup is one CQ of a device, its completion channel (with
+// use_event_channel) and its poller.
+type cqGroup struct {
+	d     *device
+	cq    *ibv.CQ
+	ch    *ibv.CompChannel
+	event bool          // sleep on the channel when idle
+	spin  time.Duration // with the channel: how long to spin before sleeping
+	size  int
+
+	mu       sync.Mutex
+	reserved int
+	slots    []cqSlot // by reference index
+	free     []int
+	held     []int // slots with held completions, the poller's own
+	leaves   []*cqLeave
+	stopping bool
+	dead     error // the CQ failed: no endpoint may join
+	kick     chan struct{}
+	wake     context.CancelFunc // wakes a poller asleep on the channel
+	wg       sync.WaitGroup
+}
+
+type cqSlot struct {
+	ep   *Endpoint
+	gen  uint8
+	need int
+	// started is set once the endpoint can take completions (its control
+	// stream is up); until then the poller keeps them in held.
+	started bool
+	held    []ibv.WC
+}
+
+// cqLeave is an endpoint's request to leave: done is closed once the poller
+// has dropped it.
+type cqLeave struct {
+	idx  int
+	done chan struct{}
+}
+
+// joinCQ places e on one of the device's CQs with room for need entries,
+// creating a CQ when none has room, and sets e.cqg and e.ref.
+func (d *device) joinCQ(e *Endpoint, need int) error {
+	d.cqMu.Lock()
+	defer d.cqMu.Unlock()
+	if need > d.cqSize() {
+		return fmt.Errorf("%w: a peer needs %d completion queue entries (%d QPs of %d send and %d receive requests), and %s allows %d per CQ",
+			transport.ErrTooLarge, need, e.cfg.QPsPerPeer, e.cfg.MaxSendWR, e.depth, d.info.Name, d.cqSize())
+	}
+	for _, g := range d.cqs {
+		if g.join(e, need) {
+			return nil
+		}
+	}
+	if len(d.cqs) >= maxCQsPerDevice {
+		return fmt.Errorf("%w: %s's %d completion queues of %d entries are full (a peer needs %d): too many peers on the device, or lower rdma_max_send_wr, rdma_max_recv_wr or rdma_qps_per_peer",
+			transport.ErrTooLarge, d.info.Name, len(d.cqs), d.cqSize(), need)
+	}
+	g, err := d.newCQGroup(e.cfg)
+	if err != nil {
+		return err
+	}
+	d.cqs = append(d.cqs, g)
+	if !g.join(e, need) {
+		return fmt.Errorf("rdma: %s: a new completion queue of %d entries has no room for %d", d.info.Name, g.size, need)
+	}
+	return nil
+}
+
+func (d *device) cqSize() int {
+	n := maxCQSize
+	if d.info.MaxCQE > 0 {
+		n = min(n, d.info.MaxCQE)
+	}
+	return n
+}
+
+func (d *device) newCQGroup(cfg Config) (_ *cqGroup, err error) {
+	g := &cqGroup{d: d, event: cfg.UseEventChannel, spin: cfg.PollSpin, kick: make(chan struct{}, 1)}
+	if g.event {
+		if g.ch, err = d.ctx.CreateCompChannel(); err != nil {
+			return nil, fmt.Errorf("rdma: %s: %w", d.info.Name, err)
+		}
+	}
+	if g.cq, err = d.ctx.CreateCQ(d.cqSize(), g.ch); err != nil {
+		g.ch.Close()
+		return nil, fmt.Errorf("rdma: %s: completion queue of %d entries: %w", d.info.Name, d.cqSize(), err)
+	}
+	g.size = min(d.cqSize(), g.cq.CQE())
+	g.wg.Add(1)
+	go g.run()
+	return g, nil
+}
+
+// join adds e if the CQ has room.
+func (g *cqGroup) join(e *Endpoint, need int) bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.dead != nil || g.stopping || g.reserved+need > g.size {
+		return false
+	}
+	var idx int
+	if n := len(g.free); n > 0 {
+		idx = g.free[n-1]
+		g.free = g.free[:n-1]
+	} else {
+		if len(g.slots) >= maxRefIdx {
+			return false
+		}
+		g.slots = append(g.slots, cqSlot{})
+		idx = len(g.slots) - 1
+	}
+	s := &g.slots[idx]
+	// Generations run 1..127: a reference is never 0.
+	s.gen = s.gen%(1<<refGenBits-1) + 1
+	s.ep, s.need, s.started, s.held = e, need, false, nil
+	g.reserved += need
+	e.cqg, e.ref = g, uint64(idx|int(s.gen)<<refIdxBits)<<refShift
+	g.poke()
+	return true
+}
+
+// startCQ lets the poller hand e its completions: those that came before
+// (a message the peer sent as soon as its QPs were ready) first.
+func (e *Endpoint) startCQ() {
+	g := e.cqg
+	g.mu.Lock()
+	g.slots[int(e.ref>>refShift)&(maxRefIdx-1)].started = true
+	g.poke()
+	g.mu.Unlock()
+}
+
+// leave removes e from its group once its QPs are destroyed: when it
+// returns, the poller has dispatched the last completion it will ever give
+// e. It must not be called from the poller (a completer or handler).
+func (e *Endpoint) leaveCQ() {
+	g := e.cqg
+	if g == nil {
+		return
+	}
+	e.cqg = nil
+	idx := int(e.ref>>refShift) & (maxRefIdx - 1)
+	l := &cqLeave{idx: idx, done: make(chan struct{})}
+	g.mu.Lock()
+	if g.stopping {
+		// The poller is gone (or going): drop the endpoint here.
+		g.drop(idx)
+		g.mu.Unlock()
+		return
+	}
+	g.leaves = append(g.leaves, l)
+	g.poke()
+	g.mu.Unlock()
+	<-l.done
+}
+
+// drop frees slot idx; g.mu is held.
+func (g *cqGroup) drop(idx int) {
+	s := &g.slots[idx]
+	if s.ep == nil {
+		return
+	}
+	g.reserved -= s.need
+	s.ep, s.need, s.held = nil, 0, nil
+	g.free = append(g.free, idx)
+}
+
+// poke wakes the poller; g.mu is held.
+func (g *cqGroup) poke() {
+	select {
+	case g.kick <- struct{}{}:
+	default:
+	}
+	if g.wake != nil {
+		g.wake()
+		g.wake = nil
+	}
+}
+
+// close stops the poller and destroys the CQ and channel. Every endpoint
+// must have released its QPs.
+func (g *cqGroup) close() {
+	g.mu.Lock()
+	g.stopping = true
+	g.poke()
+	g.mu.Unlock()
+	g.wg.Wait()
+	g.cq.Close()
+	g.ch.Close()
+}
+
+// closeCQs stops the device's pollers and destroys its CQs.
+func (d *device) closeCQs() {
+	d.cqMu.Lock()
+	cqs := d.cqs
+	d.cqs = nil
+	d.cqMu.Unlock()
+	for _, g := range cqs {
+		g.close()
+	}
+}
+
+// run is the poller: it dispatches completions to their endpoints, finishes
+// leave requests once the CQ has been found empty after them, and when
+// there is nothing to do spins (busy polling), or spins a little and sleeps
+// on the completion channel (use_event_channel).
+func (g *cqGroup) run() {
+	defer g.wg.Done()
+	wcs := make([]ibv.WC, 64)
+	eps := make([]*Endpoint, len(wcs))
+	var pending []*cqLeave
+	events := 0
+	defer func() {
+		if events > 0 {
+			g.cq.AckEvents(events)
+		}
+	}()
+	for {
+		g.release()
+		g.mu.Lock()
+		pending = append(pending, g.leaves...)
+		g.leaves = nil
+		stopping, active := g.stopping, g.reserved > 0
+		g.mu.Unlock()
+		n, err := g.poll(wcs, eps)
+		if err != nil {
+			g.broken(err, pending)
+			return
+		}
+		if n > 0 {
+			continue
+		}
+		// Empty, in a poll that started after every pending request:
+		// nothing of those endpoints' QPs is left in the CQ.
+		if len(pending) > 0 {
+			g.mu.Lock()
+			for _, l := range pending {
+				g.drop(l.idx)
+			}
+			g.mu.Unlock()
+			for _, l := range pending {
+				close(l.done)
+			}
+			pending = pending[:0]
+			continue
+		}
+		if stopping {
+			return
+		}
+		if !active {
+			<-g.kick // idle: no endpoint, nothing to poll for
+			continue
+		}
+		if !g.event {
+			yield()
+			continue
+		}
+		// Adaptive: after activity, poll a little longer before sleeping on
+		// the channel. A request-response (a small WRITE waiting for its
+		// acknowledgement) usually completes within the window and skips
+		// the wake-up; an idle peer pays the window once per burst.
+		if g.spin > 0 {
+			until := time.Now().Add(g.spin)
+			for n == 0 && time.Now().Before(until) && len(g.kick) == 0 {
+				yield()
+				if n, err = g.poll(wcs, eps); err != nil {
+					g.broken(err, pending)
+					return
+				}
+			}
+			if n > 0 {
+				continue
+			}
+		}
+		if err := g.cq.ReqNotify(false); err != nil {
+			g.broken(err, pending)
+			return
+		}
+		if n, err = g.poll(wcs, eps); err != nil {
+			g.broken(err, pending)
+			return
+		} else if n > 0 {
+			continue
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		g.mu.Lock()
+		select {
+		case <-g.kick:
+			cancel()
+		default:
+			g.wake = cancel
+		}
+		g.mu.Unlock()
+		if ctx.Err() != nil {
+			continue
+		}
+		_, err = g.ch.WaitEvent(ctx)
+		g.mu.Lock()
+		g.wake = nil
+		g.mu.Unlock()
+		cancel()
+		if err == nil {
+			if events++; events >= 64 {
+				g.cq.AckEvents(events)
+				events = 0
+			}
+		}
+	}
+}
+
+// poll takes one batch of completions and dispatches each to its endpoint.
+func (g *cqGroup) poll(wcs []ibv.WC, eps []*Endpoint) (int, error) {
+	n, err := g.cq.Poll(wcs)
+	if err != nil || n == 0 {
+		return n, err
+	}
+	held := len(g.held)
+	g.mu.Lock()
+	for i := range n {
+		ref := int(wcs[i].ID>>refShift) & refMask
+		idx, gen := ref&(maxRefIdx-1), uint8(ref>>refIdxBits)
+		eps[i] = nil
+		if idx >= len(g.slots) || g.slots[idx].gen != gen || g.slots[idx].ep == nil {
+			continue // stale: its endpoint is gone
+		}
+		s := &g.slots[idx]
+		if !s.started || len(s.held) > 0 {
+			if len(s.held) == 0 {
+				g.held = append(g.held, idx)
+			}
+			s.held = append(s.held, wcs[i])
+			continue
+		}
+		eps[i] = s.ep
+	}
+	g.mu.Unlock()
+	if len(g.held) > held {
+		g.release() // an endpoint started while its first completions were held
+	}
+	for i := range n {
+		if e := eps[i]; e != nil {
+			e.handle(&wcs[i])
+			eps[i] = nil
+		}
+	}
+	return n, nil
+}
+
+// release dispatches the held completions of endpoints that have started,
+// in order, before anything polled later.
+func (g *cqGroup) release() {
+	if len(g.held) == 0 {
+		return
+	}
+	keep := g.held[:0]
+	for _, idx := range g.held {
+		g.mu.Lock()
+		s := &g.slots[idx]
+		e, started, wcs := s.ep, s.started, s.held
+		if e == nil {
+			g.mu.Unlock()
+			continue
+		}
+		if !started {
+			g.mu.Unlock()
+			keep = append(keep, idx)
+			continue
+		}
+		s.held = nil
+		g.mu.Unlock()
+		for i := range wcs {
+			e.handle(&wcs[i])
+		}
+	}
+	g.held = keep
+}
+
+// broken fails every endpoint of a CQ that cannot be polled any more, and
+// lets pending leaves go.
+func (g *cqGroup) broken(err error, pending []*cqLeave) {
+	g.mu.Lock()
+	g.dead = err
+	g.stopping = true
+	var eps []*Endpoint
+	for _, s := range g.slots {
+		if s.ep != nil {
+			eps = append(eps, s.ep)
+		}
+	}
+	pending = append(pending, g.leaves...)
+	g.leaves = nil
+	for _, l := range pending {
+		g.drop(l.idx)
+	}
+	g.mu.Unlock()
+	for _, l := range pending {
+		close(l.done)
+	}
+	for _, e := range eps {
+		e.fail(&transport.LinkError{Peer: "rdma peer", Cause: fmt.Errorf("completion queue: %w", err)})
+	}
+}

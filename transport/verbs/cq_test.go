@@ -1,0 +1,233 @@
+package verbs_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/xferio/xfer"
+	"github.com/xferio/xfer/internal/ibv"
+	"github.com/xferio/xfer/internal/testutil"
+	"github.com/xferio/xfer/transport/verbs"
+	"github.com/xferio/xfer/xfertest"
+)
+
+// A device's endpoints share its completion queue: a server with four peers
+// has one CQ, not one per peer, and every peer's data is right.
+func TestOneCQPerDevice(t *testing.T) {
+	for _, mode := range []string{"true", "false"} {
+		t.Run("event_channel="+mode, func(t *testing.T) {
+			dev := testutil.RequireVerbs(t)
+			before := ibv.Live().CQs
+			cfg := xfer.Config{RDMADevice: dev, RDMAUseEventChannel: mode}
+			p := xfertest.NewPair(t, xfertest.Options{Policy: xfer.PolicyRDMA, Config: cfg}, "")
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			defer cancel()
+			const clients = 3 // besides the pair's
+			peers := []*xfer.Peer{p.Peer}
+			engs := []*xfer.Engine{p.Client}
+			for range clients {
+				c := cfg
+				c.Transport, c.MemoryMB = xfer.PolicyRDMA, 16
+				e, err := xfer.Open(ctx, c)
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer e.Close()
+				peer, err := e.Dial(ctx, p.Server.Addr())
+				if err != nil {
+					t.Fatal(err)
+				}
+				peers = append(peers, peer)
+				engs = append(engs, e)
+			}
+			// One CQ per engine: the server's four peers share one.
+			if got := ibv.Live().CQs - before; got != 1+len(peers) {
+				t.Fatalf("%d CQs for a server with %d peers and %d clients, want %d", got, len(peers), len(peers), 1+len(peers))
+			}
+			var wg sync.WaitGroup
+			errs := make(chan error, len(peers))
+			for i, peer := range peers {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					errs <- churnTraffic(ctx, engs[i], peer, i, p.Target)
+				}()
+			}
+			wg.Wait()
+			close(errs)
+			for err := range errs {
+				if err != nil {
+					t.Fatal(err)
+				}
+			}
+		})
+	}
+}
+
+// churnTraffic writes a pattern into peer i's quarter of target and reads
+// it back, 50 times.
+func churnTraffic(ctx context.Context, e *xfer.Engine, peer *xfer.Peer, i int, target *xfer.Region) error {
+	desc, ok := peer.Region("target")
+	if !ok {
+		return errors.New("no target")
+	}
+	buf, err := e.Alloc(8192)
+	if err != nil {
+		return err
+	}
+	defer e.Free(buf)
+	back, err := e.Alloc(8192)
+	if err != nil {
+		return err
+	}
+	defer e.Free(back)
+	off := uint64(i) * (1 << 20)
+	for round := range 50 {
+		for j := range buf.Bytes() {
+			buf.Bytes()[j] = byte(i*31 + round + j)
+		}
+		if err := peer.Write(ctx, buf.Bytes(), desc.At(off)); err != nil {
+			return fmt.Errorf("peer %d round %d: write: %w", i, round, err)
+		}
+		if err := peer.Read(ctx, back.Bytes(), desc.At(off)); err != nil {
+			return fmt.Errorf("peer %d round %d: read: %w", i, round, err)
+		}
+		if !bytes.Equal(back.Bytes(), buf.Bytes()) {
+			return fmt.Errorf("peer %d round %d: read back other bytes", i, round)
+		}
+		if !bytes.Equal(target.Bytes()[off:off+8192], buf.Bytes()) {
+			return fmt.Errorf("peer %d round %d: the server's memory differs", i, round)
+		}
+	}
+	return nil
+}
+
+// Peers come and go (their QPs destroyed with work outstanding, their QP
+// numbers and CQ references reused) while another peer on the same CQ keeps
+// transferring: it never sees an error or wrong data, and no completion of
+// a gone peer reaches a new one.
+func TestCQChurn(t *testing.T) {
+	dev := testutil.RequireVerbs(t)
+	cfg := xfer.Config{RDMADevice: dev}
+	p := xfertest.NewPair(t, xfertest.Options{Policy: xfer.PolicyRDMA, Config: cfg}, "")
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	stop := make(chan struct{})
+	steady := make(chan error, 1)
+	go func() {
+		for {
+			select {
+			case <-stop:
+				steady <- nil
+				return
+			default:
+			}
+			if err := churnTraffic(ctx, p.Client, p.Peer, 0, p.Target); err != nil {
+				steady <- err
+				return
+			}
+		}
+	}()
+	for round := range 8 {
+		c := cfg
+		c.Transport, c.MemoryMB = xfer.PolicyRDMA, 16
+		e, err := xfer.Open(ctx, c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		peer, err := e.Dial(ctx, p.Server.Addr())
+		if err != nil {
+			e.Close()
+			t.Fatal(err)
+		}
+		if err := churnTraffic(ctx, e, peer, 1+round%3, p.Target); err != nil {
+			e.Close()
+			t.Fatal(err)
+		}
+		// Leave with writes in flight.
+		desc, _ := peer.Region("target")
+		buf, _ := e.Alloc(1 << 20)
+		for range 4 {
+			go peer.Write(ctx, buf.Bytes(), desc.At(3<<20))
+		}
+		e.Close()
+	}
+	close(stop)
+	if err := <-steady; err != nil {
+		t.Fatal(err)
+	}
+}
+
+// A peer whose queues do not fit in a CQ of the device is refused with an
+// error that says so; when the device has as many CQs as it may and none has
+// room, the next peer is refused until one leaves.
+func TestCQFull(t *testing.T) {
+	dev := testutil.RequireVerbs(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	size := verbs.CQSize(dev)
+	if size == 0 {
+		t.Fatal("no CQ size for", dev)
+	}
+	// Too large for any CQ.
+	srv := xfertest.NewPair(t, xfertest.Options{Policy: xfer.PolicyRDMA, Config: xfer.Config{RDMADevice: dev}}, "")
+	big := xfer.Config{Transport: xfer.PolicyRDMA, RDMADevice: dev, RDMAMaxSendWR: size, MemoryMB: 16}
+	e, err := xfer.Open(ctx, big)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close()
+	_, err = e.Dial(ctx, srv.Server.Addr())
+	if err == nil || !strings.Contains(err.Error(), "completion queue") {
+		t.Fatalf("dial with queues larger than a CQ: %v, want a refusal naming the completion queue", err)
+	}
+	t.Logf("refused: %v", err)
+
+	// One CQ per device, with room for one peer: the client's second peer
+	// is refused until its first leaves.
+	defer verbs.SetMaxCQs(verbs.SetMaxCQs(1))
+	wr := size / 4 // two QPs of wr send requests (and their receives): more than half the CQ
+	cfg := xfer.Config{RDMADevice: dev, RDMAMaxSendWR: wr}
+	p := xfertest.NewPair(t, xfertest.Options{Policy: xfer.PolicyRDMA, Config: cfg}, "")
+	c := cfg
+	c.Transport, c.MemoryMB, c.Listen = xfer.PolicyRDMA, 16, "127.0.0.1:0"
+	s2, err := xfer.Open(ctx, c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s2.Close()
+	target, err := s2.NewRegion(4<<20, xfer.AccessReadWrite)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s2.Export("target", target)
+	_, err = p.Client.Dial(ctx, s2.Addr())
+	if err == nil || !strings.Contains(err.Error(), "completion queues") {
+		t.Fatalf("second peer on a full device: %v, want a refusal naming its completion queues", err)
+	}
+	t.Logf("refused: %v", err)
+	if err := churnTraffic(ctx, p.Client, p.Peer, 0, p.Target); err != nil {
+		t.Fatalf("the first peer after the refusal: %v", err)
+	}
+	p.Peer.Close() // its room is free again
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		peer, err := p.Client.Dial(ctx, s2.Addr())
+		if err == nil {
+			if err := churnTraffic(ctx, p.Client, peer, 0, target); err != nil {
+				t.Fatal(err)
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no room after the first peer left: %v", err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
