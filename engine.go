@@ -45,6 +45,8 @@ type Engine struct {
 	peers    map[*Peer]struct{}
 	joins    map[[16]byte]chan net.Conn
 	accepted chan *Peer
+	revSeq   uint64      // revokes so far; guarded by mu
+	revLog   []revokeRec // the latest revokes, oldest first; guarded by mu
 
 	notes noteQueue
 
@@ -279,8 +281,20 @@ func (e *Engine) WaitNotify(ctx context.Context) (Notification, error) {
 }
 
 // revoke tells every peer that region id is gone.
+//
+// An endpoint serves its peer (answers attaches) from the moment its
+// transport connects, a little before the Peer publishes it and the engine
+// lists the Peer. A revoke in that window would miss it, and the peer would
+// keep writing into a region that no longer exists. So revokes are logged,
+// and setEndpoint and addPeer replay those made since the Peer started
+// connecting (revokesSince).
 func (e *Engine) revoke(id uint32) {
 	e.mu.Lock()
+	e.revSeq++
+	e.revLog = append(e.revLog, revokeRec{e.revSeq, id})
+	if len(e.revLog) > revLogMax {
+		e.revLog = append(e.revLog[:0], e.revLog[len(e.revLog)-revLogMax/2:]...)
+	}
 	peers := make([]*Peer, 0, len(e.peers))
 	for p := range e.peers {
 		peers = append(peers, p)
@@ -293,13 +307,72 @@ func (e *Engine) revoke(id uint32) {
 	}
 }
 
+// revokeRec is one logged revoke.
+type revokeRec struct {
+	seq uint64
+	id  uint32
+}
+
+// revLogMax bounds the revoke log.
+const revLogMax = 4096
+
+// revokesSince returns the regions revoked after revoke number seq, and
+// whether the log still holds all of them. e.mu is held.
+func (e *Engine) revokesSince(seq uint64) ([]uint32, bool) {
+	if seq >= e.revSeq {
+		return nil, true
+	}
+	if len(e.revLog) == 0 || e.revLog[0].seq > seq+1 {
+		return nil, false
+	}
+	var ids []uint32
+	for _, r := range e.revLog {
+		if r.seq > seq {
+			ids = append(ids, r.id)
+		}
+	}
+	return ids, true
+}
+
+// replayRevokes sends ep the revokes made since p began to connect it, when
+// p is listed (otherwise addPeer does it). A revoke the log no longer holds
+// cannot be replayed: the endpoint is closed, and the peer reconnects and
+// attaches afresh.
+func (e *Engine) replayRevokes(p *Peer, ep transport.Endpoint) {
+	e.mu.Lock()
+	_, listed := e.peers[p]
+	ids, ok := e.revokesSince(p.mark.Load())
+	e.mu.Unlock()
+	if !listed {
+		return
+	}
+	if !ok {
+		ep.Close()
+		return
+	}
+	for _, id := range ids {
+		ep.Revoke(id)
+	}
+}
+
 func (e *Engine) addPeer(p *Peer) error {
 	e.mu.Lock()
-	defer e.mu.Unlock()
 	if e.closed {
+		e.mu.Unlock()
 		return fmt.Errorf("engine: %w", ErrClosed)
 	}
 	e.peers[p] = struct{}{}
+	ids, ok := e.revokesSince(p.mark.Load())
+	e.mu.Unlock()
+	// Revokes made while p connected, before it was listed.
+	if ep := p.current(); ep != nil {
+		if !ok {
+			ep.Close()
+		}
+		for _, id := range ids {
+			ep.Revoke(id)
+		}
+	}
 	return nil
 }
 

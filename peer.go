@@ -22,7 +22,8 @@ type Peer struct {
 	closed  bool
 	dialing chan struct{} // closed when a dial in progress ends
 
-	ep atomic.Pointer[epBox]
+	ep   atomic.Pointer[epBox]
+	mark atomic.Uint64 // the engine's revoke count when the connection began
 
 	inboxMu sync.Mutex
 	handler atomic.Pointer[func([]byte)] // set by Handle
@@ -36,8 +37,17 @@ type epBox struct{ ep transport.Endpoint }
 
 func (e *Engine) newPeer(dialAddr string, remote transport.PeerInfo, exports []wire.Export) *Peer {
 	p := &Peer{e: e, dialAddr: dialAddr, signal: make(chan struct{}, 1), done: make(chan struct{})}
+	p.markRevokes()
 	p.setRemote(remote, exports)
 	return p
+}
+
+// markRevokes notes the engine's revoke count before a connection starts:
+// setEndpoint replays later revokes to the new endpoint.
+func (p *Peer) markRevokes() {
+	p.e.mu.Lock()
+	p.mark.Store(p.e.revSeq)
+	p.e.mu.Unlock()
 }
 
 func (p *Peer) setRemote(remote transport.PeerInfo, exports []wire.Export) {
@@ -50,7 +60,10 @@ func (p *Peer) setRemote(remote transport.PeerInfo, exports []wire.Export) {
 	}
 }
 
-func (p *Peer) setEndpoint(ep transport.Endpoint) { p.ep.Store(&epBox{ep}) }
+func (p *Peer) setEndpoint(ep transport.Endpoint) {
+	p.ep.Store(&epBox{ep})
+	p.e.replayRevokes(p, ep)
+}
 
 func (p *Peer) current() transport.Endpoint {
 	if b := p.ep.Load(); b != nil {
@@ -137,6 +150,7 @@ func (p *Peer) endpoint(ctx context.Context) (transport.Endpoint, error) {
 			ep.Close()
 			p.e.log.Info("reconnecting to peer", "peer", p.dialAddr, "after", ep.Err())
 		}
+		p.markRevokes()
 		nep, err := p.e.connect(ctx, p)
 		p.mu.Lock()
 		p.dialing = nil
