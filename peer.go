@@ -1,6 +1,7 @@
 package xfer
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"sync"
@@ -516,7 +517,7 @@ func (h peerHost) Deliver(ep transport.Endpoint, msg []byte) {
 		ep.Consumed(1)
 		return
 	}
-	p.inbox = append(p.inbox, msg)
+	p.inbox = append(p.inbox, bytes.Clone(msg)) // msg is only lent
 	p.inboxMu.Unlock()
 	p.wake()
 }

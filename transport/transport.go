@@ -169,8 +169,9 @@ type Host interface {
 	// Lookup checks key and rights like Resolve, for the whole region:
 	// Mem is all of it.
 	Lookup(id uint32, key uint64, want Access) (Resolved, error)
-	// Deliver hands an incoming message to the receive queue. It takes
-	// ownership of msg.
+	// Deliver hands an incoming message to the receive queue. msg is valid
+	// only during the call (it may lie in the transport's receive buffer):
+	// the host copies what it keeps.
 	Deliver(from Endpoint, msg []byte)
 	// Notify reports that a write-with-notify has landed.
 	Notify(from Endpoint, n Notification)

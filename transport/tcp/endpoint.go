@@ -432,6 +432,7 @@ type conn struct {
 	// read from the socket and not yet consumed.
 	rbuf       []byte
 	rpos, rend int
+	scratch    []byte // messages larger than the read-ahead buffer
 
 	qmu     sync.Mutex
 	queue   []reply
@@ -733,9 +734,23 @@ func (c *conn) serveSend(h *wire.Header) error {
 	if e.inFlight.Add(1) > int64(e.p.RecvDepth) {
 		return fmt.Errorf("%w: peer sent past its receive credits", transport.ErrProtocol)
 	}
-	msg := make([]byte, h.Len)
-	if err := c.readFull(msg); err != nil {
-		return err
+	// The host may not keep msg (Host.Deliver), so it is lent: a slice of
+	// the read-ahead buffer when it fits there, else of a scratch buffer.
+	var msg []byte
+	if h.Len <= readAhead {
+		b, err := c.next(int(h.Len))
+		if err != nil {
+			return err
+		}
+		msg = b
+	} else {
+		if uint64(cap(c.scratch)) < h.Len {
+			c.scratch = make([]byte, h.Len)
+		}
+		msg = c.scratch[:h.Len]
+		if err := c.readFull(msg); err != nil {
+			return err
+		}
 	}
 	e.p.Host.Deliver(e, msg)
 	return nil
