@@ -7,6 +7,7 @@ import (
 	"io"
 	"net"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -127,13 +128,13 @@ func kvServe(ctx context.Context, g *globals, addr string, opts kv.ServerOptions
 		s.Close()
 		return fmt.Errorf("listen: %w", err)
 	}
-	if _, err := fmt.Fprintf(g.stdout, "%s%s (data plane %s)\n", kvBanner, lis.Addr(), s.DataAddr()); err != nil {
+	if _, err := fmt.Fprintf(g.stdout, "%s%s (data plane %s)\n", kvBanner, lis.Addr(), strings.Join(s.DataAddrs(), ", ")); err != nil {
 		lis.Close()
 		s.Close()
 		return err
 	}
 	st := s.Snapshot()
-	g.log.Info("kv serving", "addr", lis.Addr().String(), "data", s.DataAddr(), "capacity", st.Capacity, "full", st.FullPolicy)
+	g.log.Info("kv serving", "addr", lis.Addr().String(), "data", s.DataAddrs(), "capacity", st.Capacity, "full", st.FullPolicy)
 	err = s.Serve(ctx, lis)
 	g.log.Info("kv stopped")
 	return err
