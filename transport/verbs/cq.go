@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/xferio/xfer/internal/ibv"
@@ -51,6 +52,15 @@ type cqGroup struct {
 	event bool          // sleep on the channel when idle
 	spin  time.Duration // with the channel: how long to spin before sleeping
 	size  int
+
+	// pollMu serialises polling and dispatching: the poller's, and a
+	// caller's that polls for its own operation (pollFor). It guards held,
+	// wcs and eps, and closed.
+	pollMu sync.Mutex
+	wcs    []ibv.WC
+	eps    []*Endpoint
+	closed bool        // the CQ is destroyed
+	caller atomic.Bool // a caller is polling: the poller does not spin
 
 	mu       sync.Mutex
 	reserved int
@@ -120,7 +130,8 @@ func (d *device) cqSize() int {
 }
 
 func (d *device) newCQGroup(cfg Config) (_ *cqGroup, err error) {
-	g := &cqGroup{d: d, event: cfg.UseEventChannel, spin: cfg.PollSpin, kick: make(chan struct{}, 1)}
+	g := &cqGroup{d: d, event: cfg.UseEventChannel, spin: cfg.PollSpin, kick: make(chan struct{}, 1),
+		wcs: make([]ibv.WC, 64), eps: make([]*Endpoint, 64)}
 	if g.event {
 		if g.ch, err = d.ctx.CreateCompChannel(); err != nil {
 			return nil, fmt.Errorf("rdma: %s: %w", d.info.Name, err)
@@ -229,7 +240,10 @@ func (g *cqGroup) close() {
 	g.poke()
 	g.mu.Unlock()
 	g.wg.Wait()
+	g.pollMu.Lock()
+	g.closed = true
 	g.cq.Close()
+	g.pollMu.Unlock()
 	g.ch.Close()
 }
 
@@ -250,8 +264,6 @@ func (d *device) closeCQs() {
 // on the completion channel (use_event_channel).
 func (g *cqGroup) run() {
 	defer g.wg.Done()
-	wcs := make([]ibv.WC, 64)
-	eps := make([]*Endpoint, len(wcs))
 	var pending []*cqLeave
 	events := 0
 	defer func() {
@@ -260,13 +272,12 @@ func (g *cqGroup) run() {
 		}
 	}()
 	for {
-		g.release()
 		g.mu.Lock()
 		pending = append(pending, g.leaves...)
 		g.leaves = nil
 		stopping, active := g.stopping, g.reserved > 0
 		g.mu.Unlock()
-		n, err := g.poll(wcs, eps)
+		n, err := g.pollLocked()
 		if err != nil {
 			g.broken(err, pending)
 			return
@@ -302,12 +313,13 @@ func (g *cqGroup) run() {
 		// Adaptive: after activity, poll a little longer before sleeping on
 		// the channel. A request-response (a small WRITE waiting for its
 		// acknowledgement) usually completes within the window and skips
-		// the wake-up; an idle peer pays the window once per burst.
-		if g.spin > 0 {
+		// the wake-up; an idle peer pays the window once per burst. While a
+		// caller polls for its own operation, the poller sleeps at once.
+		if g.spin > 0 && !g.caller.Load() {
 			until := time.Now().Add(g.spin)
-			for n == 0 && time.Now().Before(until) && len(g.kick) == 0 {
+			for n == 0 && time.Now().Before(until) && len(g.kick) == 0 && !g.caller.Load() {
 				yield()
-				if n, err = g.poll(wcs, eps); err != nil {
+				if n, err = g.pollLocked(); err != nil {
 					g.broken(err, pending)
 					return
 				}
@@ -320,7 +332,7 @@ func (g *cqGroup) run() {
 			g.broken(err, pending)
 			return
 		}
-		if n, err = g.poll(wcs, eps); err != nil {
+		if n, err = g.pollLocked(); err != nil {
 			g.broken(err, pending)
 			return
 		} else if n > 0 {
@@ -348,6 +360,65 @@ func (g *cqGroup) run() {
 				g.cq.AckEvents(events)
 				events = 0
 			}
+		}
+	}
+}
+
+// pollLocked is poll under pollMu, after handing over held completions.
+func (g *cqGroup) pollLocked() (int, error) {
+	g.pollMu.Lock()
+	defer g.pollMu.Unlock()
+	g.release()
+	return g.poll(g.wcs, g.eps)
+}
+
+// syncPolled counts operations whose completion the posting goroutine
+// polled itself (tests only look at it).
+var syncPolled atomic.Uint64
+
+// syncPollMax bounds how long a caller polls for its own operation.
+const syncPollMax = time.Millisecond
+
+// pollFor polls the CQ in the caller's goroutine until the operation of
+// slot and gen completes, for at most syncPollMax, dispatching whatever
+// else it finds as the poller would. It gives up at once when another
+// goroutine is polling (the poller, or a caller; and a handler or completer
+// that posts, which runs under the poll of its own goroutine).
+func (e *Endpoint) pollFor(slot, gen uint32) {
+	g := e.cqg
+	if g == nil || !g.pollMu.TryLock() {
+		return
+	}
+	defer g.pollMu.Unlock()
+	if g.closed {
+		return
+	}
+	g.caller.Store(true)
+	defer g.caller.Store(false)
+	var deadline time.Time
+	for i := 0; ; i++ {
+		if e.slotDone(slot, gen) {
+			if i > 0 {
+				syncPolled.Add(1)
+			}
+			return
+		}
+		g.release()
+		n, err := g.poll(g.wcs, g.eps)
+		if err != nil {
+			return // the poller finds it too, and fails the endpoints
+		}
+		if n > 0 {
+			continue
+		}
+		switch {
+		case i == 0:
+			deadline = time.Now().Add(syncPollMax)
+		case i%64 == 0:
+			if time.Now().After(deadline) {
+				return
+			}
+			yield()
 		}
 	}
 }

@@ -260,17 +260,37 @@ func (e *Endpoint) closeQPs() {
 }
 
 // Post submits operations.
+//
+// A Post of one operation that completes with one signalled request (a
+// WRITE or READ of at most a slice, a message) polls the CQ itself, in the
+// caller's goroutine, until that operation completes or syncPollMax passes,
+// when no other goroutine is polling the CQ at that moment: a caller that
+// waits for the operation (Peer.Write) then finds it done when Post returns,
+// without the poller goroutine's wake-up and hand-off.
 func (e *Endpoint) Post(ops []*transport.Op) {
 	for _, op := range ops {
+		var slot, gen uint32
+		var posted bool
 		switch op.Kind {
 		case transport.OpWrite, transport.OpWriteImm, transport.OpRead:
-			e.postRDMA(op)
+			slot, gen, posted = e.postRDMA(op)
 		case transport.OpSend:
-			e.postSend(op)
+			slot, gen, posted = e.postSend(op)
 		default:
 			complete(op, fmt.Errorf("rdma: operation kind %d: %w", op.Kind, errors.ErrUnsupported))
 		}
+		if posted && len(ops) == 1 {
+			e.pollFor(slot, gen)
+		}
 	}
+}
+
+// slotDone reports whether the operation of slot and gen has completed.
+func (e *Endpoint) slotDone(slot, gen uint32) bool {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	p := &e.pend[slot]
+	return p.op == nil || p.gen != gen
 }
 
 // alloc takes a pending slot for op.
@@ -329,7 +349,9 @@ func (e *Endpoint) retire(slot, gen uint32, err error) {
 // and the operation completes (or fails with its QP) by itself.
 func (e *Endpoint) Cancel(op *transport.Op) bool { return false }
 
-func (e *Endpoint) postRDMA(op *transport.Op) {
+// postRDMA posts op; it returns its pending slot when it was posted as one
+// signalled request.
+func (e *Endpoint) postRDMA(op *transport.Op) (slot, gen uint32, one bool) {
 	want := transport.AccessWrite
 	if op.Kind == transport.OpRead {
 		want = transport.AccessRead
@@ -337,28 +359,28 @@ func (e *Endpoint) postRDMA(op *transport.Op) {
 	n := uint64(len(op.Local))
 	if n == 0 && op.Kind != transport.OpWriteImm {
 		complete(op, nil)
-		return
+		return 0, 0, false
 	}
 	a, err := e.attachment(op.Remote.Region, op.Remote.Key, want)
 	if err != nil {
 		complete(op, err)
-		return
+		return 0, 0, false
 	}
 	addr := op.Remote.Addr
 	switch {
 	case a.key^op.Remote.Key != 0:
 		complete(op, &transport.AccessError{Kind: transport.WrongKey, Want: want, Region: op.Remote.Region, Addr: addr, Len: n})
-		return
+		return 0, 0, false
 	case addr < a.base || addr-a.base > a.n || n > a.n-(addr-a.base):
 		complete(op, &transport.AccessError{Kind: transport.OutOfRange, Want: want, Region: op.Remote.Region, Addr: addr, Len: n})
-		return
+		return 0, 0, false
 	}
 	var lkey uint32
 	if n > 0 {
 		mr, err := e.dev.mr(op.Region, op.Local)
 		if err != nil {
 			complete(op, err)
-			return
+			return 0, 0, false
 		}
 		lkey = mr.LKey
 	}
@@ -369,7 +391,7 @@ func (e *Endpoint) postRDMA(op *transport.Op) {
 	}
 	if slices > maxPerOp {
 		complete(op, fmt.Errorf("rdma %s of %d bytes: %w (at most %d slices of %d)", op.Kind, n, transport.ErrTooLarge, maxPerOp, slice))
-		return
+		return 0, 0, false
 	}
 	// A write-with-notify stays on one QP so that its data lands before the
 	// immediate that announces it (RC executes a QP's requests in order).
@@ -397,10 +419,10 @@ func (e *Endpoint) postRDMA(op *transport.Op) {
 	if note && perQ[len(perQ)-1]%e.groupMax() == 0 {
 		signalled++ // the notification needs a group of its own
 	}
-	slot, gen, err := e.alloc(op, signalled)
+	slot, gen, err = e.alloc(op, signalled)
 	if err != nil {
 		complete(op, err)
-		return
+		return 0, 0, false
 	}
 	off := uint64(0)
 	for qi, k := range perQ {
@@ -414,7 +436,7 @@ func (e *Endpoint) postRDMA(op *transport.Op) {
 			}
 			if err := e.postGroup(q, op, slot, gen, g, withNote, &off, lkey, a.rkey, addr, n, slice); err != nil {
 				e.fail(&transport.LinkError{Peer: "rdma peer", Cause: err})
-				return
+				return 0, 0, false
 			}
 			k -= g
 			if withNote {
@@ -422,6 +444,7 @@ func (e *Endpoint) postRDMA(op *transport.Op) {
 			}
 		}
 	}
+	return slot, gen, signalled == 1
 }
 
 func btoi(b bool) int {
@@ -469,8 +492,11 @@ func (e *Endpoint) postGroup(q *sendQueue, op *transport.Op, slot, gen uint32, g
 		default:
 			wr.Op = ibv.OpWrite
 		}
+		if wr.Op != ibv.OpRead && l > 0 && l <= uint64(e.cfg.MaxInlineData) {
+			wr.Flags |= ibv.FlagInline // a small WRITE's data travels in the request
+		}
 		if i == g-1 && !note && !fence {
-			wr.Flags = ibv.FlagSignaled
+			wr.Flags |= ibv.FlagSignaled
 			wr.ID = e.sendID(slot, gen, g)
 		}
 		*off += l
@@ -506,37 +532,37 @@ func (e *Endpoint) postGroup(q *sendQueue, op *transport.Op, slot, gen uint32, g
 // postSend sends a message on the first QP; the receiver's posted receive
 // buffers are the flow control (RNR retry waits, in the NIC, for the
 // receiver to consume and repost).
-func (e *Endpoint) postSend(op *transport.Op) {
+func (e *Endpoint) postSend(op *transport.Op) (slot, gen uint32, posted bool) {
 	n := len(op.Local)
 	if n > e.maxMessage {
 		complete(op, fmt.Errorf("rdma send of %d bytes: %w (max_message is %d)", n, transport.ErrTooLarge, e.maxMessage))
-		return
+		return 0, 0, false
 	}
 	wr, err := e.sendWR(op)
 	if err != nil {
 		complete(op, err)
-		return
+		return 0, 0, false
 	}
 	e.cmu.Lock()
 	defer e.cmu.Unlock()
 	if e.credits == 0 || len(e.sendWait) > 0 {
 		if err := e.failed(); err != nil {
 			complete(op, err)
-			return
+			return 0, 0, false
 		}
 		e.sendWait = append(e.sendWait, op)
-		return
+		return 0, 0, false
 	}
 	e.credits--
-	e.sendNow(op, wr)
+	return e.sendNow(op, wr)
 }
 
 // sendNow posts one message; e.cmu is held, so messages keep their order.
-func (e *Endpoint) sendNow(op *transport.Op, wr ibv.SendWR) {
+func (e *Endpoint) sendNow(op *transport.Op, wr ibv.SendWR) (slot, gen uint32, posted bool) {
 	slot, gen, err := e.alloc(op, 1)
 	if err != nil {
 		complete(op, err)
-		return
+		return 0, 0, false
 	}
 	wr.ID = e.sendID(slot, gen, 1)
 	q := e.qps[0]
@@ -547,7 +573,7 @@ func (e *Endpoint) sendNow(op *transport.Op, wr ibv.SendWR) {
 	if q.dead {
 		q.mu.Unlock()
 		e.retire(slot, gen, e.failed())
-		return
+		return 0, 0, false
 	}
 	q.inflight++
 	q.wrs = append(q.wrs[:0], wr)
@@ -560,7 +586,9 @@ func (e *Endpoint) sendNow(op *transport.Op, wr ibv.SendWR) {
 	q.mu.Unlock()
 	if err != nil {
 		e.fail(&transport.LinkError{Peer: "rdma peer", Cause: err})
+		return 0, 0, false
 	}
+	return slot, gen, true
 }
 
 // sendWR builds the work request of a message.

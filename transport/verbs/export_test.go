@@ -23,3 +23,7 @@ func CQSize(name string) int {
 	defer d.close()
 	return d.cqSize()
 }
+
+// SyncPolled counts operations completed by their posting goroutine's own
+// poll of the CQ.
+func SyncPolled() uint64 { return syncPolled.Load() }

@@ -1,0 +1,56 @@
+package verbs_test
+
+import (
+	"bytes"
+	"context"
+	"testing"
+	"time"
+
+	"github.com/xferio/xfer"
+	"github.com/xferio/xfer/internal/testutil"
+	"github.com/xferio/xfer/transport/verbs"
+	"github.com/xferio/xfer/xfertest"
+)
+
+// A synchronous small operation is completed by the goroutine that posted
+// it, polling the CQ itself, rather than handed over by the poller (with the
+// event channel and with busy polling), and the data is right: 8-byte
+// WRITEs travel inline.
+func TestCallerPolls(t *testing.T) {
+	for _, mode := range []string{"true", "false"} {
+		t.Run("event_channel="+mode, func(t *testing.T) {
+			dev := testutil.RequireVerbs(t)
+			p := xfertest.NewPair(t, xfertest.Options{Policy: xfer.PolicyRDMA, Config: xfer.Config{RDMADevice: dev, RDMAUseEventChannel: mode}}, "")
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			defer cancel()
+			desc, _ := p.Peer.Region("target")
+			buf, _ := p.Client.Alloc(8)
+			back, _ := p.Client.Alloc(8)
+			before := verbs.SyncPolled()
+			const n = 200
+			for i := range n {
+				for j := range buf.Bytes() {
+					buf.Bytes()[j] = byte(i + j)
+				}
+				at := uint64(i%64) * 8
+				if err := p.Peer.Write(ctx, buf.Bytes(), desc.At(at)); err != nil {
+					t.Fatal(err)
+				}
+				if !bytes.Equal(p.Target.Bytes()[at:at+8], buf.Bytes()) {
+					t.Fatalf("write %d did not land", i)
+				}
+				if err := p.Peer.Read(ctx, back.Bytes(), desc.At(at)); err != nil {
+					t.Fatal(err)
+				}
+				if !bytes.Equal(back.Bytes(), buf.Bytes()) {
+					t.Fatalf("read %d returned other bytes", i)
+				}
+			}
+			got := verbs.SyncPolled() - before
+			t.Logf("%d of %d operations completed by their caller's poll", got, 2*n)
+			if got == 0 {
+				t.Fatalf("no operation of %d was completed by its caller's poll", 2*n)
+			}
+		})
+	}
+}
