@@ -61,6 +61,10 @@ type cqGroup struct {
 	eps    []*Endpoint
 	closed bool        // the CQ is destroyed
 	caller atomic.Bool // a caller is polling: the poller does not spin
+	// dispatching is set while completions are being dispatched (by the
+	// poller or a caller): a Post that finds the poll lock taken then gives
+	// up at once, since it may run inside that dispatch.
+	dispatching atomic.Bool
 
 	mu       sync.Mutex
 	reserved int
@@ -266,6 +270,9 @@ func (g *cqGroup) run() {
 	defer g.wg.Done()
 	var pending []*cqLeave
 	events := 0
+	// woke: the poller woke on the channel and has found nothing since (a
+	// caller took the completion): it sleeps again without spinning.
+	woke := false
 	defer func() {
 		if events > 0 {
 			g.cq.AckEvents(events)
@@ -283,6 +290,7 @@ func (g *cqGroup) run() {
 			return
 		}
 		if n > 0 {
+			woke = false
 			continue
 		}
 		// Empty, in a poll that started after every pending request:
@@ -315,7 +323,7 @@ func (g *cqGroup) run() {
 		// acknowledgement) usually completes within the window and skips
 		// the wake-up; an idle peer pays the window once per burst. While a
 		// caller polls for its own operation, the poller sleeps at once.
-		if g.spin > 0 && !g.caller.Load() {
+		if g.spin > 0 && !g.caller.Load() && !woke {
 			until := time.Now().Add(g.spin)
 			for n == 0 && time.Now().Before(until) && len(g.kick) == 0 && !g.caller.Load() {
 				yield()
@@ -355,6 +363,7 @@ func (g *cqGroup) run() {
 		g.wake = nil
 		g.mu.Unlock()
 		cancel()
+		woke = true
 		if err == nil {
 			if events++; events >= 64 {
 				g.cq.AckEvents(events)
@@ -386,8 +395,16 @@ const syncPollMax = time.Millisecond
 // that posts, which runs under the poll of its own goroutine).
 func (e *Endpoint) pollFor(slot, gen uint32) {
 	g := e.cqg
-	if g == nil || !g.pollMu.TryLock() {
+	if g == nil {
 		return
+	}
+	// The lock is held only for a poll, unless completions are being
+	// dispatched (perhaps by this very goroutine, a handler that posts).
+	for tries := 0; !g.pollMu.TryLock(); tries++ {
+		if tries == 32 || g.dispatching.Load() {
+			return
+		}
+		yield()
 	}
 	defer g.pollMu.Unlock()
 	if g.closed {
@@ -449,6 +466,8 @@ func (g *cqGroup) poll(wcs []ibv.WC, eps []*Endpoint) (int, error) {
 		eps[i] = s.ep
 	}
 	g.mu.Unlock()
+	g.dispatching.Store(true)
+	defer g.dispatching.Store(false)
 	if len(g.held) > held {
 		g.release() // an endpoint started while its first completions were held
 	}
@@ -483,9 +502,11 @@ func (g *cqGroup) release() {
 		}
 		s.held = nil
 		g.mu.Unlock()
+		was := g.dispatching.Swap(true) // poll may be dispatching already
 		for i := range wcs {
 			e.handle(&wcs[i])
 		}
+		g.dispatching.Store(was)
 	}
 	g.held = keep
 }
