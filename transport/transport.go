@@ -107,8 +107,12 @@ type Op struct {
 // Post completes new operations with that error at once.
 type Endpoint interface {
 	// Post submits operations. It may block while the connection applies
-	// backpressure, but never waits for completions; it must not be called
-	// from a Completer.
+	// backpressure, and it does not wait for completions, with one
+	// exception: on rdma a Post of a single small operation may poll the
+	// completion queue itself for up to a millisecond, when no poller is
+	// busy, to save the poller's wake-up. Completers and message handlers
+	// may therefore run inside Post: do not call it while holding a lock
+	// they take. It must not be called from a Completer.
 	Post(ops []*Op)
 	// Cancel abandons op if it has not completed yet. When it returns true,
 	// OpDone will not be called for op and the endpoint no longer touches its
