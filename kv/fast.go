@@ -18,6 +18,27 @@ const (
 	fGetRespLength, fGetRespVersion, fGetRespInline, fGetRespVal = 1, 2, 3, 4
 )
 
+// fields walks the fields of message b, handing each to f with the bytes
+// after its tag; f returns how many of them the value takes, or -1 to
+// refuse the message. A repeated field, a field number above 31 or a
+// malformed tag refuses it too.
+func fields(b []byte, f func(num protowire.Number, typ protowire.Type, v []byte) int) bool {
+	var seen uint32
+	for len(b) > 0 {
+		num, typ, n := protowire.ConsumeTag(b)
+		if n < 0 || num > 31 || seen&(1<<num) != 0 {
+			return false
+		}
+		seen |= 1 << num
+		b = b[n:]
+		if n = f(num, typ, b); n < 0 {
+			return false
+		}
+		b = b[n:]
+	}
+	return true
+}
+
 // fastGet is a GetRequest inside a Request.
 type fastGet struct {
 	id        uint64
@@ -28,57 +49,37 @@ type fastGet struct {
 
 // parseGetRequest decodes a Request holding a GetRequest.
 func parseGetRequest(b []byte) (r fastGet, ok bool) {
-	var seen uint32
 	var get []byte
-	for len(b) > 0 {
-		num, typ, n := protowire.ConsumeTag(b)
-		if n < 0 || seen&(1<<num) != 0 {
-			return r, false
-		}
-		seen |= 1 << num
-		b = b[n:]
+	ok = fields(b, func(num protowire.Number, typ protowire.Type, v []byte) (n int) {
 		switch {
 		case num == fRequestID && typ == protowire.VarintType:
-			r.id, n = protowire.ConsumeVarint(b)
+			r.id, n = protowire.ConsumeVarint(v)
 		case num == fRequestGet && typ == protowire.BytesType:
-			get, n = protowire.ConsumeBytes(b)
+			get, n = protowire.ConsumeBytes(v)
 		default:
-			return r, false
+			n = -1
 		}
-		if n < 0 {
-			return r, false
-		}
-		b = b[n:]
-	}
-	if get == nil {
+		return n
+	})
+	if !ok || get == nil {
 		return r, false
 	}
-	seen = 0
-	for len(get) > 0 {
-		num, typ, n := protowire.ConsumeTag(get)
-		if n < 0 || num > 31 || seen&(1<<num) != 0 {
-			return r, false
-		}
-		seen |= 1 << num
-		get = get[n:]
+	ok = fields(get, func(num protowire.Number, typ protowire.Type, v []byte) (n int) {
 		switch {
 		case num == fGetKey && typ == protowire.BytesType:
-			r.key, n = protowire.ConsumeBytes(get)
+			r.key, n = protowire.ConsumeBytes(v)
 		case num == fGetBuffer && typ == protowire.BytesType:
-			_, n = protowire.ConsumeBytes(get)
+			_, n = protowire.ConsumeBytes(v)
 		case num == fGetInlineMax && typ == protowire.VarintType:
-			r.inlineMax, n = protowire.ConsumeVarint(get)
+			r.inlineMax, n = protowire.ConsumeVarint(v)
 		case num == fGetServerID && typ == protowire.BytesType:
-			r.serverID, n = protowire.ConsumeBytes(get)
+			r.serverID, n = protowire.ConsumeBytes(v)
 		default:
-			return r, false
+			n = -1
 		}
-		if n < 0 {
-			return r, false
-		}
-		get = get[n:]
-	}
-	return r, true
+		return n
+	})
+	return r, ok
 }
 
 // fastGetResponse is a successful Response holding a GetResponse.
@@ -91,64 +92,44 @@ type fastGetResponse struct {
 
 // parseGetResponse decodes a successful Response holding a GetResponse.
 func parseGetResponse(b []byte) (r fastGetResponse, ok bool) {
-	var seen uint32
 	var get []byte
-	for len(b) > 0 {
-		num, typ, n := protowire.ConsumeTag(b)
-		if n < 0 || num > 31 || seen&(1<<num) != 0 {
-			return r, false
-		}
-		seen |= 1 << num
-		b = b[n:]
+	ok = fields(b, func(num protowire.Number, typ protowire.Type, v []byte) (n int) {
 		switch {
 		case num == fResponseID && typ == protowire.VarintType:
-			r.id, n = protowire.ConsumeVarint(b)
+			r.id, n = protowire.ConsumeVarint(v)
 		case num == fResponseCode && typ == protowire.VarintType:
 			var code uint64
-			if code, n = protowire.ConsumeVarint(b); code != 0 {
-				return r, false
+			if code, n = protowire.ConsumeVarint(v); code != 0 {
+				n = -1 // an error: the full path words it
 			}
 		case num == fResponseGet && typ == protowire.BytesType:
-			get, n = protowire.ConsumeBytes(b)
+			get, n = protowire.ConsumeBytes(v)
 		default:
-			return r, false
+			n = -1
 		}
-		if n < 0 {
-			return r, false
-		}
-		b = b[n:]
-	}
-	if get == nil {
+		return n
+	})
+	if !ok || get == nil {
 		return r, false
 	}
-	seen = 0
-	for len(get) > 0 {
-		num, typ, n := protowire.ConsumeTag(get)
-		if n < 0 || num > 31 || seen&(1<<num) != 0 {
-			return r, false
-		}
-		seen |= 1 << num
-		get = get[n:]
-		var v uint64
+	ok = fields(get, func(num protowire.Number, typ protowire.Type, v []byte) (n int) {
+		var x uint64
 		switch {
 		case num == fGetRespLength && typ == protowire.VarintType:
-			r.length, n = protowire.ConsumeVarint(get)
+			r.length, n = protowire.ConsumeVarint(v)
 		case num == fGetRespVersion && typ == protowire.VarintType:
-			r.version, n = protowire.ConsumeVarint(get)
+			r.version, n = protowire.ConsumeVarint(v)
 		case num == fGetRespInline && typ == protowire.VarintType:
-			v, n = protowire.ConsumeVarint(get)
-			r.inline = v != 0
+			x, n = protowire.ConsumeVarint(v)
+			r.inline = x != 0
 		case num == fGetRespVal && typ == protowire.BytesType:
-			r.value, n = protowire.ConsumeBytes(get)
+			r.value, n = protowire.ConsumeBytes(v)
 		default:
-			return r, false
+			n = -1
 		}
-		if n < 0 {
-			return r, false
-		}
-		get = get[n:]
-	}
-	return r, true
+		return n
+	})
+	return r, ok
 }
 
 // appendGetRequest encodes Request{id, Get{key, buffer, inlineMax,
