@@ -625,29 +625,19 @@ const clientMsgBufs = 64
 // the transport's receive path (Peer.Handle). An inline GET value is copied
 // into the caller's buffer here, while msg is valid.
 func (c *Client) onResponse(sess *session, msg []byte) {
+	var resp *kvpb.Response
+	var value []byte // an inline GET value
 	if r, ok := parseGetResponse(msg); ok {
-		sess.pmu.Lock()
-		pc := sess.pending[r.id]
-		delete(sess.pending, r.id)
-		sess.pmu.Unlock()
-		if pc == nil {
-			return
+		resp = &kvpb.Response{Id: r.id, Result: &kvpb.Response_Get{Get: &kvpb.GetResponse{Length: r.length, Version: r.version, Inline: r.inline}}}
+		value = r.value
+	} else {
+		resp = new(kvpb.Response)
+		if err := proto.Unmarshal(msg, resp); err != nil {
+			return // not a response to anything: ignore it
 		}
-		resp := &kvpb.Response{Id: r.id, Result: &kvpb.Response_Get{Get: &kvpb.GetResponse{Length: r.length, Version: r.version, Inline: r.inline}}}
-		if r.inline && pc.late == nil {
-			if len(r.value) != int(r.length) || len(r.value) > len(pc.dst) {
-				resp = &kvpb.Response{Id: r.id, Code: uint32(codes.Internal),
-					Message: fmt.Sprintf("server sent an inline value of %d bytes for a length of %d and a buffer of %d", len(r.value), r.length, len(pc.dst))}
-			} else {
-				copy(pc.dst, r.value)
-			}
+		if g := resp.GetGet(); g != nil {
+			value, g.Value = g.Value, nil
 		}
-		pc.deliver(resp)
-		return
-	}
-	resp := new(kvpb.Response)
-	if err := proto.Unmarshal(msg, resp); err != nil {
-		return // not a response to anything: ignore it
 	}
 	sess.pmu.Lock()
 	pc := sess.pending[resp.Id]
@@ -657,12 +647,11 @@ func (c *Client) onResponse(sess *session, msg []byte) {
 		return
 	}
 	if g := resp.GetGet(); g != nil && g.Inline && pc.late == nil {
-		if len(g.Value) != int(g.Length) || len(g.Value) > len(pc.dst) {
+		if len(value) != int(g.Length) || len(value) > len(pc.dst) {
 			resp = &kvpb.Response{Id: resp.Id, Code: uint32(codes.Internal),
-				Message: fmt.Sprintf("server sent an inline value of %d bytes for a length of %d and a buffer of %d", len(g.Value), g.Length, len(pc.dst))}
+				Message: fmt.Sprintf("server sent an inline value of %d bytes for a length of %d and a buffer of %d", len(value), g.Length, len(pc.dst))}
 		} else {
-			copy(pc.dst, g.Value)
-			g.Value = nil
+			copy(pc.dst, value)
 		}
 	}
 	pc.deliver(resp)

@@ -80,16 +80,6 @@ func (st *store) acquire(key []byte) *slot {
 	return s
 }
 
-// size returns the length of key's value, if it exists.
-func (st *store) size(key []byte) (uint64, bool) {
-	st.mu.Lock()
-	defer st.mu.Unlock()
-	if s := st.m[string(key)]; s != nil {
-		return uint64(s.n), true
-	}
-	return 0, false
-}
-
 // release drops a reference and frees the slot's memory with the last one.
 func (st *store) release(s *slot) {
 	st.mu.Lock()
