@@ -335,18 +335,21 @@ func (e *Engine) revokesSince(seq uint64) ([]uint32, bool) {
 }
 
 // replayRevokes sends ep the revokes made since p began to connect it, when
-// p is listed (otherwise addPeer does it). A revoke the log no longer holds
-// cannot be replayed: the endpoint is closed, and the peer reconnects and
-// attaches afresh.
+// p is listed (otherwise addPeer does it).
 func (e *Engine) replayRevokes(p *Peer, ep transport.Endpoint) {
 	e.mu.Lock()
 	_, listed := e.peers[p]
 	ids, ok := e.revokesSince(p.mark.Load())
 	e.mu.Unlock()
-	if !listed {
-		return
+	if listed {
+		sendRevokes(ep, ids, ok)
 	}
-	if !ok {
+}
+
+// sendRevokes replays ids to ep, or closes ep when the log had lost some
+// (complete is false): its peer then reconnects and attaches afresh.
+func sendRevokes(ep transport.Endpoint, ids []uint32, complete bool) {
+	if !complete {
 		ep.Close()
 		return
 	}
@@ -366,12 +369,7 @@ func (e *Engine) addPeer(p *Peer) error {
 	e.mu.Unlock()
 	// Revokes made while p connected, before it was listed.
 	if ep := p.current(); ep != nil {
-		if !ok {
-			ep.Close()
-		}
-		for _, id := range ids {
-			ep.Revoke(id)
-		}
+		sendRevokes(ep, ids, ok)
 	}
 	return nil
 }
