@@ -177,6 +177,18 @@ func kvDial(cmd *cobra.Command, g *globals, bufferMB int) (*kv.Client, context.C
 	return c, ctx, cancel, nil
 }
 
+// withKVClient runs f with a client connected by the command's flags, and
+// closes it.
+func withKVClient(cmd *cobra.Command, g *globals, bufferMB int, f func(context.Context, *kv.Client) error) error {
+	c, ctx, cancel, err := kvDial(cmd, g, bufferMB)
+	if err != nil {
+		return err
+	}
+	defer cancel()
+	defer c.Close()
+	return f(ctx, c)
+}
+
 func newKVPutCmd(g *globals) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "put KEY [VALUE]",
@@ -200,13 +212,9 @@ func newKVPutCmd(g *globals) *cobra.Command {
 			}
 			bufferMB, _ := cmd.Flags().GetInt("buffer-mb")
 			bufferMB = max(bufferMB, len(value)>>20+1)
-			c, ctx, cancel, err := kvDial(cmd, g, bufferMB)
-			if err != nil {
-				return err
-			}
-			defer cancel()
-			defer c.Close()
-			return c.Put(ctx, args[0], value)
+			return withKVClient(cmd, g, bufferMB, func(ctx context.Context, c *kv.Client) error {
+				return c.Put(ctx, args[0], value)
+			})
 		},
 	}
 	kvClientFlags(cmd.Flags())
@@ -220,22 +228,17 @@ func newKVGetCmd(g *globals) *cobra.Command {
 		Short: "Write the value of KEY to stdout or --out; a missing key exits 1 with \"not found\"",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			c, ctx, cancel, err := kvDial(cmd, g, 0)
-			if err != nil {
+			return withKVClient(cmd, g, 0, func(ctx context.Context, c *kv.Client) error {
+				v, err := c.Get(ctx, args[0])
+				if err != nil {
+					return err
+				}
+				if out, _ := cmd.Flags().GetString("out"); out != "" {
+					return os.WriteFile(out, v, 0o644)
+				}
+				_, err = g.stdout.Write(v)
 				return err
-			}
-			defer cancel()
-			defer c.Close()
-			v, err := c.Get(ctx, args[0])
-			if err != nil {
-				return err
-			}
-			out, _ := cmd.Flags().GetString("out")
-			if out != "" {
-				return os.WriteFile(out, v, 0o644)
-			}
-			_, err = g.stdout.Write(v)
-			return err
+			})
 		},
 	}
 	kvClientFlags(cmd.Flags())
@@ -249,13 +252,9 @@ func newKVDeleteCmd(g *globals) *cobra.Command {
 		Short: "Remove KEY; a missing key exits 1 with \"not found\"",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			c, ctx, cancel, err := kvDial(cmd, g, 0)
-			if err != nil {
-				return err
-			}
-			defer cancel()
-			defer c.Close()
-			return c.Delete(ctx, args[0])
+			return withKVClient(cmd, g, 0, func(ctx context.Context, c *kv.Client) error {
+				return c.Delete(ctx, args[0])
+			})
 		},
 	}
 	kvClientFlags(cmd.Flags())
@@ -268,21 +267,17 @@ func newKVStatsCmd(g *globals) *cobra.Command {
 		Short: "Print the server's counters (keys, pool use, evictions, rejected PUTs, ...)",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			c, ctx, cancel, err := kvDial(cmd, g, 1)
-			if err != nil {
-				return err
-			}
-			defer cancel()
-			defer c.Close()
-			st, err := c.Stats(ctx)
-			if err != nil {
-				return err
-			}
-			if j, _ := cmd.Flags().GetBool("json"); j {
-				return writeJSONLine(g.stdout, st)
-			}
-			printKVStats(g.stdout, st)
-			return nil
+			return withKVClient(cmd, g, 1, func(ctx context.Context, c *kv.Client) error {
+				st, err := c.Stats(ctx)
+				if err != nil {
+					return err
+				}
+				if j, _ := cmd.Flags().GetBool("json"); j {
+					return writeJSONLine(g.stdout, st)
+				}
+				printKVStats(g.stdout, st)
+				return nil
+			})
 		},
 	}
 	kvClientFlags(cmd.Flags())
