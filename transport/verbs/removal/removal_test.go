@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime/pprof"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -141,6 +142,8 @@ func TestDeviceRemoved(t *testing.T) {
 				t.Errorf("an operation in flight failed with %v, want a link error (net.ErrClosed)", err)
 			}
 		case <-time.After(time.Minute):
+			// Where they hang, for the log: this has happened once on siw.
+			pprof.Lookup("goroutine").WriteTo(os.Stderr, 1)
 			t.Fatalf("operations in flight still hang a minute after rdma link delete %s (%d completed)", dev, done.Load())
 		}
 	}
