@@ -4,6 +4,7 @@ import (
 	"context"
 	"log/slog"
 	"net"
+	"time"
 )
 
 // Access is the set of rights a region grants to remote peers.
@@ -225,6 +226,10 @@ type Params struct {
 	// messages the peer may have outstanding before Send waits (credits).
 	MaxMessage int
 	RecvDepth  int
+
+	// PollSpin is how long a stream's reader keeps reading a drained socket
+	// before it waits in the poller; 0 or less: it waits at once.
+	PollSpin time.Duration
 
 	Logger *slog.Logger
 }

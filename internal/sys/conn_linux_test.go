@@ -47,7 +47,7 @@ func rawConn(t *testing.T, c syscall.Conn) syscall.RawConn {
 func TestWriterReader(t *testing.T) {
 	a, b := tcpPair(t)
 	w := NewWriter(rawConn(t, a))
-	r := NewReader(rawConn(t, b))
+	r := NewReader(rawConn(t, b), 0)
 
 	// Read waits in the poller until data arrives.
 	type result struct {
@@ -128,7 +128,7 @@ func TestWriterFull(t *testing.T) {
 
 func TestReaderClosed(t *testing.T) {
 	_, b := tcpPair(t)
-	r := NewReader(rawConn(t, b))
+	r := NewReader(rawConn(t, b), 0)
 	done := make(chan error, 1)
 	go func() {
 		_, err := r.Read(make([]byte, 8))
@@ -143,5 +143,77 @@ func TestReaderClosed(t *testing.T) {
 		}
 	case <-time.After(10 * time.Second):
 		t.Fatal("Read did not return after Close")
+	}
+}
+
+// A spinning reader takes data that comes within its spin without waiting
+// in the poller; one whose spin ends waits there and still gets the data;
+// a reader without spin never spins. No spinner is left behind.
+func TestReaderSpin(t *testing.T) {
+	a, b := tcpPair(t)
+	cases := []struct {
+		name  string
+		spin  time.Duration
+		delay time.Duration
+		hit   bool
+	}{
+		{"within the spin", 10 * time.Second, 20 * time.Millisecond, true},
+		{"after the spin", time.Millisecond, 200 * time.Millisecond, false},
+		{"no spin", 0, 20 * time.Millisecond, false},
+	}
+	for i, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			r := NewReader(rawConn(t, b), c.spin)
+			before := SpinHits()
+			go func() {
+				time.Sleep(c.delay)
+				a.Write([]byte{byte(i)})
+			}()
+			buf := make([]byte, 16)
+			n, err := r.Read(buf)
+			if err != nil || n != 1 || buf[0] != byte(i) {
+				t.Fatalf("Read = %d, %v (byte %d), want 1 byte %d", n, err, buf[0], i)
+			}
+			if hit := SpinHits() > before; hit != c.hit {
+				t.Errorf("the read was taken while spinning: %v, want %v", hit, c.hit)
+			}
+			if n := spinners.Load(); n != 0 {
+				t.Errorf("%d spinners left", n)
+			}
+		})
+	}
+}
+
+// At most maxSpinners readers spin at once: the others wait in the poller.
+func TestReaderSpinnersBounded(t *testing.T) {
+	const readers = 4
+	var rs []*Reader
+	var ws []*net.TCPConn
+	for range readers {
+		a, b := tcpPair(t)
+		rs = append(rs, NewReader(rawConn(t, b), 10*time.Second))
+		ws = append(ws, a)
+	}
+	done := make(chan error, readers)
+	for _, r := range rs {
+		go func() {
+			_, err := r.Read(make([]byte, 1))
+			done <- err
+		}()
+	}
+	time.Sleep(100 * time.Millisecond)
+	if n := spinners.Load(); n < 1 || n > maxSpinners {
+		t.Errorf("%d readers spinning, want 1 to %d", n, maxSpinners)
+	}
+	for _, w := range ws {
+		w.Write([]byte{1})
+	}
+	for range readers {
+		if err := <-done; err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := spinners.Load(); n != 0 {
+		t.Errorf("%d spinners left", n)
 	}
 }

@@ -2,7 +2,10 @@
 
 package sys
 
-import "syscall"
+import (
+	"syscall"
+	"time"
+)
 
 // Writer makes no attempt on this platform: callers fall back to a blocking
 // write from another goroutine.
@@ -21,7 +24,10 @@ func (w *Writer) TryWritev(a, b []byte) (int, error) { return 0, nil }
 type Reader struct{}
 
 // NewReader returns nil: callers read through the connection.
-func NewReader(rc syscall.RawConn) *Reader { return nil }
+func NewReader(rc syscall.RawConn, spin time.Duration) *Reader { return nil }
+
+// SpinHits is always 0 here.
+func SpinHits() uint64 { return 0 }
 
 // Read reads nothing; NewReader never returns a Reader here.
 func (r *Reader) Read(b []byte) (int, error) { return 0, ErrNotSupported }

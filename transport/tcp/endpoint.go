@@ -11,6 +11,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"syscall"
+	"time"
 
 	"github.com/xferio/xfer/internal/sys"
 	"github.com/xferio/xfer/internal/wire"
@@ -100,8 +101,15 @@ func NewEndpoint(ctx context.Context, p transport.Params, hooks Hooks) (*Endpoin
 		}
 		ncs = append(ncs, nc)
 	}
-	for _, nc := range ncs {
-		e.conns = append(e.conns, newConn(e, nc))
+	for i, nc := range ncs {
+		// Only the first connection, which carries small operations and
+		// messages, spins on a drained socket (Params.PollSpin): bulk
+		// transfers gain nothing from it.
+		spin := p.PollSpin
+		if i > 0 {
+			spin = 0
+		}
+		e.conns = append(e.conns, newConn(e, nc, spin))
 	}
 	for _, c := range e.conns {
 		e.wg.Add(2)
@@ -449,12 +457,12 @@ type reply struct {
 	off     int  // bytes of hdr+payload already written when held
 }
 
-func newConn(e *Endpoint, nc net.Conn) *conn {
+func newConn(e *Endpoint, nc net.Conn, spin time.Duration) *conn {
 	c := &conn{e: e, nc: nc, signal: make(chan struct{}, 1), rbuf: make([]byte, readAhead)}
 	if sc, ok := nc.(syscall.Conn); ok {
 		if rc, err := sc.SyscallConn(); err == nil {
 			c.raw = sys.NewWriter(rc)
-			c.rd = sys.NewReader(rc)
+			c.rd = sys.NewReader(rc, spin)
 		}
 	}
 	if tc, ok := nc.(*net.TCPConn); ok {
