@@ -37,6 +37,10 @@ func ParsePolicy(s string) (Policy, error) {
 	return "", fmt.Errorf("transport %q: must be one of auto, tcp, shm, rdma", s)
 }
 
+// DefaultPollSpin is how long a connection's reader spins on a drained
+// socket before it waits in the poller (Config.PollSpin).
+const DefaultPollSpin = 50 * time.Microsecond
+
 // Config configures an Engine. The zero value of every field means the
 // documented default, so Config{} is a valid configuration of an engine that
 // does not listen.
@@ -71,6 +75,12 @@ type Config struct {
 	// RecvDepth is how many received messages may wait in a peer's receive
 	// queue before senders wait. Default: 128.
 	RecvDepth int `yaml:"recv_depth"`
+	// PollSpin is how long a connection's reader keeps reading a drained
+	// socket before it waits in the Go poller: an answer that comes within
+	// it skips the wake-up of an idle CPU, which on a virtual machine costs
+	// more than a loopback round trip. At most half the CPUs spin at once.
+	// Default: 50µs; negative: never spin.
+	PollSpin time.Duration `yaml:"poll_spin"`
 	// The rdma transport (seed 002's table). XFER_DEVICE, and then
 	// RDMA_DEVICE_NAME, override RDMADevice.
 
@@ -96,15 +106,21 @@ type Config struct {
 	RDMAQPType string `yaml:"rdma_qp_type"`
 	// RDMAUseSRQ shares one receive queue among a peer's queue pairs.
 	RDMAUseSRQ bool `yaml:"rdma_use_srq"`
-	// RDMAUseEventChannel is "true" (default): completion pollers sleep on
-	// the completion channel; or "false": they spin, which saves a wake-up
-	// per completion but costs a core per peer (seed 002's polling mode, for
-	// hosts with cores to spare).
+	// RDMAUseEventChannel is "false" (default, seed 002's polling mode):
+	// completion pollers busy-poll while operations are posted, so no
+	// completion waits for a wake-up, and sleep on the completion channel
+	// after rdma_poll_idle without traffic; or "true": they sleep on the
+	// channel rdma_poll_spin after each burst, which saves CPU under light
+	// load and costs a wake-up per request.
 	RDMAUseEventChannel string `yaml:"rdma_use_event_channel"`
 	// RDMAPollSpin is, with the event channel, how long a poller keeps
 	// polling after activity before it sleeps: a request that completes
 	// within it skips a wake-up. Default: 50µs; negative: never spin.
 	RDMAPollSpin time.Duration `yaml:"rdma_poll_spin"`
+	// RDMAPollIdle is, with busy polling, how long a poller spins without
+	// a post or a completion before it sleeps on the completion channel.
+	// Default: 10ms.
+	RDMAPollIdle time.Duration `yaml:"rdma_poll_idle"`
 	// RDMAUseCM connects queue pairs through rdma_cm on RoCE and InfiniBand
 	// too; iWARP devices always use it. Default: the engine's own exchange.
 	RDMAUseCM bool `yaml:"rdma_use_cm"`
@@ -191,13 +207,24 @@ func (c Config) withDefaults() (Config, error) {
 			return c, fmt.Errorf("config: %s %d: must be between 0 (default) and 65536", key, v)
 		}
 	}
+	switch {
+	case c.PollSpin > time.Second:
+		return c, fmt.Errorf("config: poll_spin %v: at most 1s", c.PollSpin)
+	case c.PollSpin == 0:
+		c.PollSpin = DefaultPollSpin
+	case c.PollSpin < 0:
+		c.PollSpin = -1
+	}
 	if c.RDMAPollSpin > time.Second {
 		return c, fmt.Errorf("config: rdma_poll_spin %v: at most 1s", c.RDMAPollSpin)
 	}
+	if c.RDMAPollIdle < 0 || c.RDMAPollIdle > time.Minute {
+		return c, fmt.Errorf("config: rdma_poll_idle %v: must be between 0 (default, 10ms) and 1m", c.RDMAPollIdle)
+	}
 	switch strings.ToLower(c.RDMAUseEventChannel) {
-	case "", "true":
+	case "true":
 		c.RDMAUseEventChannel = "true"
-	case "false":
+	case "", "false":
 		c.RDMAUseEventChannel = "false"
 	default:
 		return c, fmt.Errorf("config: rdma_use_event_channel %q: must be true or false", c.RDMAUseEventChannel)
@@ -227,5 +254,5 @@ func (c Config) verbs() verbs.Config {
 	}
 	return verbs.Config{Device: c.RDMADevice, Port: c.RDMAPort, GIDIndex: gid, MTU: c.RDMAMTU,
 		MaxInlineData: c.RDMAMaxInlineData, MaxSendWR: c.RDMAMaxSendWR, MaxRecvWR: c.RDMAMaxRecvWR,
-		MaxSGE: c.RDMAMaxSGE, QPType: c.RDMAQPType, UseSRQ: c.RDMAUseSRQ, UseEventChannel: c.RDMAUseEventChannel != "false", PollSpin: c.RDMAPollSpin, UseCM: c.RDMAUseCM}
+		MaxSGE: c.RDMAMaxSGE, QPType: c.RDMAQPType, UseSRQ: c.RDMAUseSRQ, UseEventChannel: c.RDMAUseEventChannel == "true", PollSpin: c.RDMAPollSpin, PollIdle: c.RDMAPollIdle, UseCM: c.RDMAUseCM}
 }

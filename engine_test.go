@@ -57,6 +57,8 @@ func TestConfigValidation(t *testing.T) {
 		"rdma_qp_type":           {RDMAQPType: "UD"},
 		"rdma_use_event_channel": {RDMAUseEventChannel: "sometimes"},
 		"rdma_max_send_wr":       {RDMAMaxSendWR: -1},
+		"poll_spin":              {PollSpin: 2 * time.Second},
+		"rdma_poll_idle":         {RDMAPollIdle: -time.Second},
 	}
 	for key, cfg := range bad {
 		_, err := xfer.Open(ctx, cfg)

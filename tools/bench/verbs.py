@@ -67,11 +67,11 @@ def main():
         base = os.path.basename(path)
         if "." in base:
             continue
-        # rN-NAME; spin runs are rN-spin-xfer_... (spin-rN-xfer_... in early runs)
-        m = re.fullmatch(r"(spin-)?r(\d+)-(.*)", base)
+        # rN-NAME; event-channel runs are rN-events-xfer_...
+        m = re.fullmatch(r"r(\d+)-(.*)", base)
         if not m:
             continue
-        r, name = int(m.group(2)), (m.group(1) or "") + m.group(3)
+        r, name = int(m.group(1)), m.group(2)
         text = read(path)
         rc = read(path + ".rc").strip()
         if rc not in ("", "0"):
@@ -99,11 +99,11 @@ def main():
             row = xfer_row(text, errors, f"round {r} {name}")
             if not row:
                 continue
-            spin = name.startswith("spin-")
-            key = name.removeprefix("spin-")
+            variant = name.startswith("events-")
+            key = name.removeprefix("events-")
             if key.startswith("xfer_write_8"):
-                add(("spin-" if spin else "") + "xfer_write_8_p50_us", r, row["lat_p50_ns"] / 1e3)
-                add(("spin-" if spin else "") + "xfer_write_8_p99_us", r, row["lat_p99_ns"] / 1e3)
+                add(("events-" if variant else "") + "xfer_write_8_p50_us", r, row["lat_p50_ns"] / 1e3)
+                add(("events-" if variant else "") + "xfer_write_8_p99_us", r, row["lat_p99_ns"] / 1e3)
             else:
                 add(name, r, row["bytes_per_sec"])
         for w in re.findall(r"^.*(?:[Ww]arning|Conflicting).*$", text + read(path + ".srv"), re.M):
@@ -116,20 +116,20 @@ def main():
     rows = []
     for op in ("write", "read"):
         peer = f"ib_{op}_bw"
-        for spin in ("", "spin-"):
-            for k in sorted((k for k in med if k.startswith(f"{spin}xfer_{op}_64k_d")),
+        for variant in ("", "events-"):
+            for k in sorted((k for k in med if k.startswith(f"{variant}xfer_{op}_64k_d")),
                             key=lambda k: int(k.rsplit("_d", 1)[1])):
                 depth = k.rsplit("_d", 1)[1]
-                label = f"rdma {op.upper()} 64 KiB, depth {depth}" + (" (spin)" if spin else "")
+                label = f"rdma {op.upper()} 64 KiB, depth {depth}" + (" (event channel)" if variant else "")
                 if peer in med:
                     ratio = med[k] / med[peer]
                     rows.append((label, mb(med[k]), f"{peer} -s 65536 -D 2", mb(med[peer]), ratio, "≥ 0.9", ratio >= 0.9))
-    for spin in ("", "spin-"):
-        k = f"{spin}xfer_write_8_p50_us"
+    for variant in ("", "events-"):
+        k = f"{variant}xfer_write_8_p50_us"
         if k in med and "ib_write_lat_typical_us" in med:
             rtt = 2 * med["ib_write_lat_typical_us"]
             ratio = med[k] / rtt
-            rows.append(("rdma WRITE 8 B round trip p50, depth 1" + (" (spin)" if spin else ""),
+            rows.append(("rdma WRITE 8 B round trip p50, depth 1" + (" (event channel)" if variant else ""),
                          f"{med[k]:.1f} µs", "ib_write_lat t_typical × 2", f"{rtt:.1f} µs", ratio, "≤ 1.2", ratio <= 1.2))
 
     print(f"Medians of {rounds} interleaved rounds.\n")
@@ -137,11 +137,11 @@ def main():
     print("| --- | --- | --- | --- | --- | --- | --- |")
     for name, x, peer, pv, ratio, goal, ok in rows:
         print(f"| {name} | {x} | {peer} | {pv} | {ratio:.2f} | {goal} | {'yes' if ok else '**no**'} |")
-    for spin in ("", "spin-"):
-        if f"{spin}xfer_write_8_p99_us" in med:
-            print(f"| rdma WRITE 8 B round trip p99{' (spin)' if spin else ''} | {med[f'{spin}xfer_write_8_p99_us']:.1f} µs "
+    for variant in ("", "events-"):
+        if f"{variant}xfer_write_8_p99_us" in med:
+            print(f"| rdma WRITE 8 B round trip p99{' (event channel)' if variant else ''} | {med[f'{variant}xfer_write_8_p99_us']:.1f} µs "
                   f"| ib_write_lat 99% × 2 | {2 * med['ib_write_lat_p99_us']:.1f} µs | "
-                  f"{med[f'{spin}xfer_write_8_p99_us'] / (2 * med['ib_write_lat_p99_us']):.2f} | (none) | |")
+                  f"{med[f'{variant}xfer_write_8_p99_us'] / (2 * med['ib_write_lat_p99_us']):.2f} | (none) | |")
 
     print("\nPer-round values (MB/s = 10^6 B/s; latencies in µs):\n")
     for k in sorted(series):

@@ -4,10 +4,10 @@
 # The results go to docs/BENCHMARKS.md ("Issue 3 targets").
 #
 # Usage (on the host; it builds xfer and regmr, then re-runs itself in the VM):
-#   tools/bench/verbs.sh [--rounds N] [--depths "32 16 64"] [--spin]
+#   tools/bench/verbs.sh [--rounds N] [--depths "32 16 64"] [--events]
 # or directly (build ./xfer and bench-out/regmr first):
 #   tools/rdma-vm/rdma-vm --rxe --timeout 1500 -- tools/bench/verbs.sh [options]
-# Defaults: 3 rounds, depth 32, no spin runs.
+# Defaults: 3 rounds, depth 32, no event-channel runs.
 #
 # Each round runs, in this order (server and client of perftest both in the
 # VM, the client to $RDMA_VM_IP = 10.0.0.1, the VM's own dummy0 address;
@@ -18,9 +18,10 @@
 #   xfer bench --transport rdma --op read  --size 64KiB --duration 2s --depth D --json   (each D)
 #   ib_write_lat -d rxe0 -x 1 -s 8 -n 1000
 #   xfer bench --transport rdma --op write --size 8 --depth 1 --iters 2000 --json
-# With --spin, each group of xfer runs is followed by the same runs with
-# XFER_RDMA_USE_EVENT_CHANNEL=false (busy-polling completions, as perftest
-# does; not xfer's default).
+# With --events, each group of xfer runs is followed by the same runs with
+# XFER_RDMA_USE_EVENT_CHANNEL=true (pollers sleep on the completion channel
+# soon after each completion; xfer's default busy-polls while traffic flows,
+# as perftest does).
 # After the rounds: bench-out/regmr (reg_mr + dereg_mr cost per MiB).
 # Raw outputs: bench-out/verbs/; the summary table: bench-out/verbs/summary.md.
 set -uo pipefail
@@ -29,13 +30,13 @@ ROOT=$PWD
 
 ROUNDS=3
 DEPTHS="32"
-SPIN=0
+EVENTS=0
 args=("$@")
 while [ $# -gt 0 ]; do
   case "$1" in
     --rounds) ROUNDS=$2; shift 2 ;;
     --depths) DEPTHS=$2; shift 2 ;;
-    --spin) SPIN=1; shift ;;
+    --events) EVENTS=1; shift ;;
     -h|--help) awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "$0"; exit 0 ;;
     *) echo "verbs.sh: unknown argument $1" >&2; exit 2 ;;
   esac
@@ -82,7 +83,7 @@ PORT=18515
   echo "xfer: $(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null) dirty: $(git -C "$ROOT" status --porcelain --untracked-files=no 2>/dev/null | awk '{print $2}' | tr '\n' ' ')"
   echo "perftest: $(dpkg-query -W -f '${Version}' perftest 2>/dev/null)"
   echo "cpu MHz: $(awk -F: '/cpu MHz/{print $2; exit}' /proc/cpuinfo)"
-  echo "rounds: $ROUNDS  depths: $DEPTHS  spin: $SPIN"
+  echo "rounds: $ROUNDS  depths: $DEPTHS  events: $EVENTS"
   ibv_devinfo -d $DEV | grep -E 'hca_id|state|active_mtu|link_layer'
 } > "$OUT/env.txt" 2>&1
 cat "$OUT/env.txt" >&2
@@ -127,16 +128,16 @@ for r in $(seq 1 "$ROUNDS"); do
     for d in $DEPTHS; do
       xb "r$r-xfer_${op}_64k_d$d" --op $op --size 64KiB --duration 2s --depth "$d"
     done
-    if [ "$SPIN" = 1 ]; then
+    if [ "$EVENTS" = 1 ]; then
       for d in $DEPTHS; do
-        XFER_RDMA_USE_EVENT_CHANNEL=false xb "r$r-spin-xfer_${op}_64k_d$d" --op $op --size 64KiB --duration 2s --depth "$d"
+        XFER_RDMA_USE_EVENT_CHANNEL=true xb "r$r-events-xfer_${op}_64k_d$d" --op $op --size 64KiB --duration 2s --depth "$d"
       done
     fi
   done
   peer "r$r-ib_write_lat" ib_write_lat -d $DEV -x 1 -s 8 -n 1000
   xb "r$r-xfer_write_8_d1" --op write --size 8 --depth 1 --iters 2000
-  if [ "$SPIN" = 1 ]; then
-    XFER_RDMA_USE_EVENT_CHANNEL=false xb "r$r-spin-xfer_write_8_d1" --op write --size 8 --depth 1 --iters 2000
+  if [ "$EVENTS" = 1 ]; then
+    XFER_RDMA_USE_EVENT_CHANNEL=true xb "r$r-events-xfer_write_8_d1" --op write --size 8 --depth 1 --iters 2000
   fi
 done
 

@@ -32,10 +32,11 @@ func TestConformanceCM(t *testing.T) {
 	xfertest.Run(t, xfertest.Options{Policy: xfer.PolicyRDMA, Want: "rdma", Config: xfer.Config{RDMADevice: dev, RDMAUseCM: true}, NoNotifyAddress: true})
 }
 
-// With a shared receive queue (rdma_use_srq) and with busy-polling
-// completion pollers (rdma_use_event_channel: false).
-func TestConformanceSRQPolling(t *testing.T) {
+// With a shared receive queue (rdma_use_srq) and with completion pollers
+// that sleep on the completion channel (rdma_use_event_channel: true; the
+// other runs busy-poll, the default).
+func TestConformanceSRQEvents(t *testing.T) {
 	dev := testutil.RequireVerbs(t)
 	xfertest.Run(t, xfertest.Options{Policy: xfer.PolicyRDMA, Want: "rdma", NoNotifyAddress: true,
-		Config: xfer.Config{RDMADevice: dev, RDMAUseSRQ: true, RDMAUseEventChannel: "false"}})
+		Config: xfer.Config{RDMADevice: dev, RDMAUseSRQ: true, RDMAUseEventChannel: "true"}})
 }

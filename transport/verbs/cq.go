@@ -43,15 +43,17 @@ const (
 	refMask    = 1<<(refIdxBits+refGenBits) - 1
 )
 
-// cqGroup is one CQ of a device, its completion channel (with
-// use_event_channel) and its poller.
+// cqGroup is one CQ of a device, its completion channel and its poller.
 type cqGroup struct {
 	d     *device
 	cq    *ibv.CQ
 	ch    *ibv.CompChannel
-	event bool          // sleep on the channel when idle
-	spin  time.Duration // with the channel: how long to spin before sleeping
+	event bool          // use_event_channel: spin only briefly, then sleep on the channel
+	spin  time.Duration // how long to spin after the last activity before sleeping
 	size  int
+	// posts counts posts to the group's QPs: with busy polling the poller
+	// spins while it moves, even when callers take the completions.
+	posts atomic.Uint64
 
 	// pollMu serialises polling and dispatching: the poller's, and a
 	// caller's that polls for its own operation (pollFor). It guards held,
@@ -136,10 +138,11 @@ func (d *device) cqSize() int {
 func (d *device) newCQGroup(cfg Config) (_ *cqGroup, err error) {
 	g := &cqGroup{d: d, event: cfg.UseEventChannel, spin: cfg.PollSpin, kick: make(chan struct{}, 1),
 		wcs: make([]ibv.WC, 64), eps: make([]*Endpoint, 64)}
-	if g.event {
-		if g.ch, err = d.ctx.CreateCompChannel(); err != nil {
-			return nil, fmt.Errorf("rdma: %s: %w", d.info.Name, err)
-		}
+	if !g.event {
+		g.spin = cfg.PollIdle
+	}
+	if g.ch, err = d.ctx.CreateCompChannel(); err != nil {
+		return nil, fmt.Errorf("rdma: %s: %w", d.info.Name, err)
 	}
 	if g.cq, err = d.ctx.CreateCQ(d.cqSize(), g.ch); err != nil {
 		g.ch.Close()
@@ -264,8 +267,14 @@ func (d *device) closeCQs() {
 
 // run is the poller: it dispatches completions to their endpoints, finishes
 // leave requests once the CQ has been found empty after them, and when
-// there is nothing to do spins (busy polling), or spins a little and sleeps
-// on the completion channel (use_event_channel).
+// there is nothing to do spins, then sleeps on the completion channel.
+//
+// Busy polling (the default, seed 002's use_event_channel: false) spins
+// while operations are posted, whoever polls their completions, and sleeps
+// only after rdma_poll_idle without a post or a completion: a stream of
+// requests never waits for an event, and an idle engine uses no CPU. With
+// use_event_channel the poller spins rdma_poll_spin after its last
+// completion and sleeps at once while a caller polls for its own operation.
 func (g *cqGroup) run() {
 	defer g.wg.Done()
 	var pending []*cqLeave
@@ -273,6 +282,7 @@ func (g *cqGroup) run() {
 	// woke: the poller woke on the channel and has found nothing since (a
 	// caller took the completion): it sleeps again without spinning.
 	woke := false
+	lastPosts := g.posts.Load()
 	defer func() {
 		if events > 0 {
 			g.cq.AckEvents(events)
@@ -315,15 +325,36 @@ func (g *cqGroup) run() {
 			continue
 		}
 		if !g.event {
-			yield()
-			continue
-		}
-		// Adaptive: after activity, poll a little longer before sleeping on
-		// the channel. A request-response (a small WRITE waiting for its
-		// acknowledgement) usually completes within the window and skips
-		// the wake-up; an idle peer pays the window once per burst. While a
-		// caller polls for its own operation, the poller sleeps at once.
-		if g.spin > 0 && !g.caller.Load() && !woke {
+			select {
+			case <-g.kick: // new leaves, or stopping: look at them first
+				continue
+			default:
+			}
+			// Busy: spin until nothing is posted or completes for g.spin.
+			until := time.Now().Add(g.spin)
+			for n == 0 && len(g.kick) == 0 {
+				if p := g.posts.Load(); p != lastPosts {
+					lastPosts = p
+					until = time.Now().Add(g.spin)
+				} else if time.Now().After(until) {
+					break
+				}
+				yield()
+				if n, err = g.pollLocked(); err != nil {
+					g.broken(err, pending)
+					return
+				}
+			}
+			if n > 0 || len(g.kick) > 0 {
+				continue
+			}
+		} else if g.spin > 0 && !g.caller.Load() && !woke {
+			// Adaptive: after activity, poll a little longer before
+			// sleeping on the channel. A request-response (a small WRITE
+			// waiting for its acknowledgement) usually completes within the
+			// window and skips the wake-up; an idle peer pays the window
+			// once per burst. While a caller polls for its own operation,
+			// the poller sleeps at once.
 			until := time.Now().Add(g.spin)
 			for n == 0 && time.Now().Before(until) && len(g.kick) == 0 && !g.caller.Load() {
 				yield()
@@ -358,7 +389,10 @@ func (g *cqGroup) run() {
 		if ctx.Err() != nil {
 			continue
 		}
+		pollerSleeps.Add(1)
+		pollersAsleep.Add(1)
 		_, err = g.ch.WaitEvent(ctx)
+		pollersAsleep.Add(-1)
 		g.mu.Lock()
 		g.wake = nil
 		g.mu.Unlock()
@@ -380,6 +414,13 @@ func (g *cqGroup) pollLocked() (int, error) {
 	g.release()
 	return g.poll(g.wcs, g.eps)
 }
+
+// pollerSleeps counts the times a poller went to sleep on its completion
+// channel (tests only look at it).
+var pollerSleeps atomic.Uint64
+
+// pollersAsleep is how many pollers sleep on their channel right now.
+var pollersAsleep atomic.Int32
 
 // syncPolled counts operations whose completion the posting goroutine
 // polled itself (tests only look at it).

@@ -231,3 +231,59 @@ func TestCQFull(t *testing.T) {
 		time.Sleep(50 * time.Millisecond)
 	}
 }
+
+// A busy poller (the default) spins while operations are posted, even when
+// their callers poll the completions themselves, and sleeps on the
+// completion channel once the peer is idle for rdma_poll_idle; the next
+// operation wakes it.
+func TestBusyPollerSleepsWhenIdle(t *testing.T) {
+	dev := testutil.RequireVerbs(t)
+	cfg := xfer.Config{RDMADevice: dev, RDMAPollIdle: 50 * time.Millisecond}
+	p := xfertest.NewPair(t, xfertest.Options{Policy: xfer.PolicyRDMA, Config: cfg}, "")
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	desc, ok := p.Peer.Region("target")
+	if !ok {
+		t.Fatal("no target region")
+	}
+	buf, err := p.Client.Alloc(64)
+	if err != nil {
+		t.Fatal(err)
+	}
+	write := func(i int) {
+		t.Helper()
+		buf.Bytes()[0] = byte(i)
+		if err := p.Peer.Write(ctx, buf.Bytes()[:8], desc.At(0)); err != nil {
+			t.Fatal(err)
+		}
+		if got := p.Target.Bytes()[0]; got != byte(i) {
+			t.Fatalf("write %d: target holds %d", i, got)
+		}
+	}
+	write(0)
+	// A stream of operations: no poller sleeps while it runs (each takes
+	// far less than the idle time, even under emulation), save a few that
+	// a slow vCPU may cause.
+	before := verbs.PollerSleeps()
+	const ops = 300
+	for i := range ops {
+		write(i)
+	}
+	if n := verbs.PollerSleeps() - before; n > ops/10 {
+		t.Errorf("the pollers slept %d times during %d back-to-back writes: busy polling should keep them awake", n, ops)
+	}
+	// Idle: both engines' pollers go to sleep (the target's may already
+	// be asleep: one-sided writes post nothing on its side).
+	for deadline := time.Now().Add(10 * time.Second); verbs.PollersAsleep() < 2; {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d pollers asleep after 10s of idle, want both engines'", verbs.PollersAsleep())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	// The next operation wakes them and completes.
+	write(7)
+	t.Logf("%d poller sleeps in all", verbs.PollerSleeps())
+	if n := verbs.PollersAsleep(); n > 1 {
+		t.Logf("%d pollers still asleep after the write (the target's needs no wake-up)", n)
+	}
+}

@@ -522,6 +522,7 @@ func (e *Endpoint) postGroup(q *sendQueue, op *transport.Op, slot, gen uint32, g
 	err := errReleased
 	if !e.released {
 		_, err = q.qp.PostSend(wrs)
+		e.cqg.posts.Add(1)
 	}
 	e.life.RUnlock()
 	q.wrs = wrs[:0]
@@ -581,6 +582,7 @@ func (e *Endpoint) sendNow(op *transport.Op, wr ibv.SendWR) (slot, gen uint32, p
 	err = errReleased
 	if !e.released {
 		_, err = q.qp.PostSend(q.wrs)
+		e.cqg.posts.Add(1)
 	}
 	e.life.RUnlock()
 	q.mu.Unlock()

@@ -27,3 +27,6 @@ func CQSize(name string) int {
 // SyncPolled counts operations completed by their posting goroutine's own
 // poll of the CQ.
 func SyncPolled() uint64 { return syncPolled.Load() }
+
+func PollerSleeps() uint64 { return pollerSleeps.Load() }
+func PollersAsleep() int { return int(pollersAsleep.Load()) }

@@ -20,6 +20,10 @@ import (
 	"github.com/xferio/xfer/transport/tcp"
 )
 
+// DefaultPollIdle is how long a busy poller spins without a post or a
+// completion before it sleeps on the completion channel.
+const DefaultPollIdle = 10 * time.Millisecond
+
 // Config selects and sizes the RDMA resources, after seed 002's table. The
 // zero value of each field is a documented default.
 type Config struct {
@@ -33,9 +37,10 @@ type Config struct {
 	MaxSGE          int           // default 1
 	QPType          string        // "RC" (the only type supported)
 	UseSRQ          bool          // share one receive queue among a peer's QPs
-	UseEventChannel bool          // sleep on the completion channel instead of busy-polling
+	UseEventChannel bool          // sleep on the completion channel soon after each completion instead of busy-polling
 	UseCM           bool          // connect through rdma_cm also on RoCE/InfiniBand (iWARP always does)
 	PollSpin        time.Duration // with the event channel: how long a poller spins before it sleeps; default 50µs, <0 never
+	PollIdle        time.Duration // busy polling: how long a poller spins without posts or completions before it sleeps; default 10ms
 	QPsPerPeer      int           // default 2: large transfers are cut into slices over them
 	SliceSize       int           // default 1 MiB
 }
@@ -61,6 +66,9 @@ func (c Config) withDefaults() Config {
 		c.PollSpin = 50 * time.Microsecond
 	case c.PollSpin < 0:
 		c.PollSpin = 0
+	}
+	if c.PollIdle <= 0 {
+		c.PollIdle = DefaultPollIdle
 	}
 	if c.SliceSize == 0 {
 		c.SliceSize = 1 << 20
