@@ -29,4 +29,4 @@ func CQSize(name string) int {
 func SyncPolled() uint64 { return syncPolled.Load() }
 
 func PollerSleeps() uint64 { return pollerSleeps.Load() }
-func PollersAsleep() int { return int(pollersAsleep.Load()) }
+func PollersAsleep() int   { return int(pollersAsleep.Load()) }
