@@ -58,7 +58,7 @@ func TestConfigValidation(t *testing.T) {
 		"rdma_use_event_channel": {RDMAUseEventChannel: "sometimes"},
 		"rdma_max_send_wr":       {RDMAMaxSendWR: -1},
 		"poll_spin":              {PollSpin: 2 * time.Second},
-		"rdma_poll_idle":         {RDMAPollIdle: -time.Second},
+		"rdma_poll_idle":         {RDMAPollIdle: time.Hour},
 	}
 	for key, cfg := range bad {
 		_, err := xfer.Open(ctx, cfg)

@@ -24,6 +24,11 @@ import sys
 MIB = 1 << 20
 
 
+# Run variants: the defaults, the event channel, pollers that never sleep.
+VARIANTS = ("", "events-", "always-")
+LABELS = {"": "", "events-": " (event channel)", "always-": " (pollers never sleep)"}
+
+
 def read(path):
     try:
         with open(path) as f:
@@ -67,7 +72,7 @@ def main():
         base = os.path.basename(path)
         if "." in base:
             continue
-        # rN-NAME; event-channel runs are rN-events-xfer_...
+        # rN-NAME; variant runs are rN-events-xfer_... and rN-always-xfer_...
         m = re.fullmatch(r"r(\d+)-(.*)", base)
         if not m:
             continue
@@ -99,11 +104,11 @@ def main():
             row = xfer_row(text, errors, f"round {r} {name}")
             if not row:
                 continue
-            variant = name.startswith("events-")
-            key = name.removeprefix("events-")
+            variant = next((v for v in VARIANTS if v and name.startswith(v)), "")
+            key = name.removeprefix(variant)
             if key.startswith("xfer_write_8"):
-                add(("events-" if variant else "") + "xfer_write_8_p50_us", r, row["lat_p50_ns"] / 1e3)
-                add(("events-" if variant else "") + "xfer_write_8_p99_us", r, row["lat_p99_ns"] / 1e3)
+                add(variant + "xfer_write_8_p50_us", r, row["lat_p50_ns"] / 1e3)
+                add(variant + "xfer_write_8_p99_us", r, row["lat_p99_ns"] / 1e3)
             else:
                 add(name, r, row["bytes_per_sec"])
         for w in re.findall(r"^.*(?:[Ww]arning|Conflicting).*$", text + read(path + ".srv"), re.M):
@@ -116,20 +121,20 @@ def main():
     rows = []
     for op in ("write", "read"):
         peer = f"ib_{op}_bw"
-        for variant in ("", "events-"):
+        for variant in VARIANTS:
             for k in sorted((k for k in med if k.startswith(f"{variant}xfer_{op}_64k_d")),
                             key=lambda k: int(k.rsplit("_d", 1)[1])):
                 depth = k.rsplit("_d", 1)[1]
-                label = f"rdma {op.upper()} 64 KiB, depth {depth}" + (" (event channel)" if variant else "")
+                label = f"rdma {op.upper()} 64 KiB, depth {depth}" + LABELS[variant]
                 if peer in med:
                     ratio = med[k] / med[peer]
                     rows.append((label, mb(med[k]), f"{peer} -s 65536 -D 2", mb(med[peer]), ratio, "≥ 0.9", ratio >= 0.9))
-    for variant in ("", "events-"):
+    for variant in VARIANTS:
         k = f"{variant}xfer_write_8_p50_us"
         if k in med and "ib_write_lat_typical_us" in med:
             rtt = 2 * med["ib_write_lat_typical_us"]
             ratio = med[k] / rtt
-            rows.append(("rdma WRITE 8 B round trip p50, depth 1" + (" (event channel)" if variant else ""),
+            rows.append(("rdma WRITE 8 B round trip p50, depth 1" + LABELS[variant],
                          f"{med[k]:.1f} µs", "ib_write_lat t_typical × 2", f"{rtt:.1f} µs", ratio, "≤ 1.2", ratio <= 1.2))
 
     print(f"Medians of {rounds} interleaved rounds.\n")
@@ -137,9 +142,9 @@ def main():
     print("| --- | --- | --- | --- | --- | --- | --- |")
     for name, x, peer, pv, ratio, goal, ok in rows:
         print(f"| {name} | {x} | {peer} | {pv} | {ratio:.2f} | {goal} | {'yes' if ok else '**no**'} |")
-    for variant in ("", "events-"):
+    for variant in VARIANTS:
         if f"{variant}xfer_write_8_p99_us" in med:
-            print(f"| rdma WRITE 8 B round trip p99{' (event channel)' if variant else ''} | {med[f'{variant}xfer_write_8_p99_us']:.1f} µs "
+            print(f"| rdma WRITE 8 B round trip p99{LABELS[variant]} | {med[f'{variant}xfer_write_8_p99_us']:.1f} µs "
                   f"| ib_write_lat 99% × 2 | {2 * med['ib_write_lat_p99_us']:.1f} µs | "
                   f"{med[f'{variant}xfer_write_8_p99_us'] / (2 * med['ib_write_lat_p99_us']):.2f} | (none) | |")
 

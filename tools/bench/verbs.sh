@@ -4,7 +4,7 @@
 # The results go to docs/BENCHMARKS.md ("Issue 3 targets").
 #
 # Usage (on the host; it builds xfer and regmr, then re-runs itself in the VM):
-#   tools/bench/verbs.sh [--rounds N] [--depths "32 16 64"] [--events]
+#   tools/bench/verbs.sh [--rounds N] [--depths "32 16 64"] [--events] [--always]
 # or directly (build ./xfer and bench-out/regmr first):
 #   tools/rdma-vm/rdma-vm --rxe --timeout 1500 -- tools/bench/verbs.sh [options]
 # Defaults: 3 rounds, depth 32, no event-channel runs.
@@ -22,6 +22,12 @@
 # XFER_RDMA_USE_EVENT_CHANNEL=true (pollers sleep on the completion channel
 # soon after each completion; xfer's default busy-polls while traffic flows,
 # as perftest does).
+# With --always, the 8 B latency runs are also repeated with
+# XFER_RDMA_POLL_IDLE=-1ns: both processes' pollers spin all the time while
+# a peer is connected, as both sides of ib_write_lat do. By default the
+# target's poller, which one-sided writes give nothing to poll, sleeps after
+# rdma_poll_idle, and on SoftRoCE its idle vCPU is slow to wake for the rxe
+# work the target does in the kernel.
 # After the rounds: bench-out/regmr (reg_mr + dereg_mr cost per MiB).
 # Raw outputs: bench-out/verbs/; the summary table: bench-out/verbs/summary.md.
 set -uo pipefail
@@ -31,12 +37,14 @@ ROOT=$PWD
 ROUNDS=3
 DEPTHS="32"
 EVENTS=0
+ALWAYS=0
 args=("$@")
 while [ $# -gt 0 ]; do
   case "$1" in
     --rounds) ROUNDS=$2; shift 2 ;;
     --depths) DEPTHS=$2; shift 2 ;;
     --events) EVENTS=1; shift ;;
+    --always) ALWAYS=1; shift ;;
     -h|--help) awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "$0"; exit 0 ;;
     *) echo "verbs.sh: unknown argument $1" >&2; exit 2 ;;
   esac
@@ -83,7 +91,7 @@ PORT=18515
   echo "xfer: $(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null) dirty: $(git -C "$ROOT" status --porcelain --untracked-files=no 2>/dev/null | awk '{print $2}' | tr '\n' ' ')"
   echo "perftest: $(dpkg-query -W -f '${Version}' perftest 2>/dev/null)"
   echo "cpu MHz: $(awk -F: '/cpu MHz/{print $2; exit}' /proc/cpuinfo)"
-  echo "rounds: $ROUNDS  depths: $DEPTHS  events: $EVENTS"
+  echo "rounds: $ROUNDS  depths: $DEPTHS  events: $EVENTS  always: $ALWAYS"
   ibv_devinfo -d $DEV | grep -E 'hca_id|state|active_mtu|link_layer'
 } > "$OUT/env.txt" 2>&1
 cat "$OUT/env.txt" >&2
@@ -138,6 +146,9 @@ for r in $(seq 1 "$ROUNDS"); do
   xb "r$r-xfer_write_8_d1" --op write --size 8 --depth 1 --iters 2000
   if [ "$EVENTS" = 1 ]; then
     XFER_RDMA_USE_EVENT_CHANNEL=true xb "r$r-events-xfer_write_8_d1" --op write --size 8 --depth 1 --iters 2000
+  fi
+  if [ "$ALWAYS" = 1 ]; then
+    XFER_RDMA_POLL_IDLE=-1ns xb "r$r-always-xfer_write_8_d1" --op write --size 8 --depth 1 --iters 2000
   fi
 done
 

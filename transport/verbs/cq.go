@@ -272,7 +272,9 @@ func (d *device) closeCQs() {
 // Busy polling (the default, seed 002's use_event_channel: false) spins
 // while operations are posted, whoever polls their completions, and sleeps
 // only after rdma_poll_idle without a post or a completion: a stream of
-// requests never waits for an event, and an idle engine uses no CPU. With
+// requests never waits for an event, and an idle engine uses no CPU. A
+// negative rdma_poll_idle never sleeps while a peer is connected, as
+// perftest's both sides poll. With
 // use_event_channel the poller spins rdma_poll_spin after its last
 // completion and sleeps at once while a caller polls for its own operation.
 func (g *cqGroup) run() {
@@ -336,7 +338,7 @@ func (g *cqGroup) run() {
 				if p := g.posts.Load(); p != lastPosts {
 					lastPosts = p
 					until = time.Now().Add(g.spin)
-				} else if time.Now().After(until) {
+				} else if g.spin >= 0 && time.Now().After(until) {
 					break
 				}
 				yield()

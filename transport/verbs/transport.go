@@ -40,7 +40,7 @@ type Config struct {
 	UseEventChannel bool          // sleep on the completion channel soon after each completion instead of busy-polling
 	UseCM           bool          // connect through rdma_cm also on RoCE/InfiniBand (iWARP always does)
 	PollSpin        time.Duration // with the event channel: how long a poller spins before it sleeps; default 50µs, <0 never
-	PollIdle        time.Duration // busy polling: how long a poller spins without posts or completions before it sleeps; default 10ms
+	PollIdle        time.Duration // busy polling: how long a poller spins without posts or completions before it sleeps; default 10ms, <0 never
 	QPsPerPeer      int           // default 2: large transfers are cut into slices over them
 	SliceSize       int           // default 1 MiB
 }
@@ -67,8 +67,11 @@ func (c Config) withDefaults() Config {
 	case c.PollSpin < 0:
 		c.PollSpin = 0
 	}
-	if c.PollIdle <= 0 {
+	switch {
+	case c.PollIdle == 0:
 		c.PollIdle = DefaultPollIdle
+	case c.PollIdle < 0:
+		c.PollIdle = -1
 	}
 	if c.SliceSize == 0 {
 		c.SliceSize = 1 << 20
