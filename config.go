@@ -39,7 +39,7 @@ func ParsePolicy(s string) (Policy, error) {
 
 // DefaultPollSpin is how long a connection's reader spins on a drained
 // socket before it waits in the poller (Config.PollSpin).
-const DefaultPollSpin = 50 * time.Microsecond
+const DefaultPollSpin = 20 * time.Microsecond
 
 // Config configures an Engine. The zero value of every field means the
 // documented default, so Config{} is a valid configuration of an engine that
@@ -79,7 +79,7 @@ type Config struct {
 	// socket before it waits in the Go poller: an answer that comes within
 	// it skips the wake-up of an idle CPU, which on a virtual machine costs
 	// more than a loopback round trip. At most half the CPUs spin at once.
-	// Default: 50µs; negative: never spin.
+	// Default: 20µs; negative: never spin.
 	PollSpin time.Duration `yaml:"poll_spin"`
 	// The rdma transport (seed 002's table). XFER_DEVICE, and then
 	// RDMA_DEVICE_NAME, override RDMADevice.
