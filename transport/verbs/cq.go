@@ -274,9 +274,9 @@ func (d *device) closeCQs() {
 // only after rdma_poll_idle without a post or a completion: a stream of
 // requests never waits for an event, and an idle engine uses no CPU. A
 // negative rdma_poll_idle never sleeps while a peer is connected, as
-// perftest's both sides poll. With
-// use_event_channel the poller spins rdma_poll_spin after its last
-// completion and sleeps at once while a caller polls for its own operation.
+// perftest's both sides poll. With use_event_channel the poller spins
+// rdma_poll_spin after its last completion and sleeps at once while a
+// caller polls for its own operation.
 func (g *cqGroup) run() {
 	defer g.wg.Done()
 	var pending []*cqLeave
