@@ -342,7 +342,7 @@ func (g *cqGroup) run() {
 					break
 				}
 				yield()
-				if n, err = g.pollLocked(); err != nil {
+				if n, err = g.tryPoll(); err != nil {
 					g.broken(err, pending)
 					return
 				}
@@ -412,6 +412,18 @@ func (g *cqGroup) run() {
 // pollLocked is poll under pollMu, after handing over held completions.
 func (g *cqGroup) pollLocked() (int, error) {
 	g.pollMu.Lock()
+	defer g.pollMu.Unlock()
+	g.release()
+	return g.poll(g.wcs, g.eps)
+}
+
+// tryPoll is pollLocked unless a caller holds pollMu (it polls for its own
+// operation): then it returns at once, so that the spinning poller never
+// blocks on the mutex, and the caller's unlock never has a poller to wake.
+func (g *cqGroup) tryPoll() (int, error) {
+	if !g.pollMu.TryLock() {
+		return 0, nil
+	}
 	defer g.pollMu.Unlock()
 	g.release()
 	return g.poll(g.wcs, g.eps)
