@@ -332,40 +332,17 @@ func (g *cqGroup) run() {
 				continue
 			default:
 			}
-			// Busy: spin until nothing is posted or completes for g.spin.
-			until := time.Now().Add(g.spin)
-			for n == 0 && len(g.kick) == 0 {
-				if p := g.posts.Load(); p != lastPosts {
-					lastPosts = p
-					until = time.Now().Add(g.spin)
-				} else if g.spin >= 0 && time.Now().After(until) {
-					break
-				}
-				yield()
-				if n, err = g.tryPoll(); err != nil {
-					g.broken(err, pending)
-					return
-				}
+		}
+		// Spin before sleeping: busy polling while operations are posted;
+		// with the channel, a short window after activity (a request that
+		// completes within it skips the wake-up), and none while a caller
+		// polls for its own operation or after a wake-up that found nothing.
+		if !g.event || g.spin > 0 && !g.caller.Load() && !woke {
+			if n, err = g.spinPoll(&lastPosts); err != nil {
+				g.broken(err, pending)
+				return
 			}
-			if n > 0 || len(g.kick) > 0 {
-				continue
-			}
-		} else if g.spin > 0 && !g.caller.Load() && !woke {
-			// Adaptive: after activity, poll a little longer before
-			// sleeping on the channel. A request-response (a small WRITE
-			// waiting for its acknowledgement) usually completes within the
-			// window and skips the wake-up; an idle peer pays the window
-			// once per burst. While a caller polls for its own operation,
-			// the poller sleeps at once.
-			until := time.Now().Add(g.spin)
-			for n == 0 && time.Now().Before(until) && len(g.kick) == 0 && !g.caller.Load() {
-				yield()
-				if n, err = g.pollLocked(); err != nil {
-					g.broken(err, pending)
-					return
-				}
-			}
-			if n > 0 {
+			if n > 0 || !g.event && len(g.kick) > 0 {
 				continue
 			}
 		}
@@ -409,12 +386,34 @@ func (g *cqGroup) run() {
 	}
 }
 
+// spinPoll polls until it finds completions, the poller is kicked, or the
+// spin ends: with busy polling, g.spin after the last post (never, when
+// negative); with the channel, g.spin, or as soon as a caller polls.
+func (g *cqGroup) spinPoll(lastPosts *uint64) (int, error) {
+	until := time.Now().Add(g.spin)
+	for len(g.kick) == 0 {
+		if g.event {
+			if g.caller.Load() || time.Now().After(until) {
+				return 0, nil
+			}
+		} else if p := g.posts.Load(); p != *lastPosts {
+			*lastPosts = p
+			until = time.Now().Add(g.spin)
+		} else if g.spin >= 0 && time.Now().After(until) {
+			return 0, nil
+		}
+		yield()
+		if n, err := g.tryPoll(); n > 0 || err != nil {
+			return n, err
+		}
+	}
+	return 0, nil
+}
+
 // pollLocked is poll under pollMu, after handing over held completions.
 func (g *cqGroup) pollLocked() (int, error) {
 	g.pollMu.Lock()
-	defer g.pollMu.Unlock()
-	g.release()
-	return g.poll(g.wcs, g.eps)
+	return g.pollHeld()
 }
 
 // tryPoll is pollLocked unless a caller holds pollMu (it polls for its own
@@ -424,6 +423,11 @@ func (g *cqGroup) tryPoll() (int, error) {
 	if !g.pollMu.TryLock() {
 		return 0, nil
 	}
+	return g.pollHeld()
+}
+
+// pollHeld polls with pollMu held, and releases it.
+func (g *cqGroup) pollHeld() (int, error) {
 	defer g.pollMu.Unlock()
 	g.release()
 	return g.poll(g.wcs, g.eps)
