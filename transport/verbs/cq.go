@@ -63,9 +63,12 @@ type cqGroup struct {
 	eps    []*Endpoint
 	closed bool        // the CQ is destroyed
 	caller atomic.Bool // a caller is polling: the poller does not spin
+	// wants counts callers waiting to poll for their own operation: the
+	// spinning poller leaves the poll lock to them.
+	wants atomic.Int32
 	// dispatching is set while completions are being dispatched (by the
 	// poller or a caller): a Post that finds the poll lock taken then gives
-	// up at once, since it may run inside that dispatch.
+	// up soon (dispatchTries), since it may run inside that dispatch.
 	dispatching atomic.Bool
 
 	mu       sync.Mutex
@@ -416,11 +419,13 @@ func (g *cqGroup) pollLocked() (int, error) {
 	return g.pollHeld()
 }
 
-// tryPoll is pollLocked unless a caller holds pollMu (it polls for its own
-// operation): then it returns at once, so that the spinning poller never
-// blocks on the mutex, and the caller's unlock never has a poller to wake.
+// tryPoll is pollLocked unless a caller holds pollMu or wants it (to poll
+// for its own operation): then it returns at once, so that the spinning
+// poller never blocks on the mutex, the caller's unlock never has a poller
+// to wake, and a caller that wants to poll finds the lock free after at
+// most one poll of the poller.
 func (g *cqGroup) tryPoll() (int, error) {
-	if !g.pollMu.TryLock() {
+	if g.wants.Load() > 0 || !g.pollMu.TryLock() {
 		return 0, nil
 	}
 	return g.pollHeld()
@@ -447,24 +452,37 @@ var syncPolled atomic.Uint64
 // syncPollMax bounds how long a caller polls for its own operation.
 const syncPollMax = time.Millisecond
 
+// How many times pollFor tries the poll lock (yielding in between) before
+// it leaves the operation to the poller: while completions are being
+// dispatched, and otherwise.
+const (
+	dispatchTries = 8
+	lockTries     = 32
+)
+
 // pollFor polls the CQ in the caller's goroutine until the operation of
 // slot and gen completes, for at most syncPollMax, dispatching whatever
-// else it finds as the poller would. It gives up at once when another
-// goroutine is polling (the poller, or a caller; and a handler or completer
-// that posts, which runs under the poll of its own goroutine).
+// else it finds as the poller would. While another goroutine holds the poll
+// lock it waits a little: the spinning poller leaves the lock to a caller
+// that wants it (wants) after its current poll, and when that poll found
+// the caller's own completion (the poller often wins that race), waiting
+// for its dispatch is far cheaper than giving up and being woken by it. It
+// gives up after dispatchTries while completions are being dispatched, since
+// the caller may be a handler that posts from inside that very dispatch.
 func (e *Endpoint) pollFor(slot, gen uint32) {
 	g := e.cqg
 	if g == nil {
 		return
 	}
-	// The lock is held only for a poll, unless completions are being
-	// dispatched (perhaps by this very goroutine, a handler that posts).
+	g.wants.Add(1)
 	for tries := 0; !g.pollMu.TryLock(); tries++ {
-		if tries == 32 || g.dispatching.Load() {
+		if tries == lockTries || g.dispatching.Load() && tries >= dispatchTries || e.slotDone(slot, gen) {
+			g.wants.Add(-1)
 			return
 		}
 		yield()
 	}
+	g.wants.Add(-1)
 	defer g.pollMu.Unlock()
 	if g.closed {
 		return
