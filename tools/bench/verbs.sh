@@ -4,7 +4,7 @@
 # The results go to docs/BENCHMARKS.md ("Issue 3 targets").
 #
 # Usage (on the host; it builds xfer and regmr, then re-runs itself in the VM):
-#   tools/bench/verbs.sh [--rounds N] [--depths "32 16 64"] [--events] [--always]
+#   tools/bench/verbs.sh [--rounds N] [--depths "32 16 64"] [--events] [--always] [--lat-only]
 # or directly (build ./xfer and bench-out/regmr first):
 #   tools/rdma-vm/rdma-vm --rxe --timeout 1500 -- tools/bench/verbs.sh [options]
 # Defaults: 3 rounds, depth 32, no event-channel runs.
@@ -28,6 +28,8 @@
 # target's poller, which one-sided writes give nothing to poll, sleeps after
 # rdma_poll_idle, and on SoftRoCE its idle vCPU is slow to wake for the rxe
 # work the target does in the kernel.
+# With --lat-only, each round runs only the 8 B latency pairs (no bandwidth
+# runs, no regmr): more rounds of the noisiest figure in the same time.
 # After the rounds: bench-out/regmr (reg_mr + dereg_mr cost per MiB).
 # Raw outputs: bench-out/verbs/; the summary table: bench-out/verbs/summary.md.
 set -uo pipefail
@@ -38,6 +40,7 @@ ROUNDS=3
 DEPTHS="32"
 EVENTS=0
 ALWAYS=0
+LATONLY=0
 args=("$@")
 while [ $# -gt 0 ]; do
   case "$1" in
@@ -45,6 +48,7 @@ while [ $# -gt 0 ]; do
     --depths) DEPTHS=$2; shift 2 ;;
     --events) EVENTS=1; shift ;;
     --always) ALWAYS=1; shift ;;
+    --lat-only) LATONLY=1; shift ;;
     -h|--help) awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "$0"; exit 0 ;;
     *) echo "verbs.sh: unknown argument $1" >&2; exit 2 ;;
   esac
@@ -91,7 +95,7 @@ PORT=18515
   echo "xfer: $(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null) dirty: $(git -C "$ROOT" status --porcelain --untracked-files=no 2>/dev/null | awk '{print $2}' | tr '\n' ' ')"
   echo "perftest: $(dpkg-query -W -f '${Version}' perftest 2>/dev/null)"
   echo "cpu MHz: $(awk -F: '/cpu MHz/{print $2; exit}' /proc/cpuinfo)"
-  echo "rounds: $ROUNDS  depths: $DEPTHS  events: $EVENTS  always: $ALWAYS"
+  echo "rounds: $ROUNDS  depths: $DEPTHS  events: $EVENTS  always: $ALWAYS  lat-only: $LATONLY"
   ibv_devinfo -d $DEV | grep -E 'hca_id|state|active_mtu|link_layer'
 } > "$OUT/env.txt" 2>&1
 cat "$OUT/env.txt" >&2
@@ -132,6 +136,7 @@ t0=$(date +%s)
 for r in $(seq 1 "$ROUNDS"); do
   echo "round $r/$ROUNDS ($(( $(date +%s) - t0 )) s)" >&2
   for op in write read; do
+    [ "$LATONLY" = 1 ] && break
     peer "r$r-ib_${op}_bw" ib_${op}_bw -d $DEV -x 1 -s 65536 -D 2
     for d in $DEPTHS; do
       xb "r$r-xfer_${op}_64k_d$d" --op $op --size 64KiB --duration 2s --depth "$d"
@@ -153,7 +158,7 @@ for r in $(seq 1 "$ROUNDS"); do
 done
 
 echo "regmr ($(( $(date +%s) - t0 )) s)" >&2
-if [ -x bench-out/regmr ]; then
+if [ "$LATONLY" = 0 ] && [ -x bench-out/regmr ]; then
   timeout 300 bench-out/regmr -dev $DEV >"$OUT/regmr" 2>"$OUT/regmr.err" || echo "  regmr failed: $(cat "$OUT/regmr.err")" >&2
 fi
 echo "done ($(( $(date +%s) - t0 )) s)" >&2
