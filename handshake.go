@@ -203,7 +203,7 @@ func (e *Engine) acceptPeer(nc net.Conn, h *wire.Hello) (*Peer, error) {
 	defer cancel()
 	ep, err := t.Connect(ctx, transport.Params{
 		Role: transport.Acceptor, Conn: nc, Local: local, Remote: remote, Host: p.host(),
-		Conns: conns, MaxMessage: int(w.MaxMessage), RecvDepth: int(w.RecvDepth), PollSpin: max(e.cfg.PollSpin, 0), Logger: e.log,
+		Conns: conns, MaxMessage: int(w.MaxMessage), RecvDepth: int(w.RecvDepth), PollSpin: e.cfg.PollSpin, Logger: e.log,
 		AcceptExtra: func(ctx context.Context) (net.Conn, error) {
 			select {
 			case c := <-joins:
@@ -466,7 +466,7 @@ func (e *Engine) connectOnce(ctx context.Context, p *Peer, exclude map[string]er
 	p.setRemote(remote, w.Exports)
 	ep, err = t.Connect(ctx, transport.Params{
 		Role: transport.Dialer, Conn: nc, Local: local, Remote: remote, Host: p.host(),
-		Conns: int(w.Conns), MaxMessage: int(w.MaxMessage), RecvDepth: int(w.RecvDepth), PollSpin: max(e.cfg.PollSpin, 0), Logger: e.log,
+		Conns: int(w.Conns), MaxMessage: int(w.MaxMessage), RecvDepth: int(w.RecvDepth), PollSpin: e.cfg.PollSpin, Logger: e.log,
 		DialExtra: func(ctx context.Context) (net.Conn, error) { return e.join(ctx, addr, w.Token) },
 	})
 	nc = nil // Connect owns it now, on success and on failure

@@ -143,11 +143,12 @@ func (r *Reader) read(fd uintptr) bool {
 			continue
 		case unix.EAGAIN:
 			if !spinning {
-				if r.spin <= 0 || spinners.Add(1) > maxSpinners {
-					if r.spin > 0 {
-						spinners.Add(-1)
-					}
+				if r.spin <= 0 {
 					return false // wait in the poller, then try again
+				}
+				if spinners.Add(1) > maxSpinners {
+					spinners.Add(-1)
+					return false
 				}
 				spinning, until = true, time.Now().Add(r.spin)
 			} else if time.Now().After(until) {

@@ -474,15 +474,9 @@ func (e *Endpoint) pollFor(slot, gen uint32) {
 	if g == nil {
 		return
 	}
-	g.wants.Add(1)
-	for tries := 0; !g.pollMu.TryLock(); tries++ {
-		if tries == lockTries || g.dispatching.Load() && tries >= dispatchTries || e.slotDone(slot, gen) {
-			g.wants.Add(-1)
-			return
-		}
-		yield()
+	if !g.pollMu.TryLock() && !e.waitPollLock(slot, gen) {
+		return
 	}
-	g.wants.Add(-1)
 	defer g.pollMu.Unlock()
 	if g.closed {
 		return
@@ -513,6 +507,24 @@ func (e *Endpoint) pollFor(slot, gen uint32) {
 				return
 			}
 			yield()
+		}
+	}
+}
+
+// waitPollLock takes the poll lock for pollFor once it was found taken,
+// counted in wants meanwhile. It reports false, without the lock, when it
+// gives up or the operation of slot and gen completed meanwhile.
+func (e *Endpoint) waitPollLock(slot, gen uint32) bool {
+	g := e.cqg
+	g.wants.Add(1)
+	defer g.wants.Add(-1)
+	for tries := 0; ; tries++ {
+		if tries == lockTries || g.dispatching.Load() && tries >= dispatchTries || e.slotDone(slot, gen) {
+			return false
+		}
+		yield()
+		if g.pollMu.TryLock() {
+			return true
 		}
 	}
 }
