@@ -7,6 +7,7 @@ import (
 	"errors"
 	"net/netip"
 	"os"
+	"syscall"
 	"testing"
 	"time"
 
@@ -291,34 +292,60 @@ func newCMPair(tb testing.TB, opts pairOpts) *pair {
 	if port == 0 {
 		tb.Fatal("the listener has no port")
 	}
-	if p.cli, err = p.cmCli.CreateID(); err != nil {
-		tb.Fatal(err)
+	// dial makes the client's ID (resolved to the listener) and its QP; on
+	// the first call, after the device's PD, MRs and CQs.
+	var ctx *Context
+	dial := func() {
+		tb.Helper()
+		if p.cli, err = p.cmCli.CreateID(); err != nil {
+			tb.Fatal(err)
+		}
+		if err := p.cli.ResolveAddrPort(netip.AddrPortFrom(addr, port), waitTimeout); err != nil {
+			tb.Fatal(err)
+		}
+		expect(tb, p.cmCli, CMEventAddrResolved)
+		if err := p.cli.ResolveRoute(waitTimeout); err != nil {
+			tb.Fatal(err)
+		}
+		expect(tb, p.cmCli, CMEventRouteResolved)
+		if ctx == nil {
+			if ctx = p.cli.Context(); ctx == nil {
+				tb.Fatal("the resolved CM ID has no device")
+			}
+			if name != "" && ctx.Name() != name {
+				testutil.SkipOrFail(tb, "rdma_cm resolved "+addr.String()+" to "+ctx.Name()+", not "+name)
+			}
+			if p.info, err = ctx.QueryDevice(); err != nil {
+				tb.Fatal(err)
+			}
+			p.setup(ctx, opts)
+		}
+		if p.a, err = p.cli.CreateQP(p.pd, p.attrA()); err != nil {
+			tb.Fatal(err)
+		}
 	}
-	if err := p.cli.ResolveAddrPort(netip.AddrPortFrom(addr, port), waitTimeout); err != nil {
-		tb.Fatal(err)
-	}
-	expect(tb, p.cmCli, CMEventAddrResolved)
-	if err := p.cli.ResolveRoute(waitTimeout); err != nil {
-		tb.Fatal(err)
-	}
-	expect(tb, p.cmCli, CMEventRouteResolved)
-	ctx := p.cli.Context()
-	if ctx == nil {
-		tb.Fatal("the resolved CM ID has no device")
-	}
-	if name != "" && ctx.Name() != name {
-		testutil.SkipOrFail(tb, "rdma_cm resolved "+addr.String()+" to "+ctx.Name()+", not "+name)
-	}
-	if p.info, err = ctx.QueryDevice(); err != nil {
-		tb.Fatal(err)
-	}
-	p.setup(ctx, opts)
-	if p.a, err = p.cli.CreateQP(p.pd, p.attrA()); err != nil {
-		tb.Fatal(err)
-	}
+	dial()
 	resp, init := min(16, p.info.MaxQPRdAtom), min(16, p.info.MaxQPInitRdAtom)
-	if err := p.cli.Connect([]byte("xfer-hello"), resp, init); err != nil {
-		tb.Fatal(err)
+	// On iWARP, rdma_connect is siw's kernel TCP connect to the listener,
+	// which a CI run saw refused once while the listener was up. Such a
+	// refusal is retried with a new ID (so a new local port), and logged.
+	for attempt := 1; ; attempt++ {
+		err := p.cli.Connect([]byte("xfer-hello"), resp, init)
+		if err == nil {
+			break
+		}
+		if !errors.Is(err, syscall.ECONNREFUSED) || attempt == 3 {
+			tb.Fatal(err)
+		}
+		tb.Logf("attempt %d: %v; connecting again with a new CM ID", attempt, err)
+		if err := p.a.Close(); err != nil {
+			tb.Fatal(err)
+		}
+		if err := p.cli.Close(); err != nil {
+			tb.Fatal(err)
+		}
+		p.a, p.cli = nil, nil
+		dial()
 	}
 	ev := expect(tb, p.cmSrv, CMEventConnectRequest)
 	p.srv = ev.ID
