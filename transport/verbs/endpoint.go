@@ -121,15 +121,68 @@ type pending struct {
 
 // sendQueue is one QP and its send-queue accounting: posted entries are
 // counted against the queue depth and retired by signalled completions.
+//
+// Posters serialise on mu, which they hold across the post. Completions
+// never take it: on SoftRoCE a request completes inside the very
+// ibv_post_send that posts it, and a poller that found the completion then
+// waited for the poster's unlock, and had to be woken by it (a futex wake
+// and a thread switch on every operation). The send-queue accounting
+// (inflight) is atomic instead; a poster that finds the queue full waits on
+// cond, under wmu, and completions signal it only while someone waits.
 type sendQueue struct {
 	qp       *ibv.QP
-	mu       sync.Mutex
+	mu       sync.Mutex // serialises posters; guards wrs and note
+	wmu      sync.Mutex // cond's lock
 	cond     *sync.Cond
-	inflight int
+	waiters  atomic.Int32 // posters waiting for room
+	inflight atomic.Int64 // requests posted and not yet completed
 	max      int
-	dead     bool
+	dead     atomic.Bool
 	wrs      []ibv.SendWR
 	note     [noteLen]byte // the inline notification message (noImm)
+}
+
+func newSendQueue(qp *ibv.QP, max int) *sendQueue {
+	q := &sendQueue{qp: qp, max: max, wrs: make([]ibv.SendWR, 0, max)}
+	q.cond = sync.NewCond(&q.wmu)
+	return q
+}
+
+// reserve waits until n more requests fit the send queue and counts them
+// in flight; q.mu is held. It reports false when the queue is dead.
+func (q *sendQueue) reserve(n int) bool {
+	if q.inflight.Load()+int64(n) > int64(q.max) && !q.dead.Load() {
+		q.wmu.Lock()
+		q.waiters.Add(1)
+		for q.inflight.Load()+int64(n) > int64(q.max) && !q.dead.Load() {
+			q.cond.Wait()
+		}
+		q.waiters.Add(-1)
+		q.wmu.Unlock()
+	}
+	if q.dead.Load() {
+		return false
+	}
+	q.inflight.Add(int64(n))
+	return true
+}
+
+// completed takes n requests out of flight and wakes a waiting poster.
+func (q *sendQueue) completed(n int) {
+	q.inflight.Add(int64(-n))
+	if q.waiters.Load() > 0 {
+		q.wmu.Lock()
+		q.cond.Broadcast()
+		q.wmu.Unlock()
+	}
+}
+
+// kill marks the queue dead and wakes every waiting poster.
+func (q *sendQueue) kill() {
+	q.dead.Store(true)
+	q.wmu.Lock()
+	q.cond.Broadcast()
+	q.wmu.Unlock()
 }
 
 // remote is a peer region this side may address.
@@ -171,10 +224,7 @@ func (e *Endpoint) fail(err error) {
 	}
 	e.mu.Unlock()
 	for _, q := range e.qps {
-		q.mu.Lock()
-		q.dead = true
-		q.cond.Broadcast()
-		q.mu.Unlock()
+		q.kill()
 	}
 	e.cmu.Lock()
 	waiting := e.sendWait
@@ -468,14 +518,10 @@ func (e *Endpoint) postGroup(q *sendQueue, op *transport.Op, slot, gen uint32, g
 	fence := e.noImm && op.Kind != transport.OpRead && n > 0
 	total := g + btoi(note) + btoi(fence)
 	q.mu.Lock()
-	for q.inflight+total > q.max && !q.dead {
-		q.cond.Wait()
-	}
-	if q.dead {
+	if !q.reserve(total) {
 		q.mu.Unlock()
 		return e.failed()
 	}
-	q.inflight += total
 	wrs := q.wrs[:0]
 	for i := 0; i < g; i++ {
 		l := min(slice, n-*off)
@@ -568,15 +614,11 @@ func (e *Endpoint) sendNow(op *transport.Op, wr ibv.SendWR) (slot, gen uint32, p
 	wr.ID = e.sendID(slot, gen, 1)
 	q := e.qps[0]
 	q.mu.Lock()
-	for q.inflight+1 > q.max && !q.dead {
-		q.cond.Wait()
-	}
-	if q.dead {
+	if !q.reserve(1) {
 		q.mu.Unlock()
 		e.retire(slot, gen, e.failed())
 		return 0, 0, false
 	}
-	q.inflight++
 	q.wrs = append(q.wrs[:0], wr)
 	e.life.RLock()
 	err = errReleased
@@ -792,11 +834,7 @@ func (e *Endpoint) handle(wc *ibv.WC) {
 		wc.ID = 0 // an unsignalled request's failure: no operation to retire
 	}
 	if qi, ok := e.byQPN[wc.QPNum]; ok && count > 0 {
-		q := e.qps[qi]
-		q.mu.Lock()
-		q.inflight -= count
-		q.cond.Broadcast()
-		q.mu.Unlock()
+		e.qps[qi].completed(count)
 	}
 	if wc.Status != ibv.WCSuccess {
 		err := wcError(wc)

@@ -435,8 +435,7 @@ func (e *Endpoint) qpAttr() ibv.QPInitAttr {
 // addQP adds a created QP to the endpoint.
 func (e *Endpoint) addQP(qp *ibv.QP) {
 	caps := qp.Caps()
-	q := &sendQueue{qp: qp, max: caps.MaxSendWR, wrs: make([]ibv.SendWR, 0, caps.MaxSendWR)}
-	q.cond = sync.NewCond(&q.mu)
+	q := newSendQueue(qp, caps.MaxSendWR)
 	if len(e.qps) == 0 {
 		e.cfg.MaxInlineData = min(e.cfg.MaxInlineData, caps.MaxInline)
 	}
