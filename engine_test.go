@@ -150,9 +150,18 @@ func TestRegionDescEncoding(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	if len(b) != xfer.RegionDescLen {
+		t.Fatalf("binary form of %d bytes, want RegionDescLen = %d", len(b), xfer.RegionDescLen)
+	}
 	var back xfer.RegionDesc
 	if err := back.UnmarshalBinary(b); err != nil || back != d {
 		t.Fatalf("binary round trip: %v %+v", err, back)
+	}
+	// AppendBinary appends the same bytes after what the slice holds.
+	prefix := []byte("prefix")
+	ab, err := d.AppendBinary(prefix)
+	if err != nil || string(ab[:len(prefix)]) != "prefix" || !bytes.Equal(ab[len(prefix):], b) {
+		t.Fatalf("AppendBinary: %v, %x after the prefix, want %x", err, ab[len(prefix):], b)
 	}
 	txt := d.String()
 	parsed, err := xfer.ParseRegionDesc(txt)

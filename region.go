@@ -65,10 +65,18 @@ func (d RegionDesc) Slice(off, n uint64) (RegionDesc, error) {
 	return d, nil
 }
 
+// RegionDescLen is the size of a RegionDesc's binary form.
+const RegionDescLen = wire.RegionDescLen
+
 // MarshalBinary encodes d in its fixed 48-byte wire form.
 func (d RegionDesc) MarshalBinary() ([]byte, error) {
+	return d.AppendBinary(make([]byte, 0, RegionDescLen))
+}
+
+// AppendBinary appends d's binary form (MarshalBinary) to b.
+func (d RegionDesc) AppendBinary(b []byte) ([]byte, error) {
 	w := d.wire()
-	return wire.AppendRegionDesc(nil, &w), nil
+	return wire.AppendRegionDesc(b, &w), nil
 }
 
 // UnmarshalBinary decodes the wire form.
