@@ -9,6 +9,7 @@ import (
 	"strings"
 	"sync"
 	"time"
+	"unsafe"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/backoff"
@@ -128,7 +129,21 @@ type pendingCall struct {
 	ch   chan *kvpb.Response // nil response: the connection failed
 	late func()
 	dst  []byte // where an inline GET value goes
+
+	// A pooled call (GETs) receives a GET response of the fast path in
+	// these, without allocating; its caller is done with them before it
+	// puts the call back.
+	pooled bool
+	desc   [xfer.RegionDescLen]byte // the request's buffer descriptor
+	resp   kvpb.Response
+	wrap   kvpb.Response_Get
+	get    kvpb.GetResponse
 }
+
+// callPool holds the pendingCalls of GETs, each with its channel.
+var callPool = sync.Pool{New: func() any {
+	return &pendingCall{ch: make(chan *kvpb.Response, 1), pooled: true}
+}}
 
 // Dial connects to the KV server at addr ("host:port" or "http://host:port").
 func Dial(ctx context.Context, addr string, opts ClientOptions) (*Client, error) {
@@ -446,6 +461,36 @@ func (c *Client) GetInto(ctx context.Context, key string, buf xfer.Buffer) (int,
 // nil, get returns an error matching errLate and runs late once the server
 // is done with buf.
 func (c *Client) get(ctx context.Context, key string, buf xfer.Buffer, wantInline bool, late func()) (n int, inline []byte, ver uint64, err error) {
+	if c.msgs != nil {
+		// The data-plane request path, without a GetRequest: the request
+		// is encoded straight into the message, and the call (with room
+		// for its response) comes from a pool.
+		err = c.retry(ctx, func(s *session) error {
+			inlineMax := min(s.inlineMax, uint64(buf.Len()))
+			pc := callPool.Get().(*pendingCall)
+			pc.dst = buf.Bytes()
+			desc, err := buf.Desc().AppendBinary(pc.desc[:0])
+			if err != nil {
+				return err
+			}
+			r, done, err := c.callWith(ctx, s, pc, func(b []byte, id uint64) []byte {
+				return appendGetRequest(b, id, unsafe.Slice(unsafe.StringData(key), len(key)), desc, inlineMax, unsafe.Slice(unsafe.StringData(s.id), len(s.id)))
+			}, late)
+			if err == nil {
+				// An inline value is in buf already (onResponse).
+				n, ver = int(r.GetGet().GetLength()), r.GetGet().GetVersion()
+			}
+			if done {
+				pc.dst, pc.late = nil, nil
+				callPool.Put(pc)
+			}
+			return err
+		})
+		if err != nil {
+			return 0, nil, 0, err
+		}
+		return n, nil, ver, nil
+	}
 	desc, err := buf.Desc().MarshalBinary()
 	if err != nil {
 		return 0, nil, 0, err
@@ -454,28 +499,15 @@ func (c *Client) get(ctx context.Context, key string, buf xfer.Buffer, wantInlin
 	err = c.retry(ctx, func(s *session) error {
 		req.InlineMax = min(s.inlineMax, uint64(buf.Len()))
 		req.ServerId = []byte(s.id)
-		var resp *kvpb.GetResponse
-		if c.msgs != nil {
-			r, err := c.callEnc(ctx, s, func(b []byte, id uint64) []byte {
-				return appendGetRequest(b, id, req.Key, req.Buffer, req.InlineMax, req.ServerId)
-			}, buf.Bytes(), late)
-			if err != nil {
-				return err
+		resp, err := c.rpc.Get(ctx, req, grpc.WaitForReady(true))
+		if err != nil {
+			if ctx.Err() != nil && late != nil {
+				// The cancellation reaches the server's write soon, but
+				// no answer says when: wait generously.
+				time.AfterFunc(lateGRPC, late)
+				return fmt.Errorf("%w: %w", ctx.Err(), errLate)
 			}
-			// An inline value is in buf already (onResponse).
-			n, ver = int(r.GetGet().GetLength()), r.GetGet().GetVersion()
-			return nil
-		} else {
-			var err error
-			if resp, err = c.rpc.Get(ctx, req, grpc.WaitForReady(true)); err != nil {
-				if ctx.Err() != nil && late != nil {
-					// The cancellation reaches the server's write soon, but
-					// no answer says when: wait generously.
-					time.AfterFunc(lateGRPC, late)
-					return fmt.Errorf("%w: %w", ctx.Err(), errLate)
-				}
-				return err
-			}
+			return err
 		}
 		n, ver = int(resp.Length), resp.Version
 		if resp.Inline {
@@ -627,9 +659,9 @@ const clientMsgBufs = 64
 func (c *Client) onResponse(sess *session, msg []byte) {
 	var resp *kvpb.Response
 	var value []byte // an inline GET value
-	if r, ok := parseGetResponse(msg); ok {
-		resp = &kvpb.Response{Id: r.id, Result: &kvpb.Response_Get{Get: &kvpb.GetResponse{Length: r.length, Version: r.version, Inline: r.inline}}}
-		value = r.value
+	fast, ok := parseGetResponse(msg)
+	if ok {
+		value = fast.value
 	} else {
 		resp = new(kvpb.Response)
 		if err := proto.Unmarshal(msg, resp); err != nil {
@@ -638,13 +670,29 @@ func (c *Client) onResponse(sess *session, msg []byte) {
 		if g := resp.GetGet(); g != nil {
 			value, g.Value = g.Value, nil
 		}
+		fast.id = resp.Id
 	}
 	sess.pmu.Lock()
-	pc := sess.pending[resp.Id]
-	delete(sess.pending, resp.Id)
+	pc := sess.pending[fast.id]
+	delete(sess.pending, fast.id)
 	sess.pmu.Unlock()
 	if pc == nil {
 		return
+	}
+	if ok {
+		var g *kvpb.GetResponse
+		if pc.pooled {
+			pc.get.Reset()
+			pc.resp.Reset()
+			g, resp = &pc.get, &pc.resp
+			pc.wrap.Get = g
+			resp.Result = &pc.wrap
+		} else {
+			g = new(kvpb.GetResponse)
+			resp = &kvpb.Response{Result: &kvpb.Response_Get{Get: g}}
+		}
+		resp.Id = fast.id
+		g.Length, g.Version, g.Inline = fast.length, fast.version, fast.inline
 	}
 	if g := resp.GetGet(); g != nil && g.Inline && pc.late == nil {
 		if len(value) != int(g.Length) || len(value) > len(pc.dst) {
@@ -686,16 +734,24 @@ func (c *Client) call(ctx context.Context, sess *session, req *kvpb.Request, dst
 // callEnc is call with a request that enc appends to a message buffer,
 // given the request's id.
 func (c *Client) callEnc(ctx context.Context, sess *session, enc func(b []byte, id uint64) []byte, dst []byte, late func()) (*kvpb.Response, error) {
+	r, _, err := c.callWith(ctx, sess, &pendingCall{ch: make(chan *kvpb.Response, 1), dst: dst}, enc, late)
+	return r, err
+}
+
+// callWith is callEnc with the call pc. It reports done when nothing
+// refers to pc any more (its response came and was taken from pc.ch, or it
+// never went out): a pooled pc may then be reused once its caller is done
+// with the response.
+func (c *Client) callWith(ctx context.Context, sess *session, pc *pendingCall, enc func(b []byte, id uint64) []byte, late func()) (_ *kvpb.Response, done bool, _ error) {
 	b, err := c.msgs.get(ctx)
 	if err != nil {
-		return nil, err
+		return nil, true, err
 	}
-	pc := &pendingCall{ch: make(chan *kvpb.Response, 1), dst: dst}
 	sess.pmu.Lock()
 	if sess.down != nil {
 		sess.pmu.Unlock()
 		c.msgs.put(b)
-		return nil, status.Errorf(codes.Unavailable, "data-plane connection: %v", sess.down)
+		return nil, true, status.Errorf(codes.Unavailable, "data-plane connection: %v", sess.down)
 	}
 	sess.nextID++
 	id := sess.nextID
@@ -712,19 +768,22 @@ func (c *Client) callEnc(ctx context.Context, sess *session, enc func(b []byte, 
 	down := sess.peer.Down()
 	if err != nil {
 		sess.pmu.Lock()
+		_, waiting := sess.pending[id]
 		delete(sess.pending, id)
 		sess.pmu.Unlock()
+		// Unless it was still waiting, a response may be in pc.ch.
 		if ctx.Err() != nil {
-			return nil, ctx.Err()
+			return nil, waiting, ctx.Err()
 		}
-		return nil, status.Errorf(codes.Unavailable, "data-plane request: %v", err)
+		return nil, waiting, status.Errorf(codes.Unavailable, "data-plane request: %v", err)
 	}
 	select {
 	case r := <-pc.ch:
 		if r == nil {
-			return nil, status.Error(codes.Unavailable, "data-plane connection lost")
+			return nil, true, status.Error(codes.Unavailable, "data-plane connection lost")
 		}
-		return result(r)
+		r, err := result(r)
+		return r, true, err
 	case <-down:
 		// The connection failed with the request unanswered. The server
 		// is done with the caller's buffer: its connection is gone too.
@@ -736,10 +795,11 @@ func (c *Client) callEnc(ctx context.Context, sess *session, enc func(b []byte, 
 		sess.pmu.Unlock()
 		if !waiting {
 			if r := <-pc.ch; r != nil {
-				return result(r)
+				r, err := result(r)
+				return r, true, err
 			}
 		}
-		return nil, status.Error(codes.Unavailable, "data-plane connection lost")
+		return nil, !waiting, status.Error(codes.Unavailable, "data-plane connection lost")
 	case <-ctx.Done():
 		sess.pmu.Lock()
 		_, waiting := sess.pending[id]
@@ -752,12 +812,12 @@ func (c *Client) callEnc(ctx context.Context, sess *session, enc func(b []byte, 
 		sess.pmu.Unlock()
 		if !waiting {
 			<-pc.ch // being delivered right now: the server is done
-			return nil, ctx.Err()
+			return nil, true, ctx.Err()
 		}
 		if late != nil {
-			return nil, fmt.Errorf("%w: %w", ctx.Err(), errLate)
+			return nil, false, fmt.Errorf("%w: %w", ctx.Err(), errLate)
 		}
-		return nil, ctx.Err()
+		return nil, false, ctx.Err()
 	}
 }
 
