@@ -222,10 +222,18 @@ func TestClientDiesMidPut(t *testing.T) {
 		time.Sleep(2 * time.Millisecond)
 		st := s.Snapshot()
 		if st.PoolUsed > roundUp(st.ValueBytes) {
-			caught = true // a PUT holds a slot: kill the client now
-			cmd.Process.Kill()
-			killed = true
-			break
+			// A PUT holds a slot. It is caught in the middle only if the
+			// server is still waiting for the stopped client's value: a
+			// PUT whose value had all arrived commits meanwhile, and then
+			// nothing would be aborted.
+			time.Sleep(200 * time.Millisecond)
+			again := s.Snapshot()
+			if again.PoolUsed > roundUp(again.ValueBytes) && again.DataPlaneBytes == st.DataPlaneBytes && again.Puts == st.Puts {
+				caught = true // kill the client now
+				cmd.Process.Kill()
+				killed = true
+				break
+			}
 		}
 		cmd.Process.Signal(syscall.SIGCONT)
 		time.Sleep(time.Duration(rand.IntN(3000)) * time.Microsecond)
@@ -233,10 +241,11 @@ func TestClientDiesMidPut(t *testing.T) {
 	if !caught {
 		t.Fatal("never caught the client in the middle of a PUT")
 	}
+	var last Stats
 	waitFor(t, 20*time.Second, "the aborted PUT's slot to be freed", func() bool {
-		st := s.Snapshot()
-		return st.PoolUsed == roundUp(st.ValueBytes) && st.AbortedPuts >= 1
-	})
+		last = s.Snapshot()
+		return last.PoolUsed == roundUp(last.ValueBytes) && last.AbortedPuts >= 1
+	}, func() string { return fmt.Sprintf("%+v", last) })
 	c := dial(t, s.addr, xfer.PolicyTCP)
 	v, err := c.Get(ctx, "k")
 	if err != nil {
@@ -250,12 +259,18 @@ func TestClientDiesMidPut(t *testing.T) {
 	}
 }
 
-func waitFor(t *testing.T, d time.Duration, what string, cond func() bool) {
+// waitFor waits until cond holds, for at most d; on a timeout it fails t,
+// with what each of state (if any) describes.
+func waitFor(t *testing.T, d time.Duration, what string, cond func() bool, state ...func() string) {
 	t.Helper()
 	deadline := time.Now().Add(d)
 	for !cond() {
 		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
+			msg := "timed out waiting for " + what
+			for _, f := range state {
+				msg += "; " + f()
+			}
+			t.Fatal(msg)
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
