@@ -37,16 +37,8 @@ func TestSendQueueWaitsForRoom(t *testing.T) {
 	if !q.reserve(4) {
 		t.Fatal("reserve on a live queue reported it dead")
 	}
-	got := make(chan bool)
-	go func() {
-		q.mu.Lock()
-		defer q.mu.Unlock()
-		got <- q.reserve(2)
-	}()
-	// Let the poster reach its wait: nothing may come out while full.
-	for q.waiters.Load() == 0 {
-		time.Sleep(time.Millisecond)
-	}
+	got := waitingPoster(q, 2)
+	// Nothing may come out while the queue is full.
 	select {
 	case ok := <-got:
 		t.Fatalf("reserve returned %v on a full queue", ok)
@@ -59,13 +51,8 @@ func TestSendQueueWaitsForRoom(t *testing.T) {
 	case <-time.After(50 * time.Millisecond):
 	}
 	q.completed(1)
-	select {
-	case ok := <-got:
-		if !ok {
-			t.Fatal("reserve reported a live queue dead")
-		}
-	case <-time.After(10 * time.Second):
-		t.Fatal("a waiting poster was not woken by the completions that made room")
+	if !result(t, got, "a waiting poster was not woken by the completions that made room") {
+		t.Fatal("reserve reported a live queue dead")
 	}
 	if n := q.inflight.Load(); n != 4 {
 		t.Fatalf("inflight = %d, want 4", n)
@@ -79,24 +66,43 @@ func TestSendQueueKillWakesPoster(t *testing.T) {
 	if !q.reserve(2) {
 		t.Fatal("reserve on a live queue reported it dead")
 	}
-	got := make(chan bool)
-	go func() { got <- q.reserve(1) }()
-	for q.waiters.Load() == 0 {
-		time.Sleep(time.Millisecond)
-	}
+	got := waitingPoster(q, 1)
 	q.kill()
-	select {
-	case ok := <-got:
-		if ok {
-			t.Fatal("reserve succeeded on a dead queue")
-		}
-	case <-time.After(10 * time.Second):
-		t.Fatal("kill did not wake the waiting poster")
+	if result(t, got, "kill did not wake the waiting poster") {
+		t.Fatal("reserve succeeded on a dead queue")
 	}
 	if q.reserve(1) {
 		t.Fatal("reserve succeeded on a dead queue")
 	}
 	if n := q.inflight.Load(); n != 2 {
 		t.Fatalf("inflight = %d, want 2", n)
+	}
+}
+
+// waitingPoster starts a poster that reserves n requests on q, holding
+// q.mu as posters do, and returns once it waits for room; its result
+// arrives on the channel.
+func waitingPoster(q *sendQueue, n int) <-chan bool {
+	got := make(chan bool, 1)
+	go func() {
+		q.mu.Lock()
+		defer q.mu.Unlock()
+		got <- q.reserve(n)
+	}()
+	for q.waiters.Load() == 0 {
+		time.Sleep(time.Millisecond)
+	}
+	return got
+}
+
+// result waits for a poster's result; it fails t with stuck if none comes.
+func result(t *testing.T, got <-chan bool, stuck string) bool {
+	t.Helper()
+	select {
+	case ok := <-got:
+		return ok
+	case <-time.After(10 * time.Second):
+		t.Fatal(stuck)
+		return false
 	}
 }
