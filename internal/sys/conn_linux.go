@@ -30,7 +30,7 @@ import (
 type Writer struct {
 	rc  syscall.RawConn
 	buf []byte
-	iov [2]unix.Iovec
+	iov []unix.Iovec
 	n   int
 	err error
 	fn  func(fd uintptr) bool
@@ -55,14 +55,29 @@ func (w *Writer) writev(fd uintptr) bool {
 	}
 }
 
-// TryWritev makes one non-blocking attempt to write a then b, and returns
-// how many bytes of the two went out; 0 with a nil error means the socket
-// buffer is full. It never waits. a must not be empty.
-func (w *Writer) TryWritev(a, b []byte) (int, error) {
-	w.iov[0] = iovec(a)
-	w.iov[1] = iovec(b)
+// MaxIovecs is the most buffers one TryWritev takes (the kernel's IOV_MAX
+// is 1024; a longer batch is written in several calls).
+const MaxIovecs = 64
+
+// TryWritev makes one non-blocking attempt to write bufs in order, and
+// returns how many bytes went out; 0 with a nil error means the socket
+// buffer is full (or bufs holds no byte). It never waits. Only the first
+// MaxIovecs buffers are written.
+func (w *Writer) TryWritev(bufs ...[]byte) (int, error) {
+	if len(bufs) > MaxIovecs {
+		bufs = bufs[:MaxIovecs]
+	}
+	w.iov = w.iov[:0]
+	for _, b := range bufs {
+		if len(b) > 0 {
+			w.iov = append(w.iov, iovec(b))
+		}
+	}
+	if len(w.iov) == 0 {
+		return 0, nil
+	}
 	err := w.rc.Write(w.fnv)
-	w.iov[0], w.iov[1] = unix.Iovec{}, unix.Iovec{}
+	clear(w.iov)
 	if err != nil {
 		return 0, err
 	}

@@ -61,7 +61,10 @@ func TestWriterReader(t *testing.T) {
 		got <- result{buf[:n], err}
 	}()
 	time.Sleep(20 * time.Millisecond)
-	n, err := w.TryWritev([]byte("head"), []byte("er+payload"))
+	if n, err := w.TryWritev(nil, []byte{}); n != 0 || err != nil {
+		t.Fatalf("TryWritev of nothing: %d, %v", n, err)
+	}
+	n, err := w.TryWritev([]byte("head"), nil, []byte("er+"), []byte("payload"))
 	if err != nil || n != 14 {
 		t.Fatalf("TryWritev: %d, %v", n, err)
 	}

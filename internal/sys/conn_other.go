@@ -17,8 +17,11 @@ func NewWriter(rc syscall.RawConn) *Writer { return &Writer{} }
 // TryWrite writes nothing.
 func (w *Writer) TryWrite(b []byte) (int, error) { return 0, nil }
 
+// MaxIovecs is the most buffers one TryWritev takes.
+const MaxIovecs = 64
+
 // TryWritev writes nothing.
-func (w *Writer) TryWritev(a, b []byte) (int, error) { return 0, nil }
+func (w *Writer) TryWritev(bufs ...[]byte) (int, error) { return 0, nil }
 
 // Reader is not supported on this platform.
 type Reader struct{}

@@ -23,8 +23,12 @@
 // behind bulk transfers.
 //
 // Threading: each connection has a read loop, which never blocks on a
-// write, and a respond loop that writes the replies the socket could not
-// take at once. Posting goroutines write their own requests. Small reads
+// write, and a respond loop that writes what the socket could not take at
+// once. Outgoing frames share one ordered queue per connection (sender.go):
+// a posting goroutine writes its own request when no write is under way,
+// and otherwise leaves it, copied, to the writer at work, so concurrent
+// posters share system calls; the read loop's replies wait until it has
+// handled everything it read and then leave in one writev. Small reads
 // and writes are raw system calls on the non-blocking socket (internal/sys
 // Reader and Writer), which keeps the runtime's sysmon asleep between
 // requests instead of waking it on each one; a goroutine still waits for

@@ -114,7 +114,10 @@ func NewEndpoint(ctx context.Context, p transport.Params, hooks Hooks) (*Endpoin
 	for _, c := range e.conns {
 		e.wg.Add(2)
 		go c.readLoop()
-		go c.respondLoop()
+		go func() {
+			defer e.wg.Done()
+			c.s.run(e.done)
+		}()
 	}
 	return e, nil
 }
@@ -167,8 +170,8 @@ func (e *Endpoint) fail(err error) {
 	e.mu.Unlock()
 	close(e.done)
 	for _, c := range e.conns {
+		c.s.close(err) // first, so that later sends fail with err
 		c.nc.Close()
-		c.wake()
 	}
 	for _, op := range ops {
 		complete(op, err)
@@ -418,211 +421,55 @@ func (e *Endpoint) takePending(id uint64) *transport.Op {
 	return op
 }
 
-// conn is one TCP connection of an endpoint. Requests are written by the
-// goroutines that post them; everything the peer asks of us is answered
-// without ever blocking the read loop on a write: a reply goes out at once
-// when the socket takes it whole, and otherwise through the respond loop.
-// So the read loops of both sides always drain, and no write can deadlock.
+// conn is one TCP connection of an endpoint. Frames go out through its
+// sender (sender.go): goroutines that post requests queue them and write
+// them, and everything the peer asks of us is answered without ever blocking
+// the read loop on a write. So the read loops of both sides always drain,
+// and no write can deadlock.
 type conn struct {
-	e   *Endpoint
-	nc  net.Conn
-	raw *sys.Writer // nil when the connection has no file descriptor
-	rd  *sys.Reader // nil when the connection has no file descriptor
-
-	wmu    sync.Mutex
-	whdr   [wire.FrameHeaderLen]byte
-	bufarr [2][]byte
-	bufs   net.Buffers
-
-	ack [wire.FrameHeaderLen]byte // reply header built by the read loop
+	e  *Endpoint
+	nc net.Conn
+	s  *sender
+	rd *sys.Reader // nil when the connection has no file descriptor
 
 	// Read-ahead, used by the read loop only: rbuf[rpos:rend] holds bytes
 	// read from the socket and not yet consumed.
 	rbuf       []byte
 	rpos, rend int
 	scratch    []byte // messages larger than the read-ahead buffer
-
-	qmu     sync.Mutex
-	queue   []reply
-	qclosed bool // the respond loop has exited: release instead of queueing
-	signal  chan struct{}
-}
-
-// reply is a frame queued for the respond loop.
-type reply struct {
-	hdr     [wire.FrameHeaderLen]byte
-	payload []byte
-	res     transport.Resolved
-	held    bool // the writer lock is already held: finish a partial write
-	off     int  // bytes of hdr+payload already written when held
 }
 
 func newConn(e *Endpoint, nc net.Conn, spin time.Duration) *conn {
-	c := &conn{e: e, nc: nc, signal: make(chan struct{}, 1), rbuf: make([]byte, readAhead)}
+	c := &conn{e: e, nc: nc, rbuf: make([]byte, readAhead)}
+	var raw *sys.Writer
 	if sc, ok := nc.(syscall.Conn); ok {
 		if rc, err := sc.SyscallConn(); err == nil {
-			c.raw = sys.NewWriter(rc)
+			raw = sys.NewWriter(rc)
 			c.rd = sys.NewReader(rc, spin)
 		}
 	}
 	if tc, ok := nc.(*net.TCPConn); ok {
 		_ = tc.SetNoDelay(true)
 	}
+	c.s = newSender(nc, raw, func(err error) { e.fail(e.linkErr(err)) })
 	return c
 }
 
-func (c *conn) wake() {
-	select {
-	case c.signal <- struct{}{}:
-	default:
-	}
-}
-
-// writeFrame writes a header and payload as one frame, blocking. A small
-// frame is first offered to the socket in one non-blocking writev; whatever
-// it did not take is written the ordinary way.
+// writeFrame queues a header and payload as one frame. It returns once the
+// payload may be reused: at once for a small one (copied), after the write
+// for a large one.
 func (c *conn) writeFrame(h *wire.Header, payload []byte) error {
-	c.wmu.Lock()
-	h.Put(c.whdr[:])
-	off := 0
-	var err error
-	if c.raw != nil && len(payload) <= fastReplyMax {
-		off, err = c.raw.TryWritev(c.whdr[:], payload)
-	}
-	if err == nil {
-		err = c.writeRest(c.whdr[:], payload, off)
-	}
-	c.wmu.Unlock()
-	return err
+	var hdr [wire.FrameHeaderLen]byte
+	h.Put(hdr[:])
+	return c.s.send(hdr[:], payload)
 }
 
-// writeRest writes what remains of the frame hdr+payload after its first
-// off bytes, blocking; c.wmu is held.
-func (c *conn) writeRest(hdr, payload []byte, off int) error {
-	var err error
-	switch {
-	case off < len(hdr) && len(payload) == 0:
-		_, err = c.nc.Write(hdr[off:])
-	case off < len(hdr):
-		c.bufarr[0], c.bufarr[1] = hdr[off:], payload
-		c.bufs = c.bufarr[:]
-		_, err = c.bufs.WriteTo(c.nc)
-		c.bufarr[0], c.bufarr[1] = nil, nil
-	case off < len(hdr)+len(payload):
-		_, err = c.nc.Write(payload[off-len(hdr):])
-	}
-	return err
-}
-
-// fastReplyMax is the largest reply the read loop tries to write itself;
-// larger ones always go through the respond loop.
-const fastReplyMax = 64 << 10
-
-// reply answers the peer from the read loop without ever blocking it: when
-// the writer lock is free it makes one non-blocking attempt, and whatever
-// the socket did not take goes to the respond loop, which finishes the frame
-// still holding the lock (so frames never interleave). res is released once
-// the payload has been written.
+// reply answers the peer from the read loop without ever blocking it. res is
+// released once the payload has been written.
 func (c *conn) reply(h *wire.Header, payload []byte, res transport.Resolved) {
-	if len(payload) <= fastReplyMax && c.raw != nil && c.wmu.TryLock() {
-		h.Put(c.ack[:])
-		n, err := c.raw.TryWritev(c.ack[:], payload)
-		if err != nil {
-			c.wmu.Unlock()
-			res.Release()
-			c.e.fail(c.e.linkErr(err))
-			return
-		}
-		if n == len(c.ack)+len(payload) {
-			c.wmu.Unlock()
-			res.Release()
-			return
-		}
-		// The socket took part of the frame. Its rest must go out before
-		// any other frame, so the lock stays held; a goroutine of its own
-		// finishes it (the respond loop may itself be waiting for the lock).
-		// This happens only when the socket buffer is full.
-		r := &reply{held: true, off: n, payload: payload, res: res}
-		copy(r.hdr[:], c.ack[:])
-		c.e.wg.Add(1)
-		go func() {
-			defer c.e.wg.Done()
-			err := c.writeReply(r)
-			r.res.Release()
-			if err != nil {
-				c.e.fail(c.e.linkErr(err))
-			}
-		}()
-		return
-	}
-	r := reply{payload: payload, res: res}
-	h.Put(r.hdr[:])
-	c.enqueue(r)
-}
-
-func (c *conn) enqueue(r reply) {
-	c.qmu.Lock()
-	if c.qclosed {
-		c.qmu.Unlock()
-		r.res.Release()
-		return
-	}
-	c.queue = append(c.queue, r)
-	c.qmu.Unlock()
-	c.wake()
-}
-
-func (c *conn) respondLoop() {
-	defer c.e.wg.Done()
-	var batch []reply
-	for {
-		select {
-		case <-c.signal:
-		case <-c.e.done:
-			c.drainQueue()
-			return
-		}
-		c.qmu.Lock()
-		batch, c.queue = c.queue, batch[:0]
-		c.qmu.Unlock()
-		for i := range batch {
-			r := &batch[i]
-			err := c.writeReply(r)
-			r.res.Release()
-			r.payload = nil
-			if err != nil {
-				for j := i + 1; j < len(batch); j++ {
-					batch[j].res.Release()
-				}
-				c.e.fail(c.e.linkErr(err))
-				c.drainQueue()
-				return
-			}
-		}
-	}
-}
-
-func (c *conn) writeReply(r *reply) error {
-	if !r.held {
-		c.wmu.Lock()
-	}
-	defer c.wmu.Unlock()
-	off := 0
-	if r.held {
-		off = r.off
-	}
-	return c.writeRest(r.hdr[:], r.payload, off)
-}
-
-func (c *conn) drainQueue() {
-	c.qmu.Lock()
-	q := c.queue
-	c.queue = nil
-	c.qclosed = true
-	c.qmu.Unlock()
-	for i := range q {
-		q[i].res.Release()
-	}
+	var hdr [wire.FrameHeaderLen]byte
+	h.Put(hdr[:])
+	c.s.reply(hdr[:], payload, res)
 }
 
 func (c *conn) readLoop() {
@@ -869,8 +716,11 @@ const readChunk = 256 << 10
 // larger ones go through the connection, which gives up the P meanwhile.
 const rawReadMax = 64 << 10
 
-// read makes one read from the socket into b.
+// read makes one read from the socket into b. Before it, whatever the read
+// loop queued while it handled what it had read goes out (sender.uncork).
 func (c *conn) read(b []byte) (int, error) {
+	c.s.uncork()
+	defer c.s.cork()
 	var n int
 	var err error
 	if c.rd != nil && len(b) <= rawReadMax {

@@ -1,0 +1,424 @@
+package tcp
+
+import (
+	"net"
+	"sync"
+
+	"github.com/xferio/xfer/internal/sys"
+	"github.com/xferio/xfer/transport"
+)
+
+// A connection's outgoing side is one ordered queue of frames and at most
+// one goroutine at a time, the writer, writing it to the socket. Frames
+// queued while a write is under way go out together in the next one, so
+// concurrent senders share system calls: with 16 callers on one connection a
+// writev carries several requests, and the peer reads them with one read.
+//
+// The read loop corks the queue while it handles frames it has already read
+// (cork, uncork): its replies, and anything other goroutines queue meanwhile,
+// wait until it is about to read the socket again and then leave in one
+// non-blocking writev. This is how an event-loop server answers a batch of
+// requests with one write (Redis writes its replies before it waits in
+// epoll). The read loop never blocks on a write: what the socket does not
+// take at once is handed to the respond loop, which writes it blocking.
+//
+// Small frames are copied into the queue's buffer, so their senders return
+// at once; a sender of a large payload waits until it is written, as its
+// memory is the caller's. Replies the read loop makes from registered memory
+// (a READ's data) are written in place and released once written.
+//
+// Why by hand: no library batches writes on a net.Conn this way (bufio
+// needs an explicit Flush and a single writer; gRPC's loopy writer is
+// internal to its transport).
+
+// coalesceMax is the largest payload copied into the queue; larger ones are
+// written from where they are.
+const coalesceMax = 16 << 10
+
+// queueMax bounds the bytes copied into the queue behind a writer that cannot
+// write: a sender that is not the read loop waits while more are queued.
+const queueMax = 1 << 20
+
+// writerRounds is how many batches a sending goroutine writes for the others
+// before it hands the writer's role to the respond loop: it has its own work
+// to get back to.
+const writerRounds = 4
+
+// seg is one piece of the queue: bytes of the queue's buffer, or a payload
+// written from where it is.
+type seg struct {
+	off, n int    // the bytes buf[off:off+n], when ext is nil
+	ext    []byte // a payload written in place
+	res    transport.Resolved
+}
+
+// batch is the part of the queue a writer took.
+type batch struct {
+	buf  []byte
+	segs []seg
+	iov  [][]byte // what remains to write: pieces of buf and ext payloads
+	iova [][]byte // iov's storage, kept for reuse
+}
+
+// sender is a connection's outgoing queue.
+type sender struct {
+	nc    net.Conn
+	raw   *sys.Writer     // nil: no non-blocking writes
+	onErr func(err error) // a write failed: take the endpoint down
+	kick  chan struct{}   // wakes the respond loop
+	mu    sync.Mutex      // guards everything below
+	cond  sync.Cond       // a batch was written, or the queue closed
+	q     batch           // queued, not yet taken by a writer
+	spare batch           // the last written batch, for reuse
+	wb    batch           // the batch being written, owned by the writer
+	carry *batch          // a partly written batch handed to the respond loop
+	taken uint64          // segments taken by writers so far
+	done  uint64          // segments written (or dropped) so far
+	// writing is true while some goroutine holds the writer's role.
+	writing bool
+	corked  bool  // the read loop is handling frames it already read
+	handoff bool  // the writer's role waits for the respond loop
+	err     error // the queue is closed: every later send fails with err
+}
+
+func newSender(nc net.Conn, raw *sys.Writer, onErr func(error)) *sender {
+	s := &sender{nc: nc, raw: raw, onErr: onErr, kick: make(chan struct{}, 1)}
+	s.cond.L = &s.mu
+	return s
+}
+
+// queued reports how many segments were ever queued; s.mu is held.
+func (s *sender) queued() uint64 { return s.taken + uint64(len(s.q.segs)) }
+
+// add queues hdr and payload as one frame; s.mu is held. A small payload is
+// copied, a large one is queued in place with res, released once written.
+func (s *sender) add(hdr, payload []byte, res transport.Resolved) (copied bool) {
+	off := len(s.q.buf)
+	s.q.buf = append(s.q.buf, hdr...)
+	if len(payload) <= coalesceMax {
+		s.q.buf = append(s.q.buf, payload...)
+		s.q.segs = append(s.q.segs, seg{off: off, n: len(s.q.buf) - off})
+		return true
+	}
+	s.q.segs = append(s.q.segs, seg{off: off, n: len(hdr)}, seg{ext: payload, res: res})
+	return false
+}
+
+// send queues a frame from a goroutine other than the read loop and returns
+// once it may: at once for a small frame another writer will write, after
+// the write for a large one. It reports the write error only when it wrote.
+func (s *sender) send(hdr, payload []byte) error {
+	s.mu.Lock()
+	for s.err == nil && s.writing && !s.corked && len(s.q.buf) >= queueMax {
+		s.cond.Wait() // the writer is stuck on a full socket: do not pile up
+	}
+	if s.err != nil {
+		err := s.err
+		s.mu.Unlock()
+		return err
+	}
+	if s.add(hdr, payload, transport.Resolved{}) {
+		if s.writing || s.corked {
+			s.mu.Unlock()
+			return nil
+		}
+		s.writing = true
+		s.mu.Unlock()
+		return s.write(writerRounds, true)
+	}
+	mine := s.queued()
+	for s.done < mine {
+		if s.err != nil {
+			err := s.err
+			s.mu.Unlock()
+			return err
+		}
+		if !s.writing {
+			s.writing = true
+			s.mu.Unlock()
+			if err := s.write(-1, false); err != nil {
+				return err
+			}
+			s.mu.Lock()
+			continue
+		}
+		s.cond.Wait()
+	}
+	s.mu.Unlock()
+	return nil
+}
+
+// reply queues a frame from the read loop, which never waits: res is
+// released once payload is written (or copied).
+func (s *sender) reply(hdr, payload []byte, res transport.Resolved) {
+	s.mu.Lock()
+	if s.err != nil {
+		s.mu.Unlock()
+		res.Release()
+		return
+	}
+	copied := s.add(hdr, payload, res)
+	corked := s.corked
+	s.mu.Unlock()
+	if copied {
+		res.Release()
+	}
+	if !corked {
+		s.tryFlush()
+	}
+}
+
+// cork holds the queue while the read loop handles what it read.
+func (s *sender) cork() {
+	s.mu.Lock()
+	s.corked = true
+	s.mu.Unlock()
+}
+
+// uncork releases the queue before the read loop reads the socket again,
+// writing what is queued without blocking.
+func (s *sender) uncork() {
+	s.mu.Lock()
+	s.corked = false
+	s.mu.Unlock()
+	s.tryFlush()
+}
+
+// tryFlush writes the queue with non-blocking system calls if no writer is
+// at work; what the socket does not take goes to the respond loop.
+func (s *sender) tryFlush() {
+	s.mu.Lock()
+	if s.writing || s.err != nil || len(s.q.segs) == 0 {
+		s.mu.Unlock()
+		return
+	}
+	s.writing = true
+	b := s.take()
+	s.mu.Unlock()
+	for {
+		if s.raw != nil {
+			if err := s.writeNow(b); err != nil {
+				s.finish(b, err)
+				return
+			}
+		}
+		if len(b.iov) > 0 {
+			// The socket is full (or takes no raw writes): the respond
+			// loop finishes this batch, blocking.
+			s.mu.Lock()
+			if s.err != nil {
+				s.mu.Unlock()
+				s.finish(b, nil) // closed meanwhile: drop it
+				return
+			}
+			s.carry = b
+			s.handoff = true
+			s.mu.Unlock()
+			s.wake()
+			return
+		}
+		s.finish(b, nil)
+		s.mu.Lock()
+		if s.err != nil || len(s.q.segs) == 0 || s.corked {
+			s.writing = false
+			s.mu.Unlock()
+			return
+		}
+		b = s.take()
+		s.mu.Unlock()
+	}
+}
+
+// take hands the queue to the writer, who owns s.wb; s.mu is held.
+func (s *sender) take() *batch {
+	b := &s.wb
+	b.buf, b.segs = s.q.buf, s.q.segs
+	s.q.buf, s.q.segs = s.spare.buf[:0], s.spare.segs[:0]
+	s.spare = batch{}
+	s.taken += uint64(len(b.segs))
+	b.iov = b.iova[:0]
+	start, end := -1, -1
+	for _, sg := range b.segs {
+		if sg.ext != nil {
+			if start >= 0 {
+				b.iov = append(b.iov, b.buf[start:end])
+				start = -1
+			}
+			b.iov = append(b.iov, sg.ext)
+			continue
+		}
+		if start < 0 {
+			start = sg.off
+		}
+		end = sg.off + sg.n
+	}
+	if start >= 0 {
+		b.iov = append(b.iov, b.buf[start:end])
+	}
+	b.iova = b.iov
+	return b
+}
+
+// writeNow writes as much of b as the socket takes at once, dropping what
+// was written from b.iov.
+func (s *sender) writeNow(b *batch) error {
+	for len(b.iov) > 0 {
+		n, err := s.raw.TryWritev(b.iov...)
+		if err != nil {
+			return err
+		}
+		if n == 0 {
+			return nil
+		}
+		b.iov = advance(b.iov, n)
+	}
+	return nil
+}
+
+// writeAll writes the rest of b, blocking.
+func (s *sender) writeAll(b *batch) error {
+	if s.raw != nil {
+		if err := s.writeNow(b); err != nil {
+			return err
+		}
+	}
+	for len(b.iov) > 0 {
+		// WriteTo writes all of bufs or fails; it consumes bufs (and
+		// clears the entries of b.iov it wrote).
+		k := min(len(b.iov), sys.MaxIovecs)
+		bufs := net.Buffers(b.iov[:k])
+		if _, err := bufs.WriteTo(s.nc); err != nil {
+			return err
+		}
+		b.iov = b.iov[k:]
+	}
+	return nil
+}
+
+// advance drops the first n bytes of iov.
+func advance(iov [][]byte, n int) [][]byte {
+	for n > 0 && len(iov) > 0 {
+		if n < len(iov[0]) {
+			iov[0] = iov[0][n:]
+			return iov
+		}
+		n -= len(iov[0])
+		iov[0] = nil
+		iov = iov[1:]
+	}
+	return iov
+}
+
+// finish releases a written batch, keeps its buffers for reuse and wakes
+// the goroutines waiting for it. On error the queue closes.
+func (s *sender) finish(b *batch, err error) {
+	for i := range b.segs {
+		b.segs[i].res.Release()
+		b.segs[i] = seg{}
+	}
+	clear(b.iova)
+	s.mu.Lock()
+	s.done += uint64(len(b.segs))
+	if cap(b.buf) <= 4*queueMax {
+		s.spare = batch{buf: b.buf[:0], segs: b.segs[:0]}
+	}
+	b.buf, b.segs, b.iov = nil, nil, nil
+	if err != nil {
+		s.writing = false
+	}
+	s.mu.Unlock()
+	s.cond.Broadcast()
+	if err != nil {
+		s.onErr(err)
+		s.close(err)
+	}
+}
+
+// write is the writer's loop, blocking: it writes what is queued until the
+// queue is empty (or, with atCork, until the read loop corks it: the read
+// loop then writes what comes next), for at most rounds batches (-1: no
+// limit), and then gives up the writer's role, to the respond loop if work
+// remains.
+func (s *sender) write(rounds int, atCork bool) error {
+	for i := 0; ; i++ {
+		s.mu.Lock()
+		if s.err != nil || len(s.q.segs) == 0 || (atCork && s.corked) {
+			s.writing = false
+			err := s.err
+			s.mu.Unlock()
+			s.cond.Broadcast()
+			return err
+		}
+		if rounds >= 0 && i >= rounds {
+			s.handoff = true
+			s.mu.Unlock()
+			s.wake()
+			return nil
+		}
+		b := s.take()
+		s.mu.Unlock()
+		err := s.writeAll(b)
+		s.finish(b, err)
+		if err != nil {
+			return err
+		}
+	}
+}
+
+func (s *sender) wake() {
+	select {
+	case s.kick <- struct{}{}:
+	default:
+	}
+}
+
+// run is the respond loop: it takes the writer's role when it is handed
+// over, until done is closed.
+func (s *sender) run(done <-chan struct{}) {
+	for {
+		select {
+		case <-s.kick:
+		case <-done:
+			return
+		}
+		s.mu.Lock()
+		h, b := s.handoff, s.carry
+		s.handoff, s.carry = false, nil
+		s.mu.Unlock()
+		if !h {
+			continue
+		}
+		if b != nil {
+			err := s.writeAll(b)
+			s.finish(b, err)
+			if err != nil {
+				continue
+			}
+		}
+		_ = s.write(-1, false) // errors take the endpoint down (finish)
+	}
+}
+
+// close fails the queue with err: later sends return it, and queued frames
+// are dropped and their memory released. The connection must be closed too,
+// so that a writer blocked on it returns.
+func (s *sender) close(err error) {
+	s.mu.Lock()
+	if s.err == nil {
+		s.err = err
+	}
+	q := s.q
+	s.q = batch{}
+	s.taken += uint64(len(q.segs))
+	s.done += uint64(len(q.segs))
+	carry := s.carry // the respond loop may have stopped: nobody will write it
+	s.carry = nil
+	s.mu.Unlock()
+	for i := range q.segs {
+		q.segs[i].res.Release()
+	}
+	if carry != nil {
+		s.finish(carry, nil)
+	}
+	s.cond.Broadcast()
+}

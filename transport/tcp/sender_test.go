@@ -1,0 +1,352 @@
+package tcp
+
+import (
+	"bytes"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/xferio/xfer/internal/sys"
+	"github.com/xferio/xfer/transport"
+)
+
+// The sender's tests run it on a real loopback TCP connection and read what
+// it wrote on the other end. Frames here are: a 12-byte header (payload
+// length, writer, sequence number) and a payload whose bytes derive from
+// writer and sequence number, so a reordered, lost, duplicated or torn frame
+// is caught.
+
+const testHdrLen = 12
+
+func testFrame(writer, seq, n int) (hdr, payload []byte) {
+	hdr = make([]byte, testHdrLen)
+	binary.LittleEndian.PutUint32(hdr[0:], uint32(n))
+	binary.LittleEndian.PutUint32(hdr[4:], uint32(writer))
+	binary.LittleEndian.PutUint32(hdr[8:], uint32(seq))
+	payload = make([]byte, n)
+	for i := range payload {
+		payload[i] = byte(writer*31 + seq*7 + i)
+	}
+	return hdr, payload
+}
+
+// readFrames reads frames from r until it has want of them, checking that
+// each writer's come in sequence and intact.
+func readFrames(r io.Reader, want int) error {
+	next := map[int]int{}
+	hdr := make([]byte, testHdrLen)
+	for range want {
+		if _, err := io.ReadFull(r, hdr); err != nil {
+			return err
+		}
+		n := int(binary.LittleEndian.Uint32(hdr[0:]))
+		w := int(binary.LittleEndian.Uint32(hdr[4:]))
+		seq := int(binary.LittleEndian.Uint32(hdr[8:]))
+		if seq != next[w] {
+			return fmt.Errorf("writer %d: frame %d came where %d was due", w, seq, next[w])
+		}
+		next[w]++
+		got := make([]byte, n)
+		if _, err := io.ReadFull(r, got); err != nil {
+			return err
+		}
+		if _, exp := testFrame(w, seq, n); !bytes.Equal(got, exp) {
+			return fmt.Errorf("writer %d frame %d: payload differs", w, seq)
+		}
+	}
+	return nil
+}
+
+func tcpPair(t *testing.T) (a, b *net.TCPConn) {
+	t.Helper()
+	ln, err := net.ListenTCP("tcp", &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	got := make(chan *net.TCPConn, 1)
+	go func() {
+		c, _ := ln.AcceptTCP()
+		got <- c
+	}()
+	a, err = net.DialTCP("tcp", nil, ln.Addr().(*net.TCPAddr))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b = <-got
+	if b == nil {
+		t.Fatal("accept failed")
+	}
+	t.Cleanup(func() { a.Close(); b.Close() })
+	b.SetReadDeadline(time.Now().Add(time.Minute)) // a lost frame fails, not hangs
+	return a, b
+}
+
+// newTestSender builds a sender on a with its respond loop running; the
+// loop stops at cleanup.
+func newTestSender(t *testing.T, a *net.TCPConn) (*sender, *atomic.Pointer[error]) {
+	t.Helper()
+	var failed atomic.Pointer[error]
+	var raw *sys.Writer
+	if rc, err := a.SyscallConn(); err == nil {
+		raw = sys.NewWriter(rc)
+	}
+	s := newSender(a, raw, func(err error) { failed.CompareAndSwap(nil, &err) })
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Go(func() { s.run(done) })
+	t.Cleanup(func() {
+		a.Close()
+		s.close(errors.New("test over"))
+		close(done)
+		wg.Wait()
+	})
+	return s, &failed
+}
+
+// pins counts unpinned references.
+type pins struct{ n atomic.Int64 }
+
+func (p *pins) Unpin() { p.n.Add(1) }
+
+// TestSenderOrder: frames from concurrent senders and from the read loop
+// (small ones copied, large ones written in place) all arrive, whole, each
+// sender's in its order.
+func TestSenderOrder(t *testing.T) {
+	a, b := tcpPair(t)
+	s, failed := newTestSender(t, a)
+	const writers, each = 6, 300
+	sizes := []int{0, 10, 4 << 10, coalesceMax, coalesceMax + 1, 200 << 10}
+	read := make(chan error, 1)
+	go func() { read <- readFrames(b, (writers+1)*each) }()
+	var wg sync.WaitGroup
+	for w := range writers {
+		wg.Go(func() {
+			for i := range each {
+				hdr, p := testFrame(w, i, sizes[(w+i)%len(sizes)])
+				if err := s.send(hdr, p); err != nil {
+					t.Errorf("send: %v", err)
+					return
+				}
+				clear(p) // the sender may not read it after send returns
+			}
+		})
+	}
+	// Writer "writers" plays the read loop: corked replies, uncorked
+	// between batches, some with pinned payloads.
+	var pinned pins
+	npinned := 0
+	for i := range each {
+		if i%4 == 0 {
+			s.cork()
+		}
+		hdr, p := testFrame(writers, i, sizes[i%len(sizes)])
+		res := transport.NewResolved(p, -1, 0, 0, &pinned)
+		npinned++
+		s.reply(hdr, p, res)
+		if i%4 == 3 || i == each-1 {
+			s.uncork()
+		}
+	}
+	wg.Wait()
+	select {
+	case err := <-read:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("frames did not all arrive")
+	}
+	if f := failed.Load(); f != nil {
+		t.Fatalf("write failed: %v", *f)
+	}
+	waitUntil(t, func() bool { return pinned.n.Load() == int64(npinned) }, "every reply released")
+}
+
+// TestSenderCork: nothing a corked sender queues is written before the read
+// loop uncorks, and then all of it is.
+func TestSenderCork(t *testing.T) {
+	a, b := tcpPair(t)
+	s, _ := newTestSender(t, a)
+	s.cork()
+	for i := range 10 {
+		hdr, p := testFrame(0, i, 100)
+		s.reply(hdr, p, transport.Resolved{})
+	}
+	// Another goroutine's small send is queued behind the cork, too.
+	hdr, p := testFrame(1, 0, 100)
+	if err := s.send(hdr, p); err != nil {
+		t.Fatal(err)
+	}
+	b.SetReadDeadline(time.Now().Add(100 * time.Millisecond))
+	var one [1]byte
+	if n, err := b.Read(one[:]); n != 0 || !errors.Is(err, syscall.EAGAIN) && !isTimeout(err) {
+		t.Fatalf("read %d bytes (%v) while the sender was corked", n, err)
+	}
+	b.SetReadDeadline(time.Now().Add(time.Minute))
+	s.uncork()
+	if err := readFrames(b, 11); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func isTimeout(err error) bool {
+	var ne net.Error
+	return errors.As(err, &ne) && ne.Timeout()
+}
+
+// TestSenderReplyNeverBlocks: the read loop's replies return at once even
+// when the peer reads nothing; the respond loop writes them once it does.
+func TestSenderReplyNeverBlocks(t *testing.T) {
+	a, b := tcpPair(t)
+	a.SetWriteBuffer(32 << 10)
+	b.SetReadBuffer(32 << 10)
+	s, _ := newTestSender(t, a)
+	var pinned pins
+	const n = 64 // 64 × 64 KiB: far more than both socket buffers hold
+	returned := make(chan struct{})
+	go func() {
+		defer close(returned)
+		for i := range n {
+			s.cork()
+			hdr, p := testFrame(0, i, 64<<10)
+			s.reply(hdr, p, transport.NewResolved(p, -1, 0, 0, &pinned))
+			s.uncork()
+		}
+	}()
+	select {
+	case <-returned:
+	case <-time.After(10 * time.Second):
+		t.Fatal("a reply blocked on a peer that does not read")
+	}
+	if pinned.n.Load() == n {
+		t.Fatal("every payload was released before the peer read anything")
+	}
+	if err := readFrames(b, n); err != nil {
+		t.Fatal(err)
+	}
+	waitUntil(t, func() bool { return pinned.n.Load() == n }, "every reply released")
+}
+
+// TestSenderBackpressure: small sends queue behind a writer stuck on a full
+// socket without waiting, but only up to queueMax; past it a sender waits
+// for the peer to read.
+func TestSenderBackpressure(t *testing.T) {
+	a, b := tcpPair(t)
+	a.SetWriteBuffer(32 << 10)
+	b.SetReadBuffer(32 << 10)
+	s, _ := newTestSender(t, a)
+	// The respond loop gets stuck writing replies nobody reads.
+	const stuck = 16
+	for i := range stuck {
+		s.cork()
+		hdr, p := testFrame(0, i, 64<<10)
+		s.reply(hdr, p, transport.Resolved{})
+		s.uncork()
+	}
+	const size = 8 << 10
+	total := 2*queueMax/size + 64
+	progress := make(chan int, total)
+	go func() {
+		for i := range total {
+			hdr, p := testFrame(1, i, size)
+			if err := s.send(hdr, p); err != nil {
+				t.Errorf("send %d: %v", i, err)
+				return
+			}
+			progress <- i
+		}
+	}()
+	// Let the sender run until it stops making progress.
+	sent := -1
+	for stalled := false; !stalled; {
+		select {
+		case sent = <-progress:
+		case <-time.After(300 * time.Millisecond):
+			stalled = true
+		}
+	}
+	queued := (sent + 1) * (size + testHdrLen)
+	if sent+1 >= total {
+		t.Fatalf("all %d sends of %d bytes returned with nobody reading: the queue is unbounded", total, size)
+	}
+	if queued < queueMax/2 {
+		t.Fatalf("sends waited after %d bytes: small sends should queue behind a stuck writer", queued)
+	}
+	if queued > queueMax+size+testHdrLen {
+		t.Fatalf("%d bytes queued before a send waited (bound %d)", queued, queueMax)
+	}
+	if err := readFrames(b, stuck+total); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestSenderClose: closing releases what is queued, and later sends fail
+// with the reason; a write error is reported once.
+func TestSenderClose(t *testing.T) {
+	a, b := tcpPair(t)
+	a.SetWriteBuffer(32 << 10)
+	b.SetReadBuffer(32 << 10)
+	s, failed := newTestSender(t, a)
+	var pinned pins
+	const n = 32
+	for i := range n {
+		s.cork()
+		hdr, p := testFrame(0, i, 64<<10)
+		s.reply(hdr, p, transport.NewResolved(p, -1, 0, 0, &pinned))
+		s.uncork()
+	}
+	if pinned.n.Load() == n {
+		t.Fatal("every payload was released before anything was read or closed")
+	}
+	// As Endpoint.fail does: close the queue, then the connection, which
+	// makes the respond loop's blocked write return.
+	reason := errors.New("endpoint down")
+	s.close(reason)
+	a.Close()
+	waitUntil(t, func() bool { return pinned.n.Load() == n }, "every queued reply released")
+	hdr, p := testFrame(1, 0, 10)
+	if err := s.send(hdr, p); !errors.Is(err, reason) {
+		t.Fatalf("send after close: %v, want %v", err, reason)
+	}
+	_ = failed // a write error after the close may or may not be reported
+}
+
+// TestSenderWriteError: a send to a connection the peer reset fails, and the
+// failure reaches onErr.
+func TestSenderWriteError(t *testing.T) {
+	a, b := tcpPair(t)
+	b.SetLinger(0)
+	b.Close() // RST
+	s, failed := newTestSender(t, a)
+	var err error
+	for i := 0; i < 1000 && err == nil; i++ {
+		hdr, p := testFrame(0, i, 64<<10)
+		err = s.send(hdr, p)
+		time.Sleep(time.Millisecond)
+	}
+	if err == nil {
+		t.Fatal("sends to a reset connection kept succeeding")
+	}
+	if failed.Load() == nil {
+		t.Fatal("the write error was not reported")
+	}
+}
+
+func waitUntil(t *testing.T, cond func() bool, what string) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
