@@ -437,6 +437,7 @@ type conn struct {
 	rbuf       []byte
 	rpos, rend int
 	scratch    []byte // messages larger than the read-ahead buffer
+	completed  int    // operations completed since the last read
 }
 
 func newConn(e *Endpoint, nc net.Conn, spin time.Duration) *conn {
@@ -642,6 +643,7 @@ func (c *conn) serveResp(h *wire.Header) error {
 	}
 	small := len(op.Local) < smallOp
 	complete(op, nil)
+	c.completed++
 	if small && c.rpos == c.rend {
 		// A small operation is most likely waited for (a Read or Write
 		// call), and with nothing more buffered the next read most likely
@@ -649,6 +651,16 @@ func (c *conn) serveResp(h *wire.Header) error {
 		// woke, next in line on this P, run before that read rather than
 		// after it. Bulk completions do not yield: the read loop keeps
 		// draining the socket.
+		//
+		// When this read completed one operation, the queue is uncorked
+		// first: the goroutine's next request goes out at once, from that
+		// goroutine. When it completed several, the queue stays corked
+		// while the goroutines run, and their next requests leave together
+		// in one writev before the next read: with many operations in
+		// flight, batches sustain themselves.
+		if c.completed <= 1 {
+			c.s.uncork()
+		}
 		runtime.Gosched()
 	}
 	return nil
@@ -721,6 +733,7 @@ const rawReadMax = 64 << 10
 func (c *conn) read(b []byte) (int, error) {
 	c.s.uncork()
 	defer c.s.cork()
+	c.completed = 0
 	var n int
 	var err error
 	if c.rd != nil && len(b) <= rawReadMax {

@@ -90,23 +90,27 @@ func newSender(nc net.Conn, raw *sys.Writer, onErr func(error)) *sender {
 // queued reports how many segments were ever queued; s.mu is held.
 func (s *sender) queued() uint64 { return s.taken + uint64(len(s.q.segs)) }
 
-// add queues hdr and payload as one frame; s.mu is held. A small payload is
-// copied, a large one is queued in place with res, released once written.
-func (s *sender) add(hdr, payload []byte, res transport.Resolved) (copied bool) {
+// add queues hdr and payload as one frame; s.mu is held. The header is
+// copied; so is the payload unless inPlace, when it is queued where it is
+// with res, released once it is written.
+func (s *sender) add(hdr, payload []byte, res transport.Resolved, inPlace bool) {
 	off := len(s.q.buf)
 	s.q.buf = append(s.q.buf, hdr...)
-	if len(payload) <= coalesceMax {
+	if !inPlace || len(payload) == 0 {
 		s.q.buf = append(s.q.buf, payload...)
 		s.q.segs = append(s.q.segs, seg{off: off, n: len(s.q.buf) - off})
-		return true
+		res.Release()
+		return
 	}
 	s.q.segs = append(s.q.segs, seg{off: off, n: len(hdr)}, seg{ext: payload, res: res})
-	return false
 }
 
-// send queues a frame from a goroutine other than the read loop and returns
-// once it may: at once for a small frame another writer will write, after
-// the write for a large one. It reports the write error only when it wrote.
+// send writes a frame from a goroutine other than the read loop, or queues
+// it, and returns once payload may be reused: when nothing is queued and no
+// write is under way it writes the frame itself, from where it is; else a
+// small frame is copied into the queue for the writer at work, and a large
+// one waits until it is written. It reports the write error only when it
+// wrote.
 func (s *sender) send(hdr, payload []byte) error {
 	s.mu.Lock()
 	for s.err == nil && s.writing && !s.corked && len(s.q.buf) >= queueMax {
@@ -117,7 +121,19 @@ func (s *sender) send(hdr, payload []byte) error {
 		s.mu.Unlock()
 		return err
 	}
-	if s.add(hdr, payload, transport.Resolved{}) {
+	if !s.writing && !s.corked && len(s.q.segs) == 0 {
+		// The common case of one poster at a time: no copy, no batch.
+		s.writing = true
+		s.mu.Unlock()
+		if err := s.writeFrame(hdr, payload); err != nil {
+			s.finish(&batch{}, err)
+			return err
+		}
+		return s.write(writerRounds, true) // what others queued meanwhile
+	}
+	small := len(payload) <= coalesceMax
+	s.add(hdr, payload, transport.Resolved{}, !small)
+	if small {
 		if s.writing || s.corked {
 			s.mu.Unlock()
 			return nil
@@ -157,12 +173,10 @@ func (s *sender) reply(hdr, payload []byte, res transport.Resolved) {
 		res.Release()
 		return
 	}
-	copied := s.add(hdr, payload, res)
+	// In place: a READ's data stays in its pinned region until written.
+	s.add(hdr, payload, res, true)
 	corked := s.corked
 	s.mu.Unlock()
-	if copied {
-		res.Release()
-	}
 	if !corked {
 		s.tryFlush()
 	}
@@ -259,6 +273,27 @@ func (s *sender) take() *batch {
 	return b
 }
 
+// writeFrame writes hdr and payload, blocking; the caller holds the
+// writer's role.
+func (s *sender) writeFrame(hdr, payload []byte) error {
+	n := 0
+	if s.raw != nil {
+		var err error
+		if n, err = s.raw.TryWritev(hdr, payload); err != nil {
+			return err
+		}
+	}
+	var err error
+	switch {
+	case n < len(hdr):
+		bufs := net.Buffers{hdr[n:], payload}
+		_, err = bufs.WriteTo(s.nc)
+	case n < len(hdr)+len(payload):
+		_, err = s.nc.Write(payload[n-len(hdr):])
+	}
+	return err
+}
+
 // writeNow writes as much of b as the socket takes at once, dropping what
 // was written from b.iov.
 func (s *sender) writeNow(b *batch) error {
@@ -319,7 +354,7 @@ func (s *sender) finish(b *batch, err error) {
 	clear(b.iova)
 	s.mu.Lock()
 	s.done += uint64(len(b.segs))
-	if cap(b.buf) <= 4*queueMax {
+	if cap(b.buf) > 0 && cap(b.buf) <= 4*queueMax {
 		s.spare = batch{buf: b.buf[:0], segs: b.segs[:0]}
 	}
 	b.buf, b.segs, b.iov = nil, nil, nil
