@@ -39,6 +39,10 @@ const coalesceMax = 16 << 10
 // write: a sender that is not the read loop waits while more are queued.
 const queueMax = 1 << 20
 
+// rawWriteMax bounds the bytes of one raw (non-blocking, P-holding) write
+// system call; larger frames go through the connection's own writev.
+const rawWriteMax = 64 << 10
+
 // writerRounds is how many batches a sending goroutine writes for the others
 // before it hands the writer's role to the respond loop: it has its own work
 // to get back to.
@@ -71,6 +75,7 @@ type sender struct {
 	q     batch           // queued, not yet taken by a writer
 	spare batch           // the last written batch, for reuse
 	wb    batch           // the batch being written, owned by the writer
+	riov  [][]byte        // the writer's scratch for a raw writev
 	carry *batch          // a partly written batch handed to the respond loop
 	taken uint64          // segments taken by writers so far
 	done  uint64          // segments written (or dropped) so far
@@ -211,7 +216,9 @@ func (s *sender) tryFlush() {
 	s.mu.Unlock()
 	for {
 		if s.raw != nil {
-			if err := s.writeNow(b); err != nil {
+			// One attempt: the read loop leaves bulk data to the
+			// respond loop and goes back to reading.
+			if err := s.writeNow(b, true); err != nil {
 				s.finish(b, err)
 				return
 			}
@@ -277,7 +284,7 @@ func (s *sender) take() *batch {
 // writer's role.
 func (s *sender) writeFrame(hdr, payload []byte) error {
 	n := 0
-	if s.raw != nil {
+	if s.raw != nil && len(payload) <= rawWriteMax {
 		var err error
 		if n, err = s.raw.TryWritev(hdr, payload); err != nil {
 			return err
@@ -294,11 +301,24 @@ func (s *sender) writeFrame(hdr, payload []byte) error {
 	return err
 }
 
-// writeNow writes as much of b as the socket takes at once, dropping what
-// was written from b.iov.
-func (s *sender) writeNow(b *batch) error {
+// writeNow writes as much of b as the socket takes at once (with once, in
+// one system call of at most rawWriteMax bytes), dropping what was written
+// from b.iov.
+func (s *sender) writeNow(b *batch, once bool) error {
 	for len(b.iov) > 0 {
-		n, err := s.raw.TryWritev(b.iov...)
+		// At most rawWriteMax bytes per raw call (internal/sys).
+		s.riov = s.riov[:0]
+		left := rawWriteMax
+		for _, x := range b.iov[:min(len(b.iov), sys.MaxIovecs)] {
+			if left == 0 {
+				break
+			}
+			x = x[:min(len(x), left)]
+			s.riov = append(s.riov, x)
+			left -= len(x)
+		}
+		n, err := s.raw.TryWritev(s.riov...)
+		clear(s.riov)
 		if err != nil {
 			return err
 		}
@@ -306,6 +326,9 @@ func (s *sender) writeNow(b *batch) error {
 			return nil
 		}
 		b.iov = advance(b.iov, n)
+		if once || n < rawWriteMax-left {
+			return nil // the socket is full
+		}
 	}
 	return nil
 }
@@ -313,7 +336,7 @@ func (s *sender) writeNow(b *batch) error {
 // writeAll writes the rest of b, blocking.
 func (s *sender) writeAll(b *batch) error {
 	if s.raw != nil {
-		if err := s.writeNow(b); err != nil {
+		if err := s.writeNow(b, false); err != nil {
 			return err
 		}
 	}
