@@ -470,7 +470,7 @@ func (c *conn) writeFrame(h *wire.Header, payload []byte) error {
 func (c *conn) reply(h *wire.Header, payload []byte, res transport.Resolved) {
 	var hdr [wire.FrameHeaderLen]byte
 	h.Put(hdr[:])
-	c.s.reply(hdr[:], payload, res)
+	c.s.reply(hdr[:], payload, res, c.rpos == c.rend)
 }
 
 func (c *conn) readLoop() {

@@ -170,12 +170,21 @@ func (s *sender) send(hdr, payload []byte) error {
 }
 
 // reply queues a frame from the read loop, which never waits: res is
-// released once payload is written (or copied).
-func (s *sender) reply(hdr, payload []byte, res transport.Resolved) {
+// released once payload is written. last tells that the read loop has
+// nothing more buffered to handle: with nothing queued and no write under
+// way, the frame then goes out at once, in one non-blocking attempt, as it
+// would at the next read anyway.
+func (s *sender) reply(hdr, payload []byte, res transport.Resolved, last bool) {
 	s.mu.Lock()
 	if s.err != nil {
 		s.mu.Unlock()
 		res.Release()
+		return
+	}
+	if last && !s.writing && len(s.q.segs) == 0 && s.raw != nil && len(payload) <= rawWriteMax {
+		s.writing = true
+		s.mu.Unlock()
+		s.replyNow(hdr, payload, res)
 		return
 	}
 	// In place: a READ's data stays in its pinned region until written.
@@ -185,6 +194,43 @@ func (s *sender) reply(hdr, payload []byte, res transport.Resolved) {
 	if !corked {
 		s.tryFlush()
 	}
+}
+
+// replyNow writes a reply with one non-blocking attempt and hands what the
+// socket did not take to the respond loop; the caller holds the writer's
+// role.
+func (s *sender) replyNow(hdr, payload []byte, res transport.Resolved) {
+	n, err := s.raw.TryWritev(hdr, payload)
+	if err != nil {
+		res.Release()
+		s.finish(&batch{}, err)
+		return
+	}
+	if n == len(hdr)+len(payload) {
+		res.Release()
+		s.mu.Lock()
+		if s.err != nil || len(s.q.segs) == 0 || s.corked {
+			s.writing = false
+			s.mu.Unlock()
+			s.cond.Broadcast()
+			return
+		}
+		s.mu.Unlock()
+		s.tryFlushHeld() // queued meanwhile, with the role still held
+		return
+	}
+	// The socket is full: the rest of the frame goes first, from the
+	// respond loop (a rare path, so a batch of its own).
+	b := &s.wb
+	if n < len(hdr) {
+		b.buf = append([]byte(nil), hdr[n:]...)
+		b.segs = []seg{{n: len(b.buf)}, {ext: payload, res: res}}
+		b.iov = [][]byte{b.buf, payload}
+	} else {
+		b.segs = []seg{{ext: payload[n-len(hdr):], res: res}}
+		b.iov = [][]byte{payload[n-len(hdr):]}
+	}
+	s.handOff(b)
 }
 
 // cork holds the queue while the read loop handles what it read.
@@ -212,6 +258,13 @@ func (s *sender) tryFlush() {
 		return
 	}
 	s.writing = true
+	s.mu.Unlock()
+	s.tryFlushHeld()
+}
+
+// tryFlushHeld is tryFlush for a caller that holds the writer's role.
+func (s *sender) tryFlushHeld() {
+	s.mu.Lock()
 	b := s.take()
 	s.mu.Unlock()
 	for {
@@ -226,16 +279,7 @@ func (s *sender) tryFlush() {
 		if len(b.iov) > 0 {
 			// The socket is full (or takes no raw writes): the respond
 			// loop finishes this batch, blocking.
-			s.mu.Lock()
-			if s.err != nil {
-				s.mu.Unlock()
-				s.finish(b, nil) // closed meanwhile: drop it
-				return
-			}
-			s.carry = b
-			s.handoff = true
-			s.mu.Unlock()
-			s.wake()
+			s.handOff(b)
 			return
 		}
 		s.finish(b, nil)
@@ -248,6 +292,21 @@ func (s *sender) tryFlush() {
 		b = s.take()
 		s.mu.Unlock()
 	}
+}
+
+// handOff passes the writer's role, and the partly written batch b, to the
+// respond loop.
+func (s *sender) handOff(b *batch) {
+	s.mu.Lock()
+	if s.err != nil {
+		s.mu.Unlock()
+		s.finish(b, nil) // closed meanwhile: drop it
+		return
+	}
+	s.carry = b
+	s.handoff = true
+	s.mu.Unlock()
+	s.wake()
 }
 
 // take hands the queue to the writer, who owns s.wb; s.mu is held.

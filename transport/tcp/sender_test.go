@@ -150,7 +150,7 @@ func TestSenderOrder(t *testing.T) {
 		hdr, p := testFrame(writers, i, sizes[i%len(sizes)])
 		res := transport.NewResolved(p, -1, 0, 0, &pinned)
 		npinned++
-		s.reply(hdr, p, res)
+		s.reply(hdr, p, res, i%4 == 3)
 		if i%4 == 3 || i == each-1 {
 			s.uncork()
 		}
@@ -178,7 +178,7 @@ func TestSenderCork(t *testing.T) {
 	s.cork()
 	for i := range 10 {
 		hdr, p := testFrame(0, i, 100)
-		s.reply(hdr, p, transport.Resolved{})
+		s.reply(hdr, p, transport.Resolved{}, false)
 	}
 	// Another goroutine's small send is queued behind the cork, too.
 	hdr, p := testFrame(1, 0, 100)
@@ -217,7 +217,8 @@ func TestSenderReplyNeverBlocks(t *testing.T) {
 		for i := range n {
 			s.cork()
 			hdr, p := testFrame(0, i, 64<<10)
-			s.reply(hdr, p, transport.NewResolved(p, -1, 0, 0, &pinned))
+			// Both ways: queued, and written at once as the last reply.
+			s.reply(hdr, p, transport.NewResolved(p, -1, 0, 0, &pinned), i%2 == 0)
 			s.uncork()
 		}
 	}()
@@ -248,7 +249,7 @@ func TestSenderBackpressure(t *testing.T) {
 	for i := range stuck {
 		s.cork()
 		hdr, p := testFrame(0, i, 64<<10)
-		s.reply(hdr, p, transport.Resolved{})
+		s.reply(hdr, p, transport.Resolved{}, true)
 		s.uncork()
 	}
 	const size = 8 << 10
@@ -300,7 +301,7 @@ func TestSenderClose(t *testing.T) {
 	for i := range n {
 		s.cork()
 		hdr, p := testFrame(0, i, 64<<10)
-		s.reply(hdr, p, transport.NewResolved(p, -1, 0, 0, &pinned))
+		s.reply(hdr, p, transport.NewResolved(p, -1, 0, 0, &pinned), i%2 == 0)
 		s.uncork()
 	}
 	if pinned.n.Load() == n {
