@@ -395,7 +395,9 @@ func (s *sender) writeNow(b *batch, once bool) error {
 // writeAll writes the rest of b, blocking.
 func (s *sender) writeAll(b *batch) error {
 	if s.raw != nil {
-		if err := s.writeNow(b, false); err != nil {
+		// One raw attempt: bulk data goes through the connection's
+		// writev, a few large system calls rather than many of 64 KiB.
+		if err := s.writeNow(b, true); err != nil {
 			return err
 		}
 	}
