@@ -23,6 +23,7 @@ type kvBenchRecord struct {
 	Transport   string  `json:"transport"`
 	ValueSize   int64   `json:"value_size"`
 	Concurrency int     `json:"concurrency"`
+	Clients     int     `json:"clients"`
 	Ops         int64   `json:"ops"`
 	Seconds     float64 `json:"seconds"`
 	OpsPerSec   float64 `json:"ops_per_sec"`
@@ -46,9 +47,12 @@ func newKVBenchCmd(g *globals) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "bench",
 		Short: "Measure GET or PUT throughput and latency against a KV server",
-		Long: "bench runs --ops operations from --concurrency clients (each with its own connection and\n" +
-			"registered buffers, like redis-benchmark -c) over --keys keys of --value-size bytes, which it\n" +
-			"PUTs first for a GET run. It prints ops/s, bandwidth (1e9 bytes/s) and latency p50/p99.",
+		Long: "bench runs --ops operations from --concurrency workers over --keys keys of --value-size\n" +
+			"bytes, which it PUTs first for a GET run. It prints ops/s, bandwidth (1e9 bytes/s) and latency\n" +
+			"p50/p99.\n\n" +
+			"By default each worker is a client of its own, with its own connection and registered buffers,\n" +
+			"like redis-benchmark -c. --clients N shares N clients among the workers instead, as goroutines\n" +
+			"of one program share a kv.Client: their requests are then multiplexed on N connections.",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			fs := cmd.Flags()
@@ -66,11 +70,20 @@ func newKVBenchCmd(g *globals) *cobra.Command {
 			if ops < 1 || conc < 1 || keys < 1 {
 				return errors.New("--ops, --concurrency and --keys must be at least 1")
 			}
+			nc := conc
+			if fs.Changed("clients") {
+				nc, _ = fs.GetInt("clients")
+				if nc < 1 || nc > conc {
+					return fmt.Errorf("--clients %d: must be between 1 and --concurrency (%d)", nc, conc)
+				}
+			}
 			jsonOut, _ := fs.GetBool("json")
 			verify, _ := fs.GetBool("verify")
-			// Each client's pool holds its value buffer and Get's buffer.
-			bufferMB := int(2*size>>20) + 4
-			clients := make([]*kv.Client, conc)
+			// Each client's pool holds, for each of its workers, a value
+			// buffer and Get's buffer.
+			perClient := (conc + nc - 1) / nc
+			bufferMB := int(2*size>>20)*perClient + 4
+			clients := make([]*kv.Client, nc)
 			defer func() {
 				for _, c := range clients {
 					if c != nil {
@@ -86,7 +99,11 @@ func newKVBenchCmd(g *globals) *cobra.Command {
 				cancel() // the timeout bounds the connection; the run may take longer
 				clients[i] = c
 			}
-			res, err := kvBench(cmd.Context(), g, clients, op, size, ops, keys, verify)
+			workers := make([]*kv.Client, conc)
+			for i := range workers {
+				workers[i] = clients[i%nc]
+			}
+			res, err := kvBench(cmd.Context(), g, workers, op, size, ops, keys, verify)
 			if err != nil {
 				return err
 			}
@@ -104,11 +121,21 @@ func newKVBenchCmd(g *globals) *cobra.Command {
 	fs.String("op", "get", "operation: get or put")
 	fs.Int64("ops", 100000, "number of operations")
 	fs.String("value-size", "4KiB", "value `size`, e.g. 4096, 4KiB, 1MiB")
-	fs.Int("concurrency", 1, "number of concurrent clients")
+	fs.Int("concurrency", 1, "number of concurrent workers (by default, each a client of its own)")
+	fs.Int("clients", 0, "number of clients the workers share (default: one per worker)")
 	fs.Int("keys", 1000, "number of distinct keys")
 	fs.Bool("json", false, "print one JSON line")
 	fs.Bool("verify", false, "check every GET's value")
 	return cmd
+}
+
+// distinct counts the different clients in cs.
+func distinct(cs []*kv.Client) int {
+	seen := make(map[*kv.Client]bool, len(cs))
+	for _, c := range cs {
+		seen[c] = true
+	}
+	return len(seen)
 }
 
 // kvValue is the value of key k: bytes derived from k, so GETs can be checked.
@@ -234,7 +261,7 @@ func kvBench(ctx context.Context, g *globals, clients []*kv.Client, op string, s
 	}
 	sec := elapsed.Seconds()
 	return kvBenchRecord{
-		Op: op, Transport: clients[0].Transport(), ValueSize: size, Concurrency: len(clients),
+		Op: op, Transport: clients[0].Transport(), ValueSize: size, Concurrency: len(clients), Clients: distinct(clients),
 		Ops: ops, Seconds: sec, OpsPerSec: float64(ops) / sec, BytesPerSec: float64(ops*size) / sec,
 		LatP50Ns: int64(lat.quantile(50)), LatP99Ns: int64(lat.quantile(99)), LatMaxNs: int64(lat.max()),
 		Verified: verify && op == "get",

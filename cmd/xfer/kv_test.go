@@ -114,9 +114,21 @@ func TestEndToEndKV(t *testing.T) {
 				t.Errorf("bench %s: %s = %v", op, f, m[f])
 			}
 		}
-		if m["ops"] != 300.0 || m["op"] != op {
+		if m["ops"] != 300.0 || m["op"] != op || m["clients"] != 4.0 {
 			t.Errorf("bench %s: %s", op, o)
 		}
+	}
+	// Four workers sharing one client: their requests share a connection.
+	o, e, code = run("bench", "--server-addr", addr, "--op", "get", "--ops", "300", "--value-size", "64KiB", "--concurrency", "4", "--clients", "1", "--keys", "10", "--verify", "--json")
+	if code != 0 {
+		t.Fatalf("bench --clients 1: exit %d: %s", code, e)
+	}
+	var m map[string]any
+	if err := json.Unmarshal([]byte(o), &m); err != nil || m["clients"] != 1.0 || m["concurrency"] != 4.0 || m["verified"] != true {
+		t.Fatalf("bench --clients 1: %v: %s", err, o)
+	}
+	if _, e, code := run("bench", "--server-addr", addr, "--concurrency", "2", "--clients", "3"); code == 0 || !strings.Contains(e, "--clients 3: must be between 1 and --concurrency (2)") {
+		t.Errorf("--clients above --concurrency: exit %d: %s", code, e)
 	}
 }
 
