@@ -230,6 +230,9 @@ func (s *sender) replyNow(hdr, payload []byte, res transport.Resolved) {
 		b.segs = []seg{{ext: payload[n-len(hdr):], res: res}}
 		b.iov = [][]byte{payload[n-len(hdr):]}
 	}
+	s.mu.Lock()
+	s.taken += uint64(len(b.segs)) // finish counts them done
+	s.mu.Unlock()
 	s.handOff(b)
 }
 

@@ -234,6 +234,16 @@ func TestSenderReplyNeverBlocks(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitUntil(t, func() bool { return pinned.n.Load() == n }, "every reply released")
+	// Every frame that was counted written was counted queued: a large
+	// send waits on that count for its own frame.
+	waitUntil(t, func() bool {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		if s.done > s.taken+uint64(len(s.q.segs)) {
+			t.Fatalf("%d segments counted written, %d queued", s.done, s.taken+uint64(len(s.q.segs)))
+		}
+		return !s.writing && s.done == s.taken
+	}, "the queue to drain")
 }
 
 // TestSenderBackpressure: small sends queue behind a writer stuck on a full
