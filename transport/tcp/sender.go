@@ -22,10 +22,16 @@ import (
 // epoll). The read loop never blocks on a write: what the socket does not
 // take at once is handed to the respond loop, which writes it blocking.
 //
-// Small frames are copied into the queue's buffer, so their senders return
-// at once; a sender of a large payload waits until it is written, as its
-// memory is the caller's. Replies the read loop makes from registered memory
-// (a READ's data) are written in place and released once written.
+// A sender that finds nothing queued and no write under way (one poster at
+// a time, the common case at depth 1) writes its frame itself, from where
+// it is. Otherwise a small frame is copied into the queue's buffer and its
+// sender returns at once; a sender of a large payload waits until it is
+// written, as its memory is the caller's. Replies the read loop makes from
+// registered memory (a READ's data) are written in place and released once
+// written; the last reply of a read goes out at once when nothing is queued.
+// The read loop keeps the cork on while the goroutines it woke run only
+// when one read completed several operations (conn.serveResp), so that a
+// lone caller's next request is not held back.
 //
 // Why by hand: no library batches writes on a net.Conn this way (bufio
 // needs an explicit Flush and a single writer; gRPC's loopy writer is
