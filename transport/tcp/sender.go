@@ -254,14 +254,18 @@ func (s *sender) cork() {
 func (s *sender) uncork() {
 	s.mu.Lock()
 	s.corked = false
-	s.mu.Unlock()
-	s.tryFlush()
+	s.flushLocked()
 }
 
 // tryFlush writes the queue with non-blocking system calls if no writer is
 // at work; what the socket does not take goes to the respond loop.
 func (s *sender) tryFlush() {
 	s.mu.Lock()
+	s.flushLocked()
+}
+
+// flushLocked is tryFlush with s.mu held; it unlocks s.mu.
+func (s *sender) flushLocked() {
 	if s.writing || s.err != nil || len(s.q.segs) == 0 {
 		s.mu.Unlock()
 		return
