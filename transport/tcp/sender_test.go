@@ -111,6 +111,30 @@ func newTestSender(t *testing.T, a *net.TCPConn) (*sender, *atomic.Pointer[error
 	return s, &failed
 }
 
+// smallBuffers builds a sender whose socket buffers are small (32 KiB), so
+// that a peer that does not read soon fills them; b is the peer's end.
+func smallBuffers(t *testing.T) (s *sender, failed *atomic.Pointer[error], b *net.TCPConn) {
+	t.Helper()
+	a, b := tcpPair(t)
+	a.SetWriteBuffer(32 << 10)
+	b.SetReadBuffer(32 << 10)
+	s, failed = newTestSender(t, a)
+	return s, failed, b
+}
+
+// replyCorked makes frame i of writer 0, 64 KiB, a reply of the read loop
+// between a cork and an uncork, with its payload pinned by p (nil: none).
+func replyCorked(s *sender, i int, p *pins, last bool) {
+	s.cork()
+	hdr, payload := testFrame(0, i, 64<<10)
+	res := transport.Resolved{}
+	if p != nil {
+		res = transport.NewResolved(payload, -1, 0, 0, p)
+	}
+	s.reply(hdr, payload, res, last)
+	s.uncork()
+}
+
 // pins counts unpinned references.
 type pins struct{ n atomic.Int64 }
 
@@ -205,21 +229,15 @@ func isTimeout(err error) bool {
 // TestSenderReplyNeverBlocks: the read loop's replies return at once even
 // when the peer reads nothing; the respond loop writes them once it does.
 func TestSenderReplyNeverBlocks(t *testing.T) {
-	a, b := tcpPair(t)
-	a.SetWriteBuffer(32 << 10)
-	b.SetReadBuffer(32 << 10)
-	s, _ := newTestSender(t, a)
+	s, _, b := smallBuffers(t)
 	var pinned pins
 	const n = 64 // 64 × 64 KiB: far more than both socket buffers hold
 	returned := make(chan struct{})
 	go func() {
 		defer close(returned)
 		for i := range n {
-			s.cork()
-			hdr, p := testFrame(0, i, 64<<10)
 			// Both ways: queued, and written at once as the last reply.
-			s.reply(hdr, p, transport.NewResolved(p, -1, 0, 0, &pinned), i%2 == 0)
-			s.uncork()
+			replyCorked(s, i, &pinned, i%2 == 0)
 		}
 	}()
 	select {
@@ -250,17 +268,11 @@ func TestSenderReplyNeverBlocks(t *testing.T) {
 // socket without waiting, but only up to queueMax; past it a sender waits
 // for the peer to read.
 func TestSenderBackpressure(t *testing.T) {
-	a, b := tcpPair(t)
-	a.SetWriteBuffer(32 << 10)
-	b.SetReadBuffer(32 << 10)
-	s, _ := newTestSender(t, a)
+	s, _, b := smallBuffers(t)
 	// The respond loop gets stuck writing replies nobody reads.
 	const stuck = 16
 	for i := range stuck {
-		s.cork()
-		hdr, p := testFrame(0, i, 64<<10)
-		s.reply(hdr, p, transport.Resolved{}, true)
-		s.uncork()
+		replyCorked(s, i, nil, true)
 	}
 	const size = 8 << 10
 	total := 2*queueMax/size + 64
@@ -300,19 +312,13 @@ func TestSenderBackpressure(t *testing.T) {
 }
 
 // TestSenderClose: closing releases what is queued, and later sends fail
-// with the reason; a write error is reported once.
+// with the reason.
 func TestSenderClose(t *testing.T) {
-	a, b := tcpPair(t)
-	a.SetWriteBuffer(32 << 10)
-	b.SetReadBuffer(32 << 10)
-	s, failed := newTestSender(t, a)
+	s, failed, _ := smallBuffers(t)
 	var pinned pins
 	const n = 32
 	for i := range n {
-		s.cork()
-		hdr, p := testFrame(0, i, 64<<10)
-		s.reply(hdr, p, transport.NewResolved(p, -1, 0, 0, &pinned), i%2 == 0)
-		s.uncork()
+		replyCorked(s, i, &pinned, i%2 == 0)
 	}
 	if pinned.n.Load() == n {
 		t.Fatal("every payload was released before anything was read or closed")
@@ -321,7 +327,7 @@ func TestSenderClose(t *testing.T) {
 	// makes the respond loop's blocked write return.
 	reason := errors.New("endpoint down")
 	s.close(reason)
-	a.Close()
+	s.nc.Close()
 	waitUntil(t, func() bool { return pinned.n.Load() == n }, "every queued reply released")
 	hdr, p := testFrame(1, 0, 10)
 	if err := s.send(hdr, p); !errors.Is(err, reason) {

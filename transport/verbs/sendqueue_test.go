@@ -11,9 +11,7 @@ import (
 func TestSendQueueCompletionDoesNotWaitForPoster(t *testing.T) {
 	q := newSendQueue(nil, 4)
 	q.mu.Lock() // a poster, in the middle of its post
-	if !q.reserve(3) {
-		t.Fatal("reserve on a live queue reported it dead")
-	}
+	mustReserve(t, q, 3)
 	done := make(chan struct{})
 	go func() {
 		q.completed(3) // the poller, dispatching that post's completion
@@ -34,22 +32,11 @@ func TestSendQueueCompletionDoesNotWaitForPoster(t *testing.T) {
 // room, and only that long.
 func TestSendQueueWaitsForRoom(t *testing.T) {
 	q := newSendQueue(nil, 4)
-	if !q.reserve(4) {
-		t.Fatal("reserve on a live queue reported it dead")
-	}
+	mustReserve(t, q, 4)
 	got := waitingPoster(q, 2)
-	// Nothing may come out while the queue is full.
-	select {
-	case ok := <-got:
-		t.Fatalf("reserve returned %v on a full queue", ok)
-	case <-time.After(50 * time.Millisecond):
-	}
-	q.completed(1) // room for 1: still not enough for 2
-	select {
-	case ok := <-got:
-		t.Fatalf("reserve(2) returned %v with room for 1", ok)
-	case <-time.After(50 * time.Millisecond):
-	}
+	stillWaiting(t, got, "on a full queue") // nothing may come out
+	q.completed(1)                          // room for 1: still not enough for 2
+	stillWaiting(t, got, "with room for 1 of 2")
 	q.completed(1)
 	if !result(t, got, "a waiting poster was not woken by the completions that made room") {
 		t.Fatal("reserve reported a live queue dead")
@@ -63,9 +50,7 @@ func TestSendQueueWaitsForRoom(t *testing.T) {
 // and counts nothing.
 func TestSendQueueKillWakesPoster(t *testing.T) {
 	q := newSendQueue(nil, 2)
-	if !q.reserve(2) {
-		t.Fatal("reserve on a live queue reported it dead")
-	}
+	mustReserve(t, q, 2)
 	got := waitingPoster(q, 1)
 	q.kill()
 	if result(t, got, "kill did not wake the waiting poster") {
@@ -104,5 +89,23 @@ func result(t *testing.T, got <-chan bool, stuck string) bool {
 	case <-time.After(10 * time.Second):
 		t.Fatal(stuck)
 		return false
+	}
+}
+
+// mustReserve reserves n requests on a live queue.
+func mustReserve(t *testing.T, q *sendQueue, n int) {
+	t.Helper()
+	if !q.reserve(n) {
+		t.Fatal("reserve on a live queue reported it dead")
+	}
+}
+
+// stillWaiting fails t if the poster behind got has returned within 50 ms.
+func stillWaiting(t *testing.T, got <-chan bool, when string) {
+	t.Helper()
+	select {
+	case ok := <-got:
+		t.Fatalf("reserve returned %v %s", ok, when)
+	case <-time.After(50 * time.Millisecond):
 	}
 }
