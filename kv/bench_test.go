@@ -66,3 +66,50 @@ func benchGet(b *testing.B, tr xfer.Policy, mode string, size, conc, nc int) {
 	b.StopTimer()
 	b.ReportMetric(float64(per*conc)/b.Elapsed().Seconds(), "ops/s")
 }
+
+// BenchmarkPut measures PUTs of one key from 1 and 16 clients, in process,
+// of an inline value (4 KiB) and of one the server reads (1 MiB).
+func BenchmarkPut(b *testing.B) {
+	for _, tr := range transports {
+		for _, mode := range modes {
+			for _, size := range []int{4 << 10, 1 << 20} {
+				for _, conc := range []int{1, 16} {
+					b.Run(fmt.Sprintf("%s/%s/%dB/c%d", tr, mode, size, conc), func(b *testing.B) {
+						benchPut(b, tr, mode, size, conc)
+					})
+				}
+			}
+		}
+	}
+}
+
+func benchPut(b *testing.B, tr xfer.Policy, mode string, size, conc int) {
+	s := startServer(b, ServerOptions{Engine: xfer.Config{MemoryMB: 64}})
+	ctx := context.Background()
+	cs := make([]*Client, conc)
+	bufs := make([]xfer.Buffer, conc)
+	for i := range cs {
+		cs[i] = dialOpts(b, s.addr, ClientOptions{EngineConfig: xfer.Config{Transport: tr, MemoryMB: 16}, Requests: mode})
+		var err error
+		if bufs[i], err = cs[i].Engine().Alloc(size); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.SetBytes(int64(size))
+	b.ResetTimer()
+	var wg sync.WaitGroup
+	per := b.N/conc + 1
+	for i, c := range cs {
+		wg.Go(func() {
+			for range per {
+				if err := c.PutBuffer(ctx, "k", bufs[i], size); err != nil {
+					b.Error(err)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	b.StopTimer()
+	b.ReportMetric(float64(per*conc)/b.Elapsed().Seconds(), "ops/s")
+}

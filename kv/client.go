@@ -130,17 +130,20 @@ type pendingCall struct {
 	late func()
 	dst  []byte // where an inline GET value goes
 
-	// A pooled call (GETs) receives a GET response of the fast path in
-	// these, without allocating; its caller is done with them before it
-	// puts the call back.
-	pooled bool
-	desc   [xfer.RegionDescLen]byte // the request's buffer descriptor
-	resp   kvpb.Response
-	wrap   kvpb.Response_Get
-	get    kvpb.GetResponse
+	// A pooled call (GETs, inline PUTs) receives a response of the fast
+	// path in these, without allocating; its caller is done with them
+	// before it puts the call back.
+	pooled  bool
+	desc    [xfer.RegionDescLen]byte // the request's buffer descriptor
+	resp    kvpb.Response
+	wrap    kvpb.Response_Get
+	get     kvpb.GetResponse
+	wrapPut kvpb.Response_Put
+	put     kvpb.PutResponse
 }
 
-// callPool holds the pendingCalls of GETs, each with its channel.
+// callPool holds the pendingCalls of GETs and inline PUTs, each with its
+// channel.
 var callPool = sync.Pool{New: func() any {
 	return &pendingCall{ch: make(chan *kvpb.Response, 1), pooled: true}
 }}
@@ -546,7 +549,7 @@ func (c *Client) putValue(ctx context.Context, key string, value []byte) (uint64
 		return 0, err
 	}
 	if uint64(len(value)) <= sess.inlineMax {
-		return c.put(ctx, &kvpb.PutRequest{Key: []byte(key), Source: &kvpb.PutRequest_Value{Value: value}})
+		return c.putInline(ctx, key, value)
 	}
 	if sess.maxValue > 0 && uint64(len(value)) > sess.maxValue {
 		return 0, fmt.Errorf("kv: value of %d bytes is larger than the server's limit of %d: %w", len(value), sess.maxValue, ErrInvalid)
@@ -580,7 +583,7 @@ func (c *Client) putBuffer(ctx context.Context, key string, buf xfer.Buffer, n i
 		return 0, err
 	}
 	if uint64(n) <= sess.inlineMax { // faster inline: see DefaultInlineMax
-		return c.put(ctx, &kvpb.PutRequest{Key: []byte(key), Source: &kvpb.PutRequest_Value{Value: buf.Bytes()[:n]}})
+		return c.putInline(ctx, key, buf.Bytes()[:n])
 	}
 	d, err := buf.Desc().Slice(0, uint64(n))
 	if err != nil {
@@ -591,6 +594,32 @@ func (c *Client) putBuffer(ctx context.Context, key string, buf xfer.Buffer, n i
 		return 0, err
 	}
 	return c.put(ctx, &kvpb.PutRequest{Key: []byte(key), Source: &kvpb.PutRequest_Buffer{Buffer: desc}})
+}
+
+// putInline is put of an inline value on the data-plane request path:
+// without a PutRequest, the request is encoded straight into the message
+// (the value's one copy), and the call, with room for its response, comes
+// from a pool.
+func (c *Client) putInline(ctx context.Context, key string, value []byte) (uint64, error) {
+	if c.msgs == nil {
+		return c.put(ctx, &kvpb.PutRequest{Key: []byte(key), Source: &kvpb.PutRequest_Value{Value: value}})
+	}
+	var ver uint64
+	err := c.retry(ctx, func(s *session) error {
+		pc := callPool.Get().(*pendingCall)
+		r, done, err := c.callWith(ctx, s, pc, func(b []byte, id uint64) []byte {
+			return appendPutRequest(b, id, unsafe.Slice(unsafe.StringData(key), len(key)), value, unsafe.Slice(unsafe.StringData(s.id), len(s.id)))
+		}, nil)
+		if err == nil {
+			ver = r.GetPut().GetVersion()
+		}
+		if done {
+			pc.dst, pc.late = nil, nil
+			callPool.Put(pc)
+		}
+		return err
+	})
+	return ver, err
 }
 
 func (c *Client) put(ctx context.Context, req *kvpb.PutRequest) (uint64, error) {
@@ -660,9 +689,16 @@ func (c *Client) onResponse(sess *session, msg []byte) {
 	var resp *kvpb.Response
 	var value []byte // an inline GET value
 	fast, ok := parseGetResponse(msg)
-	if ok {
+	var fastPut fastPutResponse
+	isPut := false
+	switch {
+	case ok:
 		value = fast.value
-	} else {
+	default:
+		if fastPut, isPut = parsePutResponse(msg); isPut {
+			fast.id = fastPut.id
+			break
+		}
 		resp = new(kvpb.Response)
 		if err := proto.Unmarshal(msg, resp); err != nil {
 			return // not a response to anything: ignore it
@@ -679,7 +715,8 @@ func (c *Client) onResponse(sess *session, msg []byte) {
 	if pc == nil {
 		return
 	}
-	if ok {
+	switch {
+	case ok:
 		var g *kvpb.GetResponse
 		if pc.pooled {
 			pc.get.Reset()
@@ -693,6 +730,20 @@ func (c *Client) onResponse(sess *session, msg []byte) {
 		}
 		resp.Id = fast.id
 		g.Length, g.Version, g.Inline = fast.length, fast.version, fast.inline
+	case isPut:
+		var p *kvpb.PutResponse
+		if pc.pooled {
+			pc.put.Reset()
+			pc.resp.Reset()
+			p, resp = &pc.put, &pc.resp
+			pc.wrapPut.Put = p
+			resp.Result = &pc.wrapPut
+		} else {
+			p = new(kvpb.PutResponse)
+			resp = &kvpb.Response{Result: &kvpb.Response_Put{Put: p}}
+		}
+		resp.Id = fast.id
+		p.Version, p.Evicted = fastPut.version, fastPut.evicted
 	}
 	if g := resp.GetGet(); g != nil && g.Inline && pc.late == nil {
 		if len(value) != int(g.Length) || len(value) > len(pc.dst) {

@@ -3,19 +3,21 @@ package kv
 import "google.golang.org/protobuf/encoding/protowire"
 
 // The hot messages of the data-plane request path, a GET request the server
-// answers inline and the response to it, are decoded here without
-// allocating: the key and value alias the message, which is read in place
-// (Peer.Handle). Anything else, or anything unusual (a repeated field, an
+// answers inline, a PUT request with its value inline, and the responses to
+// both, are encoded and decoded here without allocating: the key and value
+// alias the message, which is read in place (Peer.Handle). Anything else, or anything unusual (a repeated field, an
 // unknown one, a wrong wire type), reports !ok and takes proto.Unmarshal.
 // FuzzFastDecode checks that whatever these accept, proto.Unmarshal decodes
 // to the same fields.
 
 // Field numbers of kv.proto.
 const (
-	fRequestID, fRequestGet                                      = 1, 2
+	fRequestID, fRequestGet, fRequestPut                         = 1, 2, 3
 	fGetKey, fGetBuffer, fGetInlineMax, fGetServerID             = 1, 3, 4, 5
-	fResponseID, fResponseCode, fResponseGet                     = 1, 2, 5
+	fPutKey, fPutValue, fPutServerID                             = 1, 4, 5
+	fResponseID, fResponseCode, fResponseGet, fResponsePut       = 1, 2, 5, 6
 	fGetRespLength, fGetRespVersion, fGetRespInline, fGetRespVal = 1, 2, 3, 4
+	fPutRespVersion, fPutRespEvicted                             = 1, 2
 )
 
 // fields walks the fields of message b, handing each to f with the bytes
@@ -210,6 +212,149 @@ func appendGetResponse(b []byte, id, length, version uint64, inline bool, value 
 	if len(value) > 0 {
 		b = protowire.AppendTag(b, fGetRespVal, protowire.BytesType)
 		b = protowire.AppendBytes(b, value)
+	}
+	return b
+}
+
+// fastPut is a PutRequest with its value inline, inside a Request.
+type fastPut struct {
+	id       uint64
+	key      []byte
+	value    []byte // not nil, possibly empty
+	serverID []byte
+}
+
+// parsePutRequest decodes a Request holding a PutRequest whose value is
+// inline. A PUT from a buffer reports !ok.
+func parsePutRequest(b []byte) (r fastPut, ok bool) {
+	var put []byte
+	ok = fields(b, func(num protowire.Number, typ protowire.Type, v []byte) (n int) {
+		switch {
+		case num == fRequestID && typ == protowire.VarintType:
+			r.id, n = protowire.ConsumeVarint(v)
+		case num == fRequestPut && typ == protowire.BytesType:
+			put, n = protowire.ConsumeBytes(v)
+		default:
+			n = -1
+		}
+		return n
+	})
+	if !ok || put == nil {
+		return r, false
+	}
+	ok = fields(put, func(num protowire.Number, typ protowire.Type, v []byte) (n int) {
+		switch {
+		case num == fPutKey && typ == protowire.BytesType:
+			r.key, n = protowire.ConsumeBytes(v)
+		case num == fPutValue && typ == protowire.BytesType:
+			r.value, n = protowire.ConsumeBytes(v)
+		case num == fPutServerID && typ == protowire.BytesType:
+			r.serverID, n = protowire.ConsumeBytes(v)
+		default:
+			n = -1
+		}
+		return n
+	})
+	return r, ok && r.value != nil
+}
+
+// fastPutResponse is a successful Response holding a PutResponse.
+type fastPutResponse struct {
+	id, version uint64
+	evicted     uint32
+}
+
+// parsePutResponse decodes a successful Response holding a PutResponse.
+func parsePutResponse(b []byte) (r fastPutResponse, ok bool) {
+	var put []byte
+	ok = fields(b, func(num protowire.Number, typ protowire.Type, v []byte) (n int) {
+		switch {
+		case num == fResponseID && typ == protowire.VarintType:
+			r.id, n = protowire.ConsumeVarint(v)
+		case num == fResponseCode && typ == protowire.VarintType:
+			var code uint64
+			if code, n = protowire.ConsumeVarint(v); code != 0 {
+				n = -1 // an error: the full path words it
+			}
+		case num == fResponsePut && typ == protowire.BytesType:
+			put, n = protowire.ConsumeBytes(v)
+		default:
+			n = -1
+		}
+		return n
+	})
+	if !ok || put == nil {
+		return r, false
+	}
+	ok = fields(put, func(num protowire.Number, typ protowire.Type, v []byte) (n int) {
+		switch {
+		case num == fPutRespVersion && typ == protowire.VarintType:
+			r.version, n = protowire.ConsumeVarint(v)
+		case num == fPutRespEvicted && typ == protowire.VarintType:
+			var x uint64
+			x, n = protowire.ConsumeVarint(v)
+			r.evicted = uint32(x) // as proto.Unmarshal does: the low 32 bits
+		default:
+			n = -1
+		}
+		return n
+	})
+	return r, ok
+}
+
+// appendPutRequest encodes Request{id, Put{key, serverID, value
+// (inline)}} as proto.Marshal does.
+func appendPutRequest(b []byte, id uint64, key, value, serverID []byte) []byte {
+	n := protowire.SizeTag(fPutValue) + protowire.SizeBytes(len(value)) // a set oneof field is always written
+	if len(key) > 0 {
+		n += protowire.SizeTag(fPutKey) + protowire.SizeBytes(len(key))
+	}
+	if len(serverID) > 0 {
+		n += protowire.SizeTag(fPutServerID) + protowire.SizeBytes(len(serverID))
+	}
+	if id != 0 {
+		b = protowire.AppendTag(b, fRequestID, protowire.VarintType)
+		b = protowire.AppendVarint(b, id)
+	}
+	b = protowire.AppendTag(b, fRequestPut, protowire.BytesType)
+	b = protowire.AppendVarint(b, uint64(n))
+	if len(key) > 0 {
+		b = protowire.AppendTag(b, fPutKey, protowire.BytesType)
+		b = protowire.AppendBytes(b, key)
+	}
+	if len(serverID) > 0 {
+		b = protowire.AppendTag(b, fPutServerID, protowire.BytesType)
+		b = protowire.AppendBytes(b, serverID)
+	}
+	// proto.Marshal writes a oneof's field after the others.
+	b = protowire.AppendTag(b, fPutValue, protowire.BytesType)
+	b = protowire.AppendBytes(b, value)
+	return b
+}
+
+// appendPutResponse encodes Response{id, Put{version, evicted}} as
+// proto.Marshal does.
+func appendPutResponse(b []byte, id, version uint64, evicted uint32) []byte {
+	n := 0
+	if version != 0 {
+		n += protowire.SizeTag(fPutRespVersion) + protowire.SizeVarint(version)
+	}
+	if evicted != 0 {
+		n += protowire.SizeTag(fPutRespEvicted) + protowire.SizeVarint(uint64(evicted))
+	}
+	if id != 0 {
+		b = protowire.AppendTag(b, fResponseID, protowire.VarintType)
+		b = protowire.AppendVarint(b, id)
+	}
+	b = protowire.AppendTag(b, fResponsePut, protowire.BytesType)
+	b = protowire.AppendVarint(b, uint64(n))
+	if version != 0 {
+		b = protowire.AppendTag(b, fPutRespVersion, protowire.VarintType)
+		b = protowire.AppendVarint(b, version)
+	}
+	if evicted != 0 {
+		b = protowire.AppendTag(b, fPutRespEvicted, protowire.VarintType)
+		b = protowire.AppendVarint(b, uint64(evicted))
 	}
 	return b
 }

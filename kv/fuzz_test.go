@@ -94,6 +94,9 @@ func FuzzFastDecode(f *testing.F) {
 		&kvpb.Request{Id: 8, Op: &kvpb.Request_Put{Put: &kvpb.PutRequest{Key: []byte("k")}}},
 		&kvpb.Response{Id: 7, Result: &kvpb.Response_Get{Get: &kvpb.GetResponse{Length: 3, Version: 9, Inline: true, Value: []byte("abc")}}},
 		&kvpb.Response{Id: 7, Code: 5, Message: "not found"},
+		&kvpb.Request{Id: 9, Op: &kvpb.Request_Put{Put: &kvpb.PutRequest{Key: []byte("k"), Source: &kvpb.PutRequest_Value{Value: []byte("v")}, ServerId: []byte("id")}}},
+		&kvpb.Request{Id: 9, Op: &kvpb.Request_Put{Put: &kvpb.PutRequest{Key: []byte("k"), Source: &kvpb.PutRequest_Value{}}}},
+		&kvpb.Response{Id: 9, Result: &kvpb.Response_Put{Put: &kvpb.PutResponse{Version: 4, Evicted: 2}}},
 	} {
 		b, _ := proto.Marshal(m)
 		f.Add(b)
@@ -117,6 +120,27 @@ func FuzzFastDecode(f *testing.F) {
 			g := full.GetGet()
 			if g == nil || full.Code != 0 || full.Id != r.id || g.Length != r.length || g.Version != r.version || g.Inline != r.inline || !bytes.Equal(g.Value, r.value) {
 				t.Fatalf("response: fast %+v, proto %v", r, &full)
+			}
+		}
+		if r, ok := parsePutRequest(b); ok {
+			var full kvpb.Request
+			if err := proto.Unmarshal(b, &full); err != nil {
+				t.Fatalf("fast decoder accepted what proto refuses: %v", err)
+			}
+			p := full.GetPut()
+			v, inline := p.GetSource().(*kvpb.PutRequest_Value)
+			if p == nil || !inline || full.Id != r.id || !bytes.Equal(p.Key, r.key) || !bytes.Equal(v.Value, r.value) || !bytes.Equal(p.ServerId, r.serverID) {
+				t.Fatalf("put request: fast %+v, proto %v", r, &full)
+			}
+		}
+		if r, ok := parsePutResponse(b); ok {
+			var full kvpb.Response
+			if err := proto.Unmarshal(b, &full); err != nil {
+				t.Fatalf("fast decoder accepted what proto refuses: %v", err)
+			}
+			p := full.GetPut()
+			if p == nil || full.Code != 0 || full.Id != r.id || p.Version != r.version || p.Evicted != r.evicted {
+				t.Fatalf("put response: fast %+v, proto %v", r, &full)
 			}
 		}
 	})

@@ -466,6 +466,35 @@ func TestEvictionAndReject(t *testing.T) {
 			t.Fatalf("put after a delete made room: %v", err)
 		}
 	})
+	// Values that travel inline take the server's fast path, which words
+	// its refusal as the full path does.
+	t.Run("reject inline", func(t *testing.T) {
+		const small = 16 << 10
+		s := startServer(t, ServerOptions{Engine: xfer.Config{MemoryMB: 2}, Full: Reject})
+		c := dial(t, s.addr, xfer.PolicyTCP)
+		ctx := ctxT(t)
+		var err error
+		i := 0
+		for ; i < 200 && err == nil; i++ {
+			err = c.Put(ctx, fmt.Sprint(i), pattern(small, byte(i)))
+		}
+		if !errors.Is(err, ErrFull) || !strings.Contains(err.Error(), "full") {
+			t.Fatalf("inline put into a full pool: %v, want ErrFull", err)
+		}
+		st := s.Snapshot()
+		if st.RejectedFull != 1 || st.InlineBytes == 0 || st.Keys != uint64(i-1) {
+			t.Fatalf("stats %+v after %d puts", st, i)
+		}
+		for j := range i - 1 {
+			got, err := c.Get(ctx, fmt.Sprint(j))
+			if err != nil || !bytes.Equal(got, pattern(small, byte(j))) {
+				t.Fatalf("get %d after a rejected put: %v", j, err)
+			}
+		}
+		if _, err := c.Get(ctx, fmt.Sprint(i-1)); !errors.Is(err, ErrNotFound) {
+			t.Fatalf("the rejected put left a value: %v", err)
+		}
+	})
 }
 
 // TestNoTornReads: GETs racing PUTs of the same key always see one whole
@@ -692,6 +721,50 @@ func TestFastEncoding(t *testing.T) {
 		if got := appendGetResponse(nil, tc.id, tc.length, tc.version, tc.inline, tc.value); !bytes.Equal(got, want) {
 			t.Errorf("response %+v:\n got %x\nwant %x", tc, got, want)
 		}
+	}
+	for _, tc := range []struct {
+		id                 uint64
+		key, value, server []byte
+	}{
+		{1, []byte("k"), []byte("value"), []byte("server")},
+		{0, nil, []byte{}, nil}, // an empty value is still set (a oneof)
+		{1 << 40, bytes.Repeat([]byte("x"), 300), bytes.Repeat([]byte("v"), 5000), []byte{0}},
+	} {
+		want, _ := proto.MarshalOptions{Deterministic: true}.Marshal(&kvpb.Request{Id: tc.id, Op: &kvpb.Request_Put{Put: &kvpb.PutRequest{Key: tc.key, Source: &kvpb.PutRequest_Value{Value: tc.value}, ServerId: tc.server}}})
+		got := appendPutRequest(nil, tc.id, tc.key, tc.value, tc.server)
+		if !bytes.Equal(got, want) {
+			t.Errorf("put request %d (key %d bytes, value %d):\n got %.64x\nwant %.64x", tc.id, len(tc.key), len(tc.value), got, want)
+		}
+		r, ok := parsePutRequest(got)
+		if !ok || r.id != tc.id || !bytes.Equal(r.key, tc.key) || !bytes.Equal(r.value, tc.value) || r.value == nil || !bytes.Equal(r.serverID, tc.server) {
+			t.Errorf("put request %d decodes to id %d, key %d bytes, value %d, ok %v", tc.id, r.id, len(r.key), len(r.value), ok)
+		}
+	}
+	for _, tc := range []struct {
+		id, version uint64
+		evicted     uint32
+	}{
+		{1, 9, 0},
+		{0, 0, 0},
+		{7, 1 << 33, 3},
+	} {
+		want, _ := proto.MarshalOptions{Deterministic: true}.Marshal(&kvpb.Response{Id: tc.id, Result: &kvpb.Response_Put{Put: &kvpb.PutResponse{Version: tc.version, Evicted: tc.evicted}}})
+		got := appendPutResponse(nil, tc.id, tc.version, tc.evicted)
+		if !bytes.Equal(got, want) {
+			t.Errorf("put response %+v:\n got %x\nwant %x", tc, got, want)
+		}
+		if r, ok := parsePutResponse(got); !ok || r.id != tc.id || r.version != tc.version || r.evicted != tc.evicted {
+			t.Errorf("put response %+v decodes to %+v, %v", tc, r, ok)
+		}
+	}
+	// A PUT from a buffer, and an error response, take the full path.
+	b, _ := proto.Marshal(&kvpb.Request{Id: 3, Op: &kvpb.Request_Put{Put: &kvpb.PutRequest{Key: []byte("k"), Source: &kvpb.PutRequest_Buffer{Buffer: []byte{1}}}}})
+	if r, ok := parsePutRequest(b); ok {
+		t.Errorf("a put from a buffer decodes as inline: %+v", r)
+	}
+	b, _ = proto.Marshal(&kvpb.Response{Id: 3, Code: 8, Message: "full", Result: &kvpb.Response_Put{Put: &kvpb.PutResponse{}}})
+	if r, ok := parsePutResponse(b); ok {
+		t.Errorf("an error response decodes as a success: %+v", r)
 	}
 }
 

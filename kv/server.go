@@ -352,6 +352,9 @@ func (s *Server) serveMessages(p *xfer.Peer, msgs *msgBufs) {
 		if g, ok := parseGetRequest(msg); ok && s.serveSmallGet(p, msgs, g.id, g.key, g.inlineMax, g.serverID) {
 			return
 		}
+		if r, ok := parsePutRequest(msg); ok && s.serveInlinePut(p, msgs, r) {
+			return
+		}
 		req := new(kvpb.Request)
 		if err := proto.Unmarshal(msg, req); err != nil {
 			// The id is unknown: the client's call waits for its deadline.
@@ -434,6 +437,37 @@ func (s *Server) serveSmallGet(p *xfer.Peer, msgs *msgBufs, id uint64, key []byt
 	return true
 }
 
+// serveInlinePut answers a PUT whose value came inline, at once: the
+// handler copies the value from the message, where it lies, into its slot,
+// and the response is encoded by hand. Unlike proto.Unmarshal, nothing
+// copies the value or allocates the request on the way. It reports whether
+// it answered (false only when every message buffer is busy, before any
+// work: the request then takes the full path, which can wait for one).
+func (s *Server) serveInlinePut(p *xfer.Peer, msgs *msgBufs, r fastPut) bool {
+	b, ok := msgs.tryGet()
+	if !ok {
+		return false
+	}
+	src := kvpb.PutRequest_Value{Value: r.value}
+	req := kvpb.PutRequest{Key: r.key, Source: &src, ServerId: r.serverID}
+	resp, err := s.Put(s.ctx, &req) // an inline PUT needs no peer (fromPeer)
+	var out []byte
+	if err == nil {
+		out = appendPutResponse(b[:0], r.id, resp.Version, resp.Evicted)
+		ok = cap(out) == cap(b)
+	} else {
+		er := &kvpb.Response{Id: r.id}
+		setError(er, err)
+		out, ok = s.marshal(b, er)
+	}
+	if !ok {
+		msgs.put(b) // cannot happen: messages are sized for inline values
+		return true
+	}
+	s.sendNow(p, msgs, b, out)
+	return true
+}
+
 // serveRequest runs one data-plane request through the gRPC handlers and
 // returns the response.
 func (s *Server) serveRequest(p *xfer.Peer, req *kvpb.Request) *kvpb.Response {
@@ -460,15 +494,20 @@ func (s *Server) serveRequest(p *xfer.Peer, req *kvpb.Request) *kvpb.Response {
 		err = status.Error(codes.InvalidArgument, "request without an operation")
 	}
 	if err != nil {
-		st := status.Convert(err)
-		resp.Code, resp.Message = uint32(st.Code()), st.Message()
-		for _, d := range st.Details() {
-			if b, ok := d.(*kvpb.BufferTooSmall); ok {
-				resp.TooSmall = b
-			}
-		}
+		setError(resp, err)
 	}
 	return resp
+}
+
+// setError makes resp carry err, a handler's status error.
+func setError(resp *kvpb.Response, err error) {
+	st := status.Convert(err)
+	resp.Code, resp.Message = uint32(st.Code()), st.Message()
+	for _, d := range st.Details() {
+		if b, ok := d.(*kvpb.BufferTooSmall); ok {
+			resp.TooSmall = b
+		}
+	}
 }
 
 // send sends resp to p, waiting for a message buffer if need be.
