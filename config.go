@@ -79,7 +79,8 @@ type Config struct {
 	// socket before it waits in the Go poller: an answer that comes within
 	// it skips the wake-up of an idle CPU, which on a virtual machine costs
 	// more than a loopback round trip. At most half the CPUs spin at once.
-	// Default: 20µs; negative: never spin.
+	// Default: 20µs (the KV service's engines: 50µs, kv.DefaultPollSpin);
+	// negative: never spin.
 	PollSpin time.Duration `yaml:"poll_spin"`
 	// The rdma transport (seed 002's table). XFER_DEVICE, and then
 	// RDMA_DEVICE_NAME, override RDMADevice.

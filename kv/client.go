@@ -64,7 +64,8 @@ type ClientOptions struct {
 	// Default: the client opens its own with EngineConfig and closes it.
 	Engine *xfer.Engine
 	// EngineConfig configures the client's own engine (MemoryMB is the
-	// buffer pool: seed 001's --buffer-mb, default 64).
+	// buffer pool: seed 001's --buffer-mb, default 64; an unset PollSpin
+	// is DefaultPollSpin).
 	EngineConfig xfer.Config
 	// InlineMax is the largest value accepted or sent inline in the gRPC
 	// messages (the server's limit applies too); negative means never.
@@ -170,6 +171,9 @@ func Dial(ctx context.Context, addr string, opts ClientOptions) (*Client, error)
 	}
 	c := &Client{opts: opts, target: target, host: host, e: opts.Engine}
 	if c.e == nil {
+		if opts.EngineConfig.PollSpin == 0 {
+			opts.EngineConfig.PollSpin = DefaultPollSpin
+		}
 		c.e, err = xfer.Open(ctx, opts.EngineConfig)
 		if err != nil {
 			return nil, fmt.Errorf("kv: client engine: %w", err)

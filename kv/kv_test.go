@@ -807,3 +807,24 @@ func TestDataPlaneRequestsNameOwnBuffers(t *testing.T) {
 		t.Fatalf("the refused put stored a value: %v", err)
 	}
 }
+
+// TestPollSpinDefault: the KV service's engines spin DefaultPollSpin unless
+// their configuration says otherwise.
+func TestPollSpinDefault(t *testing.T) {
+	s := startServer(t, ServerOptions{})
+	if got := s.Engine().Config().PollSpin; got != DefaultPollSpin {
+		t.Errorf("server engine poll_spin %v, want %v", got, DefaultPollSpin)
+	}
+	c := dial(t, s.addr, xfer.PolicyTCP)
+	if got := c.Engine().Config().PollSpin; got != DefaultPollSpin {
+		t.Errorf("client engine poll_spin %v, want %v", got, DefaultPollSpin)
+	}
+	c = dialOpts(t, s.addr, ClientOptions{EngineConfig: xfer.Config{PollSpin: -1}})
+	if got := c.Engine().Config().PollSpin; got >= 0 {
+		t.Errorf("client engine poll_spin %v, want off (-1ns)", got)
+	}
+	s = startServer(t, ServerOptions{Engine: xfer.Config{PollSpin: 7 * time.Microsecond}})
+	if got := s.Engine().Config().PollSpin; got != 7*time.Microsecond {
+		t.Errorf("server engine poll_spin %v, want the configured 7µs", got)
+	}
+}

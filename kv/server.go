@@ -38,6 +38,15 @@ const (
 	// where a one-sided transfer is a single copy (or the NIC's DMA): inline
 	// GETs measured faster up to 16 KiB and slower from 32 KiB.
 	DefaultInlineMaxSHM = 16 << 10
+	// DefaultPollSpin is the poll_spin (xfer.Config.PollSpin) of the KV
+	// service's engines, server and clients, when their configuration
+	// leaves it unset: longer than the engine's own default (20 µs)
+	// because a reader waits for a whole KV exchange (the request, the
+	// lookup, the answer, the other side's next request), which takes
+	// longer than a bare round trip; a spin shorter than the exchange burns
+	// its length and still pays the wake-up. Measured in docs/BENCHMARKS.md
+	// ("The KV service's poll_spin").
+	DefaultPollSpin = 50 * time.Microsecond
 	// defaultPeerWait is how long a request waits for its client's
 	// data-plane connection to be accepted, which can trail the client's
 	// Dial by a moment.
@@ -48,7 +57,8 @@ const (
 type ServerOptions struct {
 	// Engine configures the data-plane engine. Its Listen address is the one
 	// clients dial (default ":0", any port; Hello tells clients which), and
-	// its MemoryMB the size of the value pool.
+	// its MemoryMB the size of the value pool. An unset PollSpin is
+	// DefaultPollSpin.
 	Engine xfer.Config
 	// Full is what a PUT does when the pool is full. Default: Evict.
 	Full FullPolicy
@@ -118,6 +128,9 @@ func NewServer(ctx context.Context, opts ServerOptions) (*Server, error) {
 	}
 	if opts.Engine.Listen == "" {
 		opts.Engine.Listen = ":0"
+	}
+	if opts.Engine.PollSpin == 0 {
+		opts.Engine.PollSpin = DefaultPollSpin
 	}
 	// Data-plane requests carry a key and, inline, a small value.
 	if need := msgSize(opts.MaxKey, opts.InlineMax); opts.Engine.MaxMessage < need {
