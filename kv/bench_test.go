@@ -28,10 +28,10 @@ func BenchmarkGet(b *testing.B) {
 	}
 }
 
-// benchGet runs conc goroutines that share nc clients.
-func benchGet(b *testing.B, tr xfer.Policy, mode string, size, conc, nc int) {
+// benchClients starts a server and returns conc workers' clients, nc of
+// them distinct, each worker with a buffer of size bytes from its client.
+func benchClients(b *testing.B, tr xfer.Policy, mode string, size, conc, nc int) ([]*Client, []xfer.Buffer) {
 	s := startServer(b, ServerOptions{Engine: xfer.Config{MemoryMB: 64}})
-	ctx := context.Background()
 	cs := make([]*Client, conc)
 	bufs := make([]xfer.Buffer, conc)
 	for i := range cs {
@@ -45,17 +45,33 @@ func benchGet(b *testing.B, tr xfer.Policy, mode string, size, conc, nc int) {
 			b.Fatal(err)
 		}
 	}
+	return cs, bufs
+}
+
+// benchGet runs conc goroutines that share nc clients.
+func benchGet(b *testing.B, tr xfer.Policy, mode string, size, conc, nc int) {
+	ctx := context.Background()
+	cs, bufs := benchClients(b, tr, mode, size, conc, nc)
 	if err := cs[0].Put(ctx, "k", make([]byte, size)); err != nil {
 		b.Fatal(err)
 	}
+	runWorkers(b, size, cs, func(i int, c *Client) error {
+		_, err := c.GetInto(ctx, "k", bufs[i])
+		return err
+	})
+}
+
+// runWorkers runs one goroutine per client of cs, each calling op b.N/len(cs)+1
+// times, and reports the operations per second.
+func runWorkers(b *testing.B, size int, cs []*Client, op func(i int, c *Client) error) {
 	b.SetBytes(int64(size))
 	b.ResetTimer()
 	var wg sync.WaitGroup
-	per := b.N/conc + 1
+	per := b.N/len(cs) + 1
 	for i, c := range cs {
 		wg.Go(func() {
 			for range per {
-				if _, err := c.GetInto(ctx, "k", bufs[i]); err != nil {
+				if err := op(i, c); err != nil {
 					b.Error(err)
 					return
 				}
@@ -64,7 +80,7 @@ func benchGet(b *testing.B, tr xfer.Policy, mode string, size, conc, nc int) {
 	}
 	wg.Wait()
 	b.StopTimer()
-	b.ReportMetric(float64(per*conc)/b.Elapsed().Seconds(), "ops/s")
+	b.ReportMetric(float64(per*len(cs))/b.Elapsed().Seconds(), "ops/s")
 }
 
 // BenchmarkPut measures PUTs of one key from 1 and 16 clients, in process,
@@ -83,33 +99,11 @@ func BenchmarkPut(b *testing.B) {
 	}
 }
 
+// benchPut runs conc goroutines, each with a client of its own.
 func benchPut(b *testing.B, tr xfer.Policy, mode string, size, conc int) {
-	s := startServer(b, ServerOptions{Engine: xfer.Config{MemoryMB: 64}})
 	ctx := context.Background()
-	cs := make([]*Client, conc)
-	bufs := make([]xfer.Buffer, conc)
-	for i := range cs {
-		cs[i] = dialOpts(b, s.addr, ClientOptions{EngineConfig: xfer.Config{Transport: tr, MemoryMB: 16}, Requests: mode})
-		var err error
-		if bufs[i], err = cs[i].Engine().Alloc(size); err != nil {
-			b.Fatal(err)
-		}
-	}
-	b.SetBytes(int64(size))
-	b.ResetTimer()
-	var wg sync.WaitGroup
-	per := b.N/conc + 1
-	for i, c := range cs {
-		wg.Go(func() {
-			for range per {
-				if err := c.PutBuffer(ctx, "k", bufs[i], size); err != nil {
-					b.Error(err)
-					return
-				}
-			}
-		})
-	}
-	wg.Wait()
-	b.StopTimer()
-	b.ReportMetric(float64(per*conc)/b.Elapsed().Seconds(), "ops/s")
+	cs, bufs := benchClients(b, tr, mode, size, conc, conc)
+	runWorkers(b, size, cs, func(i int, c *Client) error {
+		return c.PutBuffer(ctx, "k", bufs[i], size)
+	})
 }

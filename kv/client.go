@@ -131,10 +131,9 @@ type pendingCall struct {
 	late func()
 	dst  []byte // where an inline GET value goes
 
-	// A pooled call (GETs, inline PUTs) receives a response of the fast
-	// path in these, without allocating; its caller is done with them
-	// before it puts the call back.
-	pooled  bool
+	// A response of the fast path is decoded into these, without
+	// allocating. The caller of a pooled call (GETs, inline PUTs) is done
+	// with them before it puts the call back.
 	desc    [xfer.RegionDescLen]byte // the request's buffer descriptor
 	resp    kvpb.Response
 	wrap    kvpb.Response_Get
@@ -146,7 +145,7 @@ type pendingCall struct {
 // callPool holds the pendingCalls of GETs and inline PUTs, each with its
 // channel.
 var callPool = sync.Pool{New: func() any {
-	return &pendingCall{ch: make(chan *kvpb.Response, 1), pooled: true}
+	return &pendingCall{ch: make(chan *kvpb.Response, 1)}
 }}
 
 // Dial connects to the KV server at addr ("host:port" or "http://host:port").
@@ -721,33 +720,17 @@ func (c *Client) onResponse(sess *session, msg []byte) {
 	}
 	switch {
 	case ok:
-		var g *kvpb.GetResponse
-		if pc.pooled {
-			pc.get.Reset()
-			pc.resp.Reset()
-			g, resp = &pc.get, &pc.resp
-			pc.wrap.Get = g
-			resp.Result = &pc.wrap
-		} else {
-			g = new(kvpb.GetResponse)
-			resp = &kvpb.Response{Result: &kvpb.Response_Get{Get: g}}
-		}
-		resp.Id = fast.id
-		g.Length, g.Version, g.Inline = fast.length, fast.version, fast.inline
+		pc.get.Reset()
+		pc.get.Length, pc.get.Version, pc.get.Inline = fast.length, fast.version, fast.inline
+		pc.wrap.Get = &pc.get
+		resp = pc.fastResponse(fast.id)
+		resp.Result = &pc.wrap
 	case isPut:
-		var p *kvpb.PutResponse
-		if pc.pooled {
-			pc.put.Reset()
-			pc.resp.Reset()
-			p, resp = &pc.put, &pc.resp
-			pc.wrapPut.Put = p
-			resp.Result = &pc.wrapPut
-		} else {
-			p = new(kvpb.PutResponse)
-			resp = &kvpb.Response{Result: &kvpb.Response_Put{Put: p}}
-		}
-		resp.Id = fast.id
-		p.Version, p.Evicted = fastPut.version, fastPut.evicted
+		pc.put.Reset()
+		pc.put.Version, pc.put.Evicted = fastPut.version, fastPut.evicted
+		pc.wrapPut.Put = &pc.put
+		resp = pc.fastResponse(fastPut.id)
+		resp.Result = &pc.wrapPut
 	}
 	if g := resp.GetGet(); g != nil && g.Inline && pc.late == nil {
 		if len(value) != int(g.Length) || len(value) > len(pc.dst) {
@@ -758,6 +741,14 @@ func (c *Client) onResponse(sess *session, msg []byte) {
 		}
 	}
 	pc.deliver(resp)
+}
+
+// fastResponse returns the call's own Response, reset, for a response of
+// the fast path.
+func (pc *pendingCall) fastResponse(id uint64) *kvpb.Response {
+	pc.resp.Reset()
+	pc.resp.Id = id
+	return &pc.resp
 }
 
 func (pc *pendingCall) deliver(r *kvpb.Response) {

@@ -49,21 +49,33 @@ type fastGet struct {
 	serverID  []byte
 }
 
-// parseGetRequest decodes a Request holding a GetRequest.
-func parseGetRequest(b []byte) (r fastGet, ok bool) {
-	var get []byte
+// envelope decodes a Request (or, with response, a successful Response)
+// whose operation is the message in field op: its id, and the operation's
+// bytes. A Response with an error code is refused: the full path words it.
+func envelope(b []byte, op protowire.Number, response bool) (id uint64, inner []byte, ok bool) {
 	ok = fields(b, func(num protowire.Number, typ protowire.Type, v []byte) (n int) {
 		switch {
-		case num == fRequestID && typ == protowire.VarintType:
-			r.id, n = protowire.ConsumeVarint(v)
-		case num == fRequestGet && typ == protowire.BytesType:
-			get, n = protowire.ConsumeBytes(v)
+		case num == fRequestID && typ == protowire.VarintType: // = fResponseID
+			id, n = protowire.ConsumeVarint(v)
+		case num == op && typ == protowire.BytesType:
+			inner, n = protowire.ConsumeBytes(v)
+		case response && num == fResponseCode && typ == protowire.VarintType:
+			var code uint64
+			if code, n = protowire.ConsumeVarint(v); code != 0 {
+				n = -1
+			}
 		default:
 			n = -1
 		}
 		return n
 	})
-	if !ok || get == nil {
+	return id, inner, ok && inner != nil
+}
+
+// parseGetRequest decodes a Request holding a GetRequest.
+func parseGetRequest(b []byte) (r fastGet, ok bool) {
+	var get []byte
+	if r.id, get, ok = envelope(b, fRequestGet, false); !ok {
 		return r, false
 	}
 	ok = fields(get, func(num protowire.Number, typ protowire.Type, v []byte) (n int) {
@@ -95,23 +107,7 @@ type fastGetResponse struct {
 // parseGetResponse decodes a successful Response holding a GetResponse.
 func parseGetResponse(b []byte) (r fastGetResponse, ok bool) {
 	var get []byte
-	ok = fields(b, func(num protowire.Number, typ protowire.Type, v []byte) (n int) {
-		switch {
-		case num == fResponseID && typ == protowire.VarintType:
-			r.id, n = protowire.ConsumeVarint(v)
-		case num == fResponseCode && typ == protowire.VarintType:
-			var code uint64
-			if code, n = protowire.ConsumeVarint(v); code != 0 {
-				n = -1 // an error: the full path words it
-			}
-		case num == fResponseGet && typ == protowire.BytesType:
-			get, n = protowire.ConsumeBytes(v)
-		default:
-			n = -1
-		}
-		return n
-	})
-	if !ok || get == nil {
+	if r.id, get, ok = envelope(b, fResponseGet, true); !ok {
 		return r, false
 	}
 	ok = fields(get, func(num protowire.Number, typ protowire.Type, v []byte) (n int) {
@@ -134,86 +130,77 @@ func parseGetResponse(b []byte) (r fastGetResponse, ok bool) {
 	return r, ok
 }
 
+// The encoders below write the fields in proto.Marshal's order and omit
+// zero values as proto3 does; these helpers write one field each.
+
+// sizeBytesField is the encoded size of a bytes field, 0 when empty.
+func sizeBytesField(num protowire.Number, v []byte) int {
+	if len(v) == 0 {
+		return 0
+	}
+	return protowire.SizeTag(num) + protowire.SizeBytes(len(v))
+}
+
+// sizeVarintField is the encoded size of a varint field, 0 when zero.
+func sizeVarintField(num protowire.Number, v uint64) int {
+	if v == 0 {
+		return 0
+	}
+	return protowire.SizeTag(num) + protowire.SizeVarint(v)
+}
+
+// appendBytesField appends a bytes field unless it is empty.
+func appendBytesField(b []byte, num protowire.Number, v []byte) []byte {
+	if len(v) == 0 {
+		return b
+	}
+	b = protowire.AppendTag(b, num, protowire.BytesType)
+	return protowire.AppendBytes(b, v)
+}
+
+// appendVarintField appends a varint field unless it is zero.
+func appendVarintField(b []byte, num protowire.Number, v uint64) []byte {
+	if v == 0 {
+		return b
+	}
+	b = protowire.AppendTag(b, num, protowire.VarintType)
+	return protowire.AppendVarint(b, v)
+}
+
+// appendEnvelope appends a Request's (or Response's) id and the header of
+// its operation, the message in field op, n bytes long.
+func appendEnvelope(b []byte, id uint64, op protowire.Number, n int) []byte {
+	b = appendVarintField(b, fRequestID, id) // = fResponseID
+	b = protowire.AppendTag(b, op, protowire.BytesType)
+	return protowire.AppendVarint(b, uint64(n))
+}
+
 // appendGetRequest encodes Request{id, Get{key, buffer, inlineMax,
 // serverID}} as proto.Marshal does.
 func appendGetRequest(b []byte, id uint64, key, buffer []byte, inlineMax uint64, serverID []byte) []byte {
-	n := 0
-	if len(key) > 0 {
-		n += protowire.SizeTag(fGetKey) + protowire.SizeBytes(len(key))
-	}
-	if len(buffer) > 0 {
-		n += protowire.SizeTag(fGetBuffer) + protowire.SizeBytes(len(buffer))
-	}
-	if inlineMax != 0 {
-		n += protowire.SizeTag(fGetInlineMax) + protowire.SizeVarint(inlineMax)
-	}
-	if len(serverID) > 0 {
-		n += protowire.SizeTag(fGetServerID) + protowire.SizeBytes(len(serverID))
-	}
-	if id != 0 {
-		b = protowire.AppendTag(b, fRequestID, protowire.VarintType)
-		b = protowire.AppendVarint(b, id)
-	}
-	b = protowire.AppendTag(b, fRequestGet, protowire.BytesType)
-	b = protowire.AppendVarint(b, uint64(n))
-	if len(key) > 0 {
-		b = protowire.AppendTag(b, fGetKey, protowire.BytesType)
-		b = protowire.AppendBytes(b, key)
-	}
-	if len(buffer) > 0 {
-		b = protowire.AppendTag(b, fGetBuffer, protowire.BytesType)
-		b = protowire.AppendBytes(b, buffer)
-	}
-	if inlineMax != 0 {
-		b = protowire.AppendTag(b, fGetInlineMax, protowire.VarintType)
-		b = protowire.AppendVarint(b, inlineMax)
-	}
-	if len(serverID) > 0 {
-		b = protowire.AppendTag(b, fGetServerID, protowire.BytesType)
-		b = protowire.AppendBytes(b, serverID)
-	}
-	return b
+	n := sizeBytesField(fGetKey, key) + sizeBytesField(fGetBuffer, buffer) +
+		sizeVarintField(fGetInlineMax, inlineMax) + sizeBytesField(fGetServerID, serverID)
+	b = appendEnvelope(b, id, fRequestGet, n)
+	b = appendBytesField(b, fGetKey, key)
+	b = appendBytesField(b, fGetBuffer, buffer)
+	b = appendVarintField(b, fGetInlineMax, inlineMax)
+	return appendBytesField(b, fGetServerID, serverID)
 }
 
 // appendGetResponse encodes Response{id, Get{length, version, inline,
 // value}} as proto.Marshal does.
 func appendGetResponse(b []byte, id, length, version uint64, inline bool, value []byte) []byte {
-	n := 0
-	if length != 0 {
-		n += protowire.SizeTag(fGetRespLength) + protowire.SizeVarint(length)
-	}
-	if version != 0 {
-		n += protowire.SizeTag(fGetRespVersion) + protowire.SizeVarint(version)
-	}
+	var in uint64
 	if inline {
-		n += protowire.SizeTag(fGetRespInline) + 1
+		in = 1
 	}
-	if len(value) > 0 {
-		n += protowire.SizeTag(fGetRespVal) + protowire.SizeBytes(len(value))
-	}
-	if id != 0 {
-		b = protowire.AppendTag(b, fResponseID, protowire.VarintType)
-		b = protowire.AppendVarint(b, id)
-	}
-	b = protowire.AppendTag(b, fResponseGet, protowire.BytesType)
-	b = protowire.AppendVarint(b, uint64(n))
-	if length != 0 {
-		b = protowire.AppendTag(b, fGetRespLength, protowire.VarintType)
-		b = protowire.AppendVarint(b, length)
-	}
-	if version != 0 {
-		b = protowire.AppendTag(b, fGetRespVersion, protowire.VarintType)
-		b = protowire.AppendVarint(b, version)
-	}
-	if inline {
-		b = protowire.AppendTag(b, fGetRespInline, protowire.VarintType)
-		b = protowire.AppendVarint(b, 1)
-	}
-	if len(value) > 0 {
-		b = protowire.AppendTag(b, fGetRespVal, protowire.BytesType)
-		b = protowire.AppendBytes(b, value)
-	}
-	return b
+	n := sizeVarintField(fGetRespLength, length) + sizeVarintField(fGetRespVersion, version) +
+		sizeVarintField(fGetRespInline, in) + sizeBytesField(fGetRespVal, value)
+	b = appendEnvelope(b, id, fResponseGet, n)
+	b = appendVarintField(b, fGetRespLength, length)
+	b = appendVarintField(b, fGetRespVersion, version)
+	b = appendVarintField(b, fGetRespInline, in)
+	return appendBytesField(b, fGetRespVal, value)
 }
 
 // fastPut is a PutRequest with its value inline, inside a Request.
@@ -228,18 +215,7 @@ type fastPut struct {
 // inline. A PUT from a buffer reports !ok.
 func parsePutRequest(b []byte) (r fastPut, ok bool) {
 	var put []byte
-	ok = fields(b, func(num protowire.Number, typ protowire.Type, v []byte) (n int) {
-		switch {
-		case num == fRequestID && typ == protowire.VarintType:
-			r.id, n = protowire.ConsumeVarint(v)
-		case num == fRequestPut && typ == protowire.BytesType:
-			put, n = protowire.ConsumeBytes(v)
-		default:
-			n = -1
-		}
-		return n
-	})
-	if !ok || put == nil {
+	if r.id, put, ok = envelope(b, fRequestPut, false); !ok {
 		return r, false
 	}
 	ok = fields(put, func(num protowire.Number, typ protowire.Type, v []byte) (n int) {
@@ -267,23 +243,7 @@ type fastPutResponse struct {
 // parsePutResponse decodes a successful Response holding a PutResponse.
 func parsePutResponse(b []byte) (r fastPutResponse, ok bool) {
 	var put []byte
-	ok = fields(b, func(num protowire.Number, typ protowire.Type, v []byte) (n int) {
-		switch {
-		case num == fResponseID && typ == protowire.VarintType:
-			r.id, n = protowire.ConsumeVarint(v)
-		case num == fResponseCode && typ == protowire.VarintType:
-			var code uint64
-			if code, n = protowire.ConsumeVarint(v); code != 0 {
-				n = -1 // an error: the full path words it
-			}
-		case num == fResponsePut && typ == protowire.BytesType:
-			put, n = protowire.ConsumeBytes(v)
-		default:
-			n = -1
-		}
-		return n
-	})
-	if !ok || put == nil {
+	if r.id, put, ok = envelope(b, fResponsePut, true); !ok {
 		return r, false
 	}
 	ok = fields(put, func(num protowire.Number, typ protowire.Type, v []byte) (n int) {
@@ -305,56 +265,21 @@ func parsePutResponse(b []byte) (r fastPutResponse, ok bool) {
 // appendPutRequest encodes Request{id, Put{key, serverID, value
 // (inline)}} as proto.Marshal does.
 func appendPutRequest(b []byte, id uint64, key, value, serverID []byte) []byte {
-	n := protowire.SizeTag(fPutValue) + protowire.SizeBytes(len(value)) // a set oneof field is always written
-	if len(key) > 0 {
-		n += protowire.SizeTag(fPutKey) + protowire.SizeBytes(len(key))
-	}
-	if len(serverID) > 0 {
-		n += protowire.SizeTag(fPutServerID) + protowire.SizeBytes(len(serverID))
-	}
-	if id != 0 {
-		b = protowire.AppendTag(b, fRequestID, protowire.VarintType)
-		b = protowire.AppendVarint(b, id)
-	}
-	b = protowire.AppendTag(b, fRequestPut, protowire.BytesType)
-	b = protowire.AppendVarint(b, uint64(n))
-	if len(key) > 0 {
-		b = protowire.AppendTag(b, fPutKey, protowire.BytesType)
-		b = protowire.AppendBytes(b, key)
-	}
-	if len(serverID) > 0 {
-		b = protowire.AppendTag(b, fPutServerID, protowire.BytesType)
-		b = protowire.AppendBytes(b, serverID)
-	}
-	// proto.Marshal writes a oneof's field after the others.
+	// A set oneof field is written even when empty, after the others.
+	n := sizeBytesField(fPutKey, key) + sizeBytesField(fPutServerID, serverID) +
+		protowire.SizeTag(fPutValue) + protowire.SizeBytes(len(value))
+	b = appendEnvelope(b, id, fRequestPut, n)
+	b = appendBytesField(b, fPutKey, key)
+	b = appendBytesField(b, fPutServerID, serverID)
 	b = protowire.AppendTag(b, fPutValue, protowire.BytesType)
-	b = protowire.AppendBytes(b, value)
-	return b
+	return protowire.AppendBytes(b, value)
 }
 
 // appendPutResponse encodes Response{id, Put{version, evicted}} as
 // proto.Marshal does.
 func appendPutResponse(b []byte, id, version uint64, evicted uint32) []byte {
-	n := 0
-	if version != 0 {
-		n += protowire.SizeTag(fPutRespVersion) + protowire.SizeVarint(version)
-	}
-	if evicted != 0 {
-		n += protowire.SizeTag(fPutRespEvicted) + protowire.SizeVarint(uint64(evicted))
-	}
-	if id != 0 {
-		b = protowire.AppendTag(b, fResponseID, protowire.VarintType)
-		b = protowire.AppendVarint(b, id)
-	}
-	b = protowire.AppendTag(b, fResponsePut, protowire.BytesType)
-	b = protowire.AppendVarint(b, uint64(n))
-	if version != 0 {
-		b = protowire.AppendTag(b, fPutRespVersion, protowire.VarintType)
-		b = protowire.AppendVarint(b, version)
-	}
-	if evicted != 0 {
-		b = protowire.AppendTag(b, fPutRespEvicted, protowire.VarintType)
-		b = protowire.AppendVarint(b, uint64(evicted))
-	}
-	return b
+	n := sizeVarintField(fPutRespVersion, version) + sizeVarintField(fPutRespEvicted, uint64(evicted))
+	b = appendEnvelope(b, id, fResponsePut, n)
+	b = appendVarintField(b, fPutRespVersion, version)
+	return appendVarintField(b, fPutRespEvicted, uint64(evicted))
 }

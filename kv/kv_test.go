@@ -438,63 +438,47 @@ func TestEvictionAndReject(t *testing.T) {
 			}
 		}
 	})
-	t.Run("reject", func(t *testing.T) {
-		s := startServer(t, ServerOptions{Engine: xfer.Config{MemoryMB: 2}, Full: Reject})
-		c := dial(t, s.addr, xfer.PolicyTCP)
-		ctx := ctxT(t)
-		var err error
-		i := 0
-		for ; i < 20 && err == nil; i++ {
-			err = c.Put(ctx, fmt.Sprint(i), pattern(val, byte(i)))
-		}
-		if !errors.Is(err, ErrFull) || !strings.Contains(err.Error(), "full") {
-			t.Fatalf("put into a full pool: %v, want ErrFull", err)
-		}
-		st := s.Snapshot()
-		if st.RejectedFull != 1 || st.Evictions != 0 || st.FullPolicy != Reject {
-			t.Fatalf("stats %+v", st)
-		}
-		for j := range i - 1 {
-			if _, err := c.Get(ctx, fmt.Sprint(j)); err != nil {
-				t.Fatalf("get %d after a rejected put: %v", j, err)
+	// A value of 256 KiB moves by a one-sided READ; one of 16 KiB travels
+	// inline and takes the server's fast path, which words its refusal as
+	// the full path does.
+	for _, size := range []int{val, 16 << 10} {
+		t.Run(fmt.Sprintf("reject %d", size), func(t *testing.T) {
+			s := startServer(t, ServerOptions{Engine: xfer.Config{MemoryMB: 2}, Full: Reject})
+			c := dial(t, s.addr, xfer.PolicyTCP)
+			ctx := ctxT(t)
+			var err error
+			i := 0
+			for ; i < 200 && err == nil; i++ {
+				err = c.Put(ctx, fmt.Sprint(i), pattern(size, byte(i)))
 			}
-		}
-		if err := c.Delete(ctx, "0"); err != nil {
-			t.Fatal(err)
-		}
-		if err := c.Put(ctx, "again", pattern(val, 1)); err != nil {
-			t.Fatalf("put after a delete made room: %v", err)
-		}
-	})
-	// Values that travel inline take the server's fast path, which words
-	// its refusal as the full path does.
-	t.Run("reject inline", func(t *testing.T) {
-		const small = 16 << 10
-		s := startServer(t, ServerOptions{Engine: xfer.Config{MemoryMB: 2}, Full: Reject})
-		c := dial(t, s.addr, xfer.PolicyTCP)
-		ctx := ctxT(t)
-		var err error
-		i := 0
-		for ; i < 200 && err == nil; i++ {
-			err = c.Put(ctx, fmt.Sprint(i), pattern(small, byte(i)))
-		}
-		if !errors.Is(err, ErrFull) || !strings.Contains(err.Error(), "full") {
-			t.Fatalf("inline put into a full pool: %v, want ErrFull", err)
-		}
-		st := s.Snapshot()
-		if st.RejectedFull != 1 || st.InlineBytes == 0 || st.Keys != uint64(i-1) {
-			t.Fatalf("stats %+v after %d puts", st, i)
-		}
-		for j := range i - 1 {
-			got, err := c.Get(ctx, fmt.Sprint(j))
-			if err != nil || !bytes.Equal(got, pattern(small, byte(j))) {
-				t.Fatalf("get %d after a rejected put: %v", j, err)
+			if !errors.Is(err, ErrFull) || !strings.Contains(err.Error(), "full") {
+				t.Fatalf("put into a full pool: %v, want ErrFull", err)
 			}
-		}
-		if _, err := c.Get(ctx, fmt.Sprint(i-1)); !errors.Is(err, ErrNotFound) {
-			t.Fatalf("the rejected put left a value: %v", err)
-		}
-	})
+			st := s.Snapshot()
+			moved := st.DataPlaneBytes
+			if size <= DefaultInlineMax {
+				moved = st.InlineBytes
+			}
+			if st.RejectedFull != 1 || st.Evictions != 0 || st.FullPolicy != Reject || st.Keys != uint64(i-1) || moved == 0 {
+				t.Fatalf("stats %+v after %d puts", st, i)
+			}
+			for j := range i - 1 {
+				got, err := c.Get(ctx, fmt.Sprint(j))
+				if err != nil || !bytes.Equal(got, pattern(size, byte(j))) {
+					t.Fatalf("get %d after a rejected put: %v", j, err)
+				}
+			}
+			if _, err := c.Get(ctx, fmt.Sprint(i-1)); !errors.Is(err, ErrNotFound) {
+				t.Fatalf("the rejected put left a value: %v", err)
+			}
+			if err := c.Delete(ctx, "0"); err != nil {
+				t.Fatal(err)
+			}
+			if err := c.Put(ctx, "again", pattern(size, 1)); err != nil {
+				t.Fatalf("put after a delete made room: %v", err)
+			}
+		})
+	}
 }
 
 // TestNoTornReads: GETs racing PUTs of the same key always see one whole
