@@ -5,6 +5,7 @@ import (
 	"sync"
 
 	"github.com/xferio/xfer/internal/sys"
+	"github.com/xferio/xfer/internal/wire"
 	"github.com/xferio/xfer/transport"
 )
 
@@ -82,9 +83,13 @@ type sender struct {
 	spare batch           // the last written batch, for reuse
 	wb    batch           // the batch being written, owned by the writer
 	riov  [][]byte        // the writer's scratch for a raw writev
-	carry *batch          // a partly written batch handed to the respond loop
-	taken uint64          // segments taken by writers so far
-	done  uint64          // segments written (or dropped) so far
+	// whdr is the writer's copy of a frame header it writes in place (a
+	// lone poster's, a reply's): the callers' headers stay on their
+	// stacks, and writing a frame allocates nothing.
+	whdr  [wire.FrameHeaderLen]byte
+	carry *batch // a partly written batch handed to the respond loop
+	taken uint64 // segments taken by writers so far
+	done  uint64 // segments written (or dropped) so far
 	// writing is true while some goroutine holds the writer's role.
 	writing bool
 	corked  bool  // the read loop is handling frames it already read
@@ -136,7 +141,7 @@ func (s *sender) send(hdr, payload []byte) error {
 		// The common case of one poster at a time: no copy, no batch.
 		s.writing = true
 		s.mu.Unlock()
-		if err := s.writeFrame(hdr, payload); err != nil {
+		if err := s.writeFrame(s.whdr[:copy(s.whdr[:], hdr)], payload); err != nil {
 			s.finish(&batch{}, err)
 			return err
 		}
@@ -190,7 +195,7 @@ func (s *sender) reply(hdr, payload []byte, res transport.Resolved, last bool) {
 	if last && !s.writing && len(s.q.segs) == 0 && s.raw != nil && len(payload) <= rawWriteMax {
 		s.writing = true
 		s.mu.Unlock()
-		s.replyNow(hdr, payload, res)
+		s.replyNow(s.whdr[:copy(s.whdr[:], hdr)], payload, res)
 		return
 	}
 	// In place: a READ's data stays in its pinned region until written.
@@ -204,7 +209,7 @@ func (s *sender) reply(hdr, payload []byte, res transport.Resolved, last bool) {
 
 // replyNow writes a reply with one non-blocking attempt and hands what the
 // socket did not take to the respond loop; the caller holds the writer's
-// role.
+// role, and hdr is s.whdr.
 func (s *sender) replyNow(hdr, payload []byte, res transport.Resolved) {
 	n, err := s.raw.TryWritev(hdr, payload)
 	if err != nil {
@@ -352,7 +357,7 @@ func (s *sender) take() *batch {
 	return b
 }
 
-// writeFrame writes hdr and payload, blocking; the caller holds the
+// writeFrame writes hdr (s.whdr) and payload, blocking; the caller holds the
 // writer's role.
 func (s *sender) writeFrame(hdr, payload []byte) error {
 	n := 0
