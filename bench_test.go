@@ -21,33 +21,42 @@ func benchOp(b *testing.B, kind xfer.OpKind) {
 	for _, pol := range []xfer.Policy{xfer.PolicyTCP, xfer.PolicySHM} {
 		for _, size := range []int{64, 4096, 64 << 10, 1 << 20} {
 			b.Run(fmt.Sprintf("%s/%d", pol, size), func(b *testing.B) {
-				p := xfertest.NewPair(b, xfertest.Options{Policy: pol}, "")
-				desc, _ := p.Peer.Region("target")
-				buf, err := p.Client.Alloc(size)
-				if err != nil {
-					b.Fatal(err)
-				}
-				ctx := context.Background()
-				op := p.Peer.Write
-				if kind == xfer.OpRead {
-					op = p.Peer.Read
-				}
-				for range 100 { // warm up: pools, maps, attachments
-					if err := op(ctx, buf.Bytes(), desc.At(0)); err != nil {
-						b.Fatal(err)
-					}
-				}
+				op := warmOp(b, pol, kind, size)
 				b.SetBytes(int64(size))
 				b.ReportAllocs()
 				b.ResetTimer()
 				for b.Loop() {
-					if err := op(ctx, buf.Bytes(), desc.At(0)); err != nil {
-						b.Fatal(err)
-					}
+					op()
 				}
 			})
 		}
 	}
+}
+
+// warmOp connects two engines in this process over pol and returns one
+// synchronous operation of kind and size between them, run 100 times
+// first to warm up pools, maps and attachments. It fails tb on error.
+func warmOp(tb testing.TB, pol xfer.Policy, kind xfer.OpKind, size int) func() {
+	p := xfertest.NewPair(tb, xfertest.Options{Policy: pol}, "")
+	desc, _ := p.Peer.Region("target")
+	buf, err := p.Client.Alloc(size)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	ctx := context.Background()
+	do := p.Peer.Write
+	if kind == xfer.OpRead {
+		do = p.Peer.Read
+	}
+	op := func() {
+		if err := do(ctx, buf.Bytes(), desc.At(0)); err != nil {
+			tb.Fatal(err)
+		}
+	}
+	for range 100 {
+		op()
+	}
+	return op
 }
 
 // TestOpAllocs: in steady state a synchronous Write or Read allocates
@@ -61,30 +70,11 @@ func TestOpAllocs(t *testing.T) {
 	for _, pol := range []xfer.Policy{xfer.PolicyTCP, xfer.PolicySHM} {
 		for _, kind := range []xfer.OpKind{xfer.OpWrite, xfer.OpRead} {
 			t.Run(fmt.Sprintf("%s/%s", pol, kind), func(t *testing.T) {
-				p := xfertest.NewPair(t, xfertest.Options{Policy: pol}, "")
-				desc, _ := p.Peer.Region("target")
-				buf, err := p.Client.Alloc(4096)
-				if err != nil {
-					t.Fatal(err)
-				}
-				ctx := context.Background()
-				op := p.Peer.Write
-				if kind == xfer.OpRead {
-					op = p.Peer.Read
-				}
-				for range 100 { // warm up: pools, maps, attachments
-					if err := op(ctx, buf.Bytes(), desc.At(0)); err != nil {
-						t.Fatal(err)
-					}
-				}
+				op := warmOp(t, pol, kind, 4096)
 				// A few stray allocations of the runtime or the poller
 				// may land in the window; a per-operation one would
 				// show as 1 or more.
-				if n := testing.AllocsPerRun(500, func() {
-					if err := op(ctx, buf.Bytes(), desc.At(0)); err != nil {
-						t.Fatal(err)
-					}
-				}); n >= 0.5 {
+				if n := testing.AllocsPerRun(500, op); n >= 0.5 {
 					t.Errorf("%v allocations per operation, want 0", n)
 				}
 			})
