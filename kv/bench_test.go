@@ -30,13 +30,16 @@ func BenchmarkGet(b *testing.B) {
 
 // benchClients starts a server and returns conc workers' clients, nc of
 // them distinct, each worker with a buffer of size bytes from its client.
+// A client's pool holds its workers' buffers twice over (a Get of a large
+// value may take a buffer of its own too).
 func benchClients(b *testing.B, tr xfer.Policy, mode string, size, conc, nc int) ([]*Client, []xfer.Buffer) {
 	s := startServer(b, ServerOptions{Engine: xfer.Config{MemoryMB: 64}})
 	cs := make([]*Client, conc)
 	bufs := make([]xfer.Buffer, conc)
+	poolMB := max(16, 2*((conc+nc-1)/nc)*size>>20)
 	for i := range cs {
 		if i < nc {
-			cs[i] = dialOpts(b, s.addr, ClientOptions{EngineConfig: xfer.Config{Transport: tr, MemoryMB: 16}, Requests: mode})
+			cs[i] = dialOpts(b, s.addr, ClientOptions{EngineConfig: xfer.Config{Transport: tr, MemoryMB: poolMB}, Requests: mode})
 		} else {
 			cs[i] = cs[i%nc]
 		}
@@ -52,7 +55,7 @@ func benchClients(b *testing.B, tr xfer.Policy, mode string, size, conc, nc int)
 func benchGet(b *testing.B, tr xfer.Policy, mode string, size, conc, nc int) {
 	ctx := context.Background()
 	cs, bufs := benchClients(b, tr, mode, size, conc, nc)
-	if err := cs[0].Put(ctx, "k", make([]byte, size)); err != nil {
+	if err := cs[0].PutBuffer(ctx, "k", bufs[0], size); err != nil {
 		b.Fatal(err)
 	}
 	runWorkers(b, size, cs, func(i int, c *Client) error {
