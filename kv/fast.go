@@ -5,10 +5,11 @@ import "google.golang.org/protobuf/encoding/protowire"
 // The hot messages of the data-plane request path, a GET request the server
 // answers inline, a PUT request with its value inline, and the responses to
 // both, are encoded and decoded here without allocating: the key and value
-// alias the message, which is read in place (Peer.Handle). Anything else, or anything unusual (a repeated field, an
-// unknown one, a wrong wire type), reports !ok and takes proto.Unmarshal.
-// FuzzFastDecode checks that whatever these accept, proto.Unmarshal decodes
-// to the same fields.
+// alias the message, which is read in place (Peer.Handle). Anything else,
+// or anything unusual (a repeated field, an unknown one, a wrong wire type),
+// reports !ok and takes proto.Unmarshal. FuzzFastDecode checks that
+// whatever these accept, proto.Unmarshal decodes to the same fields, and
+// TestFastEncoding that the encoders write what proto.Marshal writes.
 
 // Field numbers of kv.proto.
 const (
