@@ -252,6 +252,20 @@ func (e *Engine) Close() error {
 	return nil
 }
 
+// Peers returns the engine's peers: those it dialed (a dialed peer whose
+// connection failed stays, and dials again on its next operation) and those
+// that dialed it and are still connected (one whose connection failed is
+// released at once, see Peer.Down).
+func (e *Engine) Peers() []*Peer {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	ps := make([]*Peer, 0, len(e.peers))
+	for p := range e.peers {
+		ps = append(ps, p)
+	}
+	return ps
+}
+
 // Accept returns the next peer that connected to this engine.
 func (e *Engine) Accept(ctx context.Context) (*Peer, error) {
 	select {

@@ -221,6 +221,7 @@ func (e *Engine) acceptPeer(nc net.Conn, h *wire.Hello) (*Peer, error) {
 		ep.Close()
 		return nil, err
 	}
+	p.watch(ep)
 	e.log.Debug("peer accepted", "peer", p, "transport", t.Name())
 	return p, nil
 }

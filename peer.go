@@ -166,13 +166,36 @@ func (p *Peer) endpoint(ctx context.Context) (transport.Endpoint, error) {
 			return nil, fmt.Errorf("peer %s: %w", p, ErrClosed)
 		}
 		p.setEndpoint(nep)
+		p.watch(nep)
 		return nep, nil
 	}
 }
 
+// watch releases ep's resources (its queue pairs, rings, buffers and
+// goroutines) as soon as it fails, rather than when the peer is next used or
+// closed: a peer that went away may never be used again. A peer this engine
+// accepted cannot reconnect, so it also leaves the engine's peers; its
+// operations keep failing with the link's error. A dialed peer dials again
+// on its next operation.
+func (p *Peer) watch(ep transport.Endpoint) {
+	go func() {
+		select {
+		case <-ep.Done():
+			ep.Close()
+			if p.dialAddr == "" {
+				p.e.removePeer(p)
+			}
+		case <-p.done:
+		}
+	}()
+}
+
 // Down returns a channel that is closed when the peer's current connection
 // fails or the peer is closed. A peer this engine dialed reconnects on its
-// next operation; call Down again to watch the new connection. Before the
+// next operation; call Down again to watch the new connection. A peer that
+// dialed this engine cannot reconnect: once its connection fails, the engine
+// releases the connection's resources and drops it from Peers, and its
+// operations fail with the link's error. Before the
 // first connection, Down returns a channel that is already closed.
 func (p *Peer) Down() <-chan struct{} {
 	if ep := p.current(); ep != nil {

@@ -111,6 +111,7 @@ func Run(t *testing.T, o Options) {
 		{"CloseInFlight", testCloseInFlight},
 		{"PeerDies", testPeerDies},
 		{"Reconnect", testReconnect},
+		{"DialerGone", testDialerGone},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) { tc.fn(t, o) })
@@ -838,6 +839,38 @@ func testPeerDies(t *testing.T, o Options) {
 		}
 	case <-time.After(10 * time.Second):
 		t.Fatal("write to a dead peer hung")
+	}
+}
+
+// When a dialer goes away, the acceptor notices, releases the connection
+// (Peers no longer lists it) and fails its operations with ErrPeerLost.
+func testDialerGone(t *testing.T, o Options) {
+	ctx := ctxT(t)
+	p := NewPair(t, o, "")
+	desc, _ := p.Peer.Region("target")
+	buf := alloc(t, p.Client, 64)
+	if err := p.Peer.Write(ctx, buf.Bytes(), desc.At(0)); err != nil {
+		t.Fatal(err)
+	}
+	sp := acceptOne(t, p.Server)
+	if n := len(p.Server.Peers()); n != 1 {
+		t.Fatalf("server lists %d peers, want 1", n)
+	}
+	p.Client.Close()
+	select {
+	case <-sp.Down():
+	case <-ctx.Done():
+		t.Fatal("the server did not notice its dialer go away")
+	}
+	for len(p.Server.Peers()) != 0 {
+		if ctx.Err() != nil {
+			t.Fatal("the server keeps the peer of a dialer that went away")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	sbuf := alloc(t, p.Server, 64)
+	if err := sp.Write(ctx, sbuf.Bytes(), p.Target.Desc().At(0)); !errors.Is(err, xfer.ErrPeerLost) {
+		t.Fatalf("write to a dialer that went away: %v, want ErrPeerLost", err)
 	}
 }
 

@@ -1,0 +1,70 @@
+package verbs_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/xferio/xfer"
+	"github.com/xferio/xfer/internal/ibv"
+	"github.com/xferio/xfer/internal/testutil"
+)
+
+// When a dialer goes away, the acceptor's engine frees the connection's QPs,
+// CM IDs and ring at once, not when the engine closes: a server that outlives
+// its clients must not hold their connections. With one client connected
+// throughout (the device's CQ and the pool's registration stay), a second
+// one comes and goes: every verbs object count must come back to what it
+// was before the second one dialed.
+func TestDialerGoneReleased(t *testing.T) {
+	for _, cm := range []bool{false, true} {
+		name := "direct"
+		if cm {
+			name = "rdma_cm"
+		}
+		t.Run(name, func(t *testing.T) {
+			dev := testutil.RequireVerbs(t)
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+			defer cancel()
+			cfg := xfer.Config{Transport: xfer.PolicyRDMA, RDMADevice: dev, RDMAUseCM: cm, Listen: "127.0.0.1:0", MemoryMB: 4}
+			srv, err := xfer.Open(ctx, cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer srv.Close()
+			client := func() *xfer.Engine {
+				cli, err := xfer.Open(ctx, cfg)
+				if err != nil {
+					t.Fatal(err)
+				}
+				p, err := cli.Dial(ctx, srv.Addr())
+				if err != nil {
+					cli.Close()
+					t.Fatal(err)
+				}
+				buf, err := cli.Alloc(64)
+				if err == nil {
+					err = p.Write(ctx, buf.Bytes(), srv.DefaultRegion().Desc().At(0))
+				}
+				if err != nil {
+					cli.Close()
+					t.Fatal(err)
+				}
+				return cli
+			}
+			defer client().Close()
+			base := ibv.Live()
+			client().Close()
+			for {
+				live := ibv.Live()
+				if live == base {
+					break
+				}
+				if ctx.Err() != nil {
+					t.Fatalf("the server holds the connection of a dialer that went away: %+v, had %+v before it", live, base)
+				}
+				time.Sleep(10 * time.Millisecond)
+			}
+		})
+	}
+}
