@@ -58,7 +58,8 @@ type Engine struct {
 }
 
 type engineStats struct {
-	fallbacks atomic.Uint64
+	fallbacks    atomic.Uint64
+	setupRetries atomic.Uint64
 }
 
 // Open starts an engine: it maps and registers the default pool, and starts
@@ -211,6 +212,11 @@ func (e *Engine) Export(name string, r *Region) {
 
 // Fallbacks counts peers that got a lesser transport than auto preferred.
 func (e *Engine) Fallbacks() uint64 { return e.stats.fallbacks.Load() }
+
+// SetupRetries counts connection setups that failed transiently (the
+// peer's connection manager refused or dropped the connection being set up)
+// and were tried again with a new handshake.
+func (e *Engine) SetupRetries() uint64 { return e.stats.setupRetries.Load() }
 
 // Close closes every peer (their operations in flight fail with an error
 // matching ErrClosed), stops listening, deregisters and unmaps all memory,

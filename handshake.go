@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/xferio/xfer/internal/wire"
@@ -214,7 +215,7 @@ func (e *Engine) acceptPeer(nc net.Conn, h *wire.Hello) (*Peer, error) {
 		},
 	})
 	if err != nil {
-		return nil, fmt.Errorf("%s connect: %w", t.Name(), err)
+		return nil, fmt.Errorf("accept: %w", namedErr(t.Name(), err))
 	}
 	p.setEndpoint(ep)
 	if err := e.addPeer(p); err != nil {
@@ -349,8 +350,20 @@ func (e *Engine) connect(ctx context.Context, p *Peer) (transport.Endpoint, erro
 	if old := p.current(); old != nil {
 		prev = old.Transport()
 	}
+	retries := 0
 	for {
 		ep, name, err := e.connectOnce(ctx, p, exclude)
+		if err != nil && errors.Is(err, transport.ErrTransient) && retries < setupRetries && ctx.Err() == nil {
+			retries++
+			e.stats.setupRetries.Add(1)
+			e.log.Info("connection setup failed; trying again", "peer", p.dialAddr, "transport", name, "attempt", retries+1, "reason", err)
+			select {
+			case <-time.After(time.Duration(retries) * 20 * time.Millisecond):
+				continue
+			case <-ctx.Done():
+				return nil, ctxErr(ctx, err)
+			}
+		}
 		if err == nil {
 			// A peer that had a better transport and reconnects on a lesser
 			// one (its rdma device was removed, say) fell back too.
@@ -359,6 +372,9 @@ func (e *Engine) connect(ctx context.Context, p *Peer) (transport.Endpoint, erro
 				e.log.Info("peer reconnected on a lesser transport; falling back", "peer", p.dialAddr, "had", prev, "now", ep.Transport())
 			}
 			return ep, nil
+		}
+		if retries > 0 {
+			err = fmt.Errorf("%w (attempt %d)", err, retries+1)
 		}
 		if name == "" || e.cfg.Transport != PolicyAuto || !errors.Is(err, ErrNotSupported) || exclude[name] != nil {
 			return nil, err
@@ -370,6 +386,10 @@ func (e *Engine) connect(ctx context.Context, p *Peer) (transport.Endpoint, erro
 }
 
 // rank orders the transports as auto prefers them, best first.
+// setupRetries is how many times a dialer tries again after a transient
+// setup failure (transport.ErrTransient) before it gives up.
+const setupRetries = 2
+
 func rank(name string) int {
 	switch name {
 	case "rdma":
@@ -472,9 +492,17 @@ func (e *Engine) connectOnce(ctx context.Context, p *Peer, exclude map[string]er
 	})
 	nc = nil // Connect owns it now, on success and on failure
 	if err != nil {
-		return nil, w.Transport, fmt.Errorf("dial %s: %s: %w", addr, w.Transport, err)
+		return nil, w.Transport, fmt.Errorf("dial %s: %w", addr, namedErr(w.Transport, err))
 	}
 	return ep, w.Transport, nil
+}
+
+// namedErr prefixes a transport's error with its name, unless it has it.
+func namedErr(name string, err error) error {
+	if strings.HasPrefix(err.Error(), name+": ") {
+		return err
+	}
+	return fmt.Errorf("%s: %w", name, err)
 }
 
 func offered(h *wire.Hello, name string) bool {

@@ -22,6 +22,11 @@ var (
 	// ErrNotRegistered means a local buffer does not lie in registered
 	// memory.
 	ErrNotRegistered = errors.New("buffer is not in registered memory")
+	// ErrTransient means a connection setup failed in a way that a fresh
+	// attempt may not: the peer's connection manager refused, dropped or
+	// could not reach a connection being set up. The engine dials again,
+	// with a new handshake, a bounded number of times.
+	ErrTransient = errors.New("transient connection setup failure")
 )
 
 // AccessKind says why a remote access was refused.

@@ -30,3 +30,7 @@ func SyncPolled() uint64 { return syncPolled.Load() }
 
 func PollerSleeps() uint64 { return pollerSleeps.Load() }
 func PollersAsleep() int   { return int(pollersAsleep.Load()) }
+
+// DropListener makes the next rdma_cm acceptor close its listener before the
+// dialer connects (on) or takes that back (off).
+func DropListener(on bool) { testDropListener.Store(on) }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"net"
 	"net/netip"
@@ -11,6 +12,8 @@ import (
 	"runtime"
 	"strings"
 	"sync"
+	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/xferio/xfer/internal/ibv"
@@ -476,6 +479,7 @@ func (e *Endpoint) connectCM(ctx context.Context, p transport.Params, local *wir
 		return nil, fmt.Errorf("rdma: %w", err)
 	}
 	local.CM = true
+	dropped := false
 	listen := func(l *wire.VerbsInfo) error {
 		lis, err := e.cmCh.CreateID()
 		if err != nil {
@@ -489,6 +493,12 @@ func (e *Endpoint) connectCM(ctx context.Context, p transport.Params, local *wir
 			return fmt.Errorf("rdma: rdma_cm listen on %s: %w", d.ip, err)
 		}
 		l.CMPort = lis.Port()
+		if testDropListener.CompareAndSwap(true, false) {
+			// The dialer is told of a port nobody listens on.
+			e.cmIDs = e.cmIDs[:len(e.cmIDs)-1]
+			lis.Close()
+			dropped = true
+		}
 		return nil
 	}
 	if p.Role == transport.Dialer {
@@ -499,6 +509,9 @@ func (e *Endpoint) connectCM(ctx context.Context, p transport.Params, local *wir
 	remote, err := exchange(ctx, p, local, listen)
 	if err != nil {
 		return nil, err
+	}
+	if dropped {
+		return nil, errors.New("rdma: rdma_cm listener dropped by a test")
 	}
 	e.credits = int(remote.RecvDepth)
 	e.seed(remote.Keys)
@@ -513,7 +526,11 @@ func (e *Endpoint) connectCM(ctx context.Context, p transport.Params, local *wir
 			return ev, fmt.Errorf("rdma: rdma_cm: waiting for %v: %w", want, err)
 		}
 		if ev.Type != want {
-			return ev, fmt.Errorf("rdma: rdma_cm: %v (%v), want %v", ev.Type, ev.Err(), want)
+			err := fmt.Errorf("rdma: rdma_cm: %v (%v), want %v", ev.Type, ev.Err(), want)
+			if transientCMEvent(ev.Type) {
+				err = fmt.Errorf("%w (%w)", err, transport.ErrTransient)
+			}
+			return ev, err
 		}
 		return ev, nil
 	}
@@ -561,7 +578,12 @@ func (e *Endpoint) connectCM(ctx context.Context, p transport.Params, local *wir
 				return nil, err
 			}
 			if err := id.Connect(qp, []byte{'x', 'f', byte(i)}, rd); err != nil {
-				return nil, fmt.Errorf("rdma: rdma_cm connect to %s: %w", dst, err)
+				err = fmt.Errorf("rdma: rdma_cm connect to %s: %w", dst, err)
+				if transientConnectErr(err) {
+					// siw connects the TCP stream at once, and may be refused.
+					err = fmt.Errorf("%w (%w)", err, transport.ErrTransient)
+				}
+				return nil, err
 			}
 			if d.iwarp {
 				if _, err := wait(ibv.CMEventEstablished); err != nil {
@@ -576,32 +598,86 @@ func (e *Endpoint) connectCM(ctx context.Context, p transport.Params, local *wir
 				return nil, fmt.Errorf("rdma: %w", err)
 			}
 		}
-	} else {
-		for i := 0; i < n; i++ {
-			ev, err := wait(ibv.CMEventConnectRequest)
-			if err != nil {
-				return nil, err
-			}
-			id := ev.ID
-			e.cmIDs = append(e.cmIDs, id)
-			if len(ev.PrivateData) < 3 || ev.PrivateData[0] != 'x' || ev.PrivateData[1] != 'f' || int(ev.PrivateData[2]) != i {
-				id.Reject(nil)
-				return nil, fmt.Errorf("rdma: %w: unexpected rdma_cm connect request", transport.ErrProtocol)
-			}
-			qp, err := newQP(id, i)
-			if err != nil {
-				return nil, err
-			}
-			if err := id.Accept(qp, nil, rd); err != nil {
-				return nil, fmt.Errorf("rdma: %w", err)
-			}
-			if _, err := wait(ibv.CMEventEstablished); err != nil {
-				return nil, err
-			}
-		}
+	} else if err := e.acceptCM(ctx, n, rd, newQP); err != nil {
+		return nil, err
 	}
 	return e.start(ctx, p)
 }
+
+// acceptCM accepts the dialer's n rdma_cm connections, QP 0 first, and
+// waits until each is established. The events of different connections
+// come in no fixed order: the dialer connects QP i+1 once its own side of
+// QP i is up, and its request can arrive before this side's ESTABLISHED for
+// QP i (siw does this now and then).
+func (e *Endpoint) acceptCM(ctx context.Context, n, rd int, newQP func(*ibv.KCMID, int) (*ibv.QP, error)) error {
+	index := map[*ibv.KCMID]int{} // accepted connection → its QP index
+	up := 0
+	for up < n {
+		ev, err := e.cmCh.WaitEvent(ctx)
+		if err != nil {
+			return fmt.Errorf("rdma: rdma_cm: waiting for the dialer's connections (%d of %d up): %w", up, n, err)
+		}
+		switch ev.Type {
+		case ibv.CMEventConnectRequest:
+			id := ev.ID
+			e.cmIDs = append(e.cmIDs, id) // closed with the endpoint, whatever happens
+			i := len(index)
+			if len(ev.PrivateData) < 3 || ev.PrivateData[0] != 'x' || ev.PrivateData[1] != 'f' || int(ev.PrivateData[2]) != i || i >= n {
+				id.Reject(nil)
+				return fmt.Errorf("rdma: %w: unexpected rdma_cm connect request (want QP %d of %d)", transport.ErrProtocol, i, n)
+			}
+			index[id] = i
+			qp, err := newQP(id, i)
+			if err != nil {
+				return err
+			}
+			if err := id.Accept(qp, nil, rd); err != nil {
+				return fmt.Errorf("rdma: %w", err)
+			}
+		case ibv.CMEventEstablished:
+			if i, ok := index[ev.ID]; !ok || i < 0 {
+				return fmt.Errorf("rdma: %w: rdma_cm established a connection this side did not accept", transport.ErrProtocol)
+			}
+			index[ev.ID] = -1 // up
+			up++
+		default:
+			err := fmt.Errorf("rdma: rdma_cm: %v (%v) while accepting QP %d of %d", ev.Type, ev.Err(), up, n)
+			if transientCMEvent(ev.Type) {
+				err = fmt.Errorf("%w (%w)", err, transport.ErrTransient)
+			}
+			return err
+		}
+	}
+	return nil
+}
+
+// transientCMEvent says whether an rdma_cm event that ends a connection
+// being set up is worth a fresh attempt: the peer's CM refused it or dropped
+// it, or the address or route did not resolve. On siw, a setup now and then
+// ends in DISCONNECTED where ESTABLISHED was due (docs/TESTING.md).
+func transientCMEvent(t ibv.CMEventType) bool {
+	switch t {
+	case ibv.CMEventAddrError, ibv.CMEventRouteError, ibv.CMEventConnectError,
+		ibv.CMEventUnreachable, ibv.CMEventRejected, ibv.CMEventDisconnected:
+		return true
+	}
+	return false
+}
+
+// transientConnectErr says whether an rdma_cm connect failed for a reason
+// that a fresh attempt may not meet.
+func transientConnectErr(err error) bool {
+	for _, e := range []syscall.Errno{syscall.ECONNREFUSED, syscall.ECONNRESET, syscall.ETIMEDOUT, syscall.EHOSTUNREACH, syscall.ENETUNREACH, syscall.EADDRNOTAVAIL, syscall.EADDRINUSE} {
+		if errors.Is(err, e) {
+			return true
+		}
+	}
+	return false
+}
+
+// testDropListener makes the next rdma_cm acceptor close its listener before
+// the dialer connects, and fail (tests only).
+var testDropListener atomic.Bool
 
 // exchange sends this side's QP description and reads the peer's: the
 // dialer speaks first. The acceptor calls before (when set) between reading
