@@ -180,34 +180,42 @@ func TestReaderSpin(t *testing.T) {
 			if hit := SpinHits() > before; hit != c.hit {
 				t.Errorf("the read was taken while spinning: %v, want %v", hit, c.hit)
 			}
-			if n := spinners.Load(); n != 0 {
-				t.Errorf("%d spinners left", n)
+			if n, w := spinners.Load(), waiters.Load(); n != 0 || w != 0 {
+				t.Errorf("%d spinners and %d waiters left", n, w)
 			}
 		})
 	}
 }
 
-// At most maxSpinners readers spin at once: the others wait in the poller.
+// At most maxSpinners readers spin at once, and none while more than that
+// many readers wait for data: then they all wait in the poller, and the
+// data that comes is not taken by a spin.
 func TestReaderSpinnersBounded(t *testing.T) {
-	const readers = 4
-	var rs []*Reader
+	readers := int(maxSpinners) + 1
 	var ws []*net.TCPConn
-	for range readers {
-		a, b := tcpPair(t)
-		rs = append(rs, NewReader(rawConn(t, b), 10*time.Second))
-		ws = append(ws, a)
-	}
 	done := make(chan error, readers)
-	for _, r := range rs {
+	start := func() {
+		a, b := tcpPair(t)
+		r := NewReader(rawConn(t, b), 10*time.Second)
+		ws = append(ws, a)
 		go func() {
 			_, err := r.Read(make([]byte, 1))
 			done <- err
 		}()
 	}
+	for range maxSpinners {
+		start()
+	}
 	time.Sleep(100 * time.Millisecond)
 	if n := spinners.Load(); n < 1 || n > maxSpinners {
 		t.Errorf("%d readers spinning, want 1 to %d", n, maxSpinners)
 	}
+	start() // one waiter more than may spin: the spinners stop
+	time.Sleep(100 * time.Millisecond)
+	if n := spinners.Load(); n != 0 {
+		t.Errorf("%d readers spinning with %d waiting, want 0", n, readers)
+	}
+	hits := SpinHits()
 	for _, w := range ws {
 		w.Write([]byte{1})
 	}
@@ -216,7 +224,10 @@ func TestReaderSpinnersBounded(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if n := spinners.Load(); n != 0 {
-		t.Errorf("%d spinners left", n)
+	if n := SpinHits() - hits; n != 0 {
+		t.Errorf("%d reads taken while spinning, want 0", n)
+	}
+	if n, w := spinners.Load(), waiters.Load(); n != 0 || w != 0 {
+		t.Errorf("%d spinners and %d waiters left", n, w)
 	}
 }
