@@ -38,4 +38,9 @@ var (
 	// ErrPeerLost means the connection to a peer failed. It also matches
 	// ErrClosed.
 	ErrPeerLost = transport.ErrPeerLost
+	// ErrTransient means a connection setup failed in a way a fresh attempt
+	// may not (the peer's rdma_cm refused or dropped it). Dial has already
+	// tried again (Engine.SetupRetries); an error that still matches it
+	// came from the last attempt.
+	ErrTransient = transport.ErrTransient
 )
