@@ -79,8 +79,9 @@ type Config struct {
 	// socket before it waits in the Go poller: an answer that comes within
 	// it skips the wake-up of an idle CPU, which on a virtual machine costs
 	// more than a loopback round trip. At most half the CPUs spin at once,
-	// and no reader spins while more readers than that wait for data (a
-	// busy process's CPUs do not go idle).
+	// and no reader spins while more readers than that began to wait for
+	// data within the last millisecond (a busy process's CPUs do not go
+	// idle).
 	// Default: 20µs (the KV service's engines: 50µs, kv.DefaultPollSpin);
 	// negative: never spin.
 	PollSpin time.Duration `yaml:"poll_spin"`

@@ -117,9 +117,10 @@ type Reader struct {
 	n    int
 	err  error
 	fn   func(fd uintptr) bool
-	// waiting: counted in waiters (a read of this Reader found the socket
-	// drained and has not returned yet).
-	waiting bool
+	// waitEpoch: the epoch (see waiters) in which a read of this Reader
+	// found the socket drained and began to wait, until the read returns;
+	// 0 while it does not wait.
+	waitEpoch int64
 }
 
 // NewReader returns a Reader for the socket behind rc; nil where raw reads
@@ -141,17 +142,79 @@ func NewReader(rc syscall.RawConn, spin time.Duration) *Reader {
 // run. At most maxSpinners readers of the process spin at once (half the
 // Ps, at least one), so spinning never takes every CPU from the work that
 // produces the answers. And none spins while more readers that may spin
-// wait for data than that: a process with many requests out (a server with
-// many clients, a client with many workers) gets its answers back to back,
-// its CPUs do not go idle between them, and a spin would only take CPU from
-// the work (4 KiB KV GETs with 16 clients: +24% with no spin at all on
-// either side, docs/BENCHMARKS.md).
+// began to wait for data within the last spinWindow than that: a process
+// with many requests out (a server with many clients, a client with many
+// workers) gets its answers back to back, its CPUs do not go idle between
+// them, and a spin would only take CPU from the work (4 KiB KV GETs with 16
+// clients: +25%, docs/BENCHMARKS.md). A reader that has waited longer (an
+// idle connection) does not count.
 var (
 	spinners    atomic.Int32
-	waiters     atomic.Int32 // readers with a spin waiting for data
 	maxSpinners = int32(max(1, runtime.GOMAXPROCS(0)/2))
 	spinHits    atomic.Uint64
+	waiters     waitCount
 )
+
+// spinWindow is how recently a waiting reader must have begun to wait to
+// count as one with an answer due. A variable for tests.
+var spinWindow = time.Millisecond
+
+// waitCount counts the readers that began to wait in each epoch (a
+// spinWindow of time since the process started), in a ring of slots that
+// each hold an epoch and its count. A reader that leaves a slot reused by a
+// later epoch has nothing to take back. Why by hand: nothing in the
+// standard library counts by time window without a lock.
+type waitCount struct {
+	slots [4]atomic.Uint64 // epoch<<24 | count
+}
+
+const waitCountMask = 1<<24 - 1
+
+var start = time.Now()
+
+// epoch is now's epoch, at least 1.
+func epoch() int64 { return int64(time.Since(start)/spinWindow) + 1 }
+
+// add counts a reader that began to wait in epoch e.
+func (w *waitCount) add(e int64) {
+	slot := &w.slots[e%int64(len(w.slots))]
+	for {
+		v := slot.Load()
+		nv := uint64(e)<<24 | 1
+		if int64(v>>24) == e {
+			nv = v + 1
+		}
+		if slot.CompareAndSwap(v, nv) {
+			return
+		}
+	}
+}
+
+// remove takes back add(e), unless e's slot has been reused since.
+func (w *waitCount) remove(e int64) {
+	slot := &w.slots[e%int64(len(w.slots))]
+	for {
+		v := slot.Load()
+		if int64(v>>24) != e || v&waitCountMask == 0 {
+			return
+		}
+		if slot.CompareAndSwap(v, v-1) {
+			return
+		}
+	}
+}
+
+// recent is how many readers began to wait in epoch e or the one before,
+// and wait still.
+func (w *waitCount) recent(e int64) int32 {
+	n := int32(0)
+	for _, x := range [2]int64{e, e - 1} {
+		if v := w.slots[x%int64(len(w.slots))].Load(); int64(v>>24) == x {
+			n += int32(v & waitCountMask)
+		}
+	}
+	return n
+}
 
 // SpinHits counts the reads that found data while spinning (tests and
 // diagnostics).
@@ -170,11 +233,11 @@ func (r *Reader) read(fd uintptr) bool {
 				if r.spin <= 0 {
 					return false // wait in the poller, then try again
 				}
-				if !r.waiting {
-					r.waiting = true
-					waiters.Add(1)
+				if r.waitEpoch == 0 {
+					r.waitEpoch = epoch()
+					waiters.add(r.waitEpoch)
 				}
-				if waiters.Load() > maxSpinners {
+				if waiters.recent(epoch()) > maxSpinners {
 					return false
 				}
 				if spinners.Add(1) > maxSpinners {
@@ -182,7 +245,7 @@ func (r *Reader) read(fd uintptr) bool {
 					return false
 				}
 				spinning, until = true, time.Now().Add(r.spin)
-			} else if time.Now().After(until) || waiters.Load() > maxSpinners {
+			} else if time.Now().After(until) || waiters.recent(epoch()) > maxSpinners {
 				spinners.Add(-1)
 				return false
 			}
@@ -207,9 +270,9 @@ func (r *Reader) Read(b []byte) (int, error) {
 	r.buf = b
 	err := r.rc.Read(r.fn)
 	r.buf = nil
-	if r.waiting {
-		r.waiting = false
-		waiters.Add(-1)
+	if r.waitEpoch != 0 {
+		waiters.remove(r.waitEpoch)
+		r.waitEpoch = 0
 	}
 	if err != nil {
 		return 0, err

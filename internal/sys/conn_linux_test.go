@@ -180,7 +180,7 @@ func TestReaderSpin(t *testing.T) {
 			if hit := SpinHits() > before; hit != c.hit {
 				t.Errorf("the read was taken while spinning: %v, want %v", hit, c.hit)
 			}
-			if n, w := spinners.Load(), waiters.Load(); n != 0 || w != 0 {
+			if n, w := spinners.Load(), waiters.recent(epoch()); n != 0 || w != 0 {
 				t.Errorf("%d spinners and %d waiters left", n, w)
 			}
 		})
@@ -191,6 +191,8 @@ func TestReaderSpin(t *testing.T) {
 // many readers wait for data: then they all wait in the poller, and the
 // data that comes is not taken by a spin.
 func TestReaderSpinnersBounded(t *testing.T) {
+	defer func(w time.Duration) { spinWindow = w }(spinWindow)
+	spinWindow = time.Hour // every waiter counts
 	readers := int(maxSpinners) + 1
 	var ws []*net.TCPConn
 	done := make(chan error, readers)
@@ -227,7 +229,51 @@ func TestReaderSpinnersBounded(t *testing.T) {
 	if n := SpinHits() - hits; n != 0 {
 		t.Errorf("%d reads taken while spinning, want 0", n)
 	}
-	if n, w := spinners.Load(), waiters.Load(); n != 0 || w != 0 {
+	if n, w := spinners.Load(), waiters.recent(epoch()); n != 0 || w != 0 {
 		t.Errorf("%d spinners and %d waiters left", n, w)
+	}
+}
+
+// Readers that have waited for longer than spinWindow (idle connections)
+// do not stop another reader's spin.
+func TestReaderSpinIgnoresIdleWaiters(t *testing.T) {
+	var ws []*net.TCPConn
+	done := make(chan error, maxSpinners+1)
+	start := func(spin time.Duration) {
+		a, b := tcpPair(t)
+		r := NewReader(rawConn(t, b), spin)
+		ws = append(ws, a)
+		go func() {
+			_, err := r.Read(make([]byte, 1))
+			done <- err
+		}()
+	}
+	for range maxSpinners {
+		start(time.Millisecond) // spin briefly, then wait in the poller
+	}
+	time.Sleep(10*spinWindow + 50*time.Millisecond)
+	if n := spinners.Load(); n != 0 {
+		t.Fatalf("%d readers still spinning", n)
+	}
+	start(10 * time.Second)
+	time.Sleep(50 * time.Millisecond)
+	if n := spinners.Load(); n != 1 {
+		t.Errorf("%d readers spinning beside %d idle ones, want 1", n, maxSpinners)
+	}
+	hits := SpinHits()
+	ws[len(ws)-1].Write([]byte{1})
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if SpinHits() == hits {
+		t.Error("the read was not taken while spinning")
+	}
+	for _, w := range ws[:len(ws)-1] {
+		w.Write([]byte{1})
+	}
+	for range maxSpinners {
+		if err := <-done; err != nil {
+			t.Fatal(err)
+		}
 	}
 }
