@@ -353,7 +353,7 @@ func (e *Engine) connect(ctx context.Context, p *Peer) (transport.Endpoint, erro
 	retries := 0
 	for {
 		ep, name, err := e.connectOnce(ctx, p, exclude)
-		if err != nil && errors.Is(err, transport.ErrTransient) && retries < setupRetries && ctx.Err() == nil {
+		if errors.Is(err, transport.ErrTransient) && retries < setupRetries && ctx.Err() == nil {
 			retries++
 			e.stats.setupRetries.Add(1)
 			e.log.Info("connection setup failed; trying again", "peer", p.dialAddr, "transport", name, "attempt", retries+1, "reason", err)
@@ -385,11 +385,11 @@ func (e *Engine) connect(ctx context.Context, p *Peer) (transport.Endpoint, erro
 	}
 }
 
-// rank orders the transports as auto prefers them, best first.
 // setupRetries is how many times a dialer tries again after a transient
 // setup failure (transport.ErrTransient) before it gives up.
 const setupRetries = 2
 
+// rank orders the transports as auto prefers them, best first.
 func rank(name string) int {
 	switch name {
 	case "rdma":
