@@ -173,7 +173,9 @@ const waitCountMask = 1<<24 - 1
 var start = time.Now()
 
 // epoch is now's epoch, at least 1.
-func epoch() int64 { return int64(time.Since(start)/spinWindow) + 1 }
+func epoch() int64 { return epochAt(time.Now()) }
+
+func epochAt(t time.Time) int64 { return int64(t.Sub(start)/spinWindow) + 1 }
 
 // add counts a reader that began to wait in epoch e.
 func (w *waitCount) add(e int64) {
@@ -233,19 +235,20 @@ func (r *Reader) read(fd uintptr) bool {
 				if r.spin <= 0 {
 					return false // wait in the poller, then try again
 				}
+				now := time.Now()
 				if r.waitEpoch == 0 {
-					r.waitEpoch = epoch()
+					r.waitEpoch = epochAt(now)
 					waiters.add(r.waitEpoch)
 				}
-				if waiters.recent(epoch()) > maxSpinners {
+				if waiters.recent(epochAt(now)) > maxSpinners {
 					return false
 				}
 				if spinners.Add(1) > maxSpinners {
 					spinners.Add(-1)
 					return false
 				}
-				spinning, until = true, time.Now().Add(r.spin)
-			} else if time.Now().After(until) || waiters.recent(epoch()) > maxSpinners {
+				spinning, until = true, now.Add(r.spin)
+			} else if now := time.Now(); now.After(until) || waiters.recent(epochAt(now)) > maxSpinners {
 				spinners.Add(-1)
 				return false
 			}
