@@ -846,12 +846,7 @@ func testPeerDies(t *testing.T, o Options) {
 // (Peers no longer lists it) and fails its operations with ErrPeerLost.
 func testDialerGone(t *testing.T, o Options) {
 	ctx := ctxT(t)
-	p := NewPair(t, o, "")
-	desc, _ := p.Peer.Region("target")
-	buf := alloc(t, p.Client, 64)
-	if err := p.Peer.Write(ctx, buf.Bytes(), desc.At(0)); err != nil {
-		t.Fatal(err)
-	}
+	p, _, _ := wrotePair(t, o)
 	sp := acceptOne(t, p.Server)
 	if n := len(p.Server.Peers()); n != 1 {
 		t.Fatalf("server lists %d peers, want 1", n)
@@ -874,14 +869,22 @@ func testDialerGone(t *testing.T, o Options) {
 	}
 }
 
-func testReconnect(t *testing.T, o Options) {
-	ctx := ctxT(t)
+// wrotePair is a pair whose client has written 64 bytes to the target: its
+// connection is up on both sides.
+func wrotePair(t *testing.T, o Options) (*Pair, xfer.RegionDesc, xfer.Buffer) {
+	t.Helper()
 	p := NewPair(t, o, "")
 	desc, _ := p.Peer.Region("target")
 	buf := alloc(t, p.Client, 64)
-	if err := p.Peer.Write(ctx, buf.Bytes(), desc.At(0)); err != nil {
+	if err := p.Peer.Write(ctxT(t), buf.Bytes(), desc.At(0)); err != nil {
 		t.Fatal(err)
 	}
+	return p, desc, buf
+}
+
+func testReconnect(t *testing.T, o Options) {
+	ctx := ctxT(t)
+	p, desc, buf := wrotePair(t, o)
 	// The server drops its side; the client's next operation dials again.
 	sp := acceptOne(t, p.Server)
 	sp.Close()

@@ -24,11 +24,7 @@ func TestCMSetupRepeated(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	cfg := xfer.Config{Transport: xfer.PolicyRDMA, RDMADevice: dev, RDMAUseCM: true, Listen: "127.0.0.1:0", MemoryMB: 4}
-	srv, err := xfer.Open(ctx, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer srv.Close()
+	srv := openServer(ctx, t, cfg)
 	target, err := srv.NewRegion(4096, xfer.AccessReadWrite)
 	if err != nil {
 		t.Fatal(err)
@@ -59,31 +55,56 @@ func TestCMSetupRepeated(t *testing.T) {
 	t.Logf("%d setups, %d retried", dialers*setups, retries.Load())
 }
 
-// setupOnce opens an engine, dials addr and writes v to target[off:off+8],
-// then checks that it landed.
-func setupOnce(ctx context.Context, cfg xfer.Config, addr string, target *xfer.Region, off int, v byte, retries *atomic.Uint64) error {
-	cli, err := xfer.Open(ctx, cfg)
+// openServer opens a listening engine, closed when the test ends.
+func openServer(ctx context.Context, t *testing.T, cfg xfer.Config) *xfer.Engine {
+	t.Helper()
+	srv, err := xfer.Open(ctx, cfg)
 	if err != nil {
-		return err
+		t.Fatal(err)
 	}
-	defer cli.Close()
-	p, err := cli.Dial(ctx, addr)
+	t.Cleanup(func() { srv.Close() })
+	return srv
+}
+
+// setupOnce opens an engine, dials addr and writes v to target[off:off+8],
+// then closes the engine, adding its setup retries to retries.
+func setupOnce(ctx context.Context, cfg xfer.Config, addr string, target *xfer.Region, off int, v byte, retries *atomic.Uint64) error {
+	cli, err := dialWrite(ctx, cfg, addr, target, off, v)
 	if err != nil {
 		return err
 	}
 	retries.Add(cli.SetupRetries())
+	return cli.Close()
+}
+
+// dialWrite opens an engine, dials addr, writes v to target[off:off+8] and
+// checks that it landed. It returns the engine, still connected.
+func dialWrite(ctx context.Context, cfg xfer.Config, addr string, target *xfer.Region, off int, v byte) (_ *xfer.Engine, err error) {
+	cli, err := xfer.Open(ctx, cfg)
+	if err != nil {
+		return nil, err
+	}
+	defer func() {
+		if err != nil {
+			cli.Close()
+		}
+	}()
+	p, err := cli.Dial(ctx, addr)
+	if err != nil {
+		return nil, err
+	}
 	buf, err := cli.Alloc(8)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	for i := range buf.Bytes() {
 		buf.Bytes()[i] = v
 	}
 	if err := p.Write(ctx, buf.Bytes(), target.Desc().At(uint64(off))); err != nil {
-		return err
+		return nil, err
 	}
 	if got := target.Bytes()[off : off+8]; !bytes.Equal(got, buf.Bytes()) {
-		return fmt.Errorf("the write did not land: % x", got)
+		return nil, fmt.Errorf("the write did not land: % x", got)
 	}
-	return nil
+	return cli, nil
 }

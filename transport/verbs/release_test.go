@@ -27,34 +27,17 @@ func TestDialerGoneReleased(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 			defer cancel()
 			cfg := xfer.Config{Transport: xfer.PolicyRDMA, RDMADevice: dev, RDMAUseCM: cm, Listen: "127.0.0.1:0", MemoryMB: 4}
-			srv, err := xfer.Open(ctx, cfg)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer srv.Close()
-			client := func() *xfer.Engine {
-				cli, err := xfer.Open(ctx, cfg)
+			srv := openServer(ctx, t, cfg)
+			client := func(v byte) *xfer.Engine {
+				cli, err := dialWrite(ctx, cfg, srv.Addr(), srv.DefaultRegion(), 0, v)
 				if err != nil {
-					t.Fatal(err)
-				}
-				p, err := cli.Dial(ctx, srv.Addr())
-				if err != nil {
-					cli.Close()
-					t.Fatal(err)
-				}
-				buf, err := cli.Alloc(64)
-				if err == nil {
-					err = p.Write(ctx, buf.Bytes(), srv.DefaultRegion().Desc().At(0))
-				}
-				if err != nil {
-					cli.Close()
 					t.Fatal(err)
 				}
 				return cli
 			}
-			defer client().Close()
+			defer client(1).Close()
 			base := ibv.Live()
-			client().Close()
+			client(2).Close()
 			for {
 				live := ibv.Live()
 				if live == base {
