@@ -327,6 +327,35 @@ func (p *Peer) Send(ctx context.Context, msg []byte) error {
 	return p.do(ctx, OpSend, msg, RemoteAddr{}, 0)
 }
 
+// TrySendAppend sends one message that fill appends to b, encoded straight
+// into the transport's send queue: no buffer of registered memory, no
+// batch, no wait for a completion. It is the fast path of small
+// request/response protocols such as the kv package's, on tcp and shm.
+//
+// It reports false, without calling fill, when the message cannot go that
+// way at once: on rdma (messages leave from registered memory), while no
+// connection is up, with no receive credit left at the peer, or with max
+// above the transport's limit for such messages (16 KiB). The caller then
+// sends the message with Send. fill must append at most max bytes, must
+// not block, and must not call the peer's methods. An error means the
+// connection failed, or fill appended more than max bytes; nothing was sent.
+func (p *Peer) TrySendAppend(max int, fill func(b []byte) []byte) (bool, error) {
+	ep := p.current()
+	if ep == nil {
+		return false, nil // Send dials
+	}
+	select {
+	case <-ep.Done():
+		return false, nil // Send redials, or words the failure
+	default:
+	}
+	a, ok := ep.(transport.Appender)
+	if !ok {
+		return false, nil
+	}
+	return a.AppendSend(max, fill)
+}
+
 // Recv waits for the next message from this peer and copies it into buf.
 // When buf is too small, it returns an error matching ErrTooLarge that states
 // the size needed, and keeps the message for the next Recv.

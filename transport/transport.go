@@ -136,6 +136,22 @@ type Endpoint interface {
 	Close() error
 }
 
+// Appender is implemented by endpoints that can encode a message straight
+// into their send queue: the stream endpoint of tcp and shm. A small
+// request/response protocol then sends without a buffer of registered
+// memory, an Op, or a completion.
+type Appender interface {
+	// AppendSend sends one message that fill appends to b, in order with
+	// the endpoint's other messages. fill must append at most max bytes,
+	// must not block, and must not call into the endpoint. AppendSend
+	// reports false, without calling fill, when the message cannot be
+	// queued at once (no receive credit left at the peer, messages waiting
+	// for credit, max above the endpoint's limit for in-place messages);
+	// the caller then posts it as an OpSend. An error means the endpoint
+	// failed, or that fill appended more than max bytes (nothing is sent).
+	AppendSend(max int, fill func(b []byte) []byte) (bool, error)
+}
+
 // Resolved is memory of a local region that a remote peer is allowed to
 // touch. Release must be called once the bytes have been read or written.
 type Resolved struct {

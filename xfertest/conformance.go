@@ -98,6 +98,7 @@ func Run(t *testing.T, o Options) {
 		{"WriteNotify", testWriteNotify},
 		{"SendRecv", testSendRecv},
 		{"SendFlowControl", testSendFlowControl},
+		{"SendAppend", testSendAppend},
 		{"Handle", testHandle},
 		{"Batch", testBatch},
 		{"BadAccess", testBadAccess},
@@ -357,6 +358,105 @@ func testSendFlowControl(t *testing.T, o Options) {
 			t.Fatalf("message %d: n=%d err=%v got %d (out of order or lost)", i, n, err, getU64(buf))
 		}
 	}
+	if err := <-errc; err != nil {
+		t.Fatal(err)
+	}
+}
+
+// testSendAppend: Peer.TrySendAppend encodes messages straight into the
+// send queue on tcp and shm, reports false without calling fill where it
+// cannot (rdma; no credit left at the peer), keeps the order of the
+// messages sent either way, and refuses a fill longer than its bound with
+// nothing sent.
+func testSendAppend(t *testing.T, o Options) {
+	o.Config.RecvDepth = 8
+	p := NewPair(t, o, "")
+	ctx := ctxT(t)
+	sp := acceptOne(t, p.Server)
+	fast := o.Want == "tcp" || o.Want == "shm"
+	msg := alloc(t, p.Client, 8)
+	var seq uint64
+	calls := 0
+	fill := func(b []byte) []byte {
+		calls++
+		return binary.LittleEndian.AppendUint64(b, seq)
+	}
+	// send sends message seq, through the queue if it takes it, and
+	// reports whether it did.
+	send := func() bool {
+		before := calls
+		ok, err := p.Peer.TrySendAppend(8, fill)
+		if err != nil {
+			t.Fatalf("TrySendAppend %d: %v", seq, err)
+		}
+		if !ok && calls != before {
+			t.Fatalf("TrySendAppend %d reported false after calling fill", seq)
+		}
+		if !ok {
+			putU64(msg.Bytes(), seq)
+			if err := p.Peer.Send(ctx, msg.Bytes()); err != nil {
+				t.Fatalf("send %d: %v", seq, err)
+			}
+		}
+		seq++
+		return ok
+	}
+	// With nobody receiving, the peer's 8 credits run out: past them the
+	// queue must refuse (the message would overflow the peer).
+	appended := 0
+	for range 8 {
+		if send() {
+			appended++
+		}
+	}
+	if ok, err := p.Peer.TrySendAppend(8, fill); ok || err != nil {
+		t.Fatalf("TrySendAppend with no credit left: %v, %v; want false", ok, err)
+	}
+	if fast && appended != 8 {
+		t.Fatalf("%s: %d of 8 messages went through the send queue, want all", o.Want, appended)
+	}
+	if !fast && (appended != 0 || calls != 0) {
+		t.Fatalf("%s: TrySendAppend took %d messages (fill called %d times), want none", o.Want, appended, calls)
+	}
+	// The rest interleave both paths as credits come and go.
+	const total = 400
+	errc := make(chan error, 1)
+	go func() {
+		buf := make([]byte, 16)
+		for i := range total {
+			n, err := sp.Recv(ctx, buf)
+			if err == nil && (n != 8 || getU64(buf) != uint64(i)) {
+				err = fmt.Errorf("message %d: %d bytes holding %d (out of order or lost)", i, n, getU64(buf))
+			}
+			if err != nil {
+				errc <- err
+				return
+			}
+		}
+		errc <- nil
+	}()
+	for seq < total-1 {
+		send()
+	}
+	if fast {
+		// A fill longer than its bound: refused, nothing sent, the
+		// connection up.
+		long := func(b []byte) []byte { return append(b, make([]byte, 9)...) }
+		for {
+			ok, err := p.Peer.TrySendAppend(8, long)
+			if err != nil {
+				if ok {
+					t.Fatal("TrySendAppend reported both success and an error")
+				}
+				break
+			}
+			if ok {
+				t.Fatal("TrySendAppend sent a message longer than its bound")
+			}
+			time.Sleep(time.Millisecond) // no credit yet
+		}
+	}
+	send()
 	if err := <-errc; err != nil {
 		t.Fatal(err)
 	}

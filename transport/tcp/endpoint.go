@@ -274,6 +274,41 @@ func (e *Endpoint) postSend(op *transport.Op) {
 	e.finishSend(op, err)
 }
 
+// AppendSend implements transport.Appender: the message is encoded
+// straight into the first connection's send queue. An endpoint whose
+// messages travel elsewhere (rdma's, on its QPs) reports false.
+func (e *Endpoint) AppendSend(max int, fill func(b []byte) []byte) (bool, error) {
+	if e.hooks.OnCredit != nil || max > e.p.MaxMessage || max > coalesceMax {
+		return false, nil
+	}
+	e.mu.Lock()
+	if e.err != nil {
+		err := e.err
+		e.mu.Unlock()
+		return false, err
+	}
+	if e.credits == 0 || len(e.sendWait) > 0 {
+		e.mu.Unlock()
+		return false, nil
+	}
+	// Under e.mu, as writeSend: sends keep their order.
+	h := wire.Header{Type: wire.FrameSend, Flags: wire.FlagNoAck}
+	err := e.conns[0].s.sendAppend(&h, max, fill)
+	if err == nil || !errors.Is(err, errAppendTooLong) {
+		e.credits--
+	}
+	e.mu.Unlock()
+	switch {
+	case errors.Is(err, errAppendTooLong):
+		return false, fmt.Errorf("%s send: %w", e.hooks.Name, err)
+	case err != nil:
+		err = e.linkErr(err)
+		e.fail(err)
+		return false, err
+	}
+	return true, nil
+}
+
 // writeSend writes one message; e.mu is held.
 func (e *Endpoint) writeSend(op *transport.Op) error {
 	h := wire.Header{Type: wire.FrameSend, Flags: wire.FlagNoAck, Len: uint64(len(op.Local))}

@@ -1,7 +1,10 @@
 package tcp
 
 import (
+	"errors"
+	"fmt"
 	"net"
+	"slices"
 	"sync"
 
 	"github.com/xferio/xfer/internal/sys"
@@ -178,6 +181,45 @@ func (s *sender) send(hdr, payload []byte) error {
 	}
 	s.mu.Unlock()
 	return nil
+}
+
+// errAppendTooLong: an AppendSend's fill appended more than it said.
+var errAppendTooLong = errors.New("message longer than its stated maximum")
+
+// sendAppend queues a frame whose payload fill appends to the queue's
+// buffer: the message is encoded where it is written from, with no copy.
+// Like send, it writes the queue itself when no writer is at work and the
+// read loop does not hold the queue corked; it never waits for a write
+// under way.
+func (s *sender) sendAppend(h *wire.Header, max int, fill func([]byte) []byte) error {
+	s.mu.Lock()
+	for s.err == nil && s.writing && !s.corked && len(s.q.buf) >= queueMax {
+		s.cond.Wait() // the writer is stuck on a full socket: do not pile up
+	}
+	if s.err != nil {
+		err := s.err
+		s.mu.Unlock()
+		return err
+	}
+	off := len(s.q.buf)
+	s.q.buf = slices.Grow(s.q.buf, wire.FrameHeaderLen+max)
+	s.q.buf = fill(s.q.buf[:off+wire.FrameHeaderLen])
+	n := len(s.q.buf) - off - wire.FrameHeaderLen
+	if n > max {
+		s.q.buf = s.q.buf[:off]
+		s.mu.Unlock()
+		return fmt.Errorf("%w: %d bytes, at most %d", errAppendTooLong, n, max)
+	}
+	h.Len = uint64(n)
+	h.Put(s.q.buf[off:])
+	s.q.segs = append(s.q.segs, seg{off: off, n: len(s.q.buf) - off})
+	if s.writing || s.corked {
+		s.mu.Unlock()
+		return nil
+	}
+	s.writing = true
+	s.mu.Unlock()
+	return s.write(writerRounds, true)
 }
 
 // reply queues a frame from the read loop, which never waits: res is
