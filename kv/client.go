@@ -131,6 +131,14 @@ type pendingCall struct {
 	late func()
 	dst  []byte // where an inline GET value goes
 
+	// size, when not 0, bounds the encoded request: callWith then tries
+	// to encode it straight into the transport's send queue, with enc and
+	// id, through fill (pc.appendRequest, bound once).
+	size int
+	enc  func(b []byte, id uint64) []byte
+	id   uint64
+	fill func(b []byte) []byte
+
 	// A response of the fast path is decoded into these, without
 	// allocating. The caller of a pooled call (GETs, inline PUTs) is done
 	// with them before it puts the call back.
@@ -140,6 +148,18 @@ type pendingCall struct {
 	get     kvpb.GetResponse
 	wrapPut kvpb.Response_Put
 	put     kvpb.PutResponse
+}
+
+// requestSize bounds the encoded size of a GET or inline PUT request
+// whose fields (key, buffer descriptor or value, server id) are that long:
+// each field, and the id and the operation's header, take at most a tag and
+// a 10-byte varint besides their bytes.
+func requestSize(fields ...int) int {
+	n := 2 * (1 + 10)
+	for _, f := range fields {
+		n += 1 + 10 + f
+	}
+	return n + 2*(1+10) // inline max, or room to spare
 }
 
 // callPool holds the pendingCalls of GETs and inline PUTs, each with its
@@ -479,6 +499,7 @@ func (c *Client) get(ctx context.Context, key string, buf xfer.Buffer, wantInlin
 			if err != nil {
 				return err
 			}
+			pc.size = requestSize(len(key), len(desc), len(s.id))
 			r, done, err := c.callWith(ctx, s, pc, func(b []byte, id uint64) []byte {
 				return appendGetRequest(b, id, unsafe.Slice(unsafe.StringData(key), len(key)), desc, inlineMax, unsafe.Slice(unsafe.StringData(s.id), len(s.id)))
 			}, late)
@@ -487,7 +508,7 @@ func (c *Client) get(ctx context.Context, key string, buf xfer.Buffer, wantInlin
 				n, ver = int(r.GetGet().GetLength()), r.GetGet().GetVersion()
 			}
 			if done {
-				pc.dst, pc.late = nil, nil
+				pc.dst, pc.late, pc.size = nil, nil, 0
 				callPool.Put(pc)
 			}
 			return err
@@ -610,6 +631,7 @@ func (c *Client) putInline(ctx context.Context, key string, value []byte) (uint6
 	var ver uint64
 	err := c.retry(ctx, func(s *session) error {
 		pc := callPool.Get().(*pendingCall)
+		pc.size = requestSize(len(key), len(value), len(s.id))
 		r, done, err := c.callWith(ctx, s, pc, func(b []byte, id uint64) []byte {
 			return appendPutRequest(b, id, unsafe.Slice(unsafe.StringData(key), len(key)), value, unsafe.Slice(unsafe.StringData(s.id), len(s.id)))
 		}, nil)
@@ -617,7 +639,7 @@ func (c *Client) putInline(ctx context.Context, key string, value []byte) (uint6
 			ver = r.GetPut().GetVersion()
 		}
 		if done {
-			pc.dst, pc.late = nil, nil
+			pc.dst, pc.late, pc.size = nil, nil, 0
 			callPool.Put(pc)
 		}
 		return err
@@ -743,6 +765,8 @@ func (c *Client) onResponse(sess *session, msg []byte) {
 	pc.deliver(resp)
 }
 
+func (pc *pendingCall) appendRequest(b []byte) []byte { return pc.enc(b, pc.id) }
+
 // fastResponse returns the call's own Response, reset, for a response of
 // the fast path.
 func (pc *pendingCall) fastResponse(id uint64) *kvpb.Response {
@@ -789,28 +813,29 @@ func (c *Client) callEnc(ctx context.Context, sess *session, enc func(b []byte, 
 // never went out): a pooled pc may then be reused once its caller is done
 // with the response.
 func (c *Client) callWith(ctx context.Context, sess *session, pc *pendingCall, enc func(b []byte, id uint64) []byte, late func()) (_ *kvpb.Response, done bool, _ error) {
-	b, err := c.msgs.get(ctx)
-	if err != nil {
-		return nil, true, err
-	}
 	sess.pmu.Lock()
 	if sess.down != nil {
 		sess.pmu.Unlock()
-		c.msgs.put(b)
 		return nil, true, status.Errorf(codes.Unavailable, "data-plane connection: %v", sess.down)
 	}
 	sess.nextID++
 	id := sess.nextID
 	sess.pending[id] = pc
 	sess.pmu.Unlock()
-	out := enc(b[:0], id)
-	if out == nil || cap(out) != cap(b) {
-		err = fmt.Errorf("kv: request of %d bytes does not fit a message of %d", len(out), cap(b))
+	sent, err := false, error(nil)
+	if pc.size > 0 {
+		// Encoded straight into the transport's send queue, if it takes
+		// the request there (tcp, shm).
+		pc.enc, pc.id = enc, id
+		if pc.fill == nil {
+			pc.fill = pc.appendRequest
+		}
+		sent, err = sess.peer.TrySendAppend(pc.size, pc.fill)
+		pc.enc = nil
 	}
-	if err == nil {
-		err = sess.peer.Send(ctx, out)
+	if !sent && err == nil {
+		err = c.sendBuffered(ctx, sess, enc, id)
 	}
-	c.msgs.put(b)
 	down := sess.peer.Down()
 	if err != nil {
 		sess.pmu.Lock()
@@ -865,6 +890,21 @@ func (c *Client) callWith(ctx context.Context, sess *session, pc *pendingCall, e
 		}
 		return nil, false, ctx.Err()
 	}
+}
+
+// sendBuffered sends the request enc encodes from one of the client's
+// message buffers.
+func (c *Client) sendBuffered(ctx context.Context, sess *session, enc func(b []byte, id uint64) []byte, id uint64) error {
+	b, err := c.msgs.get(ctx)
+	if err != nil {
+		return err
+	}
+	defer c.msgs.put(b)
+	out := enc(b[:0], id)
+	if out == nil || cap(out) != cap(b) {
+		return fmt.Errorf("kv: request of %d bytes does not fit a message of %d", len(out), cap(b))
+	}
+	return sess.peer.Send(ctx, out)
 }
 
 // result returns r, or the status error it carries.

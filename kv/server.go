@@ -361,11 +361,12 @@ func (s *Server) acceptLoop(e *xfer.Engine, msgs *msgBufs) {
 // one-sided transfer, a full pool) gets a goroutine.
 func (s *Server) serveMessages(p *xfer.Peer, msgs *msgBufs) {
 	var wg sync.WaitGroup
+	ans := newAnswer()
 	p.Handle(func(msg []byte) {
-		if g, ok := parseGetRequest(msg); ok && s.serveSmallGet(p, msgs, g.id, g.key, g.inlineMax, g.serverID) {
+		if g, ok := parseGetRequest(msg); ok && s.serveSmallGet(p, msgs, ans, g.id, g.key, g.inlineMax, g.serverID) {
 			return
 		}
-		if r, ok := parsePutRequest(msg); ok && s.serveInlinePut(p, msgs, r) {
+		if r, ok := parsePutRequest(msg); ok && s.serveInlinePut(p, msgs, ans, r) {
 			return
 		}
 		req := new(kvpb.Request)
@@ -414,10 +415,53 @@ func mayWait(req *kvpb.Request) bool {
 	return false
 }
 
+// answer encodes the response of an inline GET or PUT straight into the
+// transport's send queue (Peer.TrySendAppend): one copy of the value, from
+// its slot into the queue, and no message buffer. A connection has one,
+// reused for each request: its handler runs one message at a time.
+type answer struct {
+	id, version uint64
+	value       []byte // a GET's value
+	evicted     uint32 // a PUT's evictions
+	get         bool
+	fill        func(b []byte) []byte // a.append, bound once
+}
+
+func newAnswer() *answer {
+	a := new(answer)
+	a.fill = a.append
+	return a
+}
+
+func (a *answer) append(b []byte) []byte {
+	if a.get {
+		return appendGetResponse(b, a.id, uint64(len(a.value)), a.version, true, a.value)
+	}
+	return appendPutResponse(b, a.id, a.version, a.evicted)
+}
+
+// answerOverhead bounds what a Response adds to an inline GET's value: the
+// id, the GetResponse's header, length, version, inline flag and the
+// value's header, each at most a tag and a 10-byte varint.
+const answerOverhead = 6 * (1 + 10)
+
+// send sends the answer through the send queue, if the transport takes it
+// there at once; false leaves it to a message buffer.
+func (a *answer) send(s *Server, p *xfer.Peer) bool {
+	ok, err := p.TrySendAppend(len(a.value)+answerOverhead, a.fill)
+	a.value = nil
+	if err != nil {
+		// The connection failed (its client's calls fail with it), or the
+		// bound is wrong: the buffered path then sends, or fails alike.
+		s.log.Debug("kv: send response", "peer", p, "err", err)
+	}
+	return ok
+}
+
 // serveSmallGet answers g at once when the answer needs no data-plane
 // transfer: the value inline, straight from its slot into the response. It
 // reports whether it answered.
-func (s *Server) serveSmallGet(p *xfer.Peer, msgs *msgBufs, id uint64, key []byte, inlineMax uint64, serverID []byte) bool {
+func (s *Server) serveSmallGet(p *xfer.Peer, msgs *msgBufs, ans *answer, id uint64, key []byte, inlineMax uint64, serverID []byte) bool {
 	if s.checkSession(serverID) != nil || s.checkKey(key) != nil {
 		return false // the full path words the error
 	}
@@ -433,6 +477,10 @@ func (s *Server) serveSmallGet(p *xfer.Peer, msgs *msgBufs, id uint64, key []byt
 	s.gets.Add(1)
 	s.hits.Add(1)
 	s.inlineBytes.Add(n)
+	ans.id, ans.version, ans.value, ans.get = id, sl.ver, sl.value(), true
+	if ans.send(s, p) {
+		return true
+	}
 	b, ok := msgs.tryGet()
 	if !ok {
 		// Every buffer is busy: answer from a goroutine that can wait.
@@ -456,7 +504,7 @@ func (s *Server) serveSmallGet(p *xfer.Peer, msgs *msgBufs, id uint64, key []byt
 // copies the value or allocates the request on the way. It reports whether
 // it answered (false only when every message buffer is busy, before any
 // work: the request then takes the full path, which can wait for one).
-func (s *Server) serveInlinePut(p *xfer.Peer, msgs *msgBufs, r fastPut) bool {
+func (s *Server) serveInlinePut(p *xfer.Peer, msgs *msgBufs, ans *answer, r fastPut) bool {
 	b, ok := msgs.tryGet()
 	if !ok {
 		return false
@@ -464,6 +512,13 @@ func (s *Server) serveInlinePut(p *xfer.Peer, msgs *msgBufs, r fastPut) bool {
 	src := kvpb.PutRequest_Value{Value: r.value}
 	req := kvpb.PutRequest{Key: r.key, Source: &src, ServerId: r.serverID}
 	resp, err := s.Put(s.ctx, &req) // an inline PUT needs no peer (fromPeer)
+	if err == nil {
+		ans.id, ans.version, ans.evicted, ans.get = r.id, resp.Version, resp.Evicted, false
+		if ans.send(s, p) {
+			msgs.put(b)
+			return true
+		}
+	}
 	var out []byte
 	if err == nil {
 		out = appendPutResponse(b[:0], r.id, resp.Version, resp.Evicted)
