@@ -90,6 +90,7 @@ type sender struct {
 	// lone poster's, a reply's): the callers' headers stay on their
 	// stacks, and writing a frame allocates nothing.
 	whdr  [wire.FrameHeaderLen]byte
+	abuf  []byte // the writer's buffer for a frame sendAppend writes at once
 	carry *batch // a partly written batch handed to the respond loop
 	taken uint64 // segments taken by writers so far
 	done  uint64 // segments written (or dropped) so far
@@ -200,6 +201,25 @@ func (s *sender) sendAppend(h *wire.Header, max int, fill func([]byte) []byte) e
 		err := s.err
 		s.mu.Unlock()
 		return err
+	}
+	if !s.writing && !s.corked && len(s.q.segs) == 0 && s.raw != nil {
+		// One poster at a time, the common case: the frame is encoded
+		// into the writer's own buffer and written from there at once.
+		s.writing = true
+		s.mu.Unlock()
+		b := fill(slices.Grow(s.abuf[:0], wire.FrameHeaderLen+max)[:wire.FrameHeaderLen])
+		s.abuf = b[:0]
+		if n := len(b) - wire.FrameHeaderLen; n > max {
+			s.write(writerRounds, true) // gives the role back
+			return fmt.Errorf("%w: %d bytes, at most %d", errAppendTooLong, n, max)
+		}
+		h.Len = uint64(len(b) - wire.FrameHeaderLen)
+		h.Put(b)
+		if err := s.writeFrame(b, nil); err != nil {
+			s.finish(&batch{}, err)
+			return err
+		}
+		return s.write(writerRounds, true) // what others queued meanwhile
 	}
 	off := len(s.q.buf)
 	s.q.buf = slices.Grow(s.q.buf, wire.FrameHeaderLen+max)

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/xferio/xfer/internal/sys"
+	"github.com/xferio/xfer/internal/wire"
 	"github.com/xferio/xfer/transport"
 )
 
@@ -365,5 +366,81 @@ func waitUntil(t *testing.T, cond func() bool, what string) {
 			t.Fatalf("timed out waiting for %s", what)
 		}
 		time.Sleep(time.Millisecond)
+	}
+}
+
+// TestSenderAppend: frames encoded in place by concurrent sendAppend
+// callers, some while the read loop holds the queue corked, all arrive
+// whole and in each caller's order; a fill longer than its bound is
+// refused, in the writer's buffer and in the queue alike, with nothing of
+// it written.
+func TestSenderAppend(t *testing.T) {
+	a, b := tcpPair(t)
+	s, failed := newTestSender(t, a)
+	const writers, each = 4, 500
+	sizes := []int{0, 10, 4 << 10, coalesceMax}
+	var refused atomic.Int64
+	var wg sync.WaitGroup
+	for w := range writers {
+		wg.Go(func() {
+			for i := range each {
+				n := sizes[(w+i)%len(sizes)]
+				if i%50 == 7 {
+					// One byte over the bound.
+					err := s.sendAppend(&wire.Header{Type: wire.FrameSend}, n, func(b []byte) []byte {
+						return append(b, make([]byte, n+1)...)
+					})
+					if !errors.Is(err, errAppendTooLong) {
+						t.Errorf("fill over its bound: %v", err)
+						return
+					}
+					refused.Add(1)
+				}
+				if w == 0 && i%3 == 0 {
+					s.cork() // as the read loop does while it handles frames
+				}
+				_, p := testFrame(w, i, n)
+				err := s.sendAppend(&wire.Header{Type: wire.FrameSend, ID: uint64(w)<<32 | uint64(i)}, n, func(b []byte) []byte {
+					return append(b, p...)
+				})
+				if w == 0 && i%3 == 0 {
+					s.uncork()
+				}
+				if err != nil {
+					t.Errorf("sendAppend: %v", err)
+					return
+				}
+			}
+		})
+	}
+	next := make([]int, writers)
+	var h wire.Header
+	hdr := make([]byte, wire.FrameHeaderLen)
+	for range writers * each {
+		if _, err := io.ReadFull(b, hdr); err != nil {
+			t.Fatal(err)
+		}
+		if err := wire.DecodeHeader(hdr, &h); err != nil {
+			t.Fatal(err)
+		}
+		w, i := int(h.ID>>32), int(uint32(h.ID))
+		if w >= writers || i != next[w] {
+			t.Fatalf("writer %d: frame %d came where %d was due", w, i, next[w])
+		}
+		next[w]++
+		got := make([]byte, h.Len)
+		if _, err := io.ReadFull(b, got); err != nil {
+			t.Fatal(err)
+		}
+		if _, exp := testFrame(w, i, len(got)); !bytes.Equal(got, exp) || len(got) != sizes[(w+i)%len(sizes)] {
+			t.Fatalf("writer %d frame %d: payload of %d bytes differs", w, i, len(got))
+		}
+	}
+	wg.Wait()
+	if f := failed.Load(); f != nil {
+		t.Fatalf("write failed: %v", *f)
+	}
+	if want := int64(writers * ((each + 42) / 50)); refused.Load() != want {
+		t.Fatalf("%d fills over their bound refused, want %d", refused.Load(), want)
 	}
 }
