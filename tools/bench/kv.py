@@ -8,7 +8,12 @@ machine, in turn, ROUNDS times (xfer, redis, xfer, redis, ...), and prints
 the medians and ratios as a Markdown table. Both use one key, as
 redis-benchmark does without -r. Raw results go to bench-out/kv.json.
 
-Usage: tools/bench/kv.py [--rounds N] [--xfer PATH] [--transports tcp,shm] [--scale F]
+Usage: tools/bench/kv.py [--rounds N] [--xfer PATH] [--transports tcp,shm] [--scale F] [--procs N]
+
+--procs N runs the xfer server and clients with GOMAXPROCS=N (default: Go's,
+one P per CPU). Redis and redis-benchmark run one thread each; on a small
+machine that both sides share, --procs 1 gives xfer the same thread budget
+(docs/BENCHMARKS.md).
 In the VM, over SoftRoCE (XFER_DEVICE=rxe0 picks the device):
   XFER_DEVICE=rxe0 tools/rdma-vm/rdma-vm --rxe --timeout 3000 -- \
       python3 tools/bench/kv.py --transports rdma --scale 0.1
@@ -29,8 +34,11 @@ ROOT = os.path.dirname(os.path.dirname(HERE))
 KV_PORT, DATA_PORT, REDIS_PORT = 19351, 19352, 19353
 
 
-def run(cmd, timeout=300):
-    return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, check=True).stdout
+XFER_ENV = None  # the environment of xfer's processes (--procs)
+
+
+def run(cmd, timeout=300, env=None):
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, check=True, env=env).stdout
 
 
 SCALE = 1.0
@@ -47,7 +55,7 @@ def ops_for(size, conc):
 def xfer_run(xfer, transport, op, size, conc, requests):
     out = run([xfer, "kv", "bench", "--server-addr", f"127.0.0.1:{KV_PORT}", "--transport", transport,
                "--requests", requests, "--op", op, "--value-size", str(size), "--concurrency", str(conc),
-               "--keys", "1", "--ops", str(ops_for(size, conc)), "--json"])
+               "--keys", "1", "--ops", str(ops_for(size, conc)), "--json"], env=XFER_ENV)
     r = json.loads(out.strip().splitlines()[-1])
     assert r["transport"] == transport, r
     return {"ops_per_sec": r["ops_per_sec"], "bytes_per_sec": r["bytes_per_sec"],
@@ -75,9 +83,14 @@ def main():
     ap.add_argument("--transports", default="tcp,shm")
     ap.add_argument("--requests", default="data")
     ap.add_argument("--scale", type=float, default=1.0, help="scale the operation counts (0.1 in the VM)")
+    ap.add_argument("--procs", type=int, default=0, help="GOMAXPROCS of the xfer processes (default: Go's)")
     args = ap.parse_args()
-    global SCALE
+    global SCALE, XFER_ENV
     SCALE = args.scale
+    if args.procs > 0:
+        XFER_ENV = dict(os.environ, GOMAXPROCS=str(args.procs))
+    procs = os.environ.get("GOMAXPROCS", f"Go's default ({os.cpu_count()} CPUs)") if args.procs <= 0 else str(args.procs)
+    print(f"xfer GOMAXPROCS: {procs}; Redis: one thread each", flush=True)
     redis = subprocess.Popen(["redis-server", "--port", str(REDIS_PORT), "--bind", "127.0.0.1", "--save", "",
                               "--appendonly", "no"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     results = []
@@ -86,7 +99,8 @@ def main():
         for transport in args.transports.split(","):
             srv = subprocess.Popen([args.xfer, "kv", "serve", "--listen", f"127.0.0.1:{KV_PORT}",
                                     "--data-listen", f"127.0.0.1:{DATA_PORT}", "--memory-mb", "512",
-                                    "--transport", transport], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+                                    "--transport", transport], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
+                                   env=XFER_ENV)
             try:
                 srv.stdout.readline()
                 for op in ("get", "put"):
@@ -98,7 +112,7 @@ def main():
                                 rs.append(redis_run(op, size, conc))
                             med = lambda l, k: statistics.median(x[k] for x in l)
                             res = {"transport": transport, "op": op, "size": size, "conc": conc,
-                                   "xfer": xs, "redis": rs}
+                                   "xfer_gomaxprocs": procs, "xfer": xs, "redis": rs}
                             for k in ("ops_per_sec", "bytes_per_sec", "p50_us", "p99_us"):
                                 res["xfer_" + k], res["redis_" + k] = med(xs, k), med(rs, k)
                             results.append(res)
