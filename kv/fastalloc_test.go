@@ -30,3 +30,51 @@ func TestFastAllocs(t *testing.T) {
 		t.Fatalf("%v allocs", n)
 	}
 }
+
+// TestInlineAllocs: a 4 KiB inline GET or PUT on the data-plane request
+// path, with the client and the server in this process, allocates at most
+// what BenchmarkGet and BenchmarkPut report (1 and 4 objects, client and
+// server together), on tcp and shm: the messages go through the send
+// queue (Peer.TrySendAppend), with no buffer, batch or channel of their
+// own. It fails when a copy of the old path (a message buffer and a
+// one-operation batch per message: 3 more per GET, as measured with
+// TrySendAppend disabled) comes back.
+func TestInlineAllocs(t *testing.T) {
+	if raceEnabled {
+		t.Skip("the race detector allocates")
+	}
+	for _, tr := range transports {
+		t.Run(string(tr), func(t *testing.T) {
+			s := startServer(t, ServerOptions{})
+			c := dial(t, s.addr, tr)
+			ctx := ctxT(t)
+			buf, err := c.Engine().Alloc(4096)
+			if err != nil {
+				t.Fatal(err)
+			}
+			value := make([]byte, 4096)
+			get := func() {
+				if n, err := c.GetInto(ctx, "k", buf); err != nil || n != 4096 {
+					t.Fatalf("get: %d, %v", n, err)
+				}
+			}
+			put := func() {
+				if err := c.Put(ctx, "k", value); err != nil {
+					t.Fatalf("put: %v", err)
+				}
+			}
+			for range 200 { // warm up pools and buffers
+				put()
+				get()
+			}
+			// Stray allocations of the runtime, gRPC or the poller may
+			// land in the window: a half over the bound is tolerated.
+			if n := testing.AllocsPerRun(500, get); n > 1.5 {
+				t.Errorf("inline GET: %v allocations, want at most 1", n)
+			}
+			if n := testing.AllocsPerRun(500, put); n > 4.5 {
+				t.Errorf("inline PUT: %v allocations, want at most 4", n)
+			}
+		})
+	}
+}
