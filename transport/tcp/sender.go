@@ -125,6 +125,32 @@ func (s *sender) add(hdr, payload []byte, res transport.Resolved, inPlace bool) 
 	s.q.segs = append(s.q.segs, seg{off: off, n: len(hdr)}, seg{ext: payload, res: res})
 }
 
+// lockRoom locks s.mu once the queue has room: a sender waits while the
+// writer is stuck on a full socket with queueMax bytes queued, so as not to
+// pile up (the corked read loop never waits). On error s.mu is not held.
+func (s *sender) lockRoom() error {
+	s.mu.Lock()
+	for s.err == nil && s.writing && !s.corked && len(s.q.buf) >= queueMax {
+		s.cond.Wait()
+	}
+	if s.err != nil {
+		err := s.err
+		s.mu.Unlock()
+		return err
+	}
+	return nil
+}
+
+// writeAlone writes one frame, blocking, for a poster that took the
+// writer's role with nothing queued, then what others queued meanwhile.
+func (s *sender) writeAlone(hdr, payload []byte) error {
+	if err := s.writeFrame(hdr, payload); err != nil {
+		s.finish(&batch{}, err)
+		return err
+	}
+	return s.write(writerRounds, true)
+}
+
 // send writes a frame from a goroutine other than the read loop, or queues
 // it, and returns once payload may be reused: when nothing is queued and no
 // write is under way it writes the frame itself, from where it is; else a
@@ -132,24 +158,14 @@ func (s *sender) add(hdr, payload []byte, res transport.Resolved, inPlace bool) 
 // one waits until it is written. It reports the write error only when it
 // wrote.
 func (s *sender) send(hdr, payload []byte) error {
-	s.mu.Lock()
-	for s.err == nil && s.writing && !s.corked && len(s.q.buf) >= queueMax {
-		s.cond.Wait() // the writer is stuck on a full socket: do not pile up
-	}
-	if s.err != nil {
-		err := s.err
-		s.mu.Unlock()
+	if err := s.lockRoom(); err != nil {
 		return err
 	}
 	if !s.writing && !s.corked && len(s.q.segs) == 0 {
 		// The common case of one poster at a time: no copy, no batch.
 		s.writing = true
 		s.mu.Unlock()
-		if err := s.writeFrame(s.whdr[:copy(s.whdr[:], hdr)], payload); err != nil {
-			s.finish(&batch{}, err)
-			return err
-		}
-		return s.write(writerRounds, true) // what others queued meanwhile
+		return s.writeAlone(s.whdr[:copy(s.whdr[:], hdr)], payload)
 	}
 	small := len(payload) <= coalesceMax
 	s.add(hdr, payload, transport.Resolved{}, !small)
@@ -193,13 +209,7 @@ var errAppendTooLong = errors.New("message longer than its stated maximum")
 // read loop does not hold the queue corked; it never waits for a write
 // under way.
 func (s *sender) sendAppend(h *wire.Header, max int, fill func([]byte) []byte) error {
-	s.mu.Lock()
-	for s.err == nil && s.writing && !s.corked && len(s.q.buf) >= queueMax {
-		s.cond.Wait() // the writer is stuck on a full socket: do not pile up
-	}
-	if s.err != nil {
-		err := s.err
-		s.mu.Unlock()
+	if err := s.lockRoom(); err != nil {
 		return err
 	}
 	if !s.writing && !s.corked && len(s.q.segs) == 0 && s.raw != nil {
@@ -215,11 +225,7 @@ func (s *sender) sendAppend(h *wire.Header, max int, fill func([]byte) []byte) e
 		}
 		h.Len = uint64(len(b) - wire.FrameHeaderLen)
 		h.Put(b)
-		if err := s.writeFrame(b, nil); err != nil {
-			s.finish(&batch{}, err)
-			return err
-		}
-		return s.write(writerRounds, true) // what others queued meanwhile
+		return s.writeAlone(b, nil)
 	}
 	off := len(s.q.buf)
 	s.q.buf = slices.Grow(s.q.buf, wire.FrameHeaderLen+max)
