@@ -55,6 +55,19 @@ func TestCMSetupRepeated(t *testing.T) {
 	t.Logf("%d setups, %d retried", dialers*setups, retries.Load())
 }
 
+// eachSetup runs f as a subtest for each way a connection's QPs are set
+// up: exchanged in the handshake ("direct") and with rdma_cm. dev is the
+// device under test.
+func eachSetup(t *testing.T, f func(t *testing.T, dev string, cm bool)) {
+	for _, cm := range []bool{false, true} {
+		name := "direct"
+		if cm {
+			name = "rdma_cm"
+		}
+		t.Run(name, func(t *testing.T) { f(t, testutil.RequireVerbs(t), cm) })
+	}
+}
+
 // openServer opens a listening engine, closed when the test ends.
 func openServer(ctx context.Context, t *testing.T, cfg xfer.Config) *xfer.Engine {
 	t.Helper()

@@ -7,7 +7,6 @@ import (
 
 	"github.com/xferio/xfer"
 	"github.com/xferio/xfer/internal/ibv"
-	"github.com/xferio/xfer/internal/testutil"
 )
 
 // When a dialer goes away, the acceptor's engine frees the connection's QPs,
@@ -17,37 +16,30 @@ import (
 // one comes and goes: every verbs object count must come back to what it
 // was before the second one dialed.
 func TestDialerGoneReleased(t *testing.T) {
-	for _, cm := range []bool{false, true} {
-		name := "direct"
-		if cm {
-			name = "rdma_cm"
+	eachSetup(t, func(t *testing.T, dev string, cm bool) {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+		defer cancel()
+		cfg := xfer.Config{Transport: xfer.PolicyRDMA, RDMADevice: dev, RDMAUseCM: cm, Listen: "127.0.0.1:0", MemoryMB: 4}
+		srv := openServer(ctx, t, cfg)
+		client := func(v byte) *xfer.Engine {
+			cli, err := dialWrite(ctx, cfg, srv.Addr(), srv.DefaultRegion(), 0, v)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return cli
 		}
-		t.Run(name, func(t *testing.T) {
-			dev := testutil.RequireVerbs(t)
-			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-			defer cancel()
-			cfg := xfer.Config{Transport: xfer.PolicyRDMA, RDMADevice: dev, RDMAUseCM: cm, Listen: "127.0.0.1:0", MemoryMB: 4}
-			srv := openServer(ctx, t, cfg)
-			client := func(v byte) *xfer.Engine {
-				cli, err := dialWrite(ctx, cfg, srv.Addr(), srv.DefaultRegion(), 0, v)
-				if err != nil {
-					t.Fatal(err)
-				}
-				return cli
+		defer client(1).Close()
+		base := ibv.Live()
+		client(2).Close()
+		for {
+			live := ibv.Live()
+			if live == base {
+				break
 			}
-			defer client(1).Close()
-			base := ibv.Live()
-			client(2).Close()
-			for {
-				live := ibv.Live()
-				if live == base {
-					break
-				}
-				if ctx.Err() != nil {
-					t.Fatalf("the server holds the connection of a dialer that went away: %+v, had %+v before it", live, base)
-				}
-				time.Sleep(10 * time.Millisecond)
+			if ctx.Err() != nil {
+				t.Fatalf("the server holds the connection of a dialer that went away: %+v, had %+v before it", live, base)
 			}
-		})
-	}
+			time.Sleep(10 * time.Millisecond)
+		}
+	})
 }
