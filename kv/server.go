@@ -366,7 +366,8 @@ func (s *Server) serveMessages(p *xfer.Peer, msgs *msgBufs) {
 		if g, ok := parseGetRequest(msg); ok && s.serveSmallGet(p, msgs, ans, g.id, g.key, g.inlineMax, g.serverID) {
 			return
 		}
-		if r, ok := parsePutRequest(msg); ok && s.serveInlinePut(p, msgs, ans, r) {
+		if r, ok := parsePutRequest(msg); ok {
+			s.serveInlinePut(p, msgs, ans, r)
 			return
 		}
 		req := new(kvpb.Request)
@@ -500,24 +501,30 @@ func (s *Server) serveSmallGet(p *xfer.Peer, msgs *msgBufs, ans *answer, id uint
 
 // serveInlinePut answers a PUT whose value came inline, at once: the
 // handler copies the value from the message, where it lies, into its slot,
-// and the response is encoded by hand. Unlike proto.Unmarshal, nothing
-// copies the value or allocates the request on the way. It reports whether
-// it answered (false only when every message buffer is busy, before any
-// work: the request then takes the full path, which can wait for one).
-func (s *Server) serveInlinePut(p *xfer.Peer, msgs *msgBufs, ans *answer, r fastPut) bool {
-	b, ok := msgs.tryGet()
-	if !ok {
-		return false
-	}
+// and the response is encoded by hand, into the send queue when the
+// transport takes it there. Unlike proto.Unmarshal, nothing copies the
+// value or allocates the request on the way. When every message buffer is
+// busy (and the queue refused), a goroutine sends the response.
+func (s *Server) serveInlinePut(p *xfer.Peer, msgs *msgBufs, ans *answer, r fastPut) {
 	src := kvpb.PutRequest_Value{Value: r.value}
 	req := kvpb.PutRequest{Key: r.key, Source: &src, ServerId: r.serverID}
 	resp, err := s.Put(s.ctx, &req) // an inline PUT needs no peer (fromPeer)
 	if err == nil {
 		ans.id, ans.version, ans.evicted, ans.get = r.id, resp.Version, resp.Evicted, false
 		if ans.send(s, p) {
-			msgs.put(b)
-			return true
+			return
 		}
+	}
+	b, ok := msgs.tryGet()
+	if !ok {
+		er := &kvpb.Response{Id: r.id}
+		if err == nil {
+			er.Result = &kvpb.Response_Put{Put: resp}
+		} else {
+			setError(er, err)
+		}
+		s.wg.Go(func() { s.send(p, msgs, er) })
+		return
 	}
 	var out []byte
 	if err == nil {
@@ -530,10 +537,9 @@ func (s *Server) serveInlinePut(p *xfer.Peer, msgs *msgBufs, ans *answer, r fast
 	}
 	if !ok {
 		msgs.put(b) // cannot happen: messages are sized for inline values
-		return true
+		return
 	}
 	s.sendNow(p, msgs, b, out)
-	return true
 }
 
 // serveRequest runs one data-plane request through the gRPC handlers and
