@@ -472,7 +472,7 @@ type conn struct {
 	rbuf       []byte
 	rpos, rend int
 	scratch    []byte // messages larger than the read-ahead buffer
-	completed  int    // operations completed since the last read
+	completed  int    // operations completed and messages delivered since the last read
 }
 
 func newConn(e *Endpoint, nc net.Conn, spin time.Duration) *conn {
@@ -644,6 +644,10 @@ func (c *conn) serveSend(h *wire.Header) error {
 		}
 	}
 	e.p.Host.Deliver(e, msg)
+	c.completed++
+	if h.Len < smallOp {
+		c.handedOver() // as for a small operation (serveResp)
+	}
 	return nil
 }
 
@@ -679,26 +683,37 @@ func (c *conn) serveResp(h *wire.Header) error {
 	small := len(op.Local) < smallOp
 	complete(op, nil)
 	c.completed++
-	if small && c.rpos == c.rend {
+	if small {
 		// A small operation is most likely waited for (a Read or Write
-		// call), and with nothing more buffered the next read most likely
-		// finds the socket empty and parks. Let the goroutine that OpDone
-		// woke, next in line on this P, run before that read rather than
-		// after it. Bulk completions do not yield: the read loop keeps
+		// call). Bulk completions do not yield: the read loop keeps
 		// draining the socket.
-		//
-		// When this read completed one operation, the queue is uncorked
-		// first: the goroutine's next request goes out at once, from that
-		// goroutine. When it completed several, the queue stays corked
-		// while the goroutines run, and their next requests leave together
-		// in one writev before the next read: with many operations in
-		// flight, batches sustain themselves.
-		if c.completed <= 1 {
-			c.s.uncork()
-		}
-		runtime.Gosched()
+		c.handedOver()
 	}
 	return nil
+}
+
+// handedOver is called after the read loop completed a small operation or
+// delivered a message, each of which most likely woke a goroutine: the
+// caller of a Read or Write, a Recv, a kv client's call waiting for its
+// answer. With nothing more buffered, the next read most likely finds the
+// socket empty and parks; the goroutine it woke, next in line on this P,
+// runs before that read rather than after it. A message handler that
+// answered inline (a kv server's GET) woke nobody, and the yield returns at
+// once, unless another goroutine was waiting to run.
+//
+// When this read completed one, the queue is uncorked first: the
+// goroutine's next request goes out at once, from that goroutine. When it
+// completed several, the queue stays corked while the goroutines run, and
+// their next requests leave together in one writev before the next read:
+// with many operations in flight, batches sustain themselves.
+func (c *conn) handedOver() {
+	if c.rpos != c.rend {
+		return
+	}
+	if c.completed <= 1 {
+		c.s.uncork()
+	}
+	runtime.Gosched()
 }
 
 // replyErr answers request id with err's status and text.

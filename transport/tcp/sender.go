@@ -34,8 +34,8 @@ import (
 // registered memory (a READ's data) are written in place and released once
 // written; the last reply of a read goes out at once when nothing is queued.
 // The read loop keeps the cork on while the goroutines it woke run only
-// when one read completed several operations (conn.serveResp), so that a
-// lone caller's next request is not held back.
+// when one read completed several operations or delivered several messages
+// (conn.handedOver), so that a lone caller's next request is not held back.
 //
 // Why by hand: no library batches writes on a net.Conn this way (bufio
 // needs an explicit Flush and a single writer; gRPC's loopy writer is
