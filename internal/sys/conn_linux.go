@@ -1,6 +1,8 @@
 package sys
 
 import (
+	"errors"
+	"fmt"
 	"io"
 	"os"
 	"runtime"
@@ -106,6 +108,69 @@ func (w *Writer) TryWrite(b []byte) (int, error) {
 	}
 	return w.n, w.err
 }
+
+// SendMore writes all of hdr, blocking (waiting in the poller while the
+// socket is full), with MSG_MORE: the kernel holds it back to go out with
+// what the next call sends (SendFile's data).
+func (w *Writer) SendMore(hdr []byte) error {
+	for len(hdr) > 0 {
+		var n int
+		var err error
+		werr := w.rc.Write(func(fd uintptr) bool {
+			n, err = unix.SendmsgN(int(fd), hdr, nil, nil, unix.MSG_MORE)
+			return err != unix.EAGAIN
+		})
+		if werr != nil {
+			return werr
+		}
+		if err == unix.EINTR {
+			continue
+		}
+		if err != nil {
+			return os.NewSyscallError("sendmsg", err)
+		}
+		hdr = hdr[n:]
+	}
+	return nil
+}
+
+// SendFile writes n bytes of the file fd, from offset off, to the socket
+// with sendfile, blocking (waiting in the poller while the socket is
+// full). The kernel sends the file's pages by reference, not a copy: they
+// must not change until the peer has read them. It returns an error
+// matching errors.ErrUnsupported, having written nothing, when the file
+// cannot be sent from (a file system without splice support); the caller
+// then writes the bytes itself.
+func (w *Writer) SendFile(fd int, off int64, n int) error {
+	first := true
+	for n > 0 {
+		var m int
+		var err error
+		werr := w.rc.Write(func(s uintptr) bool {
+			m, err = unix.Sendfile(int(s), fd, &off, min(n, sendFileChunk))
+			return err != unix.EAGAIN
+		})
+		if werr != nil {
+			return werr
+		}
+		switch {
+		case err == unix.EINTR:
+			continue
+		case first && (err == unix.EINVAL || err == unix.ENOSYS || err == unix.EOPNOTSUPP || err == unix.ESPIPE):
+			return fmt.Errorf("sendfile: %w: %w", os.NewSyscallError("sendfile", err), errors.ErrUnsupported)
+		case err != nil:
+			return os.NewSyscallError("sendfile", err)
+		case m == 0:
+			return fmt.Errorf("sendfile: %w at offset %d", io.ErrUnexpectedEOF, off)
+		}
+		first = false
+		n -= m
+	}
+	return nil
+}
+
+// sendFileChunk bounds one sendfile call.
+const sendFileChunk = 1 << 20
 
 // Reader reads from a socket as net.Conn.Read does, waiting in the runtime's
 // poller while there is nothing to read, but makes each read with a raw

@@ -277,3 +277,75 @@ func TestReaderSpinIgnoresIdleWaiters(t *testing.T) {
 		}
 	}
 }
+
+// TestSendFile: a header sent with SendMore and a memfd's bytes sent with
+// SendFile arrive whole and in order, also when the socket fills on the way
+// (a small send buffer, a reader that starts late), from any offset.
+func TestSendFile(t *testing.T) {
+	a, b := tcpPair(t)
+	a.SetWriteBuffer(256 << 10)
+	b.SetReadBuffer(256 << 10)
+	const size = 3<<20 + 123
+	fd, err := MemfdCreate("sendfile-test", false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer Close(fd)
+	if err := Ftruncate(fd, size+4096); err != nil {
+		t.Fatal(err)
+	}
+	mem, err := MmapShared(fd, size+4096)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer Munmap(mem)
+	for i := range mem {
+		mem[i] = byte(i*7 + i>>11)
+	}
+	const off = 4096 + 17
+	want := append([]byte("hdr:"), mem[off:off+size-4096]...)
+
+	got := make(chan []byte, 1)
+	go func() {
+		time.Sleep(50 * time.Millisecond) // let the socket fill first
+		buf := make([]byte, len(want))
+		b.SetReadDeadline(time.Now().Add(time.Minute))
+		n, _ := io.ReadFull(b, buf)
+		got <- buf[:n]
+	}()
+	w := NewWriter(rawConn(t, a))
+	if err := w.SendMore([]byte("hdr:")); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.SendFile(fd, off, size-4096); err != nil {
+		t.Fatal(err)
+	}
+	if g := <-got; !bytes.Equal(g, want) {
+		t.Fatalf("read %d bytes, want %d; equal prefix: %v", len(g), len(want), bytes.HasPrefix(want, g))
+	}
+}
+
+// TestSendFileUnsupported: a descriptor sendfile cannot read from (here a
+// socket) is reported as errors.ErrUnsupported, with nothing written.
+func TestSendFileUnsupported(t *testing.T) {
+	a, b := tcpPair(t)
+	c, _ := tcpPair(t)
+	f, err := c.File()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	w := NewWriter(rawConn(t, a))
+	if err := w.SendFile(int(f.Fd()), 0, 100); !errors.Is(err, errors.ErrUnsupported) {
+		t.Fatalf("SendFile from a socket: %v, want errors.ErrUnsupported", err)
+	}
+	b.SetReadDeadline(time.Now().Add(50 * time.Millisecond))
+	if n, err := b.Read(make([]byte, 1)); n != 0 || !isTimeout(err) {
+		t.Fatalf("the peer read %d bytes (%v) after a refused SendFile", n, err)
+	}
+}
+
+func isTimeout(err error) bool {
+	var ne net.Error
+	return errors.As(err, &ne) && ne.Timeout()
+}

@@ -3,6 +3,7 @@
 package sys
 
 import (
+	"errors"
 	"syscall"
 	"time"
 )
@@ -22,6 +23,12 @@ const MaxIovecs = 64
 
 // TryWritev writes nothing.
 func (w *Writer) TryWritev(bufs ...[]byte) (int, error) { return 0, nil }
+
+// SendMore writes nothing here: it reports errors.ErrUnsupported.
+func (w *Writer) SendMore(hdr []byte) error { return errors.ErrUnsupported }
+
+// SendFile writes nothing here: it reports errors.ErrUnsupported.
+func (w *Writer) SendFile(fd int, off int64, n int) error { return errors.ErrUnsupported }
 
 // Reader is not supported on this platform.
 type Reader struct{}
