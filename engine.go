@@ -97,9 +97,8 @@ func Open(ctx context.Context, cfg Config) (*Engine, error) {
 	mr, err := mem.NewRegion(mem.RegionOptions{
 		Size:      cfg.MemoryMB << 20,
 		HugePages: hp,
-		// Shared memory lets same-host peers map the pool (shm transport).
-		Shared: cfg.Transport == PolicyAuto || cfg.Transport == PolicySHM,
-		Name:   "xfer-pool",
+		Shared:    sharedMemory(cfg.Transport),
+		Name:      "xfer-pool",
 	})
 	if err != nil {
 		return nil, fmt.Errorf("open: pool of %d MiB: %w", cfg.MemoryMB, err)
@@ -168,12 +167,18 @@ func (e *Engine) AllocWait(ctx context.Context, size int) (Buffer, error) {
 // reported, never corrupting the pool.
 func (e *Engine) Free(b Buffer) error { return e.pool.Free(b.Buffer) }
 
+// sharedMemory reports whether the engine's memory is a memfd under policy:
+// it lets same-host peers map it (the shm transport), and the tcp transport
+// send WRITEs from it without copying them into the socket (sendfile). Only
+// the rdma policy, whose memory the NIC reads, keeps it private.
+func sharedMemory(policy Policy) bool { return policy != PolicyRDMA }
+
 // NewRegion maps size bytes (huge pages as configured) and registers them
 // with the given rights.
 func (e *Engine) NewRegion(size int, access Access) (*Region, error) {
 	hp, _ := mem.ParseHugePages(e.cfg.HugePages)
 	mr, err := mem.NewRegion(mem.RegionOptions{Size: size, HugePages: hp,
-		Shared: e.cfg.Transport == PolicyAuto || e.cfg.Transport == PolicySHM, Name: "xfer-region"})
+		Shared: sharedMemory(e.cfg.Transport), Name: "xfer-region"})
 	if err != nil {
 		return nil, err
 	}

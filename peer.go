@@ -279,6 +279,8 @@ func (p *Peer) do(ctx context.Context, kind OpKind, local []byte, remote RemoteA
 	defer lr.Unpin()
 	c := callPool.Get().(*call)
 	c.op.Kind, c.op.Local, c.op.Remote, c.op.Imm, c.op.Err, c.op.Region = kind, local, remote, imm, nil, lr.mr.Bytes()
+	c.op.RegionFD = lr.mr.FD()
+	c.op.RegionHasFD = c.op.RegionFD >= 0
 	ep.Post(c.ops[:])
 	if done := ctx.Done(); done != nil {
 		select {
@@ -481,6 +483,9 @@ func (p *Peer) Submit(ops []Op) *Batch {
 		}
 		b.pins[i] = r
 		t.Region = r.mr.Bytes()
+		if fd := r.mr.FD(); fd >= 0 {
+			t.RegionFD, t.RegionHasFD = fd, true
+		}
 		b.ptrs = append(b.ptrs, t)
 	}
 	if len(b.ptrs) > 0 {

@@ -94,6 +94,13 @@ type Op struct {
 	// Region is the whole registered region that holds Local; transports
 	// that register memory with a device (rdma) register it once, whole.
 	Region []byte
+	// RegionFD is the memfd that Region maps from offset 0, when
+	// RegionHasFD. A stream transport may send a WRITE's data from it by
+	// reference (sendfile) instead of copying it into the socket: the
+	// operation owns Local until it completes, and a WRITE completes only
+	// once the target has the data.
+	RegionFD    int
+	RegionHasFD bool
 }
 
 // Endpoint is one connection to one peer, over one transport.

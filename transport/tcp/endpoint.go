@@ -12,6 +12,7 @@ import (
 	"sync/atomic"
 	"syscall"
 	"time"
+	"unsafe"
 
 	"github.com/xferio/xfer/internal/sys"
 	"github.com/xferio/xfer/internal/wire"
@@ -54,8 +55,9 @@ type Endpoint struct {
 
 	mu        sync.Mutex
 	pending   map[uint64]*transport.Op
-	sendWait  []*transport.Op // sends waiting for credits
-	credits   int             // sends we may still make
+	byRef     map[uint64]struct{} // pending WRITEs sent by reference (sendFile)
+	sendWait  []*transport.Op     // sends waiting for credits
+	credits   int                 // sends we may still make
 	err       error
 	inFlight  atomic.Int64 // messages delivered to the host and not yet consumed
 	consumed  atomic.Int64 // consumed messages not yet returned as credits
@@ -165,6 +167,7 @@ func (e *Endpoint) fail(err error) {
 		ops = append(ops, op)
 		delete(e.pending, id)
 	}
+	e.byRef = nil
 	ops = append(ops, e.sendWait...)
 	e.sendWait = nil
 	e.mu.Unlock()
@@ -216,6 +219,11 @@ func (e *Endpoint) post(op *transport.Op) {
 	}
 	h.ID = e.seq.Add(1)
 	op.Seq = h.ID
+	// A WRITE completes once the target answered, having read the data:
+	// until then the memory is the operation's, and the kernel may send it
+	// from the region's memfd without a copy. Such a WRITE cannot be
+	// cancelled: the kernel reads its memory until the target has it.
+	byRef := op.Kind != transport.OpRead && op.RegionHasFD && len(op.Local) >= sendFileMin
 	e.mu.Lock()
 	if e.err != nil {
 		err := e.err
@@ -224,16 +232,35 @@ func (e *Endpoint) post(op *transport.Op) {
 		return
 	}
 	e.pending[h.ID] = op
+	if byRef {
+		if e.byRef == nil {
+			e.byRef = make(map[uint64]struct{})
+		}
+		e.byRef[h.ID] = struct{}{}
+	}
 	e.mu.Unlock()
 	c := e.pick(len(op.Local))
-	var payload []byte
-	if op.Kind != transport.OpRead {
-		payload = op.Local
+	var err error
+	switch {
+	case op.Kind == transport.OpRead:
+		err = c.writeFrame(&h, nil)
+	case byRef:
+		var hdr [wire.FrameHeaderLen]byte
+		h.Put(hdr[:])
+		off := int64(uintptr(unsafe.Pointer(unsafe.SliceData(op.Local))) - uintptr(unsafe.Pointer(unsafe.SliceData(op.Region))))
+		err = c.s.sendFile(hdr[:], op.Local, op.RegionFD, off)
+	default:
+		err = c.writeFrame(&h, op.Local)
 	}
-	if err := c.writeFrame(&h, payload); err != nil {
+	if err != nil {
 		e.fail(e.linkErr(err))
 	}
 }
+
+// sendFileMin is the smallest WRITE whose data is sent from its region's
+// memfd by reference (sendfile) rather than copied into the socket: the
+// copy it saves must outweigh sendfile's own cost (docs/BENCHMARKS.md).
+const sendFileMin = 64 << 10
 
 // smallOp is the size below which an operation counts as small: it stays on
 // the first connection, and its completion is handed to the waiting goroutine
@@ -348,6 +375,9 @@ func (e *Endpoint) Cancel(op *transport.Op) bool {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if p, ok := e.pending[op.Seq]; ok && p == op {
+		if _, ok := e.byRef[op.Seq]; ok {
+			return false // the kernel may still be sending its memory
+		}
 		delete(e.pending, op.Seq)
 		return true
 	}
@@ -451,6 +481,7 @@ func (e *Endpoint) takePending(id uint64) *transport.Op {
 	op := e.pending[id]
 	if op != nil {
 		delete(e.pending, id)
+		delete(e.byRef, id)
 	}
 	e.mu.Unlock()
 	return op

@@ -200,6 +200,63 @@ func (s *sender) send(hdr, payload []byte) error {
 	return nil
 }
 
+// sendFile writes a frame whose payload lies in the memfd fd at offset
+// off, with the payload sent by reference (sendfile), and returns once it is
+// written. The kernel then holds the payload's pages, not a copy of them,
+// until the peer has read them: only a WRITE, which completes once the
+// target answers, may be sent so. The sender takes the writer's role (when
+// it is free) and writes what was queued before the frame first, to keep
+// frames in order.
+func (s *sender) sendFile(hdr, payload []byte, fd int, off int64) error {
+	s.mu.Lock()
+	for s.err == nil && s.writing {
+		s.cond.Wait()
+	}
+	if s.err != nil {
+		err := s.err
+		s.mu.Unlock()
+		return err
+	}
+	s.writing = true
+	var b *batch
+	if len(s.q.segs) > 0 {
+		b = s.take()
+	}
+	s.mu.Unlock()
+	if b != nil {
+		err := s.writeAll(b)
+		s.finish(b, err)
+		if err != nil {
+			return err
+		}
+	}
+	if err := s.writeFile(hdr, payload, fd, off); err != nil {
+		s.finish(&batch{}, err)
+		return err
+	}
+	return s.write(writerRounds, true)
+}
+
+// writeFile writes hdr and then payload, which lies in the memfd fd at off,
+// blocking; the caller holds the writer's role. Where the file cannot be
+// sent from, the payload is written as usual.
+func (s *sender) writeFile(hdr, payload []byte, fd int, off int64) error {
+	if s.raw == nil {
+		return s.writeFrame(hdr, payload)
+	}
+	if err := s.raw.SendMore(hdr); err != nil {
+		if errors.Is(err, errors.ErrUnsupported) {
+			return s.writeFrame(hdr, payload)
+		}
+		return err
+	}
+	err := s.raw.SendFile(fd, off, len(payload))
+	if errors.Is(err, errors.ErrUnsupported) {
+		_, err = s.nc.Write(payload)
+	}
+	return err
+}
+
 // errAppendTooLong: an AppendSend's fill appended more than it said.
 var errAppendTooLong = errors.New("message longer than its stated maximum")
 

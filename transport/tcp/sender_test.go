@@ -15,6 +15,7 @@ import (
 
 	"github.com/xferio/xfer/internal/sys"
 	"github.com/xferio/xfer/internal/wire"
+	"github.com/xferio/xfer/mem"
 	"github.com/xferio/xfer/transport"
 )
 
@@ -449,5 +450,135 @@ func TestSenderAppend(t *testing.T) {
 	}
 	if want := int64(writers * ((each + 42) / 50)); refused.Load() != want {
 		t.Fatalf("%d fills over their bound refused, want %d", refused.Load(), want)
+	}
+}
+
+// TestSenderFile: frames whose payloads go out by reference from a memfd
+// (sendFile), mixed with small and large frames from other senders and with
+// the read loop's corked replies, all arrive whole and each sender's in
+// order. One sender's file cannot be sent from (a socket): its payloads go
+// out as usual.
+func TestSenderFile(t *testing.T) {
+	a, b := tcpPair(t)
+	s, failed := newTestSender(t, a)
+	const each = 60
+	sizes := []int{64 << 10, 100<<10 + 3, 1 << 20}
+	// Writer 0's payloads lie in a memfd, each at its own place: the
+	// kernel reads them until the peer has them.
+	total := 0
+	for i := range each {
+		total += sizes[i%len(sizes)]
+	}
+	mr, err := mem.NewRegion(mem.RegionOptions{Size: total, Shared: true, Name: "sender-file-test"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer mr.Close()
+	if mr.FD() < 0 {
+		t.Fatal("a shared region has no memfd")
+	}
+	// Writer 1's "file" is a socket, which sendfile refuses.
+	c, _ := tcpPair(t)
+	sock, err := c.File()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sock.Close()
+
+	read := make(chan error, 1)
+	go func() { read <- readFrames(b, 5*each) }()
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		off := 0
+		for i := range each {
+			// A small frame first, which may wait in the queue: the
+			// file frame after it must not overtake it.
+			hdr, p := testFrame(0, 2*i, 10)
+			if err := s.send(hdr, p); err != nil {
+				t.Errorf("send: %v", err)
+				return
+			}
+			hdr, p = testFrame(0, 2*i+1, sizes[i%len(sizes)])
+			dst := mr.Bytes()[off : off+len(p)]
+			copy(dst, p)
+			if err := s.sendFile(hdr, dst, mr.FD(), int64(off)); err != nil {
+				t.Errorf("sendFile: %v", err)
+				return
+			}
+			off += len(p)
+		}
+	})
+	wg.Go(func() {
+		for i := range each {
+			hdr, p := testFrame(1, i, sizes[i%len(sizes)])
+			if err := s.sendFile(hdr, p, int(sock.Fd()), 0); err != nil {
+				t.Errorf("sendFile from a socket: %v", err)
+				return
+			}
+		}
+	})
+	wg.Go(func() {
+		for i := range each {
+			hdr, p := testFrame(2, i, []int{10, 4 << 10, 200 << 10}[i%3])
+			if err := s.send(hdr, p); err != nil {
+				t.Errorf("send: %v", err)
+				return
+			}
+		}
+	})
+	for i := range each {
+		if i%4 == 0 {
+			s.cork()
+		}
+		hdr, p := testFrame(3, i, []int{0, 100, 64 << 10}[i%3])
+		s.reply(hdr, p, transport.Resolved{}, i%4 == 3)
+		if i%4 == 3 || i == each-1 {
+			s.uncork()
+		}
+	}
+	wg.Wait()
+	select {
+	case err := <-read:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("frames did not all arrive")
+	}
+	if f := failed.Load(); f != nil {
+		t.Fatalf("write failed: %v", *f)
+	}
+}
+
+// TestSenderFileAfterQueued: a frame sent from a file goes out after the
+// frames queued before it, also those the corked read loop holds back.
+func TestSenderFileAfterQueued(t *testing.T) {
+	a, b := tcpPair(t)
+	s, failed := newTestSender(t, a)
+	mr, err := mem.NewRegion(mem.RegionOptions{Size: 256 << 10, Shared: true, Name: "sender-file-test"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer mr.Close()
+	read := make(chan error, 1)
+	go func() { read <- readFrames(b, 3) }()
+	s.cork() // as the read loop does while it handles frames
+	for i := range 2 {
+		hdr, p := testFrame(0, i, 100)
+		if err := s.send(hdr, p); err != nil {
+			t.Fatal(err)
+		}
+	}
+	hdr, p := testFrame(0, 2, 256<<10)
+	copy(mr.Bytes(), p)
+	if err := s.sendFile(hdr, mr.Bytes(), mr.FD(), 0); err != nil {
+		t.Fatal(err)
+	}
+	s.uncork()
+	if err := <-read; err != nil {
+		t.Fatal(err)
+	}
+	if f := failed.Load(); f != nil {
+		t.Fatalf("write failed: %v", *f)
 	}
 }

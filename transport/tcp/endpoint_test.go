@@ -1,0 +1,114 @@
+package tcp
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/xferio/xfer/mem"
+	"github.com/xferio/xfer/transport"
+)
+
+// gatedHost is the target's side of an endpoint in these tests: it serves
+// WRITEs into one region, addressed by offset, once gate is closed.
+type gatedHost struct {
+	mr   *mem.Region
+	gate chan struct{}
+}
+
+func (h *gatedHost) Resolve(id uint32, key, addr, n uint64, want transport.Access) (transport.Resolved, error) {
+	<-h.gate
+	if addr+n > uint64(h.mr.Len()) {
+		return transport.Resolved{}, &transport.AccessError{Kind: transport.OutOfRange, Want: want, Region: id, Addr: addr, Len: n}
+	}
+	return transport.NewResolved(h.mr.Bytes()[addr:addr+n], h.mr.FD(), 0, uint64(h.mr.Len()), nil), nil
+}
+
+func (h *gatedHost) Lookup(id uint32, key uint64, want transport.Access) (transport.Resolved, error) {
+	return transport.Resolved{}, errors.New("no attachments here")
+}
+
+func (h *gatedHost) Deliver(transport.Endpoint, []byte)                {}
+func (h *gatedHost) Notify(transport.Endpoint, transport.Notification) {}
+
+type opDone chan *transport.Op
+
+func (c opDone) OpDone(op *transport.Op) { c <- op }
+
+// endpointPair connects an initiator endpoint to a target endpoint whose
+// host is host.
+func endpointPair(t *testing.T, host transport.Host) (initiator *Endpoint) {
+	t.Helper()
+	a, b := tcpPair(t)
+	b.SetReadDeadline(time.Time{})
+	p := transport.Params{Conns: 1, MaxMessage: 4096, RecvDepth: 8}
+	pa, pb := p, p
+	pa.Role, pa.Conn, pa.Host = transport.Dialer, a, &gatedHost{gate: make(chan struct{})}
+	pb.Role, pb.Conn, pb.Host = transport.Acceptor, b, host
+	ea, err := NewEndpoint(context.Background(), pa, Hooks{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	eb, err := NewEndpoint(context.Background(), pb, Hooks{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ea.Close(); eb.Close() })
+	return ea
+}
+
+// TestWriteByReferenceNotCancelled: a WRITE whose data goes out from its
+// region's memfd by reference cannot be cancelled while the target has not
+// answered (the kernel still reads its memory); it completes, with the data
+// in place. A WRITE below the threshold, copied into the socket, can.
+func TestWriteByReferenceNotCancelled(t *testing.T) {
+	src, err := mem.NewRegion(mem.RegionOptions{Size: 1 << 20, Shared: true, Name: "write-ref-src"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer src.Close()
+	dst, err := mem.NewRegion(mem.RegionOptions{Size: 1 << 20, Name: "write-ref-dst"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer dst.Close()
+	for i := range src.Bytes() {
+		src.Bytes()[i] = byte(i * 13)
+	}
+	host := &gatedHost{mr: dst, gate: make(chan struct{})}
+	ep := endpointPair(t, host)
+	open := sync.OnceFunc(func() { close(host.gate) })
+	t.Cleanup(open) // before the endpoints close: the target's read loop waits on it
+	done := make(opDone, 2)
+	byRef := &transport.Op{Kind: transport.OpWrite, Local: src.Bytes()[:sendFileMin], Region: src.Bytes(),
+		RegionFD: src.FD(), RegionHasFD: true, Done: done}
+	copied := &transport.Op{Kind: transport.OpWrite, Local: src.Bytes()[sendFileMin : sendFileMin+4096], Region: src.Bytes(),
+		Remote: transport.RemoteAddr{Addr: sendFileMin}, RegionFD: src.FD(), RegionHasFD: true, Done: done}
+	ep.Post([]*transport.Op{byRef, copied})
+	if ep.Cancel(byRef) {
+		t.Fatal("a WRITE sent by reference was cancelled before the target answered")
+	}
+	if !ep.Cancel(copied) {
+		t.Fatal("a small WRITE, copied into the socket, could not be cancelled")
+	}
+	open()
+	select {
+	case op := <-done:
+		if op != byRef || op.Err != nil {
+			t.Fatalf("completed %p (%v), want the WRITE sent by reference (%p) without error", op, op.Err, byRef)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("the WRITE sent by reference did not complete")
+	}
+	if !bytes.Equal(dst.Bytes()[:sendFileMin], src.Bytes()[:sendFileMin]) {
+		t.Fatal("the target's memory differs from what was written")
+	}
+	select {
+	case op := <-done:
+		t.Fatalf("the cancelled WRITE completed (%v)", op.Err)
+	case <-time.After(100 * time.Millisecond):
+	}
+}
