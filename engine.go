@@ -168,10 +168,12 @@ func (e *Engine) AllocWait(ctx context.Context, size int) (Buffer, error) {
 func (e *Engine) Free(b Buffer) error { return e.pool.Free(b.Buffer) }
 
 // sharedMemory reports whether the engine's memory is a memfd under policy:
-// it lets same-host peers map it (the shm transport), and the tcp transport
-// send WRITEs from it without copying them into the socket (sendfile). Only
-// the rdma policy, whose memory the NIC reads, keeps it private.
-func sharedMemory(policy Policy) bool { return policy != PolicyRDMA }
+// under auto and shm, so that same-host peers can map it (the shm
+// transport); the tcp transport then also sends WRITEs from it without
+// copying them into the socket (sendfile). Under tcp and rdma it is private
+// memory with transparent huge pages, which a receiving socket copies into
+// faster than into a memfd's small pages (docs/BENCHMARKS.md).
+func sharedMemory(policy Policy) bool { return policy == PolicyAuto || policy == PolicySHM }
 
 // NewRegion maps size bytes (huge pages as configured) and registers them
 // with the given rights.
