@@ -60,6 +60,14 @@ type Config struct {
 	// "off" or "explicit" (hugetlbfs pages, which must be reserved). Default:
 	// auto.
 	HugePages string `yaml:"huge_pages"`
+	// Memory is what backs the engine's memory (its pool and NewRegion's
+	// regions): "memfd" (shared memory: same-host peers can map it, the shm
+	// transport, and over tcp a WRITE of 64 KiB or more leaves by reference,
+	// without a copy, with sendfile), "private" (anonymous memory with
+	// transparent huge pages, which a receiving socket copies into faster)
+	// or "auto": memfd under the auto and shm policies, private under tcp
+	// and rdma. The shm policy needs memfd. Default: auto.
+	Memory string `yaml:"memory"`
 	// Secret, when set, makes the handshake authenticate both sides with a
 	// challenge and response (HMAC-SHA256); the secret never crosses the
 	// wire. A peer that does not know it gets nothing. Default: none.
@@ -168,6 +176,16 @@ func (c Config) withDefaults() (Config, error) {
 	case "auto", "off", "explicit":
 	default:
 		return c, fmt.Errorf("config: huge_pages %q: must be auto, off or explicit", c.HugePages)
+	}
+	switch c.Memory {
+	case "", "auto":
+		c.Memory = "auto"
+	case "memfd", "private":
+	default:
+		return c, fmt.Errorf("config: memory %q: must be auto, memfd or private", c.Memory)
+	}
+	if c.Memory == "private" && c.Transport == PolicySHM {
+		return c, fmt.Errorf("config: memory private: the shm transport needs memfd memory (memory: memfd or auto)")
 	}
 	switch {
 	case c.Conns == 0:

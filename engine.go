@@ -97,7 +97,7 @@ func Open(ctx context.Context, cfg Config) (*Engine, error) {
 	mr, err := mem.NewRegion(mem.RegionOptions{
 		Size:      cfg.MemoryMB << 20,
 		HugePages: hp,
-		Shared:    sharedMemory(cfg.Transport),
+		Shared:    cfg.sharedMemory(),
 		Name:      "xfer-pool",
 	})
 	if err != nil {
@@ -167,20 +167,29 @@ func (e *Engine) AllocWait(ctx context.Context, size int) (Buffer, error) {
 // reported, never corrupting the pool.
 func (e *Engine) Free(b Buffer) error { return e.pool.Free(b.Buffer) }
 
-// sharedMemory reports whether the engine's memory is a memfd under policy:
-// under auto and shm, so that same-host peers can map it (the shm
-// transport); the tcp transport then also sends WRITEs from it without
-// copying them into the socket (sendfile). Under tcp and rdma it is private
-// memory with transparent huge pages, which a receiving socket copies into
-// faster than into a memfd's small pages (docs/BENCHMARKS.md).
-func sharedMemory(policy Policy) bool { return policy == PolicyAuto || policy == PolicySHM }
+// sharedMemory reports whether the engine's memory is a memfd (Config.Memory):
+// by default under the auto and shm policies, so that same-host peers can
+// map it (the shm transport); the tcp transport then also sends WRITEs from
+// it without copying them into the socket (sendfile). Under tcp and rdma it
+// is private memory with transparent huge pages by default, which a
+// receiving socket copies into faster than into a memfd's small pages
+// (docs/BENCHMARKS.md).
+func (c Config) sharedMemory() bool {
+	switch c.Memory {
+	case "memfd":
+		return true
+	case "private":
+		return false
+	}
+	return c.Transport == PolicyAuto || c.Transport == PolicySHM
+}
 
 // NewRegion maps size bytes (huge pages as configured) and registers them
 // with the given rights.
 func (e *Engine) NewRegion(size int, access Access) (*Region, error) {
 	hp, _ := mem.ParseHugePages(e.cfg.HugePages)
 	mr, err := mem.NewRegion(mem.RegionOptions{Size: size, HugePages: hp,
-		Shared: sharedMemory(e.cfg.Transport), Name: "xfer-region"})
+		Shared: e.cfg.sharedMemory(), Name: "xfer-region"})
 	if err != nil {
 		return nil, err
 	}

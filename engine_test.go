@@ -48,6 +48,7 @@ func TestConfigValidation(t *testing.T) {
 		"transport":              {Transport: "carrier-pigeon"},
 		"memory_mb":              {MemoryMB: -1},
 		"huge_pages":             {HugePages: "sometimes"},
+		"memory":                 {Memory: "sometimes"},
 		"conns":                  {Conns: 1000},
 		"max_message":            {MaxMessage: 1 << 30},
 		"recv_depth":             {RecvDepth: -5},
@@ -66,6 +67,9 @@ func TestConfigValidation(t *testing.T) {
 			t.Errorf("%s: error %v does not name the key", key, err)
 		}
 	}
+	if _, err := xfer.Open(ctx, xfer.Config{Transport: xfer.PolicySHM, Memory: "private"}); err == nil || !strings.Contains(err.Error(), "memory private") {
+		t.Errorf("shm with private memory: error %v does not name the conflict", err)
+	}
 	e, err := xfer.Open(ctx, xfer.Config{})
 	if err != nil {
 		t.Fatalf("zero Config: %v", err)
@@ -73,7 +77,7 @@ func TestConfigValidation(t *testing.T) {
 	defer e.Close()
 	got := e.Config()
 	if got.Transport != xfer.PolicyAuto || got.MemoryMB != xfer.DefaultMemoryMB || got.Conns != xfer.DefaultConns ||
-		got.MaxMessage != xfer.DefaultMaxMessage || got.RecvDepth != xfer.DefaultRecvDepth || got.HandshakeTimeout != xfer.DefaultHandshakeTimeout || got.HugePages != "auto" {
+		got.MaxMessage != xfer.DefaultMaxMessage || got.RecvDepth != xfer.DefaultRecvDepth || got.HandshakeTimeout != xfer.DefaultHandshakeTimeout || got.HugePages != "auto" || got.Memory != "auto" {
 		t.Fatalf("defaults not applied: %+v", got)
 	}
 	if e.Addr() != "" {

@@ -14,3 +14,8 @@ func TestConformance(t *testing.T) {
 func TestConformanceOneConn(t *testing.T) {
 	xfertest.Run(t, xfertest.Options{Policy: xfer.PolicyTCP, Config: xfer.Config{Conns: 1}})
 }
+
+// With memfd memory, WRITEs of 64 KiB or more leave by reference (sendfile).
+func TestConformanceMemfd(t *testing.T) {
+	xfertest.Run(t, xfertest.Options{Policy: xfer.PolicyTCP, Config: xfer.Config{Memory: "memfd"}})
+}
