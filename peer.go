@@ -307,7 +307,8 @@ func (p *Peer) do(ctx context.Context, kind OpKind, local []byte, remote RemoteA
 // memory at dst, and returns once it is in place. When ctx ends first,
 // Write cancels the operation where the transport can and returns ctx's
 // error. Over tcp, a WRITE of 64 KiB or more from memfd-backed memory (the
-// engine's own under the auto and shm policies) leaves by reference, the
+// engine's own under the auto and shm policies, or with memory: memfd)
+// leaves by reference, the
 // kernel reading src until the peer has it: it cannot be cancelled, and
 // Write then waits for the peer's answer or the connection's failure.
 func (p *Peer) Write(ctx context.Context, src []byte, dst RemoteAddr) error {
