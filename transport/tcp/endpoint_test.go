@@ -46,6 +46,7 @@ func endpointPair(t *testing.T, host transport.Host) (initiator *Endpoint) {
 	b.SetReadDeadline(time.Time{})
 	p := transport.Params{Conns: 1, MaxMessage: 4096, RecvDepth: 8}
 	pa, pb := p, p
+	// The initiator serves nothing in these tests.
 	pa.Role, pa.Conn, pa.Host = transport.Dialer, a, &gatedHost{gate: make(chan struct{})}
 	pb.Role, pb.Conn, pb.Host = transport.Acceptor, b, host
 	ea, err := NewEndpoint(context.Background(), pa, Hooks{})
@@ -69,12 +70,14 @@ func TestWriteByReferenceNotCancelled(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer src.Close()
+	// Closed after the endpoints (cleanups run last-in first-out): the
+	// target may still be writing into dst when the test returns.
+	t.Cleanup(func() { src.Close() })
 	dst, err := mem.NewRegion(mem.RegionOptions{Size: 1 << 20, Name: "write-ref-dst"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer dst.Close()
+	t.Cleanup(func() { dst.Close() })
 	for i := range src.Bytes() {
 		src.Bytes()[i] = byte(i * 13)
 	}
