@@ -170,13 +170,7 @@ func (s *sender) send(hdr, payload []byte) error {
 	small := len(payload) <= coalesceMax
 	s.add(hdr, payload, transport.Resolved{}, !small)
 	if small {
-		if s.writing || s.corked {
-			s.mu.Unlock()
-			return nil
-		}
-		s.writing = true
-		s.mu.Unlock()
-		return s.write(writerRounds, true)
+		return s.writeQueued()
 	}
 	mine := s.queued()
 	for s.done < mine {
@@ -296,6 +290,13 @@ func (s *sender) sendAppend(h *wire.Header, max int, fill func([]byte) []byte) e
 	h.Len = uint64(n)
 	h.Put(s.q.buf[off:])
 	s.q.segs = append(s.q.segs, seg{off: off, n: len(s.q.buf) - off})
+	return s.writeQueued()
+}
+
+// writeQueued follows a frame just queued, with s.mu held, which it
+// unlocks: the writer at work or the corked read loop will write it;
+// otherwise the caller takes the writer's role and writes the queue.
+func (s *sender) writeQueued() error {
 	if s.writing || s.corked {
 		s.mu.Unlock()
 		return nil

@@ -168,32 +168,10 @@ func TestSenderOrder(t *testing.T) {
 	// Writer "writers" plays the read loop: corked replies, uncorked
 	// between batches, some with pinned payloads.
 	var pinned pins
-	npinned := 0
-	for i := range each {
-		if i%4 == 0 {
-			s.cork()
-		}
-		hdr, p := testFrame(writers, i, sizes[i%len(sizes)])
-		res := transport.NewResolved(p, -1, 0, 0, &pinned)
-		npinned++
-		s.reply(hdr, p, res, i%4 == 3)
-		if i%4 == 3 || i == each-1 {
-			s.uncork()
-		}
-	}
+	readLoopReplies(s, writers, each, func(i int) int { return sizes[i%len(sizes)] }, &pinned)
 	wg.Wait()
-	select {
-	case err := <-read:
-		if err != nil {
-			t.Fatal(err)
-		}
-	case <-time.After(30 * time.Second):
-		t.Fatal("frames did not all arrive")
-	}
-	if f := failed.Load(); f != nil {
-		t.Fatalf("write failed: %v", *f)
-	}
-	waitUntil(t, func() bool { return pinned.n.Load() == int64(npinned) }, "every reply released")
+	waitFrames(t, read, failed)
+	waitUntil(t, func() bool { return pinned.n.Load() == each }, "every reply released")
 }
 
 // TestSenderCork: nothing a corked sender queues is written before the read
@@ -526,17 +504,35 @@ func TestSenderFile(t *testing.T) {
 			}
 		}
 	})
-	for i := range each {
+	readLoopReplies(s, 3, each, func(i int) int { return []int{0, 100, 64 << 10}[i%3] }, nil)
+	wg.Wait()
+	waitFrames(t, read, failed)
+}
+
+// readLoopReplies plays the read loop: n replies of writer w, size(i)
+// bytes each, corked in batches of four (the last of each batch marked
+// last), with their payloads pinned by p when it is not nil.
+func readLoopReplies(s *sender, w, n int, size func(i int) int, p *pins) {
+	for i := range n {
 		if i%4 == 0 {
 			s.cork()
 		}
-		hdr, p := testFrame(3, i, []int{0, 100, 64 << 10}[i%3])
-		s.reply(hdr, p, transport.Resolved{}, i%4 == 3)
-		if i%4 == 3 || i == each-1 {
+		hdr, payload := testFrame(w, i, size(i))
+		res := transport.Resolved{}
+		if p != nil {
+			res = transport.NewResolved(payload, -1, 0, 0, p)
+		}
+		s.reply(hdr, payload, res, i%4 == 3)
+		if i%4 == 3 || i == n-1 {
 			s.uncork()
 		}
 	}
-	wg.Wait()
+}
+
+// waitFrames waits for the reader's verdict, and checks that no write
+// failed.
+func waitFrames(t *testing.T, read <-chan error, failed *atomic.Pointer[error]) {
+	t.Helper()
 	select {
 	case err := <-read:
 		if err != nil {
@@ -575,10 +571,5 @@ func TestSenderFileAfterQueued(t *testing.T) {
 		t.Fatal(err)
 	}
 	s.uncork()
-	if err := <-read; err != nil {
-		t.Fatal(err)
-	}
-	if f := failed.Load(); f != nil {
-		t.Fatalf("write failed: %v", *f)
-	}
+	waitFrames(t, read, failed)
 }
