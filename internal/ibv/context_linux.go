@@ -250,6 +250,7 @@ func (c *Context) QueryPort(port int) (PortInfo, error) {
 		LID:         uint16(a.lid),
 		SMLID:       uint16(a.sm_lid),
 		GIDTableLen: int(a.gid_tbl_len),
+		MaxMsgSize:  uint32(a.max_msg_sz),
 	}
 	portDir := filepath.Join(c.sysfs, "ports", strconv.Itoa(port))
 	if pi.Rate = readSysfs(portDir, "rate"); pi.Rate == "" {

@@ -54,6 +54,9 @@ type PortInfo struct {
 	LID       uint16
 	SMLID     uint16
 	Rate      string // "10 Gb/sec (4X SDR)", as in sysfs; "" if unknown
+	// MaxMsgSize is the largest message the port carries (max_msg_sz):
+	// the most one work request may move.
+	MaxMsgSize uint32
 
 	GIDTableLen int
 	GIDs        []GIDInfo // only the non-zero entries

@@ -435,6 +435,22 @@ func (e *Endpoint) postRDMA(op *transport.Op) (slot, gen uint32, one bool) {
 		lkey = mr.LKey
 	}
 	slice := uint64(e.cfg.SliceSize)
+	if op.Kind == transport.OpWriteImm && !e.noImm {
+		// One WRITE_WITH_IMM: the target learns the length from its
+		// completion (byte_len), which counts that request's bytes only.
+		maxMsg := uint64(e.dev.port.MaxMsgSize)
+		if m := testMaxMsg.Load(); m != 0 {
+			maxMsg = uint64(m)
+		}
+		if maxMsg == 0 {
+			maxMsg = 1 << 31 // the port did not say: the usual limit
+		}
+		if n > maxMsg {
+			complete(op, fmt.Errorf("rdma write-with-notify of %d bytes: %w (%s carries at most %d bytes per message)", n, transport.ErrTooLarge, e.dev.info.Name, maxMsg))
+			return 0, 0, false
+		}
+		slice = max(n, 1)
+	}
 	slices := int((n + slice - 1) / slice)
 	if slices == 0 {
 		slices = 1
@@ -722,6 +738,9 @@ func (e *Endpoint) revoked(id uint32) {
 
 // attaches counts attach round trips (tests only look at it).
 var attaches atomic.Uint64
+
+// testMaxMsg, when not 0, stands for the port's max_msg_sz (tests only).
+var testMaxMsg atomic.Uint32
 
 // testIgnoreRevokes lets a test keep a stale rkey, to make the NIC itself
 // refuse an access (and put the QP in the error state).

@@ -155,3 +155,56 @@ func TestChildTarget(t *testing.T) {
 	fmt.Printf("addr %s\n", e.Addr())
 	time.Sleep(time.Minute) // until killed
 }
+
+// A write-with-notify is one WRITE_WITH_IMM, whose completion tells the
+// target its length: one larger than the port's largest message is refused
+// with ErrTooLarge, naming the limit, and nothing reaches the target. On
+// iWARP (no immediates) the notification is a message of its own and any
+// size goes.
+func TestWriteNotifyTooLarge(t *testing.T) {
+	dev := testutil.RequireVerbs(t)
+	verbs.SetMaxMsgSize(64 << 10)
+	defer verbs.SetMaxMsgSize(0)
+	p := xfertest.NewPair(t, xfertest.Options{Policy: xfer.PolicyRDMA, Config: xfer.Config{RDMADevice: dev}}, "")
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	desc, _ := p.Peer.Region("target")
+	src, err := p.Client.Alloc(128 << 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range src.Bytes() {
+		src.Bytes()[i] = 0xA5
+	}
+	err = p.Peer.WriteNotify(ctx, src.Bytes()[:64<<10+1], desc.At(0), 1)
+	iwarp := strings.HasPrefix(dev, "siw") || strings.HasPrefix(dev, "iw")
+	switch {
+	case iwarp && err != nil:
+		t.Fatalf("iWARP write-with-notify of 64 KiB + 1: %v", err)
+	case !iwarp && !errors.Is(err, xfer.ErrTooLarge):
+		t.Fatalf("write-with-notify past the port's largest message: %v, want ErrTooLarge", err)
+	case !iwarp && !strings.Contains(err.Error(), "at most 65536 bytes per message"):
+		t.Fatalf("error %q does not state the limit", err)
+	case !iwarp:
+		for i, b := range p.Target.Bytes()[:64<<10+1] {
+			if b != 0 {
+				t.Fatalf("byte %d of the target changed after a refused write", i)
+			}
+		}
+	}
+	if err := p.Peer.WriteNotify(ctx, src.Bytes()[:64<<10], desc.At(0), 2); err != nil {
+		t.Fatalf("write-with-notify at the limit: %v", err)
+	}
+	for {
+		n, err := p.Server.WaitNotify(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n.Value == 2 {
+			if n.Len != 64<<10 {
+				t.Fatalf("notification %+v, want 64 KiB", n)
+			}
+			break
+		}
+	}
+}

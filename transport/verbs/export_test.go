@@ -3,6 +3,10 @@ package verbs
 // IgnoreRevokes makes endpoints keep stale rkeys (tests only).
 func IgnoreRevokes(on bool) { testIgnoreRevokes.Store(on) }
 
+// SetMaxMsgSize makes endpoints take n as the port's largest message (0:
+// the port's own).
+func SetMaxMsgSize(n uint32) { testMaxMsg.Store(n) }
+
 // Attaches counts the attach round trips of every endpoint so far.
 func Attaches() uint64 { return attaches.Load() }
 
