@@ -311,7 +311,8 @@ type Notification struct {
 	Len    uint64
 }
 
-// WaitNotify returns the next notification from any peer.
+// WaitNotify returns the next notification from any peer, except those of
+// a peer with a handler (Peer.HandleNotify).
 func (e *Engine) WaitNotify(ctx context.Context) (Notification, error) {
 	return e.notes.wait(ctx)
 }

@@ -27,7 +27,8 @@ type Peer struct {
 	mark atomic.Uint64 // the engine's revoke count when the connection began
 
 	inboxMu sync.Mutex
-	handler atomic.Pointer[func([]byte)] // set by Handle
+	handler atomic.Pointer[func([]byte)]       // set by Handle
+	notify  atomic.Pointer[func(Notification)] // set by HandleNotify
 	inbox   [][]byte
 	stash   []byte // a message Recv could not fit, returned first next time
 	signal  chan struct{}
@@ -438,6 +439,18 @@ func (p *Peer) Handle(f func(msg []byte)) {
 	}
 }
 
+// HandleNotify makes f receive the notifications of this peer's
+// write-with-notify operations (WriteNotify on the other side) instead of
+// Engine.WaitNotify, each once its data is in place. f runs on the
+// transport's receive path, so it must not block; it saves the hand-off
+// to the goroutine that waits in WaitNotify, and lets a request/response
+// protocol answer a request with the write of its data alone (the kv
+// package's GETs). Notifications that arrived before HandleNotify wait in
+// the engine's queue. Call it once, before the peer is asked to notify.
+func (p *Peer) HandleNotify(f func(Notification)) {
+	p.notify.Store(&f)
+}
+
 // Queued is the number of messages waiting for Recv.
 func (p *Peer) Queued() int {
 	p.inboxMu.Lock()
@@ -597,7 +610,12 @@ func (h peerHost) Deliver(ep transport.Endpoint, msg []byte) {
 }
 
 func (h peerHost) Notify(_ transport.Endpoint, n transport.Notification) {
-	h.p.e.notes.push(Notification{Peer: h.p, Value: n.Value, Region: n.Region, Addr: n.Addr, Len: n.Len})
+	note := Notification{Peer: h.p, Value: n.Value, Region: n.Region, Addr: n.Addr, Len: n.Len}
+	if f := h.p.notify.Load(); f != nil {
+		(*f)(note)
+		return
+	}
+	h.p.e.notes.push(note)
 }
 
 // closedOr returns ErrClosed once the engine is closing (Close deregisters

@@ -96,6 +96,7 @@ func Run(t *testing.T, o Options) {
 		{"Transport", testTransport},
 		{"WriteRead", testWriteRead},
 		{"WriteNotify", testWriteNotify},
+		{"HandleNotify", testHandleNotify},
 		{"SendRecv", testSendRecv},
 		{"SendFlowControl", testSendFlowControl},
 		{"SendAppend", testSendAppend},
@@ -220,6 +221,76 @@ func testWriteNotify(t *testing.T, o Options) {
 			t.Fatal("notification without peer")
 		}
 	}
+}
+
+// testHandleNotify: with Peer.HandleNotify, the target's handler receives
+// each notification, after its data, and Engine.WaitNotify none; a write
+// the target refuses notifies nobody.
+func testHandleNotify(t *testing.T, o Options) {
+	p := NewPair(t, o, "")
+	ctx := ctxT(t)
+	sp := acceptOne(t, p.Server)
+	desc, _ := p.Peer.Region("target")
+	notes := make(chan xfer.Notification, 1)
+	var seen []byte // the target's bytes when the notification came
+	sp.HandleNotify(func(n xfer.Notification) {
+		if n.Len <= uint64(len(p.Target.Bytes())) {
+			seen = append(seen[:0], p.Target.Bytes()[:n.Len]...)
+		}
+		notes <- n
+	})
+	src := alloc(t, p.Client, 4<<20)
+	// 3 MiB + 5: more than one slice of an rdma operation (1 MiB).
+	for i, n := range []int{1, 4096, 100 << 10, 256 << 10, 3<<20 + 5} {
+		fill(src.Bytes()[:n], uint64(100+i))
+		if err := p.Peer.WriteNotify(ctx, src.Bytes()[:n], desc.At(0), uint32(7+i)); err != nil {
+			t.Fatalf("write notify of %d bytes: %v", n, err)
+		}
+		var note xfer.Notification
+		select {
+		case note = <-notes:
+		case <-ctx.Done():
+			t.Fatalf("no notification for a write of %d bytes", n)
+		}
+		if note.Value != uint32(7+i) || note.Len != uint64(n) || note.Peer != sp {
+			t.Fatalf("notification %+v, want value %d, len %d, from the accepted peer", note, 7+i, n)
+		}
+		if !bytes.Equal(seen, src.Bytes()[:n]) {
+			t.Fatalf("write of %d bytes: the handler ran before the data was in place", n)
+		}
+	}
+	// Out of the target region: refused, and nobody is notified.
+	bad := desc.At(desc.Len - 10)
+	if err := p.Peer.WriteNotify(ctx, src.Bytes()[:100], bad, 99); err == nil {
+		t.Fatal("a write-notify past the region's end succeeded")
+	}
+	if err := p.Peer.WriteNotify(ctx, src.Bytes()[:10], desc.At(0), 100); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case note := <-notes:
+		if note.Value != 100 {
+			t.Fatalf("notification %+v after a refused write, want value 100", note)
+		}
+	case <-ctx.Done():
+		t.Fatal("no notification after a refused write")
+	}
+	if n, ok := <-waitNotifyCh(p.Server); ok {
+		t.Fatalf("Engine.WaitNotify got %+v, which went to the handler too", n)
+	}
+}
+
+// waitNotifyCh returns a channel that yields the engine's next notification
+// within 50 ms, or is closed without one.
+func waitNotifyCh(e *xfer.Engine) <-chan xfer.Notification {
+	ch := make(chan xfer.Notification, 1)
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancel()
+	if n, err := e.WaitNotify(ctx); err == nil {
+		ch <- n
+	}
+	close(ch)
+	return ch
 }
 
 func acceptOne(t testing.TB, e *xfer.Engine) *xfer.Peer {
