@@ -130,6 +130,9 @@ type pendingCall struct {
 	ch   chan *kvpb.Response // nil response: the connection failed
 	late func()
 	dst  []byte // where an inline GET value goes
+	// notify: a GET that asked to be answered by a notification
+	// (GetRequest.notify, onNotify).
+	notify bool
 
 	// size, when not 0, bounds the encoded request: callWith then tries
 	// to encode it straight into the transport's send queue, with enc and
@@ -338,6 +341,7 @@ func (c *Client) session(ctx context.Context) (*session, error) {
 		c.sess.pending = make(map[uint64]*pendingCall)
 		sess := c.sess
 		p.Handle(func(msg []byte) { c.onResponse(sess, msg) })
+		p.HandleNotify(func(n xfer.Notification) { c.onNotify(sess, n) })
 	}
 	return c.sess, nil
 }
@@ -494,21 +498,21 @@ func (c *Client) get(ctx context.Context, key string, buf xfer.Buffer, wantInlin
 		err = c.retry(ctx, func(s *session) error {
 			inlineMax := min(s.inlineMax, uint64(buf.Len()))
 			pc := callPool.Get().(*pendingCall)
-			pc.dst = buf.Bytes()
+			pc.dst, pc.notify = buf.Bytes(), true
 			desc, err := buf.Desc().AppendBinary(pc.desc[:0])
 			if err != nil {
 				return err
 			}
 			pc.size = requestSize(len(key), len(desc), len(s.id))
 			r, done, err := c.callWith(ctx, s, pc, func(b []byte, id uint64) []byte {
-				return appendGetRequest(b, id, unsafe.Slice(unsafe.StringData(key), len(key)), desc, inlineMax, unsafe.Slice(unsafe.StringData(s.id), len(s.id)))
+				return appendGetRequest(b, id, unsafe.Slice(unsafe.StringData(key), len(key)), desc, inlineMax, unsafe.Slice(unsafe.StringData(s.id), len(s.id)), true)
 			}, late)
 			if err == nil {
 				// An inline value is in buf already (onResponse).
 				n, ver = int(r.GetGet().GetLength()), r.GetGet().GetVersion()
 			}
 			if done {
-				pc.dst, pc.late, pc.size = nil, nil, 0
+				pc.dst, pc.late, pc.size, pc.notify = nil, nil, 0, false
 				callPool.Put(pc)
 			}
 			return err
@@ -761,6 +765,34 @@ func (c *Client) onResponse(sess *session, msg []byte) {
 		} else {
 			copy(pc.dst, value)
 		}
+	}
+	pc.deliver(resp)
+}
+
+// onNotify handles the notification that answers a GET whose value the
+// server wrote into the caller's buffer (GetRequest.notify); it runs on the
+// transport's receive path, after the value is in place. The notification
+// carries the low 32 bits of the call's id: the calls in flight are the
+// last few ids.
+func (c *Client) onNotify(sess *session, n xfer.Notification) {
+	sess.pmu.Lock()
+	id := sess.nextID - uint64(uint32(sess.nextID)-n.Value)
+	pc := sess.pending[id]
+	if pc == nil || !pc.notify {
+		sess.pmu.Unlock()
+		return // not an answer to anything: ignore it
+	}
+	delete(sess.pending, id)
+	sess.pmu.Unlock()
+	resp := pc.fastResponse(id)
+	if n.Len > uint64(len(pc.dst)) {
+		resp.Code = uint32(codes.Internal)
+		resp.Message = fmt.Sprintf("server notified a value of %d bytes for a buffer of %d", n.Len, len(pc.dst))
+	} else {
+		pc.get.Reset()
+		pc.get.Length = n.Len
+		pc.wrap.Get = &pc.get
+		resp.Result = &pc.wrap
 	}
 	pc.deliver(resp)
 }

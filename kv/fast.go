@@ -14,7 +14,7 @@ import "google.golang.org/protobuf/encoding/protowire"
 // Field numbers of kv.proto.
 const (
 	fRequestID, fRequestGet, fRequestPut                         = 1, 2, 3
-	fGetKey, fGetBuffer, fGetInlineMax, fGetServerID             = 1, 3, 4, 5
+	fGetKey, fGetBuffer, fGetInlineMax, fGetServerID, fGetNotify = 1, 3, 4, 5, 6
 	fPutKey, fPutValue, fPutServerID                             = 1, 4, 5
 	fResponseID, fResponseCode, fResponseGet, fResponsePut       = 1, 2, 5, 6
 	fGetRespLength, fGetRespVersion, fGetRespInline, fGetRespVal = 1, 2, 3, 4
@@ -48,6 +48,7 @@ type fastGet struct {
 	key       []byte
 	inlineMax uint64
 	serverID  []byte
+	notify    bool
 }
 
 // envelope decodes a Request (or, with response, a successful Response)
@@ -89,6 +90,10 @@ func parseGetRequest(b []byte) (r fastGet, ok bool) {
 			r.inlineMax, n = protowire.ConsumeVarint(v)
 		case num == fGetServerID && typ == protowire.BytesType:
 			r.serverID, n = protowire.ConsumeBytes(v)
+		case num == fGetNotify && typ == protowire.VarintType:
+			var x uint64
+			x, n = protowire.ConsumeVarint(v)
+			r.notify = x != 0
 		default:
 			n = -1
 		}
@@ -177,15 +182,21 @@ func appendEnvelope(b []byte, id uint64, op protowire.Number, n int) []byte {
 }
 
 // appendGetRequest encodes Request{id, Get{key, buffer, inlineMax,
-// serverID}} as proto.Marshal does.
-func appendGetRequest(b []byte, id uint64, key, buffer []byte, inlineMax uint64, serverID []byte) []byte {
+// serverID, notify}} as proto.Marshal does.
+func appendGetRequest(b []byte, id uint64, key, buffer []byte, inlineMax uint64, serverID []byte, notify bool) []byte {
+	var nt uint64
+	if notify {
+		nt = 1
+	}
 	n := sizeBytesField(fGetKey, key) + sizeBytesField(fGetBuffer, buffer) +
-		sizeVarintField(fGetInlineMax, inlineMax) + sizeBytesField(fGetServerID, serverID)
+		sizeVarintField(fGetInlineMax, inlineMax) + sizeBytesField(fGetServerID, serverID) +
+		sizeVarintField(fGetNotify, nt)
 	b = appendEnvelope(b, id, fRequestGet, n)
 	b = appendBytesField(b, fGetKey, key)
 	b = appendBytesField(b, fGetBuffer, buffer)
 	b = appendVarintField(b, fGetInlineMax, inlineMax)
-	return appendBytesField(b, fGetServerID, serverID)
+	b = appendBytesField(b, fGetServerID, serverID)
+	return appendVarintField(b, fGetNotify, nt)
 }
 
 // appendGetResponse encodes Response{id, Get{length, version, inline,

@@ -12,7 +12,7 @@ import (
 // messages do not allocate.
 func TestFastAllocs(t *testing.T) {
 	b, _ := proto.Marshal(&kvpb.Response{Id: 7, Result: &kvpb.Response_Get{Get: &kvpb.GetResponse{Length: 3, Version: 9, Inline: true, Value: []byte("abc")}}})
-	q, _ := proto.Marshal(&kvpb.Request{Id: 7, Op: &kvpb.Request_Get{Get: &kvpb.GetRequest{Key: []byte("k"), InlineMax: 5, ServerId: []byte("x")}}})
+	q, _ := proto.Marshal(&kvpb.Request{Id: 7, Op: &kvpb.Request_Get{Get: &kvpb.GetRequest{Key: []byte("k"), InlineMax: 5, ServerId: []byte("x"), Notify: true}}})
 	pq, _ := proto.Marshal(&kvpb.Request{Id: 8, Op: &kvpb.Request_Put{Put: &kvpb.PutRequest{Key: []byte("k"), Source: &kvpb.PutRequest_Value{Value: []byte("v")}, ServerId: []byte("x")}}})
 	pr, _ := proto.Marshal(&kvpb.Response{Id: 8, Result: &kvpb.Response_Put{Put: &kvpb.PutResponse{Version: 3, Evicted: 1}}})
 	out := make([]byte, 0, 256)
@@ -22,7 +22,7 @@ func TestFastAllocs(t *testing.T) {
 		parseGetRequest(q)
 		parsePutRequest(pq)
 		parsePutResponse(pr)
-		appendGetRequest(out, 1, key, key, 5, key)
+		appendGetRequest(out, 1, key, key, 5, key, true)
 		appendGetResponse(out, 1, 100, 2, true, value)
 		appendPutRequest(out, 1, key, value, key)
 		appendPutResponse(out, 1, 2, 3)

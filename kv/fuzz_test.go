@@ -93,6 +93,7 @@ func FuzzFastDecode(f *testing.F) {
 		&kvpb.Request{Id: 7, Op: &kvpb.Request_Get{Get: &kvpb.GetRequest{Key: []byte("k"), Buffer: []byte{1, 2}, InlineMax: 4096, ServerId: []byte("id")}}},
 		&kvpb.Request{Id: 8, Op: &kvpb.Request_Put{Put: &kvpb.PutRequest{Key: []byte("k")}}},
 		&kvpb.Response{Id: 7, Result: &kvpb.Response_Get{Get: &kvpb.GetResponse{Length: 3, Version: 9, Inline: true, Value: []byte("abc")}}},
+		&kvpb.Request{Id: 7, Op: &kvpb.Request_Get{Get: &kvpb.GetRequest{Key: []byte("k"), Buffer: []byte{1}, Notify: true}}},
 		&kvpb.Response{Id: 7, Code: 5, Message: "not found"},
 		&kvpb.Request{Id: 9, Op: &kvpb.Request_Put{Put: &kvpb.PutRequest{Key: []byte("k"), Source: &kvpb.PutRequest_Value{Value: []byte("v")}, ServerId: []byte("id")}}},
 		&kvpb.Request{Id: 9, Op: &kvpb.Request_Put{Put: &kvpb.PutRequest{Key: []byte("k"), Source: &kvpb.PutRequest_Value{}}}},
@@ -108,7 +109,7 @@ func FuzzFastDecode(f *testing.F) {
 				t.Fatalf("fast decoder accepted what proto refuses: %v", err)
 			}
 			g := full.GetGet()
-			if g == nil || full.Id != r.id || !bytes.Equal(g.Key, r.key) || g.InlineMax != r.inlineMax || !bytes.Equal(g.ServerId, r.serverID) {
+			if g == nil || full.Id != r.id || !bytes.Equal(g.Key, r.key) || g.InlineMax != r.inlineMax || !bytes.Equal(g.ServerId, r.serverID) || g.Notify != r.notify {
 				t.Fatalf("request: fast %+v, proto %v", r, &full)
 			}
 		}

@@ -156,7 +156,6 @@ func testPutGetDelete(t *testing.T, tr xfer.Policy, mode string) {
 					t.Fatalf("get %d bytes: value differs", n)
 				}
 			}
-			after := s.Snapshot()
 			// Small values went inline, large ones on the data plane.
 			var inline, plane uint64
 			for _, n := range sizes {
@@ -166,6 +165,13 @@ func testPutGetDelete(t *testing.T, tr xfer.Policy, mode string) {
 					plane += 2 * uint64(n)
 				}
 			}
+			// The server counts a GET's bytes once its write completes,
+			// which may be just after the client has the value (a
+			// notification answers it).
+			waitFor(t, 10*time.Second, "the server to count the last GET", func() bool {
+				return s.Snapshot().DataPlaneBytes-before.DataPlaneBytes >= plane
+			})
+			after := s.Snapshot()
 			if d := after.InlineBytes - before.InlineBytes; d != inline {
 				t.Errorf("inline bytes %d, want %d", d, inline)
 			}
@@ -681,13 +687,15 @@ func TestFastEncoding(t *testing.T) {
 	for _, tc := range []struct {
 		id, inlineMax    uint64
 		key, buf, server []byte
+		notify           bool
 	}{
-		{1, 4096, []byte("k"), []byte{1, 2, 3}, []byte("server")},
-		{0, 0, nil, nil, nil},
-		{1 << 40, 1, bytes.Repeat([]byte("x"), 300), nil, []byte{0}},
+		{1, 4096, []byte("k"), []byte{1, 2, 3}, []byte("server"), true},
+		{0, 0, nil, nil, nil, false},
+		{1 << 40, 1, bytes.Repeat([]byte("x"), 300), nil, []byte{0}, false},
+		{0, 0, nil, nil, nil, true},
 	} {
-		want, _ := proto.MarshalOptions{Deterministic: true}.Marshal(&kvpb.Request{Id: tc.id, Op: &kvpb.Request_Get{Get: &kvpb.GetRequest{Key: tc.key, Buffer: tc.buf, InlineMax: tc.inlineMax, ServerId: tc.server}}})
-		if got := appendGetRequest(nil, tc.id, tc.key, tc.buf, tc.inlineMax, tc.server); !bytes.Equal(got, want) {
+		want, _ := proto.MarshalOptions{Deterministic: true}.Marshal(&kvpb.Request{Id: tc.id, Op: &kvpb.Request_Get{Get: &kvpb.GetRequest{Key: tc.key, Buffer: tc.buf, InlineMax: tc.inlineMax, ServerId: tc.server, Notify: tc.notify}}})
+		if got := appendGetRequest(nil, tc.id, tc.key, tc.buf, tc.inlineMax, tc.server, tc.notify); !bytes.Equal(got, want) {
 			t.Errorf("request %+v:\n got %x\nwant %x", tc, got, want)
 		}
 	}
@@ -810,5 +818,43 @@ func TestPollSpinDefault(t *testing.T) {
 	s = startServer(t, ServerOptions{Engine: xfer.Config{PollSpin: 7 * time.Microsecond}})
 	if got := s.Engine().Config().PollSpin; got != 7*time.Microsecond {
 		t.Errorf("server engine poll_spin %v, want the configured 7µs", got)
+	}
+}
+
+// TestOnNotify: a notification answers the GET whose id it carries (the
+// low 32 bits, also across a wrap of them), never a PUT's call or an
+// unknown id, and one longer than the caller's buffer is an error.
+func TestOnNotify(t *testing.T) {
+	c := &Client{}
+	sess := &session{pending: map[uint64]*pendingCall{}, nextID: 1<<32 + 5}
+	newCall := func(id uint64, notify bool) *pendingCall {
+		pc := &pendingCall{ch: make(chan *kvpb.Response, 1), dst: make([]byte, 100), notify: notify}
+		sess.pending[id] = pc
+		return pc
+	}
+	get := newCall(1<<32-2, true) // issued before the low 32 bits wrapped
+	put := newCall(1<<32+3, false)
+	other := newCall(1<<32+4, true)
+	c.onNotify(sess, xfer.Notification{Value: 3, Len: 10})     // the PUT's id
+	c.onNotify(sess, xfer.Notification{Value: 12345, Len: 10}) // nobody's
+	if len(sess.pending) != 3 || len(put.ch) != 0 {
+		t.Fatalf("a notification answered a PUT or an unknown call: %d pending", len(sess.pending))
+	}
+	c.onNotify(sess, xfer.Notification{Value: 1<<32 - 2, Len: 60})
+	select {
+	case r := <-get.ch:
+		if g := r.GetGet(); g == nil || g.Length != 60 || r.Code != 0 {
+			t.Fatalf("response %v, want a GET of 60 bytes", r)
+		}
+	default:
+		t.Fatal("the GET got no response")
+	}
+	c.onNotify(sess, xfer.Notification{Value: 4, Len: 101})
+	r := <-other.ch
+	if _, err := result(r); status.Code(err) != codes.Internal || !strings.Contains(err.Error(), "101 bytes for a buffer of 100") {
+		t.Fatalf("oversized notification: %v", err)
+	}
+	if _, ok := sess.pending[1<<32+3]; !ok || len(sess.pending) != 1 {
+		t.Fatalf("pending after the answers: %v", sess.pending)
 	}
 }

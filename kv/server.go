@@ -378,7 +378,7 @@ func (s *Server) serveMessages(p *xfer.Peer, msgs *msgBufs) {
 		}
 		if !mayWait(req) {
 			// Answered from memory: no goroutine.
-			resp := s.serveRequest(p, req)
+			resp := s.serveRequest(p, req) // not nil: not a GET
 			if b, ok := msgs.tryGet(); ok {
 				if out, ok := s.marshal(b, resp); ok {
 					s.sendNow(p, msgs, b, out)
@@ -543,7 +543,7 @@ func (s *Server) serveInlinePut(p *xfer.Peer, msgs *msgBufs, ans *answer, r fast
 }
 
 // serveRequest runs one data-plane request through the gRPC handlers and
-// returns the response.
+// returns the response: nil for a GET its notification answered.
 func (s *Server) serveRequest(p *xfer.Peer, req *kvpb.Request) *kvpb.Response {
 	ctx := context.WithValue(s.ctx, fromPeer{}, p)
 	resp := &kvpb.Response{Id: req.Id}
@@ -551,7 +551,10 @@ func (s *Server) serveRequest(p *xfer.Peer, req *kvpb.Request) *kvpb.Response {
 	switch op := req.Op.(type) {
 	case *kvpb.Request_Get:
 		var r *kvpb.GetResponse
-		if r, err = s.Get(ctx, op.Get); err == nil {
+		var notified bool
+		if r, notified, err = s.get(ctx, op.Get, req.Id); notified {
+			return nil // the notification answered (only GETs, which send)
+		} else if err == nil {
 			resp.Result = &kvpb.Response_Get{Get: r}
 		}
 	case *kvpb.Request_Put:
@@ -584,8 +587,12 @@ func setError(resp *kvpb.Response, err error) {
 	}
 }
 
-// send sends resp to p, waiting for a message buffer if need be.
+// send sends resp to p, waiting for a message buffer if need be; nil is a
+// request answered otherwise (a GET's notification).
 func (s *Server) send(p *xfer.Peer, msgs *msgBufs, resp *kvpb.Response) {
+	if resp == nil {
+		return
+	}
 	b, err := msgs.get(s.ctx)
 	if err != nil {
 		return // shutting down
@@ -740,50 +747,72 @@ func (s *Server) Hello(ctx context.Context, req *kvpb.HelloRequest) (*kvpb.Hello
 // Get implements kvpb.KVServer: it WRITEs the value into the client's buffer,
 // or returns it inline when it is small enough for both sides.
 func (s *Server) Get(ctx context.Context, req *kvpb.GetRequest) (*kvpb.GetResponse, error) {
+	r, _, err := s.get(ctx, req, 0)
+	return r, err
+}
+
+// get serves a GET. One that came on the data plane with req.Notify and
+// whose value goes into the client's buffer is written with WriteNotify,
+// whose notification, carrying the low 32 bits of the request's id, is the
+// answer: get then reports notified, and there is no response to send.
+func (s *Server) get(ctx context.Context, req *kvpb.GetRequest, id uint64) (_ *kvpb.GetResponse, notified bool, _ error) {
 	s.gets.Add(1)
 	if err := s.checkSession(req.ServerId); err != nil {
-		return nil, err
+		return nil, false, err
 	}
 	if err := s.checkKey(req.Key); err != nil {
-		return nil, err
+		return nil, false, err
 	}
 	var d xfer.RegionDesc
 	if len(req.Buffer) > 0 {
 		var err error
 		if d, err = decodeBuffer(req.Buffer); err != nil {
-			return nil, err
+			return nil, false, err
 		}
 	}
 	sl := s.st.acquire(req.Key)
 	if sl == nil {
 		s.misses.Add(1)
-		return nil, status.Errorf(codes.NotFound, "not found: key %q", req.Key)
+		return nil, false, status.Errorf(codes.NotFound, "not found: key %q", req.Key)
 	}
 	defer s.st.release(sl)
 	s.hits.Add(1)
 	n := uint64(sl.n)
 	if n <= req.InlineMax && int(n) <= s.inlineMax(s.transportOf(ctx, d)) {
 		s.inlineBytes.Add(n)
-		return &kvpb.GetResponse{Length: n, Version: sl.ver, Inline: true, Value: append([]byte(nil), sl.value()...)}, nil
+		return &kvpb.GetResponse{Length: n, Version: sl.ver, Inline: true, Value: append([]byte(nil), sl.value()...)}, false, nil
 	}
 	if d.Len < n {
 		st := status.Newf(codes.FailedPrecondition, "value of key %q is %d bytes and the buffer holds %d: retry with a buffer of at least %d bytes", req.Key, n, d.Len, n)
 		if dst, err := st.WithDetails(&kvpb.BufferTooSmall{Needed: n, Have: d.Len}); err == nil {
 			st = dst
 		}
-		return nil, st.Err()
+		return nil, false, st.Err()
 	}
-	if n > 0 {
-		p, err := s.owner(ctx, d)
-		if err != nil {
-			return nil, err
-		}
-		if err := p.Write(ctx, sl.value(), d.At(0)); err != nil {
-			return nil, planeErr(ctx, "get", d, err)
-		}
-		s.planeBytes.Add(n)
+	if n == 0 {
+		return &kvpb.GetResponse{Version: sl.ver}, false, nil
 	}
-	return &kvpb.GetResponse{Length: n, Version: sl.ver}, nil
+	p, err := s.owner(ctx, d)
+	if err != nil {
+		return nil, false, err
+	}
+	// On the data plane the owner is the sender (owner), which the
+	// notification then answers.
+	_, onPlane := ctx.Value(fromPeer{}).(*xfer.Peer)
+	notified = req.Notify && onPlane
+	if notified {
+		err = p.WriteNotify(ctx, sl.value(), d.At(0), uint32(id))
+	} else {
+		err = p.Write(ctx, sl.value(), d.At(0))
+	}
+	if err != nil {
+		return nil, false, planeErr(ctx, "get", d, err)
+	}
+	s.planeBytes.Add(n)
+	if notified {
+		return nil, true, nil
+	}
+	return &kvpb.GetResponse{Length: n, Version: sl.ver}, false, nil
 }
 
 // Put implements kvpb.KVServer: it reserves a slot, READs the value from the

@@ -189,7 +189,16 @@ type GetRequest struct {
 	// The server_id of the Hello the client's data-plane connection follows.
 	// A server that restarted since answers UNAVAILABLE at once, and the
 	// client says Hello again.
-	ServerId      []byte `protobuf:"bytes,5,opt,name=server_id,json=serverId,proto3" json:"server_id,omitempty"`
+	ServerId []byte `protobuf:"bytes,5,opt,name=server_id,json=serverId,proto3" json:"server_id,omitempty"`
+	// On the data plane only (ignored over gRPC): the client takes the
+	// notification of a write-with-notify as the answer. A server that
+	// writes the value into buffer then writes it with WriteNotify, whose
+	// value is the low 32 bits of the Request's id and whose length is the
+	// value's, and sends no Response: one message on the wire instead of a
+	// write, its acknowledgement and a response. Such an answer carries no
+	// version. Errors and inline values are answered with a Response as
+	// usual.
+	Notify        bool `protobuf:"varint,6,opt,name=notify,proto3" json:"notify,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -250,6 +259,13 @@ func (x *GetRequest) GetServerId() []byte {
 		return x.ServerId
 	}
 	return nil
+}
+
+func (x *GetRequest) GetNotify() bool {
+	if x != nil {
+		return x.Notify
+	}
+	return false
 }
 
 type GetResponse struct {
@@ -1084,14 +1100,15 @@ const file_kv_kvpb_kv_proto_rawDesc = "" +
 	"\x17inline_max_by_transport\x18\b \x03(\v23.xfer.kv.v1.HelloResponse.InlineMaxByTransportEntryR\x14inlineMaxByTransport\x1aG\n" +
 	"\x19InlineMaxByTransportEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\x04R\x05value:\x028\x01\"x\n" +
+	"\x05value\x18\x02 \x01(\x04R\x05value:\x028\x01\"\x90\x01\n" +
 	"\n" +
 	"GetRequest\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\fR\x03key\x12\x16\n" +
 	"\x06buffer\x18\x03 \x01(\fR\x06buffer\x12\x1d\n" +
 	"\n" +
 	"inline_max\x18\x04 \x01(\x04R\tinlineMax\x12\x1b\n" +
-	"\tserver_id\x18\x05 \x01(\fR\bserverIdJ\x04\b\x02\x10\x03\"m\n" +
+	"\tserver_id\x18\x05 \x01(\fR\bserverId\x12\x16\n" +
+	"\x06notify\x18\x06 \x01(\bR\x06notifyJ\x04\b\x02\x10\x03\"m\n" +
 	"\vGetResponse\x12\x16\n" +
 	"\x06length\x18\x01 \x01(\x04R\x06length\x12\x18\n" +
 	"\aversion\x18\x02 \x01(\x04R\aversion\x12\x16\n" +
