@@ -273,13 +273,17 @@ func (s *Server) Serve(ctx context.Context, lis net.Listener, opts ...grpc.Serve
 func (s *Server) Close() error {
 	var err error
 	s.closeOnce.Do(func() {
+		// Stopping closes every client's connection (serveMessages), which
+		// fails the transfers in flight; the goroutines serving requests
+		// are done before the engines unmap the memory they use (message
+		// buffers, values).
 		s.stop()
+		s.wg.Wait()
 		for i := len(s.es) - 1; i >= 0; i-- { // the first owns the memory
 			if cerr := s.es[i].Close(); err == nil {
 				err = cerr
 			}
 		}
-		s.wg.Wait()
 		for _, m := range s.msgs {
 			m.close()
 		}
