@@ -231,13 +231,17 @@ func testHandleNotify(t *testing.T, o Options) {
 	ctx := ctxT(t)
 	sp := acceptOne(t, p.Server)
 	desc, _ := p.Peer.Region("target")
-	notes := make(chan xfer.Notification, 1)
-	var seen []byte // the target's bytes when the notification came
+	type seenNote struct {
+		xfer.Notification
+		seen []byte // the target's bytes when the notification came
+	}
+	notes := make(chan seenNote, 1)
 	sp.HandleNotify(func(n xfer.Notification) {
+		var seen []byte
 		if n.Len <= uint64(len(p.Target.Bytes())) {
-			seen = append(seen[:0], p.Target.Bytes()[:n.Len]...)
+			seen = bytes.Clone(p.Target.Bytes()[:n.Len])
 		}
-		notes <- n
+		notes <- seenNote{n, seen}
 	})
 	src := alloc(t, p.Client, 4<<20)
 	// 3 MiB + 5: more than one slice of an rdma operation (1 MiB).
@@ -246,7 +250,7 @@ func testHandleNotify(t *testing.T, o Options) {
 		if err := p.Peer.WriteNotify(ctx, src.Bytes()[:n], desc.At(0), uint32(7+i)); err != nil {
 			t.Fatalf("write notify of %d bytes: %v", n, err)
 		}
-		var note xfer.Notification
+		var note seenNote
 		select {
 		case note = <-notes:
 		case <-ctx.Done():
@@ -255,7 +259,7 @@ func testHandleNotify(t *testing.T, o Options) {
 		if note.Value != uint32(7+i) || note.Len != uint64(n) || note.Peer != sp {
 			t.Fatalf("notification %+v, want value %d, len %d, from the accepted peer", note, 7+i, n)
 		}
-		if !bytes.Equal(seen, src.Bytes()[:n]) {
+		if !bytes.Equal(note.seen, src.Bytes()[:n]) {
 			t.Fatalf("write of %d bytes: the handler ran before the data was in place", n)
 		}
 	}
