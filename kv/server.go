@@ -556,7 +556,7 @@ func (s *Server) serveRequest(p *xfer.Peer, req *kvpb.Request) *kvpb.Response {
 	case *kvpb.Request_Get:
 		var r *kvpb.GetResponse
 		var notified bool
-		if r, notified, err = s.get(ctx, op.Get, req.Id); notified {
+		if r, notified, err = s.get(ctx, op.Get, req.Id, op.Get.Notify); notified {
 			return nil // the notification answered (only GETs, which send)
 		} else if err == nil {
 			resp.Result = &kvpb.Response_Get{Get: r}
@@ -751,15 +751,17 @@ func (s *Server) Hello(ctx context.Context, req *kvpb.HelloRequest) (*kvpb.Hello
 // Get implements kvpb.KVServer: it WRITEs the value into the client's buffer,
 // or returns it inline when it is small enough for both sides.
 func (s *Server) Get(ctx context.Context, req *kvpb.GetRequest) (*kvpb.GetResponse, error) {
-	r, _, err := s.get(ctx, req, 0)
+	r, _, err := s.get(ctx, req, 0, false) // notify is for the data plane only
 	return r, err
 }
 
-// get serves a GET. One that came on the data plane with req.Notify and
-// whose value goes into the client's buffer is written with WriteNotify,
+// get serves a GET. With notify (a data-plane request with req.Notify), a
+// value that goes into the client's buffer is written with WriteNotify,
 // whose notification, carrying the low 32 bits of the request's id, is the
-// answer: get then reports notified, and there is no response to send.
-func (s *Server) get(ctx context.Context, req *kvpb.GetRequest, id uint64) (_ *kvpb.GetResponse, notified bool, _ error) {
+// answer: get then reports notified, and there is no response to send. On
+// the data plane the buffer's owner is the sender (owner), whom the
+// notification reaches.
+func (s *Server) get(ctx context.Context, req *kvpb.GetRequest, id uint64, notify bool) (_ *kvpb.GetResponse, notified bool, _ error) {
 	s.gets.Add(1)
 	if err := s.checkSession(req.ServerId); err != nil {
 		return nil, false, err
@@ -800,10 +802,7 @@ func (s *Server) get(ctx context.Context, req *kvpb.GetRequest, id uint64) (_ *k
 	if err != nil {
 		return nil, false, err
 	}
-	// On the data plane the owner is the sender (owner), which the
-	// notification then answers.
-	_, onPlane := ctx.Value(fromPeer{}).(*xfer.Peer)
-	notified = req.Notify && onPlane
+	notified = notify
 	if notified {
 		err = p.WriteNotify(ctx, sl.value(), d.At(0), uint32(id))
 	} else {
