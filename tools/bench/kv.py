@@ -7,7 +7,8 @@ For each transport (tcp, shm), operation (GET, PUT/SET), value size (4 KiB,
 machine, in turn, ROUNDS times (xfer, redis, xfer, redis, ...), and prints
 the medians and ratios as a Markdown table. Both use one key, as
 redis-benchmark does without -r. The results file (tools/bench/results.py)
-goes to bench-out/kv.json, or to --out.
+goes to bench-out/kv.json (bench-out/kv-rdma.json for --transports rdma),
+or to --out.
 
 With --xfer-b, a second binary's server and client run in every round too,
 in alternating order with the first (A, Redis, B; then B, Redis, A; ...),
@@ -123,7 +124,8 @@ def main():
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--xfer", default=os.path.join(ROOT, "xfer"), help="the xfer binary (default: ./xfer)")
     ap.add_argument("--xfer-b", help="a second xfer binary, run interleaved with the first (A/B)")
-    ap.add_argument("--out", default=results.default_path("kv"), help="the results file")
+    ap.add_argument("--out", help="the results file (default: bench-out/kv.json; bench-out/kv-rdma.json "
+                                  "when every transport is rdma)")
     ap.add_argument("--transports", default="tcp,shm")
     ap.add_argument("--requests", default="data")
     ap.add_argument("--scale", type=float, default=1.0, help="scale the operation counts (0.1 in the VM)")
@@ -131,6 +133,9 @@ def main():
     args = ap.parse_args()
     if args.rounds < 1:
         ap.error("--rounds must be at least 1")
+    if args.out is None:
+        rdma = all(t == "rdma" for t in args.transports.split(","))
+        args.out = results.default_path("kv-rdma" if rdma else "kv")
     for x in filter(None, (args.xfer, args.xfer_b)):
         if not os.access(x, os.X_OK):
             ap.error(f"xfer binary {x} is not an executable file (make build, or go build -o xfer ./cmd/xfer)")
