@@ -7,7 +7,7 @@
 # Usage (on the host; it builds xfer and regmr, then re-runs itself in the VM):
 #   tools/bench/verbs.sh [--rounds N] [--depths "32 16 64"] [--events] [--always] [--lat-only]
 #                        [--device rxe0|siw0] [--xfer PATH] [--xfer-b PATH]
-#                        [--regmr PATH] [--regmr-b PATH] [--out FILE]
+#                        [--regmr PATH] [--regmr-b PATH] [--no-regmr] [--out FILE]
 # or directly (build ./xfer and bench-out/regmr first):
 #   tools/rdma-vm/rdma-vm --rxe --timeout 1500 -- tools/bench/verbs.sh [options]
 # Defaults: 3 rounds, depth 32, rxe0, no event-channel runs, ./xfer (built
@@ -40,7 +40,7 @@
 # With --lat-only, each round runs only the 8 B latency pairs (no bandwidth
 # runs, no regmr): more rounds of the noisiest figure in the same time.
 # After the rounds: regmr (reg_mr + dereg_mr cost per MiB; both builds' with
-# --regmr-b).
+# --regmr-b; none with --no-regmr).
 # Raw outputs: bench-out/verbs/; the summary table: bench-out/verbs/summary.md;
 # the results file (tools/bench/results.py): bench-out/verbs.json or --out.
 set -uo pipefail
@@ -75,6 +75,7 @@ while [ $# -gt 0 ]; do
     --xfer-b) need "$@"; XFER_B=$(abspath "$2"); shift 2 ;;
     --regmr) need "$@"; REGMR=$(abspath "$2"); shift 2 ;;
     --regmr-b) need "$@"; REGMR_B=$(abspath "$2"); shift 2 ;;
+    --no-regmr) REGMR=none; shift ;;
     --out) need "$@"; RESULTS=$(abspath "$2"); shift 2 ;;
     -h|--help) awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "$0"; exit 0 ;;
     *) echo "verbs.sh: unknown argument $1 (see --help)" >&2; exit 2 ;;
@@ -99,10 +100,13 @@ if [ "${RDMA_VM:-}" != 1 ]; then
     go build -o xfer ./cmd/xfer
     pass+=(--xfer "$ROOT/xfer")
   fi
-  if [ -z "$REGMR" ]; then
+  if [ "$REGMR" = none ]; then
+    :
+  elif [ -z "$REGMR" ]; then
     go build -o bench-out/regmr ./tools/bench/regmr
     pass+=(--regmr "$ROOT/bench-out/regmr")
   fi
+  [ "$REGMR" != none ] || REGMR=
   for b in "$XFER" "$XFER_B" "$REGMR" "$REGMR_B"; do
     [ -z "$b" ] || [ -x "$b" ] || { echo "verbs.sh: $b is not an executable file" >&2; exit 2; }
   done
@@ -142,7 +146,7 @@ PORT=18515
 {
   echo "date: $(date -u +%FT%TZ)"
   echo "kernel: $(uname -r)  nproc: $(nproc)  mode: ${RDMA_VM_MODE:-?}"
-  echo "xfer: $(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null) dirty: $(git -C "$ROOT" status --porcelain --untracked-files=no 2>/dev/null | awk '{print $2}' | tr '\n' ' ')"
+  echo "scripts: $(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null) dirty: $(git -C "$ROOT" status --porcelain --untracked-files=no 2>/dev/null | awk '{print $2}' | tr '\n' ' ')"
   echo "perftest: $(dpkg-query -W -f '${Version}' perftest 2>/dev/null)"
   echo "cpu MHz: $(awk -F: '/cpu MHz/{print $2; exit}' /proc/cpuinfo)"
   echo "rounds: $ROUNDS  depths: $DEPTHS  events: $EVENTS  always: $ALWAYS  lat-only: $LATONLY  device: $DEV"
@@ -222,7 +226,7 @@ for r in $(seq 1 "$ROUNDS"); do
 done
 
 echo "regmr ($(( $(date +%s) - t0 )) s)" >&2
-if [ "$LATONLY" = 0 ] && [ -x "$REGMR" ]; then
+if [ "$LATONLY" = 0 ] && [ "$REGMR" != none ] && [ -x "$REGMR" ]; then
   timeout 300 "$REGMR" -dev $DEV >"$OUT/regmr" 2>"$OUT/regmr.err" || echo "  regmr failed: $(cat "$OUT/regmr.err")" >&2
   if [ -n "$REGMR_B" ]; then
     timeout 300 "$REGMR_B" -dev $DEV >"$OUT/b/regmr" 2>"$OUT/b/regmr.err" || echo "  regmr (B) failed: $(cat "$OUT/b/regmr.err")" >&2
