@@ -5,7 +5,7 @@ GO       ?= go
 FUZZTIME ?= 10s
 PKGS      = ./...
 
-.PHONY: all build test vet race nocgo fuzz integrity bench bench-peers bench-verbs bench-kv proto clean
+.PHONY: all build test vet race nocgo fuzz integrity bench bench-peers bench-verbs bench-kv bench-report bench-ab proto clean
 
 all: build
 
@@ -53,21 +53,37 @@ fuzz:
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem $(PKGS)
 
-## bench-peers: the comparisons in docs/BENCHMARKS.md (installs the peers).
-bench-peers: build
-	tools/bench/peers.sh
+## The comparisons of docs/BENCHMARKS.md (tools/bench/README.md). Each
+## installs its peers with apt when missing, builds ./xfer, runs interleaved
+## rounds and writes a results file in bench-out/; BENCH_ARGS passes options
+## (e.g. BENCH_ARGS="--rounds 7").
+## bench-peers: tcp and shm against iperf3, qperf and a C memcpy.
+bench-peers:
+	tools/bench/peers.sh $(BENCH_ARGS)
 
-## bench-kv: the KV service against redis-server/redis-benchmark (installs them).
+## bench-kv: the KV service against redis-server/redis-benchmark.
 bench-kv:
-	tools/bench/kv.sh
+	tools/bench/kv.sh $(BENCH_ARGS)
+
+## bench-report: write the results files in bench-out/ into the tables of
+## docs/BENCHMARKS.md (a target a run did not measure keeps its row).
+bench-report:
+	python3 tools/bench/report.py
+
+## bench-ab: an A/B of two revisions in the same rounds against the same
+## peers: make bench-ab A=REV B=REV [ONLY=peers,kv,verbs] [ROUNDS=N].
+bench-ab:
+	@test -n "$(A)" && test -n "$(B)" || { echo "usage: make bench-ab A=REV B=REV [ONLY=peers,kv,verbs] [ROUNDS=N]" >&2; exit 2; }
+	tools/bench/ab.sh $(A) $(B) $(if $(ONLY),--only $(ONLY)) $(if $(ROUNDS),--rounds $(ROUNDS))
 
 ## proto: regenerate kv/kvpb from kv/kvpb/kv.proto (installs protoc and plugins).
 proto:
 	tools/proto.sh
 
-## bench-verbs: xfer against perftest on SoftRoCE, in one VM (docs/BENCHMARKS.md).
+## bench-verbs: xfer against perftest on SoftRoCE (BENCH_ARGS="--device siw0":
+## SoftiWARP), in one VM run.
 bench-verbs: vm-setup
-	tools/bench/verbs.sh
+	tools/bench/verbs.sh $(BENCH_ARGS)
 
 clean:
 	rm -f xfer
