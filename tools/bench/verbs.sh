@@ -44,6 +44,7 @@
 # Raw outputs: bench-out/verbs/; the summary table: bench-out/verbs/summary.md;
 # the results file (tools/bench/results.py): bench-out/verbs.json or --out.
 set -uo pipefail
+SELF=$(cd "$(dirname "$0")" && pwd)/$(basename "$0")
 cd "$(dirname "$0")/../.."
 ROOT=$PWD
 
@@ -77,7 +78,7 @@ while [ $# -gt 0 ]; do
     --regmr-b) need "$@"; REGMR_B=$(abspath "$2"); shift 2 ;;
     --no-regmr) REGMR=none; shift ;;
     --out) need "$@"; RESULTS=$(abspath "$2"); shift 2 ;;
-    -h|--help) awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "$0"; exit 0 ;;
+    -h|--help) awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "$SELF"; exit 0 ;;
     *) echo "verbs.sh: unknown argument $1 (see --help)" >&2; exit 2 ;;
   esac
 done
