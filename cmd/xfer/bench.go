@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"time"
@@ -129,6 +130,9 @@ func (f benchFlags) plan(itersSet bool) (benchPlan, error) {
 	if f.plot != "" {
 		if _, err := plotFormat(f.plot); err != nil {
 			return p, err
+		}
+		if err := checkWritable(f.plot); err != nil {
+			return p, fmt.Errorf("--plot %s: %w", f.plot, err)
 		}
 	}
 	return p, nil
@@ -305,4 +309,23 @@ func startLocalTarget(ctx context.Context, g *globals, cfg xfer.Config) (*target
 		env = append(env, envPrefix+"SECRET="+cfg.Secret)
 	}
 	return startTarget(ctx, exe, args, env, g.log)
+}
+
+// checkWritable fails, before a long run, when a file cannot be created at
+// path: its directory is missing or not writable. It leaves nothing behind.
+func checkWritable(path string) error {
+	dir := filepath.Dir(path)
+	st, err := os.Stat(dir)
+	if err != nil {
+		return fmt.Errorf("directory %s: %w", dir, err)
+	}
+	if !st.IsDir() {
+		return fmt.Errorf("%s is not a directory", dir)
+	}
+	f, err := os.CreateTemp(dir, ".xfer-write-check-*")
+	if err != nil {
+		return fmt.Errorf("cannot write in %s: %w", dir, err)
+	}
+	f.Close()
+	return os.Remove(f.Name())
 }

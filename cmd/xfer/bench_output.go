@@ -71,7 +71,7 @@ func (o *resultWriter) write(r sizeResult) error {
 	}
 	if !o.header {
 		o.header = true
-		if _, err := fmt.Fprintf(o.w, tableHeader, "transport", "op", "bytes", "ops", "GB/s", "p50 us", "p99 us", "max us", "cpu s/GB"); err != nil {
+		if _, err := fmt.Fprintf(o.w, tableHeader, "transport", "op", "bytes", "ops", "GB/s", "p50 µs", "p99 µs", "max µs", "cpu s/GB"); err != nil {
 			return err
 		}
 	}

@@ -224,7 +224,12 @@ func newKVPutCmd(g *globals) *cobra.Command {
 				return errors.New("give the value or --file, not both")
 			case file != "":
 				var err error
-				if value, err = os.ReadFile(file); err != nil {
+				if file == "-" {
+					value, err = io.ReadAll(cmd.InOrStdin())
+				} else {
+					value, err = os.ReadFile(file)
+				}
+				if err != nil {
 					return err
 				}
 			case len(args) == 2:
@@ -240,7 +245,7 @@ func newKVPutCmd(g *globals) *cobra.Command {
 		},
 	}
 	kvClientFlags(cmd.Flags())
-	cmd.Flags().String("file", "", "read the value from `file`")
+	cmd.Flags().String("file", "", "read the value from `file` (- for standard input)")
 	return cmd
 }
 
@@ -274,7 +279,7 @@ func newKVGetCmd(g *globals) *cobra.Command {
 		},
 	}
 	kvClientFlags(cmd.Flags())
-	cmd.Flags().String("out", "", "write the value to `file` instead of stdout")
+	cmd.Flags().String("out", "", "write the value to `file` instead of stdout (- for stdout)")
 	return cmd
 }
 
@@ -318,10 +323,10 @@ func newKVStatsCmd(g *globals) *cobra.Command {
 }
 
 func printKVStats(w io.Writer, st kv.Stats) {
-	fmt.Fprintf(w, "keys            %d (%s of values)\n", st.Keys, FormatSize(int64(st.ValueBytes)))
-	fmt.Fprintf(w, "pool            %s of %s in use, fragmentation %.2f\n", FormatSize(int64(st.PoolUsed)), FormatSize(int64(st.Capacity)), st.Fragmentation)
+	fmt.Fprintf(w, "keys            %d (%s of values)\n", st.Keys, HumanSize(int64(st.ValueBytes)))
+	fmt.Fprintf(w, "pool            %s of %s in use, fragmentation %.2f\n", HumanSize(int64(st.PoolUsed)), HumanSize(int64(st.Capacity)), st.Fragmentation)
 	fmt.Fprintf(w, "requests        %d gets (%d hits, %d misses), %d puts, %d deletes\n", st.Gets, st.Hits, st.Misses, st.Puts, st.Deletes)
 	fmt.Fprintf(w, "full policy     %s: %d evictions, %d puts rejected\n", st.FullPolicy, st.Evictions, st.RejectedFull)
 	fmt.Fprintf(w, "aborted puts    %d\n", st.AbortedPuts)
-	fmt.Fprintf(w, "bytes moved     %s on the data plane, %s inline\n", FormatSize(int64(st.DataPlaneBytes)), FormatSize(int64(st.InlineBytes)))
+	fmt.Fprintf(w, "bytes moved     %s on the data plane, %s inline\n", HumanSize(int64(st.DataPlaneBytes)), HumanSize(int64(st.InlineBytes)))
 }

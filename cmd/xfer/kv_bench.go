@@ -21,7 +21,7 @@ import (
 type kvBenchRecord struct {
 	Op          string  `json:"op"`
 	Transport   string  `json:"transport"`
-	ValueSize   int64   `json:"value_size"`
+	ValueSize   int64   `json:"size_bytes"`
 	Concurrency int     `json:"concurrency"`
 	Clients     int     `json:"clients"`
 	Ops         int64   `json:"ops"`

@@ -1,0 +1,69 @@
+package main
+
+import (
+	"bytes"
+	"os/exec"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestUnknownSubcommand: a typo in a subcommand of a group (xfer kv) exits
+// non-zero with a suggestion, as one of the root's does.
+func TestUnknownSubcommand(t *testing.T) {
+	env := cleanEnv()
+	for _, args := range [][]string{{"kv", "gett"}, {"benc"}} {
+		o, e, code := xferRun(t, env, args...)
+		if code == 0 || !strings.Contains(e, "unknown command") || !strings.Contains(e, "Did you mean") {
+			t.Errorf("xfer %s: exit %d, stdout %q, stderr %q; want an error with a suggestion", strings.Join(args, " "), code, o, e)
+		}
+	}
+	if _, e, code := xferRun(t, env, "kv", "gett"); !strings.Contains(e, "\tget\n") {
+		t.Errorf("xfer kv gett: exit %d: %q does not suggest get", code, e)
+	}
+	// Without a subcommand a group prints its help.
+	if o, _, code := xferRun(t, env, "kv"); code != 0 || !strings.Contains(o, "Available Commands") {
+		t.Errorf("xfer kv: exit %d: %q", code, o)
+	}
+}
+
+// TestBenchPlotPathCheckedFirst: an unwritable --plot fails before the
+// benchmark runs.
+func TestBenchPlotPathCheckedFirst(t *testing.T) {
+	start := time.Now()
+	_, e, code := xferRun(t, cleanEnv(), "bench", "--transport", "tcp", "--duration", "30s", "--plot", "/nonexistent/dir/x.png")
+	if code == 0 || !strings.Contains(e, "/nonexistent/dir") || time.Since(start) > 10*time.Second {
+		t.Fatalf("bench --plot into a missing directory: exit %d after %v: %q", code, time.Since(start), e)
+	}
+}
+
+// TestKVPutStdin: put --file - reads the value from standard input.
+func TestKVPutStdin(t *testing.T) {
+	addr := startKVServe(t)
+	cmd := exec.Command(xferBinary(t), "kv", "put", "--server-addr", addr, "k", "--file", "-")
+	cmd.Env = cleanEnv()
+	cmd.Stdin = strings.NewReader("from stdin")
+	var e bytes.Buffer
+	cmd.Stderr = &e
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("put --file -: %v: %s", err, e.String())
+	}
+	if o, e, code := xferRun(t, cleanEnv(), "kv", "get", "--server-addr", addr, "k"); code != 0 || o != "from stdin" {
+		t.Fatalf("get: exit %d: %q %s", code, o, e)
+	}
+	o, _, code := xferRun(t, cleanEnv(), "kv", "stats", "--server-addr", addr)
+	if code != 0 || !strings.Contains(o, "10 B of values") {
+		t.Fatalf("stats: exit %d: %q", code, o)
+	}
+}
+
+func TestHumanSize(t *testing.T) {
+	for n, want := range map[int64]string{
+		0: "0 B", 512: "512 B", 1 << 10: "1 KiB", 1536: "1.50 KiB", 64 << 20: "64 MiB",
+		179026929120: "166.73 GiB", 3 << 40: "3 TiB",
+	} {
+		if got := HumanSize(n); got != want {
+			t.Errorf("HumanSize(%d) = %q, want %q", n, got, want)
+		}
+	}
+}
