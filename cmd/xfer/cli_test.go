@@ -67,3 +67,27 @@ func TestHumanSize(t *testing.T) {
 		}
 	}
 }
+
+// TestKVBenchLeavesUserData: kv bench writes keys of its own, evicts none
+// of the user's and deletes its keys at the end.
+func TestKVBenchLeavesUserData(t *testing.T) {
+	addr := startKVServe(t) // 64 MiB pool, evicting when full
+	env := cleanEnv()
+	mine := strings.Repeat("m", 40<<20) // leaves about 24 MiB free
+	cmd := exec.Command(xferBinary(t), "kv", "put", "--server-addr", addr, "mine", "--file", "-")
+	cmd.Env, cmd.Stdin = env, strings.NewReader(mine)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("put: %v: %s", err, out)
+	}
+	_, e, code := xferRun(t, env, "kv", "bench", "--server-addr", addr, "--op", "put", "--value-size", "1MiB", "--keys", "100", "--ops", "300", "--json")
+	if code != 0 || !strings.Contains(e, "none is evicted") {
+		t.Fatalf("bench: exit %d: %s", code, e)
+	}
+	o, e, code := xferRun(t, env, "kv", "stats", "--server-addr", addr, "--json")
+	if code != 0 || !strings.Contains(o, `"keys":1,`) || !strings.Contains(o, `"evictions":0`) {
+		t.Fatalf("stats after the bench: exit %d: %s %s", code, o, e)
+	}
+	if o, e, code := xferRun(t, env, "kv", "get", "--server-addr", addr, "mine"); code != 0 || o != mine {
+		t.Fatalf("get mine after the bench: exit %d, %d bytes: %s", code, len(o), e)
+	}
+}
