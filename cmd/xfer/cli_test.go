@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bufio"
 	"bytes"
 	"os/exec"
 	"strings"
@@ -89,5 +90,39 @@ func TestKVBenchLeavesUserData(t *testing.T) {
 	}
 	if o, e, code := xferRun(t, env, "kv", "get", "--server-addr", addr, "mine"); code != 0 || o != mine {
 		t.Fatalf("get mine after the bench: exit %d, %d bytes: %s", code, len(o), e)
+	}
+}
+
+// startServe runs "xfer serve" on a loopback port and returns its address.
+func startServe(t *testing.T, args ...string) string {
+	t.Helper()
+	cmd := exec.Command(xferBinary(t), append([]string{"serve", "--listen", "127.0.0.1:0"}, args...)...)
+	cmd.Env = cleanEnv()
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		cmd.Process.Kill()
+		cmd.Wait()
+	})
+	line, err := bufio.NewReader(out).ReadString('\n')
+	addr, ok := strings.CutPrefix(strings.TrimSpace(line), serveBanner)
+	if err != nil || !ok {
+		t.Fatalf("serve printed %q: %v", line, err)
+	}
+	return addr
+}
+
+// TestBenchSendTooLarge: a send larger than the peer's max_message names
+// the flags that raise it on both sides.
+func TestBenchSendTooLarge(t *testing.T) {
+	addr := startServe(t, "--transport", "tcp")
+	_, e, code := xferRun(t, cleanEnv(), "bench", "--peer", addr, "--op", "send", "--size", "1MiB", "--iters", "10")
+	if code == 0 || !strings.Contains(e, "--max-message 1048576") || !strings.Contains(e, "xfer serve --max-message") {
+		t.Fatalf("bench --op send 1MiB against a 64KiB peer: exit %d: %q", code, e)
 	}
 }
