@@ -582,6 +582,11 @@ func (p *Peer) host() transport.Host { return peerHost{p} }
 
 type peerHost struct{ p *Peer }
 
+var (
+	_ transport.Host     = peerHost{}
+	_ transport.Exporter = peerHost{}
+)
+
 func (h peerHost) Resolve(id uint32, key, addr, n uint64, want Access) (transport.Resolved, error) {
 	return h.p.e.regions.resolve(id, key, addr, n, want)
 }

@@ -5,6 +5,8 @@ import (
 	"log/slog"
 	"net"
 	"time"
+
+	"github.com/xferio/xfer/internal/wire"
 )
 
 // Access is the set of rights a region grants to remote peers.
@@ -157,6 +159,14 @@ type Appender interface {
 	// the caller then posts it as an OpSend. An error means the endpoint
 	// failed, or that fill appended more than max bytes (nothing is sent).
 	AppendSend(max int, fill func(b []byte) []byte) (bool, error)
+}
+
+// Exporter is implemented by a Host whose engine exports regions (the
+// descriptors its handshake's Welcome advertised). The rdma transport sends
+// their rkeys with its queue pair numbers, so that a peer's first access to
+// one needs no attach round trip.
+type Exporter interface {
+	Exports() []wire.RegionDesc
 }
 
 // Resolved is memory of a local region that a remote peer is allowed to

@@ -20,7 +20,7 @@ import (
 	"github.com/xferio/xfer/internal/wire"
 	"github.com/xferio/xfer/mem"
 	"github.com/xferio/xfer/transport"
-	"github.com/xferio/xfer/transport/tcp"
+	"github.com/xferio/xfer/transport/stream"
 )
 
 // DefaultPollIdle is how long a busy poller spins without a post or a
@@ -197,7 +197,7 @@ func (t *Transport) Connect(ctx context.Context, p transport.Params) (transport.
 	// The device's removal cancels the connection setup.
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	e := &Endpoint{t: t, dev: d, cfg: t.cfg, att: map[uint32]*remote{}, byQPN: map[uint32]int{}, done: make(chan struct{}), maxMessage: p.MaxMessage}
+	e := &Endpoint{t: t, dev: d, cfg: t.cfg, att: map[uint32]*remote{}, byQPN: map[uint32]int{}, done: make(chan struct{}), maxMessage: p.MaxMessage, host: p.Host}
 	if err := d.enter(e, cancel); err != nil {
 		p.Conn.Close()
 		return nil, fmt.Errorf("rdma: %w", err)
@@ -339,7 +339,7 @@ func (e *Endpoint) start(ctx context.Context, p transport.Params) (transport.End
 	}
 	p.Conns = 1
 	var err error
-	e.Endpoint, err = tcp.NewEndpoint(ctx, p, tcp.Hooks{Name: "rdma", OnRevoke: e.revoked, OnAttach: e.attachKey,
+	e.s, err = stream.New(ctx, p, stream.Options{Name: "rdma", OnRevoke: e.revoked, OnAttach: e.attachKey,
 		OnDown: e.controlDown, OnCredit: e.onCredit})
 	if err != nil {
 		p.Conn = nil
@@ -350,16 +350,12 @@ func (e *Endpoint) start(ctx context.Context, p transport.Params) (transport.End
 	return e, nil
 }
 
-// exporter is a Host that lists the regions its engine exports (the root
-// package's peer host).
-type exporter interface{ Exports() []wire.RegionDesc }
-
 // exportKeys registers the regions the engine exports and returns their
 // rkeys, for the QP exchange. A region that cannot be looked up or
 // registered is left out: the peer attaches it on first use, and hears why
 // it fails then.
 func (e *Endpoint) exportKeys(h transport.Host) []wire.RegionKey {
-	x, ok := h.(exporter)
+	x, ok := h.(transport.Exporter)
 	if !ok {
 		return nil
 	}
@@ -391,7 +387,7 @@ func (e *Endpoint) recheckKeys(h transport.Host) {
 	for _, k := range e.sent {
 		res, err := h.Lookup(k.ID, k.Key, transport.Access(k.Access))
 		if err != nil {
-			e.Endpoint.Revoke(k.ID)
+			e.s.Revoke(k.ID)
 			continue
 		}
 		res.Release()
