@@ -19,7 +19,7 @@ import (
 // Transport is the shm transport: one-sided operations between processes on
 // one host are a single memcpy into the peer's memfd-backed region, mapped
 // into this process with pidfd_getfd. Everything else (sends, notifications,
-// attach requests) travels over a stream endpoint.
+// attach requests) travels over a control stream (transport/stream).
 type Transport struct {
 	once   sync.Once
 	err    error
@@ -376,7 +376,7 @@ func (e *Endpoint) closedErr() error {
 	return &transport.LinkError{Peer: "shm peer", Local: true}
 }
 
-// Close closes the stream endpoint and unmaps every attachment.
+// Close closes the stream and unmaps every attachment.
 func (e *Endpoint) Close() error {
 	err := e.s.Close()
 	e.mu.Lock()

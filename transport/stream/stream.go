@@ -12,7 +12,6 @@ import (
 	"sync/atomic"
 	"syscall"
 	"time"
-	"unsafe"
 
 	"github.com/xferio/xfer/internal/sys"
 	"github.com/xferio/xfer/internal/wire"
@@ -236,7 +235,7 @@ func (e *Stream) post(op *transport.Op) {
 	// until then the memory is the operation's, and the kernel may send it
 	// from the region's memfd without a copy. Such a WRITE cannot be
 	// cancelled: the kernel reads its memory until the target has it.
-	byRef := op.Kind != transport.OpRead && op.RegionHasFD && len(op.Local) >= sendFileMin
+	byRef := op.Kind != transport.OpRead && op.Region != nil && op.Region.FD() >= 0 && len(op.Local) >= sendFileMin
 	e.mu.Lock()
 	if e.err != nil {
 		err := e.err
@@ -260,8 +259,7 @@ func (e *Stream) post(op *transport.Op) {
 	case byRef:
 		var hdr [wire.FrameHeaderLen]byte
 		h.Put(hdr[:])
-		off := int64(uintptr(unsafe.Pointer(unsafe.SliceData(op.Local))) - uintptr(unsafe.Pointer(unsafe.SliceData(op.Region))))
-		err = c.s.sendFile(hdr[:], op.Local, op.RegionFD, off)
+		err = c.s.sendFile(hdr[:], op.Local, op.Region.FD(), op.Region.Offset(op.Local))
 	default:
 		err = c.writeFrame(&h, op.Local)
 	}
@@ -644,7 +642,12 @@ func (c *conn) serveAttach(h *wire.Header) {
 		c.replyErr(h.ID, err)
 		return
 	}
-	info := wire.AttachInfo{PID: uint32(os.Getpid()), FD: int32(res.FD), Base: res.Base, Len: res.Len, Key: h.Key}
+	r := res.Region
+	if r == nil {
+		c.replyErr(h.ID, fmt.Errorf("attach region %d: the host named no registered region", h.Region))
+		return
+	}
+	info := wire.AttachInfo{PID: uint32(os.Getpid()), FD: int32(r.FD()), Base: r.Base(), Len: r.Len(), Key: h.Key}
 	if c.e.opts.OnAttach != nil {
 		rkey, err := c.e.opts.OnAttach(res)
 		if err != nil {

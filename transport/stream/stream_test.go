@@ -24,7 +24,7 @@ func (h *gatedHost) Resolve(id uint32, key, addr, n uint64, want transport.Acces
 	if addr+n > uint64(h.mr.Len()) {
 		return transport.Resolved{}, &transport.AccessError{Kind: transport.OutOfRange, Want: want, Region: id, Addr: addr, Len: n}
 	}
-	return transport.NewResolved(h.mr.Bytes()[addr:addr+n], h.mr.FD(), 0, uint64(h.mr.Len()), nil), nil
+	return transport.Resolved{Mem: h.mr.Bytes()[addr : addr+n]}, nil
 }
 
 func (h *gatedHost) Lookup(id uint32, key uint64, want transport.Access) (transport.Resolved, error) {
@@ -86,10 +86,10 @@ func TestWriteByReferenceNotCancelled(t *testing.T) {
 	open := sync.OnceFunc(func() { close(host.gate) })
 	t.Cleanup(open) // before the streams close: the target's read loop waits on it
 	done := make(opDone, 2)
-	byRef := &transport.Op{Kind: transport.OpWrite, Local: src.Bytes()[:sendFileMin], Region: src.Bytes(),
-		RegionFD: src.FD(), RegionHasFD: true, Done: done}
-	copied := &transport.Op{Kind: transport.OpWrite, Local: src.Bytes()[sendFileMin : sendFileMin+4096], Region: src.Bytes(),
-		Remote: transport.RemoteAddr{Addr: sendFileMin}, RegionFD: src.FD(), RegionHasFD: true, Done: done}
+	region := mem.NewHandle(src, 1, 0, mem.AccessReadWrite)
+	byRef := &transport.Op{Kind: transport.OpWrite, Local: src.Bytes()[:sendFileMin], Region: region, Done: done}
+	copied := &transport.Op{Kind: transport.OpWrite, Local: src.Bytes()[sendFileMin : sendFileMin+4096], Region: region,
+		Remote: transport.RemoteAddr{Addr: sendFileMin}, Done: done}
 	ep.Post([]*transport.Op{byRef, copied})
 	if ep.Cancel(byRef) {
 		t.Fatal("a WRITE sent by reference was cancelled before the target answered")

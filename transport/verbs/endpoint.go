@@ -429,7 +429,7 @@ func (e *Endpoint) postRDMA(op *transport.Op) (slot, gen uint32, one bool) {
 	}
 	var lkey uint32
 	if n > 0 {
-		mr, err := e.dev.mr(op.Region, op.Local)
+		mr, err := e.dev.mr(op.Region)
 		if err != nil {
 			complete(op, err)
 			return 0, 0, false
@@ -662,7 +662,7 @@ func (e *Endpoint) sendWR(op *transport.Op) (ibv.SendWR, error) {
 		if n <= e.cfg.MaxInlineData {
 			wr.Flags |= ibv.FlagInline
 		} else {
-			mr, err := e.dev.mr(op.Region, op.Local)
+			mr, err := e.dev.mr(op.Region)
 			if err != nil {
 				return wr, err
 			}

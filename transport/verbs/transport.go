@@ -91,7 +91,10 @@ type Transport struct {
 	old []*device // removed devices, closed with the transport
 }
 
-var _ transport.Transport = (*Transport)(nil)
+var (
+	_ transport.Transport = (*Transport)(nil)
+	_ transport.Registrar = (*Transport)(nil)
+)
 
 // New returns the rdma transport. Nothing is opened until it is used.
 func New(cfg Config) *Transport { return &Transport{cfg: cfg.withDefaults()} }
@@ -176,13 +179,20 @@ func linkName(l uint8) string {
 	return "InfiniBand"
 }
 
-// Forget deregisters region before the engine unmaps it.
-func (t *Transport) Forget(region []byte) {
+// RegionAdded implements transport.Registrar. It registers nothing: a
+// region is registered with the device on first use (an operation from it,
+// a peer's attach, the rkeys of the exports), whole, so that regions rdma
+// never touches cost no pinned memory and no registration time.
+func (t *Transport) RegionAdded(*mem.Handle) {}
+
+// RegionRemoved implements transport.Registrar: it deregisters region h, if
+// it was registered, before the engine unmaps it.
+func (t *Transport) RegionRemoved(h *mem.Handle) {
 	t.mu.Lock()
 	d := t.dev
 	t.mu.Unlock()
 	if d != nil {
-		d.forget(region)
+		d.forget(h)
 	}
 }
 
@@ -368,12 +378,12 @@ func (e *Endpoint) exportKeys(h transport.Host) []wire.RegionKey {
 		if err != nil {
 			continue // closed since it was exported
 		}
-		mr, err := e.dev.mr(res.Mem, res.Mem)
+		mr, err := e.dev.mr(res.Region)
 		res.Release()
 		if err != nil {
 			continue
 		}
-		keys = append(keys, wire.RegionKey{ID: d.ID, Access: d.Access, Base: res.Base, Len: res.Len, Key: d.Key, RKey: mr.RKey})
+		keys = append(keys, wire.RegionKey{ID: d.ID, Access: d.Access, Base: res.Region.Base(), Len: res.Region.Len(), Key: d.Key, RKey: mr.RKey})
 	}
 	e.sent = keys
 	return keys
@@ -407,7 +417,7 @@ func (e *Endpoint) seed(keys []wire.RegionKey) {
 
 // attachKey registers the region a peer asks for (once) and returns its rkey.
 func (e *Endpoint) attachKey(res transport.Resolved) (uint32, error) {
-	mr, err := e.dev.mr(res.Mem, res.Mem)
+	mr, err := e.dev.mr(res.Region)
 	if err != nil {
 		return 0, err
 	}
