@@ -202,7 +202,10 @@ type Host interface {
 	Lookup(id uint32, key uint64, want Access) (Resolved, error)
 	// Deliver hands an incoming message to the receive queue. msg is valid
 	// only during the call (it may lie in the transport's receive buffer):
-	// the host copies what it keeps.
+	// the host copies what it keeps. from is where the message's credit
+	// goes back (from.Consumed): the endpoint, or, for a message that came
+	// over the control stream (tcp, shm), that stream, which may run
+	// before Connect has returned the endpoint.
 	Deliver(from Endpoint, msg []byte)
 	// Notify reports that a write-with-notify has landed.
 	Notify(from Endpoint, n Notification)
