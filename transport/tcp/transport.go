@@ -76,5 +76,11 @@ func (e *Endpoint) Err() error { return e.s.Err() }
 // Transport is "tcp".
 func (e *Endpoint) Transport() string { return "tcp" }
 
-// Close closes the stream and waits for its goroutines. Idempotent.
-func (e *Endpoint) Close() error { return e.s.Close() }
+// Close closes the stream and waits for its goroutines. It is idempotent,
+// and does nothing on a nil endpoint.
+func (e *Endpoint) Close() error {
+	if e == nil {
+		return nil
+	}
+	return e.s.Close()
+}
