@@ -15,7 +15,9 @@ const module = "github.com/xferio/xfer"
 // TestPackageBoundaries is the linter rule that keeps the layers apart:
 // only internal/sys talks to the OS through x/sys/unix, only internal/ibv
 // imports "C", internal/wire uses the standard library only, and
-// dependencies point one way (cmd → xfer → transport → mem → internal).
+// dependencies point one way (cmd → xfer → transport → mem → internal);
+// the transports (tcp, shm, verbs) import each other never, and the control
+// stream they compose (which they all may import) imports none of them.
 func TestPackageBoundaries(t *testing.T) {
 	imports := map[string]map[string]bool{} // package dir → imports (non-test files)
 	err := filepath.WalkDir(".", func(path string, d fs.DirEntry, err error) error {
@@ -75,8 +77,27 @@ func TestPackageBoundaries(t *testing.T) {
 			if !allowedImport(allowed, dir, rel) {
 				t.Errorf("%s imports %s: against the layering", dir, im)
 			}
+			if from, to := transportOf(dir), transportOf(rel); from != "" && to != "" && from != to && to != "stream" {
+				t.Errorf("%s imports %s: transports are siblings; what they share belongs in transport or transport/stream", dir, im)
+			}
 		}
 	}
+}
+
+// transportOf names the transport package (tcp, shm, verbs) that dir lies
+// in, or "". The control stream they all compose (transport/stream) is none
+// of them, and imports none of them.
+func transportOf(dir string) string {
+	rest, ok := strings.CutPrefix(dir, "transport/")
+	if !ok {
+		return ""
+	}
+	name, _, _ := strings.Cut(rest, "/")
+	switch name {
+	case "tcp", "shm", "verbs", "stream":
+		return name
+	}
+	return ""
 }
 
 func allowedImport(allowed map[string][]string, dir, rel string) bool {
