@@ -271,11 +271,12 @@ func (c Config) withDefaults() (Config, error) {
 
 // verbs is the rdma transport's part of the configuration.
 func (c Config) verbs() verbs.Config {
-	gid := -1
+	var gid verbs.GIDIndex
 	if c.RDMAGIDIndex != "auto" && c.RDMAGIDIndex != "" {
-		gid, _ = strconv.Atoi(c.RDMAGIDIndex)
+		n, _ := strconv.Atoi(c.RDMAGIDIndex)
+		gid = verbs.GID(n)
 	}
 	return verbs.Config{Device: c.RDMADevice, Port: c.RDMAPort, GIDIndex: gid, MTU: c.RDMAMTU,
 		MaxInlineData: c.RDMAMaxInlineData, MaxSendWR: c.RDMAMaxSendWR, MaxRecvWR: c.RDMAMaxRecvWR,
-		MaxSGE: c.RDMAMaxSGE, QPType: c.RDMAQPType, UseSRQ: c.RDMAUseSRQ, UseEventChannel: c.RDMAUseEventChannel == "true", PollSpin: c.RDMAPollSpin, PollIdle: c.RDMAPollIdle, UseCM: c.RDMAUseCM}
+		MaxSGE: c.RDMAMaxSGE, QPType: verbs.QPType(c.RDMAQPType), UseSRQ: c.RDMAUseSRQ, UseEventChannel: c.RDMAUseEventChannel == "true", PollSpin: c.RDMAPollSpin, PollIdle: c.RDMAPollIdle, UseCM: c.RDMAUseCM}
 }

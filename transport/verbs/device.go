@@ -67,11 +67,10 @@ type epState struct {
 	up     bool               // connected: Connect returned it
 }
 
-// selectDevice picks the device, port and GID index as seed 002's table
-// describes: the configured device (XFER_DEVICE and RDMA_DEVICE_NAME
-// override the config file), else the first with an ACTIVE port; on RoCE
-// the GID index prefers RoCE v2 IPv4-mapped entries and never takes a
-// link-local GID, which does not route.
+// selectDevice picks the device, port and GID index: the configured device,
+// else the first with an ACTIVE port; on RoCE the GID index prefers RoCE v2
+// IPv4-mapped entries and never takes a link-local GID, which does not
+// route.
 func selectDevice(cfg Config) (ibv.DeviceInfo, ibv.PortInfo, ibv.GIDInfo, error) {
 	if err := ibv.Load(); err != nil {
 		return ibv.DeviceInfo{}, ibv.PortInfo{}, ibv.GIDInfo{}, fmt.Errorf("rdma: %w", err)
@@ -97,7 +96,7 @@ func selectDevice(cfg Config) (ibv.DeviceInfo, ibv.PortInfo, ibv.GIDInfo, error)
 				reasons = append(reasons, fmt.Sprintf("%s port %d is %s", d.Name, p.Num, p.State))
 				continue
 			}
-			g, err := pickGID(d, p, cfg.GIDIndex)
+			g, err := pickGID(d, p, cfg.GIDIndex.orAuto())
 			if err != nil {
 				reasons = append(reasons, err.Error())
 				continue

@@ -20,12 +20,21 @@ func SetMaxCQs(n int) int {
 // CQSize is the size of the CQs the transport creates on device name (0 if
 // it cannot be opened).
 func CQSize(name string) int {
-	d, err := openDevice(Config{Device: name, GIDIndex: -1}.withDefaults())
+	d, err := openDevice(mustDefaults(Config{Device: name}))
 	if err != nil {
 		return 0
 	}
 	defer d.close()
 	return d.cqSize()
+}
+
+// mustDefaults is cfg with its defaults, which must be valid.
+func mustDefaults(cfg Config) Config {
+	cfg, err := cfg.WithDefaults()
+	if err != nil {
+		panic(err)
+	}
+	return cfg
 }
 
 // SyncPolled counts operations completed by their posting goroutine's own

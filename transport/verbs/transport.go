@@ -23,68 +23,10 @@ import (
 	"github.com/xferio/xfer/transport/stream"
 )
 
-// DefaultPollIdle is how long a busy poller spins without a post or a
-// completion before it sleeps on the completion channel.
-const DefaultPollIdle = 10 * time.Millisecond
-
-// Config selects and sizes the RDMA resources, after seed 002's table. The
-// zero value of each field is a documented default.
-type Config struct {
-	Device          string        // default: the first device with an ACTIVE port
-	Port            int           // default: the first ACTIVE port
-	GIDIndex        int           // -1: automatic (RoCE v2 IPv4-mapped preferred, never link-local)
-	MTU             int           // path MTU cap in bytes; default: the port's active MTU
-	MaxInlineData   int           // default 64 (what the device grants, if less)
-	MaxSendWR       int           // default 256
-	MaxRecvWR       int           // default 256
-	MaxSGE          int           // default 1
-	QPType          string        // "RC" (the only type supported)
-	UseSRQ          bool          // share one receive queue among a peer's QPs
-	UseEventChannel bool          // sleep on the completion channel soon after each completion instead of busy-polling
-	UseCM           bool          // connect through rdma_cm also on RoCE/InfiniBand (iWARP always does)
-	PollSpin        time.Duration // with the event channel: how long a poller spins before it sleeps; default 50µs, <0 never
-	PollIdle        time.Duration // busy polling: how long a poller spins without posts or completions before it sleeps; default 10ms, <0 never
-	QPsPerPeer      int           // default 2: large transfers are cut into slices over them
-	SliceSize       int           // default 1 MiB
-}
-
-func (c Config) withDefaults() Config {
-	if c.MaxInlineData == 0 {
-		c.MaxInlineData = 64
-	}
-	if c.MaxSendWR == 0 {
-		c.MaxSendWR = 256
-	}
-	if c.MaxRecvWR == 0 {
-		c.MaxRecvWR = 256
-	}
-	if c.MaxSGE == 0 {
-		c.MaxSGE = 1
-	}
-	if c.QPsPerPeer == 0 {
-		c.QPsPerPeer = 2
-	}
-	switch {
-	case c.PollSpin == 0:
-		c.PollSpin = 50 * time.Microsecond
-	case c.PollSpin < 0:
-		c.PollSpin = 0
-	}
-	switch {
-	case c.PollIdle == 0:
-		c.PollIdle = DefaultPollIdle
-	case c.PollIdle < 0:
-		c.PollIdle = -1
-	}
-	if c.SliceSize == 0 {
-		c.SliceSize = 1 << 20
-	}
-	return c
-}
-
 // Transport is the rdma transport.
 type Transport struct {
 	cfg Config
+	err error // cfg's validation error: the transport is not available
 
 	mu  sync.Mutex
 	dev *device
@@ -96,8 +38,14 @@ var (
 	_ transport.Registrar = (*Transport)(nil)
 )
 
-// New returns the rdma transport. Nothing is opened until it is used.
-func New(cfg Config) *Transport { return &Transport{cfg: cfg.withDefaults()} }
+// New returns the rdma transport configured by cfg, with its defaults
+// filled in. Nothing is opened until it is used. An invalid cfg (see
+// Config.WithDefaults) makes the transport unavailable: Available and
+// Connect return the error, which names the key.
+func New(cfg Config) *Transport {
+	cfg, err := cfg.WithDefaults()
+	return &Transport{cfg: cfg, err: err}
+}
 
 // Name is "rdma".
 func (*Transport) Name() string { return "rdma" }
@@ -124,8 +72,8 @@ func (t *Transport) device() (*device, error) {
 		t.old = append(t.old, d)
 		t.dev = nil
 	}
-	if strings.ToUpper(t.cfg.QPType) != "" && strings.ToUpper(t.cfg.QPType) != "RC" {
-		return nil, fmt.Errorf("rdma: %w: qp_type %q (only RC is supported)", transport.ErrNotSupported, t.cfg.QPType)
+	if t.err != nil {
+		return nil, t.err
 	}
 	d, err := openDevice(t.cfg)
 	if err != nil {

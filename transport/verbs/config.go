@@ -1,0 +1,288 @@
+package verbs
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/xferio/xfer/internal/wire"
+)
+
+// Defaults of Config, for the fields whose default is a number.
+const (
+	// DefaultMaxInlineData is Config.MaxInlineData's default, lowered to
+	// what the device grants when it grants less.
+	DefaultMaxInlineData = 64
+	// DefaultMaxSendWR and DefaultMaxRecvWR are the queue depths.
+	DefaultMaxSendWR = 256
+	DefaultMaxRecvWR = 256
+	// DefaultMaxSGE is the scatter-gather entries per work request.
+	DefaultMaxSGE = 1
+	// DefaultPollSpin is how long a poller spins after activity before it
+	// sleeps on the completion channel, with the event channel.
+	DefaultPollSpin = 50 * time.Microsecond
+	// DefaultPollIdle is how long a busy poller spins without a post or a
+	// completion before it sleeps on the completion channel.
+	DefaultPollIdle = 10 * time.Millisecond
+	// DefaultQPsPerPeer is the number of RC queue pairs per peer.
+	DefaultQPsPerPeer = 2
+	// DefaultSliceSize is the largest piece a WRITE or READ is cut into.
+	DefaultSliceSize = 1 << 20
+)
+
+// Limits that Config.WithDefaults checks.
+const (
+	maxQueueParam = 1 << 16                 // port, max_inline_data, max_send_wr, max_recv_wr, max_sge
+	maxPollSpin   = time.Second             // poll_spin
+	maxPollIdle   = time.Minute             // poll_idle
+	maxSliceSize  = 1 << 30                 // SliceSize
+	maxGIDIndex   = 255                     // gid_index: one byte in the handshake
+	maxQPsPerPeer = wire.MaxQPs             // QPsPerPeer: the handshake's bound
+	keyPrefix     = "config: rdma."         // errors name the key as a config file nests it
+	internalKey   = "config: verbs.Config." // fields without a config file key
+)
+
+// Config selects and sizes the rdma transport's resources (the table of
+// the verbs transport's options: device, port, GID index, queue sizes,
+// polling). In a config file it is the rdma mapping (rdma: {device: rxe0})
+// or the same keys with an rdma_ prefix (rdma_device: rxe0).
+//
+// The zero value of every field means its documented default, so Config{}
+// opens the first device with an ACTIVE port. WithDefaults checks a Config
+// and fills in the defaults; its errors name the key
+// ("config: rdma.gid_index 300: must be auto or 0 to 255").
+type Config struct {
+	// Device is the RDMA device to open, e.g. "rxe0" or "mlx5_0".
+	// Default: the first device with an ACTIVE port.
+	Device string `yaml:"device"`
+	// Port is the device's port number, from 1. Default: the device's
+	// first ACTIVE port.
+	Port int `yaml:"port"`
+	// GIDIndex is the index into the port's GID table, or automatic: the
+	// zero GIDIndex, "auto" in a config file. Default: automatic, which on
+	// RoCE prefers a RoCE v2 IPv4-mapped GID and never takes a link-local
+	// one (it does not route); on InfiniBand it takes GID 0.
+	GIDIndex GIDIndex `yaml:"gid_index"`
+	// MTU caps the path MTU in bytes: 256, 512, 1024, 2048 or 4096.
+	// Default: the smaller of both ports' active MTUs.
+	MTU int `yaml:"mtu"`
+	// MaxInlineData is the largest WRITE or SEND whose data is copied into
+	// the work request instead of read by the NIC from registered memory.
+	// Default: 64 (DefaultMaxInlineData), or less if the device grants less.
+	MaxInlineData int `yaml:"max_inline_data"`
+	// MaxSendWR is the depth of each queue pair's send queue.
+	// Default: 256 (DefaultMaxSendWR).
+	MaxSendWR int `yaml:"max_send_wr"`
+	// MaxRecvWR is the most receive buffers a peer posts (its receive ring
+	// is the smaller of this and recv_depth). Default: 256
+	// (DefaultMaxRecvWR).
+	MaxRecvWR int `yaml:"max_recv_wr"`
+	// MaxSGE is the scatter-gather entries per work request. Default: 1
+	// (DefaultMaxSGE).
+	MaxSGE int `yaml:"max_sge"`
+	// QPType is the queue pair type; only RC (reliable connected) is
+	// supported. Default: RC.
+	QPType QPType `yaml:"qp_type"`
+	// UseSRQ makes a peer's queue pairs share one receive queue.
+	// Default: false (a receive queue per queue pair).
+	UseSRQ bool `yaml:"use_srq"`
+	// UseEventChannel chooses how completion pollers wait. False (the
+	// default, the polling mode): they busy-poll while operations are
+	// posted, so no completion waits for a wake-up, and sleep on the
+	// completion channel after PollIdle without traffic. True: they sleep
+	// on the channel PollSpin after each burst, which saves CPU under light
+	// load and costs a wake-up per request.
+	UseEventChannel bool `yaml:"use_event_channel"`
+	// PollSpin is, with the event channel, how long a poller keeps polling
+	// after activity before it sleeps: a request that completes within it
+	// skips a wake-up. Default: 50µs (DefaultPollSpin); negative: never
+	// spin. At most 1s.
+	PollSpin time.Duration `yaml:"poll_spin"`
+	// PollIdle is, with busy polling, how long a poller spins without a
+	// post or a completion before it sleeps on the completion channel.
+	// Default: 10ms (DefaultPollIdle); negative: never sleep while a peer
+	// is connected (as perftest polls: a core per device, always). At most
+	// 1m.
+	PollIdle time.Duration `yaml:"poll_idle"`
+	// UseCM connects queue pairs through rdma_cm on RoCE and InfiniBand
+	// too; iWARP devices always use it. Default: false (the engine's own
+	// exchange of queue pair numbers over the handshaken connection).
+	UseCM bool `yaml:"use_cm"`
+	// QPsPerPeer is the number of RC queue pairs per peer; large transfers
+	// are cut into slices spread over them. Not a config file key.
+	// Default: 2 (DefaultQPsPerPeer); at most 64.
+	QPsPerPeer int `yaml:"-"`
+	// SliceSize is the largest piece, in bytes, that a WRITE or READ is cut
+	// into. Not a config file key. Default: 1 MiB (DefaultSliceSize); at
+	// most 1 GiB.
+	SliceSize int `yaml:"-"`
+}
+
+// Clone returns a copy of c. Config holds only values, so the copy shares
+// nothing with c.
+func (c Config) Clone() Config { return c }
+
+// WithDefaults checks c and returns it with the defaults filled in. It is
+// idempotent: a Config it returned comes back unchanged. Errors name the key.
+func (c Config) WithDefaults() (Config, error) {
+	if c.Port < 0 || c.Port > 255 {
+		return c, fmt.Errorf("%sport %d: must be between 0 (the first ACTIVE port) and 255", keyPrefix, c.Port)
+	}
+	if err := c.GIDIndex.check(); err != nil {
+		return c, fmt.Errorf("%sgid_index %s: %w", keyPrefix, c.GIDIndex, err)
+	}
+	switch c.MTU {
+	case 0, 256, 512, 1024, 2048, 4096:
+	default:
+		return c, fmt.Errorf("%smtu %d: must be 256, 512, 1024, 2048 or 4096", keyPrefix, c.MTU)
+	}
+	for _, p := range []struct {
+		key string
+		v   *int
+		def int
+	}{
+		{"max_inline_data", &c.MaxInlineData, DefaultMaxInlineData},
+		{"max_send_wr", &c.MaxSendWR, DefaultMaxSendWR},
+		{"max_recv_wr", &c.MaxRecvWR, DefaultMaxRecvWR},
+		{"max_sge", &c.MaxSGE, DefaultMaxSGE},
+	} {
+		switch {
+		case *p.v < 0 || *p.v > maxQueueParam:
+			return c, fmt.Errorf("%s%s %d: must be between 0 (default %d) and %d", keyPrefix, p.key, *p.v, p.def, maxQueueParam)
+		case *p.v == 0:
+			*p.v = p.def
+		}
+	}
+	qp, err := parseQPType(string(c.QPType))
+	if err != nil {
+		return c, fmt.Errorf("%sqp_type %q: %w", keyPrefix, c.QPType, err)
+	}
+	c.QPType = qp
+	switch {
+	case c.PollSpin > maxPollSpin:
+		return c, fmt.Errorf("%spoll_spin %v: at most %v (negative: never spin)", keyPrefix, c.PollSpin, maxPollSpin)
+	case c.PollSpin == 0:
+		c.PollSpin = DefaultPollSpin
+	case c.PollSpin < 0:
+		c.PollSpin = -1
+	}
+	switch {
+	case c.PollIdle > maxPollIdle:
+		return c, fmt.Errorf("%spoll_idle %v: at most %v (negative: never sleep)", keyPrefix, c.PollIdle, maxPollIdle)
+	case c.PollIdle == 0:
+		c.PollIdle = DefaultPollIdle
+	case c.PollIdle < 0:
+		c.PollIdle = -1
+	}
+	switch {
+	case c.QPsPerPeer < 0 || c.QPsPerPeer > maxQPsPerPeer:
+		return c, fmt.Errorf("%sQPsPerPeer %d: must be between 0 (default %d) and %d", internalKey, c.QPsPerPeer, DefaultQPsPerPeer, maxQPsPerPeer)
+	case c.QPsPerPeer == 0:
+		c.QPsPerPeer = DefaultQPsPerPeer
+	}
+	switch {
+	case c.SliceSize < 0 || c.SliceSize > maxSliceSize:
+		return c, fmt.Errorf("%sSliceSize %d: must be between 0 (default %d) and %d", internalKey, c.SliceSize, DefaultSliceSize, maxSliceSize)
+	case c.SliceSize == 0:
+		c.SliceSize = DefaultSliceSize
+	}
+	return c, nil
+}
+
+// GIDIndex is an index into a port's GID table, or automatic selection.
+// The zero GIDIndex is automatic ("auto" as text); GID(n) is index n, from
+// 0 to 255. As text (config files, MarshalText) it is "auto" or the index.
+type GIDIndex struct {
+	set bool // false: automatic
+	n   int
+}
+
+// GID returns the GIDIndex of table index n (0 to 255; WithDefaults
+// rejects others).
+func GID(n int) GIDIndex { return GIDIndex{set: true, n: n} }
+
+// Index returns the table index, or ok false for automatic selection.
+func (g GIDIndex) Index() (n int, ok bool) { return g.n, g.set }
+
+// orAuto is the index, or -1 for automatic selection.
+func (g GIDIndex) orAuto() int {
+	if !g.set {
+		return -1
+	}
+	return g.n
+}
+
+// String is "auto" or the index.
+func (g GIDIndex) String() string {
+	if !g.set {
+		return "auto"
+	}
+	return strconv.Itoa(g.n)
+}
+
+func (g GIDIndex) check() error {
+	if g.set && (g.n < 0 || g.n > maxGIDIndex) {
+		return fmt.Errorf("must be auto or 0 to %d", maxGIDIndex)
+	}
+	return nil
+}
+
+// MarshalText implements encoding.TextMarshaler: "auto" or the index.
+func (g GIDIndex) MarshalText() ([]byte, error) {
+	if err := g.check(); err != nil {
+		return nil, fmt.Errorf("gid_index %s: %w", g, err)
+	}
+	return []byte(g.String()), nil
+}
+
+// UnmarshalText implements encoding.TextUnmarshaler: "auto" (or empty) or
+// an index from 0 to 255.
+func (g *GIDIndex) UnmarshalText(text []byte) error {
+	s := strings.TrimSpace(string(text))
+	if s == "" || strings.EqualFold(s, "auto") {
+		*g = GIDIndex{}
+		return nil
+	}
+	n, err := strconv.Atoi(s)
+	if err != nil || n < 0 || n > maxGIDIndex {
+		return fmt.Errorf("must be auto or 0 to %d", maxGIDIndex)
+	}
+	*g = GID(n)
+	return nil
+}
+
+// QPType is a queue pair type. Only QPTypeRC is supported; the empty
+// QPType means it.
+type QPType string
+
+// QPTypeRC is the reliable connected queue pair type.
+const QPTypeRC QPType = "RC"
+
+// parseQPType accepts "RC" in any case, and "" for the default.
+func parseQPType(s string) (QPType, error) {
+	switch strings.ToUpper(strings.TrimSpace(s)) {
+	case "", string(QPTypeRC):
+		return QPTypeRC, nil
+	}
+	return "", fmt.Errorf("only %s is supported", QPTypeRC)
+}
+
+// MarshalText implements encoding.TextMarshaler.
+func (q QPType) MarshalText() ([]byte, error) {
+	p, err := parseQPType(string(q))
+	if err != nil {
+		return nil, fmt.Errorf("qp_type %q: %w", string(q), err)
+	}
+	return []byte(p), nil
+}
+
+// UnmarshalText implements encoding.TextUnmarshaler: "RC" in any case.
+func (q *QPType) UnmarshalText(text []byte) error {
+	p, err := parseQPType(string(text))
+	if err != nil {
+		return err
+	}
+	*q = p
+	return nil
+}
