@@ -1,0 +1,74 @@
+package tcp
+
+import (
+	"fmt"
+	"time"
+)
+
+// Defaults of Config.
+const (
+	// DefaultConns is the number of TCP connections per peer: two bulk
+	// streams use both cores of a small host better than one (measured in
+	// docs/BENCHMARKS.md).
+	DefaultConns = 3
+	// DefaultPollSpin is how long a connection's reader spins on a drained
+	// socket before it waits in the Go poller.
+	DefaultPollSpin = 20 * time.Microsecond
+	// MaxConns is the most connections per peer that Config accepts.
+	MaxConns = 64
+	// maxPollSpin bounds Config.PollSpin.
+	maxPollSpin = time.Second
+)
+
+// Config configures the tcp transport's connections. In a config file it
+// is the tcp mapping (tcp: {conns: 3, poll_spin: 20us}) or the same keys at
+// the top level (conns: 3).
+//
+// The engine states Conns in its handshake (the peers use the smaller of
+// their two values) and hands both values to the transport in
+// transport.Params. PollSpin reaches every stream endpoint that way: the
+// tcp transport's connections, and the control connection that shm and
+// rdma keep beside their own data path.
+//
+// The zero value of every field means its documented default. WithDefaults
+// checks a Config and fills in the defaults; its errors name the key
+// ("config: tcp.conns 100: must be between 1 and 64").
+type Config struct {
+	// Conns is the number of TCP connections per peer: the first carries
+	// small operations and messages, the others bulk transfers. Default: 3
+	// (DefaultConns); at most 64 (MaxConns).
+	Conns int `yaml:"conns"`
+	// PollSpin is how long a connection's reader keeps reading a drained
+	// socket before it waits in the Go poller: an answer that comes within
+	// it skips the wake-up of an idle CPU, which on a virtual machine costs
+	// more than a loopback round trip. At most half the CPUs spin at once,
+	// and no reader spins while more readers than that began to wait for
+	// data within the last millisecond (a busy process's CPUs do not go
+	// idle). Default: 20µs (DefaultPollSpin; the KV service's engines use
+	// 50µs, kv.DefaultPollSpin); negative: never spin. At most 1s.
+	PollSpin time.Duration `yaml:"poll_spin"`
+}
+
+// Clone returns a copy of c. Config holds only values, so the copy shares
+// nothing with c.
+func (c Config) Clone() Config { return c }
+
+// WithDefaults checks c and returns it with the defaults filled in. It is
+// idempotent: a Config it returned comes back unchanged. Errors name the key.
+func (c Config) WithDefaults() (Config, error) {
+	switch {
+	case c.Conns == 0:
+		c.Conns = DefaultConns
+	case c.Conns < 0 || c.Conns > MaxConns:
+		return c, fmt.Errorf("config: tcp.conns %d: must be between 1 and %d", c.Conns, MaxConns)
+	}
+	switch {
+	case c.PollSpin > maxPollSpin:
+		return c, fmt.Errorf("config: tcp.poll_spin %v: at most %v (negative: never spin)", c.PollSpin, maxPollSpin)
+	case c.PollSpin == 0:
+		c.PollSpin = DefaultPollSpin
+	case c.PollSpin < 0:
+		c.PollSpin = -1
+	}
+	return c, nil
+}
