@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/xferio/xfer/internal/wire"
+	"github.com/xferio/xfer/transport/tcp"
 )
 
 // These tests talk to a real target engine over real TCP with hand-made
@@ -31,7 +32,7 @@ type target struct {
 
 func newTarget(t *testing.T, secret string) *target {
 	t.Helper()
-	e, err := Open(context.Background(), Config{Listen: "127.0.0.1:0", Transport: PolicyTCP, MemoryMB: 8, Secret: secret, Conns: 1})
+	e, err := Open(context.Background(), Config{Listen: "127.0.0.1:0", Transport: PolicyTCP, MemoryMB: 8, Secret: secret, TCP: tcp.Config{Conns: 1}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -399,7 +400,7 @@ func FuzzServe(f *testing.F) {
 }
 
 func newTargetNoCleanup(t *testing.T) *target {
-	e, err := Open(context.Background(), Config{Listen: "127.0.0.1:0", Transport: PolicyTCP, MemoryMB: 8, Conns: 1})
+	e, err := Open(context.Background(), Config{Listen: "127.0.0.1:0", Transport: PolicyTCP, MemoryMB: 8, TCP: tcp.Config{Conns: 1}})
 	if err != nil {
 		t.Fatal(err)
 	}

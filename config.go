@@ -1,13 +1,15 @@
 package xfer
 
 import (
+	"errors"
 	"fmt"
 	"log/slog"
 	"os"
-	"strconv"
 	"strings"
 	"time"
 
+	"github.com/xferio/xfer/mem"
+	"github.com/xferio/xfer/transport/tcp"
 	"github.com/xferio/xfer/transport/verbs"
 )
 
@@ -34,19 +36,102 @@ func ParsePolicy(s string) (Policy, error) {
 	case PolicyAuto, PolicyTCP, PolicySHM, PolicyRDMA:
 		return p, nil
 	}
-	return "", fmt.Errorf("transport %q: must be one of auto, tcp, shm, rdma", s)
+	return "", fmt.Errorf("transport %q: %w", s, errPolicy)
 }
 
-// DefaultPollSpin is how long a connection's reader spins on a drained
-// socket before it waits in the poller (Config.PollSpin).
-const DefaultPollSpin = 20 * time.Microsecond
+var errPolicy = errors.New("must be one of auto, tcp, shm, rdma")
 
-// Config configures an Engine. The zero value of every field means the
-// documented default, so Config{} is a valid configuration of an engine that
-// does not listen.
+// MarshalText implements encoding.TextMarshaler ("" is auto).
+func (p Policy) MarshalText() ([]byte, error) {
+	q, err := ParsePolicy(string(p))
+	if err != nil {
+		return nil, err
+	}
+	return []byte(q), nil
+}
+
+// UnmarshalText implements encoding.TextUnmarshaler with ParsePolicy. Its
+// error says what is allowed; the caller names the key and the value.
+func (p *Policy) UnmarshalText(text []byte) error {
+	q, err := ParsePolicy(string(text))
+	if err != nil {
+		return errPolicy
+	}
+	*p = q
+	return nil
+}
+
+// MemoryBacking is what backs an engine's memory (Config.Memory).
+type MemoryBacking string
+
+const (
+	// MemoryAuto is memfd under the auto and shm policies, private under
+	// tcp and rdma. The empty MemoryBacking means it.
+	MemoryAuto MemoryBacking = "auto"
+	// MemoryMemfd is shared memory: same-host peers can map it (the shm
+	// transport), and over tcp a WRITE of 64 KiB or more leaves by
+	// reference, without a copy, with sendfile.
+	MemoryMemfd MemoryBacking = "memfd"
+	// MemoryPrivate is anonymous memory with transparent huge pages, which
+	// a receiving socket copies into faster.
+	MemoryPrivate MemoryBacking = "private"
+)
+
+// ParseMemoryBacking parses "auto", "memfd" or "private" ("" means auto).
+func ParseMemoryBacking(s string) (MemoryBacking, error) {
+	switch m := MemoryBacking(strings.ToLower(strings.TrimSpace(s))); m {
+	case "":
+		return MemoryAuto, nil
+	case MemoryAuto, MemoryMemfd, MemoryPrivate:
+		return m, nil
+	}
+	return "", fmt.Errorf("memory %q: %w", s, errMemoryBacking)
+}
+
+var errMemoryBacking = errors.New("must be auto, memfd or private")
+
+// MarshalText implements encoding.TextMarshaler ("" is auto).
+func (m MemoryBacking) MarshalText() ([]byte, error) {
+	v, err := ParseMemoryBacking(string(m))
+	if err != nil {
+		return nil, err
+	}
+	return []byte(v), nil
+}
+
+// UnmarshalText implements encoding.TextUnmarshaler with
+// ParseMemoryBacking. Its error says what is allowed; the caller names the
+// key and the value.
+func (m *MemoryBacking) UnmarshalText(text []byte) error {
+	v, err := ParseMemoryBacking(string(text))
+	if err != nil {
+		return errMemoryBacking
+	}
+	*m = v
+	return nil
+}
+
+// Config configures an Engine: one Config per layer. The engine's own
+// settings are fields of Config; each transport that has settings of its
+// own brings its Config (TCP, RDMA), with its defaults and validation in
+// its package. In a config file these are the tcp and rdma mappings, and
+// cmd/xfer also accepts their keys at the top level as they were before
+// (conns, poll_spin, rdma_device, ...).
+//
+// The settings every transport shares (max_message, recv_depth,
+// handshake_timeout) stay fields of Config itself: the engine negotiates
+// them with each peer in its handshake and hands the results to whichever
+// transport the handshake chose (transport.Params), so they are the
+// engine's, not a transport's.
+//
+// The zero value of every field means the documented default, so Config{}
+// is a valid configuration of an engine that does not listen. Open checks
+// the configuration; its errors name the key ("config: memory_mb -1: ...",
+// "config: rdma.gid_index 300: ..."). Engine.Config returns it with every
+// default filled in.
 type Config struct {
 	// Listen is the TCP address the engine accepts peers on, e.g.
-	// "127.0.0.1:7471" or ":0". Empty means the engine only dials.
+	// "127.0.0.1:7471" or ":0". Default: empty, the engine only dials.
 	Listen string `yaml:"listen"`
 	// Advertise is the address peers should use to reach this engine, when it
 	// differs from Listen (NAT, wildcard listen). Default: the listen address.
@@ -54,111 +139,65 @@ type Config struct {
 	// Transport is the transport policy. Default: auto.
 	Transport Policy `yaml:"transport"`
 	// MemoryMB is the size of the engine's default registered pool, in MiB.
-	// Default: 64.
+	// Default: 64 (DefaultMemoryMB); at most 1048576.
 	MemoryMB int `yaml:"memory_mb"`
-	// HugePages is "auto" (transparent huge pages where the kernel allows),
-	// "off" or "explicit" (hugetlbfs pages, which must be reserved). Default:
-	// auto.
-	HugePages string `yaml:"huge_pages"`
+	// HugePages is how the engine's memory asks for huge pages: auto
+	// (transparent huge pages where the kernel allows), off, or explicit
+	// (hugetlbfs pages, which must be reserved). Default: auto.
+	HugePages mem.HugePages `yaml:"huge_pages"`
 	// Memory is what backs the engine's memory (its pool and NewRegion's
-	// regions): "memfd" (shared memory: same-host peers can map it, the shm
-	// transport, and over tcp a WRITE of 64 KiB or more leaves by reference,
-	// without a copy, with sendfile), "private" (anonymous memory with
-	// transparent huge pages, which a receiving socket copies into faster)
-	// or "auto": memfd under the auto and shm policies, private under tcp
-	// and rdma. The shm policy needs memfd. Default: auto.
-	Memory string `yaml:"memory"`
+	// regions): memfd, private or auto (see MemoryBacking). The shm policy
+	// needs memfd. Default: auto.
+	Memory MemoryBacking `yaml:"memory"`
 	// Secret, when set, makes the handshake authenticate both sides with a
 	// challenge and response (HMAC-SHA256); the secret never crosses the
 	// wire. A peer that does not know it gets nothing. Default: none.
 	Secret string `yaml:"secret"`
-	// Conns is the number of TCP connections per peer on the tcp transport:
-	// the first carries small operations and messages, the others bulk
-	// transfers. Default: 3 (two bulk streams use both cores of a small host
-	// better than one; measured in docs/BENCHMARKS.md).
-	Conns int `yaml:"conns"`
-	// MaxMessage is the largest Send payload in bytes. Default: 64 KiB;
-	// at most 16 MiB.
+	// MaxMessage is the largest Send payload in bytes. Default: 64 KiB
+	// (DefaultMaxMessage); at most 16 MiB (MaxMaxMessage).
 	MaxMessage int `yaml:"max_message"`
 	// RecvDepth is how many received messages may wait in a peer's receive
-	// queue before senders wait. Default: 128.
+	// queue before senders wait. Default: 128 (DefaultRecvDepth); at most
+	// 65536.
 	RecvDepth int `yaml:"recv_depth"`
-	// PollSpin is how long a connection's reader keeps reading a drained
-	// socket before it waits in the Go poller: an answer that comes within
-	// it skips the wake-up of an idle CPU, which on a virtual machine costs
-	// more than a loopback round trip. At most half the CPUs spin at once,
-	// and no reader spins while more readers than that began to wait for
-	// data within the last millisecond (a busy process's CPUs do not go
-	// idle).
-	// Default: 20µs (the KV service's engines: 50µs, kv.DefaultPollSpin);
-	// negative: never spin.
-	PollSpin time.Duration `yaml:"poll_spin"`
-	// The rdma transport (seed 002's table). XFER_DEVICE, and then
-	// RDMA_DEVICE_NAME, override RDMADevice.
-
-	// RDMADevice is the device to use. Default: the first with an ACTIVE port.
-	RDMADevice string `yaml:"rdma_device"`
-	// RDMAPort is the port number. Default: the first ACTIVE port.
-	RDMAPort int `yaml:"rdma_port"`
-	// RDMAGIDIndex is the GID table index, or "auto" (default): on RoCE a
-	// RoCE v2 IPv4-mapped GID is preferred and a link-local one never used.
-	RDMAGIDIndex string `yaml:"rdma_gid_index"`
-	// RDMAMTU caps the path MTU (256, 512, 1024, 2048 or 4096). Default: the
-	// smaller of both ports' active MTUs.
-	RDMAMTU int `yaml:"rdma_mtu"`
-	// RDMAMaxInlineData is the largest SEND copied into the work request.
-	// Default: 64, or less if the device grants less.
-	RDMAMaxInlineData int `yaml:"rdma_max_inline_data"`
-	// RDMAMaxSendWR and RDMAMaxRecvWR are the queue depths. Default: 256.
-	RDMAMaxSendWR int `yaml:"rdma_max_send_wr"`
-	RDMAMaxRecvWR int `yaml:"rdma_max_recv_wr"`
-	// RDMAMaxSGE is the scatter-gather entries per request. Default: 1.
-	RDMAMaxSGE int `yaml:"rdma_max_sge"`
-	// RDMAQPType is the queue pair type; only "RC" (default) is supported.
-	RDMAQPType string `yaml:"rdma_qp_type"`
-	// RDMAUseSRQ shares one receive queue among a peer's queue pairs.
-	RDMAUseSRQ bool `yaml:"rdma_use_srq"`
-	// RDMAUseEventChannel is "false" (default, seed 002's polling mode):
-	// completion pollers busy-poll while operations are posted, so no
-	// completion waits for a wake-up, and sleep on the completion channel
-	// after rdma_poll_idle without traffic; or "true": they sleep on the
-	// channel rdma_poll_spin after each burst, which saves CPU under light
-	// load and costs a wake-up per request.
-	RDMAUseEventChannel string `yaml:"rdma_use_event_channel"`
-	// RDMAPollSpin is, with the event channel, how long a poller keeps
-	// polling after activity before it sleeps: a request that completes
-	// within it skips a wake-up. Default: 50µs; negative: never spin.
-	RDMAPollSpin time.Duration `yaml:"rdma_poll_spin"`
-	// RDMAPollIdle is, with busy polling, how long a poller spins without
-	// a post or a completion before it sleeps on the completion channel.
-	// Default: 10ms; negative: never sleep while a peer is connected (as
-	// perftest polls; a core per device, always).
-	RDMAPollIdle time.Duration `yaml:"rdma_poll_idle"`
-	// RDMAUseCM connects queue pairs through rdma_cm on RoCE and InfiniBand
-	// too; iWARP devices always use it. Default: the engine's own exchange.
-	RDMAUseCM bool `yaml:"rdma_use_cm"`
 	// HandshakeTimeout bounds Dial's handshake and an inbound peer's
-	// handshake. Default: 10s.
+	// handshake. Default: 10s (DefaultHandshakeTimeout).
 	HandshakeTimeout time.Duration `yaml:"handshake_timeout"`
-	// Logger receives the engine's logs. Default: slog.Default() at warn
-	// level.
+	// TCP configures the tcp transport's connections (conns, poll_spin);
+	// its poll_spin also applies to the control connection of shm and rdma.
+	// Default: tcp.Config's defaults.
+	TCP tcp.Config `yaml:"tcp"`
+	// RDMA configures the rdma transport (device, port, gid_index, queue
+	// sizes, polling). Default: verbs.Config's defaults, which open the
+	// first device with an ACTIVE port.
+	RDMA verbs.Config `yaml:"rdma"`
+	// Logger receives the engine's logs. Not a config file key. Default: a
+	// text logger on standard error at warn level.
 	Logger *slog.Logger `yaml:"-"`
 }
 
 // Defaults.
 const (
 	DefaultMemoryMB         = 64
-	DefaultConns            = 3
 	DefaultMaxMessage       = 64 << 10
 	MaxMaxMessage           = 16 << 20
 	DefaultRecvDepth        = 128
 	DefaultHandshakeTimeout = 10 * time.Second
-	maxConns                = 64
+	maxMemoryMB             = 1 << 20
 	maxRecvDepth            = 1 << 16
 )
 
-// withDefaults validates c and fills in defaults. Errors name the key.
+// Clone returns a copy of c that shares nothing with it but the Logger.
+func (c Config) Clone() Config {
+	c.TCP = c.TCP.Clone()
+	c.RDMA = c.RDMA.Clone()
+	return c
+}
+
+// withDefaults validates c and fills in defaults, its own and each
+// transport's. Errors name the key.
 func (c Config) withDefaults() (Config, error) {
+	c = c.Clone()
 	var err error
 	if c.Transport, err = ParsePolicy(string(c.Transport)); err != nil {
 		return c, fmt.Errorf("config: %w", err)
@@ -166,32 +205,17 @@ func (c Config) withDefaults() (Config, error) {
 	switch {
 	case c.MemoryMB == 0:
 		c.MemoryMB = DefaultMemoryMB
-	case c.MemoryMB < 0 || c.MemoryMB > 1<<20:
-		return c, fmt.Errorf("config: memory_mb %d: must be between 1 and 1048576", c.MemoryMB)
+	case c.MemoryMB < 0 || c.MemoryMB > maxMemoryMB:
+		return c, fmt.Errorf("config: memory_mb %d: must be between 1 and %d", c.MemoryMB, maxMemoryMB)
 	}
-	if c.HugePages == "" {
-		c.HugePages = "auto"
+	if _, err := c.HugePages.MarshalText(); err != nil {
+		return c, fmt.Errorf("config: huge_pages %d: must be auto, off or explicit", int(c.HugePages))
 	}
-	switch c.HugePages {
-	case "auto", "off", "explicit":
-	default:
-		return c, fmt.Errorf("config: huge_pages %q: must be auto, off or explicit", c.HugePages)
+	if c.Memory, err = ParseMemoryBacking(string(c.Memory)); err != nil {
+		return c, fmt.Errorf("config: %w", err)
 	}
-	switch c.Memory {
-	case "", "auto":
-		c.Memory = "auto"
-	case "memfd", "private":
-	default:
-		return c, fmt.Errorf("config: memory %q: must be auto, memfd or private", c.Memory)
-	}
-	if c.Memory == "private" && c.Transport == PolicySHM {
+	if c.Memory == MemoryPrivate && c.Transport == PolicySHM {
 		return c, fmt.Errorf("config: memory private: the shm transport needs memfd memory (memory: memfd or auto)")
-	}
-	switch {
-	case c.Conns == 0:
-		c.Conns = DefaultConns
-	case c.Conns < 0 || c.Conns > maxConns:
-		return c, fmt.Errorf("config: conns %d: must be between 1 and %d", c.Conns, maxConns)
 	}
 	switch {
 	case c.MaxMessage == 0:
@@ -211,72 +235,19 @@ func (c Config) withDefaults() (Config, error) {
 	case c.HandshakeTimeout < 0:
 		return c, fmt.Errorf("config: handshake_timeout %v: must be positive", c.HandshakeTimeout)
 	}
-	switch {
-	case c.RDMAGIDIndex == "" || c.RDMAGIDIndex == "auto":
-		c.RDMAGIDIndex = "auto"
-	default:
-		if n, err := strconv.Atoi(c.RDMAGIDIndex); err != nil || n < 0 || n > 255 {
-			return c, fmt.Errorf("config: rdma_gid_index %q: must be auto or 0 to 255", c.RDMAGIDIndex)
-		}
-	}
-	switch c.RDMAMTU {
-	case 0, 256, 512, 1024, 2048, 4096:
-	default:
-		return c, fmt.Errorf("config: rdma_mtu %d: must be 256, 512, 1024, 2048 or 4096", c.RDMAMTU)
-	}
-	for key, v := range map[string]int{"rdma_port": c.RDMAPort, "rdma_max_inline_data": c.RDMAMaxInlineData,
-		"rdma_max_send_wr": c.RDMAMaxSendWR, "rdma_max_recv_wr": c.RDMAMaxRecvWR, "rdma_max_sge": c.RDMAMaxSGE} {
-		if v < 0 || v > 1<<16 {
-			return c, fmt.Errorf("config: %s %d: must be between 0 (default) and 65536", key, v)
-		}
-	}
-	switch {
-	case c.PollSpin > time.Second:
-		return c, fmt.Errorf("config: poll_spin %v: at most 1s", c.PollSpin)
-	case c.PollSpin == 0:
-		c.PollSpin = DefaultPollSpin
-	case c.PollSpin < 0:
-		c.PollSpin = -1
-	}
-	if c.RDMAPollSpin > time.Second {
-		return c, fmt.Errorf("config: rdma_poll_spin %v: at most 1s", c.RDMAPollSpin)
-	}
-	if c.RDMAPollIdle > time.Minute {
-		return c, fmt.Errorf("config: rdma_poll_idle %v: at most 1m (negative: never sleep)", c.RDMAPollIdle)
-	}
-	switch strings.ToLower(c.RDMAUseEventChannel) {
-	case "true":
-		c.RDMAUseEventChannel = "true"
-	case "", "false":
-		c.RDMAUseEventChannel = "false"
-	default:
-		return c, fmt.Errorf("config: rdma_use_event_channel %q: must be true or false", c.RDMAUseEventChannel)
-	}
-	switch strings.ToUpper(c.RDMAQPType) {
-	case "", "RC":
-		c.RDMAQPType = "RC"
-	default:
-		return c, fmt.Errorf("config: rdma_qp_type %q: only RC is supported", c.RDMAQPType)
+	if c.TCP, err = c.TCP.WithDefaults(); err != nil {
+		return c, err
 	}
 	if v := os.Getenv("XFER_DEVICE"); v != "" {
-		c.RDMADevice = v
-	} else if v := os.Getenv("RDMA_DEVICE_NAME"); v != "" && c.RDMADevice == "" {
-		c.RDMADevice = v
+		c.RDMA.Device = v
+	} else if v := os.Getenv("RDMA_DEVICE_NAME"); v != "" && c.RDMA.Device == "" {
+		c.RDMA.Device = v
+	}
+	if c.RDMA, err = c.RDMA.WithDefaults(); err != nil {
+		return c, err
 	}
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	}
 	return c, nil
-}
-
-// verbs is the rdma transport's part of the configuration.
-func (c Config) verbs() verbs.Config {
-	var gid verbs.GIDIndex
-	if c.RDMAGIDIndex != "auto" && c.RDMAGIDIndex != "" {
-		n, _ := strconv.Atoi(c.RDMAGIDIndex)
-		gid = verbs.GID(n)
-	}
-	return verbs.Config{Device: c.RDMADevice, Port: c.RDMAPort, GIDIndex: gid, MTU: c.RDMAMTU,
-		MaxInlineData: c.RDMAMaxInlineData, MaxSendWR: c.RDMAMaxSendWR, MaxRecvWR: c.RDMAMaxRecvWR,
-		MaxSGE: c.RDMAMaxSGE, QPType: verbs.QPType(c.RDMAQPType), UseSRQ: c.RDMAUseSRQ, UseEventChannel: c.RDMAUseEventChannel == "true", PollSpin: c.RDMAPollSpin, PollIdle: c.RDMAPollIdle, UseCM: c.RDMAUseCM}
 }

@@ -86,17 +86,16 @@ func Open(ctx context.Context, cfg Config) (*Engine, error) {
 	e.transports = map[string]transport.Transport{
 		"tcp":  tcp.New(),
 		"shm":  shm.New(),
-		"rdma": verbs.New(cfg.verbs()),
+		"rdma": verbs.New(cfg.RDMA),
 	}
 	if cfg.Transport == PolicyRDMA || cfg.Transport == PolicySHM {
 		if err := e.transports[string(cfg.Transport)].Available(); err != nil {
 			return nil, fmt.Errorf("open: transport %s: %w", cfg.Transport, err)
 		}
 	}
-	hp, _ := mem.ParseHugePages(cfg.HugePages)
 	mr, err := mem.NewRegion(mem.RegionOptions{
 		Size:      cfg.MemoryMB << 20,
-		HugePages: hp,
+		HugePages: cfg.HugePages,
 		Shared:    cfg.sharedMemory(),
 		Name:      "xfer-pool",
 	})
@@ -135,8 +134,9 @@ func (e *Engine) ID() ID { return e.id }
 // Addr is the address peers dial, or "" when the engine does not listen.
 func (e *Engine) Addr() string { return e.addr }
 
-// Config is the engine's configuration, with defaults filled in.
-func (e *Engine) Config() Config { return e.cfg }
+// Config is the engine's configuration, with defaults filled in (a copy:
+// changing it changes nothing in the engine).
+func (e *Engine) Config() Config { return e.cfg.Clone() }
 
 // Pool is the default pool. Its buffers are registered read-write.
 func (e *Engine) Pool() *mem.Pool { return e.pool }
@@ -176,9 +176,9 @@ func (e *Engine) Free(b Buffer) error { return e.pool.Free(b.Buffer) }
 // (docs/BENCHMARKS.md).
 func (c Config) sharedMemory() bool {
 	switch c.Memory {
-	case "memfd":
+	case MemoryMemfd:
 		return true
-	case "private":
+	case MemoryPrivate:
 		return false
 	}
 	return c.Transport == PolicyAuto || c.Transport == PolicySHM
@@ -187,8 +187,7 @@ func (c Config) sharedMemory() bool {
 // NewRegion maps size bytes (huge pages as configured) and registers them
 // with the given rights.
 func (e *Engine) NewRegion(size int, access Access) (*Region, error) {
-	hp, _ := mem.ParseHugePages(e.cfg.HugePages)
-	mr, err := mem.NewRegion(mem.RegionOptions{Size: size, HugePages: hp,
+	mr, err := mem.NewRegion(mem.RegionOptions{Size: size, HugePages: e.cfg.HugePages,
 		Shared: e.cfg.sharedMemory(), Name: "xfer-region"})
 	if err != nil {
 		return nil, err

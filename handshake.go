@@ -173,7 +173,7 @@ func (e *Engine) acceptPeer(nc net.Conn, h *wire.Hello) (*Peer, error) {
 	remote.Blob = offerBlob(h, t.Name())
 	conns := 1
 	if t.Name() != "rdma" {
-		conns = clamp(int(h.Conns), 1, e.cfg.Conns)
+		conns = clamp(int(h.Conns), 1, e.cfg.TCP.Conns)
 	}
 	w := wire.Welcome{Transport: t.Name(), Blob: t.LocalBlob(), Conns: uint16(conns),
 		MaxMessage: uint32(min(int(h.MaxMessage), e.cfg.MaxMessage)), RecvDepth: uint32(min(int(h.RecvDepth), e.cfg.RecvDepth)), Listen: e.addr}
@@ -204,7 +204,7 @@ func (e *Engine) acceptPeer(nc net.Conn, h *wire.Hello) (*Peer, error) {
 	defer cancel()
 	ep, err := t.Connect(ctx, transport.Params{
 		Role: transport.Acceptor, Conn: nc, Local: local, Remote: remote, Host: p.host(),
-		Conns: conns, MaxMessage: int(w.MaxMessage), RecvDepth: int(w.RecvDepth), PollSpin: e.cfg.PollSpin, Logger: e.log,
+		Conns: conns, MaxMessage: int(w.MaxMessage), RecvDepth: int(w.RecvDepth), PollSpin: e.cfg.TCP.PollSpin, Logger: e.log,
 		AcceptExtra: func(ctx context.Context) (net.Conn, error) {
 			select {
 			case c := <-joins:
@@ -422,7 +422,7 @@ func (e *Engine) connectOnce(ctx context.Context, p *Peer, exclude map[string]er
 	defer stop()
 	hello := wire.Hello{MinVersion: wire.VersionMin, MaxVersion: wire.VersionMax, Caps: wire.CapAuth | wire.CapNotify | wire.CapAttach,
 		ID: e.id, HostID: e.hostID, PID: uint32(os.Getpid()), Policy: string(e.cfg.Transport),
-		Conns: uint16(e.cfg.Conns), MaxMessage: uint32(e.cfg.MaxMessage), RecvDepth: uint32(e.cfg.RecvDepth),
+		Conns: uint16(e.cfg.TCP.Conns), MaxMessage: uint32(e.cfg.MaxMessage), RecvDepth: uint32(e.cfg.RecvDepth),
 		Listen: e.addr, Transports: offers}
 	if _, err := rand.Read(hello.Nonce[:]); err != nil {
 		return nil, "", err
@@ -478,7 +478,7 @@ func (e *Engine) connectOnce(ctx context.Context, p *Peer, exclude map[string]er
 	if t == nil || exclude[w.Transport] != nil || !offered(&hello, w.Transport) {
 		return nil, "", fmt.Errorf("dial %s: %w: peer chose transport %q, which was not offered", addr, ErrProtocol, w.Transport)
 	}
-	if w.Conns < 1 || int(w.Conns) > e.cfg.Conns && w.Transport != "rdma" || w.MaxMessage == 0 || w.RecvDepth == 0 {
+	if w.Conns < 1 || int(w.Conns) > e.cfg.TCP.Conns && w.Transport != "rdma" || w.MaxMessage == 0 || w.RecvDepth == 0 {
 		return nil, "", fmt.Errorf("dial %s: %w: bad welcome parameters", addr, ErrProtocol)
 	}
 	nc.SetDeadline(time.Time{})
@@ -487,7 +487,7 @@ func (e *Engine) connectOnce(ctx context.Context, p *Peer, exclude map[string]er
 	p.setRemote(remote, w.Exports)
 	ep, err = t.Connect(ctx, transport.Params{
 		Role: transport.Dialer, Conn: nc, Local: local, Remote: remote, Host: p.host(),
-		Conns: int(w.Conns), MaxMessage: int(w.MaxMessage), RecvDepth: int(w.RecvDepth), PollSpin: e.cfg.PollSpin, Logger: e.log,
+		Conns: int(w.Conns), MaxMessage: int(w.MaxMessage), RecvDepth: int(w.RecvDepth), PollSpin: e.cfg.TCP.PollSpin, Logger: e.log,
 		DialExtra: func(ctx context.Context) (net.Conn, error) { return e.join(ctx, addr, w.Token) },
 	})
 	nc = nil // Connect owns it now, on success and on failure

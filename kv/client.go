@@ -83,7 +83,7 @@ type ClientOptions struct {
 	// Default: the client opens its own with EngineConfig and closes it.
 	Engine *xfer.Engine
 	// EngineConfig configures the client's own engine (MemoryMB is the
-	// buffer pool: seed 001's --buffer-mb, default 64; an unset PollSpin
+	// buffer pool: seed 001's --buffer-mb, default 64; an unset TCP.PollSpin
 	// is DefaultPollSpin).
 	EngineConfig xfer.Config
 	// InlineMax is the largest value accepted or sent inline in the gRPC
@@ -290,8 +290,8 @@ func Dial(ctx context.Context, addr string, opts ClientOptions) (*Client, error)
 		c.log = slog.New(slog.DiscardHandler)
 	}
 	if c.e == nil {
-		if opts.EngineConfig.PollSpin == 0 {
-			opts.EngineConfig.PollSpin = DefaultPollSpin
+		if opts.EngineConfig.TCP.PollSpin == 0 {
+			opts.EngineConfig.TCP.PollSpin = DefaultPollSpin
 		}
 		c.e, err = xfer.Open(ctx, opts.EngineConfig)
 		if err != nil {

@@ -20,6 +20,7 @@ import (
 
 	"github.com/xferio/xfer"
 	"github.com/xferio/xfer/kv/kvpb"
+	"github.com/xferio/xfer/transport/tcp"
 )
 
 // testServer is a real server: gRPC on a loopback port, the data plane on
@@ -43,8 +44,8 @@ func startServerAt(t testing.TB, addr string, opts ServerOptions) *testServer {
 	if opts.Engine.MemoryMB == 0 {
 		opts.Engine.MemoryMB = 32
 	}
-	if opts.Engine.RDMADevice == "" {
-		opts.Engine.RDMADevice = rdmaDevice
+	if opts.Engine.RDMA.Device == "" {
+		opts.Engine.RDMA.Device = rdmaDevice
 	}
 	s, err := NewServer(context.Background(), opts)
 	if err != nil {
@@ -94,7 +95,7 @@ func dialOpts(t testing.TB, addr string, opts ClientOptions) *Client {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	opts.EngineConfig.RDMADevice = rdmaDevice
+	opts.EngineConfig.RDMA.Device = rdmaDevice
 	c, err := Dial(ctx, addr, opts)
 	if err != nil {
 		t.Fatal(err)
@@ -806,19 +807,19 @@ func TestDataPlaneRequestsNameOwnBuffers(t *testing.T) {
 // their configuration says otherwise.
 func TestPollSpinDefault(t *testing.T) {
 	s := startServer(t, ServerOptions{})
-	if got := s.Engine().Config().PollSpin; got != DefaultPollSpin {
+	if got := s.Engine().Config().TCP.PollSpin; got != DefaultPollSpin {
 		t.Errorf("server engine poll_spin %v, want %v", got, DefaultPollSpin)
 	}
 	c := dial(t, s.addr, xfer.PolicyTCP)
-	if got := c.Engine().Config().PollSpin; got != DefaultPollSpin {
+	if got := c.Engine().Config().TCP.PollSpin; got != DefaultPollSpin {
 		t.Errorf("client engine poll_spin %v, want %v", got, DefaultPollSpin)
 	}
-	c = dialOpts(t, s.addr, ClientOptions{EngineConfig: xfer.Config{PollSpin: -1}})
-	if got := c.Engine().Config().PollSpin; got >= 0 {
+	c = dialOpts(t, s.addr, ClientOptions{EngineConfig: xfer.Config{TCP: tcp.Config{PollSpin: -1}}})
+	if got := c.Engine().Config().TCP.PollSpin; got >= 0 {
 		t.Errorf("client engine poll_spin %v, want off (-1ns)", got)
 	}
-	s = startServer(t, ServerOptions{Engine: xfer.Config{PollSpin: 7 * time.Microsecond}})
-	if got := s.Engine().Config().PollSpin; got != 7*time.Microsecond {
+	s = startServer(t, ServerOptions{Engine: xfer.Config{TCP: tcp.Config{PollSpin: 7 * time.Microsecond}}})
+	if got := s.Engine().Config().TCP.PollSpin; got != 7*time.Microsecond {
 		t.Errorf("server engine poll_spin %v, want the configured 7µs", got)
 	}
 }

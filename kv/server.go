@@ -38,7 +38,7 @@ const (
 	// where a one-sided transfer is a single copy (or the NIC's DMA): inline
 	// GETs measured faster up to 16 KiB and slower from 32 KiB.
 	DefaultInlineMaxSHM = 16 << 10
-	// DefaultPollSpin is the poll_spin (xfer.Config.PollSpin) of the KV
+	// DefaultPollSpin is the poll_spin (xfer.Config.TCP.PollSpin) of the KV
 	// service's engines, server and clients, when their configuration
 	// leaves it unset: longer than the engine's own default (20 µs)
 	// because a reader waits for a whole KV exchange (the request, the
@@ -57,7 +57,7 @@ const (
 type ServerOptions struct {
 	// Engine configures the data-plane engine. Its Listen address is the one
 	// clients dial (default ":0", any port; Hello tells clients which), and
-	// its MemoryMB the size of the value pool. An unset PollSpin is
+	// its MemoryMB the size of the value pool. An unset TCP.PollSpin is
 	// DefaultPollSpin.
 	Engine xfer.Config
 	// Full is what a PUT does when the pool is full. Default: Evict.
@@ -71,7 +71,7 @@ type ServerOptions struct {
 	// DefaultInlineMaxSHM for clients on shm and rdma.
 	InlineMax int
 	// Devices is the number of data-plane engines, one per RDMA device
-	// (seed 001's --num-domains): with more than one and no RDMADevice set,
+	// (seed 001's --num-domains): with more than one and no RDMA.Device set,
 	// engine i uses the i-th device. Clients spread over them by engine ID.
 	// On tcp and shm they are simply separate listeners. Default: 1.
 	Devices int
@@ -129,8 +129,8 @@ func NewServer(ctx context.Context, opts ServerOptions) (*Server, error) {
 	if opts.Engine.Listen == "" {
 		opts.Engine.Listen = ":0"
 	}
-	if opts.Engine.PollSpin == 0 {
-		opts.Engine.PollSpin = DefaultPollSpin
+	if opts.Engine.TCP.PollSpin == 0 {
+		opts.Engine.TCP.PollSpin = DefaultPollSpin
 	}
 	// Data-plane requests carry a key and, inline, a small value.
 	if need := msgSize(opts.MaxKey, opts.InlineMax); opts.Engine.MaxMessage < need {
@@ -179,7 +179,7 @@ func openEngines(ctx context.Context, opts ServerOptions) ([]*xfer.Engine, error
 		return nil, fmt.Errorf("kv: devices %d: must be at least 1", opts.Devices)
 	}
 	var names []string
-	if opts.Devices > 1 && opts.Engine.RDMADevice == "" && opts.Engine.Transport != xfer.PolicyTCP && opts.Engine.Transport != xfer.PolicySHM {
+	if opts.Devices > 1 && opts.Engine.RDMA.Device == "" && opts.Engine.Transport != xfer.PolicyTCP && opts.Engine.Transport != xfer.PolicySHM {
 		devs, err := ibv.Devices()
 		if err != nil || len(devs) < opts.Devices {
 			var have []string
@@ -202,7 +202,7 @@ func openEngines(ctx context.Context, opts ServerOptions) ([]*xfer.Engine, error
 	for i := range opts.Devices {
 		cfg := opts.Engine
 		if names != nil {
-			cfg.RDMADevice = names[i]
+			cfg.RDMA.Device = names[i]
 		}
 		if i > 0 {
 			cfg.MemoryMB = 1 // their own pools stay unused

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"encoding"
 	"errors"
 	"fmt"
 	"os"
@@ -13,19 +14,28 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/xferio/xfer"
+	"github.com/xferio/xfer/mem"
 )
 
 // The effective configuration is built in three layers, each overriding the
 // one before: the YAML file (--config, or $XFER_CONFIG), the environment
 // (XFER_<KEY>), and the command-line flags that were given explicitly.
 //
-// All three are driven by the yaml tags of xfer.Config, through reflection in
-// configFields and setField below. No library covers "YAML with unknown-key
-// errors + environment + cobra flags, with errors that name the key" without
-// more weight than these hundred lines (viper, for one, lowercases keys,
-// ignores unknown ones and silently coerces bad values), and this way a field
-// added to xfer.Config is picked up by all three layers at once; the
-// reflection test in config_test.go makes sure setField can parse it.
+// All three are driven by the yaml tags of xfer.Config and of the
+// per-layer configs it nests (tcp.Config, verbs.Config), through reflection
+// in configFields and setField below. No library covers "YAML with
+// unknown-key errors + environment + cobra flags, with errors that name the
+// key" without more weight than these few hundred lines (viper, for one,
+// lowercases keys, ignores unknown ones and silently coerces bad values),
+// and this way a field added to any layer's Config is picked up by all
+// three layers at once; the reflection test in config_test.go makes sure
+// setField can parse it.
+//
+// A nested layer's keys are accepted in two forms: in its mapping (rdma:
+// {device: rxe0}, tcp: {conns: 3}) and at the top level as they were
+// before the layers had configs of their own (rdma_device: rxe0, conns: 3;
+// sections below gives the prefix). A file may use both forms, but not for
+// the same option.
 
 // envPrefix is the prefix of the environment variables that override the
 // file: XFER_MEMORY_MB overrides memory_mb.
@@ -34,42 +44,118 @@ const envPrefix = "XFER_"
 // envConfigFile names the config file when --config is not given.
 const envConfigFile = envPrefix + "CONFIG"
 
-// configField is one settable field of xfer.Config.
-type configField struct {
-	key   string // yaml key, e.g. "memory_mb"
-	index int    // field index in xfer.Config
+// sections maps the yaml key of each nested config of xfer.Config to the
+// prefix its keys take at the top level: tcp's keys keep their old
+// unprefixed names (conns, poll_spin), rdma's had rdma_ (rdma_device).
+var sections = map[string]string{
+	"tcp":  "",
+	"rdma": "rdma_",
 }
 
-func (f configField) env() string  { return envPrefix + strings.ToUpper(f.key) }
-func (f configField) flag() string { return strings.ReplaceAll(f.key, "_", "-") }
+// configField is one settable field of xfer.Config or of a config it nests.
+type configField struct {
+	key     string // canonical key: "memory_mb", "tcp.conns", "rdma.device"
+	flat    string // the key at the top level: "memory_mb", "conns", "rdma_device"
+	section string // "" for xfer.Config's own fields, else "tcp", "rdma"
+	sub     string // the key inside its section: "conns", "device"
+	index   []int  // field index path in xfer.Config
+}
 
-// configFields lists the fields of xfer.Config that have a yaml key.
+// env returns the field's environment variables: XFER_<FLAT KEY>, and for a
+// nested field whose canonical key differs, XFER_<SECTION>_<KEY> as well
+// (XFER_CONNS and XFER_TCP_CONNS; rdma's two names are the same).
+func (f configField) env() []string {
+	names := []string{envPrefix + strings.ToUpper(f.flat)}
+	if n := envPrefix + strings.ToUpper(strings.ReplaceAll(f.key, ".", "_")); n != names[0] {
+		names = append(names, n)
+	}
+	return names
+}
+
+func (f configField) flag() string { return strings.ReplaceAll(f.flat, "_", "-") }
+
+// yamlKey is the yaml key of a struct field ("" when it has none).
+func yamlKey(sf reflect.StructField) string {
+	key, _, _ := strings.Cut(sf.Tag.Get("yaml"), ",")
+	if key == "-" {
+		return ""
+	}
+	return key
+}
+
+var textUnmarshalerType = reflect.TypeFor[encoding.TextUnmarshaler]()
+
+// isSection reports whether a field of type t is a nested config (a struct
+// that does not parse itself from text).
+func isSection(t reflect.Type) bool {
+	return t.Kind() == reflect.Struct && !reflect.PointerTo(t).Implements(textUnmarshalerType)
+}
+
+// configFields lists the fields of xfer.Config, and of the configs it
+// nests, that have a yaml key.
 func configFields() []configField {
 	t := reflect.TypeFor[xfer.Config]()
 	var out []configField
 	for i := range t.NumField() {
-		key, _, _ := strings.Cut(t.Field(i).Tag.Get("yaml"), ",")
-		if key == "" || key == "-" {
+		sf := t.Field(i)
+		key := yamlKey(sf)
+		if key == "" {
 			continue
 		}
-		out = append(out, configField{key: key, index: i})
+		if !isSection(sf.Type) {
+			out = append(out, configField{key: key, flat: key, index: []int{i}})
+			continue
+		}
+		prefix, ok := sections[key]
+		if !ok {
+			panic(fmt.Sprintf("xfer.Config.%s: nested config %q has no entry in sections", sf.Name, key))
+		}
+		for j := range sf.Type.NumField() {
+			sub := yamlKey(sf.Type.Field(j))
+			if sub == "" {
+				continue
+			}
+			out = append(out, configField{key: key + "." + sub, flat: prefix + sub, section: key, sub: sub, index: []int{i, j}})
+		}
 	}
 	return out
 }
 
-// configKeys returns the known keys, for error messages.
+// configKeys returns the top-level keys, for help and error messages.
 func configKeys() string {
 	var keys []string
 	for _, f := range configFields() {
-		keys = append(keys, f.key)
+		keys = append(keys, f.flat)
 	}
 	return strings.Join(keys, ", ")
 }
 
+// sectionKeys returns the keys of one nested config, for error messages.
+func sectionKeys(section string) string {
+	var keys []string
+	for _, f := range configFields() {
+		if f.section == section {
+			keys = append(keys, f.sub)
+		}
+	}
+	return strings.Join(keys, ", ")
+}
+
+// sectionNames returns the nested configs' keys, "tcp, rdma".
+func sectionNames() string {
+	var names []string
+	for _, f := range configFields() {
+		if f.section != "" && (len(names) == 0 || names[len(names)-1] != f.section) {
+			names = append(names, f.section)
+		}
+	}
+	return strings.Join(names, ", ")
+}
+
 // loadConfig builds the configuration from the file at path (none when path
 // is empty), then the environment (read through lookupEnv), then the flags in
-// fs that were set on the command line. A flag overrides a key when its name
-// is the key with '-' for '_' (--memory-mb for memory_mb).
+// fs that were set on the command line. A flag overrides a key when its
+// name is the top-level key with '-' for '_' (--memory-mb for memory_mb).
 func loadConfig(path string, lookupEnv func(string) (string, bool), fs *pflag.FlagSet) (xfer.Config, error) {
 	var cfg xfer.Config
 	if path != "" {
@@ -90,6 +176,12 @@ func loadConfig(path string, lookupEnv func(string) (string, bool), fs *pflag.Fl
 		}
 	}
 	return cfg, nil
+}
+
+// seenKey is where a file set an option: the key as written, and its line.
+type seenKey struct {
+	written string
+	line    int
 }
 
 // decodeConfig decodes a YAML mapping of xfer.Config keys into cfg. name is
@@ -113,48 +205,99 @@ func decodeConfig(name string, data []byte, cfg *xfer.Config) error {
 		return nil // only comments
 	}
 	if root.Kind != yaml.MappingNode {
-		return fmt.Errorf("%s:%d: expected a mapping of keys (%s) to values", name, root.Line, configKeys())
+		return fmt.Errorf("%s:%d: expected a mapping of keys (%s; or the mappings %s) to values", name, root.Line, configKeys(), sectionNames())
 	}
-	byKey := make(map[string]configField)
+	flat := make(map[string]configField)
+	nested := make(map[string]configField)
 	for _, f := range configFields() {
-		byKey[f.key] = f
+		flat[f.flat] = f
+		if f.section != "" {
+			nested[f.key] = f
+		}
 	}
-	seen := make(map[string]int)
+	seen := make(map[string]seenKey) // by canonical key, and by section name
 	v := reflect.ValueOf(cfg).Elem()
-	for i := 0; i+1 < len(root.Content); i += 2 {
-		k, val := root.Content[i], root.Content[i+1]
-		f, ok := byKey[k.Value]
-		if !ok || k.Kind != yaml.ScalarNode {
-			return fmt.Errorf("%s:%d: unknown key %q (known keys: %s)", name, k.Line, k.Value, configKeys())
+	set := func(f configField, k, val *yaml.Node, written string) error {
+		if s, dup := seen[f.key]; dup {
+			if s.written == written {
+				return fmt.Errorf("%s:%d: key %q repeats the one on line %d", name, k.Line, written, s.line)
+			}
+			return fmt.Errorf("%s:%d: key %q sets the same option as %q on line %d: use one of them", name, k.Line, written, s.written, s.line)
 		}
-		if line, dup := seen[k.Value]; dup {
-			return fmt.Errorf("%s:%d: key %q repeats the one on line %d", name, k.Line, k.Value, line)
-		}
-		seen[k.Value] = k.Line
+		seen[f.key] = seenKey{written, k.Line}
 		if val.Kind != yaml.ScalarNode {
-			return fmt.Errorf("%s:%d: %s: expected a single value", name, val.Line, k.Value)
+			return fmt.Errorf("%s:%d: %s: expected a single value", name, val.Line, written)
 		}
 		if val.Tag == "!!null" {
-			continue // "key:" with no value keeps the default
+			return nil // "key:" with no value keeps the default
 		}
-		if err := setField(v.Field(f.index), val.Value); err != nil {
-			return fmt.Errorf("%s:%d: %s: %q: %w", name, val.Line, k.Value, val.Value, err)
+		if err := setField(v.FieldByIndex(f.index), val.Value); err != nil {
+			return fmt.Errorf("%s:%d: %s: %q: %w", name, val.Line, written, val.Value, err)
+		}
+		return nil
+	}
+	for i := 0; i+1 < len(root.Content); i += 2 {
+		k, val := root.Content[i], root.Content[i+1]
+		if k.Kind != yaml.ScalarNode {
+			return fmt.Errorf("%s:%d: a key must be a plain name (known keys: %s; or the mappings %s)", name, k.Line, configKeys(), sectionNames())
+		}
+		if _, ok := sections[k.Value]; ok {
+			if s, dup := seen[k.Value]; dup {
+				return fmt.Errorf("%s:%d: key %q repeats the one on line %d", name, k.Line, k.Value, s.line)
+			}
+			seen[k.Value] = seenKey{k.Value, k.Line}
+			if val.Kind == yaml.ScalarNode && val.Tag == "!!null" {
+				continue // "rdma:" with nothing under it
+			}
+			if val.Kind != yaml.MappingNode {
+				return fmt.Errorf("%s:%d: %s: expected a mapping of keys (%s) to values", name, val.Line, k.Value, sectionKeys(k.Value))
+			}
+			for j := 0; j+1 < len(val.Content); j += 2 {
+				sk, sv := val.Content[j], val.Content[j+1]
+				f, ok := nested[k.Value+"."+sk.Value]
+				if !ok || sk.Kind != yaml.ScalarNode {
+					return fmt.Errorf("%s:%d: unknown key %q in %s (known keys: %s)", name, sk.Line, sk.Value, k.Value, sectionKeys(k.Value))
+				}
+				if err := set(f, sk, sv, f.key); err != nil {
+					return err
+				}
+			}
+			continue
+		}
+		f, ok := flat[k.Value]
+		if !ok {
+			return fmt.Errorf("%s:%d: unknown key %q (known keys: %s; or the mappings %s)", name, k.Line, k.Value, configKeys(), sectionNames())
+		}
+		if err := set(f, k, val, k.Value); err != nil {
+			return err
 		}
 	}
 	return nil
 }
 
 // applyEnv sets each field whose XFER_<KEY> variable is set and not empty.
-// Other XFER_ variables are ignored.
+// A nested field has two names when its top-level key lacks the section's
+// name (XFER_CONNS, XFER_TCP_CONNS): setting both is an error. Other XFER_
+// variables are ignored.
 func applyEnv(cfg *xfer.Config, lookupEnv func(string) (string, bool)) error {
 	v := reflect.ValueOf(cfg).Elem()
 	for _, f := range configFields() {
-		s, ok := lookupEnv(f.env())
-		if !ok || s == "" {
+		var name, s string
+		for _, n := range f.env() {
+			val, ok := lookupEnv(n)
+			if !ok || val == "" {
+				continue
+			}
+			if name != "" {
+				return fmt.Errorf("%s and %s both set %s: use one of them", name, n, f.key)
+			}
+			name, s = n, val
+		}
+		if name == "" {
 			continue
 		}
-		if err := setField(v.Field(f.index), s); err != nil {
-			return fmt.Errorf("%s=%q: %w", f.env(), s, err)
+		if err := setField(v.FieldByIndex(f.index), s); err != nil {
+			return fmt.Errorf("%s=%q: %w", name, s, err)
 		}
 	}
 	return nil
@@ -168,7 +311,7 @@ func applyFlags(cfg *xfer.Config, fs *pflag.FlagSet) error {
 		if fl == nil || !fl.Changed {
 			continue
 		}
-		if err := setField(v.Field(f.index), fl.Value.String()); err != nil {
+		if err := setField(v.FieldByIndex(f.index), fl.Value.String()); err != nil {
 			return fmt.Errorf("--%s=%q: %w", f.flag(), fl.Value.String(), err)
 		}
 	}
@@ -176,15 +319,18 @@ func applyFlags(cfg *xfer.Config, fs *pflag.FlagSet) error {
 }
 
 var (
-	durationType = reflect.TypeFor[time.Duration]()
-	policyType   = reflect.TypeFor[xfer.Policy]()
+	durationType  = reflect.TypeFor[time.Duration]()
+	policyType    = reflect.TypeFor[xfer.Policy]()
+	hugePagesType = reflect.TypeFor[mem.HugePages]()
 )
 
-// errUnsupportedField means xfer.Config grew a field of a type setField does
+// errUnsupportedField means a config grew a field of a type setField does
 // not know; the reflection test in config_test.go catches it.
 var errUnsupportedField = errors.New("unsupported config field type")
 
-// setField parses s into v according to v's type.
+// setField parses s into v according to v's type. A type that parses
+// itself (encoding.TextUnmarshaler: the transport policy, huge pages,
+// memory, gid_index, qp_type) does so; the empty string is its default.
 func setField(v reflect.Value, s string) error {
 	s = strings.TrimSpace(s)
 	switch v.Type() {
@@ -201,6 +347,19 @@ func setField(v reflect.Value, s string) error {
 			return fmt.Errorf("not one of %s, %s, %s, %s", xfer.PolicyAuto, xfer.PolicyTCP, xfer.PolicySHM, xfer.PolicyRDMA)
 		}
 		v.SetString(string(p))
+		return nil
+	}
+	if u, ok := v.Addr().Interface().(encoding.TextUnmarshaler); ok {
+		if s == "" {
+			v.SetZero()
+			return nil
+		}
+		if err := u.UnmarshalText([]byte(s)); err != nil {
+			if v.Type() == hugePagesType {
+				return errors.New("not one of auto, off, explicit")
+			}
+			return err
+		}
 		return nil
 	}
 	switch v.Kind() {

@@ -11,6 +11,9 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/xferio/xfer"
+	"github.com/xferio/xfer/mem"
+	"github.com/xferio/xfer/transport/tcp"
+	"github.com/xferio/xfer/transport/verbs"
 )
 
 // writeConfig writes a config file into a temporary directory.
@@ -65,9 +68,9 @@ func TestConfigFileOnly(t *testing.T) {
 		Advertise:        "host.example:7471",
 		Transport:        xfer.PolicySHM,
 		MemoryMB:         256,
-		HugePages:        "off",
+		HugePages:        mem.HugeOff,
 		Secret:           "s3cret",
-		Conns:            4,
+		TCP:              tcp.Config{Conns: 4},
 		MaxMessage:       1 << 20,
 		RecvDepth:        64,
 		HandshakeTimeout: 5 * time.Second,
@@ -113,7 +116,7 @@ func TestConfigEnvOverridesFile(t *testing.T) {
 		cfg.HandshakeTimeout != 90*time.Second {
 		t.Errorf("environment did not override the file: %+v", cfg)
 	}
-	if cfg.Conns != 4 || cfg.Advertise != "host.example:7471" {
+	if cfg.TCP.Conns != 4 || cfg.Advertise != "host.example:7471" {
 		t.Errorf("keys without a variable lost their file value: %+v", cfg)
 	}
 }
@@ -214,23 +217,49 @@ func TestConfigMissingFile(t *testing.T) {
 	}
 }
 
-// TestConfigEveryField makes sure every yaml key of xfer.Config can be set
-// from text, so that a new field cannot be silently unconfigurable.
+// TestConfigEveryField makes sure every yaml key of xfer.Config, and of the
+// configs it nests, can be set from text, so that a new field cannot be
+// silently unconfigurable.
 func TestConfigEveryField(t *testing.T) {
 	samples := map[reflect.Kind]string{reflect.String: "x", reflect.Int: "3", reflect.Int64: "3s", reflect.Bool: "true"}
-	typ := reflect.TypeFor[xfer.Config]()
-	fields := configFields()
-	for i := range typ.NumField() {
-		if tag := typ.Field(i).Tag.Get("yaml"); tag == "" {
-			t.Errorf("xfer.Config.%s has no yaml tag (use `yaml:\"-\"` to leave it out)", typ.Field(i).Name)
+	// Types that parse themselves: a value that is not their zero.
+	textSamples := map[reflect.Type]string{
+		policyType:                            "tcp",
+		hugePagesType:                         "off",
+		reflect.TypeFor[xfer.MemoryBacking](): "memfd",
+		reflect.TypeFor[verbs.GIDIndex]():     "0",
+		reflect.TypeFor[verbs.QPType]():       "rc",
+	}
+	var check func(typ reflect.Type, name string)
+	check = func(typ reflect.Type, name string) {
+		for i := range typ.NumField() {
+			f := typ.Field(i)
+			switch tag := f.Tag.Get("yaml"); {
+			case tag == "":
+				t.Errorf("%s.%s has no yaml tag (use `yaml:\"-\"` to leave it out)", name, f.Name)
+			case tag != "-" && isSection(f.Type):
+				check(f.Type, f.Type.String())
+			}
 		}
 	}
-	for _, f := range fields {
+	check(reflect.TypeFor[xfer.Config](), "xfer.Config")
+	keys := map[string]bool{}
+	for _, f := range configFields() {
+		for _, k := range []string{f.key, f.flat} {
+			if keys[k] && k != f.key {
+				t.Errorf("key %s is used twice", k)
+			}
+		}
+		keys[f.key], keys[f.flat] = true, true
 		var cfg xfer.Config
-		v := reflect.ValueOf(&cfg).Elem().Field(f.index)
-		s := samples[v.Kind()]
-		if v.Type() == policyType {
-			s = "tcp"
+		v := reflect.ValueOf(&cfg).Elem().FieldByIndex(f.index)
+		s, ok := textSamples[v.Type()]
+		if !ok {
+			if reflect.PointerTo(v.Type()).Implements(textUnmarshalerType) {
+				t.Errorf("key %s (%s): add a sample value to textSamples", f.key, v.Type())
+				continue
+			}
+			s = samples[v.Kind()]
 		}
 		if err := setField(v, s); err != nil {
 			t.Errorf("key %s (%s): %v", f.key, v.Type(), err)
@@ -238,5 +267,157 @@ func TestConfigEveryField(t *testing.T) {
 		if v.IsZero() {
 			t.Errorf("key %s: setting %q left it zero", f.key, s)
 		}
+	}
+}
+
+// Every option a file could set before the layers had configs of their own
+// still works at the top level with the same key, and sets the same field
+// as its key in the nested form.
+func TestConfigFlatAndNested(t *testing.T) {
+	flat := `listen: :0
+conns: 2
+poll_spin: 7us
+rdma_device: rxe0
+rdma_port: 1
+rdma_gid_index: 1
+rdma_mtu: 1024
+rdma_max_inline_data: 32
+rdma_max_send_wr: 128
+rdma_max_recv_wr: 64
+rdma_max_sge: 2
+rdma_qp_type: RC
+rdma_use_srq: true
+rdma_use_event_channel: true
+rdma_poll_spin: 30us
+rdma_poll_idle: 5ms
+rdma_use_cm: true
+`
+	nested := `listen: :0
+tcp:
+  conns: 2
+  poll_spin: 7us
+rdma:
+  device: rxe0
+  port: 1
+  gid_index: 1
+  mtu: 1024
+  max_inline_data: 32
+  max_send_wr: 128
+  max_recv_wr: 64
+  max_sge: 2
+  qp_type: rc
+  use_srq: true
+  use_event_channel: true
+  poll_spin: 30us
+  poll_idle: 5ms
+  use_cm: true
+`
+	want := xfer.Config{
+		Listen: ":0",
+		TCP:    tcp.Config{Conns: 2, PollSpin: 7 * time.Microsecond},
+		RDMA: verbs.Config{Device: "rxe0", Port: 1, GIDIndex: verbs.GID(1), MTU: 1024, MaxInlineData: 32,
+			MaxSendWR: 128, MaxRecvWR: 64, MaxSGE: 2, QPType: verbs.QPTypeRC, UseSRQ: true, UseEventChannel: true,
+			PollSpin: 30 * time.Microsecond, PollIdle: 5 * time.Millisecond, UseCM: true},
+	}
+	for name, text := range map[string]string{"flat": flat, "nested": nested} {
+		cfg, err := loadConfig(writeConfig(t, text), env(), nil)
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		if !reflect.DeepEqual(cfg, want) {
+			t.Errorf("%s:\ngot  %+v\nwant %+v", name, cfg, want)
+		}
+	}
+	// Both forms in one file, for different options; an empty mapping.
+	cfg, err := loadConfig(writeConfig(t, "rdma_device: rxe0\nrdma:\n  gid_index: auto\n  mtu: 2048\ntcp:\nconns: 1\n"), env(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.RDMA.Device != "rxe0" || cfg.RDMA.MTU != 2048 || cfg.RDMA.GIDIndex != (verbs.GIDIndex{}) || cfg.TCP.Conns != 1 {
+		t.Errorf("mixed forms: %+v", cfg)
+	}
+}
+
+// The same option set both ways in one file is an error that names both
+// keys and both lines.
+func TestConfigBothForms(t *testing.T) {
+	for _, tc := range []struct{ text, want string }{
+		{"rdma_device: rxe0\nrdma:\n  device: siw0\n", `xfer.yaml:3: key "rdma.device" sets the same option as "rdma_device" on line 1`},
+		{"tcp:\n  conns: 2\nconns: 3\n", `xfer.yaml:3: key "conns" sets the same option as "tcp.conns" on line 2`},
+		{"rdma:\n  mtu: 1024\nrdma:\n  port: 1\n", `xfer.yaml:3: key "rdma" repeats the one on line 1`},
+		{"rdma:\n  mtu: 1024\n  mtu: 2048\n", `xfer.yaml:3: key "rdma.mtu" repeats the one on line 2`},
+	} {
+		_, err := loadConfig(writeConfig(t, tc.text), env(), nil)
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%q: error %v, want it to contain %q", tc.text, err, tc.want)
+		}
+	}
+}
+
+func TestConfigNestedErrors(t *testing.T) {
+	for _, tc := range []struct{ text, want string }{
+		{"rdma:\n  gid_index: 300\n", `xfer.yaml:2: rdma.gid_index: "300": must be auto or 0 to 255`},
+		{"rdma_gid_index: first\n", `xfer.yaml:1: rdma_gid_index: "first": must be auto or 0 to 255`},
+		{"rdma:\n  qp_type: UD\n", `xfer.yaml:2: rdma.qp_type: "UD": only RC is supported`},
+		{"rdma:\n  use_event_channel: sometimes\n", `xfer.yaml:2: rdma.use_event_channel: "sometimes": not true or false`},
+		{"tcp:\n  poll_spin: 20\n", `xfer.yaml:2: tcp.poll_spin: "20": not a duration`},
+		{"rdma:\n  devcie: rxe0\n", `xfer.yaml:2: unknown key "devcie" in rdma (known keys: device, port,`},
+		{"rdma: rxe0\n", `xfer.yaml:1: rdma: expected a mapping of keys (device, port,`},
+		{"tcp:\n  conns: [1]\n", "xfer.yaml:2: tcp.conns: expected a single value"},
+		{"huge_pages: sometimes\n", `xfer.yaml:1: huge_pages: "sometimes": not one of auto, off, explicit`},
+		{"memory: disk\n", `xfer.yaml:1: memory: "disk": must be auto, memfd or private`},
+		{"tcp.conns: 2\n", `xfer.yaml:1: unknown key "tcp.conns"`},
+	} {
+		_, err := loadConfig(writeConfig(t, tc.text), env(), nil)
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%q: error %v, want it to contain %q", tc.text, err, tc.want)
+		}
+	}
+}
+
+func TestConfigNestedEnv(t *testing.T) {
+	cfg, err := loadConfig(writeConfig(t, "tcp:\n  conns: 2\nrdma:\n  device: siw0\n"), env(
+		"XFER_TCP_POLL_SPIN", "9us",
+		"XFER_CONNS", "4",
+		"XFER_RDMA_DEVICE", "rxe0",
+		"XFER_RDMA_GID_INDEX", "2",
+		"XFER_RDMA_USE_EVENT_CHANNEL", "TRUE",
+	), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := xfer.Config{TCP: tcp.Config{Conns: 4, PollSpin: 9 * time.Microsecond},
+		RDMA: verbs.Config{Device: "rxe0", GIDIndex: verbs.GID(2), UseEventChannel: true}}
+	if !reflect.DeepEqual(cfg, want) {
+		t.Errorf("got  %+v\nwant %+v", cfg, want)
+	}
+	_, err = loadConfig("", env("XFER_CONNS", "4", "XFER_TCP_CONNS", "5"), nil)
+	if err == nil || !strings.Contains(err.Error(), "XFER_CONNS and XFER_TCP_CONNS both set tcp.conns") {
+		t.Errorf("both variables: error %v", err)
+	}
+	_, err = loadConfig("", env("XFER_RDMA_GID_INDEX", "x"), nil)
+	if err == nil || !strings.HasPrefix(err.Error(), `XFER_RDMA_GID_INDEX="x": must be auto or 0 to 255`) {
+		t.Errorf("bad gid index: error %v", err)
+	}
+}
+
+// Every nested config of xfer.Config has a top-level prefix in sections,
+// and no top-level key of a nested field collides with another key.
+func TestConfigSections(t *testing.T) {
+	typ := reflect.TypeFor[xfer.Config]()
+	for i := range typ.NumField() {
+		f := typ.Field(i)
+		if key := yamlKey(f); key != "" && isSection(f.Type) {
+			if _, ok := sections[key]; !ok {
+				t.Errorf("xfer.Config.%s (%s): no entry in sections", f.Name, key)
+			}
+		}
+	}
+	flat := map[string]string{}
+	for _, f := range configFields() {
+		if other, dup := flat[f.flat]; dup {
+			t.Errorf("top-level key %s names both %s and %s", f.flat, other, f.key)
+		}
+		flat[f.flat] = f.key
 	}
 }

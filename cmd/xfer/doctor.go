@@ -14,6 +14,7 @@ import (
 	"github.com/xferio/xfer"
 	"github.com/xferio/xfer/internal/ibv"
 	"github.com/xferio/xfer/internal/sys"
+	"github.com/xferio/xfer/mem"
 )
 
 func newDoctorCmd(g *globals) *cobra.Command {
@@ -179,7 +180,7 @@ func doctor(w io.Writer, cfg xfer.Config) int {
 		c.warn("echo madvise > /sys/kernel/mm/transparent_hugepage/enabled", "transparent huge pages are %s: regions use 4 KiB pages (more NIC translation entries)", mode)
 	}
 	if ht, err := sys.HugeTLBPages(); err == nil {
-		if cfg.HugePages == "explicit" && ht.Free*ht.PageSize < int(need) {
+		if cfg.HugePages == mem.HugeExplicit && ht.Free*ht.PageSize < int(need) {
 			c.fail(fmt.Sprintf("echo %d > /proc/sys/vm/nr_hugepages", (int(need)+ht.PageSize-1)/max(ht.PageSize, 1)+ht.Total-ht.Free),
 				"huge_pages: explicit, but only %d free huge pages of %d KiB for a %d MiB pool", ht.Free, ht.PageSize>>10, memMB)
 		} else {

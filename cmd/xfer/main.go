@@ -2,8 +2,10 @@
 // "xfer serve" runs a target, "xfer bench" measures transfers against one.
 //
 // Every command reads the same configuration: a YAML file (--config or
-// $XFER_CONFIG) whose keys are those of xfer.Config, overridden by XFER_<KEY>
-// environment variables, overridden by flags given on the command line.
+// $XFER_CONFIG) whose keys are those of xfer.Config and of the tcp and rdma
+// configs it nests (as mappings, or at the top level as conns and
+// rdma_device), overridden by XFER_<KEY> environment variables, overridden
+// by flags given on the command line.
 package main
 
 import (
@@ -60,7 +62,11 @@ func newRootCmd(stdout, stderr io.Writer) *cobra.Command {
 		Long: "xfer runs and measures the xfer transfer engine.\n\n" +
 			"Configuration comes from a YAML file (--config, or $" + envConfigFile + ") with the keys\n" +
 			"  " + configKeys() + "\n" +
-			"overridden by " + envPrefix + "<KEY> environment variables (" + envPrefix + "MEMORY_MB, ...),\n" +
+			"where the tcp and rdma keys may also be written as mappings:\n" +
+			"  tcp: {conns: 3, poll_spin: 20us}\n" +
+			"  rdma: {device: rxe0, gid_index: auto}\n" +
+			"(not both forms for one option), overridden by " + envPrefix + "<KEY> environment variables\n" +
+			"(" + envPrefix + "MEMORY_MB, " + envPrefix + "RDMA_DEVICE, " + envPrefix + "CONNS or " + envPrefix + "TCP_CONNS, ...),\n" +
 			"overridden by the flags given on the command line.",
 		SilenceUsage:  true, // errors are not usage mistakes most of the time
 		SilenceErrors: true, // run prints them, once

@@ -4,6 +4,7 @@ import (
 	"testing"
 
 	"github.com/xferio/xfer"
+	"github.com/xferio/xfer/transport/tcp"
 	"github.com/xferio/xfer/xfertest"
 )
 
@@ -12,7 +13,7 @@ func TestConformance(t *testing.T) {
 }
 
 func TestConformanceOneConn(t *testing.T) {
-	xfertest.Run(t, xfertest.Options{Policy: xfer.PolicyTCP, Config: xfer.Config{Conns: 1}})
+	xfertest.Run(t, xfertest.Options{Policy: xfer.PolicyTCP, Config: xfer.Config{TCP: tcp.Config{Conns: 1}}})
 }
 
 // With memfd memory, WRITEs of 64 KiB or more leave by reference (sendfile).

@@ -11,6 +11,7 @@ import (
 
 	"github.com/xferio/xfer"
 	"github.com/xferio/xfer/internal/testutil"
+	"github.com/xferio/xfer/transport/verbs"
 )
 
 // Many rdma_cm connection setups, four at a time against one server, each
@@ -23,7 +24,7 @@ func TestCMSetupRepeated(t *testing.T) {
 	dev := testutil.RequireVerbs(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	cfg := xfer.Config{Transport: xfer.PolicyRDMA, RDMADevice: dev, RDMAUseCM: true, Listen: "127.0.0.1:0", MemoryMB: 4}
+	cfg := xfer.Config{Transport: xfer.PolicyRDMA, Listen: "127.0.0.1:0", MemoryMB: 4, RDMA: verbs.Config{Device: dev, UseCM: true}}
 	srv := openServer(ctx, t, cfg)
 	target, err := srv.NewRegion(4096, xfer.AccessReadWrite)
 	if err != nil {

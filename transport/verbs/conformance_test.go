@@ -6,6 +6,7 @@ import (
 
 	"github.com/xferio/xfer"
 	"github.com/xferio/xfer/internal/testutil"
+	"github.com/xferio/xfer/transport/verbs"
 	"github.com/xferio/xfer/xfertest"
 )
 
@@ -13,13 +14,13 @@ import (
 // conformance suite as tcp and shm.
 func TestConformance(t *testing.T) {
 	dev := testutil.RequireVerbs(t)
-	xfertest.Run(t, xfertest.Options{Policy: xfer.PolicyRDMA, Want: "rdma", Config: xfer.Config{RDMADevice: dev}, NoNotifyAddress: true})
+	xfertest.Run(t, xfertest.Options{Policy: xfer.PolicyRDMA, Want: "rdma", Config: xfer.Config{RDMA: verbs.Config{Device: dev}}, NoNotifyAddress: true})
 }
 
 // Under auto, two engines that both have a usable device pick rdma.
 func TestAutoPicksRDMA(t *testing.T) {
 	dev := testutil.RequireVerbs(t)
-	p := xfertest.NewPair(t, xfertest.Options{Policy: xfer.PolicyAuto, Config: xfer.Config{RDMADevice: dev}}, "")
+	p := xfertest.NewPair(t, xfertest.Options{Policy: xfer.PolicyAuto, Config: xfer.Config{RDMA: verbs.Config{Device: dev}}}, "")
 	if got := p.Peer.Transport(); got != "rdma" {
 		t.Fatalf("auto picked %q with %s available", got, dev)
 	}
@@ -29,7 +30,7 @@ func TestAutoPicksRDMA(t *testing.T) {
 // rdma_cm connection setup works on RoCE too (iWARP always uses it).
 func TestConformanceCM(t *testing.T) {
 	dev := testutil.RequireVerbs(t)
-	xfertest.Run(t, xfertest.Options{Policy: xfer.PolicyRDMA, Want: "rdma", Config: xfer.Config{RDMADevice: dev, RDMAUseCM: true}, NoNotifyAddress: true})
+	xfertest.Run(t, xfertest.Options{Policy: xfer.PolicyRDMA, Want: "rdma", Config: xfer.Config{RDMA: verbs.Config{Device: dev, UseCM: true}}, NoNotifyAddress: true})
 }
 
 // With a shared receive queue (rdma_use_srq) and with completion pollers
@@ -38,5 +39,5 @@ func TestConformanceCM(t *testing.T) {
 func TestConformanceSRQEvents(t *testing.T) {
 	dev := testutil.RequireVerbs(t)
 	xfertest.Run(t, xfertest.Options{Policy: xfer.PolicyRDMA, Want: "rdma", NoNotifyAddress: true,
-		Config: xfer.Config{RDMADevice: dev, RDMAUseSRQ: true, RDMAUseEventChannel: "true"}})
+		Config: xfer.Config{RDMA: verbs.Config{Device: dev, UseSRQ: true, UseEventChannel: true}}})
 }

@@ -20,11 +20,11 @@ import (
 // A device's endpoints share its completion queue: a server with four peers
 // has one CQ, not one per peer, and every peer's data is right.
 func TestOneCQPerDevice(t *testing.T) {
-	for _, mode := range []string{"true", "false"} {
-		t.Run("event_channel="+mode, func(t *testing.T) {
+	for _, mode := range []bool{true, false} {
+		t.Run(fmt.Sprint("event_channel=", mode), func(t *testing.T) {
 			dev := testutil.RequireVerbs(t)
 			before := ibv.Live().CQs
-			cfg := xfer.Config{RDMADevice: dev, RDMAUseEventChannel: mode}
+			cfg := xfer.Config{RDMA: verbs.Config{Device: dev, UseEventChannel: mode}}
 			p := xfertest.NewPair(t, xfertest.Options{Policy: xfer.PolicyRDMA, Config: cfg}, "")
 			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 			defer cancel()
@@ -114,7 +114,7 @@ func churnTraffic(ctx context.Context, e *xfer.Engine, peer *xfer.Peer, i int, t
 // a gone peer reaches a new one.
 func TestCQChurn(t *testing.T) {
 	dev := testutil.RequireVerbs(t)
-	cfg := xfer.Config{RDMADevice: dev}
+	cfg := xfer.Config{RDMA: verbs.Config{Device: dev}}
 	p := xfertest.NewPair(t, xfertest.Options{Policy: xfer.PolicyRDMA, Config: cfg}, "")
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
@@ -176,8 +176,8 @@ func TestCQFull(t *testing.T) {
 		t.Fatal("no CQ size for", dev)
 	}
 	// Too large for any CQ.
-	srv := xfertest.NewPair(t, xfertest.Options{Policy: xfer.PolicyRDMA, Config: xfer.Config{RDMADevice: dev}}, "")
-	big := xfer.Config{Transport: xfer.PolicyRDMA, RDMADevice: dev, RDMAMaxSendWR: size, MemoryMB: 16}
+	srv := xfertest.NewPair(t, xfertest.Options{Policy: xfer.PolicyRDMA, Config: xfer.Config{RDMA: verbs.Config{Device: dev}}}, "")
+	big := xfer.Config{Transport: xfer.PolicyRDMA, MemoryMB: 16, RDMA: verbs.Config{Device: dev, MaxSendWR: size}}
 	e, err := xfer.Open(ctx, big)
 	if err != nil {
 		t.Fatal(err)
@@ -193,7 +193,7 @@ func TestCQFull(t *testing.T) {
 	// is refused until its first leaves.
 	defer verbs.SetMaxCQs(verbs.SetMaxCQs(1))
 	wr := size / 4 // two QPs of wr send requests (and their receives): more than half the CQ
-	cfg := xfer.Config{RDMADevice: dev, RDMAMaxSendWR: wr}
+	cfg := xfer.Config{RDMA: verbs.Config{Device: dev, MaxSendWR: wr}}
 	p := xfertest.NewPair(t, xfertest.Options{Policy: xfer.PolicyRDMA, Config: cfg}, "")
 	c := cfg
 	c.Transport, c.MemoryMB, c.Listen = xfer.PolicyRDMA, 16, "127.0.0.1:0"
@@ -238,7 +238,7 @@ func TestCQFull(t *testing.T) {
 // operation wakes it.
 func TestBusyPollerSleepsWhenIdle(t *testing.T) {
 	dev := testutil.RequireVerbs(t)
-	cfg := xfer.Config{RDMADevice: dev, RDMAPollIdle: 50 * time.Millisecond}
+	cfg := xfer.Config{RDMA: verbs.Config{Device: dev, PollIdle: 50 * time.Millisecond}}
 	p := xfertest.NewPair(t, xfertest.Options{Policy: xfer.PolicyRDMA, Config: cfg}, "")
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()

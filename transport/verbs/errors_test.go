@@ -26,7 +26,7 @@ func TestQPErrorReconnects(t *testing.T) {
 	dev := testutil.RequireVerbs(t)
 	verbs.IgnoreRevokes(true)
 	defer verbs.IgnoreRevokes(false)
-	p := xfertest.NewPair(t, xfertest.Options{Policy: xfer.PolicyRDMA, Config: xfer.Config{RDMADevice: dev}}, "")
+	p := xfertest.NewPair(t, xfertest.Options{Policy: xfer.PolicyRDMA, Config: xfer.Config{RDMA: verbs.Config{Device: dev}}}, "")
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	r, err := p.Server.NewRegion(1<<20, xfer.AccessReadWrite)
@@ -101,7 +101,7 @@ func TestPeerKilled(t *testing.T) {
 	if addr == "" {
 		t.Fatal("the child target printed no address")
 	}
-	e, err := xfer.Open(context.Background(), xfer.Config{Transport: xfer.PolicyRDMA, RDMADevice: dev, MemoryMB: 16})
+	e, err := xfer.Open(context.Background(), xfer.Config{Transport: xfer.PolicyRDMA, MemoryMB: 16, RDMA: verbs.Config{Device: dev}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -142,8 +142,7 @@ func TestChildTarget(t *testing.T) {
 	if os.Getenv("XFER_TEST_CHILD") != "1" {
 		t.Skip("the child side of TestPeerKilled")
 	}
-	e, err := xfer.Open(context.Background(), xfer.Config{Transport: xfer.PolicyRDMA, Listen: "127.0.0.1:0",
-		RDMADevice: os.Getenv("XFER_TEST_DEVICE"), MemoryMB: 16})
+	e, err := xfer.Open(context.Background(), xfer.Config{Transport: xfer.PolicyRDMA, Listen: "127.0.0.1:0", MemoryMB: 16, RDMA: verbs.Config{Device: os.Getenv("XFER_TEST_DEVICE")}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -165,7 +164,7 @@ func TestWriteNotifyTooLarge(t *testing.T) {
 	dev := testutil.RequireVerbs(t)
 	verbs.SetMaxMsgSize(64 << 10)
 	defer verbs.SetMaxMsgSize(0)
-	p := xfertest.NewPair(t, xfertest.Options{Policy: xfer.PolicyRDMA, Config: xfer.Config{RDMADevice: dev}}, "")
+	p := xfertest.NewPair(t, xfertest.Options{Policy: xfer.PolicyRDMA, Config: xfer.Config{RDMA: verbs.Config{Device: dev}}}, "")
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	desc, _ := p.Peer.Region("target")

@@ -19,7 +19,7 @@ import (
 // wrong rkey fails the test (the NIC refuses it).
 func TestExportedKeysNeedNoAttach(t *testing.T) {
 	eachSetup(t, func(t *testing.T, dev string, cm bool) {
-		p := xfertest.NewPair(t, xfertest.Options{Policy: xfer.PolicyRDMA, Config: xfer.Config{RDMADevice: dev, RDMAUseCM: cm}}, "")
+		p := xfertest.NewPair(t, xfertest.Options{Policy: xfer.PolicyRDMA, Config: xfer.Config{RDMA: verbs.Config{Device: dev, UseCM: cm}}}, "")
 		if p.Peer.Transport() != "rdma" {
 			t.Fatalf("transport %s", p.Peer.Transport())
 		}
@@ -82,7 +82,7 @@ func TestExportedKeysNeedNoAttach(t *testing.T) {
 
 		// A second client connects after "late" was exported: it gets
 		// that rkey with the QP numbers too.
-		c2, err := xfer.Open(ctx, xfer.Config{Transport: xfer.PolicyRDMA, RDMADevice: dev, RDMAUseCM: cm, MemoryMB: 16})
+		c2, err := xfer.Open(ctx, xfer.Config{Transport: xfer.PolicyRDMA, MemoryMB: 16, RDMA: verbs.Config{Device: dev, UseCM: cm}})
 		if err != nil {
 			t.Fatal(err)
 		}

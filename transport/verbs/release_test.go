@@ -7,6 +7,7 @@ import (
 
 	"github.com/xferio/xfer"
 	"github.com/xferio/xfer/internal/ibv"
+	"github.com/xferio/xfer/transport/verbs"
 )
 
 // When a dialer goes away, the acceptor's engine frees the connection's QPs,
@@ -19,7 +20,7 @@ func TestDialerGoneReleased(t *testing.T) {
 	eachSetup(t, func(t *testing.T, dev string, cm bool) {
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 		defer cancel()
-		cfg := xfer.Config{Transport: xfer.PolicyRDMA, RDMADevice: dev, RDMAUseCM: cm, Listen: "127.0.0.1:0", MemoryMB: 4}
+		cfg := xfer.Config{Transport: xfer.PolicyRDMA, Listen: "127.0.0.1:0", MemoryMB: 4, RDMA: verbs.Config{Device: dev, UseCM: cm}}
 		srv := openServer(ctx, t, cfg)
 		client := func(v byte) *xfer.Engine {
 			cli, err := dialWrite(ctx, cfg, srv.Addr(), srv.DefaultRegion(), 0, v)

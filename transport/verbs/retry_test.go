@@ -18,7 +18,7 @@ func TestCMSetupRetried(t *testing.T) {
 	dev := testutil.RequireVerbs(t)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	cfg := xfer.Config{Transport: xfer.PolicyRDMA, RDMADevice: dev, RDMAUseCM: true, Listen: "127.0.0.1:0", MemoryMB: 4}
+	cfg := xfer.Config{Transport: xfer.PolicyRDMA, Listen: "127.0.0.1:0", MemoryMB: 4, RDMA: verbs.Config{Device: dev, UseCM: true}}
 	srv := openServer(ctx, t, cfg)
 	verbs.DropListener(true)
 	t.Cleanup(func() { verbs.DropListener(false) })

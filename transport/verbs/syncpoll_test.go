@@ -3,6 +3,7 @@ package verbs_test
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"testing"
 	"time"
 
@@ -17,10 +18,10 @@ import (
 // event channel and with busy polling), and the data is right: 8-byte
 // WRITEs travel inline.
 func TestCallerPolls(t *testing.T) {
-	for _, mode := range []string{"true", "false"} {
-		t.Run("event_channel="+mode, func(t *testing.T) {
+	for _, mode := range []bool{true, false} {
+		t.Run(fmt.Sprint("event_channel=", mode), func(t *testing.T) {
 			dev := testutil.RequireVerbs(t)
-			p := xfertest.NewPair(t, xfertest.Options{Policy: xfer.PolicyRDMA, Config: xfer.Config{RDMADevice: dev, RDMAUseEventChannel: mode}}, "")
+			p := xfertest.NewPair(t, xfertest.Options{Policy: xfer.PolicyRDMA, Config: xfer.Config{RDMA: verbs.Config{Device: dev, UseEventChannel: mode}}}, "")
 			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 			defer cancel()
 			desc, _ := p.Peer.Region("target")

@@ -20,6 +20,7 @@ import (
 	"github.com/xferio/xfer"
 	"github.com/xferio/xfer/internal/ibv"
 	"github.com/xferio/xfer/internal/testutil"
+	"github.com/xferio/xfer/transport/verbs"
 	"github.com/xferio/xfer/xfertest"
 )
 
@@ -74,7 +75,7 @@ func TestDeviceRemoved(t *testing.T) {
 	}
 	typ, netdev := softDevice(t, dev)
 
-	p := xfertest.NewPair(t, xfertest.Options{Policy: xfer.PolicyAuto, Config: xfer.Config{RDMADevice: dev}}, "")
+	p := xfertest.NewPair(t, xfertest.Options{Policy: xfer.PolicyAuto, Config: xfer.Config{RDMA: verbs.Config{Device: dev}}}, "")
 	if got := p.Peer.Transport(); got != "rdma" {
 		t.Fatalf("auto picked %q with %s available", got, dev)
 	}
@@ -218,7 +219,7 @@ func TestDeviceRemoved(t *testing.T) {
 	// With the device back, the same engine uses it for a new peer.
 	readd()
 	readd = func() {}
-	p2 := xfertest.NewPair(t, xfertest.Options{Policy: xfer.PolicyAuto, Config: xfer.Config{RDMADevice: dev}}, "")
+	p2 := xfertest.NewPair(t, xfertest.Options{Policy: xfer.PolicyAuto, Config: xfer.Config{RDMA: verbs.Config{Device: dev}}}, "")
 	peer, err := p.Client.Dial(ctx, p2.Server.Addr())
 	if err != nil {
 		t.Fatal(err)
