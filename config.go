@@ -169,7 +169,9 @@ type Config struct {
 	TCP tcp.Config `yaml:"tcp"`
 	// RDMA configures the rdma transport (device, port, gid_index, queue
 	// sizes, polling). Default: verbs.Config's defaults, which open the
-	// first device with an ACTIVE port.
+	// first device with an ACTIVE port. The library reads no environment
+	// variables; the xfer command lets XFER_DEVICE, and RDMA_DEVICE_NAME
+	// when nothing else names a device, set RDMA.Device.
 	RDMA verbs.Config `yaml:"rdma"`
 	// Logger receives the engine's logs. Not a config file key. Default: a
 	// text logger on standard error at warn level.
@@ -237,11 +239,6 @@ func (c Config) withDefaults() (Config, error) {
 	}
 	if c.TCP, err = c.TCP.WithDefaults(); err != nil {
 		return c, err
-	}
-	if v := os.Getenv("XFER_DEVICE"); v != "" {
-		c.RDMA.Device = v
-	} else if v := os.Getenv("RDMA_DEVICE_NAME"); v != "" && c.RDMA.Device == "" {
-		c.RDMA.Device = v
 	}
 	if c.RDMA, err = c.RDMA.WithDefaults(); err != nil {
 		return c, err

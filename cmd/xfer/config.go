@@ -20,6 +20,8 @@ import (
 // The effective configuration is built in three layers, each overriding the
 // one before: the YAML file (--config, or $XFER_CONFIG), the environment
 // (XFER_<KEY>), and the command-line flags that were given explicitly.
+// Then XFER_DEVICE, if set, names the RDMA device, and RDMA_DEVICE_NAME
+// does when nothing else did.
 //
 // All three are driven by the yaml tags of xfer.Config and of the
 // per-layer configs it nests (tcp.Config, verbs.Config), through reflection
@@ -43,6 +45,13 @@ const envPrefix = "XFER_"
 
 // envConfigFile names the config file when --config is not given.
 const envConfigFile = envPrefix + "CONFIG"
+
+// The variables that name the RDMA device: XFER_DEVICE overrides every
+// other source; RDMA_DEVICE_NAME applies when none set the device.
+const (
+	envDevice     = "XFER_DEVICE"
+	envDeviceName = "RDMA_DEVICE_NAME"
+)
 
 // sections maps the yaml key of each nested config of xfer.Config to the
 // prefix its keys take at the top level: tcp's keys keep their old
@@ -154,8 +163,9 @@ func sectionNames() string {
 
 // loadConfig builds the configuration from the file at path (none when path
 // is empty), then the environment (read through lookupEnv), then the flags in
-// fs that were set on the command line. A flag overrides a key when its
-// name is the top-level key with '-' for '_' (--memory-mb for memory_mb).
+// fs that were set on the command line, then XFER_DEVICE and
+// RDMA_DEVICE_NAME. A flag overrides a key when its name is the top-level
+// key with '-' for '_' (--memory-mb for memory_mb).
 func loadConfig(path string, lookupEnv func(string) (string, bool), fs *pflag.FlagSet) (xfer.Config, error) {
 	var cfg xfer.Config
 	if path != "" {
@@ -174,6 +184,11 @@ func loadConfig(path string, lookupEnv func(string) (string, bool), fs *pflag.Fl
 		if err := applyFlags(&cfg, fs); err != nil {
 			return cfg, err
 		}
+	}
+	if v, _ := lookupEnv(envDevice); v != "" {
+		cfg.RDMA.Device = v
+	} else if v, _ := lookupEnv(envDeviceName); v != "" && cfg.RDMA.Device == "" {
+		cfg.RDMA.Device = v
 	}
 	return cfg, nil
 }

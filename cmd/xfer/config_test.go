@@ -421,3 +421,27 @@ func TestConfigSections(t *testing.T) {
 		flat[f.flat] = f.key
 	}
 }
+
+// XFER_DEVICE names the RDMA device over every other source;
+// RDMA_DEVICE_NAME only when nothing else named one.
+func TestConfigDeviceVariables(t *testing.T) {
+	file := writeConfig(t, "rdma:\n  device: file0\n")
+	for _, tc := range []struct {
+		path string
+		env  []string
+		want string
+	}{
+		{"", nil, ""},
+		{"", []string{"RDMA_DEVICE_NAME", "name0"}, "name0"},
+		{file, []string{"RDMA_DEVICE_NAME", "name0"}, "file0"},
+		{"", []string{"XFER_RDMA_DEVICE", "env0", "RDMA_DEVICE_NAME", "name0"}, "env0"},
+		{file, []string{"XFER_DEVICE", "dev0"}, "dev0"},
+		{file, []string{"XFER_DEVICE", "dev0", "XFER_RDMA_DEVICE", "env0", "RDMA_DEVICE_NAME", "name0"}, "dev0"},
+		{file, []string{"XFER_DEVICE", "", "RDMA_DEVICE_NAME", "name0"}, "file0"},
+	} {
+		cfg, err := loadConfig(tc.path, env(tc.env...), nil)
+		if err != nil || cfg.RDMA.Device != tc.want {
+			t.Errorf("file %v, env %q: device %q, %v; want %q", tc.path != "", tc.env, cfg.RDMA.Device, err, tc.want)
+		}
+	}
+}

@@ -1,0 +1,57 @@
+package xfer_test
+
+import (
+	"go/ast"
+	"go/parser"
+	"go/token"
+	"io/fs"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// TestOnlyCommandsReadEnvironment keeps configuration explicit: the library
+// reads no environment variables, so an engine does what its Config says.
+// Commands (cmd/, and the helper programs in tools/) map variables such as
+// XFER_<KEY> and XFER_DEVICE onto Config. internal/testutil, test plumbing,
+// reads the test device variables.
+func TestOnlyCommandsReadEnvironment(t *testing.T) {
+	calls := map[string]bool{"os.Getenv": true, "os.LookupEnv": true, "os.Environ": true, "syscall.Getenv": true}
+	allowed := []string{"cmd/", "tools/", "internal/testutil/"}
+	fset := token.NewFileSet()
+	err := filepath.WalkDir(".", func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() && (strings.HasPrefix(d.Name(), ".") || d.Name() == "testdata") && path != "." {
+			return filepath.SkipDir
+		}
+		if d.IsDir() || !strings.HasSuffix(path, ".go") || strings.HasSuffix(path, "_test.go") {
+			return nil
+		}
+		slash := filepath.ToSlash(path)
+		for _, a := range allowed {
+			if strings.HasPrefix(slash, a) {
+				return nil
+			}
+		}
+		f, err := parser.ParseFile(fset, path, nil, 0)
+		if err != nil {
+			return err
+		}
+		ast.Inspect(f, func(n ast.Node) bool {
+			sel, ok := n.(*ast.SelectorExpr)
+			if !ok {
+				return true
+			}
+			if x, ok := sel.X.(*ast.Ident); ok && calls[x.Name+"."+sel.Sel.Name] {
+				t.Errorf("%s: %s.%s: only commands read the environment; take the value in a Config", fset.Position(sel.Pos()), x.Name, sel.Sel.Name)
+			}
+			return true
+		})
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
