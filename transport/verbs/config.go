@@ -87,12 +87,12 @@ type Config struct {
 	// UseSRQ makes a peer's queue pairs share one receive queue.
 	// Default: false (a receive queue per queue pair).
 	UseSRQ bool `yaml:"use_srq"`
-	// UseEventChannel chooses how completion pollers wait. False (the
-	// default, the polling mode): they busy-poll while operations are
-	// posted, so no completion waits for a wake-up, and sleep on the
-	// completion channel after PollIdle without traffic. True: they sleep
-	// on the channel PollSpin after each burst, which saves CPU under light
-	// load and costs a wake-up per request.
+	// UseEventChannel chooses how completion pollers wait. False, the
+	// polling mode: they busy-poll while operations are posted, so no
+	// completion waits for a wake-up, and sleep on the completion channel
+	// after PollIdle without traffic. True: they sleep on the channel
+	// PollSpin after each burst, which saves CPU under light load and costs
+	// a wake-up per request. Default: false.
 	UseEventChannel bool `yaml:"use_event_channel"`
 	// PollSpin is, with the event channel, how long a poller keeps polling
 	// after activity before it sleeps: a request that completes within it
