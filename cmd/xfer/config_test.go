@@ -445,3 +445,38 @@ func TestConfigDeviceVariables(t *testing.T) {
 		}
 	}
 }
+
+// The README's sample configuration is accepted, and its values are the
+// engine's real defaults (but for listen, which has none to show).
+func TestREADMEConfigIsTheDefaults(t *testing.T) {
+	readme, err := os.ReadFile("../../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, sec, ok := strings.Cut(string(readme), "## Configuration\n")
+	_, block, ok2 := strings.Cut(sec, "```yaml\n")
+	block, _, ok3 := strings.Cut(block, "```")
+	if !ok || !ok2 || !ok3 {
+		t.Fatal("README.md: no yaml block in the Configuration section")
+	}
+	var sample xfer.Config
+	if err := decodeConfig("README.md", []byte(block), &sample); err != nil {
+		t.Fatal(err)
+	}
+	if sample.Listen == "" {
+		t.Error("the sample does not show listen")
+	}
+	sample.Listen = ""
+	e, err := xfer.Open(t.Context(), xfer.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close()
+	defaults := e.Config()
+	defaults.Logger = nil
+	// Fields without a config file key.
+	sample.RDMA.QPsPerPeer, sample.RDMA.SliceSize = defaults.RDMA.QPsPerPeer, defaults.RDMA.SliceSize
+	if !reflect.DeepEqual(sample, defaults) {
+		t.Errorf("README.md's sample is not the defaults:\nREADME   %+v\ndefaults %+v", sample, defaults)
+	}
+}
