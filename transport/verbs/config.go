@@ -33,7 +33,8 @@ const (
 
 // Limits that Config.WithDefaults checks.
 const (
-	maxQueueParam = 1 << 16                 // port, max_inline_data, max_send_wr, max_recv_wr, max_sge
+	maxQueueParam = 1 << 16                 // max_inline_data, max_send_wr, max_recv_wr, max_sge
+	maxPort       = 255                     // port: one byte in the handshake
 	maxPollSpin   = time.Second             // poll_spin
 	maxPollIdle   = time.Minute             // poll_idle
 	maxSliceSize  = 1 << 30                 // SliceSize
@@ -126,8 +127,8 @@ func (c Config) Clone() Config { return c }
 // WithDefaults checks c and returns it with the defaults filled in. It is
 // idempotent: a Config it returned comes back unchanged. Errors name the key.
 func (c Config) WithDefaults() (Config, error) {
-	if c.Port < 0 || c.Port > 255 {
-		return c, fmt.Errorf("%sport %d: must be between 0 (the first ACTIVE port) and 255", keyPrefix, c.Port)
+	if c.Port < 0 || c.Port > maxPort {
+		return c, fmt.Errorf("%sport %d: must be between 0 (the first ACTIVE port) and %d", keyPrefix, c.Port, maxPort)
 	}
 	if err := c.GIDIndex.check(); err != nil {
 		return c, fmt.Errorf("%sgid_index %s: %w", keyPrefix, c.GIDIndex, err)
