@@ -26,9 +26,9 @@ const (
 //
 // The engine states Conns in its handshake (the peers use the smaller of
 // their two values) and hands both values to the transport in
-// transport.Params. PollSpin reaches every stream endpoint that way: the
-// tcp transport's connections, and the control connection that shm and
-// rdma keep beside their own data path.
+// transport.Params. PollSpin reaches every stream (transport/stream) that
+// way: the tcp transport's connections, and the control stream that shm
+// and rdma keep beside their own data path.
 //
 // The zero value of every field means its documented default. WithDefaults
 // checks a Config and fills in the defaults; its errors name the key
