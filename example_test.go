@@ -46,11 +46,12 @@ func Example() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	copy(buf.Bytes(), "hello, region") // fill it in place...
-	if err := peer.Write(ctx, buf.Bytes(), dst.At(0)); err != nil { // ...and write it, one-sided
+	// Fill it in place, write it (one-sided), and read it back.
+	copy(buf.Bytes(), "hello, region")
+	if err := peer.Write(ctx, buf.Bytes(), dst.At(0)); err != nil {
 		log.Fatal(err)
 	}
-	if err := peer.Read(ctx, buf.Bytes()[4096:4096+13], dst.At(0)); err != nil { // one-sided read
+	if err := peer.Read(ctx, buf.Bytes()[4096:4096+13], dst.At(0)); err != nil {
 		log.Fatal(err)
 	}
 	fmt.Printf("read back %q\n", buf.Bytes()[4096:4096+13])
