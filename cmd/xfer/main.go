@@ -16,6 +16,7 @@ import (
 	"os"
 	"os/signal"
 	"strings"
+	"sync"
 	"syscall"
 
 	"github.com/spf13/cobra"
@@ -52,6 +53,7 @@ type globals struct {
 	stdout     io.Writer
 	stderr     io.Writer
 	log        *slog.Logger
+	warnEnv    sync.Once // unknown XFER_ variables are reported once
 }
 
 func newRootCmd(stdout, stderr io.Writer) *cobra.Command {
@@ -132,6 +134,11 @@ func newLogger(w io.Writer, level string) (*slog.Logger, error) {
 // config loads the configuration: the file, the environment, then the flags
 // in fs that were set.
 func (g *globals) config(fs *pflag.FlagSet) (xfer.Config, error) {
+	g.warnEnv.Do(func() {
+		for _, w := range unknownEnv(os.Environ()) {
+			fmt.Fprintf(g.stderr, "xfer: warning: %s\n", w)
+		}
+	})
 	cfg, err := loadConfig(g.configFile(), os.LookupEnv, fs)
 	if err != nil {
 		return cfg, err
