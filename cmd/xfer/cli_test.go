@@ -3,7 +3,10 @@ package main
 import (
 	"bufio"
 	"bytes"
+	"net"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -124,5 +127,43 @@ func TestBenchSendTooLarge(t *testing.T) {
 	_, e, code := xferRun(t, cleanEnv(), "bench", "--peer", addr, "--op", "send", "--size", "1MiB", "--iters", "10")
 	if code == 0 || !strings.Contains(e, "--max-message 1048576") || !strings.Contains(e, "xfer serve --max-message") {
 		t.Fatalf("bench --op send 1MiB against a 64KiB peer: exit %d: %q", code, e)
+	}
+}
+
+// TestKVServeAddresses: kv serve's --listen is the gRPC address and the
+// config's listen key the data plane's; neither takes the other's place.
+func TestKVServeAddresses(t *testing.T) {
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	data := lis.Addr().String()
+	lis.Close()
+	dir := t.TempDir()
+	cfgFile := filepath.Join(dir, "xfer.yaml")
+	if err := os.WriteFile(cfgFile, []byte("listen: "+data+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(xferBinary(t), "--config", cfgFile, "kv", "serve", "--listen", "127.0.0.1:0", "--memory-mb", "16")
+	cmd.Env = cleanEnv()
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	line, _ := bufio.NewReader(out).ReadString('\n')
+	rest, ok := strings.CutPrefix(line, kvBanner)
+	if !ok {
+		t.Fatalf("kv serve printed %q", line)
+	}
+	grpcAddr := strings.Fields(rest)[0]
+	if grpcAddr == data || !strings.Contains(rest, "data plane "+data) {
+		t.Fatalf("kv serve with listen: %s in its config and --listen 127.0.0.1:0: %q; want gRPC on a port of its own and the data plane on %s", data, line, data)
+	}
+	if o, e, code := xferRun(t, cleanEnv(), "kv", "put", "--server-addr", grpcAddr, "k", "v"); code != 0 {
+		t.Fatalf("put: exit %d: %s %s", code, o, e)
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"io"
 	"net"
 	"os"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -49,22 +50,25 @@ func newKVServeCmd(g *globals) *cobra.Command {
 		Long: "serve opens the value pool (--memory-mb), the data-plane engine (--data-listen) and the gRPC\n" +
 			"service (--listen), and serves until SIGINT or SIGTERM. Once it listens it prints one line:\n\n  " +
 			kvBanner + "HOST:PORT (data plane HOST:PORT)\n\n" +
-			"The config file's engine keys apply to the data plane; its listen key is the gRPC address.",
+			"Two addresses, two keys: --listen is the gRPC address; the data-plane engine listens on\n" +
+			"--data-listen, or else the config's listen key (XFER_LISTEN), or else the --listen host on\n" +
+			"any port. The config file's other engine keys apply to the data plane too.",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			cfg, err := g.config(cmd.Flags())
+			fs := cmd.Flags()
+			// --listen is the gRPC address, not the engine's listen key.
+			cfg, err := g.config(without(fs, "listen"))
 			if err != nil {
 				return err
 			}
-			fs := cmd.Flags()
-			grpcAddr := cfg.Listen
-			if grpcAddr == "" {
-				grpcAddr = kvDefaultListen
-			}
+			grpcAddr, _ := fs.GetString("listen")
 			if !fs.Changed("memory-mb") && cfg.MemoryMB == 0 {
 				cfg.MemoryMB = kvDefaultMemoryMB
 			}
 			dataListen, _ := fs.GetString("data-listen")
+			if dataListen == "" {
+				dataListen = cfg.Listen
+			}
 			if dataListen == "" {
 				host, _, err := net.SplitHostPort(grpcAddr)
 				if err != nil {
@@ -96,7 +100,7 @@ func newKVServeCmd(g *globals) *cobra.Command {
 	}
 	fs := cmd.Flags()
 	fs.String("listen", kvDefaultListen, "gRPC `address` to serve on (seed 001's --listen-addr)")
-	fs.String("data-listen", "", "data-plane `address` clients connect their engine to (default: the --listen host, any port)")
+	fs.String("data-listen", "", "data-plane `address` clients connect their engine to (default: the config's listen key, else the --listen host on any port)")
 	fs.String("transport", string(xfer.PolicyAuto), "data-plane transport `policy`: auto, tcp, shm or rdma")
 	fs.Int("memory-mb", kvDefaultMemoryMB, "size of the value pool in `MiB`")
 	fs.Int("devices", 1, "number of RDMA `devices` (NICs) the data plane uses, one engine each (seed 001's --num-domains)")
@@ -329,4 +333,17 @@ func printKVStats(w io.Writer, st kv.Stats) {
 	fmt.Fprintf(w, "full policy     %s: %d evictions, %d puts rejected\n", st.FullPolicy, st.Evictions, st.RejectedFull)
 	fmt.Fprintf(w, "aborted puts    %d\n", st.AbortedPuts)
 	fmt.Fprintf(w, "bytes moved     %s on the data plane, %s inline\n", HumanSize(int64(st.DataPlaneBytes)), HumanSize(int64(st.InlineBytes)))
+}
+
+// without returns a flag set with the flags of fs except the named ones,
+// for a command whose flag of the same name as a config key means
+// something else (kv serve's --listen is the gRPC address).
+func without(fs *pflag.FlagSet, names ...string) *pflag.FlagSet {
+	out := pflag.NewFlagSet(fs.Name(), pflag.ContinueOnError)
+	fs.VisitAll(func(f *pflag.Flag) {
+		if !slices.Contains(names, f.Name) {
+			out.AddFlag(f)
+		}
+	})
+	return out
 }
