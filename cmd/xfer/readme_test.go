@@ -149,3 +149,20 @@ func TestREADMEKV(t *testing.T) {
 		t.Errorf("get of a deleted key: exit %d: %s", code, e)
 	}
 }
+
+// TestREADMEConfig runs a benchmark with the README's YAML sample as the
+// config file, as a reader would paste it.
+func TestREADMEConfig(t *testing.T) {
+	blocks := readmeBlocks(t, "yaml")
+	if len(blocks) == 0 {
+		t.Fatal("the README has no yaml block")
+	}
+	file := filepath.Join(t.TempDir(), "xfer.yaml")
+	if err := os.WriteFile(file, []byte(strings.Join(blocks[0], "\n")+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out, e, code := xferRun(t, cleanEnv(), "--config", file, "bench", "--transport", "tcp", "--size", "4KiB", "--iters", "50")
+	if code != 0 || !strings.Contains(out, "tcp        write") {
+		t.Fatalf("bench --config README.yaml: exit %d:\n%s\n%s", code, out, e)
+	}
+}
