@@ -4,12 +4,16 @@ import (
 	"errors"
 	"fmt"
 	"net"
+
+	"github.com/xferio/xfer/internal/sys"
 )
 
 // ErrNotSupported means verbs cannot be used here: the binary was built
-// without cgo, the host has no libibverbs.so.1 or librdmacm.so.1, or it has
-// no RDMA device. The wrapping error says which and how to fix it.
-var ErrNotSupported = errors.New("not supported")
+// without cgo, the host has no libibverbs.so.1, or it has no RDMA device.
+// The wrapping error says which and how to fix it. It is the module's one
+// not-supported sentinel, [sys.ErrNotSupported], so that errors.Is matches
+// it against the ErrNotSupported of every layer above.
+var ErrNotSupported = sys.ErrNotSupported
 
 // ErrNoDevice means the host has no RDMA device, or none with the requested
 // name. It matches [ErrNotSupported] as well.
