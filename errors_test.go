@@ -33,6 +33,7 @@ func TestErrNotSupportedAcrossLayers(t *testing.T) {
 	}
 
 	shmT := shm.New()
+	defer shmT.Close()
 	vt := verbs.New(verbs.Config{Device: "xfer-no-such-device"})
 	defer vt.Close()
 	_, ibvOpenErr := ibv.Open("xfer-no-such-device")
