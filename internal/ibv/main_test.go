@@ -2,25 +2,18 @@ package ibv
 
 import (
 	"fmt"
-	"os"
 	"testing"
 
-	"go.uber.org/goleak"
+	"github.com/xferio/xfer/internal/testmain"
 )
 
-// TestMain fails the run when a test leaks a verbs object (see Live) or a
-// goroutine.
+// TestMain fails the run when a test leaves a goroutine, a file descriptor,
+// or any verbs object (context, PD, MR, CQ, QP, channel, CM ID), behind.
 func TestMain(m *testing.M) {
-	code := m.Run()
-	if code == 0 {
-		if c := Live(); !c.IsZero() {
-			fmt.Fprintf(os.Stderr, "FAIL: verbs objects leaked: %v\n", c)
-			code = 1
+	testmain.Run(m, testmain.Check("leaked verbs objects", func() error {
+		if live := Live(); !live.IsZero() {
+			return fmt.Errorf("%v", live)
 		}
-		if err := goleak.Find(); err != nil {
-			fmt.Fprintf(os.Stderr, "FAIL: goroutines leaked: %v\n", err)
-			code = 1
-		}
-	}
-	os.Exit(code)
+		return nil
+	}))
 }
