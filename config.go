@@ -93,7 +93,8 @@ type Config struct {
 	// Default: 20µs (the KV service's engines: 50µs, kv.DefaultPollSpin);
 	// negative: never spin.
 	PollSpin time.Duration `yaml:"poll_spin"`
-	// The rdma transport (seed 002's table). XFER_DEVICE, and then
+	// The rdma transport (the settings of perftest and of other engines' RDMA
+	// config tables). XFER_DEVICE, and then
 	// RDMA_DEVICE_NAME, override RDMADevice.
 
 	// RDMADevice is the device to use. Default: the first with an ACTIVE port.
@@ -118,7 +119,8 @@ type Config struct {
 	RDMAQPType string `yaml:"rdma_qp_type"`
 	// RDMAUseSRQ shares one receive queue among a peer's queue pairs.
 	RDMAUseSRQ bool `yaml:"rdma_use_srq"`
-	// RDMAUseEventChannel is "false" (default, seed 002's polling mode):
+	// RDMAUseEventChannel is "false" (default, the polling mode that
+	// perftest and the RDMA config tables of other engines use):
 	// completion pollers busy-poll while operations are posted, so no
 	// completion waits for a wake-up, and sleep on the completion channel
 	// after rdma_poll_idle without traffic; or "true": they sleep on the

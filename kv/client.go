@@ -64,7 +64,7 @@ type ClientOptions struct {
 	// Default: the client opens its own with EngineConfig and closes it.
 	Engine *xfer.Engine
 	// EngineConfig configures the client's own engine (MemoryMB is the
-	// buffer pool: seed 001's --buffer-mb, default 64; an unset PollSpin
+	// buffer pool: the kv commands' --buffer-mb, default 64; an unset PollSpin
 	// is DefaultPollSpin).
 	EngineConfig xfer.Config
 	// InlineMax is the largest value accepted or sent inline in the gRPC
@@ -239,7 +239,7 @@ func Dial(ctx context.Context, addr string, opts ClientOptions) (*Client, error)
 	return c, nil
 }
 
-// ParseAddr accepts "host:port" and seed 001's "http://host:port" and
+// ParseAddr accepts "host:port" and the URL form "http://host:port" and
 // returns host:port.
 func ParseAddr(addr string) (string, error) {
 	a := strings.TrimSpace(addr)

@@ -71,7 +71,7 @@ type ServerOptions struct {
 	// DefaultInlineMaxSHM for clients on shm and rdma.
 	InlineMax int
 	// Devices is the number of data-plane engines, one per RDMA device
-	// (seed 001's --num-domains): with more than one and no RDMADevice set,
+	// (one protection domain each): with more than one and no RDMADevice set,
 	// engine i uses the i-th device. Clients spread over them by engine ID.
 	// On tcp and shm they are simply separate listeners. Default: 1.
 	Devices int

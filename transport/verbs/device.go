@@ -63,8 +63,8 @@ type epState struct {
 	up     bool               // connected: Connect returned it
 }
 
-// selectDevice picks the device, port and GID index as seed 002's table
-// describes: the configured device (XFER_DEVICE and RDMA_DEVICE_NAME
+// selectDevice picks the device, port and GID index as the rdma_* settings
+// describe (Config): the configured device (XFER_DEVICE and RDMA_DEVICE_NAME
 // override the config file), else the first with an ACTIVE port; on RoCE
 // the GID index prefers RoCE v2 IPv4-mapped entries and never takes a
 // link-local GID, which does not route.

@@ -27,7 +27,8 @@ import (
 // completion before it sleeps on the completion channel.
 const DefaultPollIdle = 10 * time.Millisecond
 
-// Config selects and sizes the RDMA resources, after seed 002's table. The
+// Config selects and sizes the RDMA resources, with the settings that
+// perftest and the RDMA config tables of other engines have. The
 // zero value of each field is a documented default.
 type Config struct {
 	Device          string        // default: the first device with an ACTIVE port
