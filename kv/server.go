@@ -18,8 +18,8 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/xferio/xfer"
-	"github.com/xferio/xfer/internal/ibv"
 	"github.com/xferio/xfer/kv/kvpb"
+	"github.com/xferio/xfer/probe"
 )
 
 // Protocol is the version of the KV protocol this package speaks.
@@ -180,7 +180,7 @@ func openEngines(ctx context.Context, opts ServerOptions) ([]*xfer.Engine, error
 	}
 	var names []string
 	if opts.Devices > 1 && opts.Engine.RDMADevice == "" && opts.Engine.Transport != xfer.PolicyTCP && opts.Engine.Transport != xfer.PolicySHM {
-		devs, err := ibv.Devices()
+		devs, err := probe.Devices()
 		if err != nil || len(devs) < opts.Devices {
 			var have []string
 			for _, d := range devs {
