@@ -110,7 +110,26 @@ type pair struct {
 	// noQPState: the provider does not report QP states (siw on Linux 6.1
 	// answers RESET to every ibv_query_qp; 6.12 reports them).
 	noQPState bool
+	// cm is the rdma_cm connection of a newCMPair, closed before the QPs.
+	cm CMConn
 }
+
+// CMConn is a connection that ConnectCM made.
+type CMConn interface {
+	// Dropped waits until both ends have reported DISCONNECTED for a
+	// connection that the peer or the fabric took down (an iWARP
+	// TERMINATE), so that Close does not disconnect it again.
+	Dropped(tb testing.TB)
+	// Close disconnects (unless dropped) and closes the rdma_cm IDs and
+	// channels; the QPs stay the caller's.
+	Close()
+}
+
+// ConnectCM connects the QPs a and b (both on ctx, in RESET) to each other
+// through the kernel's rdma_cm, with rd RDMA READs outstanding at most. It
+// is set by cm_linux_test.go (package ibv_test), which may import
+// internal/rdmacm; this package cannot, since internal/rdmacm imports it.
+var ConnectCM func(tb testing.TB, ctx *Context, a, b *QP, rd int) CMConn
 
 type pairOpts struct {
 	srq bool // b receives through an SRQ
@@ -157,17 +176,46 @@ func (p *pair) attrB() QPInitAttr {
 	return QPInitAttr{SendCQ: p.cqB, SRQ: p.srq, MaxSendWR: 256, MaxRecvWR: 256, MaxInline: 64}
 }
 
-// newPair connects by hand on RoCE and InfiniBand. iWARP QPs connect only
-// through rdma_cm, which internal/rdmacm drives (this package cannot import
-// it): there the test is skipped, and internal/rdmacm's tests run the data
-// path on iWARP instead.
+// newPair connects by hand on RoCE and InfiniBand, through rdma_cm
+// (ConnectCM) on iWARP.
 func newPair(tb testing.TB, opts pairOpts) *pair {
 	tb.Helper()
 	d := openTestDevice(tb)
 	if d.info.IWARP() {
-		tb.Skipf("%s is iWARP: its QPs connect only through rdma_cm; internal/rdmacm's tests cover it", d.info.Name)
+		return newCMPair(tb, d, opts)
 	}
 	return newManualPair(tb, d, opts)
+}
+
+// newCMPair connects two QPs of d through the kernel's rdma_cm.
+func newCMPair(tb testing.TB, d *testDevice, opts pairOpts) *pair {
+	tb.Helper()
+	if ConnectCM == nil {
+		tb.Fatal("ConnectCM is not set: cm_linux_test.go sets it")
+	}
+	p := &pair{tb: tb, info: d.info, bufA: mmap(tb, bufSize), bufB: mmap(tb, bufSize)}
+	tb.Cleanup(p.close)
+	p.setup(d.ctx, opts)
+	var err error
+	if p.a, err = p.pd.CreateQP(p.attrA()); err != nil {
+		tb.Fatal(err)
+	}
+	if p.b, err = p.pd.CreateQP(p.attrB()); err != nil {
+		tb.Fatal(err)
+	}
+	p.cm = ConnectCM(tb, d.ctx, p.a, p.b, min(16, p.info.MaxQPRdAtom, p.info.MaxQPInitRdAtom))
+	for _, q := range []*QP{p.a, p.b} {
+		s, err := q.State()
+		if err == nil && s == QPSReset && p.iwarp() {
+			tb.Logf("%s does not report QP states (siw on older kernels such as 6.1): ibv_query_qp says RESET", p.info.Name)
+			p.noQPState = true
+			continue
+		}
+		if err != nil || s != QPSRTS {
+			tb.Fatalf("QP %#x after ESTABLISHED: state %v, %v; want RTS", q.Num(), s, err)
+		}
+	}
+	return p
 }
 
 // newManualPair connects two QPs of d by hand: INIT, RTR (with the GID on
@@ -230,6 +278,9 @@ func (p *pair) close() {
 		if err != nil {
 			tb.Error(err)
 		}
+	}
+	if p.cm != nil {
+		p.cm.Close()
 	}
 	check(p.a.Close())
 	check(p.b.Close())
