@@ -5,15 +5,23 @@ GO       ?= go
 FUZZTIME ?= 10s
 PKGS      = ./...
 
-.PHONY: all build test vet race nocgo fuzz integrity bench bench-peers bench-verbs bench-kv proto clean
+.PHONY: all build test vet race nocgo fuzz integrity bench bench-peers bench-verbs bench-kv bench-report bench-ab proto clean
 
 all: build
 
 build:
 	$(GO) build -o xfer ./cmd/xfer
 
-## test: everything CI checks, in order of speed.
+## test: everything CI checks, in order of speed, then one line that says
+## what ran. Each step leaves its results in TESTOUT (JSON of the race run,
+## one log per fuzz target).
+TESTOUT  ?= $(CURDIR)/test-out
+
 test: vet nocgo race integrity fuzz
+	@pass=$$(cat $(TESTOUT)/race.pass $(TESTOUT)/integrity.pass $(TESTOUT)/fuzz.pass | awk '{s+=$$1} END {print s}'); \
+	  skip=$$(cat $(TESTOUT)/race.skip); \
+	  echo "make test: vet, gofmt and the no-cgo build clean; race: $$(cat $(TESTOUT)/race.pass) tests passed ($$skip skipped); integrity: $$(cat $(TESTOUT)/integrity.pass); fuzz: $$(cat $(TESTOUT)/fuzz.pass) targets for $(FUZZTIME) each"; \
+	  echo "test: $$pass passed, 0 failed, $$skip skipped"
 
 vet:
 	$(GO) vet $(PKGS)
@@ -26,48 +34,73 @@ nocgo:
 	CGO_ENABLED=0 $(GO) build $(PKGS)
 	CGO_ENABLED=0 $(GO) vet $(PKGS)
 
+## race: the tests with the race detector, through gotestsum (a tool
+## dependency in go.mod): a line per package, failures in full, a count.
 race:
-	$(GO) test -race -count=1 -timeout 20m $(PKGS)
+	@mkdir -p $(TESTOUT)
+	$(GO) tool gotestsum --format pkgname-and-test-fails --jsonfile $(TESTOUT)/race.json -- -race -count=1 -timeout 20m $(PKGS)
+	@grep -c '"Action":"pass","Package":"[^"]*","Test"' $(TESTOUT)/race.json > $(TESTOUT)/race.pass || true
+	@grep -c '"Action":"skip","Package":"[^"]*","Test"' $(TESTOUT)/race.json > $(TESTOUT)/race.skip || true
 
 ## integrity: the full 100,000-transfer check on tcp and shm (the race run
 ## does 5,000).
 integrity:
-	set -o pipefail; $(GO) test -count=1 -timeout 20m -run 'TestIntegrity' -v . ./kv | grep -E '^(=== RUN|--- |ok|FAIL|PASS)|transfers checked|operations checked'
+	@mkdir -p $(TESTOUT)
+	set -o pipefail; $(GO) test -count=1 -timeout 20m -run 'TestIntegrity' -v . ./kv | tee $(TESTOUT)/integrity.log | grep -E '^(=== RUN|--- |ok|FAIL|PASS)|transfers checked|operations checked'
+	@grep -Ec '^ *--- PASS' $(TESTOUT)/integrity.log > $(TESTOUT)/integrity.pass || true
 
-## fuzz: every fuzz target for FUZZTIME each.
+## fuzz: every fuzz target for FUZZTIME each, each with a log of its own.
 fuzz:
-	@set -e; for pkg in $$($(GO) list $(PKGS)); do \
+	@mkdir -p $(TESTOUT)/fuzz; n=0; set -e; for pkg in $$($(GO) list $(PKGS)); do \
 	  dir=$$($(GO) list -f '{{.Dir}}' $$pkg); \
 	  for f in $$(grep -ho '^func Fuzz[A-Za-z0-9_]*' $$dir/*_test.go 2>/dev/null | sed 's/func //'); do \
 	    echo "fuzz $$pkg $$f ($(FUZZTIME))"; \
-	    if ! $(GO) test -run '^$$' -fuzz "^$$f$$" -fuzztime $(FUZZTIME) $$pkg >/tmp/xfer-fuzz.log 2>&1; then \
-	      if grep -q 'context deadline exceeded' /tmp/xfer-fuzz.log && ! grep -q 'Failing input' /tmp/xfer-fuzz.log; then \
+	    log=$(TESTOUT)/fuzz/$$(basename $$pkg)-$$f.log; \
+	    if ! $(GO) test -run '^$$' -fuzz "^$$f$$" -fuzztime $(FUZZTIME) $$pkg >$$log 2>&1; then \
+	      if grep -q 'context deadline exceeded' $$log && ! grep -q 'Failing input' $$log; then \
 	        echo "  the fuzzing engine ran out of time between inputs on a loaded machine (no failing input): once more"; \
-	        $(GO) test -run '^$$' -fuzz "^$$f$$" -fuzztime $(FUZZTIME) $$pkg >/tmp/xfer-fuzz.log 2>&1 || { cat /tmp/xfer-fuzz.log; exit 1; }; \
-	      else cat /tmp/xfer-fuzz.log; exit 1; fi; \
+	        $(GO) test -run '^$$' -fuzz "^$$f$$" -fuzztime $(FUZZTIME) $$pkg >$$log 2>&1 || { cat $$log; exit 1; }; \
+	      else cat $$log; exit 1; fi; \
 	    fi; \
+	    n=$$((n+1)); \
 	  done; \
-	done
+	done; echo $$n > $(TESTOUT)/fuzz.pass
 
 ## bench: Go benchmarks (allocations per operation included).
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem $(PKGS)
 
-## bench-peers: the comparisons in docs/BENCHMARKS.md (installs the peers).
-bench-peers: build
-	tools/bench/peers.sh
+## The comparisons of docs/BENCHMARKS.md (tools/bench/README.md). Each
+## installs its peers with apt when missing, builds ./xfer, runs interleaved
+## rounds and writes a results file in bench-out/; BENCH_ARGS passes options
+## (e.g. BENCH_ARGS="--rounds 7").
+## bench-peers: tcp and shm against iperf3, qperf and a C memcpy.
+bench-peers:
+	tools/bench/peers.sh $(BENCH_ARGS)
 
-## bench-kv: the KV service against redis-server/redis-benchmark (installs them).
+## bench-kv: the KV service against redis-server/redis-benchmark.
 bench-kv:
-	tools/bench/kv.sh
+	tools/bench/kv.sh $(BENCH_ARGS)
+
+## bench-report: write the results files in bench-out/ into the tables of
+## docs/BENCHMARKS.md (a target a run did not measure keeps its row).
+bench-report:
+	python3 tools/bench/report.py
+
+## bench-ab: an A/B of two revisions in the same rounds against the same
+## peers: make bench-ab A=REV B=REV [ONLY=peers,kv,verbs] [ROUNDS=N].
+bench-ab:
+	@test -n "$(A)" && test -n "$(B)" || { echo "usage: make bench-ab A=REV B=REV [ONLY=peers,kv,verbs] [ROUNDS=N]" >&2; exit 2; }
+	tools/bench/ab.sh $(A) $(B) $(if $(ONLY),--only $(ONLY)) $(if $(ROUNDS),--rounds $(ROUNDS))
 
 ## proto: regenerate kv/kvpb from kv/kvpb/kv.proto (installs protoc and plugins).
 proto:
 	tools/proto.sh
 
-## bench-verbs: xfer against perftest on SoftRoCE, in one VM (docs/BENCHMARKS.md).
+## bench-verbs: xfer against perftest on SoftRoCE (BENCH_ARGS="--device siw0":
+## SoftiWARP), in one VM run.
 bench-verbs: vm-setup
-	tools/bench/verbs.sh
+	tools/bench/verbs.sh $(BENCH_ARGS)
 
 clean:
 	rm -f xfer

@@ -295,7 +295,7 @@ func TestUnauthenticatedPeerGetsNothing(t *testing.T) {
 	}
 	// Skip the proof and go straight for the memory.
 	var b [wire.FrameHeaderLen]byte
-	(&wire.Header{Type: wire.FrameWrite, ID: 1, Region: tg.region.id, Key: tg.region.key, Addr: tg.region.base, Len: 64}).Put(b[:])
+	(&wire.Header{Type: wire.FrameWrite, ID: 1, Region: tg.region.h.ID(), Key: tg.region.h.Key(), Addr: tg.region.h.Base(), Len: 64}).Put(b[:])
 	nc.Write(append(b[:], make([]byte, 64)...))
 	typ, body, err = wire.ReadMessage(nc)
 	if err == nil {

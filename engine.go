@@ -111,7 +111,7 @@ func Open(ctx context.Context, cfg Config) (_ *Engine, err error) {
 		Name:      "xfer-pool",
 	})
 	if err != nil {
-		return nil, fmt.Errorf("open: pool of %d MiB: %w", cfg.MemoryMB, err)
+		return nil, fmt.Errorf("open: pool of %d MiB (memory_mb): %w", cfg.MemoryMB, err)
 	}
 	if e.region, err = e.regions.add(e, mr, AccessReadWrite); err != nil {
 		mr.Close()

@@ -115,6 +115,9 @@ func TestPolicyMismatch(t *testing.T) {
 	if !errors.Is(err, xfer.ErrNoTransport) || !strings.Contains(err.Error(), "policy") {
 		t.Fatalf("shm client to tcp-only server: %v", err)
 	}
+	if strings.Count(err.Error(), xfer.ErrNoTransport.Error()) != 1 {
+		t.Fatalf("the error repeats its kind: %q", err)
+	}
 }
 
 func TestDialErrors(t *testing.T) {

@@ -562,7 +562,10 @@ func resultErr(addr string, body []byte) error {
 	default:
 		kind = ErrProtocol
 	}
-	return fmt.Errorf("dial %s: refused by peer: %w: %s", addr, kind, r.Message)
+	// The peer's message may start with the kind's own words ("no usable
+	// transport: ..."): say them once.
+	msg := strings.TrimPrefix(r.Message, kind.Error()+": ")
+	return fmt.Errorf("dial %s: refused by peer: %w: %s", addr, kind, msg)
 }
 
 func ctxErr(ctx context.Context, err error) error {

@@ -8,6 +8,7 @@ import (
 	"sync/atomic"
 
 	"github.com/xferio/xfer/internal/wire"
+	"github.com/xferio/xfer/mem"
 	"github.com/xferio/xfer/transport"
 )
 
@@ -279,9 +280,7 @@ func (p *Peer) do(ctx context.Context, kind OpKind, local []byte, remote RemoteA
 	}
 	defer lr.Unpin()
 	c := callPool.Get().(*call)
-	c.op.Kind, c.op.Local, c.op.Remote, c.op.Imm, c.op.Err, c.op.Region = kind, local, remote, imm, nil, lr.mr.Bytes()
-	c.op.RegionFD = lr.mr.FD()
-	c.op.RegionHasFD = c.op.RegionFD >= 0
+	c.op.Kind, c.op.Local, c.op.Remote, c.op.Imm, c.op.Err, c.op.Region = kind, local, remote, imm, nil, lr
 	ep.Post(c.ops[:])
 	if done := ctx.Done(); done != nil {
 		select {
@@ -478,7 +477,7 @@ func (p *Peer) Submit(ops []Op) *Batch {
 		// batch's own storage: one allocation instead of four.
 		b.tops, b.pins, b.ptrs = b.top1[:], b.pin1[:], b.ptr1[:0]
 	} else {
-		b.tops, b.pins, b.ptrs = make([]transport.Op, len(ops)), make([]*Region, len(ops)), make([]*transport.Op, 0, len(ops))
+		b.tops, b.pins, b.ptrs = make([]transport.Op, len(ops)), make([]*mem.Handle, len(ops)), make([]*transport.Op, 0, len(ops))
 	}
 	b.remaining.Store(int64(len(ops)))
 	if len(ops) == 0 {
@@ -501,10 +500,7 @@ func (p *Peer) Submit(ops []Op) *Batch {
 			continue
 		}
 		b.pins[i] = r
-		t.Region = r.mr.Bytes()
-		if fd := r.mr.FD(); fd >= 0 {
-			t.RegionFD, t.RegionHasFD = fd, true
-		}
+		t.Region = r
 		b.ptrs = append(b.ptrs, t)
 	}
 	if len(b.ptrs) > 0 {
@@ -518,7 +514,7 @@ func (p *Peer) Submit(ops []Op) *Batch {
 type Batch struct {
 	ops       []Op
 	tops      []transport.Op
-	pins      []*Region // local regions pinned while their op runs
+	pins      []*mem.Handle // local regions pinned while their op runs
 	ptrs      []*transport.Op
 	ep        transport.Endpoint
 	remaining atomic.Int64
@@ -527,7 +523,7 @@ type Batch struct {
 	done      chan struct{}
 	// Storage of a batch of one operation.
 	top1 [1]transport.Op
-	pin1 [1]*Region
+	pin1 [1]*mem.Handle
 	ptr1 [1]*transport.Op
 }
 
@@ -581,6 +577,11 @@ func (b *Batch) Wait(ctx context.Context) error {
 func (p *Peer) host() transport.Host { return peerHost{p} }
 
 type peerHost struct{ p *Peer }
+
+var (
+	_ transport.Host     = peerHost{}
+	_ transport.Exporter = peerHost{}
+)
 
 func (h peerHost) Resolve(id uint32, key, addr, n uint64, want Access) (transport.Resolved, error) {
 	return h.p.e.regions.resolve(id, key, addr, n, want)

@@ -10,7 +10,6 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
-	"time"
 	"unsafe"
 
 	"github.com/xferio/xfer/internal/wire"
@@ -135,64 +134,49 @@ func descFromWire(w wire.RegionDesc) RegionDesc {
 // Region is memory registered with an engine: peers may access it with the
 // rights it grants, through its descriptor. Its memory comes from mmap.
 type Region struct {
-	e      *Engine
-	id     uint32
-	key    uint64
-	access Access
-	mr     *mem.Region
-	base   uint64
-	n      uint64
-
-	refs    atomic.Int64 // remote accesses in progress
-	closing atomic.Bool
-	once    sync.Once
+	e    *Engine
+	mr   *mem.Region
+	h    *mem.Handle // what transports see of it: id, key, rights, memory, pins
+	once sync.Once
 }
 
 // ID is the region's number in its engine.
-func (r *Region) ID() uint32 { return r.id }
+func (r *Region) ID() uint32 { return r.h.ID() }
 
 // Bytes is the region's memory.
 func (r *Region) Bytes() []byte { return r.mr.Bytes() }
 
 // Access is what the region grants to peers.
-func (r *Region) Access() Access { return r.access }
+func (r *Region) Access() Access { return r.h.Access() }
 
 // Desc is the region's remote descriptor.
 func (r *Region) Desc() RegionDesc {
-	return RegionDesc{Owner: r.e.id, ID: r.id, Addr: r.base, Len: r.n, Key: r.key, Access: r.access}
+	return RegionDesc{Owner: r.e.id, ID: r.h.ID(), Addr: r.h.Base(), Len: r.h.Len(), Key: r.h.Key(), Access: r.h.Access()}
 }
-
-// Unpin ends one remote access (transport.Pin).
-func (r *Region) Unpin() { r.refs.Add(-1) }
 
 // Close deregisters the region: peers can no longer reach it, peers that
 // mapped it (shm) are told to drop it, remote accesses in progress finish
-// first, and memory the engine mapped is unmapped. Idempotent.
+// first, transports that registered it with a device (rdma) release it,
+// and memory the engine mapped is unmapped. Idempotent.
 func (r *Region) Close() error {
 	if r == nil {
 		return nil
 	}
 	var err error
 	r.once.Do(func() {
-		r.closing.Store(true)
+		r.h.Retire()
 		r.e.regions.remove(r)
-		r.e.revoke(r.id)
-		for r.refs.Load() > 0 {
-			time.Sleep(50 * time.Microsecond)
-		}
+		r.e.revoke(r.h.ID())
+		r.h.Drain()
 		for _, t := range r.e.transports {
-			if f, ok := t.(forgetter); ok {
-				f.Forget(r.mr.Bytes())
+			if reg, ok := t.(transport.Registrar); ok {
+				reg.RegionRemoved(r.h)
 			}
 		}
 		err = r.mr.Close()
 	})
 	return err
 }
-
-// forgetter is a transport that registers memory with a device: it must
-// deregister a region before the region is unmapped.
-type forgetter interface{ Forget(region []byte) }
 
 // regionTable holds the registered regions. Readers (every remote access,
 // every local operation) load an immutable snapshot without locking.
@@ -222,26 +206,32 @@ func (t *regionTable) add(e *Engine, mr *mem.Region, access Access) (*Region, er
 	if _, err := rand.Read(k[:]); err != nil {
 		return nil, err
 	}
-	b := mr.Bytes()
-	r := &Region{e: e, key: binary.LittleEndian.Uint64(k[:]), access: access, mr: mr,
-		base: uint64(uintptr(unsafe.Pointer(unsafe.SliceData(b)))), n: uint64(len(b))}
+	base, n := uint64(mr.Addr()), uint64(mr.Len())
 	t.mu.Lock()
-	defer t.mu.Unlock()
 	old := t.load()
 	for _, o := range old.byAddr {
-		if r.base < o.base+o.n && o.base < r.base+r.n {
-			return nil, fmt.Errorf("register [%#x, +%d): overlaps registered region %d", r.base, r.n, o.id)
+		if base < o.h.Base()+o.h.Len() && o.h.Base() < base+n {
+			t.mu.Unlock()
+			return nil, fmt.Errorf("register [%#x, +%d): overlaps registered region %d", base, n, o.h.ID())
 		}
 	}
 	t.next++
-	r.id = t.next
+	r := &Region{e: e, mr: mr, h: mem.NewHandle(mr, t.next, binary.LittleEndian.Uint64(k[:]), access)}
 	s := &regionSnap{byID: make(map[uint32]*Region, len(old.byID)+1), byAddr: append(append([]*Region(nil), old.byAddr...), r)}
 	for id, o := range old.byID {
 		s.byID[id] = o
 	}
-	s.byID[r.id] = r
-	sort.Slice(s.byAddr, func(i, j int) bool { return s.byAddr[i].base < s.byAddr[j].base })
+	s.byID[r.h.ID()] = r
+	sort.Slice(s.byAddr, func(i, j int) bool { return s.byAddr[i].h.Base() < s.byAddr[j].h.Base() })
 	t.snap.Store(s)
+	t.mu.Unlock()
+	// No peer can name the region before its descriptor (and key) leaves
+	// this function.
+	for _, tr := range e.transports {
+		if reg, ok := tr.(transport.Registrar); ok {
+			reg.RegionAdded(r.h)
+		}
+	}
 	return r, nil
 }
 
@@ -266,17 +256,15 @@ func (t *regionTable) remove(r *Region) {
 // pinLocal finds the registered region holding b and pins it, so that it
 // stays mapped until Unpin: a transport may still be copying from or into
 // it (shm copies are plain memory accesses).
-func (t *regionTable) pinLocal(b []byte) (*Region, error) {
+func (t *regionTable) pinLocal(b []byte) (*mem.Handle, error) {
 	r, err := t.local(b)
 	if err != nil {
 		return nil, err
 	}
-	r.refs.Add(1)
-	if r.closing.Load() {
-		r.refs.Add(-1)
-		return nil, fmt.Errorf("local buffer: region %d is deregistered: %w", r.id, ErrClosed)
+	if !r.h.Pin() {
+		return nil, fmt.Errorf("local buffer: region %d is deregistered: %w", r.h.ID(), ErrClosed)
 	}
-	return r, nil
+	return r.h, nil
 }
 
 // local finds the registered region holding b.
@@ -284,10 +272,10 @@ func (t *regionTable) local(b []byte) (*Region, error) {
 	s := t.load()
 	p := uint64(uintptr(unsafe.Pointer(unsafe.SliceData(b))))
 	n := uint64(len(b))
-	i := sort.Search(len(s.byAddr), func(i int) bool { return s.byAddr[i].base > p }) - 1
+	i := sort.Search(len(s.byAddr), func(i int) bool { return s.byAddr[i].h.Base() > p }) - 1
 	if i >= 0 {
 		r := s.byAddr[i]
-		if p-r.base <= r.n && n <= r.n-(p-r.base) {
+		if p-r.h.Base() <= r.h.Len() && n <= r.h.Len()-(p-r.h.Base()) {
 			return r, nil
 		}
 	}
@@ -300,22 +288,21 @@ func (t *regionTable) resolve(id uint32, key, addr, n uint64, want Access) (tran
 	if r == nil {
 		return transport.Resolved{}, &transport.AccessError{Kind: transport.UnknownRegion, Want: want, Region: id, Addr: addr, Len: n}
 	}
-	if r.key^key != 0 {
+	h := r.h
+	if h.Key()^key != 0 {
 		return transport.Resolved{}, &transport.AccessError{Kind: transport.WrongKey, Want: want, Region: id, Addr: addr, Len: n}
 	}
-	if r.access&want != want {
+	if h.Access()&want != want {
 		return transport.Resolved{}, &transport.AccessError{Kind: transport.NoAccess, Want: want, Region: id, Addr: addr, Len: n}
 	}
-	if addr < r.base || addr-r.base > r.n || n > r.n-(addr-r.base) {
+	if addr < h.Base() || addr-h.Base() > h.Len() || n > h.Len()-(addr-h.Base()) {
 		return transport.Resolved{}, &transport.AccessError{Kind: transport.OutOfRange, Want: want, Region: id, Addr: addr, Len: n}
 	}
-	r.refs.Add(1)
-	if r.closing.Load() {
-		r.refs.Add(-1)
+	if !h.Pin() {
 		return transport.Resolved{}, &transport.AccessError{Kind: transport.UnknownRegion, Want: want, Region: id, Addr: addr, Len: n}
 	}
-	off := addr - r.base
-	return transport.NewResolved(r.mr.Bytes()[off:off+n:off+n], r.mr.FD(), r.base, r.n, r), nil
+	off := addr - h.Base()
+	return transport.Resolved{Mem: h.Bytes()[off : off+n : off+n], Region: h}, nil
 }
 
 func (t *regionTable) lookup(id uint32, key uint64, want Access) (transport.Resolved, error) {
@@ -323,7 +310,7 @@ func (t *regionTable) lookup(id uint32, key uint64, want Access) (transport.Reso
 	if r == nil {
 		return transport.Resolved{}, &transport.AccessError{Kind: transport.UnknownRegion, Want: want, Region: id}
 	}
-	return t.resolve(id, key, r.base, r.n, want)
+	return t.resolve(id, key, r.h.Base(), r.h.Len(), want)
 }
 
 // closeAll deregisters every region.
@@ -347,7 +334,7 @@ func (b Buffer) Region() *Region { return b.r }
 
 // Remote is the address peers use to reach the first byte of the buffer.
 func (b Buffer) Remote() RemoteAddr {
-	return RemoteAddr{Region: b.r.id, Addr: b.r.base + uint64(b.Offset()), Key: b.r.key}
+	return RemoteAddr{Region: b.r.h.ID(), Addr: b.r.h.Base() + uint64(b.Offset()), Key: b.r.h.Key()}
 }
 
 // Desc is a descriptor covering exactly the buffer, to hand to a peer. The

@@ -5,9 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"hash/fnv"
+	"log/slog"
 	"net"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 	"unsafe"
 
@@ -36,6 +38,15 @@ var (
 	ErrUnavailable = errors.New("server unavailable")
 )
 
+// unavailableError is gRPC's Unavailable status: the server could not be
+// reached, msg says why.
+type unavailableError struct{ target, msg string }
+
+func (e *unavailableError) Error() string {
+	return fmt.Sprintf("kv: %s: %s: %v", e.target, e.msg, ErrUnavailable)
+}
+func (e *unavailableError) Unwrap() error { return ErrUnavailable }
+
 // serverError is a refusal by the server: its message, matching kind.
 type serverError struct {
 	msg  string
@@ -46,12 +57,20 @@ func (e *serverError) Error() string { return "kv: " + e.msg }
 func (e *serverError) Unwrap() error { return e.kind }
 
 // BufferTooSmallError is returned by GetInto when the value does not fit the
-// buffer. Needed is the value's size.
+// buffer, and by Get when it does not fit the client's whole buffer pool
+// (Pool set). Needed is the value's size.
 type BufferTooSmallError struct {
 	Needed, Have uint64
+	// Pool: Have is the capacity of the client's buffer pool
+	// (EngineConfig.MemoryMB), which the value exceeds.
+	Pool bool
 }
 
 func (e *BufferTooSmallError) Error() string {
+	if e.Pool {
+		return fmt.Sprintf("kv: value is %d bytes, larger than the client's buffer pool of %d bytes: give the client a pool of at least %d MiB (EngineConfig.MemoryMB)",
+			e.Needed, e.Have, e.Needed>>20+1)
+	}
 	return fmt.Sprintf("value is %d bytes and the buffer holds %d: a buffer of at least %d bytes is needed", e.Needed, e.Have, e.Needed)
 }
 
@@ -80,6 +99,59 @@ type ClientOptions struct {
 	// (the default) sends them as messages on the data-plane connection,
 	// RequestsGRPC as gRPC calls. Hello and Stats always use gRPC.
 	Requests string
+	// DialTimeout bounds Dial when ctx has no deadline of its own: Dial
+	// waits that long for a server that is not up yet (it may be starting
+	// or restarting), then fails with a *DialError that names the last
+	// cause. Default: DefaultDialTimeout; negative: wait until ctx is done.
+	DialTimeout time.Duration
+	// FailFast makes Dial fail at once, with a *DialError naming the cause
+	// (connection refused, no such host, not a KV server, ...), when the
+	// server cannot be reached, instead of waiting for it.
+	FailFast bool
+	// OnWait, when set, is called from Dial each time the server could not
+	// be reached and Dial is about to try again, with the cause. It lets a
+	// program tell its user what it is waiting for. It must not block.
+	OnWait func(cause error)
+	// Logger receives the client's debug logs (each failed attempt to reach
+	// the server). Default: EngineConfig.Logger, or none.
+	Logger *slog.Logger
+}
+
+// DefaultDialTimeout is how long Dial waits for an unreachable server when
+// its context has no deadline (ClientOptions.DialTimeout).
+const DefaultDialTimeout = 30 * time.Second
+
+// DialError is Dial's error when the server could not be reached: nothing
+// listens at the address, the name does not resolve, what answers is not a
+// KV server, or its data plane cannot be connected. It matches
+// ErrUnavailable, the cause (for example syscall.ECONNREFUSED) and, when
+// Dial gave up waiting, the context's error.
+type DialError struct {
+	// Addr is the server address as given to Dial.
+	Addr string
+	// Waited is how long Dial tried; zero when it failed at once.
+	Waited time.Duration
+	// Attempts is how many times Dial tried to reach the server.
+	Attempts int
+	// Cause is the last reason the server could not be reached.
+	Cause error
+	// Ctx is the context's error when Dial gave up waiting, or nil.
+	Ctx error
+}
+
+func (e *DialError) Error() string {
+	if e.Waited > 0 {
+		return fmt.Sprintf("kv: no KV server at %s within %v (%d attempts): %v", e.Addr, e.Waited.Round(time.Millisecond), e.Attempts, e.Cause)
+	}
+	return fmt.Sprintf("kv: no KV server at %s: %v", e.Addr, e.Cause)
+}
+
+func (e *DialError) Unwrap() []error {
+	errs := []error{ErrUnavailable, e.Cause}
+	if e.Ctx != nil {
+		errs = append(errs, e.Ctx)
+	}
+	return errs
 }
 
 // Request paths of ClientOptions.Requests.
@@ -100,7 +172,17 @@ type Client struct {
 	e       *xfer.Engine
 	ownsEng bool
 
-	msgs *msgBufs // request messages (RequestsData)
+	msgs    *msgBufs // request messages (RequestsData)
+	log     *slog.Logger
+	poolCap uint64 // capacity of the engine's buffer pool
+
+	// dialErr is the last error of a TCP connection attempt to the gRPC
+	// server (nil after a success): the real cause behind gRPC's
+	// Unavailable status.
+	dialErr atomic.Pointer[error]
+	dialed  atomic.Bool // a TCP connection to the server was made once
+	// helloAnswered: the server answered a Hello once.
+	helloAnswered atomic.Bool
 
 	mu   sync.Mutex
 	sess *session
@@ -191,7 +273,22 @@ func Dial(ctx context.Context, addr string, opts ClientOptions) (*Client, error)
 	default:
 		return nil, fmt.Errorf("kv: requests %q: must be %s or %s", opts.Requests, RequestsData, RequestsGRPC)
 	}
-	c := &Client{opts: opts, target: target, host: host, e: opts.Engine}
+	if _, ok := ctx.Deadline(); !ok && opts.DialTimeout >= 0 {
+		timeout := opts.DialTimeout
+		if timeout == 0 {
+			timeout = DefaultDialTimeout
+		}
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, timeout)
+		defer cancel()
+	}
+	c := &Client{opts: opts, target: target, host: host, e: opts.Engine, log: opts.Logger}
+	if c.log == nil {
+		c.log = opts.EngineConfig.Logger
+	}
+	if c.log == nil {
+		c.log = slog.New(slog.DiscardHandler)
+	}
 	if c.e == nil {
 		if opts.EngineConfig.PollSpin == 0 {
 			opts.EngineConfig.PollSpin = DefaultPollSpin
@@ -202,8 +299,10 @@ func Dial(ctx context.Context, addr string, opts ClientOptions) (*Client, error)
 		}
 		c.ownsEng = true
 	}
+	c.poolCap = c.e.Pool().Stats().Capacity
 	dopts := append([]grpc.DialOption{
 		grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithContextDialer(c.dialTCP),
 		// Reconnect to a restarted server within a second or two, not
 		// gRPC's default of up to two minutes.
 		grpc.WithConnectParams(grpc.ConnectParams{
@@ -232,11 +331,77 @@ func Dial(ctx context.Context, addr string, opts ClientOptions) (*Client, error)
 			return nil, err
 		}
 	}
-	if _, err := c.session(ctx); err != nil {
+	if err := c.connect(ctx, addr); err != nil {
 		c.Close()
 		return nil, err
 	}
 	return c, nil
+}
+
+// dialTCP is the gRPC channel's dialer: a plain TCP dial that remembers its
+// error, which gRPC only reports as text inside an Unavailable status.
+func (c *Client) dialTCP(ctx context.Context, addr string) (net.Conn, error) {
+	var d net.Dialer
+	nc, err := d.DialContext(ctx, "tcp", addr)
+	if err != nil {
+		c.dialErr.Store(&err)
+		return nil, err
+	}
+	c.dialErr.Store(nil)
+	c.dialed.Store(true)
+	return nc, nil
+}
+
+// connect establishes the first session, trying again while the server is
+// unreachable (unless FailFast) until ctx is done. Every failed attempt is
+// logged at debug level and passed to OnWait.
+func (c *Client) connect(ctx context.Context, addr string) error {
+	start := time.Now()
+	pause := 50 * time.Millisecond
+	for attempt := 1; ; attempt++ {
+		_, err := c.session(ctx)
+		if err == nil {
+			if attempt > 1 {
+				c.log.Debug("kv: server reached", "addr", addr, "attempts", attempt, "after", time.Since(start))
+			}
+			return nil
+		}
+		if !errors.Is(err, ErrUnavailable) {
+			if cerr := ctx.Err(); cerr != nil {
+				// The server accepted the connection but did not answer.
+				return &DialError{Addr: addr, Waited: time.Since(start), Attempts: attempt, Cause: c.cause(err), Ctx: cerr}
+			}
+			return err
+		}
+		cause := c.cause(err)
+		c.log.Debug("kv: server unreachable", "addr", addr, "attempt", attempt, "err", cause)
+		if c.opts.FailFast {
+			return &DialError{Addr: addr, Attempts: attempt, Cause: cause}
+		}
+		if c.opts.OnWait != nil {
+			c.opts.OnWait(cause)
+		}
+		select {
+		case <-ctx.Done():
+			return &DialError{Addr: addr, Waited: time.Since(start), Attempts: attempt, Cause: cause, Ctx: ctx.Err()}
+		case <-time.After(pause):
+		}
+		pause = min(2*pause, time.Second)
+	}
+}
+
+// cause is the real reason behind an unavailable server: the TCP dial's
+// error when the connection could not be made, or what gRPC said, with a
+// hint when something answers that is not a gRPC server.
+func (c *Client) cause(err error) error {
+	if p := c.dialErr.Load(); p != nil {
+		return *p
+	}
+	var ue *unavailableError
+	if errors.As(err, &ue) && c.dialed.Load() && !c.helloAnswered.Load() {
+		return fmt.Errorf("%s accepts connections but does not answer as a KV server (gRPC): %s", c.target, ue.msg)
+	}
+	return err
 }
 
 // ParseAddr accepts "host:port" and the URL form "http://host:port" and
@@ -306,10 +471,14 @@ func (c *Client) session(ctx context.Context) (*session, error) {
 	if c.sess != nil {
 		return c.sess, nil
 	}
-	h, err := c.rpc.Hello(ctx, &kvpb.HelloRequest{Protocol: Protocol}, grpc.WaitForReady(true))
+	// Not WaitForReady: while the server is unreachable Hello fails at
+	// once with Unavailable, and the callers (connect, retry) wait and try
+	// again, knowing why.
+	h, err := c.rpc.Hello(ctx, &kvpb.HelloRequest{Protocol: Protocol})
 	if err != nil {
 		return nil, c.convert(err)
 	}
+	c.helloAnswered.Store(true)
 	if len(h.DataAddrs) == 0 {
 		return nil, fmt.Errorf("kv: %s: the server has no data-plane address", c.target)
 	}
@@ -416,7 +585,7 @@ func (c *Client) convert(err error) error {
 	case codes.InvalidArgument:
 		return &serverError{msg, ErrInvalid}
 	case codes.Unavailable:
-		return fmt.Errorf("kv: %s: %s: %w", c.target, msg, ErrUnavailable)
+		return &unavailableError{target: c.target, msg: msg}
 	case codes.FailedPrecondition:
 		for _, d := range st.Details() {
 			if b, ok := d.(*kvpb.BufferTooSmall); ok {
@@ -446,6 +615,9 @@ func (c *Client) Get(ctx context.Context, key string) ([]byte, error) {
 		return nil, err
 	}
 	size := c.opts.GetBuffer
+	if uint64(size) > c.poolCap {
+		size = int(c.poolCap)
+	}
 	for {
 		buf, err := c.e.AllocWait(ctx, size)
 		if err != nil {
@@ -466,6 +638,9 @@ func (c *Client) Get(ctx context.Context, key string) ([]byte, error) {
 		c.e.Free(buf)
 		var small *BufferTooSmallError
 		if errors.As(err, &small) && int(small.Needed) > size {
+			if small.Needed > c.poolCap {
+				return nil, &BufferTooSmallError{Needed: small.Needed, Have: c.poolCap, Pool: true}
+			}
 			size = int(small.Needed) // it grew meanwhile: try again
 			continue
 		}

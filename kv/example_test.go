@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"time"
 
 	"github.com/xferio/xfer"
 	"github.com/xferio/xfer/kv"
@@ -13,7 +14,7 @@ import (
 // A server and a client in one program: the client's GET has the server
 // write the value into the client's registered buffer.
 func Example() {
-	ctx, stop := context.WithCancel(context.Background())
+	ctx, stop := context.WithTimeout(context.Background(), 30*time.Second)
 	srv, err := kv.NewServer(ctx, kv.ServerOptions{Engine: xfer.Config{Listen: "127.0.0.1:0", MemoryMB: 16}})
 	if err != nil {
 		panic(err)
@@ -44,6 +45,13 @@ func Example() {
 	n, err := c.GetInto(ctx, "big", buf)
 	fmt.Println(n, err)
 	c.Engine().Free(buf)
+	little, _ := c.Engine().Alloc(4096)
+	_, err = c.GetInto(ctx, "big", little) // too small for the value
+	var small *kv.BufferTooSmallError
+	if errors.As(err, &small) {
+		fmt.Println("needs", small.Needed, "bytes")
+	}
+	c.Engine().Free(little)
 
 	_, err = c.Get(ctx, "missing")
 	fmt.Println(errors.Is(err, kv.ErrNotFound))
@@ -54,5 +62,6 @@ func Example() {
 	// Output:
 	// hello world <nil>
 	// 1048576 <nil>
+	// needs 1048576 bytes
 	// true
 }

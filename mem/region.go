@@ -62,6 +62,11 @@ func NewRegion(opts RegionOptions) (*Region, error) {
 	if size < opts.Size {
 		return nil, fmt.Errorf("new region of %d bytes: size too large", opts.Size)
 	}
+	// The mapping is lazy, so the kernel would grant it and fail later, at
+	// a page fault far from here: refuse a region the host cannot hold.
+	if total, err := sys.TotalMemory(); err == nil && uint64(size) > total {
+		return nil, fmt.Errorf("new region of %d MiB: more than this host's %d MiB of memory", size>>20, total>>20)
+	}
 
 	r := &Region{fd: -1, owned: true}
 	var err error

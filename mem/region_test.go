@@ -218,3 +218,16 @@ func TestHugePagesText(t *testing.T) {
 		t.Error("MarshalText of an invalid value succeeded")
 	}
 }
+
+// TestRegionLargerThanHost: a region larger than the host's memory is
+// refused at once, with both sizes, instead of failing at a page fault.
+func TestRegionLargerThanHost(t *testing.T) {
+	total, err := sys.TotalMemory()
+	if err != nil {
+		t.Skipf("no memory size here: %v", err)
+	}
+	_, err = NewRegion(RegionOptions{Size: int(total) + 1<<30})
+	if err == nil || !strings.Contains(err.Error(), "more than this host's") {
+		t.Fatalf("region of %d bytes on a host of %d: %v", total+1<<30, total, err)
+	}
+}

@@ -5,33 +5,22 @@ import (
 	"log/slog"
 	"net"
 	"time"
+
+	"github.com/xferio/xfer/internal/wire"
+	"github.com/xferio/xfer/mem"
 )
 
 // Access is the set of rights a region grants to remote peers.
-type Access uint8
+type Access = mem.Access
 
 const (
 	// AccessRead lets peers READ from the region.
-	AccessRead Access = 1 << iota
+	AccessRead = mem.AccessRead
 	// AccessWrite lets peers WRITE into the region.
-	AccessWrite
+	AccessWrite = mem.AccessWrite
 	// AccessReadWrite grants both.
-	AccessReadWrite = AccessRead | AccessWrite
+	AccessReadWrite = mem.AccessReadWrite
 )
-
-func (a Access) String() string {
-	switch a {
-	case AccessRead:
-		return "read"
-	case AccessWrite:
-		return "write"
-	case AccessReadWrite:
-		return "read-write"
-	case 0:
-		return "none"
-	}
-	return "invalid"
-}
 
 // OpKind is the kind of one operation.
 type OpKind uint8
@@ -91,16 +80,15 @@ type Op struct {
 	Tag int
 	// Seq belongs to the endpoint while the op is posted.
 	Seq uint64
-	// Region is the whole registered region that holds Local; transports
-	// that register memory with a device (rdma) register it once, whole.
-	Region []byte
-	// RegionFD is the memfd that Region maps from offset 0, when
-	// RegionHasFD. A stream transport may send a WRITE's data from it by
-	// reference (sendfile) instead of copying it into the socket: the
-	// operation owns Local until it completes, and a WRITE completes only
-	// once the target has the data.
-	RegionFD    int
-	RegionHasFD bool
+	// Region is the registered region that holds Local, pinned by the
+	// caller until the operation completes. Transports that register
+	// memory with a device (rdma) register it once, whole, and find the
+	// registration by handle. When it has a memfd (Region.FD() >= 0), a
+	// stream transport may send a WRITE's data from it by reference
+	// (sendfile) instead of copying it into the socket: the operation owns
+	// Local until it completes, and a WRITE completes only once the target
+	// has the data.
+	Region *mem.Handle
 }
 
 // Endpoint is one connection to one peer, over one transport.
@@ -144,9 +132,10 @@ type Endpoint interface {
 }
 
 // Appender is implemented by endpoints that can encode a message straight
-// into their send queue: the stream endpoint of tcp and shm. A small
-// request/response protocol then sends without a buffer of registered
-// memory, an Op, or a completion.
+// into their send queue: those of tcp and shm, on their control stream
+// (transport/stream). A small request/response protocol then sends without
+// a buffer of registered memory, an Op, or a completion. rdma does not
+// implement it: its messages leave from registered memory on the QPs.
 type Appender interface {
 	// AppendSend sends one message that fill appends to b, in order with
 	// the endpoint's other messages. fill must append at most max bytes,
@@ -159,31 +148,45 @@ type Appender interface {
 	AppendSend(max int, fill func(b []byte) []byte) (bool, error)
 }
 
-// Resolved is memory of a local region that a remote peer is allowed to
-// touch. Release must be called once the bytes have been read or written.
-type Resolved struct {
-	Mem []byte
-	// FD is a memfd that backs the whole region, or -1.
-	FD int
-	// Base and Len describe the whole region (for attachments).
-	Base uint64
-	Len  uint64
-	pin  Pin
+// Exporter is implemented by a Host whose engine exports regions (the
+// descriptors its handshake's Welcome advertised). The rdma transport sends
+// their rkeys with its queue pair numbers, so that a peer's first access to
+// one needs no attach round trip.
+type Exporter interface {
+	Exports() []wire.RegionDesc
 }
 
-// Pin keeps a region registered while a remote access is in progress.
-type Pin interface{ Unpin() }
-
-// NewResolved builds a Resolved; p is unpinned by Release.
-func NewResolved(mem []byte, fd int, base, n uint64, p Pin) Resolved {
-	return Resolved{Mem: mem, FD: fd, Base: base, Len: n, pin: p}
+// Resolved is memory of a local region that a remote peer is allowed to
+// touch, pinned. Release must be called once the bytes have been read or
+// written.
+type Resolved struct {
+	// Mem is the bytes the peer asked for.
+	Mem []byte
+	// Region is the registered region that holds Mem (its memfd, base
+	// address and length, for attachments), or nil when nothing is
+	// pinned.
+	Region *mem.Handle
 }
 
 // Release unpins the region.
 func (r Resolved) Release() {
-	if r.pin != nil {
-		r.pin.Unpin()
+	if r.Region != nil {
+		r.Region.Unpin()
 	}
+}
+
+// Registrar is implemented by a transport that registers memory with a
+// device (rdma). The engine tells it of every region it registers and
+// deregisters, so that the transport keeps its registrations per handle
+// and releases them before the memory is unmapped.
+type Registrar interface {
+	// RegionAdded is called once a region is registered, before any
+	// operation or peer can name it. It must not block.
+	RegionAdded(h *mem.Handle)
+	// RegionRemoved is called when a region is deregistered, once it is
+	// retired and no access to it is in progress, before it is unmapped.
+	// The transport must release what it registered for it.
+	RegionRemoved(h *mem.Handle)
 }
 
 // Host is the local engine, as seen by a transport that serves requests from
@@ -195,11 +198,14 @@ type Host interface {
 	// an error matching ErrRemoteAccess.
 	Resolve(id uint32, key uint64, addr, n uint64, want Access) (Resolved, error)
 	// Lookup checks key and rights like Resolve, for the whole region:
-	// Mem is all of it.
+	// Mem is all of it, and Region is its handle.
 	Lookup(id uint32, key uint64, want Access) (Resolved, error)
 	// Deliver hands an incoming message to the receive queue. msg is valid
 	// only during the call (it may lie in the transport's receive buffer):
-	// the host copies what it keeps.
+	// the host copies what it keeps. from is where the message's credit
+	// goes back (from.Consumed): the endpoint, or, for a message that came
+	// over the control stream (tcp, shm), that stream, which may run
+	// before Connect has returned the endpoint.
 	Deliver(from Endpoint, msg []byte)
 	// Notify reports that a write-with-notify has landed.
 	Notify(from Endpoint, n Notification)

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"time"
@@ -73,6 +74,7 @@ func newBenchCmd(g *globals) *cobra.Command {
 	fs.BoolVar(&f.verify, "verify", false, "check every byte of every operation (write and read only)")
 	fs.BoolVar(&f.json, "json", false, "print one JSON object per size instead of the table")
 	fs.StringVar(&f.plot, "plot", "", "draw bandwidth and latency against size into `FILE` (.png or .svg)")
+	fs.Int("max-message", 0, "largest message in `bytes` (default: the largest --size with --op send, else 64KiB); a --peer must allow as much")
 	fs.Int("memory-mb", 0, "registered pool of each side, in `MiB` (default 2 × depth × largest size, at least 64)")
 	fs.String("secret", "", "shared `secret` (prefer "+envPrefix+"SECRET: flags show in ps)")
 	return cmd
@@ -130,6 +132,9 @@ func (f benchFlags) plan(itersSet bool) (benchPlan, error) {
 		if _, err := plotFormat(f.plot); err != nil {
 			return p, err
 		}
+		if err := checkWritable(f.plot); err != nil {
+			return p, fmt.Errorf("--plot %s: %w", f.plot, err)
+		}
 	}
 	return p, nil
 }
@@ -148,6 +153,11 @@ func bench(ctx context.Context, g *globals, cfg xfer.Config, plan benchPlan) (er
 	defer func() {
 		if err != nil && ctx.Err() != nil {
 			err = fmt.Errorf("interrupted (%w)", err)
+		}
+		if err != nil && plan.op == opSend && errors.Is(err, xfer.ErrTooLarge) {
+			// The connection's limit is the smaller of both sides'.
+			err = fmt.Errorf("%w\nsends of %s need max_message of at least that on both sides: --max-message %d here, and on the peer xfer serve --max-message %d (or max_message in their configs)",
+				err, FormatSize(plan.maxSize), plan.maxSize, plan.maxSize)
 		}
 	}()
 	if cfg.MemoryMB == 0 {
@@ -305,4 +315,23 @@ func startLocalTarget(ctx context.Context, g *globals, cfg xfer.Config) (*target
 		env = append(env, envPrefix+"SECRET="+cfg.Secret)
 	}
 	return startTarget(ctx, exe, args, env, g.log)
+}
+
+// checkWritable fails, before a long run, when a file cannot be created at
+// path: its directory is missing or not writable. It leaves nothing behind.
+func checkWritable(path string) error {
+	dir := filepath.Dir(path)
+	st, err := os.Stat(dir)
+	if err != nil {
+		return fmt.Errorf("directory %s: %w", dir, err)
+	}
+	if !st.IsDir() {
+		return fmt.Errorf("%s is not a directory", dir)
+	}
+	f, err := os.CreateTemp(dir, ".xfer-write-check-*")
+	if err != nil {
+		return fmt.Errorf("cannot write in %s: %w", dir, err)
+	}
+	f.Close()
+	return os.Remove(f.Name())
 }

@@ -71,7 +71,7 @@ func (o *resultWriter) write(r sizeResult) error {
 	}
 	if !o.header {
 		o.header = true
-		if _, err := fmt.Fprintf(o.w, tableHeader, "transport", "op", "bytes", "ops", "GB/s", "p50 us", "p99 us", "max us", "cpu s/GB"); err != nil {
+		if _, err := fmt.Fprintf(o.w, tableHeader, "transport", "op", "bytes", "ops", "GB/s", "p50 µs", "p99 µs", "max µs", "cpu s/GB"); err != nil {
 			return err
 		}
 	}
@@ -99,8 +99,7 @@ func micros(d time.Duration) float64 { return float64(d) / 1e3 }
 // terminal, and returns the function that removes it. completed reports the
 // operations done so far.
 func showProgress(w io.Writer, desc string, lim limit, completed func() int64) (hide func()) {
-	f, ok := w.(*os.File)
-	if !ok || !term.IsTerminal(int(f.Fd())) {
+	if !isTerminal(w) {
 		return func() {}
 	}
 	// The bar counts operations with --iters, milliseconds otherwise.
@@ -109,7 +108,7 @@ func showProgress(w io.Writer, desc string, lim limit, completed func() int64) (
 		total = max(lim.dur.Milliseconds(), 1)
 	}
 	bar := progressbar.NewOptions64(total,
-		progressbar.OptionSetWriter(f),
+		progressbar.OptionSetWriter(w),
 		progressbar.OptionSetDescription(desc),
 		progressbar.OptionSetWidth(30),
 		progressbar.OptionClearOnFinish(),
@@ -140,4 +139,10 @@ func showProgress(w io.Writer, desc string, lim limit, completed func() int64) (
 		wg.Wait()
 		_ = bar.Clear()
 	}
+}
+
+// isTerminal reports whether w is a terminal.
+func isTerminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	return ok && term.IsTerminal(int(f.Fd()))
 }

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"unicode/utf8"
 )
 
 // jsonFields is the exact set of fields of a "bench --json" line.
@@ -96,18 +97,18 @@ func TestTable(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := "" +
-		" transport  op         bytes       ops      GB/s   p50 us   p99 us   max us  cpu s/GB\n" +
+		" transport  op         bytes       ops      GB/s   p50 µs   p99 µs   max µs  cpu s/GB\n" +
 		" tcp        write      65536      1000     0.066     12.3     45.6     99.1     0.200\n" +
 		" tcp        write   16777216      1000    16.777     12.3     45.6     99.1         -\n" +
 		" # footer 1\n"
 	if got := buf.String(); got != want {
 		t.Errorf("table:\n%s\nwant:\n%s", got, want)
 	}
-	// Every row is as wide as the header.
+	// Every row is as wide as the header, in characters (µ is two bytes).
 	lines := strings.Split(buf.String(), "\n")
 	for _, l := range lines[1:3] {
-		if len(l) != len(lines[0]) {
-			t.Errorf("row %q is %d wide, header %d", l, len(l), len(lines[0]))
+		if utf8.RuneCountInString(l) != utf8.RuneCountInString(lines[0]) {
+			t.Errorf("row %q is %d wide, header %d", l, utf8.RuneCountInString(l), utf8.RuneCountInString(lines[0]))
 		}
 	}
 }

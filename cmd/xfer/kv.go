@@ -8,6 +8,7 @@ import (
 	"net"
 	"os"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -146,12 +147,15 @@ func kvClientFlags(fs *pflag.FlagSet) {
 	fs.String("server-addr", kvDefaultServer, "KV server `address`: HOST:PORT or http://HOST:PORT")
 	fs.String("transport", string(xfer.PolicyAuto), "data-plane transport `policy`: auto, tcp, shm or rdma")
 	fs.Int("buffer-mb", kvDefaultBufferMB, "size of the client's registered buffer pool in `MiB`")
-	fs.Duration("timeout", 30*time.Second, "give up after this `duration` (the server may be restarting)")
+	fs.Duration("timeout", 30*time.Second, "give up on the command after this `duration`")
+	fs.Duration("wait", 0, "wait up to this `duration` for a server that is not up yet (starting or restarting); 0: fail at once when nothing answers")
 	fs.String("secret", "", "shared `secret` of the data plane (prefer "+envPrefix+"SECRET)")
 	fs.String("requests", kv.RequestsData, "path of GET/PUT/DELETE requests: data (messages on the data-plane connection) or grpc (gRPC calls)")
 }
 
-// kvDial connects a client with the command's flags and config.
+// kvDial connects a client with the command's flags and config. A server
+// that cannot be reached is an error naming the cause at once, unless
+// --wait allows waiting for it; while it waits, a terminal is told why.
 func kvDial(cmd *cobra.Command, g *globals, bufferMB int) (*kv.Client, context.Context, context.CancelFunc, error) {
 	cfg, err := g.config(cmd.Flags())
 	if err != nil {
@@ -165,13 +169,31 @@ func kvDial(cmd *cobra.Command, g *globals, bufferMB int) (*kv.Client, context.C
 	cfg.Listen = "" // a client only dials
 	addr, _ := fs.GetString("server-addr")
 	timeout, _ := fs.GetDuration("timeout")
-	ctx, cancel := context.WithTimeout(cmd.Context(), timeout)
+	wait, _ := fs.GetDuration("wait")
 	requests, _ := fs.GetString("requests")
-	c, err := kv.Dial(ctx, addr, kv.ClientOptions{EngineConfig: cfg, Requests: requests})
+	ctx, cancel := context.WithTimeout(cmd.Context(), timeout)
+	opts := kv.ClientOptions{EngineConfig: cfg, Requests: requests, Logger: g.log, FailFast: wait <= 0}
+	dialCtx := ctx
+	if wait > 0 {
+		var dialCancel context.CancelFunc
+		dialCtx, dialCancel = context.WithTimeout(ctx, wait)
+		defer dialCancel()
+		if isTerminal(g.stderr) {
+			last := ""
+			opts.OnWait = func(cause error) {
+				if msg := cause.Error(); msg != last {
+					last = msg
+					fmt.Fprintf(g.stderr, "xfer: waiting up to %v for the KV server at %s: %s\n", wait, addr, msg)
+				}
+			}
+		}
+	}
+	c, err := kv.Dial(dialCtx, addr, opts)
 	if err != nil {
 		cancel()
-		if ctx.Err() != nil {
-			return nil, nil, nil, fmt.Errorf("no KV server at %s within %v: %w", addr, timeout, err)
+		var de *kv.DialError
+		if errors.As(err, &de) && de.Waited == 0 && errors.Is(err, syscall.ECONNREFUSED) {
+			return nil, nil, nil, fmt.Errorf("%w (nothing listens there: is `xfer kv serve` running? --wait 30s waits for a server that is starting)", err)
 		}
 		return nil, nil, nil, err
 	}
@@ -203,7 +225,12 @@ func newKVPutCmd(g *globals) *cobra.Command {
 				return errors.New("give the value or --file, not both")
 			case file != "":
 				var err error
-				if value, err = os.ReadFile(file); err != nil {
+				if file == "-" {
+					value, err = io.ReadAll(cmd.InOrStdin())
+				} else {
+					value, err = os.ReadFile(file)
+				}
+				if err != nil {
 					return err
 				}
 			case len(args) == 2:
@@ -219,7 +246,7 @@ func newKVPutCmd(g *globals) *cobra.Command {
 		},
 	}
 	kvClientFlags(cmd.Flags())
-	cmd.Flags().String("file", "", "read the value from `file`")
+	cmd.Flags().String("file", "", "read the value from `file` (- for standard input)")
 	return cmd
 }
 
@@ -229,21 +256,31 @@ func newKVGetCmd(g *globals) *cobra.Command {
 		Short: "Write the value of KEY to stdout or --out; a missing key exits 1 with \"not found\"",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return withKVClient(cmd, g, 0, func(ctx context.Context, c *kv.Client) error {
-				v, err := c.Get(ctx, args[0])
-				if err != nil {
-					return err
-				}
-				if out, _ := cmd.Flags().GetString("out"); out != "" {
-					return os.WriteFile(out, v, 0o644)
-				}
-				_, err = g.stdout.Write(v)
+			var v []byte
+			get := func(ctx context.Context, c *kv.Client) (err error) {
+				v, err = c.Get(ctx, args[0])
 				return err
-			})
+			}
+			err := withKVClient(cmd, g, 0, get)
+			var small *kv.BufferTooSmallError
+			if errors.As(err, &small) && small.Pool {
+				// Like put, grow the client's buffer to the value.
+				bufferMB, _ := cmd.Flags().GetInt("buffer-mb")
+				g.log.Debug("kv get: value larger than --buffer-mb; once more with a larger buffer", "value_bytes", small.Needed, "buffer_mb", bufferMB)
+				err = withKVClient(cmd, g, max(bufferMB, int(small.Needed>>20)+1), get)
+			}
+			if err != nil {
+				return err
+			}
+			if out, _ := cmd.Flags().GetString("out"); out != "" && out != "-" {
+				return os.WriteFile(out, v, 0o644)
+			}
+			_, err = g.stdout.Write(v)
+			return err
 		},
 	}
 	kvClientFlags(cmd.Flags())
-	cmd.Flags().String("out", "", "write the value to `file` instead of stdout")
+	cmd.Flags().String("out", "", "write the value to `file` instead of stdout (- for stdout)")
 	return cmd
 }
 
@@ -287,10 +324,10 @@ func newKVStatsCmd(g *globals) *cobra.Command {
 }
 
 func printKVStats(w io.Writer, st kv.Stats) {
-	fmt.Fprintf(w, "keys            %d (%s of values)\n", st.Keys, FormatSize(int64(st.ValueBytes)))
-	fmt.Fprintf(w, "pool            %s of %s in use, fragmentation %.2f\n", FormatSize(int64(st.PoolUsed)), FormatSize(int64(st.Capacity)), st.Fragmentation)
+	fmt.Fprintf(w, "keys            %d (%s of values)\n", st.Keys, HumanSize(int64(st.ValueBytes)))
+	fmt.Fprintf(w, "pool            %s of %s in use, fragmentation %.2f\n", HumanSize(int64(st.PoolUsed)), HumanSize(int64(st.Capacity)), st.Fragmentation)
 	fmt.Fprintf(w, "requests        %d gets (%d hits, %d misses), %d puts, %d deletes\n", st.Gets, st.Hits, st.Misses, st.Puts, st.Deletes)
 	fmt.Fprintf(w, "full policy     %s: %d evictions, %d puts rejected\n", st.FullPolicy, st.Evictions, st.RejectedFull)
 	fmt.Fprintf(w, "aborted puts    %d\n", st.AbortedPuts)
-	fmt.Fprintf(w, "bytes moved     %s on the data plane, %s inline\n", FormatSize(int64(st.DataPlaneBytes)), FormatSize(int64(st.InlineBytes)))
+	fmt.Fprintf(w, "bytes moved     %s on the data plane, %s inline\n", HumanSize(int64(st.DataPlaneBytes)), HumanSize(int64(st.InlineBytes)))
 }

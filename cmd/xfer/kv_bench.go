@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"crypto/rand"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -21,7 +22,7 @@ import (
 type kvBenchRecord struct {
 	Op          string  `json:"op"`
 	Transport   string  `json:"transport"`
-	ValueSize   int64   `json:"value_size"`
+	ValueSize   int64   `json:"size_bytes"`
 	Concurrency int     `json:"concurrency"`
 	Clients     int     `json:"clients"`
 	Ops         int64   `json:"ops"`
@@ -50,6 +51,9 @@ func newKVBenchCmd(g *globals) *cobra.Command {
 		Long: "bench runs --ops operations from --concurrency workers over --keys keys of --value-size\n" +
 			"bytes, which it PUTs first for a GET run. It prints ops/s, bandwidth (1e9 bytes/s) and latency\n" +
 			"p50/p99.\n\n" +
+			"Its keys start with a prefix of their own (--prefix) and are deleted at the end (--keep keeps\n" +
+			"them). Against a server that holds other values it uses no more keys than fit the free space,\n" +
+			"so that none of them is evicted (--allow-evict lifts that).\n\n" +
 			"By default each worker is a client of its own, with its own connection and registered buffers,\n" +
 			"like redis-benchmark -c. --clients N shares N clients among the workers instead, as goroutines\n" +
 			"of one program share a kv.Client: their requests are then multiplexed on N connections.",
@@ -103,7 +107,15 @@ func newKVBenchCmd(g *globals) *cobra.Command {
 			for i := range workers {
 				workers[i] = clients[i%nc]
 			}
-			res, err := kvBench(cmd.Context(), g, workers, op, size, ops, keys, verify)
+			prefix, _ := fs.GetString("prefix")
+			if prefix == "" {
+				var r [4]byte
+				rand.Read(r[:])
+				prefix = fmt.Sprintf("xfer-bench:%x:", r)
+			}
+			keep, _ := fs.GetBool("keep")
+			allowEvict, _ := fs.GetBool("allow-evict")
+			res, err := kvBench(cmd.Context(), g, workers, benchKeys{op: op, size: size, ops: ops, keys: keys, prefix: prefix, keep: keep, allowEvict: allowEvict}, verify)
 			if err != nil {
 				return err
 			}
@@ -126,6 +138,9 @@ func newKVBenchCmd(g *globals) *cobra.Command {
 	fs.Int("keys", 1000, "number of distinct keys")
 	fs.Bool("json", false, "print one JSON line")
 	fs.Bool("verify", false, "check every GET's value")
+	fs.String("prefix", "", "prefix of the benchmark's keys (default: xfer-bench:RANDOM:, never a key of yours)")
+	fs.Bool("keep", false, "keep the benchmark's keys on the server (default: delete them at the end)")
+	fs.Bool("allow-evict", false, "let the benchmark's keys evict other values from a full server (default: use fewer keys, or refuse)")
 	return cmd
 }
 
@@ -148,7 +163,18 @@ func kvValue(b []byte, k int) {
 // benchChunk is how many operations a worker takes at a time.
 const benchChunk = 16
 
-func kvBench(ctx context.Context, g *globals, clients []*kv.Client, op string, size, ops int64, keys int, verify bool) (kvBenchRecord, error) {
+// benchKeys is what a kv bench run writes: keys named prefix + a number.
+type benchKeys struct {
+	op         string
+	size, ops  int64
+	keys       int
+	prefix     string
+	keep       bool // leave the keys on the server
+	allowEvict bool // the keys may evict other values
+}
+
+func kvBench(ctx context.Context, g *globals, clients []*kv.Client, bk benchKeys, verify bool) (rec kvBenchRecord, err error) {
+	op, size, ops, keys := bk.op, bk.size, bk.ops, bk.keys
 	type worker struct {
 		c     *kv.Client
 		buf   xfer.Buffer
@@ -166,7 +192,7 @@ func kvBench(ctx context.Context, g *globals, clients []*kv.Client, op string, s
 	// The key names are made before the run, as redis-benchmark's are, so
 	// that formatting them is not timed (up to a million of them; more are
 	// formatted per operation).
-	keyName := func(k int) string { return fmt.Sprintf("key:%012d", k) }
+	keyName := func(k int) string { return fmt.Sprintf("%s%012d", bk.prefix, k) }
 	names := make([]string, min(keys, 1<<20))
 	for k := range names {
 		names[k] = keyName(k)
@@ -178,14 +204,44 @@ func kvBench(ctx context.Context, g *globals, clients []*kv.Client, op string, s
 		return keyName(k)
 	}
 	// The keys must fit the server's pool with room to spare, or evictions
-	// would turn GETs into misses.
+	// would turn GETs into misses; and they must not evict the values
+	// already there, unless --allow-evict.
 	st, err := clients[0].Stats(ctx)
 	if err != nil {
 		return kvBenchRecord{}, err
 	}
-	if fit := int(st.Capacity / 2 / uint64(max(size, 64))); keys > fit {
-		fmt.Fprintf(g.stderr, "xfer kv bench: %d keys of %s do not fit half the server's pool (%s): using %d\n", keys, FormatSize(size), FormatSize(int64(st.Capacity)), max(fit, 1))
+	per := uint64(max(size, 64))
+	if fit := int(st.Capacity / 2 / per); keys > fit {
+		fmt.Fprintf(g.stderr, "xfer kv bench: %d keys of %s do not fit half the server's pool (%s): using %d\n", keys, FormatSize(size), HumanSize(int64(st.Capacity)), max(fit, 1))
 		keys = max(fit, 1)
+	}
+	// Half the free space, as half the pool above: a PUT over a key holds
+	// the old value and the new one until it completes.
+	if free := st.Capacity - min(st.PoolUsed, st.Capacity); st.Keys > 0 && !bk.allowEvict && uint64(keys)*per > free/2 {
+		fit := int(free / 2 / per)
+		if fit < 1 {
+			return kvBenchRecord{}, fmt.Errorf("the server holds %d keys and has %s free, less than one %s value: the benchmark would evict your values (--allow-evict lets it)",
+				st.Keys, HumanSize(int64(free)), FormatSize(size))
+		}
+		fmt.Fprintf(g.stderr, "xfer kv bench: the server holds %d keys of yours and has %s free: using %d keys so that none is evicted (--allow-evict lets it use more)\n",
+			st.Keys, HumanSize(int64(free)), fit)
+		keys = fit
+	}
+	if !bk.keep {
+		defer func() {
+			// Delete what the run wrote, also when it failed or was
+			// interrupted, with a context of its own.
+			dctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			for k := range keys {
+				if derr := clients[0].Delete(dctx, key(k)); derr != nil && !errors.Is(derr, kv.ErrNotFound) {
+					if err == nil {
+						err = fmt.Errorf("deleting the benchmark's keys (%s*): %w", bk.prefix, derr)
+					}
+					return
+				}
+			}
+		}()
 	}
 	if op == "get" { // the keys must exist
 		w := ws[0]

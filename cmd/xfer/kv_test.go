@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"encoding/json"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -146,5 +147,55 @@ func TestKVServeBadFlags(t *testing.T) {
 		if code == 0 || !strings.Contains(e, tc.want) {
 			t.Errorf("%v: exit %d, stderr %q; want %q", tc.args, code, e, tc.want)
 		}
+	}
+}
+
+// TestKVClientErrors: the client commands name the cause of a failure at
+// once, and the fix where there is one.
+func TestKVClientErrors(t *testing.T) {
+	env := cleanEnv()
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	closed := lis.Addr().String()
+	lis.Close()
+
+	start := time.Now()
+	_, e, code := xferRun(t, env, "kv", "get", "--server-addr", closed, "k")
+	if took := time.Since(start); code != 1 || !strings.Contains(e, "connection refused") || !strings.Contains(e, closed) || took > 5*time.Second {
+		t.Fatalf("get from %s (nothing listens): exit %d after %v: %q; want exit 1 naming connection refused at once", closed, code, took, e)
+	}
+	if !strings.Contains(e, "--wait") {
+		t.Errorf("the refused dial does not name --wait: %q", e)
+	}
+	// With --wait it tries until then, and still names the cause.
+	_, e, code = xferRun(t, env, "kv", "stats", "--server-addr", closed, "--wait", "500ms")
+	if code != 1 || !strings.Contains(e, "connection refused") || !strings.Contains(e, "within") {
+		t.Fatalf("stats --wait 500ms: exit %d: %q", code, e)
+	}
+
+	// The server is up, but the data plane cannot use rdma here: that is
+	// said at once, not as a missing server.
+	addr := startKVServe(t, "--transport", "tcp")
+	start = time.Now()
+	_, e, code = xferRun(t, env, "kv", "get", "--server-addr", addr, "--transport", "rdma", "k")
+	if took := time.Since(start); code != 1 || strings.Contains(e, "no KV server") || took > 20*time.Second {
+		t.Fatalf("get --transport rdma against a tcp server: exit %d after %v: %q", code, took, e)
+	}
+
+	// A value larger than --buffer-mb: get grows its buffer as put does.
+	dir := t.TempDir()
+	in := filepath.Join(dir, "in")
+	big := strings.Repeat("xfer", 3<<20/4)
+	if err := os.WriteFile(in, []byte(big), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, e, code := xferRun(t, env, "kv", "put", "--server-addr", addr, "--buffer-mb", "1", "big", "--file", in); code != 0 {
+		t.Fatalf("put 3 MiB with --buffer-mb 1: exit %d: %s", code, e)
+	}
+	o, e, code := xferRun(t, env, "kv", "get", "--server-addr", addr, "--buffer-mb", "1", "big", "--out", "-")
+	if code != 0 || o != big {
+		t.Fatalf("get 3 MiB with --buffer-mb 1 to stdout: exit %d, %d bytes: %s", code, len(o), e)
 	}
 }

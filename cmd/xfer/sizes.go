@@ -99,3 +99,24 @@ func FormatSize(n int64) string {
 	}
 	return fmt.Sprintf("%dB", n)
 }
+
+// HumanSize formats n bytes for people: exact multiples as FormatSize does
+// ("64MiB"), other sizes of 1 KiB or more with two decimals in the largest
+// unit that fits ("166.73 GiB"), and small ones in bytes ("512 B").
+func HumanSize(n int64) string {
+	if n < 1<<10 && n > -(1<<10) {
+		return fmt.Sprintf("%d B", n)
+	}
+	for _, u := range []struct {
+		name string
+		mult int64
+	}{{"TiB", 1 << 40}, {"GiB", 1 << 30}, {"MiB", 1 << 20}, {"KiB", 1 << 10}} {
+		if n >= u.mult || n <= -u.mult {
+			if n%u.mult == 0 {
+				return fmt.Sprintf("%d %s", n/u.mult, u.name)
+			}
+			return fmt.Sprintf("%.2f %s", float64(n)/float64(u.mult), u.name)
+		}
+	}
+	return fmt.Sprintf("%d B", n)
+}

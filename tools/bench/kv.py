@@ -1,21 +1,28 @@
 #!/usr/bin/env python3
-"""The KV service against Redis, for docs/BENCHMARKS.md.
+"""The KV service against Redis (docs/BENCHMARKS.md, "The KV service").
 
 For each transport (tcp, shm), operation (GET, PUT/SET), value size (4 KiB,
-1 MiB) and client count (1, 16) it runs `xfer kv bench` against a fresh
+1 MiB) and client count (1, 16) it runs `xfer kv bench` against a running
 `xfer kv serve` and `redis-benchmark` against redis-server on the same
 machine, in turn, ROUNDS times (xfer, redis, xfer, redis, ...), and prints
 the medians and ratios as a Markdown table. Both use one key, as
-redis-benchmark does without -r. Raw results go to bench-out/kv.json.
+redis-benchmark does without -r. The results file (tools/bench/results.py)
+goes to bench-out/kv.json (bench-out/kv-rdma.json for --transports rdma),
+or to --out.
 
-Usage: tools/bench/kv.py [--rounds N] [--xfer PATH] [--transports tcp,shm] [--scale F] [--procs N]
+With --xfer-b, a second binary's server and client run in every round too,
+in alternating order with the first (A, Redis, B; then B, Redis, A; ...),
+so that tools/bench/ab.sh can compare two builds against the same Redis
+runs.
+
+Usage: tools/bench/kv.py [--rounds N] [--xfer PATH] [--xfer-b PATH] [--out FILE]
+                         [--transports tcp,shm] [--scale F] [--procs N]
 
 --procs N runs the xfer server and clients with GOMAXPROCS=N (default: Go's,
 one P per CPU). Redis and redis-benchmark run one thread each; on a small
-machine that both sides share, --procs 1 gives xfer the same thread budget
-(docs/BENCHMARKS.md).
+machine that both sides share, --procs 1 gives xfer the same thread budget.
 In the VM, over SoftRoCE (XFER_DEVICE=rxe0 picks the device):
-  XFER_DEVICE=rxe0 tools/rdma-vm/rdma-vm --rxe --timeout 3000 -- \
+  XFER_DEVICE=rxe0 tools/rdma-vm/rdma-vm --rxe --timeout 3000 -- \\
       python3 tools/bench/kv.py --transports rdma --scale 0.1
 Needs: redis-server and redis-benchmark (make bench-kv installs them).
 Only loopback addresses are used.
@@ -25,23 +32,32 @@ import csv
 import io
 import json
 import os
+import shlex
 import statistics
 import subprocess
+import sys
 import time
+
+import results
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
 KV_PORT, DATA_PORT, REDIS_PORT = 19351, 19352, 19353
-
+B_OFFSET = 10  # the second binary's server listens 10 ports up
 
 XFER_ENV = None  # the environment of xfer's processes (--procs)
+SCALE = 1.0
+
+# GET 4 KiB at 1.0x Redis's operations per second, GET 1 MiB at 3x its
+# bytes per second (the same ratio at one value size); PUT has no goal.
+GOALS = {("get", 4096): ">= 1.0", ("get", 1 << 20): ">= 3.0"}
 
 
 def run(cmd, timeout=300, env=None):
-    return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, check=True, env=env).stdout
-
-
-SCALE = 1.0
+    try:
+        return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, check=True, env=env).stdout
+    except subprocess.CalledProcessError as e:
+        sys.exit(f"kv.py: {shlex.join(cmd)}: exit {e.returncode}: {e.stderr.strip()[-500:]}")
 
 
 def ops_for(size, conc):
@@ -52,22 +68,34 @@ def ops_for(size, conc):
     return max(int(n * SCALE), 20)
 
 
-def xfer_run(xfer, transport, op, size, conc, requests):
-    out = run([xfer, "kv", "bench", "--server-addr", f"127.0.0.1:{KV_PORT}", "--transport", transport,
-               "--requests", requests, "--op", op, "--value-size", str(size), "--concurrency", str(conc),
-               "--keys", "1", "--ops", str(ops_for(size, conc)), "--json"], env=XFER_ENV)
-    r = json.loads(out.strip().splitlines()[-1])
-    assert r["transport"] == transport, r
+def xfer_args(port, transport, op, size, conc, requests):
+    return ["kv", "bench", "--server-addr", f"127.0.0.1:{port}", "--transport", transport,
+            "--requests", requests, "--op", op, "--value-size", str(size), "--concurrency", str(conc),
+            "--keys", "1", "--ops", str(ops_for(size, conc)), "--json"]
+
+
+def xfer_run(xfer, args):
+    out = run([xfer] + args, env=XFER_ENV)
+    lines = out.strip().splitlines()
+    if not lines or not lines[-1].startswith("{"):
+        sys.exit(f"kv.py: {xfer} {shlex.join(args)}: no JSON line in:\n{out}")
+    r = json.loads(lines[-1])
+    if r.get("transport") != args[5]:
+        sys.exit(f"kv.py: {xfer} {shlex.join(args)}: ran over {r.get('transport')!r}, not {args[5]}")
     return {"ops_per_sec": r["ops_per_sec"], "bytes_per_sec": r["bytes_per_sec"],
             "p50_us": r["lat_p50_ns"] / 1e3, "p99_us": r["lat_p99_ns"] / 1e3}
 
 
-def redis_run(op, size, conc):
+def redis_args(op, size, conc):
     test = "get" if op == "get" else "set"
-    if test == "get":
+    return ["redis-benchmark", "-p", str(REDIS_PORT), "-t", test, "-d", str(size), "-c", str(conc),
+            "-n", str(ops_for(size, conc)), "--csv"]
+
+
+def redis_run(op, size, conc):
+    if op == "get":
         run(["redis-benchmark", "-p", str(REDIS_PORT), "-t", "set", "-d", str(size), "-n", "10", "-c", "1"])
-    out = run(["redis-benchmark", "-p", str(REDIS_PORT), "-t", test, "-d", str(size), "-c", str(conc),
-               "-n", str(ops_for(size, conc)), "--csv"])
+    out = run(redis_args(op, size, conc))
     rows = list(csv.reader(io.StringIO(out)))
     head, row = rows[0], rows[-1]
     d = dict(zip(head, row))
@@ -76,62 +104,110 @@ def redis_run(op, size, conc):
             "p50_us": float(d["p50_latency_ms"]) * 1e3, "p99_us": float(d["p99_latency_ms"]) * 1e3}
 
 
+def serve(xfer, transport, offset):
+    srv = subprocess.Popen([xfer, "kv", "serve", "--listen", f"127.0.0.1:{KV_PORT + offset}",
+                            "--data-listen", f"127.0.0.1:{DATA_PORT + offset}", "--memory-mb", "512",
+                            "--transport", transport], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
+                           env=XFER_ENV)
+    if not srv.stdout.readline():
+        srv.wait(timeout=20)
+        sys.exit(f"kv.py: {xfer} kv serve --transport {transport} exited ({srv.returncode}) before it listened")
+    return srv
+
+
+def size_name(size):
+    return "4k" if size == 4096 else "1m"
+
+
 def main():
-    ap = argparse.ArgumentParser()
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--rounds", type=int, default=3)
-    ap.add_argument("--xfer", default=os.path.join(ROOT, "xfer"))
+    ap.add_argument("--xfer", default=os.path.join(ROOT, "xfer"), help="the xfer binary (default: ./xfer)")
+    ap.add_argument("--xfer-b", help="a second xfer binary, run interleaved with the first (A/B)")
+    ap.add_argument("--out", help="the results file (default: bench-out/kv.json; bench-out/kv-rdma.json "
+                                  "when every transport is rdma)")
     ap.add_argument("--transports", default="tcp,shm")
     ap.add_argument("--requests", default="data")
     ap.add_argument("--scale", type=float, default=1.0, help="scale the operation counts (0.1 in the VM)")
     ap.add_argument("--procs", type=int, default=0, help="GOMAXPROCS of the xfer processes (default: Go's)")
     args = ap.parse_args()
+    if args.rounds < 1:
+        ap.error("--rounds must be at least 1")
+    if args.out is None:
+        rdma = all(t == "rdma" for t in args.transports.split(","))
+        args.out = results.default_path("kv-rdma" if rdma else "kv")
+    for x in filter(None, (args.xfer, args.xfer_b)):
+        if not os.access(x, os.X_OK):
+            ap.error(f"xfer binary {x} is not an executable file (make build, or go build -o xfer ./cmd/xfer)")
     global SCALE, XFER_ENV
     SCALE = args.scale
     if args.procs > 0:
         XFER_ENV = dict(os.environ, GOMAXPROCS=str(args.procs))
     procs = os.environ.get("GOMAXPROCS", f"Go's default ({os.cpu_count()} CPUs)") if args.procs <= 0 else str(args.procs)
     print(f"xfer GOMAXPROCS: {procs}; Redis: one thread each", flush=True)
+    binaries = [("a", args.xfer, 0)] + ([("b", args.xfer_b, B_OFFSET)] if args.xfer_b else [])
     redis = subprocess.Popen(["redis-server", "--port", str(REDIS_PORT), "--bind", "127.0.0.1", "--save", "",
                               "--appendonly", "no"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    results = []
+    rows, targets = [], []
     try:
         time.sleep(0.5)
         for transport in args.transports.split(","):
-            srv = subprocess.Popen([args.xfer, "kv", "serve", "--listen", f"127.0.0.1:{KV_PORT}",
-                                    "--data-listen", f"127.0.0.1:{DATA_PORT}", "--memory-mb", "512",
-                                    "--transport", transport], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
-                                   env=XFER_ENV)
+            servers = []
             try:
-                srv.stdout.readline()
+                for _, path, offset in binaries:
+                    servers.append(serve(path, transport, offset))
                 for op in ("get", "put"):
                     for size in (4096, 1 << 20):
                         for conc in (1, 16):
-                            xs, rs = [], []
-                            for _ in range(args.rounds):
-                                xs.append(xfer_run(args.xfer, transport, op, size, conc, args.requests))
+                            xs = {w: [] for w, _, _ in binaries}
+                            rs = []
+                            for r in range(args.rounds):
+                                order = binaries if r % 2 == 0 else binaries[::-1]
+                                # A, Redis, B (or, with one binary, xfer, Redis).
+                                xfer_first = order[0]
+                                xs[xfer_first[0]].append(xfer_run(xfer_first[1], xfer_args(
+                                    KV_PORT + xfer_first[2], transport, op, size, conc, args.requests)))
                                 rs.append(redis_run(op, size, conc))
+                                for w, path, offset in order[1:]:
+                                    xs[w].append(xfer_run(path, xfer_args(KV_PORT + offset, transport, op, size,
+                                                                          conc, args.requests)))
                             med = lambda l, k: statistics.median(x[k] for x in l)
-                            res = {"transport": transport, "op": op, "size": size, "conc": conc,
-                                   "xfer_gomaxprocs": procs, "xfer": xs, "redis": rs}
+                            row = {"transport": transport, "op": op, "size": size, "conc": conc,
+                                   "xfer_gomaxprocs": procs, "xfer": xs["a"], "redis": rs}
                             for k in ("ops_per_sec", "bytes_per_sec", "p50_us", "p99_us"):
-                                res["xfer_" + k], res["redis_" + k] = med(xs, k), med(rs, k)
-                            results.append(res)
-                            print(f"{transport} {op} {size} c={conc}: xfer {res['xfer_ops_per_sec']:.0f} ops/s "
-                                  f"redis {res['redis_ops_per_sec']:.0f} ops/s ratio "
-                                  f"{res['xfer_ops_per_sec'] / res['redis_ops_per_sec']:.2f}", flush=True)
+                                row["xfer_" + k], row["redis_" + k] = med(xs["a"], k), med(rs, k)
+                            rows.append(row)
+                            g = GOALS.get((op, size)) if transport != "rdma" else None
+                            label = (f"{transport} {op.upper()}{' (SET)' if op == 'put' else ''} "
+                                     f"{'4 KiB' if size == 4096 else '1 MiB'}, {conc} client{'s' if conc > 1 else ''}")
+                            xcmd = "xfer " + shlex.join(xfer_args(KV_PORT, transport, op, size, conc, args.requests))
+                            xb = results.series([x["ops_per_sec"] for x in xs["b"]]) if args.xfer_b else None
+                            t = results.target(
+                                f"kv-{transport}-{op}-{size_name(size)}-c{conc}", "kv" if transport != "rdma" else "kv-rdma",
+                                label, "ops/s", results.series([x["ops_per_sec"] for x in xs["a"]], xcmd),
+                                results.series([x["ops_per_sec"] for x in rs], shlex.join(redis_args(op, size, conc)),
+                                               "redis-benchmark"),
+                                results.goal(g) if g else None, xfer_b=xb)
+                            # Latencies beside the rates, for readers of the file.
+                            t["xfer"]["p50_us"], t["xfer"]["p99_us"] = row["xfer_p50_us"], row["xfer_p99_us"]
+                            t["peer"]["p50_us"], t["peer"]["p99_us"] = row["redis_p50_us"], row["redis_p99_us"]
+                            targets.append(t)
+                            print(f"{transport} {op} {size} c={conc}: xfer {row['xfer_ops_per_sec']:.0f} ops/s "
+                                  f"redis {row['redis_ops_per_sec']:.0f} ops/s ratio "
+                                  f"{row['xfer_ops_per_sec'] / row['redis_ops_per_sec']:.2f}", flush=True)
             finally:
-                srv.terminate()
-                srv.wait(timeout=20)
+                for srv in servers:
+                    srv.terminate()
+                    srv.wait(timeout=20)
     finally:
         redis.terminate()
         redis.wait(timeout=20)
-    os.makedirs(os.path.join(ROOT, "bench-out"), exist_ok=True)
-    with open(os.path.join(ROOT, "bench-out", "kv.json"), "w") as f:
-        json.dump(results, f, indent=1)
+    results.write(args.out, "kv", targets, args.rounds, args.xfer, args.xfer_b,
+                  extra={"xfer_gomaxprocs": procs, "requests": args.requests, "scale": args.scale})
     print()
     print("| transport | op | value | clients | xfer ops/s | xfer GB/s | xfer p50/p99 µs | Redis ops/s | Redis GB/s | Redis p50/p99 µs | ratio |")
     print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
-    for r in results:
+    for r in rows:
         size = "4 KiB" if r["size"] == 4096 else "1 MiB"
         op = r["op"].upper() + (" (SET)" if r["op"] == "put" else "")
         print(f"| {r['transport']} | {op} | {size} | {r['conc']} | {r['xfer_ops_per_sec']:.0f} | "

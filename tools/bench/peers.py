@@ -1,12 +1,17 @@
 #!/usr/bin/env python3
-"""Interleaved peer comparisons for docs/BENCHMARKS.md.
+"""Interleaved peer comparisons of the tcp and shm transports (docs/BENCHMARKS.md).
 
-Runs each peer (iperf3, qperf, single-thread C memcpy) and the matching
+Runs each peer (iperf3, qperf, a single-thread C memcpy) and the matching
 `xfer bench` in turn, ROUNDS times (peer, xfer, peer, xfer, ...), on this
 machine, unpinned on both sides, and prints the medians and ratios as a
-Markdown table. Raw results go to bench-out/peers.json.
+Markdown table. The results file (tools/bench/results.py) goes to
+bench-out/peers.json, or to --out.
 
-Usage: tools/bench/peers.py [--rounds N] [--xfer PATH]
+With --xfer-b, every round also runs the second binary right after the
+first, in alternating order (peer, A, B; then peer, B, A; ...), so that
+tools/bench/ab.sh can compare two builds against the same peer runs.
+
+Usage: tools/bench/peers.py [--rounds N] [--seconds S] [--xfer PATH] [--xfer-b PATH] [--out FILE]
 Needs: iperf3, qperf, gcc (make bench-peers installs them with apt).
 Only loopback addresses are used.
 """
@@ -14,43 +19,62 @@ import argparse
 import json
 import os
 import re
-import statistics
 import subprocess
 import sys
 import time
+
+import results
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
 
 
 def run(cmd, timeout=120, **kw):
-    return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, check=True, **kw).stdout
+    try:
+        return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, check=True, **kw).stdout
+    except subprocess.CalledProcessError as e:
+        sys.exit(f"peers.py: {' '.join(cmd)}: exit {e.returncode}: {e.stderr.strip()[-500:]}")
 
 
-def xfer_bench(xfer, transport, op, size, depth, seconds):
-    out = run([xfer, "bench", "--transport", transport, "--op", op, "--size", str(size),
-               "--depth", str(depth), "--duration", f"{seconds}s", "--json"])
+def xfer_args(transport, op, size, depth, seconds):
+    return ["bench", "--transport", transport, "--op", op, "--size", str(size),
+            "--depth", str(depth), "--duration", f"{seconds}s", "--json"]
+
+
+def xfer_bench(xfer, args):
+    out = run([xfer] + args)
     rows = [json.loads(l) for l in out.splitlines() if l.startswith("{")]
-    assert len(rows) == 1 and rows[0]["transport"] == transport, out
+    if len(rows) != 1 or rows[0].get("transport") != args[2]:
+        sys.exit(f"peers.py: {xfer} {' '.join(args)}: expected one JSON line over {args[2]}, got:\n{out}")
     return rows[0]
 
 
-def iperf3(port=19301, seconds=3):
+def iperf3_cmd(port, seconds):
+    return ["iperf3", "-c", "127.0.0.1", "-p", str(port), "-t", str(seconds), "-J"]
+
+
+def iperf3(seconds, port=19301):
     srv = subprocess.Popen(["iperf3", "-s", "-1", "-p", str(port)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         time.sleep(0.5)
-        d = json.loads(run(["iperf3", "-c", "127.0.0.1", "-p", str(port), "-t", str(seconds), "-J"]))
+        d = json.loads(run(iperf3_cmd(port, seconds)))
         return d["end"]["sum_received"]["bits_per_second"] / 8
     finally:
         srv.wait(timeout=10)
 
 
-def qperf_rtt_us(port=19302, seconds=3):
+def qperf_cmd(port, seconds):
+    return ["qperf", "127.0.0.1", "-lp", str(port), "-t", str(seconds), "-m", "64", "tcp_lat"]
+
+
+def qperf_rtt_us(seconds, port=19302):
     srv = subprocess.Popen(["qperf", "-lp", str(port)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         time.sleep(0.5)
-        out = run(["qperf", "127.0.0.1", "-lp", str(port), "-t", str(seconds), "-m", "64", "tcp_lat"])
+        out = run(qperf_cmd(port, seconds))
         m = re.search(r"latency\s*=\s*([\d.]+)\s*(ns|us|ms)", out)
+        if not m:
+            sys.exit(f"peers.py: no latency in qperf's output:\n{out}")
         v = float(m.group(1)) * {"ns": 1e-3, "us": 1.0, "ms": 1e3}[m.group(2)]
         return 2 * v  # qperf reports one way: RTT/2
     finally:
@@ -58,62 +82,108 @@ def qperf_rtt_us(port=19302, seconds=3):
         srv.wait()
 
 
-def memcpy_bps(binary, size, seconds=2):
-    return float(run([binary, str(size), str(seconds)]).strip())
-
-
 def main():
-    ap = argparse.ArgumentParser()
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--rounds", type=int, default=5)
-    ap.add_argument("--xfer", default=os.path.join(ROOT, "xfer"))
+    ap.add_argument("--seconds", type=float, default=0,
+                    help="duration of every run (default: 3 s for tcp and its peers, 2 s for shm and memcpy)")
+    ap.add_argument("--xfer", default=os.path.join(ROOT, "xfer"), help="the xfer binary (default: ./xfer)")
+    ap.add_argument("--xfer-b", help="a second xfer binary, run interleaved with the first (A/B)")
+    ap.add_argument("--out", default=results.default_path("peers"), help="the results file")
     a = ap.parse_args()
+    if a.rounds < 1:
+        ap.error("--rounds must be at least 1")
+    for x in filter(None, (a.xfer, a.xfer_b)):
+        if not os.access(x, os.X_OK):
+            ap.error(f"xfer binary {x} is not an executable file (make build, or go build -o xfer ./cmd/xfer)")
+    fmt = lambda s: f"{s:g}"
+    t_tcp = fmt(a.seconds or 3)
+    t_shm = fmt(a.seconds or 2)
     os.makedirs(os.path.join(ROOT, "bench-out"), exist_ok=True)
     memcpy = os.path.join(ROOT, "bench-out", "memcpy")
     subprocess.run(["gcc", "-O2", "-o", memcpy, os.path.join(HERE, "memcpy.c")], check=True)
 
-    series = {}
+    binaries = {"a": a.xfer}
+    if a.xfer_b:
+        binaries["b"] = a.xfer_b
+    series = {}  # key -> list of values; xfer keys are "a:NAME" and "b:NAME"
+    commands = {}
 
     def add(key, v):
         series.setdefault(key, []).append(v)
 
+    def xfer(r, name, args, pick):
+        """Runs every binary once, in alternating order from round to round."""
+        commands[name] = "xfer " + " ".join(args)
+        order = list(binaries.items())
+        if r % 2 == 1:
+            order.reverse()
+        for which, path in order:
+            add(f"{which}:{name}", pick(xfer_bench(path, args)))
+
     for r in range(a.rounds):
         print(f"round {r + 1}/{a.rounds}", file=sys.stderr)
-        add("iperf3_bps", iperf3())
-        add("tcp_write_1m_bps", xfer_bench(a.xfer, "tcp", "write", "1MiB", 4, 3)["bytes_per_sec"])
-        add("iperf3_bps", iperf3())
-        add("tcp_read_1m_bps", xfer_bench(a.xfer, "tcp", "read", "1MiB", 4, 3)["bytes_per_sec"])
-        add("qperf_rtt_us", qperf_rtt_us())
-        add("tcp_write_64_p50_us", xfer_bench(a.xfer, "tcp", "write", 64, 1, 3)["lat_p50_ns"] / 1e3)
+        add("iperf3", iperf3(t_tcp))
+        xfer(r, "tcp_write_1m", xfer_args("tcp", "write", "1MiB", 4, t_tcp), lambda x: x["bytes_per_sec"])
+        add("iperf3", iperf3(t_tcp))
+        xfer(r, "tcp_read_1m", xfer_args("tcp", "read", "1MiB", 4, t_tcp), lambda x: x["bytes_per_sec"])
+        add("qperf_rtt", qperf_rtt_us(t_tcp))
+        xfer(r, "tcp_write_64_p50", xfer_args("tcp", "write", 64, 1, t_tcp), lambda x: x["lat_p50_ns"] / 1e3)
         for size, name in ((1 << 20, "1m"), (16 << 20, "16m")):
             for op in ("write", "read"):
-                add(f"memcpy_{name}_bps", memcpy_bps(memcpy, size))
-                add(f"shm_{op}_{name}_bps", xfer_bench(a.xfer, "shm", op, size, 1, 2)["bytes_per_sec"])
-        row = xfer_bench(a.xfer, "tcp", "read", "4KiB", 1, 3)
-        add("tcp_read_4k_p50_us", row["lat_p50_ns"] / 1e3)
-        add("tcp_read_4k_p99_us", row["lat_p99_ns"] / 1e3)
+                add(f"memcpy_{name}", float(run([memcpy, str(size), t_shm]).strip()))
+                xfer(r, f"shm_{op}_{name}", xfer_args("shm", op, size, 1, t_shm), lambda x: x["bytes_per_sec"])
+        xfer(r, "tcp_read_4k", xfer_args("tcp", "read", "4KiB", 1, t_tcp),
+             lambda x: (x["lat_p50_ns"] / 1e3, x["lat_p99_ns"] / 1e3))
+    # The 4 KiB READ gives two targets from one run.
+    for w in binaries:
+        v = series.pop(f"{w}:tcp_read_4k")
+        series[f"{w}:tcp_read_4k_p50"] = [x[0] for x in v]
+        series[f"{w}:tcp_read_4k_p99"] = [x[1] for x in v]
+    commands["tcp_read_4k_p50"] = commands["tcp_read_4k_p99"] = commands.pop("tcp_read_4k")
 
-    with open(os.path.join(ROOT, "bench-out", "peers.json"), "w") as f:
-        json.dump(series, f, indent=1)
-    med = {k: statistics.median(v) for k, v in series.items()}
-    gb = lambda v: f"{v / 1e9:.2f} GB/s"
-    rows = [
-        ("tcp WRITE 1 MiB, depth 4", gb(med["tcp_write_1m_bps"]), "iperf3 one stream", gb(med["iperf3_bps"]),
-         med["tcp_write_1m_bps"] / med["iperf3_bps"], "≥ 1.0"),
-        ("tcp READ 1 MiB, depth 4", gb(med["tcp_read_1m_bps"]), "iperf3 one stream", gb(med["iperf3_bps"]),
-         med["tcp_read_1m_bps"] / med["iperf3_bps"], "≥ 1.0"),
-        ("tcp WRITE 64 B round trip p50", f"{med['tcp_write_64_p50_us']:.1f} µs", "qperf tcp_lat ×2", f"{med['qperf_rtt_us']:.1f} µs",
-         med["tcp_write_64_p50_us"] / med["qperf_rtt_us"], "≤ 1.2"),
+    peers = {
+        "iperf3": results.series(series["iperf3"], " ".join(iperf3_cmd(19301, t_tcp)), "iperf3, one stream"),
+        "qperf_rtt": results.series(series["qperf_rtt"], " ".join(qperf_cmd(19302, t_tcp)), "qperf tcp_lat × 2"),
+    }
+    for name in ("1m", "16m"):
+        size = 1 << 20 if name == "1m" else 16 << 20
+        peers[f"memcpy_{name}"] = results.series(series[f"memcpy_{name}"], f"bench-out/memcpy {size} {t_shm}",
+                                                 "C memcpy, 1 thread")
+    defs = [
+        ("tcp-write-1m", "tcp WRITE 1 MiB, depth 4", "B/s", "tcp_write_1m", "iperf3", results.goal(">= 1.0")),
+        ("tcp-read-1m", "tcp READ 1 MiB, depth 4", "B/s", "tcp_read_1m", "iperf3", results.goal(">= 1.0")),
+        ("tcp-write-64-rtt-p50", "tcp WRITE 64 B round trip p50, depth 1", "us", "tcp_write_64_p50", "qperf_rtt",
+         results.goal("<= 1.2")),
     ]
     for name, label in (("1m", "1 MiB"), ("16m", "16 MiB")):
         for op in ("write", "read"):
-            rows.append((f"shm {op.upper()} {label}, depth 1", gb(med[f"shm_{op}_{name}_bps"]), "C memcpy, 1 thread",
-                         gb(med[f"memcpy_{name}_bps"]), med[f"shm_{op}_{name}_bps"] / med[f"memcpy_{name}_bps"], "≥ 0.8"))
+            defs.append((f"shm-{op}-{name}", f"shm {op.upper()} {label}, depth 1", "B/s", f"shm_{op}_{name}",
+                         f"memcpy_{name}", results.goal(">= 0.8")))
+    defs += [
+        ("tcp-read-4k-p50", "tcp READ 4 KiB (page fetch) p50, depth 1", "us", "tcp_read_4k_p50", None,
+         results.goal("< 30", on="xfer")),
+        ("tcp-read-4k-p99", "tcp READ 4 KiB (page fetch) p99, depth 1", "us", "tcp_read_4k_p99", None,
+         results.goal("< 100", on="xfer")),
+    ]
+    targets = []
+    for id, label, unit, key, peer, g in defs:
+        xb = results.series(series[f"b:{key}"]) if a.xfer_b else None
+        targets.append(results.target(id, "tcp-shm", label, unit, results.series(series[f"a:{key}"], commands[key]),
+                                      peers.get(peer), g, xfer_b=xb))
+    results.write(a.out, "peers", targets, a.rounds, a.xfer, a.xfer_b)
+
+    def show(unit, v):
+        return f"{v / 1e9:.2f} GB/s" if unit == "B/s" else f"{v:.1f} µs"
+
     print(f"Medians of {a.rounds} interleaved rounds.\n")
-    print("| target | xfer | peer | peer figure | ratio | goal |")
-    print("| --- | --- | --- | --- | --- | --- |")
-    for name, x, peer, pv, ratio, goal in rows:
-        print(f"| {name} | {x} | {peer} | {pv} | {ratio:.2f} | {goal} |")
-    print(f"| tcp READ 4 KiB (page fetch), depth 1 | p50 {med['tcp_read_4k_p50_us']:.1f} µs, p99 {med['tcp_read_4k_p99_us']:.1f} µs | (absolute) | | | p50 < 30 µs, p99 < 100 µs |")
+    print("| target | xfer | peer | peer figure | ratio | goal | met |")
+    print("| --- | --- | --- | --- | --- | --- | --- |")
+    for t in targets:
+        p = t["peer"]
+        print(f"| {t['name']} | {show(t['unit'], t['xfer']['median'])} | {p['name'] if p else '(absolute)'} | "
+              f"{show(t['unit'], p['median']) if p else ''} | {'' if t['ratio'] is None else '%.2f' % t['ratio']} | "
+              f"{results.goal_text(t['goal'], t['unit'])} | {'yes' if t['met'] else '**no**'} |")
     print("\nPer-round values:\n")
     for k, v in series.items():
         print(f"- {k}: " + ", ".join(f"{x:.4g}" for x in v))

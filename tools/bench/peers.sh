@@ -1,5 +1,7 @@
 #!/usr/bin/env bash
-# Installs the peers (Debian packages) and runs the interleaved comparisons.
+# Installs the peers (Debian packages) and runs the interleaved comparisons of
+# the tcp and shm transports (tools/bench/peers.py; its options pass through).
+# Builds ./xfer unless --xfer names a binary.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 need=()
@@ -8,5 +10,5 @@ if [ ${#need[@]} -gt 0 ]; then
   apt-get update -qq
   DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need[@]}"
 fi
-[ -x ./xfer ] || go build -o xfer ./cmd/xfer
+case " $* " in *" --xfer "*|*" --xfer="*) ;; *) go build -o xfer ./cmd/xfer ;; esac
 exec python3 tools/bench/peers.py "$@"

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Summarises a tools/bench/verbs.sh run (xfer rdma against perftest on rxe0).
+"""Summarises a tools/bench/verbs.sh run (xfer rdma against perftest on rxe0 or siw0).
 
 Reads the raw outputs in DIR (default bench-out/verbs), checks that every
 xfer line says transport "rdma", and prints the medians of the interleaved
@@ -12,14 +12,22 @@ ping-pong iterations) / 2, i.e. half a round trip; xfer's lat_p50_ns is a
 whole WRITE round trip (post to completion), so it is compared with
 2 × t_typical.
 
-Usage: tools/bench/verbs.py [DIR]
+The results file (tools/bench/results.py) goes to --out (default
+bench-out/verbs.json). With xfer runs of a second binary in DIR/b (verbs.sh
+--xfer-b), each target also gets that binary's series ("xfer_b").
+
+Usage: tools/bench/verbs.py [DIR] [--device rxe0] [--out FILE] [--command CMD]
+                            [--xfer PATH] [--xfer-b PATH]
 """
+import argparse
 import glob
 import json
 import os
 import re
 import statistics
 import sys
+
+import results
 
 MIB = 1 << 20
 
@@ -60,10 +68,9 @@ def xfer_row(text, errors, name):
     return rows[0]
 
 
-def main():
-    d = sys.argv[1] if len(sys.argv) > 1 else "bench-out/verbs"
-    errors, notes = [], []
-    series = {}  # key -> {round: value}
+def parse(d, errors, notes, xfer_only=False):
+    """The per-round series of one directory of raw outputs: key -> {round: value}."""
+    series = {}
 
     def add(key, r, v):
         series.setdefault(key, {})[r] = v
@@ -77,6 +84,8 @@ def main():
         if not m:
             continue
         r, name = int(m.group(1)), m.group(2)
+        if xfer_only and "xfer_" not in name:
+            continue
         text = read(path)
         rc = read(path + ".rc").strip()
         if rc not in ("", "0"):
@@ -113,7 +122,70 @@ def main():
                 add(name, r, row["bytes_per_sec"])
         for w in re.findall(r"^.*(?:[Ww]arning|Conflicting).*$", text + read(path + ".srv"), re.M):
             notes.append(f"round {r} {name}: {w.strip()}")
+    return series
 
+
+ENV = {"": "", "events-": "XFER_RDMA_USE_EVENT_CHANNEL=true ", "always-": "XFER_RDMA_POLL_IDLE=-1ns "}
+SUFFIX = {"": "", "events-": "-events", "always-": "-always"}
+
+
+def targets_of(series, series_b, dev, has_b):
+    """The results file's targets, from the medians of the series."""
+    vals = lambda k, s=series: [s[k][r] for r in sorted(s[k])] if k in s else []
+    cm = " -R" if dev.startswith("siw") else ""
+    out = []
+    for op in ("write", "read"):
+        peer = f"ib_{op}_bw"
+        pser = results.series(vals(peer), f"{peer} -d {dev} -x 1 -s 65536 -D 2{cm}", f"{peer} -s 65536 -D 2")
+        for variant in VARIANTS:
+            keys = sorted((k for k in series if k.startswith(f"{variant}xfer_{op}_64k_d")),
+                          key=lambda k: int(k.rsplit("_d", 1)[1]))
+            for k in keys:
+                depth = k.rsplit("_d", 1)[1]
+                cmd = (f"{ENV[variant]}xfer bench --transport rdma --op {op} --size 64KiB --duration 2s "
+                       f"--depth {depth} --json")
+                out.append(results.target(
+                    f"rdma-{dev[:3]}-{op}-64k-d{depth}{SUFFIX[variant]}", f"rdma-{dev[:3]}",
+                    f"rdma WRITE 64 KiB, depth {depth}{LABELS[variant]}".replace("WRITE", op.upper()), "B/s",
+                    results.series(vals(k), cmd), pser if pser["rounds"] else None, results.goal(">= 0.9"),
+                    xfer_b=results.series(vals(k, series_b)) if has_b else None))
+    lat = f"ib_write_lat -d {dev} -x 1 -s 8 -n 1000{cm}"
+    p50 = [2 * v for v in vals("ib_write_lat_typical_us")]
+    p99 = [2 * v for v in vals("ib_write_lat_p99_us")]
+    for variant in VARIANTS:
+        k = f"{variant}xfer_write_8_p50_us"
+        if k not in series:
+            continue
+        cmd = f"{ENV[variant]}xfer bench --transport rdma --op write --size 8 --depth 1 --iters 2000 --json"
+        # Pollers that never sleep are shown, not judged (docs/BENCHMARKS.md).
+        g = results.goal("<= 1.2") if variant != "always-" else None
+        out.append(results.target(
+            f"rdma-{dev[:3]}-write-8-rtt-p50{SUFFIX[variant]}", f"rdma-{dev[:3]}",
+            "rdma WRITE 8 B round trip p50, depth 1" + LABELS[variant], "us", results.series(vals(k), cmd),
+            results.series(p50, lat, "ib_write_lat t_typical × 2") if p50 else None, g,
+            xfer_b=results.series(vals(k, series_b)) if has_b else None))
+        k = f"{variant}xfer_write_8_p99_us"
+        out.append(results.target(
+            f"rdma-{dev[:3]}-write-8-rtt-p99{SUFFIX[variant]}", f"rdma-{dev[:3]}",
+            "rdma WRITE 8 B round trip p99, depth 1" + LABELS[variant], "us", results.series(vals(k), cmd),
+            results.series(p99, lat, "ib_write_lat 99% × 2") if p99 else None, None,
+            xfer_b=results.series(vals(k, series_b)) if has_b else None))
+    return out
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("dir", nargs="?", default="bench-out/verbs", help="verbs.sh's raw outputs")
+    ap.add_argument("--device", default="rxe0")
+    ap.add_argument("--out", default=results.default_path("verbs"), help="the results file")
+    ap.add_argument("--command", help="the invocation to record (default: this script's)")
+    ap.add_argument("--xfer", help="the xfer binary that was measured")
+    ap.add_argument("--xfer-b", help="the second binary, whose runs are in DIR/b")
+    a = ap.parse_args()
+    d = a.dir
+    errors, notes = [], []
+    series = parse(d, errors, notes)
+    series_b = parse(os.path.join(d, "b"), errors, notes, xfer_only=True) if a.xfer_b else {}
     med = {k: statistics.median(v.values()) for k, v in series.items()}
     rounds = max((max(v) for v in series.values()), default=0)
     mb = lambda v: f"{v / 1e6:.1f} MB/s"
@@ -157,7 +229,7 @@ def main():
 
     regmr = [json.loads(l) for l in read(os.path.join(d, "regmr")).splitlines() if l.startswith("{")]
     if regmr:
-        print("\nMemory registration on rxe0 (bench-out/regmr; µs per MiB; warm = median of N reg/dereg of an already-populated mapping):\n")
+        print(f"\nMemory registration on {a.device} (regmr; µs per MiB; warm = median of N reg/dereg of an already-populated mapping):\n")
         print("| region | N | faulting in a fresh mapping (no reg) | first reg_mr of a fresh mapping | warm reg_mr | warm dereg_mr | warm reg + dereg |")
         print("| --- | --- | --- | --- | --- | --- | --- |")
         for x in regmr:
@@ -172,6 +244,14 @@ def main():
     env = read(os.path.join(d, "env.txt"))
     if env:
         print("\nEnvironment:\n\n```\n" + env.strip() + "\n```")
+
+    extra = {"device": a.device, "regmr": regmr, "problems": errors + notes}
+    if a.xfer_b:
+        extra["regmr_b"] = [json.loads(l) for l in read(os.path.join(d, "b", "regmr")).splitlines() if l.startswith("{")]
+    if os.environ.get("BENCH_HOST"):
+        extra["host"] = os.environ["BENCH_HOST"]
+    results.write(a.out, "verbs", targets_of(series, series_b, a.device, bool(a.xfer_b)), rounds, a.xfer,
+                  a.xfer_b, extra=extra, command_text=a.command)
 
 
 if __name__ == "__main__":

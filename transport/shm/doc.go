@@ -1,7 +1,7 @@
 // Package shm is xfer's shared-memory transport for peers on the same host.
 //
 // Regions that the engine allocates are memfd-backed. The first one-sided
-// operation on a peer region asks the peer, over the stream endpoint, to
+// operation on a peer region asks the peer, over the control stream, to
 // attach it: the peer checks key and rights and answers with the region's
 // placement and memfd number; this side takes the memfd with pidfd_getfd and
 // maps it. From then on a WRITE or READ is one memcpy, with no system call

@@ -14,13 +14,13 @@ import (
 
 	"github.com/xferio/xfer/internal/sys"
 	"github.com/xferio/xfer/transport"
-	"github.com/xferio/xfer/transport/tcp"
+	"github.com/xferio/xfer/transport/stream"
 )
 
 // Transport is the shm transport: one-sided operations between processes on
 // one host are a single memcpy into the peer's memfd-backed region, mapped
 // into this process with pidfd_getfd. Everything else (sends, notifications,
-// attach requests) travels over a stream endpoint.
+// attach requests) travels over a control stream (transport/stream).
 type Transport struct {
 	once   sync.Once
 	closed sync.Once
@@ -171,18 +171,20 @@ func (t *Transport) Connect(ctx context.Context, p transport.Params) (transport.
 		return nil, fmt.Errorf("shm: %w: %w", transport.ErrNotSupported, err)
 	}
 	e := &Endpoint{pidfd: pidfd, att: map[uint32]*attachment{}}
-	s, err := tcp.NewEndpoint(ctx, p, tcp.Hooks{Name: "shm", OnRevoke: e.revoked})
+	s, err := stream.New(ctx, p, stream.Options{Name: "shm", OnRevoke: e.revoked})
 	if err != nil {
 		sys.Close(pidfd)
 		return nil, err
 	}
-	e.Endpoint = s
+	e.s = s
 	return e, nil
 }
 
-// Endpoint is an shm endpoint.
+// Endpoint is an shm endpoint: one-sided operations are copies into the
+// peer's mapped regions; everything else (sends, notifications, attach
+// requests, regions without a memfd) travels over its stream.
 type Endpoint struct {
-	*tcp.Endpoint
+	s     *stream.Stream
 	pidfd int
 
 	mu      sync.Mutex
@@ -191,7 +193,10 @@ type Endpoint struct {
 	closed  bool
 }
 
-var _ transport.Endpoint = (*Endpoint)(nil)
+var (
+	_ transport.Endpoint = (*Endpoint)(nil)
+	_ transport.Appender = (*Endpoint)(nil)
+)
 
 // attachment is a peer region mapped into this process.
 type attachment struct {
@@ -223,9 +228,34 @@ func (e *Endpoint) Post(ops []*transport.Op) {
 				continue
 			}
 		}
-		e.Endpoint.Post(ops[i : i+1])
+		e.s.Post(ops[i : i+1])
 	}
 }
+
+// Cancel abandons op if it is still waiting on the stream (a copy is done
+// when Post returns).
+func (e *Endpoint) Cancel(op *transport.Op) bool { return e.s.Cancel(op) }
+
+// Consumed returns receive credits to the peer.
+func (e *Endpoint) Consumed(n int) { e.s.Consumed(n) }
+
+// Revoke tells the peer that a local region is gone, so that it unmaps it.
+func (e *Endpoint) Revoke(id uint32) { e.s.Revoke(id) }
+
+// AppendSend encodes a message straight into the stream's send queue
+// (transport.Appender).
+func (e *Endpoint) AppendSend(max int, fill func(b []byte) []byte) (bool, error) {
+	return e.s.AppendSend(max, fill)
+}
+
+// Done is closed when the endpoint is down.
+func (e *Endpoint) Done() <-chan struct{} { return e.s.Done() }
+
+// Err reports why the endpoint is down.
+func (e *Endpoint) Err() error { return e.s.Err() }
+
+// Transport is "shm".
+func (e *Endpoint) Transport() string { return "shm" }
 
 // copyOp performs op as a copy; false means it must take the stream path.
 func (e *Endpoint) copyOp(op *transport.Op) bool {
@@ -261,7 +291,7 @@ func (e *Endpoint) copyOp(op *transport.Op) bool {
 	}
 	copyMem(a.mem[off:off+n], op.Local)
 	if op.Kind == transport.OpWriteImm {
-		if err := e.Notify(transport.Notification{Value: op.Imm, Region: op.Remote.Region, Addr: addr, Len: n}); err != nil {
+		if err := e.s.Notify(transport.Notification{Value: op.Imm, Region: op.Remote.Region, Addr: addr, Len: n}); err != nil {
 			complete(op, err)
 			return true
 		}
@@ -292,7 +322,7 @@ func (e *Endpoint) attachment(id uint32, key uint64, want transport.Access) (*at
 	}
 	gen := e.revokes
 	e.mu.Unlock()
-	info, err := e.Attach(context.Background(), id, key, want)
+	info, err := e.s.Attach(context.Background(), id, key, want)
 	if err != nil {
 		var ae *transport.AccessError
 		if errors.As(err, &ae) {
@@ -367,9 +397,9 @@ func (e *Endpoint) closedErr() error {
 	return &transport.LinkError{Peer: "shm peer", Local: true}
 }
 
-// Close closes the stream endpoint and unmaps every attachment.
+// Close closes the stream and unmaps every attachment.
 func (e *Endpoint) Close() error {
-	err := e.Endpoint.Close()
+	err := e.s.Close()
 	e.mu.Lock()
 	if e.closed {
 		e.mu.Unlock()

@@ -17,6 +17,7 @@ import (
 	"github.com/xferio/xfer/internal/ibv"
 	"github.com/xferio/xfer/internal/rdmacm"
 	"github.com/xferio/xfer/internal/wire"
+	"github.com/xferio/xfer/mem"
 	"github.com/xferio/xfer/transport"
 )
 
@@ -39,8 +40,11 @@ type device struct {
 	useCM bool
 	ip    netip.Addr
 
-	mu  sync.Mutex
-	mrs []*ibv.MR // sorted by address; never overlapping
+	mu sync.Mutex
+	// mrs are the registrations of the engine's regions on this device,
+	// made on first use, whole, and dropped when the engine deregisters the
+	// region (Transport.RegionRemoved).
+	mrs map[*mem.Handle]*ibv.MR
 	// eps are the endpoints on the device, connecting or connected; gone
 	// is set once the device is being removed.
 	eps map[*Endpoint]*epState
@@ -411,45 +415,39 @@ func (d *device) leave(e *Endpoint) {
 
 func addrOf(b []byte) uintptr { return uintptr(unsafe.Pointer(unsafe.SliceData(b))) }
 
-// mr returns the registration covering b, registering region (the whole
-// registered region that holds b) on first use.
-func (d *device) mr(region, b []byte) (*ibv.MR, error) {
-	p := addrOf(b)
+// mr returns the registration of region h, registering the whole region
+// on first use. The caller holds a pin on h, so the engine cannot have
+// deregistered it (RegionRemoved runs once the pins are gone).
+func (d *device) mr(h *mem.Handle) (*ibv.MR, error) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if d.gone != nil {
 		return nil, &transport.LinkError{Peer: "rdma peer", Cause: d.gone}
 	}
-	i := sort.Search(len(d.mrs), func(i int) bool { return d.mrs[i].Addr > p }) - 1
-	if i >= 0 {
-		m := d.mrs[i]
-		if p >= m.Addr && p+uintptr(len(b)) <= m.Addr+uintptr(m.Len) {
-			return m, nil
-		}
+	if m := d.mrs[h]; m != nil {
+		return m, nil
 	}
-	if len(region) == 0 {
+	if h == nil {
 		return nil, fmt.Errorf("rdma: %w", transport.ErrNotRegistered)
 	}
-	m, err := d.pd.RegMR(region, ibv.AccessLocalWrite|ibv.AccessRemoteWrite|ibv.AccessRemoteRead)
+	m, err := d.pd.RegMR(h.Bytes(), ibv.AccessLocalWrite|ibv.AccessRemoteWrite|ibv.AccessRemoteRead)
 	if err != nil {
-		return nil, fmt.Errorf("rdma: register %d MiB on %s: %w%s", len(region)>>20, d.info.Name, err, memlockHint(err))
+		return nil, fmt.Errorf("rdma: register %d MiB on %s: %w%s", h.Len()>>20, d.info.Name, err, memlockHint(err))
 	}
-	d.mrs = append(d.mrs, m)
-	sort.Slice(d.mrs, func(i, j int) bool { return d.mrs[i].Addr < d.mrs[j].Addr })
+	if d.mrs == nil {
+		d.mrs = make(map[*mem.Handle]*ibv.MR)
+	}
+	d.mrs[h] = m
 	return m, nil
 }
 
-// forget deregisters the registration of region (before it is unmapped).
-func (d *device) forget(region []byte) {
-	p := addrOf(region)
+// forget deregisters the registration of region h (before it is unmapped).
+func (d *device) forget(h *mem.Handle) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	for i, m := range d.mrs {
-		if m.Addr == p {
-			m.Close()
-			d.mrs = append(d.mrs[:i], d.mrs[i+1:]...)
-			return
-		}
+	if m := d.mrs[h]; m != nil {
+		m.Close()
+		delete(d.mrs, h)
 	}
 }
 

@@ -15,7 +15,7 @@ import (
 	"github.com/xferio/xfer/internal/wire"
 	"github.com/xferio/xfer/mem"
 	"github.com/xferio/xfer/transport"
-	"github.com/xferio/xfer/transport/tcp"
+	"github.com/xferio/xfer/transport/stream"
 )
 
 // wr_id layout. Bit 63 marks receives; bits 44-62 are the endpoint's
@@ -42,13 +42,15 @@ func (e *Endpoint) sendID(slot, gen uint32, count int) uint64 {
 }
 
 // Endpoint is an rdma endpoint: RC queue pairs for the data path, and a
-// stream endpoint on the handshaken TCP connection for control (region
-// attach with rkeys, revocation, liveness).
+// stream on the handshaken TCP connection for control (region attach with
+// rkeys, revocation, SEND credits, liveness). It does not implement
+// transport.Appender: its messages leave from registered memory on the QPs.
 type Endpoint struct {
-	*tcp.Endpoint
-	t   *Transport
-	dev *device
-	cfg Config
+	s    *stream.Stream // the control stream, set once the QPs are connected
+	host transport.Host
+	t    *Transport
+	dev  *device
+	cfg  Config
 
 	// cqg is the device CQ the endpoint's QPs complete on, and ref its
 	// reference there, in every wr_id (bits 44-62).
@@ -238,7 +240,7 @@ func (e *Endpoint) fail(err error) {
 		complete(op, err)
 	}
 	e.once.Do(func() { close(e.done) })
-	go e.Endpoint.Close()
+	go e.s.Close()
 }
 
 func complete(op *transport.Op, err error) {
@@ -254,7 +256,7 @@ func (e *Endpoint) Err() error {
 	if err := e.failed(); err != nil {
 		return err
 	}
-	return e.Endpoint.Err()
+	return e.s.Err()
 }
 
 // Transport is "rdma".
@@ -264,7 +266,7 @@ func (e *Endpoint) Transport() string { return "rdma" }
 // receive ring.
 func (e *Endpoint) Close() error {
 	e.fail(&transport.LinkError{Peer: "rdma peer", Local: true})
-	e.Endpoint.Close()
+	e.s.Close()
 	e.release()
 	e.dev.leave(e)
 	return nil
@@ -428,7 +430,7 @@ func (e *Endpoint) postRDMA(op *transport.Op) (slot, gen uint32, one bool) {
 	}
 	var lkey uint32
 	if n > 0 {
-		mr, err := e.dev.mr(op.Region, op.Local)
+		mr, err := e.dev.mr(op.Region)
 		if err != nil {
 			complete(op, err)
 			return 0, 0, false
@@ -661,7 +663,7 @@ func (e *Endpoint) sendWR(op *transport.Op) (ibv.SendWR, error) {
 		if n <= e.cfg.MaxInlineData {
 			wr.Flags |= ibv.FlagInline
 		} else {
-			mr, err := e.dev.mr(op.Region, op.Local)
+			mr, err := e.dev.mr(op.Region)
 			if err != nil {
 				return wr, err
 			}
@@ -707,7 +709,7 @@ func (e *Endpoint) attachment(id uint32, key uint64, want transport.Access) (*re
 	gen := e.revokes
 	e.mu.Unlock()
 	attaches.Add(1)
-	info, err := e.Attach(context.Background(), id, key, want)
+	info, err := e.s.Attach(context.Background(), id, key, want)
 	if err != nil {
 		var ae *transport.AccessError
 		if errors.As(err, &ae) {
@@ -766,8 +768,12 @@ func (e *Endpoint) Consumed(n int) {
 		}
 	}
 	// The receives are posted again: the peer may send as many more.
-	e.Endpoint.Consumed(n)
+	e.s.Consumed(n)
 }
+
+// Revoke tells the peer, over the control stream, that a local region is
+// gone, so that it drops its rkey.
+func (e *Endpoint) Revoke(id uint32) { e.s.Revoke(id) }
 
 // handleSRQRecv handles a receive from the shared queue: which QP it came
 // through says what it is (messages travel on the first QP only).
@@ -779,21 +785,21 @@ func (e *Endpoint) handleSRQRecv(wc *ibv.WC, slot uint32) {
 	off := int(slot) * e.slotSize
 	switch {
 	case wc.Opcode == ibv.WCRecvRDMAWithImm:
-		e.p().Host.Notify(e, transport.Notification{Value: wc.Imm, Len: uint64(wc.ByteLen)})
+		e.host.Notify(e, transport.Notification{Value: wc.Imm, Len: uint64(wc.ByteLen)})
 	case qi > 0:
 		n, ok := decodeNote(e.ring.Bytes()[off : off+min(int(wc.ByteLen), noteLen)])
 		if !ok {
 			e.fail(&transport.LinkError{Peer: "rdma peer", Cause: fmt.Errorf("%w: a message arrived on a notify-only queue pair", transport.ErrProtocol)})
 			return
 		}
-		e.p().Host.Notify(e, n)
+		e.host.Notify(e, n)
 	default:
 		msg := make([]byte, wc.ByteLen)
 		copy(msg, e.ring.Bytes()[off:off+int(wc.ByteLen)])
 		e.freeMu.Lock()
 		e.free = append(e.free, slot)
 		e.freeMu.Unlock()
-		e.p().Host.Deliver(e, msg)
+		e.host.Deliver(e, msg)
 		return // reposted once consumed
 	}
 	if err := e.repost(0, []ibv.RecvWR{e.recvWR(slot)}); err != nil {
@@ -955,7 +961,7 @@ func (e *Endpoint) handleRecv(wc *ibv.WC) {
 		return
 	}
 	if wc.Opcode == ibv.WCRecvRDMAWithImm {
-		e.p().Host.Notify(e, transport.Notification{Value: wc.Imm, Len: uint64(wc.ByteLen)})
+		e.host.Notify(e, transport.Notification{Value: wc.Imm, Len: uint64(wc.ByteLen)})
 		// A write-with-notify used the receive request but not its buffer:
 		// post it again at once.
 		qi, ok := e.byQPN[wc.QPNum]
@@ -980,7 +986,7 @@ func (e *Endpoint) handleRecv(wc *ibv.WC) {
 			e.fail(&transport.LinkError{Peer: "rdma peer", Cause: fmt.Errorf("%w: a message arrived on a notify-only queue pair", transport.ErrProtocol)})
 			return
 		}
-		e.p().Host.Notify(e, n)
+		e.host.Notify(e, n)
 		qi, ok := e.byQPN[wc.QPNum]
 		if !ok {
 			return
@@ -996,7 +1002,5 @@ func (e *Endpoint) handleRecv(wc *ibv.WC) {
 	e.freeMu.Lock()
 	e.free = append(e.free, slot)
 	e.freeMu.Unlock()
-	e.p().Host.Deliver(e, msg)
+	e.host.Deliver(e, msg)
 }
-
-func (e *Endpoint) p() transport.Params { return e.Endpoint.Params() }

@@ -21,7 +21,7 @@ import (
 	"github.com/xferio/xfer/internal/wire"
 	"github.com/xferio/xfer/mem"
 	"github.com/xferio/xfer/transport"
-	"github.com/xferio/xfer/transport/tcp"
+	"github.com/xferio/xfer/transport/stream"
 )
 
 // DefaultPollIdle is how long a busy poller spins without a post or a
@@ -93,7 +93,10 @@ type Transport struct {
 	old []*device // removed devices, closed with the transport
 }
 
-var _ transport.Transport = (*Transport)(nil)
+var (
+	_ transport.Transport = (*Transport)(nil)
+	_ transport.Registrar = (*Transport)(nil)
+)
 
 // New returns the rdma transport. Nothing is opened until it is used.
 func New(cfg Config) *Transport { return &Transport{cfg: cfg.withDefaults()} }
@@ -178,13 +181,20 @@ func linkName(l uint8) string {
 	return "InfiniBand"
 }
 
-// Forget deregisters region before the engine unmaps it.
-func (t *Transport) Forget(region []byte) {
+// RegionAdded implements transport.Registrar. It registers nothing: a
+// region is registered with the device on first use (an operation from it,
+// a peer's attach, the rkeys of the exports), whole, so that regions rdma
+// never touches cost no pinned memory and no registration time.
+func (t *Transport) RegionAdded(*mem.Handle) {}
+
+// RegionRemoved implements transport.Registrar: it deregisters region h, if
+// it was registered, before the engine unmaps it.
+func (t *Transport) RegionRemoved(h *mem.Handle) {
 	t.mu.Lock()
 	d := t.dev
 	t.mu.Unlock()
 	if d != nil {
-		d.forget(region)
+		d.forget(h)
 	}
 }
 
@@ -199,7 +209,7 @@ func (t *Transport) Connect(ctx context.Context, p transport.Params) (transport.
 	// The device's removal cancels the connection setup.
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	e := &Endpoint{t: t, dev: d, cfg: t.cfg, att: map[uint32]*remote{}, byQPN: map[uint32]int{}, done: make(chan struct{}), maxMessage: p.MaxMessage}
+	e := &Endpoint{t: t, dev: d, cfg: t.cfg, att: map[uint32]*remote{}, byQPN: map[uint32]int{}, done: make(chan struct{}), maxMessage: p.MaxMessage, host: p.Host}
 	if err := d.enter(e, cancel); err != nil {
 		p.Conn.Close()
 		return nil, fmt.Errorf("rdma: %w", err)
@@ -341,7 +351,7 @@ func (e *Endpoint) start(ctx context.Context, p transport.Params) (transport.End
 	}
 	p.Conns = 1
 	var err error
-	e.Endpoint, err = tcp.NewEndpoint(ctx, p, tcp.Hooks{Name: "rdma", OnRevoke: e.revoked, OnAttach: e.attachKey,
+	e.s, err = stream.New(ctx, p, stream.Options{Name: "rdma", OnRevoke: e.revoked, OnAttach: e.attachKey,
 		OnDown: e.controlDown, OnCredit: e.onCredit})
 	if err != nil {
 		p.Conn = nil
@@ -352,16 +362,12 @@ func (e *Endpoint) start(ctx context.Context, p transport.Params) (transport.End
 	return e, nil
 }
 
-// exporter is a Host that lists the regions its engine exports (the root
-// package's peer host).
-type exporter interface{ Exports() []wire.RegionDesc }
-
 // exportKeys registers the regions the engine exports and returns their
 // rkeys, for the QP exchange. A region that cannot be looked up or
 // registered is left out: the peer attaches it on first use, and hears why
 // it fails then.
 func (e *Endpoint) exportKeys(h transport.Host) []wire.RegionKey {
-	x, ok := h.(exporter)
+	x, ok := h.(transport.Exporter)
 	if !ok {
 		return nil
 	}
@@ -374,12 +380,12 @@ func (e *Endpoint) exportKeys(h transport.Host) []wire.RegionKey {
 		if err != nil {
 			continue // closed since it was exported
 		}
-		mr, err := e.dev.mr(res.Mem, res.Mem)
+		mr, err := e.dev.mr(res.Region)
 		res.Release()
 		if err != nil {
 			continue
 		}
-		keys = append(keys, wire.RegionKey{ID: d.ID, Access: d.Access, Base: res.Base, Len: res.Len, Key: d.Key, RKey: mr.RKey})
+		keys = append(keys, wire.RegionKey{ID: d.ID, Access: d.Access, Base: res.Region.Base(), Len: res.Region.Len(), Key: d.Key, RKey: mr.RKey})
 	}
 	e.sent = keys
 	return keys
@@ -393,7 +399,7 @@ func (e *Endpoint) recheckKeys(h transport.Host) {
 	for _, k := range e.sent {
 		res, err := h.Lookup(k.ID, k.Key, transport.Access(k.Access))
 		if err != nil {
-			e.Endpoint.Revoke(k.ID)
+			e.s.Revoke(k.ID)
 			continue
 		}
 		res.Release()
@@ -413,7 +419,7 @@ func (e *Endpoint) seed(keys []wire.RegionKey) {
 
 // attachKey registers the region a peer asks for (once) and returns its rkey.
 func (e *Endpoint) attachKey(res transport.Resolved) (uint32, error) {
-	mr, err := e.dev.mr(res.Mem, res.Mem)
+	mr, err := e.dev.mr(res.Region)
 	if err != nil {
 		return 0, err
 	}

@@ -1,4 +1,4 @@
-package tcp
+package stream
 
 import (
 	"errors"
@@ -78,7 +78,7 @@ type batch struct {
 type sender struct {
 	nc    net.Conn
 	raw   *sys.Writer     // nil: no non-blocking writes
-	onErr func(err error) // a write failed: take the endpoint down
+	onErr func(err error) // a write failed: take the stream down
 	kick  chan struct{}   // wakes the respond loop
 	mu    sync.Mutex      // guards everything below
 	cond  sync.Cond       // a batch was written, or the queue closed
@@ -658,7 +658,7 @@ func (s *sender) run(done <-chan struct{}) {
 				continue
 			}
 		}
-		_ = s.write(-1, false) // errors take the endpoint down (finish)
+		_ = s.write(-1, false) // errors take the stream down (finish)
 	}
 }
 

@@ -1,4 +1,4 @@
-package tcp
+package stream
 
 import (
 	"context"
@@ -12,27 +12,33 @@ import (
 	"sync/atomic"
 	"syscall"
 	"time"
-	"unsafe"
 
 	"github.com/xferio/xfer/internal/sys"
 	"github.com/xferio/xfer/internal/wire"
 	"github.com/xferio/xfer/transport"
 )
 
-// Hooks let a transport built on the stream endpoint (shm) extend it.
-type Hooks struct {
-	// Name is the transport name the endpoint reports. Default "tcp".
+// Options configure a stream for the transport that owns it. Every
+// callback runs on a connection's read loop (OnDown: in whichever goroutine
+// took the stream down) and must not block.
+type Options struct {
+	// Name is the transport name the stream reports (Transport) and puts
+	// in its errors. Default "tcp".
 	Name string
-	// OnRevoke is called when the peer revokes one of its regions.
+	// OnRevoke, when set, is called when the peer revokes one of its
+	// regions, so that the transport drops what it cached of it.
 	OnRevoke func(region uint32)
 	// OnAttach, when set, supplies the rkey of a region a peer attaches
 	// (the rdma transport registers it with the device).
 	OnAttach func(res transport.Resolved) (rkey uint32, err error)
-	// OnDown is called once when the endpoint goes down, with the reason.
+	// OnDown, when set, is called once when the stream goes down, with the
+	// reason.
 	OnDown func(err error)
 	// OnCredit, when set, receives the peer's returned receive credits
-	// instead of the stream's own send path (the rdma transport sends its
-	// messages on QPs and counts credits itself).
+	// instead of the stream's own send path: the owner sends its messages
+	// elsewhere (rdma, on its QPs) and counts credits itself. Such an
+	// owner must then neither post OpSend to the stream nor offer its
+	// AppendSend.
 	OnCredit func(n int)
 }
 
@@ -43,12 +49,14 @@ const opAttach transport.OpKind = 0x80
 // to keep the connection; a larger one closes the connection.
 const discardLimit = 64 << 20
 
-// Endpoint is a stream endpoint: one or more TCP connections to one peer,
-// carrying requests in both directions. It serves the peer's one-sided
-// requests against the local Host itself.
-type Endpoint struct {
+// Stream is one or more TCP connections to one peer, carrying frames in
+// both directions. It serves the peer's one-sided requests against the
+// local Host itself. It implements transport.Endpoint and
+// transport.Appender; a transport holds it as a field and forwards to it
+// what it does not do itself.
+type Stream struct {
 	p     transport.Params
-	hooks Hooks
+	opts  Options
 	conns []*conn
 	rr    atomic.Uint32
 	seq   atomic.Uint64
@@ -67,20 +75,23 @@ type Endpoint struct {
 	wg   sync.WaitGroup
 }
 
-var _ transport.Endpoint = (*Endpoint)(nil)
+var (
+	_ transport.Endpoint = (*Stream)(nil)
+	_ transport.Appender = (*Stream)(nil)
+)
 
-// NewEndpoint builds a stream endpoint over p.Conn plus p.Conns-1 extra
-// connections. It owns p.Conn from the start, also on error.
-func NewEndpoint(ctx context.Context, p transport.Params, hooks Hooks) (*Endpoint, error) {
-	if hooks.Name == "" {
-		hooks.Name = "tcp"
+// New builds a stream over p.Conn plus p.Conns-1 extra connections and
+// starts its goroutines. It owns p.Conn from the start, also on error.
+func New(ctx context.Context, p transport.Params, opts Options) (*Stream, error) {
+	if opts.Name == "" {
+		opts.Name = "tcp"
 	}
 	if p.Conns < 1 {
 		p.Conns = 1
 	}
-	e := &Endpoint{
+	e := &Stream{
 		p:         p,
-		hooks:     hooks,
+		opts:      opts,
 		pending:   make(map[uint64]*transport.Op, 256),
 		credits:   p.RecvDepth,
 		creditAck: int64(max(1, p.RecvDepth/4)),
@@ -99,7 +110,7 @@ func NewEndpoint(ctx context.Context, p transport.Params, hooks Hooks) (*Endpoin
 			for _, c := range ncs {
 				c.Close()
 			}
-			return nil, fmt.Errorf("tcp: connection %d of %d to %s: %w", i+1, p.Conns, peerName(p), err)
+			return nil, fmt.Errorf("%s: connection %d of %d to %s: %w", opts.Name, i+1, p.Conns, peerName(p), err)
 		}
 		ncs = append(ncs, nc)
 	}
@@ -132,30 +143,31 @@ func peerName(p transport.Params) string {
 }
 
 // Transport reports the transport name.
-func (e *Endpoint) Transport() string { return e.hooks.Name }
+func (e *Stream) Transport() string { return e.opts.Name }
 
-// Done is closed when the endpoint is down.
-func (e *Endpoint) Done() <-chan struct{} { return e.done }
+// Done is closed when the stream is down.
+func (e *Stream) Done() <-chan struct{} { return e.done }
 
-// Err reports why the endpoint is down.
-func (e *Endpoint) Err() error {
+// Err reports why the stream is down.
+func (e *Stream) Err() error {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	return e.err
 }
 
-// Params returns the parameters the endpoint was built with.
-func (e *Endpoint) Params() transport.Params { return e.p }
-
-// Close fails outstanding operations and waits for the goroutines.
-func (e *Endpoint) Close() error {
+// Close fails outstanding operations and waits for the goroutines. It is
+// idempotent, and does nothing on a nil stream.
+func (e *Stream) Close() error {
+	if e == nil {
+		return nil
+	}
 	e.fail(&transport.LinkError{Peer: peerName(e.p), Local: true})
 	e.wg.Wait()
 	return nil
 }
 
-// fail takes the endpoint down once, completing every waiting operation.
-func (e *Endpoint) fail(err error) {
+// fail takes the stream down once, completing every waiting operation.
+func (e *Stream) fail(err error) {
 	e.mu.Lock()
 	if e.err != nil {
 		e.mu.Unlock()
@@ -179,8 +191,8 @@ func (e *Endpoint) fail(err error) {
 	for _, op := range ops {
 		complete(op, err)
 	}
-	if e.hooks.OnDown != nil {
-		e.hooks.OnDown(err)
+	if e.opts.OnDown != nil {
+		e.opts.OnDown(err)
 	}
 }
 
@@ -190,13 +202,13 @@ func complete(op *transport.Op, err error) {
 }
 
 // Post submits operations.
-func (e *Endpoint) Post(ops []*transport.Op) {
+func (e *Stream) Post(ops []*transport.Op) {
 	for _, op := range ops {
 		e.post(op)
 	}
 }
 
-func (e *Endpoint) post(op *transport.Op) {
+func (e *Stream) post(op *transport.Op) {
 	var h wire.Header
 	switch op.Kind {
 	case transport.OpWrite, transport.OpWriteImm:
@@ -210,11 +222,11 @@ func (e *Endpoint) post(op *transport.Op) {
 		e.postSend(op)
 		return
 	default:
-		complete(op, fmt.Errorf("%s: operation kind %d: %w", e.hooks.Name, op.Kind, errors.ErrUnsupported))
+		complete(op, fmt.Errorf("%s: operation kind %d: %w", e.opts.Name, op.Kind, errors.ErrUnsupported))
 		return
 	}
 	if uint64(len(op.Local)) > wire.MaxFramePayload {
-		complete(op, fmt.Errorf("%s %s of %d bytes: %w (limit %d per operation)", e.hooks.Name, op.Kind, len(op.Local), transport.ErrTooLarge, wire.MaxFramePayload))
+		complete(op, fmt.Errorf("%s %s of %d bytes: %w (limit %d per operation)", e.opts.Name, op.Kind, len(op.Local), transport.ErrTooLarge, wire.MaxFramePayload))
 		return
 	}
 	h.ID = e.seq.Add(1)
@@ -223,7 +235,7 @@ func (e *Endpoint) post(op *transport.Op) {
 	// until then the memory is the operation's, and the kernel may send it
 	// from the region's memfd without a copy. Such a WRITE cannot be
 	// cancelled: the kernel reads its memory until the target has it.
-	byRef := op.Kind != transport.OpRead && op.RegionHasFD && len(op.Local) >= sendFileMin
+	byRef := op.Kind != transport.OpRead && op.Region != nil && op.Region.FD() >= 0 && len(op.Local) >= sendFileMin
 	e.mu.Lock()
 	if e.err != nil {
 		err := e.err
@@ -247,8 +259,7 @@ func (e *Endpoint) post(op *transport.Op) {
 	case byRef:
 		var hdr [wire.FrameHeaderLen]byte
 		h.Put(hdr[:])
-		off := int64(uintptr(unsafe.Pointer(unsafe.SliceData(op.Local))) - uintptr(unsafe.Pointer(unsafe.SliceData(op.Region))))
-		err = c.s.sendFile(hdr[:], op.Local, op.RegionFD, off)
+		err = c.s.sendFile(hdr[:], op.Local, op.Region.FD(), op.Region.Offset(op.Local))
 	default:
 		err = c.writeFrame(&h, op.Local)
 	}
@@ -269,7 +280,7 @@ const smallOp = 64 << 10
 
 // pick spreads large operations over the connections; small ones stay on the
 // first so that they do not queue behind bulk transfers on the others.
-func (e *Endpoint) pick(n int) *conn {
+func (e *Stream) pick(n int) *conn {
 	if len(e.conns) == 1 || n < smallOp {
 		return e.conns[0]
 	}
@@ -277,9 +288,9 @@ func (e *Endpoint) pick(n int) *conn {
 	return e.conns[i]
 }
 
-func (e *Endpoint) postSend(op *transport.Op) {
+func (e *Stream) postSend(op *transport.Op) {
 	if len(op.Local) > e.p.MaxMessage {
-		complete(op, fmt.Errorf("%s send of %d bytes: %w (max_message is %d)", e.hooks.Name, len(op.Local), transport.ErrTooLarge, e.p.MaxMessage))
+		complete(op, fmt.Errorf("%s send of %d bytes: %w (max_message is %d)", e.opts.Name, len(op.Local), transport.ErrTooLarge, e.p.MaxMessage))
 		return
 	}
 	e.mu.Lock()
@@ -302,10 +313,9 @@ func (e *Endpoint) postSend(op *transport.Op) {
 }
 
 // AppendSend implements transport.Appender: the message is encoded
-// straight into the first connection's send queue. An endpoint whose
-// messages travel elsewhere (rdma's, on its QPs) reports false.
-func (e *Endpoint) AppendSend(max int, fill func(b []byte) []byte) (bool, error) {
-	if e.hooks.OnCredit != nil || max > e.p.MaxMessage || max > coalesceMax {
+// straight into the first connection's send queue.
+func (e *Stream) AppendSend(max int, fill func(b []byte) []byte) (bool, error) {
+	if max > e.p.MaxMessage || max > coalesceMax {
 		return false, nil
 	}
 	e.mu.Lock()
@@ -327,7 +337,7 @@ func (e *Endpoint) AppendSend(max int, fill func(b []byte) []byte) (bool, error)
 	e.mu.Unlock()
 	switch {
 	case errors.Is(err, errAppendTooLong):
-		return false, fmt.Errorf("%s send: %w", e.hooks.Name, err)
+		return false, fmt.Errorf("%s send: %w", e.opts.Name, err)
 	case err != nil:
 		err = e.linkErr(err)
 		e.fail(err)
@@ -337,12 +347,12 @@ func (e *Endpoint) AppendSend(max int, fill func(b []byte) []byte) (bool, error)
 }
 
 // writeSend writes one message; e.mu is held.
-func (e *Endpoint) writeSend(op *transport.Op) error {
+func (e *Stream) writeSend(op *transport.Op) error {
 	h := wire.Header{Type: wire.FrameSend, Flags: wire.FlagNoAck, Len: uint64(len(op.Local))}
 	return e.conns[0].writeFrame(&h, op.Local)
 }
 
-func (e *Endpoint) finishSend(op *transport.Op, err error) {
+func (e *Stream) finishSend(op *transport.Op, err error) {
 	if err != nil {
 		err = e.linkErr(err)
 		e.fail(err)
@@ -351,7 +361,7 @@ func (e *Endpoint) finishSend(op *transport.Op, err error) {
 }
 
 // addCredits lets waiting sends go.
-func (e *Endpoint) addCredits(n int) {
+func (e *Stream) addCredits(n int) {
 	e.mu.Lock()
 	e.credits += n
 	for e.credits > 0 && len(e.sendWait) > 0 && e.err == nil {
@@ -371,7 +381,7 @@ func (e *Endpoint) addCredits(n int) {
 }
 
 // Cancel abandons op if it is still pending.
-func (e *Endpoint) Cancel(op *transport.Op) bool {
+func (e *Stream) Cancel(op *transport.Op) bool {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if p, ok := e.pending[op.Seq]; ok && p == op {
@@ -391,7 +401,7 @@ func (e *Endpoint) Cancel(op *transport.Op) bool {
 }
 
 // Consumed returns receive credits to the peer in batches.
-func (e *Endpoint) Consumed(n int) {
+func (e *Stream) Consumed(n int) {
 	e.inFlight.Add(int64(-n))
 	c := e.consumed.Add(int64(n))
 	if c < e.creditAck {
@@ -407,7 +417,7 @@ func (e *Endpoint) Consumed(n int) {
 }
 
 // Revoke tells the peer that a region is gone.
-func (e *Endpoint) Revoke(id uint32) {
+func (e *Stream) Revoke(id uint32) {
 	h := wire.Header{Type: wire.FrameRevoke, Region: id}
 	if err := e.conns[0].writeFrame(&h, nil); err != nil {
 		e.fail(e.linkErr(err))
@@ -415,7 +425,7 @@ func (e *Endpoint) Revoke(id uint32) {
 }
 
 // Attach asks the peer where region id lives, checking key and rights.
-func (e *Endpoint) Attach(ctx context.Context, id uint32, key uint64, want transport.Access) (wire.AttachInfo, error) {
+func (e *Stream) Attach(ctx context.Context, id uint32, key uint64, want transport.Access) (wire.AttachInfo, error) {
 	w := &waiter{ch: make(chan struct{}, 1)}
 	buf := make([]byte, wire.AttachInfoLen)
 	op := &transport.Op{Kind: opAttach, Local: buf, Remote: transport.RemoteAddr{Region: id, Key: key}, Done: w}
@@ -451,7 +461,7 @@ type waiter struct{ ch chan struct{} }
 func (w *waiter) OpDone(*transport.Op) { w.ch <- struct{}{} }
 
 // Notify tells the peer that data it was sent out of band is in place.
-func (e *Endpoint) Notify(n transport.Notification) error {
+func (e *Stream) Notify(n transport.Notification) error {
 	h := wire.Header{Type: wire.FrameNotify, Imm: n.Value, Region: n.Region, Addr: n.Addr, Len: n.Len}
 	if err := e.conns[0].writeFrame(&h, nil); err != nil {
 		err = e.linkErr(err)
@@ -461,8 +471,8 @@ func (e *Endpoint) Notify(n transport.Notification) error {
 	return nil
 }
 
-// linkErr turns a connection error into the endpoint's error.
-func (e *Endpoint) linkErr(err error) error {
+// linkErr turns a connection error into the stream's error.
+func (e *Stream) linkErr(err error) error {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if e.err != nil {
@@ -476,7 +486,7 @@ func (e *Endpoint) linkErr(err error) error {
 }
 
 // takePending removes and returns the operation waiting for response id.
-func (e *Endpoint) takePending(id uint64) *transport.Op {
+func (e *Stream) takePending(id uint64) *transport.Op {
 	e.mu.Lock()
 	op := e.pending[id]
 	if op != nil {
@@ -487,13 +497,13 @@ func (e *Endpoint) takePending(id uint64) *transport.Op {
 	return op
 }
 
-// conn is one TCP connection of an endpoint. Frames go out through its
+// conn is one TCP connection of a stream. Frames go out through its
 // sender (sender.go): goroutines that post requests queue them and write
 // them, and everything the peer asks of us is answered without ever blocking
 // the read loop on a write. So the read loops of both sides always drain,
 // and no write can deadlock.
 type conn struct {
-	e  *Endpoint
+	e  *Stream
 	nc net.Conn
 	s  *sender
 	rd *sys.Reader // nil when the connection has no file descriptor
@@ -506,7 +516,7 @@ type conn struct {
 	completed  int    // operations completed and messages delivered since the last read
 }
 
-func newConn(e *Endpoint, nc net.Conn, spin time.Duration) *conn {
+func newConn(e *Stream, nc net.Conn, spin time.Duration) *conn {
 	c := &conn{e: e, nc: nc, rbuf: make([]byte, readAhead)}
 	var raw *sys.Writer
 	if sc, ok := nc.(syscall.Conn); ok {
@@ -567,8 +577,8 @@ func (c *conn) serve() error {
 			if h.Len > uint64(e.p.RecvDepth) {
 				return fmt.Errorf("%w: %d credits returned, depth is %d", transport.ErrProtocol, h.Len, e.p.RecvDepth)
 			}
-			if e.hooks.OnCredit != nil {
-				e.hooks.OnCredit(int(h.Len))
+			if e.opts.OnCredit != nil {
+				e.opts.OnCredit(int(h.Len))
 			} else {
 				e.addCredits(int(h.Len))
 			}
@@ -579,8 +589,8 @@ func (c *conn) serve() error {
 		case wire.FrameNotify:
 			e.p.Host.Notify(e, transport.Notification{Value: h.Imm, Region: h.Region, Addr: h.Addr, Len: h.Len})
 		case wire.FrameRevoke:
-			if e.hooks.OnRevoke != nil {
-				e.hooks.OnRevoke(h.Region)
+			if e.opts.OnRevoke != nil {
+				e.opts.OnRevoke(h.Region)
 			}
 		}
 		if err != nil {
@@ -632,9 +642,14 @@ func (c *conn) serveAttach(h *wire.Header) {
 		c.replyErr(h.ID, err)
 		return
 	}
-	info := wire.AttachInfo{PID: uint32(os.Getpid()), FD: int32(res.FD), Base: res.Base, Len: res.Len, Key: h.Key}
-	if c.e.hooks.OnAttach != nil {
-		rkey, err := c.e.hooks.OnAttach(res)
+	r := res.Region
+	if r == nil {
+		c.replyErr(h.ID, fmt.Errorf("attach region %d: the host named no registered region", h.Region))
+		return
+	}
+	info := wire.AttachInfo{PID: uint32(os.Getpid()), FD: int32(r.FD()), Base: r.Base(), Len: r.Len(), Key: h.Key}
+	if c.e.opts.OnAttach != nil {
+		rkey, err := c.e.opts.OnAttach(res)
 		if err != nil {
 			res.Release()
 			c.replyErr(h.ID, err)

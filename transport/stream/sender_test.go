@@ -1,4 +1,4 @@
-package tcp
+package stream
 
 import (
 	"bytes"
@@ -131,16 +131,30 @@ func replyCorked(s *sender, i int, p *pins, last bool) {
 	hdr, payload := testFrame(0, i, 64<<10)
 	res := transport.Resolved{}
 	if p != nil {
-		res = transport.NewResolved(payload, -1, 0, 0, p)
+		res = p.resolved(payload)
 	}
 	s.reply(hdr, payload, res, last)
 	s.uncork()
 }
 
-// pins counts unpinned references.
-type pins struct{ n atomic.Int64 }
+// pins hands out pinned references to one region, as a Host's Resolve
+// does, and counts the released ones.
+type pins struct {
+	h     mem.Handle
+	taken atomic.Int64
+}
 
-func (p *pins) Unpin() { p.n.Add(1) }
+// resolved is b, with a pin on its region.
+func (p *pins) resolved(b []byte) transport.Resolved {
+	if !p.h.Pin() {
+		panic("pin refused")
+	}
+	p.taken.Add(1)
+	return transport.Resolved{Mem: b, Region: &p.h}
+}
+
+// released is how many of the pins were released.
+func (p *pins) released() int64 { return p.taken.Load() - p.h.Pins() }
 
 // TestSenderOrder: frames from concurrent senders and from the read loop
 // (small ones copied, large ones written in place) all arrive, whole, each
@@ -171,7 +185,7 @@ func TestSenderOrder(t *testing.T) {
 	readLoopReplies(s, writers, each, func(i int) int { return sizes[i%len(sizes)] }, &pinned)
 	wg.Wait()
 	waitFrames(t, read, failed)
-	waitUntil(t, func() bool { return pinned.n.Load() == each }, "every reply released")
+	waitUntil(t, func() bool { return pinned.released() == each }, "every reply released")
 }
 
 // TestSenderCork: nothing a corked sender queues is written before the read
@@ -225,13 +239,13 @@ func TestSenderReplyNeverBlocks(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("a reply blocked on a peer that does not read")
 	}
-	if pinned.n.Load() == n {
+	if pinned.released() == n {
 		t.Fatal("every payload was released before the peer read anything")
 	}
 	if err := readFrames(b, n); err != nil {
 		t.Fatal(err)
 	}
-	waitUntil(t, func() bool { return pinned.n.Load() == n }, "every reply released")
+	waitUntil(t, func() bool { return pinned.released() == n }, "every reply released")
 	// Every frame that was counted written was counted queued: a large
 	// send waits on that count for its own frame.
 	waitUntil(t, func() bool {
@@ -307,7 +321,7 @@ func TestSenderClose(t *testing.T) {
 	for i := range n {
 		replyCorked(s, i, &pinned, i%2 == 0)
 	}
-	if pinned.n.Load() == n {
+	if pinned.released() == n {
 		t.Fatal("every payload was released before anything was read or closed")
 	}
 	// As Endpoint.fail does: close the queue, then the connection, which
@@ -315,7 +329,7 @@ func TestSenderClose(t *testing.T) {
 	reason := errors.New("endpoint down")
 	s.close(reason)
 	s.nc.Close()
-	waitUntil(t, func() bool { return pinned.n.Load() == n }, "every queued reply released")
+	waitUntil(t, func() bool { return pinned.released() == n }, "every queued reply released")
 	hdr, p := testFrame(1, 0, 10)
 	if err := s.send(hdr, p); !errors.Is(err, reason) {
 		t.Fatalf("send after close: %v, want %v", err, reason)
@@ -520,7 +534,7 @@ func readLoopReplies(s *sender, w, n int, size func(i int) int, p *pins) {
 		hdr, payload := testFrame(w, i, size(i))
 		res := transport.Resolved{}
 		if p != nil {
-			res = transport.NewResolved(payload, -1, 0, 0, p)
+			res = p.resolved(payload)
 		}
 		s.reply(hdr, payload, res, i%4 == 3)
 		if i%4 == 3 || i == n-1 {

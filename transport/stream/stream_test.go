@@ -1,4 +1,4 @@
-package tcp
+package stream
 
 import (
 	"bytes"
@@ -24,7 +24,7 @@ func (h *gatedHost) Resolve(id uint32, key, addr, n uint64, want transport.Acces
 	if addr+n > uint64(h.mr.Len()) {
 		return transport.Resolved{}, &transport.AccessError{Kind: transport.OutOfRange, Want: want, Region: id, Addr: addr, Len: n}
 	}
-	return transport.NewResolved(h.mr.Bytes()[addr:addr+n], h.mr.FD(), 0, uint64(h.mr.Len()), nil), nil
+	return transport.Resolved{Mem: h.mr.Bytes()[addr : addr+n]}, nil
 }
 
 func (h *gatedHost) Lookup(id uint32, key uint64, want transport.Access) (transport.Resolved, error) {
@@ -38,9 +38,9 @@ type opDone chan *transport.Op
 
 func (c opDone) OpDone(op *transport.Op) { c <- op }
 
-// endpointPair connects an initiator endpoint to a target endpoint whose
-// host is host.
-func endpointPair(t *testing.T, host transport.Host) (initiator *Endpoint) {
+// streamPair connects an initiator stream to a target stream whose host is
+// host.
+func streamPair(t *testing.T, host transport.Host) (initiator *Stream) {
 	t.Helper()
 	a, b := tcpPair(t)
 	b.SetReadDeadline(time.Time{})
@@ -49,11 +49,11 @@ func endpointPair(t *testing.T, host transport.Host) (initiator *Endpoint) {
 	// The initiator serves nothing in these tests.
 	pa.Role, pa.Conn, pa.Host = transport.Dialer, a, &gatedHost{gate: make(chan struct{})}
 	pb.Role, pb.Conn, pb.Host = transport.Acceptor, b, host
-	ea, err := NewEndpoint(context.Background(), pa, Hooks{})
+	ea, err := New(context.Background(), pa, Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	eb, err := NewEndpoint(context.Background(), pb, Hooks{})
+	eb, err := New(context.Background(), pb, Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -70,7 +70,7 @@ func TestWriteByReferenceNotCancelled(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// Closed after the endpoints (cleanups run last-in first-out): the
+	// Closed after the streams (cleanups run last-in first-out): the
 	// target may still be writing into dst when the test returns.
 	t.Cleanup(func() { src.Close() })
 	dst, err := mem.NewRegion(mem.RegionOptions{Size: 1 << 20, Name: "write-ref-dst"})
@@ -82,14 +82,14 @@ func TestWriteByReferenceNotCancelled(t *testing.T) {
 		src.Bytes()[i] = byte(i * 13)
 	}
 	host := &gatedHost{mr: dst, gate: make(chan struct{})}
-	ep := endpointPair(t, host)
+	ep := streamPair(t, host)
 	open := sync.OnceFunc(func() { close(host.gate) })
-	t.Cleanup(open) // before the endpoints close: the target's read loop waits on it
+	t.Cleanup(open) // before the streams close: the target's read loop waits on it
 	done := make(opDone, 2)
-	byRef := &transport.Op{Kind: transport.OpWrite, Local: src.Bytes()[:sendFileMin], Region: src.Bytes(),
-		RegionFD: src.FD(), RegionHasFD: true, Done: done}
-	copied := &transport.Op{Kind: transport.OpWrite, Local: src.Bytes()[sendFileMin : sendFileMin+4096], Region: src.Bytes(),
-		Remote: transport.RemoteAddr{Addr: sendFileMin}, RegionFD: src.FD(), RegionHasFD: true, Done: done}
+	region := mem.NewHandle(src, 1, 0, mem.AccessReadWrite)
+	byRef := &transport.Op{Kind: transport.OpWrite, Local: src.Bytes()[:sendFileMin], Region: region, Done: done}
+	copied := &transport.Op{Kind: transport.OpWrite, Local: src.Bytes()[sendFileMin : sendFileMin+4096], Region: region,
+		Remote: transport.RemoteAddr{Addr: sendFileMin}, Done: done}
 	ep.Post([]*transport.Op{byRef, copied})
 	if ep.Cancel(byRef) {
 		t.Fatal("a WRITE sent by reference was cancelled before the target answered")

@@ -1,0 +1,128 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"os/exec"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestUnknownSubcommand: a typo in a subcommand of a group (xfer kv) exits
+// non-zero with a suggestion, as one of the root's does.
+func TestUnknownSubcommand(t *testing.T) {
+	env := cleanEnv()
+	for _, args := range [][]string{{"kv", "gett"}, {"benc"}} {
+		o, e, code := xferRun(t, env, args...)
+		if code == 0 || !strings.Contains(e, "unknown command") || !strings.Contains(e, "Did you mean") {
+			t.Errorf("xfer %s: exit %d, stdout %q, stderr %q; want an error with a suggestion", strings.Join(args, " "), code, o, e)
+		}
+	}
+	if _, e, code := xferRun(t, env, "kv", "gett"); !strings.Contains(e, "\tget\n") {
+		t.Errorf("xfer kv gett: exit %d: %q does not suggest get", code, e)
+	}
+	// Without a subcommand a group prints its help.
+	if o, _, code := xferRun(t, env, "kv"); code != 0 || !strings.Contains(o, "Available Commands") {
+		t.Errorf("xfer kv: exit %d: %q", code, o)
+	}
+}
+
+// TestBenchPlotPathCheckedFirst: an unwritable --plot fails before the
+// benchmark runs.
+func TestBenchPlotPathCheckedFirst(t *testing.T) {
+	start := time.Now()
+	_, e, code := xferRun(t, cleanEnv(), "bench", "--transport", "tcp", "--duration", "30s", "--plot", "/nonexistent/dir/x.png")
+	if code == 0 || !strings.Contains(e, "/nonexistent/dir") || time.Since(start) > 10*time.Second {
+		t.Fatalf("bench --plot into a missing directory: exit %d after %v: %q", code, time.Since(start), e)
+	}
+}
+
+// TestKVPutStdin: put --file - reads the value from standard input.
+func TestKVPutStdin(t *testing.T) {
+	addr := startKVServe(t)
+	cmd := exec.Command(xferBinary(t), "kv", "put", "--server-addr", addr, "k", "--file", "-")
+	cmd.Env = cleanEnv()
+	cmd.Stdin = strings.NewReader("from stdin")
+	var e bytes.Buffer
+	cmd.Stderr = &e
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("put --file -: %v: %s", err, e.String())
+	}
+	if o, e, code := xferRun(t, cleanEnv(), "kv", "get", "--server-addr", addr, "k"); code != 0 || o != "from stdin" {
+		t.Fatalf("get: exit %d: %q %s", code, o, e)
+	}
+	o, _, code := xferRun(t, cleanEnv(), "kv", "stats", "--server-addr", addr)
+	if code != 0 || !strings.Contains(o, "10 B of values") {
+		t.Fatalf("stats: exit %d: %q", code, o)
+	}
+}
+
+func TestHumanSize(t *testing.T) {
+	for n, want := range map[int64]string{
+		0: "0 B", 512: "512 B", 1 << 10: "1 KiB", 1536: "1.50 KiB", 64 << 20: "64 MiB",
+		179026929120: "166.73 GiB", 3 << 40: "3 TiB",
+	} {
+		if got := HumanSize(n); got != want {
+			t.Errorf("HumanSize(%d) = %q, want %q", n, got, want)
+		}
+	}
+}
+
+// TestKVBenchLeavesUserData: kv bench writes keys of its own, evicts none
+// of the user's and deletes its keys at the end.
+func TestKVBenchLeavesUserData(t *testing.T) {
+	addr := startKVServe(t) // 64 MiB pool, evicting when full
+	env := cleanEnv()
+	mine := strings.Repeat("m", 40<<20) // leaves about 24 MiB free
+	cmd := exec.Command(xferBinary(t), "kv", "put", "--server-addr", addr, "mine", "--file", "-")
+	cmd.Env, cmd.Stdin = env, strings.NewReader(mine)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("put: %v: %s", err, out)
+	}
+	_, e, code := xferRun(t, env, "kv", "bench", "--server-addr", addr, "--op", "put", "--value-size", "1MiB", "--keys", "100", "--ops", "300", "--json")
+	if code != 0 || !strings.Contains(e, "none is evicted") {
+		t.Fatalf("bench: exit %d: %s", code, e)
+	}
+	o, e, code := xferRun(t, env, "kv", "stats", "--server-addr", addr, "--json")
+	if code != 0 || !strings.Contains(o, `"keys":1,`) || !strings.Contains(o, `"evictions":0`) {
+		t.Fatalf("stats after the bench: exit %d: %s %s", code, o, e)
+	}
+	if o, e, code := xferRun(t, env, "kv", "get", "--server-addr", addr, "mine"); code != 0 || o != mine {
+		t.Fatalf("get mine after the bench: exit %d, %d bytes: %s", code, len(o), e)
+	}
+}
+
+// startServe runs "xfer serve" on a loopback port and returns its address.
+func startServe(t *testing.T, args ...string) string {
+	t.Helper()
+	cmd := exec.Command(xferBinary(t), append([]string{"serve", "--listen", "127.0.0.1:0"}, args...)...)
+	cmd.Env = cleanEnv()
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		cmd.Process.Kill()
+		cmd.Wait()
+	})
+	line, err := bufio.NewReader(out).ReadString('\n')
+	addr, ok := strings.CutPrefix(strings.TrimSpace(line), serveBanner)
+	if err != nil || !ok {
+		t.Fatalf("serve printed %q: %v", line, err)
+	}
+	return addr
+}
+
+// TestBenchSendTooLarge: a send larger than the peer's max_message names
+// the flags that raise it on both sides.
+func TestBenchSendTooLarge(t *testing.T) {
+	addr := startServe(t, "--transport", "tcp")
+	_, e, code := xferRun(t, cleanEnv(), "bench", "--peer", addr, "--op", "send", "--size", "1MiB", "--iters", "10")
+	if code == 0 || !strings.Contains(e, "--max-message 1048576") || !strings.Contains(e, "xfer serve --max-message") {
+		t.Fatalf("bench --op send 1MiB against a 64KiB peer: exit %d: %q", code, e)
+	}
+}

@@ -1,0 +1,115 @@
+#!/usr/bin/env python3
+"""Tests of results.py and report.py: python3 -m unittest discover -s tools/bench -p '*_test.py'."""
+import unittest
+
+import report
+import results
+
+DOC = """# Benchmarks
+
+<!-- BEGIN current tcp-shm -->
+| id | target | command | peer | peer figure | xfer | ratio | goal | met | date | commit |
+| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |
+| `tcp-write-1m` | tcp WRITE 1 MiB, depth 4 | `old` | iperf3, one stream | 3.23 GB/s | 3.30 GB/s | 1.02 | ≥ 1.0× | yes | 2026-11-22 06:34 UTC | `bded087` |
+| `shm-read-1m` | shm READ 1 MiB, depth 1 | `old` | C memcpy, 1 thread | 16.31 GB/s | 16.34 GB/s | 1.00 | ≥ 0.8× | yes | 2026-11-22 06:34 UTC | `bded087` |
+<!-- END current tcp-shm -->
+
+text between the tables stays
+
+<!-- BEGIN current kv -->
+| id | target | command | peer | peer figure | xfer | ratio | goal | met | date | commit |
+| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |
+<!-- END current kv -->
+"""
+
+
+def run_doc(date, targets):
+    return {"script": "peers", "command": "tools/bench/peers.py --rounds 5", "date": date, "commit": "abc1234",
+            "machine": {"nproc": 2, "kernel": "6.18"}, "rounds": 5, "xfer": "./xfer", "xfer_b": None,
+            "targets": targets}
+
+
+def tcp_write(x, peer):
+    return results.target("tcp-write-1m", "tcp-shm", "tcp WRITE 1 MiB, depth 4", "B/s",
+                          results.series([x, x], "xfer bench ..."),
+                          results.series([peer, peer], "iperf3 ...", "iperf3, one stream"), results.goal(">= 1.0"))
+
+
+def by_group(*docs):
+    out = {}
+    for d in docs:
+        for t in d["targets"]:
+            out.setdefault(t["group"], {})[t["id"]] = (report.row(t, d), d)
+    return out
+
+
+class TargetTest(unittest.TestCase):
+    def test_ratio_goal(self):
+        t = tcp_write(2.0e9, 2.5e9)
+        self.assertAlmostEqual(t["ratio"], 0.8)
+        self.assertFalse(t["met"])
+        self.assertTrue(tcp_write(3.0e9, 2.5e9)["met"])
+
+    def test_lower_is_better(self):
+        rtt = lambda x: results.target("rtt", "tcp-shm", "rtt", "us", results.series([x]),
+                                       results.series([10.0], name="qperf"), results.goal("<= 1.2"))
+        self.assertTrue(rtt(12.0)["met"])
+        self.assertFalse(rtt(12.5)["met"])
+
+    def test_absolute_goal(self):
+        t = results.target("p99", "tcp-shm", "p99", "us", results.series([90.0, 120.0, 95.0]), None,
+                           results.goal("< 100", on="xfer"))
+        self.assertEqual(t["xfer"]["median"], 95.0)
+        self.assertIsNone(t["ratio"])
+        self.assertTrue(t["met"])
+        self.assertEqual(results.goal_text(t["goal"], "us"), "< 100 µs")
+
+    def test_bad_goal(self):
+        with self.assertRaises(ValueError):
+            results.goal("=> 1.0")
+
+
+class UpdateTest(unittest.TestCase):
+    def test_replaces_only_what_was_measured(self):
+        new, missing = report.update(DOC, by_group(run_doc("2026-11-24T10:00:00Z", [tcp_write(4e9, 2e9)])))
+        self.assertEqual(missing, [])
+        self.assertIn("| `tcp-write-1m` | tcp WRITE 1 MiB, depth 4 | `tools/bench/peers.py --rounds 5` | "
+                      "iperf3, one stream | 2.00 GB/s | 4.00 GB/s | 2.00 | ≥ 1.0× | yes | 2026-11-24 10:00 UTC | "
+                      "`abc1234` |", new)
+        self.assertNotIn("3.30 GB/s", new)
+        # The target the run did not measure keeps its row, the text its place.
+        self.assertIn("| `shm-read-1m` | shm READ 1 MiB, depth 1 | `old` |", new)
+        self.assertIn("text between the tables stays", new)
+
+    def test_idempotent(self):
+        groups = by_group(run_doc("2026-11-24T10:00:00Z", [tcp_write(4e9, 2e9)]))
+        once, _ = report.update(DOC, groups)
+        twice, _ = report.update(once, groups)
+        self.assertEqual(once, twice)
+
+    def test_new_target_appended_and_missing_table_reported(self):
+        kv = results.target("kv-tcp-get-4k-c1", "kv", "tcp GET 4 KiB, 1 client", "ops/s", results.series([5.0]),
+                            results.series([4.0], name="redis-benchmark"), results.goal(">= 1.0"))
+        nowhere = results.target("x", "allocs", "x", "ops/s", results.series([1.0]), None, None)
+        new, missing = report.update(DOC, by_group(run_doc("2026-11-24T10:00:00Z", [kv, nowhere])))
+        self.assertEqual(missing, ["allocs"])
+        kv_table = new.split("<!-- BEGIN current kv -->")[1].split("<!-- END current kv -->")[0]
+        self.assertIn("| `kv-tcp-get-4k-c1` | tcp GET 4 KiB, 1 client |", kv_table)
+        self.assertIn("| 4 ops/s | 5 ops/s | 1.25 | ≥ 1.0× | yes |", kv_table)
+
+    def test_newer_row_kept(self):
+        new, _ = report.update(DOC, by_group(run_doc("2026-11-20T10:00:00Z", [tcp_write(4e9, 2e9)])))
+        self.assertIn("3.30 GB/s", new)
+
+    def test_stray_line_between_markers(self):
+        bad = DOC.replace("<!-- END current kv -->", "a note\n<!-- END current kv -->")
+        with self.assertRaises(SystemExit):
+            report.update(bad, {})
+
+    def test_missing_end_marker(self):
+        with self.assertRaises(SystemExit):
+            report.update(DOC.replace("<!-- END current kv -->", ""), {})
+
+
+if __name__ == "__main__":
+    unittest.main()
