@@ -115,7 +115,7 @@ RDMA_VM     = $(CURDIR)/tools/rdma-vm/rdma-vm
 ## The packages run in the VM; internal/testutil checks that the device made
 ## it into the guest. Directories that do not exist yet are left out, so that
 ## go test never fails on a missing pattern.
-VERBS_DIRS  = internal/testutil internal/ibv transport/verbs
+VERBS_DIRS  = internal/testutil internal/ibv internal/rdmacm transport/verbs
 VERBS_PKGS  = $(shell for d in $(VERBS_DIRS); do [ -d $$d ] && $(GO) list -e ./$$d/... 2>/dev/null; done)
 
 ## vm-setup: one-time setup of the runner (apt packages, kernel, siw.ko).

@@ -64,8 +64,8 @@ type engineStats struct {
 
 // Open starts an engine: it maps and registers the default pool, and starts
 // listening when cfg.Listen is set.
-func Open(ctx context.Context, cfg Config) (*Engine, error) {
-	cfg, err := cfg.withDefaults()
+func Open(ctx context.Context, cfg Config) (_ *Engine, err error) {
+	cfg, err = cfg.withDefaults()
 	if err != nil {
 		return nil, err
 	}
@@ -88,6 +88,16 @@ func Open(ctx context.Context, cfg Config) (*Engine, error) {
 		"shm":  shm.New(),
 		"rdma": verbs.New(cfg.RDMA),
 	}
+	defer func() {
+		if err != nil { // release what the transports opened (shm's probe memfd, an rdma device)
+			e.cancel()
+			for _, t := range e.transports {
+				if c, ok := t.(io.Closer); ok {
+					c.Close()
+				}
+			}
+		}
+	}()
 	if cfg.Transport == PolicyRDMA || cfg.Transport == PolicySHM {
 		if err := e.transports[string(cfg.Transport)].Available(); err != nil {
 			return nil, fmt.Errorf("open: transport %s: %w", cfg.Transport, err)

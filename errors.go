@@ -15,7 +15,8 @@ var (
 	// operations still in flight when it was closed. It is net.ErrClosed.
 	ErrClosed = net.ErrClosed
 	// ErrNotSupported means a transport or feature cannot work here; the
-	// error says why.
+	// error says why. Every layer's not-supported error matches it: it is
+	// the same value as mem.ErrNotSupported and transport.ErrNotSupported.
 	ErrNotSupported = transport.ErrNotSupported
 	// ErrRemoteAccess means the target refused a one-sided access (unknown
 	// region, wrong key, missing rights, out of range); nothing was touched.

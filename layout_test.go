@@ -1,10 +1,12 @@
 package xfer_test
 
 import (
+	"fmt"
 	"go/parser"
 	"go/token"
 	"io/fs"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -12,14 +14,10 @@ import (
 
 const module = "github.com/xferio/xfer"
 
-// TestPackageBoundaries is the linter rule that keeps the layers apart:
-// only internal/sys talks to the OS through x/sys/unix, only internal/ibv
-// imports "C", internal/wire uses the standard library only, and
-// dependencies point one way (cmd → xfer → transport → mem → internal);
-// the transports (tcp, shm, verbs) import each other never, and the control
-// stream they compose (which they all may import) imports none of them.
+// TestPackageBoundaries is the linter rule that keeps the layers apart (see
+// checkLayout). It reads the imports of every package's non-test files.
 func TestPackageBoundaries(t *testing.T) {
-	imports := map[string]map[string]bool{} // package dir → imports (non-test files)
+	imports := map[string][]string{} // package dir → imports (non-test files)
 	err := filepath.WalkDir(".", func(path string, d fs.DirEntry, err error) error {
 		if err != nil {
 			return err
@@ -35,89 +33,220 @@ func TestPackageBoundaries(t *testing.T) {
 			return err
 		}
 		dir := filepath.ToSlash(filepath.Dir(path))
-		if imports[dir] == nil {
-			imports[dir] = map[string]bool{}
-		}
 		for _, im := range f.Imports {
 			p, _ := strconv.Unquote(im.Path.Value)
-			imports[dir][p] = true
+			imports[dir] = append(imports[dir], p)
+		}
+		if _, ok := imports[dir]; !ok {
+			imports[dir] = nil
 		}
 		return nil
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
-	// What each layer may import from this module, by path prefix.
-	allowed := map[string][]string{
-		"internal/sys":  {},
-		"internal/wire": {},
-		"internal/ibv":  {"internal/sys"},
-		"mem":           {"internal/sys"},
-		"transport":     {"transport", "internal/", "mem"},
-		"xfertest":      {"", "internal/sys"},
-		".":             {"transport", "mem", "internal/"},
-		"cmd":           {"", "mem", "transport", "internal/", "kv"},
+	if len(imports) < 10 {
+		t.Fatalf("found only %d packages: the walk is broken", len(imports))
 	}
-	for dir, ims := range imports {
-		for im := range ims {
-			if im == "golang.org/x/sys/unix" && dir != "internal/sys" {
-				t.Errorf("%s imports x/sys/unix: only internal/sys may", dir)
-			}
-			if im == "C" && dir != "internal/ibv" {
-				t.Errorf("%s imports \"C\": only internal/ibv may", dir)
-			}
-			if dir == "internal/wire" && strings.Contains(im, ".") {
-				t.Errorf("internal/wire imports %s: it must use the standard library only", im)
-			}
-			rel, ok := strings.CutPrefix(im, module)
-			if !ok {
-				continue
-			}
-			rel = strings.TrimPrefix(rel, "/")
-			if !allowedImport(allowed, dir, rel) {
-				t.Errorf("%s imports %s: against the layering", dir, im)
-			}
-			if from, to := transportOf(dir), transportOf(rel); from != "" && to != "" && from != to && to != "stream" {
-				t.Errorf("%s imports %s: transports are siblings; what they share belongs in transport or transport/stream", dir, im)
-			}
-		}
+	for _, v := range checkLayout(imports, nil) {
+		t.Error(v)
 	}
 }
 
-// transportOf names the transport package (tcp, shm, verbs) that dir lies
-// in, or "". The control stream they all compose (transport/stream) is none
-// of them, and imports none of them.
-func transportOf(dir string) string {
-	rest, ok := strings.CutPrefix(dir, "transport/")
-	if !ok {
+// services are the packages built only on the public API: the root package
+// xfer, mem, probe, their own subpackages and third-party modules.
+var services = []string{"kv", "connector", "pages", "directory"}
+
+// transports are the transport packages, siblings that never import each
+// other. The control stream they compose, transport/stream, imports none of
+// them either.
+var transports = []string{"transport/tcp", "transport/shm", "transport/verbs"}
+
+// ibvImporters are the only packages that may use the cgo binding.
+var ibvImporters = []string{"transport/verbs", "probe", "internal/rdmacm"}
+
+// layers says, for each layer (a directory and everything under it; the
+// longest match wins), which packages of this module it may import (by
+// path prefix; "" is the root package). Dependencies point one way:
+// cmd → services → xfer → transport/* → mem → internal/*.
+var layers = map[string][]string{
+	"internal/sys":      {},
+	"internal/wire":     {},
+	"internal/ibv":      {"internal/sys"},
+	"internal/rdmacm":   {"internal/ibv", "internal/sys"},
+	"internal/testmain": {},
+	"internal/testutil": {},
+	"mem":               {"internal/sys"},
+	"probe":             {"internal/ibv", "internal/sys"},
+	"transport":         {"transport", "mem", "internal/"},
+	"xfertest":          {"", "transport", "mem", "internal/sys"},
+	".":                 {"transport", "mem", "internal/"},
+	"cmd":               {"", "mem", "transport", "probe", "kv", "connector", "pages", "directory"},
+	// The project's own helpers: tools/bench/regmr measures ibv_reg_mr
+	// through the binding itself, so tools may use internal packages.
+	"tools": {"", "mem", "transport", "probe", "internal/"},
+}
+
+// checkLayout returns every violation of the layout rules in imports
+// (package directory relative to the module root → import paths), less the
+// transport-to-transport imports that pending allows (transport → the
+// sibling it may still import while a refactor is under way; none today).
+func checkLayout(imports map[string][]string, pending map[string]string) []string {
+	var v []string
+	dirs := make([]string, 0, len(imports))
+	for dir := range imports {
+		dirs = append(dirs, dir)
+	}
+	slices.Sort(dirs)
+	for _, dir := range dirs {
+		for _, im := range imports[dir] {
+			if msg := checkImport(dir, im, pending); msg != "" {
+				v = append(v, fmt.Sprintf("%s imports %s: %s", dir, im, msg))
+			}
+		}
+	}
+	return v
+}
+
+// under reports whether dir is p or below it.
+func under(dir, p string) bool { return dir == p || strings.HasPrefix(dir, p+"/") }
+
+func underAny(dir string, ps []string) (string, bool) {
+	for _, p := range ps {
+		if under(dir, p) {
+			return p, true
+		}
+	}
+	return "", false
+}
+
+// checkImport says why dir may not import im, or "".
+func checkImport(dir, im string, pending map[string]string) string {
+	switch {
+	case im == "golang.org/x/sys/unix" || strings.HasPrefix(im, "golang.org/x/sys/unix/"):
+		if dir != "internal/sys" {
+			return "only internal/sys may import x/sys/unix"
+		}
+		return ""
+	case im == "C":
+		if dir != "internal/ibv" {
+			return `only internal/ibv may import "C"`
+		}
 		return ""
 	}
-	name, _, _ := strings.Cut(rest, "/")
-	switch name {
-	case "tcp", "shm", "verbs", "stream":
-		return name
+	first, _, _ := strings.Cut(im, "/")
+	if dir == "internal/wire" && strings.Contains(first, ".") {
+		return "internal/wire must use the standard library only"
 	}
-	return ""
-}
+	rel, ok := strings.CutPrefix(im, module)
+	if !ok || (rel != "" && rel[0] != '/') {
+		return "" // the standard library or a third-party module
+	}
+	rel = strings.TrimPrefix(rel, "/")
 
-func allowedImport(allowed map[string][]string, dir, rel string) bool {
-	layer := dir
-	for k := range allowed {
-		if k != "." && (dir == k || strings.HasPrefix(dir, k+"/")) && len(k) > 0 {
-			layer = k
+	if under(rel, "internal/ibv") {
+		if _, ok := underAny(dir, ibvImporters); !ok && !under(dir, "tools") {
+			return "internal/ibv may be imported only by " + strings.Join(ibvImporters, ", ")
 		}
 	}
-	prefixes, ok := allowed[layer]
-	if !ok {
-		return true // services (kv, connector) may use the public API and below
+	if under(dir, "cmd") && under(rel, "internal") {
+		return "commands import public packages only"
 	}
-	for _, p := range prefixes {
+	if svc, ok := underAny(dir, services); ok {
+		if rel == "" || under(rel, "mem") || under(rel, "probe") || under(rel, svc) {
+			return ""
+		}
+		return "services use the public xfer API, mem and probe only"
+	}
+	if under(dir, "transport/stream") {
+		if _, ok := underAny(rel, transports); ok {
+			return "the control stream imports no transport: the transports compose it"
+		}
+	}
+	if tr, ok := underAny(dir, transports); ok {
+		if other, ok := underAny(rel, transports); ok && other != tr {
+			if pending[tr] == other {
+				return ""
+			}
+			return "transports do not import each other (they share transport and transport/stream)"
+		}
+	}
+
+	layer, best := "", -1
+	for k := range layers {
+		if (k == "." && dir == ".") || (k != "." && under(dir, k)) {
+			if len(k) > best {
+				layer, best = k, len(k)
+			}
+		}
+	}
+	if best < 0 {
+		return "the package is in no layer: add it to layers in layout_test.go"
+	}
+	for _, p := range layers[layer] {
 		switch {
 		case p == "" && rel == "":
-			return true // the root package
-		case p != "" && (rel == strings.TrimSuffix(p, "/") || strings.HasPrefix(rel, p)):
-			return true
+			return ""
+		case p != "" && strings.HasSuffix(p, "/") && strings.HasPrefix(rel, p):
+			return ""
+		case p != "" && under(rel, p):
+			return ""
 		}
 	}
-	return false
+	return "against the layering (" + layer + " may import " + fmt.Sprint(layers[layer]) + ")"
+}
+
+// TestCheckLayout checks the rule checker itself on synthetic import maps,
+// so that TestPackageBoundaries cannot pass by checking nothing.
+func TestCheckLayout(t *testing.T) {
+	m := func(p string) string {
+		if p == "" {
+			return module
+		}
+		return module + "/" + p
+	}
+	allowed := map[string][]string{
+		"internal/sys":    {"golang.org/x/sys/unix", "errors"},
+		"internal/ibv":    {"C", m("internal/sys")},
+		"internal/wire":   {"encoding/binary"},
+		"internal/rdmacm": {m("internal/ibv"), m("internal/sys")},
+		"mem":             {m("internal/sys"), "github.com/google/btree"},
+		"transport/tcp":   {m("transport"), m("transport/stream"), m("internal/wire"), m("mem")},
+		"transport/shm":   {m("transport/stream"), m("transport/tcp")}, // pending below
+		"transport/verbs": {m("internal/ibv"), m("internal/rdmacm"), m("transport/stream")},
+		"probe":           {m("internal/ibv"), m("internal/sys")},
+		".":               {m("transport/verbs"), m("internal/wire"), m("mem")},
+		"kv":              {m(""), m("mem"), m("probe"), m("kv/kvpb"), "google.golang.org/grpc"},
+		"kv/kvpb":         {"google.golang.org/protobuf/proto"},
+		"connector":       {m(""), m("mem")},
+		"cmd/xfer":        {m(""), m("kv"), m("probe"), m("transport"), "github.com/spf13/cobra"},
+	}
+	if v := checkLayout(allowed, map[string]string{"transport/shm": "transport/tcp"}); len(v) > 0 {
+		t.Errorf("allowed imports reported:\n%s", strings.Join(v, "\n"))
+	}
+	forbidden := []struct{ dir, im, want string }{
+		{"mem", "golang.org/x/sys/unix", "only internal/sys"},
+		{"transport/tcp", "C", `only internal/ibv may import "C"`},
+		{"internal/wire", "google.golang.org/protobuf/proto", "standard library only"},
+		{"cmd/xfer", m("internal/sys"), "public packages only"},
+		{"kv", m("internal/ibv"), "internal/ibv may be imported only by"},
+		{"kv", m("transport"), "services use the public xfer API"},
+		{"pages", m("transport/tcp"), "services use the public xfer API"},
+		{"transport/shm", m("transport/tcp"), "transports do not import each other"},
+		{"transport/tcp", m("transport/verbs"), "transports do not import each other"},
+		{"transport/verbs/removal", m("transport/tcp"), "transports do not import each other"},
+		{"transport/tcp", m("internal/ibv"), "internal/ibv may be imported only by"},
+		{"transport/stream", m("transport/tcp"), "the control stream imports no transport"},
+		{".", m("internal/ibv"), "internal/ibv may be imported only by"},
+		{"mem", m("transport"), "against the layering"},
+		{"internal/sys", m("mem"), "against the layering"},
+		{"transport", m(""), "against the layering"},
+		{"somewhere/new", m("mem"), "in no layer"},
+	}
+	for _, f := range forbidden {
+		v := checkLayout(map[string][]string{f.dir: {f.im}}, nil)
+		if len(v) != 1 || !strings.Contains(v[0], f.want) {
+			t.Errorf("%s importing %s: %q, want one violation saying %q", f.dir, f.im, v, f.want)
+		}
+	}
 }

@@ -83,7 +83,7 @@ type ClientOptions struct {
 	// Default: the client opens its own with EngineConfig and closes it.
 	Engine *xfer.Engine
 	// EngineConfig configures the client's own engine (MemoryMB is the
-	// buffer pool: seed 001's --buffer-mb, default 64; an unset TCP.PollSpin
+	// buffer pool: the kv commands' --buffer-mb, default 64; an unset TCP.PollSpin
 	// is DefaultPollSpin).
 	EngineConfig xfer.Config
 	// InlineMax is the largest value accepted or sent inline in the gRPC
@@ -404,7 +404,7 @@ func (c *Client) cause(err error) error {
 	return err
 }
 
-// ParseAddr accepts "host:port" and seed 001's "http://host:port" and
+// ParseAddr accepts "host:port" and the URL form "http://host:port" and
 // returns host:port.
 func ParseAddr(addr string) (string, error) {
 	a := strings.TrimSpace(addr)

@@ -3,7 +3,7 @@
 //
 // A GET sends the key and the descriptor of a buffer in the client's
 // registered pool; the server WRITEs the value straight into that buffer and
-// replies with its length (seed 001's flow). A PUT sends the descriptor of
+// replies with its length. A PUT sends the descriptor of
 // the buffer holding the value; the server reserves a slot in its pool, READs
 // the value into it, and only then makes it the key's value. Values up to a
 // few KiB travel inline in the gRPC messages instead, which is faster for

@@ -8,12 +8,12 @@ import (
 	"testing"
 	"time"
 
-	"go.uber.org/goleak"
-
 	"github.com/xferio/xfer"
+	"github.com/xferio/xfer/internal/testmain"
 )
 
-// TestMain fails the package's tests if any goroutine is left behind. Run
+// TestMain fails the package's tests if a goroutine or a file descriptor is
+// left behind. Run
 // with XFER_KV_PUT_LOOP=ADDR, the test binary is instead a client that PUTs
 // large values until it is killed (TestClientDiesMidPut).
 func TestMain(m *testing.M) {
@@ -24,7 +24,7 @@ func TestMain(m *testing.M) {
 		}
 		os.Exit(0)
 	}
-	goleak.VerifyTestMain(m)
+	testmain.Run(m)
 }
 
 // putLoopSize is the size of the values the put loop stores.

@@ -18,8 +18,8 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/xferio/xfer"
-	"github.com/xferio/xfer/internal/ibv"
 	"github.com/xferio/xfer/kv/kvpb"
+	"github.com/xferio/xfer/probe"
 )
 
 // Protocol is the version of the KV protocol this package speaks.
@@ -71,7 +71,7 @@ type ServerOptions struct {
 	// DefaultInlineMaxSHM for clients on shm and rdma.
 	InlineMax int
 	// Devices is the number of data-plane engines, one per RDMA device
-	// (seed 001's --num-domains): with more than one and no RDMA.Device set,
+	// (one protection domain each): with more than one and no RDMA.Device set,
 	// engine i uses the i-th device. Clients spread over them by engine ID.
 	// On tcp and shm they are simply separate listeners. Default: 1.
 	Devices int
@@ -180,7 +180,7 @@ func openEngines(ctx context.Context, opts ServerOptions) ([]*xfer.Engine, error
 	}
 	var names []string
 	if opts.Devices > 1 && opts.Engine.RDMA.Device == "" && opts.Engine.Transport != xfer.PolicyTCP && opts.Engine.Transport != xfer.PolicySHM {
-		devs, err := ibv.Devices()
+		devs, err := probe.Devices()
 		if err != nil || len(devs) < opts.Devices {
 			var have []string
 			for _, d := range devs {

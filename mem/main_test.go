@@ -3,40 +3,16 @@ package mem
 import (
 	"errors"
 	"fmt"
-	"os"
 	"runtime"
 	"slices"
-	"strings"
 	"testing"
+
+	"github.com/xferio/xfer/internal/testmain"
 )
 
-// TestMain fails the test binary when a test leaks a memfd.
-func TestMain(m *testing.M) {
-	before := openMemfds()
-	code := m.Run()
-	if leaked := openMemfds() - before; code == 0 && leaked > 0 {
-		fmt.Fprintf(os.Stderr, "FAIL: %d memfd(s) leaked\n", leaked)
-		code = 1
-	}
-	os.Exit(code)
-}
-
-// openMemfds counts the process's open memfds, or returns 0 where
-// /proc/self/fd does not exist.
-func openMemfds() int {
-	ents, err := os.ReadDir("/proc/self/fd")
-	if err != nil {
-		return 0
-	}
-	n := 0
-	for _, e := range ents {
-		target, err := os.Readlink("/proc/self/fd/" + e.Name())
-		if err == nil && strings.HasPrefix(target, "/memfd:") {
-			n++
-		}
-	}
-	return n
-}
+// TestMain fails the test binary when a test leaks a goroutine or a file
+// descriptor (a memfd among them).
+func TestMain(m *testing.M) { testmain.Run(m) }
 
 // skipIfNotSupported skips t when err says the platform lacks a feature,
 // but only off Linux: there, ErrNotSupported is a regression.

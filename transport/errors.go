@@ -4,12 +4,16 @@ import (
 	"errors"
 	"fmt"
 	"net"
+
+	"github.com/xferio/xfer/internal/sys"
 )
 
 var (
 	// ErrNotSupported means a transport or feature cannot work on this host
-	// or build. The wrapping error says why.
-	ErrNotSupported = errors.New("not supported")
+	// or build. The wrapping error says why. It is the same value as the
+	// ErrNotSupported of internal/ibv, internal/sys and mem, so a
+	// not-supported error from any layer matches it.
+	ErrNotSupported = sys.ErrNotSupported
 	// ErrRemoteAccess means the target refused a one-sided access: unknown
 	// region, wrong key, missing rights, or an address outside the region.
 	// Nothing was read or written.

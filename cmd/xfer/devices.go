@@ -8,7 +8,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/xferio/xfer/internal/ibv"
+	"github.com/xferio/xfer/probe"
 )
 
 func newDevicesCmd(g *globals) *cobra.Command {
@@ -22,10 +22,10 @@ func newDevicesCmd(g *globals) *cobra.Command {
 			"It exits 1 when libibverbs cannot be loaded; with no devices it says so and exits 0.",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if err := ibv.Load(); err != nil {
+			if err := probe.Verbs(); err != nil {
 				return fmt.Errorf("cannot list RDMA devices: %w", err)
 			}
-			devs, err := ibv.Devices()
+			devs, err := probe.Devices()
 			if err != nil {
 				return err
 			}
@@ -33,7 +33,7 @@ func newDevicesCmd(g *globals) *cobra.Command {
 				enc := json.NewEncoder(g.stdout)
 				enc.SetIndent("", "  ")
 				if devs == nil {
-					devs = []ibv.DeviceInfo{}
+					devs = []probe.Device{}
 				}
 				return enc.Encode(jsonDevices(devs))
 			}
@@ -86,7 +86,7 @@ type jsonDevice struct {
 	Ports        []jsonPort `json:"ports"`
 }
 
-func jsonDevices(devs []ibv.DeviceInfo) []jsonDevice {
+func jsonDevices(devs []probe.Device) []jsonDevice {
 	out := make([]jsonDevice, 0, len(devs))
 	for _, d := range devs {
 		jd := jsonDevice{Name: d.Name, NodeGUID: d.NodeGUID, SysImageGUID: d.SysImageGUID, NodeType: d.NodeType,
@@ -107,7 +107,7 @@ func jsonDevices(devs []ibv.DeviceInfo) []jsonDevice {
 	return out
 }
 
-func printDevices(w io.Writer, devs []ibv.DeviceInfo) {
+func printDevices(w io.Writer, devs []probe.Device) {
 	if len(devs) == 0 {
 		fmt.Fprintln(w, "No RDMA devices found. (xfer doctor says how to create a SoftRoCE device.)")
 		return

@@ -12,9 +12,8 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/xferio/xfer"
-	"github.com/xferio/xfer/internal/ibv"
-	"github.com/xferio/xfer/internal/sys"
 	"github.com/xferio/xfer/mem"
+	"github.com/xferio/xfer/probe"
 )
 
 func newDoctorCmd(g *globals) *cobra.Command {
@@ -71,17 +70,17 @@ func doctor(w io.Writer, cfg xfer.Config) int {
 		memMB = xfer.DefaultMemoryMB
 	}
 	libOK := true
-	if err := ibv.Load(); err != nil {
+	if err := probe.Verbs(); err != nil {
 		libOK = false
 		c.fail("apt-get install -y rdma-core ibverbs-providers   # Debian/Ubuntu\n"+
 			"dnf install -y rdma-core libibverbs             # Fedora/RHEL", "libibverbs: %v", err)
 	} else {
 		c.ok("libibverbs loads")
 	}
-	var devs []ibv.DeviceInfo
+	var devs []probe.Device
 	if libOK {
 		var err error
-		if devs, err = ibv.Devices(); err != nil {
+		if devs, err = probe.Devices(); err != nil {
 			c.fail("", "listing devices: %v", err)
 		}
 	}
@@ -158,7 +157,7 @@ func doctor(w io.Writer, cfg xfer.Config) int {
 	}
 	// memlock.
 	need := uint64(memMB) << 20
-	cur, _, err := sys.MemlockLimit()
+	cur, err := probe.MemlockLimit()
 	switch {
 	case err != nil:
 		c.warn("", "memlock limit: %v", err)
@@ -171,7 +170,7 @@ func doctor(w io.Writer, cfg xfer.Config) int {
 		c.ok("memlock limit %s covers the %d MiB pool", limitString(cur), memMB)
 	}
 	// Huge pages.
-	switch mode := sys.THPMode(); mode {
+	switch mode := probe.THPMode(); mode {
 	case "always", "madvise":
 		c.ok("transparent huge pages: %s (regions ask for them with madvise)", mode)
 	case "":
@@ -179,7 +178,7 @@ func doctor(w io.Writer, cfg xfer.Config) int {
 	default:
 		c.warn("echo madvise > /sys/kernel/mm/transparent_hugepage/enabled", "transparent huge pages are %s: regions use 4 KiB pages (more NIC translation entries)", mode)
 	}
-	if ht, err := sys.HugeTLBPages(); err == nil {
+	if ht, err := probe.HugeTLBPages(); err == nil {
 		if cfg.HugePages == mem.HugeExplicit && ht.Free*ht.PageSize < int(need) {
 			c.fail(fmt.Sprintf("echo %d > /proc/sys/vm/nr_hugepages", (int(need)+ht.PageSize-1)/max(ht.PageSize, 1)+ht.Total-ht.Free),
 				"huge_pages: explicit, but only %d free huge pages of %d KiB for a %d MiB pool", ht.Free, ht.PageSize>>10, memMB)
@@ -226,7 +225,7 @@ func firstNetdev() string {
 	return names[0]
 }
 
-func firstGID(p ibv.PortInfo) *ibv.GIDInfo {
+func firstGID(p probe.Port) *probe.GID {
 	if len(p.GIDs) == 0 {
 		return nil
 	}

@@ -18,7 +18,7 @@ import (
 	"testing"
 	"time"
 
-	"go.uber.org/goleak"
+	"github.com/xferio/xfer/internal/testmain"
 )
 
 // The end-to-end tests build the xfer binary and run it against real
@@ -32,19 +32,13 @@ var (
 )
 
 // TestMain removes the built binary, and fails the run if a test left a
-// goroutine behind.
+// goroutine or a file descriptor behind.
 func TestMain(m *testing.M) {
-	code := m.Run()
-	if binDir != "" {
-		os.RemoveAll(binDir)
-	}
-	if code == 0 {
-		if err := goleak.Find(); err != nil {
-			fmt.Fprintf(os.Stderr, "goleak: %v\n", err)
-			code = 1
+	testmain.Run(m, testmain.After(func() {
+		if binDir != "" {
+			os.RemoveAll(binDir)
 		}
-	}
-	os.Exit(code)
+	}))
 }
 
 // xferBinary builds the command once per test run and returns its path.

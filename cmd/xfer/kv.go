@@ -22,7 +22,8 @@ import (
 // kvBanner starts the line kv serve prints to stdout once it listens.
 const kvBanner = "xfer kv serve: listening on "
 
-// Defaults of the kv commands (seed 001's).
+// Defaults of the kv commands: gRPC's usual port, a 1 GiB value pool on
+// the server and a 64 MiB buffer pool on each client.
 const (
 	kvDefaultListen   = ":50051"
 	kvDefaultServer   = "127.0.0.1:50051"
@@ -99,11 +100,11 @@ func newKVServeCmd(g *globals) *cobra.Command {
 		},
 	}
 	fs := cmd.Flags()
-	fs.String("listen", kvDefaultListen, "gRPC `address` to serve on (seed 001's --listen-addr)")
+	fs.String("listen", kvDefaultListen, "gRPC `address` to serve on")
 	fs.String("data-listen", "", "data-plane `address` clients connect their engine to (default: the config's listen key, else the --listen host on any port)")
 	fs.String("transport", string(xfer.PolicyAuto), "data-plane transport `policy`: auto, tcp, shm or rdma")
 	fs.Int("memory-mb", kvDefaultMemoryMB, "size of the value pool in `MiB`")
-	fs.Int("devices", 1, "number of RDMA `devices` (NICs) the data plane uses, one engine each (seed 001's --num-domains)")
+	fs.Int("devices", 1, "number of RDMA `devices` (NICs) the data plane uses, one engine each (one protection domain per device)")
 	fs.String("full", string(kv.Evict), "when the pool is full: evict (least recently used values) or reject (PUT fails)")
 	fs.String("max-value", "", "largest value, e.g. 64MiB (default: the pool)")
 	fs.String("inline-max", "", fmt.Sprintf("largest value sent inside requests and responses, 0 for never (default %s on tcp, %s on shm and rdma)", FormatSize(kv.DefaultInlineMax), FormatSize(kv.DefaultInlineMaxSHM)))

@@ -1,11 +1,3 @@
-// Command xfer is the command-line front end of the xfer transfer engine:
-// "xfer serve" runs a target, "xfer bench" measures transfers against one.
-//
-// Every command reads the same configuration: a YAML file (--config or
-// $XFER_CONFIG) whose keys are those of xfer.Config and of the tcp and rdma
-// configs it nests (as mappings, or at the top level as conns and
-// rdma_device), overridden by XFER_<KEY> environment variables, overridden
-// by flags given on the command line.
 package main
 
 import (

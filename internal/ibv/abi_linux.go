@@ -13,7 +13,6 @@ import "unsafe"
 type abiItem struct {
 	Expr  string // as written for the system headers
 	Value int64  // with ibv_abi.h
-	CM    bool   // from <rdma/rdma_cma.h>
 }
 
 // abiTable returns abi_table.h evaluated against the package's header.
@@ -23,7 +22,7 @@ func abiTable() []abiItem {
 	items := unsafe.Slice(p, int(n))
 	out := make([]abiItem, len(items))
 	for i, it := range items {
-		out[i] = abiItem{Expr: C.GoString(it.expr), Value: int64(it.value), CM: it.cm != 0}
+		out[i] = abiItem{Expr: C.GoString(it.expr), Value: int64(it.value)}
 	}
 	return out
 }
@@ -95,11 +94,6 @@ func abiGoConsts() []goConst {
 		c("WCLocalInv", int64(WCLocalInv), C.IBV_WC_LOCAL_INV),
 		c("WCRecv", int64(WCRecv), C.IBV_WC_RECV),
 		c("WCRecvRDMAWithImm", int64(WCRecvRDMAWithImm), C.IBV_WC_RECV_RDMA_WITH_IMM),
-		c("CMEventAddrResolved", int64(CMEventAddrResolved), C.RDMA_CM_EVENT_ADDR_RESOLVED),
-		c("CMEventConnectRequest", int64(CMEventConnectRequest), C.RDMA_CM_EVENT_CONNECT_REQUEST),
-		c("CMEventEstablished", int64(CMEventEstablished), C.RDMA_CM_EVENT_ESTABLISHED),
-		c("CMEventDisconnected", int64(CMEventDisconnected), C.RDMA_CM_EVENT_DISCONNECTED),
-		c("CMEventTimewaitExit", int64(CMEventTimewaitExit), C.RDMA_CM_EVENT_TIMEWAIT_EXIT),
 
 		m("sizeof SendWR", unsafe.Sizeof(swr), unsafe.Sizeof(cswr)),
 		m("SendWR.ID", unsafe.Offsetof(swr.ID), unsafe.Offsetof(cswr.id)),

@@ -3,6 +3,7 @@
 package ibv
 
 /*
+#include <stdlib.h>
 #include "shim.h"
 */
 import "C"
@@ -26,7 +27,6 @@ type Context struct {
 	sysfs     string // /sys/class/infiniband/<name>
 	nodeType  string
 	transport string
-	owned     bool // false for the context of a CM ID, which librdmacm owns
 
 	children atomic.Int64 // open PDs, CQs and channels
 
@@ -152,7 +152,6 @@ func openDevice(d *C.struct_ibv_device) (*Context, error) {
 		sysfs:     C.GoString(&d.ibdev_path[0]),
 		nodeType:  nodeTypeString(int(d.node_type)),
 		transport: transportString(int(d.transport_type)),
-		owned:     true,
 	}, nil
 }
 
@@ -170,6 +169,30 @@ func (c *Context) Transport() string {
 		return ""
 	}
 	return c.transport
+}
+
+// PortIsInfiniBand reports whether port has the InfiniBand link layer (not
+// Ethernet: RoCE). Port 0 means port 1.
+func (c *Context) PortIsInfiniBand(port int) bool {
+	if c == nil || c.c == nil {
+		return false
+	}
+	var a C.struct_ibv_port_attr
+	if C.xibv_query_port(c.c, C.int(max(port, 1)), &a) != 0 {
+		return false
+	}
+	return linkLayerString(int(a.link_layer), c.transport) == "InfiniBand"
+}
+
+// KernelIndex is the kernel's index of the device (what rdma_cm reports),
+// or -1 if unknown or closed.
+func (c *Context) KernelIndex() int {
+	if c == nil || c.c == nil {
+		return -1
+	}
+	name := C.CString(c.name)
+	defer C.free(unsafe.Pointer(name))
+	return int(C.xibv_device_index(name))
 }
 
 func (c *Context) deviceAttr() (*C.struct_ibv_device_attr, error) {
@@ -290,13 +313,9 @@ func (c *Context) QueryGID(port, index int) ([16]byte, error) {
 }
 
 // Close closes the device. It fails, and the context stays open, while PDs,
-// CQs or completion channels opened from it are open. Close of the context
-// of a CM ID does nothing.
+// CQs or completion channels opened from it are open.
 func (c *Context) Close() error {
 	if c == nil || c.c == nil {
-		return nil
-	}
-	if !c.owned {
 		return nil
 	}
 	if n := c.children.Load(); n > 0 {
@@ -309,35 +328,4 @@ func (c *Context) Close() error {
 	c.c = nil
 	live.contexts.Add(-1)
 	return nil
-}
-
-// borrowed holds the wrappers of contexts that librdmacm opened, one per
-// ibv_context, so that every CM ID on a device shares one *Context.
-var borrowed struct {
-	sync.Mutex
-	m map[*C.struct_ibv_context]*Context
-}
-
-func borrowContext(c *C.struct_ibv_context) *Context {
-	if c == nil {
-		return nil
-	}
-	borrowed.Lock()
-	defer borrowed.Unlock()
-	if ctx := borrowed.m[c]; ctx != nil {
-		return ctx
-	}
-	if borrowed.m == nil {
-		borrowed.m = map[*C.struct_ibv_context]*Context{}
-	}
-	d := c.device
-	ctx := &Context{
-		c:         c,
-		name:      C.GoString(&d.name[0]),
-		sysfs:     C.GoString(&d.ibdev_path[0]),
-		nodeType:  nodeTypeString(int(d.node_type)),
-		transport: transportString(int(d.transport_type)),
-	}
-	borrowed.m[c] = ctx
-	return ctx
 }

@@ -37,3 +37,9 @@ func (c *Context) QueryGID(port, index int) ([16]byte, error) {
 
 // Close does nothing.
 func (c *Context) Close() error { return nil }
+
+// PortIsInfiniBand returns false.
+func (c *Context) PortIsInfiniBand(port int) bool { return false }
+
+// KernelIndex returns -1.
+func (c *Context) KernelIndex() int { return -1 }

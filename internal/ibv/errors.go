@@ -4,12 +4,16 @@ import (
 	"errors"
 	"fmt"
 	"net"
+
+	"github.com/xferio/xfer/internal/sys"
 )
 
 // ErrNotSupported means verbs cannot be used here: the binary was built
-// without cgo, the host has no libibverbs.so.1 or librdmacm.so.1, or it has
-// no RDMA device. The wrapping error says which and how to fix it.
-var ErrNotSupported = errors.New("not supported")
+// without cgo, the host has no libibverbs.so.1, or it has no RDMA device.
+// The wrapping error says which and how to fix it. It is the module's one
+// not-supported sentinel, [sys.ErrNotSupported], so that errors.Is matches
+// it against the ErrNotSupported of every layer above.
+var ErrNotSupported = sys.ErrNotSupported
 
 // ErrNoDevice means the host has no RDMA device, or none with the requested
 // name. It matches [ErrNotSupported] as well.
@@ -44,7 +48,7 @@ func (e *sentinel) Unwrap() error { return e.parent }
 // LibraryError reports that a shared library could not be loaded or lacks a
 // symbol. It wraps [ErrNotSupported].
 type LibraryError struct {
-	Library string // "libibverbs.so.1" or "librdmacm.so.1"
+	Library string // "libibverbs.so.1"
 	Detail  string // what dlopen or dlvsym said
 	Fix     string // how to install it
 }
@@ -55,13 +59,9 @@ func (e *LibraryError) Error() string {
 
 func (e *LibraryError) Unwrap() error { return ErrNotSupported }
 
-// Installation hints for the libraries the package loads.
-const (
-	fixVerbs = "install rdma-core: `apt-get install rdma-core ibverbs-providers libibverbs1` " +
-		"(Debian, Ubuntu) or `dnf install rdma-core libibverbs` (Fedora, RHEL)"
-	fixCM = "install librdmacm: `apt-get install librdmacm1 rdma-core` " +
-		"(Debian, Ubuntu) or `dnf install librdmacm` (Fedora, RHEL)"
-)
+// fixVerbs says how to install the library the package loads.
+const fixVerbs = "install rdma-core: `apt-get install rdma-core ibverbs-providers libibverbs1` " +
+	"(Debian, Ubuntu) or `dnf install rdma-core libibverbs` (Fedora, RHEL)"
 
 // sizeString formats n bytes the way error messages name buffer sizes.
 func sizeString(n int) string {

@@ -1,10 +1,9 @@
 /*
- * ibv_abi.h: the part of the libibverbs and librdmacm ABI that package ibv
- * uses, declared here so that the package builds without libibverbs-dev or
- * librdmacm-dev.
+ * ibv_abi.h: the part of the libibverbs ABI that package ibv uses, declared
+ * here so that the package builds without libibverbs-dev.
  *
  * The declarations follow rdma-core's public headers <infiniband/verbs.h>
- * and <rdma/rdma_cma.h> (dual-licensed GPLv2 / OpenIB.org BSD), which keep
+ (dual-licensed GPLv2 / OpenIB.org BSD), which keep
  * these structs, their field offsets and these enum values stable across
  * releases: they are what programs built against any libibverbs.so.1 since
  * 2006 rely on. Only what the package touches is declared; trailing fields
@@ -569,121 +568,6 @@ struct ibv_qp {
 	pthread_mutex_t mutex;
 	pthread_cond_t cond;
 	uint32_t events_completed;
-};
-
-/* ---- librdmacm: <rdma/rdma_cma.h> ---- */
-
-enum rdma_cm_event_type {
-	RDMA_CM_EVENT_ADDR_RESOLVED,
-	RDMA_CM_EVENT_ADDR_ERROR,
-	RDMA_CM_EVENT_ROUTE_RESOLVED,
-	RDMA_CM_EVENT_ROUTE_ERROR,
-	RDMA_CM_EVENT_CONNECT_REQUEST,
-	RDMA_CM_EVENT_CONNECT_RESPONSE,
-	RDMA_CM_EVENT_CONNECT_ERROR,
-	RDMA_CM_EVENT_UNREACHABLE,
-	RDMA_CM_EVENT_REJECTED,
-	RDMA_CM_EVENT_ESTABLISHED,
-	RDMA_CM_EVENT_DISCONNECTED,
-	RDMA_CM_EVENT_DEVICE_REMOVAL,
-	RDMA_CM_EVENT_MULTICAST_JOIN,
-	RDMA_CM_EVENT_MULTICAST_ERROR,
-	RDMA_CM_EVENT_ADDR_CHANGE,
-	RDMA_CM_EVENT_TIMEWAIT_EXIT,
-};
-
-enum rdma_port_space {
-	RDMA_PS_IPOIB = 0x0002,
-	RDMA_PS_TCP = 0x0106,
-	RDMA_PS_UDP = 0x0111,
-	RDMA_PS_IB = 0x013F,
-};
-
-struct rdma_event_channel {
-	int fd;
-};
-
-struct rdma_ib_addr {
-	union ibv_gid sgid;
-	union ibv_gid dgid;
-	uint16_t pkey; /* big endian */
-};
-
-struct rdma_addr {
-	union {
-		struct sockaddr src_addr;
-		struct sockaddr_in src_sin;
-		struct sockaddr_in6 src_sin6;
-		struct sockaddr_storage src_storage;
-	};
-	union {
-		struct sockaddr dst_addr;
-		struct sockaddr_in dst_sin;
-		struct sockaddr_in6 dst_sin6;
-		struct sockaddr_storage dst_storage;
-	};
-	union {
-		struct rdma_ib_addr ibaddr;
-	} addr;
-};
-
-struct ibv_sa_path_rec;
-
-struct rdma_route {
-	struct rdma_addr addr;
-	struct ibv_sa_path_rec *path_rec;
-	int num_paths;
-};
-
-struct rdma_cm_event;
-
-struct rdma_cm_id {
-	struct ibv_context *verbs;
-	struct rdma_event_channel *channel;
-	void *context;
-	struct ibv_qp *qp;
-	struct rdma_route route;
-	enum rdma_port_space ps;
-	uint8_t port_num;
-	struct rdma_cm_event *event;
-	struct ibv_comp_channel *send_cq_channel;
-	struct ibv_cq *send_cq;
-	struct ibv_comp_channel *recv_cq_channel;
-	struct ibv_cq *recv_cq;
-	struct ibv_srq *srq;
-	struct ibv_pd *pd;
-	enum ibv_qp_type qp_type;
-};
-
-struct rdma_conn_param {
-	const void *private_data;
-	uint8_t private_data_len;
-	uint8_t responder_resources;
-	uint8_t initiator_depth;
-	uint8_t flow_control;
-	uint8_t retry_count; /* ignored when accepting */
-	uint8_t rnr_retry_count;
-	uint8_t srq;
-	uint32_t qp_num;
-};
-
-struct rdma_ud_param {
-	const void *private_data;
-	uint8_t private_data_len;
-	struct ibv_ah_attr ah_attr;
-	uint32_t qp_num;
-	uint32_t qkey;
-};
-
-struct rdma_cm_event {
-	struct rdma_cm_id *id;
-	struct rdma_cm_id *listen_id;
-	enum rdma_cm_event_type event;
-	int status;
-	union {
-		struct rdma_conn_param conn;
-		struct rdma_ud_param ud;
-	} param;
 };
 
 #endif /* XFER_IBV_ABI_H */

@@ -7,43 +7,37 @@ import (
 
 // Counts is the number of live objects of each kind (see [Live]).
 type Counts struct {
-	Contexts   int // opened with Open (not the contexts of CM IDs)
-	PDs        int
-	MRs        int
-	CQs        int
-	QPs        int
-	SRQs       int
-	Channels   int // completion channels
-	CMIDs      int
-	CMChannels int // rdma_cm event channels
-	Watches    int // device removal watches (see WatchRemoval)
+	Contexts int // opened with Open
+	PDs      int
+	MRs      int
+	CQs      int
+	QPs      int
+	SRQs     int
+	Channels int // completion channels
 }
 
 // IsZero reports whether no object is live.
 func (c Counts) IsZero() bool { return c == Counts{} }
 
 func (c Counts) String() string {
-	return fmt.Sprintf("contexts=%d pds=%d mrs=%d cqs=%d qps=%d srqs=%d channels=%d cmids=%d cmchannels=%d watches=%d",
-		c.Contexts, c.PDs, c.MRs, c.CQs, c.QPs, c.SRQs, c.Channels, c.CMIDs, c.CMChannels, c.Watches)
+	return fmt.Sprintf("contexts=%d pds=%d mrs=%d cqs=%d qps=%d srqs=%d channels=%d",
+		c.Contexts, c.PDs, c.MRs, c.CQs, c.QPs, c.SRQs, c.Channels)
 }
 
 var live struct {
-	contexts, pds, mrs, cqs, qps, srqs, channels, cmids, cmchannels, watches atomic.Int64
+	contexts, pds, mrs, cqs, qps, srqs, channels atomic.Int64
 }
 
 // Live returns how many objects of each kind are open: created and not yet
 // closed. Tests check that it is zero when they end.
 func Live() Counts {
 	return Counts{
-		Contexts:   int(live.contexts.Load()),
-		PDs:        int(live.pds.Load()),
-		MRs:        int(live.mrs.Load()),
-		CQs:        int(live.cqs.Load()),
-		QPs:        int(live.qps.Load()),
-		SRQs:       int(live.srqs.Load()),
-		Channels:   int(live.channels.Load()),
-		CMIDs:      int(live.cmids.Load()),
-		CMChannels: int(live.cmchannels.Load()),
-		Watches:    int(live.watches.Load()),
+		Contexts: int(live.contexts.Load()),
+		PDs:      int(live.pds.Load()),
+		MRs:      int(live.mrs.Load()),
+		CQs:      int(live.cqs.Load()),
+		QPs:      int(live.qps.Load()),
+		SRQs:     int(live.srqs.Load()),
+		Channels: int(live.channels.Load()),
 	}
 }

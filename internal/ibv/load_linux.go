@@ -18,16 +18,11 @@ import (
 
 // The sonames the package opens. They are variables so that tests can
 // point them elsewhere.
-var (
-	libVerbs = "libibverbs.so.1"
-	libCM    = "librdmacm.so.1"
-)
+var libVerbs = "libibverbs.so.1"
 
 var (
 	verbsOnce sync.Once
 	verbsErr  error
-	cmOnce    sync.Once
-	cmErr     error
 )
 
 // Load opens libibverbs.so.1 and binds the functions the package uses. It
@@ -39,32 +34,12 @@ func Load() error {
 	return verbsErr
 }
 
-// LoadCM opens librdmacm.so.1 (after libibverbs.so.1) for the rdma_cm
-// functions, once. [NewCMChannel] calls it.
-func LoadCM() error {
-	if err := Load(); err != nil {
-		return err
-	}
-	cmOnce.Do(func() { cmErr = loadCM(libCM, &C.xcm) })
-	return cmErr
-}
-
 func loadVerbs(lib string, t *C.struct_xibv_verbs_fns) error {
 	clib := C.CString(lib)
 	defer C.free(unsafe.Pointer(clib))
 	var msg [512]C.char
 	if C.xibv_load_verbs(clib, t, &msg[0], C.size_t(len(msg))) != 0 {
 		return &LibraryError{Library: lib, Detail: C.GoString(&msg[0]), Fix: fixVerbs}
-	}
-	return nil
-}
-
-func loadCM(lib string, t *C.struct_xibv_cm_fns) error {
-	clib := C.CString(lib)
-	defer C.free(unsafe.Pointer(clib))
-	var msg [512]C.char
-	if C.xibv_load_cm(clib, t, &msg[0], C.size_t(len(msg))) != 0 {
-		return &LibraryError{Library: lib, Detail: C.GoString(&msg[0]), Fix: fixCM}
 	}
 	return nil
 }
@@ -94,13 +69,9 @@ func rcErr(rc C.int, err error) error {
 	}
 }
 
-// tryLoad loads lib as libibverbs (cm false) or librdmacm (cm true) into a
-// scratch table, leaving the package's state alone; for tests.
-func tryLoad(lib string, cm bool) error {
-	if cm {
-		var t C.struct_xibv_cm_fns
-		return loadCM(lib, &t)
-	}
+// tryLoad loads lib as libibverbs into a scratch table, leaving the
+// package's state alone; for tests.
+func tryLoad(lib string) error {
 	var t C.struct_xibv_verbs_fns
 	return loadVerbs(lib, &t)
 }

@@ -11,6 +11,3 @@ func errUnsupported(op string) error {
 
 // Load reports that this build cannot use verbs.
 func Load() error { return errUnsupported("load libibverbs.so.1") }
-
-// LoadCM reports that this build cannot use rdma_cm.
-func LoadCM() error { return errUnsupported("load librdmacm.so.1") }

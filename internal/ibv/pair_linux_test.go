@@ -3,11 +3,7 @@
 package ibv
 
 import (
-	"bytes"
 	"errors"
-	"net/netip"
-	"os"
-	"syscall"
 	"testing"
 	"time"
 
@@ -111,17 +107,29 @@ type pair struct {
 	bufA, bufB []byte
 	mrA, mrB   *MR
 
-	// rdma_cm
-	cmCli, cmSrv  *CMChannel
-	lis, cli, srv *CMID
-	established   bool
-	// the kernel's rdma_cm without librdmacm (newKCMPair)
-	kcmCli, kcmSrv   *KCMChannel
-	klis, kcli, ksrv *KCMID
 	// noQPState: the provider does not report QP states (siw on Linux 6.1
 	// answers RESET to every ibv_query_qp; 6.12 reports them).
 	noQPState bool
+	// cm is the rdma_cm connection of a newCMPair, closed before the QPs.
+	cm CMConn
 }
+
+// CMConn is a connection that ConnectCM made.
+type CMConn interface {
+	// Dropped waits until both ends have reported DISCONNECTED for a
+	// connection that the peer or the fabric took down (an iWARP
+	// TERMINATE), so that Close does not disconnect it again.
+	Dropped(tb testing.TB)
+	// Close disconnects (unless dropped) and closes the rdma_cm IDs and
+	// channels; the QPs stay the caller's.
+	Close()
+}
+
+// ConnectCM connects the QPs a and b (both on ctx, in RESET) to each other
+// through the kernel's rdma_cm, with rd RDMA READs outstanding at most. It
+// is set by cm_linux_test.go (package ibv_test), which may import
+// internal/rdmacm; this package cannot, since internal/rdmacm imports it.
+var ConnectCM func(tb testing.TB, ctx *Context, a, b *QP, rd int) CMConn
 
 type pairOpts struct {
 	srq bool // b receives through an SRQ
@@ -168,14 +176,46 @@ func (p *pair) attrB() QPInitAttr {
 	return QPInitAttr{SendCQ: p.cqB, SRQ: p.srq, MaxSendWR: 256, MaxRecvWR: 256, MaxInline: 64}
 }
 
-// newPair connects by hand on RoCE and InfiniBand, through rdma_cm on iWARP.
+// newPair connects by hand on RoCE and InfiniBand, through rdma_cm
+// (ConnectCM) on iWARP.
 func newPair(tb testing.TB, opts pairOpts) *pair {
 	tb.Helper()
 	d := openTestDevice(tb)
 	if d.info.IWARP() {
-		return newCMPair(tb, opts)
+		return newCMPair(tb, d, opts)
 	}
 	return newManualPair(tb, d, opts)
+}
+
+// newCMPair connects two QPs of d through the kernel's rdma_cm.
+func newCMPair(tb testing.TB, d *testDevice, opts pairOpts) *pair {
+	tb.Helper()
+	if ConnectCM == nil {
+		tb.Fatal("ConnectCM is not set: cm_linux_test.go sets it")
+	}
+	p := &pair{tb: tb, info: d.info, bufA: mmap(tb, bufSize), bufB: mmap(tb, bufSize)}
+	tb.Cleanup(p.close)
+	p.setup(d.ctx, opts)
+	var err error
+	if p.a, err = p.pd.CreateQP(p.attrA()); err != nil {
+		tb.Fatal(err)
+	}
+	if p.b, err = p.pd.CreateQP(p.attrB()); err != nil {
+		tb.Fatal(err)
+	}
+	p.cm = ConnectCM(tb, d.ctx, p.a, p.b, min(16, p.info.MaxQPRdAtom, p.info.MaxQPInitRdAtom))
+	for _, q := range []*QP{p.a, p.b} {
+		s, err := q.State()
+		if err == nil && s == QPSReset && p.iwarp() {
+			tb.Logf("%s does not report QP states (siw on older kernels such as 6.1): ibv_query_qp says RESET", p.info.Name)
+			p.noQPState = true
+			continue
+		}
+		if err != nil || s != QPSRTS {
+			tb.Fatalf("QP %#x after ESTABLISHED: state %v, %v; want RTS", q.Num(), s, err)
+		}
+	}
+	return p
 }
 
 // newManualPair connects two QPs of d by hand: INIT, RTR (with the GID on
@@ -231,165 +271,6 @@ func newManualPair(tb testing.TB, d *testDevice, opts pairOpts) *pair {
 	return p
 }
 
-// testAddr is the IP address rdma_cm binds and connects to.
-func testAddr(tb testing.TB) netip.Addr {
-	tb.Helper()
-	s := os.Getenv("XFER_TEST_ADDR")
-	if s == "" {
-		s = os.Getenv("RDMA_VM_IP")
-	}
-	if s == "" {
-		testutil.SkipOrFail(tb, "no IP address of an RDMA netdev for rdma_cm: set XFER_TEST_ADDR")
-	}
-	a, err := netip.ParseAddr(s)
-	if err != nil {
-		tb.Fatalf("XFER_TEST_ADDR / RDMA_VM_IP %q: %v", s, err)
-	}
-	return a
-}
-
-// expect waits for the next event on ch and checks its type.
-func expect(tb testing.TB, ch *CMChannel, want CMEventType) CMEvent {
-	tb.Helper()
-	ev, err := ch.GetEvent(waitTimeout)
-	if err != nil {
-		tb.Fatalf("waiting for %v: %v", want, err)
-	}
-	if ev.Type != want {
-		tb.Fatalf("got %v (status %d, %v), want %v", ev.Type, ev.Status, ev.Err(), want)
-	}
-	return ev
-}
-
-// newCMPair connects two QPs through rdma_cm: a listener and a connector in
-// one process, each with its own event channel, driven in one goroutine.
-func newCMPair(tb testing.TB, opts pairOpts) *pair {
-	tb.Helper()
-	name := testutil.RequireVerbs(tb)
-	if err := LoadCM(); err != nil {
-		testutil.SkipOrFail(tb, err.Error())
-	}
-	addr := testAddr(tb)
-	p := &pair{tb: tb, bufA: mmap(tb, bufSize), bufB: mmap(tb, bufSize)}
-	tb.Cleanup(p.close)
-	var err error
-	if p.cmSrv, err = NewCMChannel(); err != nil {
-		tb.Fatal(err)
-	}
-	if p.cmCli, err = NewCMChannel(); err != nil {
-		tb.Fatal(err)
-	}
-	if p.lis, err = p.cmSrv.CreateID(); err != nil {
-		tb.Fatal(err)
-	}
-	if err := p.lis.Bind(netip.AddrPortFrom(addr, 0)); err != nil {
-		tb.Fatal(err)
-	}
-	if err := p.lis.Listen(8); err != nil {
-		tb.Fatal(err)
-	}
-	port := p.lis.Port()
-	if port == 0 {
-		tb.Fatal("the listener has no port")
-	}
-	// dial makes the client's ID (resolved to the listener) and its QP; on
-	// the first call, after the device's PD, MRs and CQs.
-	var ctx *Context
-	dial := func() {
-		tb.Helper()
-		if p.cli, err = p.cmCli.CreateID(); err != nil {
-			tb.Fatal(err)
-		}
-		if err := p.cli.ResolveAddrPort(netip.AddrPortFrom(addr, port), waitTimeout); err != nil {
-			tb.Fatal(err)
-		}
-		expect(tb, p.cmCli, CMEventAddrResolved)
-		if err := p.cli.ResolveRoute(waitTimeout); err != nil {
-			tb.Fatal(err)
-		}
-		expect(tb, p.cmCli, CMEventRouteResolved)
-		if ctx == nil {
-			if ctx = p.cli.Context(); ctx == nil {
-				tb.Fatal("the resolved CM ID has no device")
-			}
-			if name != "" && ctx.Name() != name {
-				testutil.SkipOrFail(tb, "rdma_cm resolved "+addr.String()+" to "+ctx.Name()+", not "+name)
-			}
-			if p.info, err = ctx.QueryDevice(); err != nil {
-				tb.Fatal(err)
-			}
-			p.setup(ctx, opts)
-		}
-		if p.a, err = p.cli.CreateQP(p.pd, p.attrA()); err != nil {
-			tb.Fatal(err)
-		}
-	}
-	dial()
-	resp, init := min(16, p.info.MaxQPRdAtom), min(16, p.info.MaxQPInitRdAtom)
-	// On iWARP, rdma_connect is siw's kernel TCP connect to the listener,
-	// which a CI run saw refused once while the listener was up. Such a
-	// refusal is retried with a new ID (so a new local port), and logged.
-	for attempt := 1; ; attempt++ {
-		err := p.cli.Connect([]byte("xfer-hello"), resp, init)
-		if err == nil {
-			break
-		}
-		if !errors.Is(err, syscall.ECONNREFUSED) || attempt == 3 {
-			tb.Fatal(err)
-		}
-		tb.Logf("attempt %d: %v; connecting again with a new CM ID", attempt, err)
-		if err := p.a.Close(); err != nil {
-			tb.Fatal(err)
-		}
-		if err := p.cli.Close(); err != nil {
-			tb.Fatal(err)
-		}
-		p.a, p.cli = nil, nil
-		dial()
-	}
-	ev := expect(tb, p.cmSrv, CMEventConnectRequest)
-	p.srv = ev.ID
-	if p.srv == nil || ev.Listen != p.lis {
-		tb.Fatalf("CONNECT_REQUEST: ID %v, listener %v (want %v)", ev.ID, ev.Listen, p.lis)
-	}
-	if !bytes.HasPrefix(ev.PrivateData, []byte("xfer-hello")) {
-		tb.Errorf("CONNECT_REQUEST private data %q, want the prefix %q", ev.PrivateData, "xfer-hello")
-	}
-	if p.srv.Context() != ctx {
-		tb.Fatalf("the request arrived on %s, not %s", p.srv.Context().Name(), ctx.Name())
-	}
-	if p.b, err = p.srv.CreateQP(p.pd, p.attrB()); err != nil {
-		tb.Fatal(err)
-	}
-	if err := p.srv.Accept([]byte("xfer-welcome"), resp, init); err != nil {
-		tb.Fatal(err)
-	}
-	ev = expect(tb, p.cmCli, CMEventEstablished)
-	if ev.ID != p.cli {
-		tb.Errorf("ESTABLISHED for %v, want the connector %v", ev.ID, p.cli)
-	}
-	if !bytes.HasPrefix(ev.PrivateData, []byte("xfer-welcome")) {
-		tb.Errorf("ESTABLISHED private data %q, want the prefix %q", ev.PrivateData, "xfer-welcome")
-	}
-	ev = expect(tb, p.cmSrv, CMEventEstablished)
-	if ev.ID != p.srv {
-		tb.Errorf("ESTABLISHED for %v, want the accepted ID %v", ev.ID, p.srv)
-	}
-	p.established = true
-	for _, q := range []*QP{p.a, p.b} {
-		s, err := q.State()
-		if err == nil && s == QPSReset && p.iwarp() {
-			tb.Logf("%s does not report QP states (siw on older kernels such as 6.1): ibv_query_qp says RESET", p.info.Name)
-			p.noQPState = true
-			continue
-		}
-		if err != nil || s != QPSRTS {
-			tb.Fatalf("QP %#x after ESTABLISHED: state %v, %v; want RTS", q.Num(), s, err)
-		}
-	}
-	return p
-}
-
 // close tears the pair down in the documented order, checking each Close.
 func (p *pair) close() {
 	tb := p.tb
@@ -398,34 +279,11 @@ func (p *pair) close() {
 			tb.Error(err)
 		}
 	}
-	if p.kcmCli != nil {
-		p.closeKCM(check)
-		return
-	}
-	if p.established {
-		// The active side disconnects; the passive side sees DISCONNECTED
-		// and answers with its own Disconnect (on InfiniBand and RoCE that
-		// sends the DREP the active side waits for).
-		disconnected := func(ch *CMChannel, who string) {
-			ev, err := ch.GetEvent(waitTimeout)
-			if err != nil {
-				tb.Errorf("%s: waiting for DISCONNECTED: %v", who, err)
-			} else if ev.Type != CMEventDisconnected {
-				tb.Errorf("%s: %v, want DISCONNECTED", who, ev.Type)
-			}
-		}
-		check(p.cli.Disconnect())
-		disconnected(p.cmSrv, "passive side")
-		if err := p.srv.Disconnect(); err != nil {
-			tb.Logf("passive side Disconnect after DISCONNECTED: %v", err)
-		}
-		disconnected(p.cmCli, "active side")
+	if p.cm != nil {
+		p.cm.Close()
 	}
 	check(p.a.Close())
 	check(p.b.Close())
-	check(p.cli.Close())
-	check(p.srv.Close())
-	check(p.lis.Close())
 	check(p.srq.Close())
 	check(p.cqA.Close())
 	check(p.cqB.Close())
@@ -433,8 +291,6 @@ func (p *pair) close() {
 	check(p.mrA.Close())
 	check(p.mrB.Close())
 	check(p.pd.Close())
-	check(p.cmCli.Close())
-	check(p.cmSrv.Close())
 }
 
 // waitWC polls cq until a completion with id arrives and returns it; any

@@ -33,7 +33,6 @@ type QP struct {
 	typ  QPType
 	caps QPCaps
 	srq  *SRQ
-	cm   *CMID // the CM ID that owns the QP, if rdma_create_qp made it
 	obj  string
 }
 
@@ -99,7 +98,7 @@ func (pd *PD) CreateQP(a QPInitAttr) (*QP, error) {
 	if q == nil {
 		return nil, fmt.Errorf("ibv_create_qp %s on %s: %w", a, pd.ctx.name, errnoErr(err, syscall.EINVAL))
 	}
-	qp, err := newQP(pd, q, &at, a, nil)
+	qp, err := newQP(pd, q, &at, a)
 	if err != nil {
 		C.xibv_destroy_qp(q)
 		return nil, err
@@ -107,14 +106,13 @@ func (pd *PD) CreateQP(a QPInitAttr) (*QP, error) {
 	return qp, nil
 }
 
-func newQP(pd *PD, q *C.struct_ibv_qp, at *C.struct_ibv_qp_init_attr, a QPInitAttr, cm *CMID) (*QP, error) {
+func newQP(pd *PD, q *C.struct_ibv_qp, at *C.struct_ibv_qp_init_attr, a QPInitAttr) (*QP, error) {
 	qp := &QP{
 		c:   q,
 		pd:  pd,
 		num: uint32(q.qp_num),
 		typ: a.Type,
 		srq: a.SRQ,
-		cm:  cm,
 		caps: QPCaps{
 			MaxSendWR:  int(at.cap.max_send_wr),
 			MaxRecvWR:  int(at.cap.max_recv_wr),
@@ -206,14 +204,15 @@ func orDefault(v, d int) int {
 }
 
 // ToRTR moves the QP from INIT to RTR (ready to receive) towards the remote
-// QP that a describes. iWARP QPs cannot be connected this way: use a [CMID].
+// QP that a describes. iWARP QPs cannot be connected this way: use the kernel's rdma_cm
+// (internal/rdmacm).
 func (qp *QP) ToRTR(a RTRAttr) error {
 	if qp == nil || qp.c == nil {
 		return ErrClosed
 	}
 	ctx := qp.pd.ctx
 	if ctx.transport == "iWARP" {
-		return fmt.Errorf("ibv_modify_qp %s to RTR: %s is iWARP, whose QPs are connected through rdma_cm (CMID): %w",
+		return fmt.Errorf("ibv_modify_qp %s to RTR: %s is iWARP, whose QPs are connected through rdma_cm: %w",
 			qp.obj, ctx.name, ErrNotSupported)
 	}
 	port := orDefault(a.Port, 1)
@@ -282,11 +281,12 @@ func (qp *QP) ToRTS(a RTSAttr) error {
 		C.IBV_QP_SQ_PSN|C.IBV_QP_MAX_QP_RD_ATOMIC)
 }
 
-// modifyKern moves the QP to the state whose attributes the kernel's
+// ModifyFromCM moves the QP to the state whose attributes the kernel's
 // rdma_cm computed (kern is the struct ib_uverbs_qp_attr of
-// RDMA_USER_CM_CMD_INIT_QP_ATTR). maskOff clears attribute bits; destRd and
-// rd, when >= 0, override max_dest_rd_atomic and max_rd_atomic.
-func (qp *QP) modifyKern(to string, state QPState, kern []byte, maskOff uint32, destRd, rd int) error {
+// RDMA_USER_CM_CMD_INIT_QP_ATTR, as internal/rdmacm receives it; to names
+// the state in errors). maskOff clears attribute bits; destRd and rd, when
+// >= 0, override max_dest_rd_atomic and max_rd_atomic.
+func (qp *QP) ModifyFromCM(to string, state QPState, kern []byte, maskOff uint32, destRd, rd int) error {
 	if qp == nil || qp.c == nil {
 		return ErrClosed
 	}
@@ -296,6 +296,17 @@ func (qp *QP) modifyKern(to string, state QPState, kern []byte, maskOff uint32, 
 	}
 	return nil
 }
+
+// Context returns the context the QP was created on, or nil.
+func (qp *QP) Context() *Context {
+	if qp == nil || qp.pd == nil {
+		return nil
+	}
+	return qp.pd.ctx
+}
+
+// HasSRQ reports whether the QP receives through a shared receive queue.
+func (qp *QP) HasSRQ() bool { return qp != nil && qp.srq != nil }
 
 // ToError moves the QP to the error state: outstanding work requests
 // complete with the flushed status.
@@ -367,20 +378,14 @@ func ringError(op, obj string, r *C.struct_xibv_ring, rc C.int, n int) *PostErro
 	return e
 }
 
-// Close destroys the QP; outstanding work requests are lost. A QP made by
-// [CMID.CreateQP] is destroyed with rdma_destroy_qp.
+// Close destroys the QP; outstanding work requests are lost.
 func (qp *QP) Close() error {
 	if qp == nil || qp.c == nil {
 		return nil
 	}
-	if qp.cm != nil {
-		C.xcm_destroy_qp(qp.cm.c)
-		qp.cm.qp = nil
-	} else {
-		rc, err := C.xibv_destroy_qp(qp.c)
-		if e := rcErr(rc, err); e != nil {
-			return fmt.Errorf("ibv_destroy_qp %s: %w", qp.obj, e)
-		}
+	rc, err := C.xibv_destroy_qp(qp.c)
+	if e := rcErr(rc, err); e != nil {
+		return fmt.Errorf("ibv_destroy_qp %s: %w", qp.obj, e)
 	}
 	C.xibv_ring_free(qp.ring)
 	qp.c, qp.ring = nil, nil

@@ -54,3 +54,14 @@ func (srq *SRQ) PostRecv(wrs []RecvWR) error { return errUnsupported("ibv_post_s
 
 // Close does nothing.
 func (srq *SRQ) Close() error { return nil }
+
+// ModifyFromCM reports that this build cannot use verbs.
+func (qp *QP) ModifyFromCM(to string, state QPState, kern []byte, maskOff uint32, destRd, rd int) error {
+	return errUnsupported("ibv_modify_qp")
+}
+
+// Context returns nil.
+func (qp *QP) Context() *Context { return nil }
+
+// HasSRQ returns false.
+func (qp *QP) HasSRQ() bool { return false }

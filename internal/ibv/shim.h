@@ -49,30 +49,7 @@ struct xibv_verbs_fns {
 	void (*copy_qp_attr_from_kern)(struct ibv_qp_attr *dst, const void *src);
 };
 
-struct xibv_cm_fns {
-	struct rdma_event_channel *(*create_event_channel)(void);
-	void (*destroy_event_channel)(struct rdma_event_channel *channel);
-	int (*create_id)(struct rdma_event_channel *channel, struct rdma_cm_id **id, void *context,
-			 enum rdma_port_space ps);
-	int (*destroy_id)(struct rdma_cm_id *id);
-	int (*bind_addr)(struct rdma_cm_id *id, struct sockaddr *addr);
-	int (*resolve_addr)(struct rdma_cm_id *id, struct sockaddr *src, struct sockaddr *dst,
-			    int timeout_ms);
-	int (*resolve_route)(struct rdma_cm_id *id, int timeout_ms);
-	int (*create_qp)(struct rdma_cm_id *id, struct ibv_pd *pd, struct ibv_qp_init_attr *attr);
-	void (*destroy_qp)(struct rdma_cm_id *id);
-	int (*connect)(struct rdma_cm_id *id, struct rdma_conn_param *param);
-	int (*listen)(struct rdma_cm_id *id, int backlog);
-	int (*accept)(struct rdma_cm_id *id, struct rdma_conn_param *param);
-	int (*reject)(struct rdma_cm_id *id, const void *private_data, uint8_t private_data_len);
-	int (*disconnect)(struct rdma_cm_id *id);
-	int (*get_cm_event)(struct rdma_event_channel *channel, struct rdma_cm_event **event);
-	int (*ack_cm_event)(struct rdma_cm_event *event);
-	uint16_t (*get_src_port)(struct rdma_cm_id *id); /* big endian */
-};
-
 extern struct xibv_verbs_fns xibv;
-extern struct xibv_cm_fns xcm;
 
 /*
  * Open lib (for example "libibverbs.so.1") and bind every symbol of the table
@@ -80,7 +57,6 @@ extern struct xibv_cm_fns xcm;
  * library handle is kept open on success and closed on failure.
  */
 int xibv_load_verbs(const char *lib, struct xibv_verbs_fns *t, char *err, size_t errlen);
-int xibv_load_cm(const char *lib, struct xibv_cm_fns *t, char *err, size_t errlen);
 
 /* ---- mirrors of the package's Go structs (layouts asserted in layout_cgo.go) ---- */
 
@@ -185,46 +161,11 @@ int xibv_modify_qp_kern(struct ibv_qp *qp, int state, const void *kern, unsigned
 /* The kernel's index of the device called name (ibv_get_device_index), or -1. */
 int xibv_device_index(const char *name);
 
-/* ---- rdma_cm ---- */
-
-/* The part of an rdma_cm_event that outlives rdma_ack_cm_event. */
-struct xcm_event {
-	struct rdma_cm_id *id;
-	struct rdma_cm_id *listen_id;
-	int event;
-	int status;
-	int private_data_len;
-	uint8_t private_data[256];
-};
-
-struct rdma_event_channel *xcm_create_event_channel(void);
-void xcm_destroy_event_channel(struct rdma_event_channel *ch);
-struct rdma_cm_id *xcm_create_id(struct rdma_event_channel *ch);
-int xcm_destroy_id(struct rdma_cm_id *id);
-/* ip is 4 (family AF_INET) or 16 (AF_INET6) bytes in network order. */
-int xcm_bind_addr(struct rdma_cm_id *id, int family, const uint8_t *ip, uint16_t port, uint32_t scope);
-int xcm_resolve_addr(struct rdma_cm_id *id, int family, const uint8_t *ip, uint16_t port,
-		     uint32_t scope, int timeout_ms);
-int xcm_resolve_route(struct rdma_cm_id *id, int timeout_ms);
-int xcm_listen(struct rdma_cm_id *id, int backlog);
-int xcm_create_qp(struct rdma_cm_id *id, struct ibv_pd *pd, struct ibv_qp_init_attr *attr);
-void xcm_destroy_qp(struct rdma_cm_id *id);
-int xcm_connect(struct rdma_cm_id *id, const void *pdata, int pdata_len, int responder_resources,
-		int initiator_depth);
-int xcm_accept(struct rdma_cm_id *id, const void *pdata, int pdata_len, int responder_resources,
-	       int initiator_depth);
-int xcm_reject(struct rdma_cm_id *id, const void *pdata, int pdata_len);
-int xcm_disconnect(struct rdma_cm_id *id);
-uint16_t xcm_src_port(struct rdma_cm_id *id);
-/* Takes one event (-1 with errno EAGAIN when none is pending), copies it to out and acks it. */
-int xcm_get_event(struct rdma_event_channel *ch, struct xcm_event *out);
-
 /* ---- the ABI table (abi_table.h expanded against ibv_abi.h) ---- */
 
 struct xibv_abi_item {
 	const char *expr; /* as written for the system headers */
 	long long value;  /* its value with ibv_abi.h */
-	int cm;           /* 1: needs <rdma/rdma_cma.h> */
 };
 
 /* The table and its length. */

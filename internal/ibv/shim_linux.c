@@ -1,7 +1,7 @@
 //go:build cgo
 
 /*
- * shim_linux.c: run-time binding of libibverbs and librdmacm, and the batch
+ * shim_linux.c: run-time binding of libibverbs, and the batch
  * translation of the data path. See shim.h.
  */
 #define _GNU_SOURCE
@@ -15,7 +15,6 @@
 #include "shim.h"
 
 struct xibv_verbs_fns xibv;
-struct xibv_cm_fns xcm;
 
 struct sym {
 	const char *name;
@@ -94,27 +93,6 @@ static const struct sym verbs_syms[] = {
 };
 #undef V
 
-#define R(fn) { "rdma_" #fn, "RDMACM_1.0", offsetof(struct xibv_cm_fns, fn) }
-static const struct sym cm_syms[] = {
-	R(create_event_channel),
-	R(destroy_event_channel),
-	R(create_id),
-	R(destroy_id),
-	R(bind_addr),
-	R(resolve_addr),
-	R(resolve_route),
-	R(create_qp),
-	R(destroy_qp),
-	R(connect),
-	R(listen),
-	R(accept),
-	R(reject),
-	R(disconnect),
-	R(get_cm_event),
-	R(ack_cm_event),
-	R(get_src_port),
-};
-#undef R
 
 /* Optional: ibv_get_device_index appeared in rdma-core 27; NULL before. */
 static int (*get_device_index)(struct ibv_device *device);
@@ -133,11 +111,6 @@ int xibv_load_verbs(const char *lib, struct xibv_verbs_fns *t, char *err, size_t
 	return rc;
 }
 
-int xibv_load_cm(const char *lib, struct xibv_cm_fns *t, char *err, size_t errlen)
-{
-	return load(lib, cm_syms, sizeof(cm_syms) / sizeof(cm_syms[0]), t, sizeof(*t), err,
-		    errlen);
-}
 
 /* ---- rings ---- */
 
@@ -450,128 +423,10 @@ int xibv_device_index(const char *name)
 	return idx;
 }
 
-/* ---- rdma_cm ---- */
-
-struct rdma_event_channel *xcm_create_event_channel(void) { return xcm.create_event_channel(); }
-void xcm_destroy_event_channel(struct rdma_event_channel *ch) { xcm.destroy_event_channel(ch); }
-
-struct rdma_cm_id *xcm_create_id(struct rdma_event_channel *ch)
-{
-	struct rdma_cm_id *id = NULL;
-	if (xcm.create_id(ch, &id, NULL, RDMA_PS_TCP))
-		return NULL;
-	return id;
-}
-
-int xcm_destroy_id(struct rdma_cm_id *id) { return xcm.destroy_id(id); }
-
-static socklen_t fill_sockaddr(struct sockaddr_storage *ss, int family, const uint8_t *ip,
-			       uint16_t port, uint32_t scope)
-{
-	memset(ss, 0, sizeof(*ss));
-	if (family == AF_INET) {
-		struct sockaddr_in *sin = (struct sockaddr_in *)ss;
-		sin->sin_family = AF_INET;
-		sin->sin_port = htons(port);
-		memcpy(&sin->sin_addr, ip, 4);
-		return sizeof(*sin);
-	}
-	struct sockaddr_in6 *sin6 = (struct sockaddr_in6 *)ss;
-	sin6->sin6_family = AF_INET6;
-	sin6->sin6_port = htons(port);
-	sin6->sin6_scope_id = scope;
-	memcpy(&sin6->sin6_addr, ip, 16);
-	return sizeof(*sin6);
-}
-
-int xcm_bind_addr(struct rdma_cm_id *id, int family, const uint8_t *ip, uint16_t port, uint32_t scope)
-{
-	struct sockaddr_storage ss;
-	fill_sockaddr(&ss, family, ip, port, scope);
-	return xcm.bind_addr(id, (struct sockaddr *)&ss);
-}
-
-int xcm_resolve_addr(struct rdma_cm_id *id, int family, const uint8_t *ip, uint16_t port,
-		     uint32_t scope, int timeout_ms)
-{
-	struct sockaddr_storage ss;
-	fill_sockaddr(&ss, family, ip, port, scope);
-	return xcm.resolve_addr(id, NULL, (struct sockaddr *)&ss, timeout_ms);
-}
-
-int xcm_resolve_route(struct rdma_cm_id *id, int timeout_ms) { return xcm.resolve_route(id, timeout_ms); }
-int xcm_listen(struct rdma_cm_id *id, int backlog) { return xcm.listen(id, backlog); }
-
-int xcm_create_qp(struct rdma_cm_id *id, struct ibv_pd *pd, struct ibv_qp_init_attr *attr)
-{
-	return xcm.create_qp(id, pd, attr);
-}
-
-void xcm_destroy_qp(struct rdma_cm_id *id) { xcm.destroy_qp(id); }
-
-static void conn_param(struct rdma_conn_param *p, const void *pdata, int pdata_len,
-		       int responder_resources, int initiator_depth)
-{
-	memset(p, 0, sizeof(*p));
-	p->private_data = pdata_len > 0 ? pdata : NULL;
-	p->private_data_len = (uint8_t)pdata_len;
-	p->responder_resources = (uint8_t)responder_resources;
-	p->initiator_depth = (uint8_t)initiator_depth;
-	p->flow_control = 1;
-	p->retry_count = 7;
-	p->rnr_retry_count = 7;
-}
-
-int xcm_connect(struct rdma_cm_id *id, const void *pdata, int pdata_len, int responder_resources,
-		int initiator_depth)
-{
-	struct rdma_conn_param p;
-	conn_param(&p, pdata, pdata_len, responder_resources, initiator_depth);
-	return xcm.connect(id, &p);
-}
-
-int xcm_accept(struct rdma_cm_id *id, const void *pdata, int pdata_len, int responder_resources,
-	       int initiator_depth)
-{
-	struct rdma_conn_param p;
-	conn_param(&p, pdata, pdata_len, responder_resources, initiator_depth);
-	return xcm.accept(id, &p);
-}
-
-int xcm_reject(struct rdma_cm_id *id, const void *pdata, int pdata_len)
-{
-	return xcm.reject(id, pdata_len > 0 ? pdata : NULL, (uint8_t)pdata_len);
-}
-
-int xcm_disconnect(struct rdma_cm_id *id) { return xcm.disconnect(id); }
-uint16_t xcm_src_port(struct rdma_cm_id *id) { return ntohs(xcm.get_src_port(id)); }
-
-int xcm_get_event(struct rdma_event_channel *ch, struct xcm_event *out)
-{
-	struct rdma_cm_event *ev = NULL;
-	if (xcm.get_cm_event(ch, &ev))
-		return -1;
-	out->id = ev->id;
-	out->listen_id = ev->listen_id;
-	out->event = ev->event;
-	out->status = ev->status;
-	out->private_data_len = 0;
-	if (ev->param.conn.private_data && ev->param.conn.private_data_len) {
-		int n = ev->param.conn.private_data_len;
-		if (n > (int)sizeof(out->private_data))
-			n = sizeof(out->private_data);
-		memcpy(out->private_data, ev->param.conn.private_data, (size_t)n);
-		out->private_data_len = n;
-	}
-	xcm.ack_cm_event(ev);
-	return 0;
-}
-
 /* ---- the ABI table ---- */
 
-#define ABI(e) { #e, (long long)(e), 0 },
-#define ABI_AS(sys, mine) { #sys, (long long)(mine), 0 },
-#define ABI_CM(e) { #e, (long long)(e), 1 },
+#define ABI(e) { #e, (long long)(e) },
+#define ABI_AS(sys, mine) { #sys, (long long)(mine) },
 static const struct xibv_abi_item abi_items[] = {
 #include "abi_table.h"
 };

@@ -150,7 +150,7 @@ func TestHandles(t *testing.T) {
 	}
 	var nilQP *QP
 	var nilCQ *CQ
-	if nilQP.Close() != nil || nilCQ.Close() != nil || (*MR)(nil).Close() != nil || (*CMID)(nil).Close() != nil {
+	if nilQP.Close() != nil || nilCQ.Close() != nil || (*MR)(nil).Close() != nil {
 		t.Error("Close on nil failed")
 	}
 	if _, err := nilQP.PostSend([]SendWR{{}}); !errors.Is(err, ErrClosed) {
@@ -202,6 +202,71 @@ func TestManualRCErrors(t *testing.T) {
 		t.Skipf("%s is iWARP: TestCMErrors covers it", d.info.Name)
 	}
 	testRemoteAccess(t, func(tb testing.TB) *pair { return newManualPair(tb, d, pairOpts{}) })
+}
+
+// TestCM connects two QPs through the kernel's rdma_cm (the only way on
+// iWARP; RoCE too) and runs the data-path tests.
+func TestCM(t *testing.T) {
+	p := newCMPair(t, openTestDevice(t), pairOpts{})
+	testDataPath(t, p)
+}
+
+// TestCMErrors: remote access errors on QPs connected through rdma_cm.
+func TestCMErrors(t *testing.T) {
+	d := openTestDevice(t)
+	if d.info.IWARP() {
+		testRemoteAccessIWARP(t, d)
+		return
+	}
+	testRemoteAccess(t, func(tb testing.TB) *pair { return newCMPair(tb, d, pairOpts{}) })
+}
+
+// testRemoteAccessIWARP: on iWARP a bad access is detected by the responder,
+// which sends a TERMINATE and drops the connection. RDMA WRITEs are not
+// acknowledged, so a bad WRITE completes successfully at the requester; what
+// shows is the responder's receives being flushed and both ends getting
+// DISCONNECTED. A bad READ completes with an error (siw on Linux 6.1 reports
+// "flushed", not the TERMINATE's "remote access error"), and both ends get
+// DISCONNECTED. Work posted after that never completes on siw.
+func testRemoteAccessIWARP(t *testing.T, d *testDevice) {
+	for _, c := range []struct {
+		name string
+		wr   func(p *pair) SendWR
+	}{
+		{"WriteWrongRKey", func(p *pair) SendWR {
+			return SendWR{ID: 0xe00, Op: OpWrite, Flags: FlagSignaled, SGE: p.mrA.SGE(0, 64),
+				RemoteAddr: uint64(p.mrB.Addr), RKey: p.mrB.RKey ^ 0x5a5a00}
+		}},
+		{"ReadWrongRKey", func(p *pair) SendWR {
+			return SendWR{ID: 0xe00, Op: OpRead, Flags: FlagSignaled, SGE: p.mrA.SGE(0, 64),
+				RemoteAddr: uint64(p.mrB.Addr), RKey: p.mrB.RKey ^ 0x5a5a00}
+		}},
+		{"ReadOutOfRange", func(p *pair) SendWR {
+			return SendWR{ID: 0xe00, Op: OpRead, Flags: FlagSignaled, SGE: p.mrA.SGE(0, 64),
+				RemoteAddr: uint64(p.mrB.Addr) + uint64(p.mrB.Len), RKey: p.mrB.RKey}
+		}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			p := newCMPair(t, d, pairOpts{})
+			p.postRecvB(t, RecvWR{ID: 0xb0, SGE: p.mrB.SGE(0, 64)})
+			wr := c.wr(p)
+			postSend(t, p.a, wr)
+			wc := waitWC(t, p.cqA, 0xe00, false)
+			switch {
+			case wr.Op == OpRead && wc.Status == WCSuccess:
+				t.Errorf("a bad RDMA READ completed successfully")
+			case wr.Op == OpRead && !errors.Is(wc.Err(), ErrRemoteAccess) && !errors.Is(wc.Err(), ErrFlushed):
+				t.Errorf("bad RDMA READ: %v, want a remote access error or flushed", wc.Err())
+			}
+			t.Logf("requester: %v %v", wc.Opcode, wc.Status)
+			if wr.Op == OpWrite {
+				if wc := waitWC(t, p.cqB, 0xb0, false); !errors.Is(wc.Err(), ErrFlushed) {
+					t.Errorf("responder's receive: %v, want flushed", wc.Err())
+				}
+			}
+			p.cm.Dropped(t) // the TERMINATE took the connection down
+		})
+	}
 }
 
 // TestSRQ receives through a shared receive queue.

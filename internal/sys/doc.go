@@ -18,6 +18,12 @@ package sys
 
 import "errors"
 
-// ErrNotSupported means the operation does not exist on this platform or
-// build. The wrapping error names the operation.
+// ErrNotSupported means the operation or feature does not exist on this
+// platform, build or host. The wrapping error names the operation and says
+// why.
+//
+// It is the module's only not-supported sentinel: internal/ibv, mem,
+// transport, probe and the root package xfer re-export this value instead
+// of declaring their own, so errors.Is(err, xfer.ErrNotSupported) holds for
+// a not-supported error from any layer.
 var ErrNotSupported = errors.New("not supported")

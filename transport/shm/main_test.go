@@ -3,8 +3,9 @@ package shm_test
 import (
 	"testing"
 
-	"go.uber.org/goleak"
+	"github.com/xferio/xfer/internal/testmain"
 )
 
-// TestMain fails the package's tests if any goroutine is left behind.
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+// TestMain fails the package's tests if they leave a goroutine or a file
+// descriptor behind.
+func TestMain(m *testing.M) { testmain.Run(m) }

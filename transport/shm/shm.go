@@ -7,6 +7,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"net"
 	"os"
 	"sync"
 	"sync/atomic"
@@ -22,6 +23,7 @@ import (
 // attach requests) travels over a control stream (transport/stream).
 type Transport struct {
 	once   sync.Once
+	closed sync.Once
 	err    error
 	fd     int // probe memfd: its first bytes are the cookie
 	cookie [16]byte
@@ -60,10 +62,29 @@ func (t *Transport) init() {
 		copy(m, t.cookie[:])
 		t.fd, t.probe = fd, m
 		// Check that this kernel lets us take a file from a process at all.
-		if _, err := attachProbe(0, fd, t.cookie); err != nil {
+		pidfd, err := attachProbe(0, fd, t.cookie)
+		if err != nil {
 			t.err = err
+			return
+		}
+		sys.Close(pidfd)
+	})
+}
+
+// Close releases the probe memfd and its mapping; the engine calls it when
+// it closes. Endpoints already connected do not need them. Afterwards the
+// transport is unavailable. Idempotent.
+func (t *Transport) Close() error {
+	t.once.Do(func() { t.err = fmt.Errorf("shm: transport closed: %w", net.ErrClosed) })
+	t.closed.Do(func() {
+		if t.probe != nil {
+			sys.Munmap(t.probe)
+		}
+		if t.fd >= 0 {
+			sys.Close(t.fd)
 		}
 	})
+	return nil
 }
 
 // Available reports whether this kernel supports pidfd_getfd and memfd.

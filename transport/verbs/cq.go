@@ -272,7 +272,8 @@ func (d *device) closeCQs() {
 // leave requests once the CQ has been found empty after them, and when
 // there is nothing to do spins, then sleeps on the completion channel.
 //
-// Busy polling (the default, seed 002's use_event_channel: false) spins
+// Busy polling (the default, use_event_channel: false: the polling mode
+// that perftest and the RDMA config tables of other engines use) spins
 // while operations are posted, whoever polls their completions, and sleeps
 // only after rdma_poll_idle without a post or a completion: a stream of
 // requests never waits for an event, and an idle engine uses no CPU. A

@@ -15,6 +15,7 @@ import (
 	"unsafe"
 
 	"github.com/xferio/xfer/internal/ibv"
+	"github.com/xferio/xfer/internal/rdmacm"
 	"github.com/xferio/xfer/internal/wire"
 	"github.com/xferio/xfer/mem"
 	"github.com/xferio/xfer/transport"
@@ -35,7 +36,7 @@ type device struct {
 
 	// With rdma_cm (iWARP, or rdma_use_cm), connections are set up by the
 	// kernel's rdma_cm, addressed by the device's IP address, for QPs of
-	// the device's own context (see ibv.KCMChannel).
+	// the device's own context (see rdmacm.Channel).
 	useCM bool
 	ip    netip.Addr
 
@@ -54,7 +55,7 @@ type device struct {
 	connecting sync.WaitGroup // Connect calls in progress
 
 	// watch hears of the device's removal (see watchRemoval).
-	watch    *ibv.RemovalWatch
+	watch    *rdmacm.RemovalWatch
 	stop     chan struct{} // closed by close: ends the watcher
 	watching sync.WaitGroup
 	closing  sync.Once
@@ -183,7 +184,7 @@ func openDevice(cfg Config) (_ *device, err error) {
 		}
 		// The removal watch is also the check that rdma_cm reaches this
 		// device by its address.
-		if dev.watch, err = ibv.WatchRemoval(dev.ip, dev.ctx); err != nil {
+		if dev.watch, err = rdmacm.WatchRemoval(dev.ip, dev.ctx); err != nil {
 			return nil, fmt.Errorf("rdma: %s needs rdma_cm on %s: %w", d.Name, dev.ip, err)
 		}
 	}
@@ -277,7 +278,7 @@ func (d *device) startWatch() {
 		if ip, err = deviceIP(d.info.Name, d.gid); err != nil {
 			return
 		}
-		if d.watch, err = ibv.WatchRemoval(ip, d.ctx); err != nil {
+		if d.watch, err = rdmacm.WatchRemoval(ip, d.ctx); err != nil {
 			d.watch = nil
 			return
 		}
@@ -306,7 +307,7 @@ func (d *device) watchRemoval(ip netip.Addr) {
 		}
 		// Another device with the same address went away: watch again.
 		d.watch.Close()
-		w, err := ibv.WatchRemoval(ip, d.ctx)
+		w, err := rdmacm.WatchRemoval(ip, d.ctx)
 		if err != nil {
 			d.watch = nil
 			return

@@ -11,6 +11,7 @@ import (
 	"unsafe"
 
 	"github.com/xferio/xfer/internal/ibv"
+	"github.com/xferio/xfer/internal/rdmacm"
 	"github.com/xferio/xfer/internal/wire"
 	"github.com/xferio/xfer/mem"
 	"github.com/xferio/xfer/transport"
@@ -86,8 +87,8 @@ type Endpoint struct {
 	sent    []wire.RegionKey // rkeys sent with the QP numbers, rechecked once up
 
 	// rdma_cm: the endpoint's event channel and IDs (listener included).
-	cmCh  *ibv.KCMChannel
-	cmIDs []*ibv.KCMID
+	cmCh  *rdmacm.Channel
+	cmIDs []*rdmacm.ID
 
 	// SEND flow control: credits are the peer's free receive buffers; the
 	// peer returns them over the control stream as its messages are

@@ -2,27 +2,26 @@ package verbs_test
 
 import (
 	"fmt"
-	"os"
 	"testing"
 
-	"go.uber.org/goleak"
-
 	"github.com/xferio/xfer/internal/ibv"
+	"github.com/xferio/xfer/internal/rdmacm"
+	"github.com/xferio/xfer/internal/testmain"
 )
 
-// TestMain fails the run when a test leaves a goroutine, or any verbs
-// object (context, PD, MR, CQ, QP, channel, CM ID), behind.
+// TestMain fails the run when a test leaves a goroutine, a file descriptor,
+// or any verbs or rdma_cm object (context, PD, MR, CQ, QP, channel, CM ID,
+// removal watch) behind.
 func TestMain(m *testing.M) {
-	code := m.Run()
-	if code == 0 {
+	testmain.Run(m, testmain.Check("leaked verbs objects", func() error {
 		if live := ibv.Live(); !live.IsZero() {
-			fmt.Fprintf(os.Stderr, "leaked verbs objects: %+v\n", live)
-			code = 1
+			return fmt.Errorf("%v", live)
 		}
-		if err := goleak.Find(); err != nil {
-			fmt.Fprintf(os.Stderr, "goleak: %v\n", err)
-			code = 1
+		return nil
+	}), testmain.Check("leaked rdma_cm objects", func() error {
+		if live := rdmacm.Live(); !live.IsZero() {
+			return fmt.Errorf("%v", live)
 		}
-	}
-	os.Exit(code)
+		return nil
+	}))
 }

@@ -13,7 +13,7 @@ func gid(idx int, typ string, v4, ll bool) ibv.GIDInfo {
 	return g
 }
 
-// The GID choice follows seed 000: RoCE v2 IPv4-mapped first, never a
+// The GID choice prefers a routable GID: RoCE v2 IPv4-mapped first, never a
 // link-local GID on RoCE, the port GID on InfiniBand, or the configured index.
 func TestPickGID(t *testing.T) {
 	dev := ibv.DeviceInfo{Name: "rxe0"}

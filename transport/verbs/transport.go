@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/xferio/xfer/internal/ibv"
+	"github.com/xferio/xfer/internal/rdmacm"
 	"github.com/xferio/xfer/internal/wire"
 	"github.com/xferio/xfer/mem"
 	"github.com/xferio/xfer/transport"
@@ -424,12 +425,12 @@ func (e *Endpoint) postInitialRecvs(i int) error {
 // device's IP address and says where in its QP info; the dialer connects
 // each QP there. rdma_cm takes the QPs through INIT, RTR and RTS (iWARP
 // allows nothing else). The kernel's rdma_cm is used directly
-// (ibv.KCMChannel), never librdmacm, which would hold a verbs context of its
+// (rdmacm.Channel), never librdmacm, which would hold a verbs context of its
 // own on the device and keep a removed device from going away.
 func (e *Endpoint) connectCM(ctx context.Context, p transport.Params, local *wire.VerbsInfo) (transport.Endpoint, error) {
 	d := e.dev
 	var err error
-	if e.cmCh, err = ibv.NewKCMChannel(); err != nil {
+	if e.cmCh, err = rdmacm.NewChannel(); err != nil {
 		return nil, fmt.Errorf("rdma: %w", err)
 	}
 	local.CM = true
@@ -474,7 +475,7 @@ func (e *Endpoint) connectCM(ctx context.Context, p transport.Params, local *wir
 		return nil, fmt.Errorf("rdma: %w: iWARP needs 2 queue pairs per peer (notifications travel on the second); the peer offers %d", transport.ErrNotSupported, n)
 	}
 	rd := min(16, max(1, d.info.MaxQPRdAtom))
-	wait := func(want ibv.CMEventType) (ibv.KCMEvent, error) {
+	wait := func(want rdmacm.EventType) (rdmacm.Event, error) {
 		ev, err := e.cmCh.WaitEvent(ctx)
 		if err != nil {
 			return ev, fmt.Errorf("rdma: rdma_cm: waiting for %v: %w", want, err)
@@ -490,7 +491,7 @@ func (e *Endpoint) connectCM(ctx context.Context, p transport.Params, local *wir
 	}
 	// newQP creates QP i of the endpoint for id's connection, in INIT with
 	// its receives posted.
-	newQP := func(id *ibv.KCMID, i int) (*ibv.QP, error) {
+	newQP := func(id *rdmacm.ID, i int) (*ibv.QP, error) {
 		qp, err := d.pd.CreateQP(e.qpAttr())
 		if err != nil {
 			return nil, fmt.Errorf("rdma: create QP %d on %s: %w", i, d.info.Name, err)
@@ -515,7 +516,7 @@ func (e *Endpoint) connectCM(ctx context.Context, p transport.Params, local *wir
 			if err := id.ResolveAddrPort(dst, 5*time.Second); err != nil {
 				return nil, fmt.Errorf("rdma: rdma_cm resolve %s: %w", dst, err)
 			}
-			if _, err := wait(ibv.CMEventAddrResolved); err != nil {
+			if _, err := wait(rdmacm.EventAddrResolved); err != nil {
 				return nil, err
 			}
 			if ok, err := id.OnDevice(d.ctx); err != nil || !ok {
@@ -524,7 +525,7 @@ func (e *Endpoint) connectCM(ctx context.Context, p transport.Params, local *wir
 			if err := id.ResolveRoute(5 * time.Second); err != nil {
 				return nil, fmt.Errorf("rdma: rdma_cm route to %s: %w", dst, err)
 			}
-			if _, err := wait(ibv.CMEventRouteResolved); err != nil {
+			if _, err := wait(rdmacm.EventRouteResolved); err != nil {
 				return nil, err
 			}
 			qp, err := newQP(id, i)
@@ -540,12 +541,12 @@ func (e *Endpoint) connectCM(ctx context.Context, p transport.Params, local *wir
 				return nil, err
 			}
 			if d.iwarp {
-				if _, err := wait(ibv.CMEventEstablished); err != nil {
+				if _, err := wait(rdmacm.EventEstablished); err != nil {
 					return nil, err
 				}
 				continue
 			}
-			if _, err := wait(ibv.CMEventConnectResponse); err != nil {
+			if _, err := wait(rdmacm.EventConnectResponse); err != nil {
 				return nil, err
 			}
 			if err := id.Established(qp); err != nil {
@@ -563,8 +564,8 @@ func (e *Endpoint) connectCM(ctx context.Context, p transport.Params, local *wir
 // come in no fixed order: the dialer connects QP i+1 once its own side of
 // QP i is up, and its request can arrive before this side's ESTABLISHED for
 // QP i (siw does this now and then).
-func (e *Endpoint) acceptCM(ctx context.Context, n, rd int, newQP func(*ibv.KCMID, int) (*ibv.QP, error)) error {
-	index := map[*ibv.KCMID]int{} // accepted connection → its QP index
+func (e *Endpoint) acceptCM(ctx context.Context, n, rd int, newQP func(*rdmacm.ID, int) (*ibv.QP, error)) error {
+	index := map[*rdmacm.ID]int{} // accepted connection → its QP index
 	up := 0
 	for up < n {
 		ev, err := e.cmCh.WaitEvent(ctx)
@@ -572,7 +573,7 @@ func (e *Endpoint) acceptCM(ctx context.Context, n, rd int, newQP func(*ibv.KCMI
 			return fmt.Errorf("rdma: rdma_cm: waiting for the dialer's connections (%d of %d up): %w", up, n, err)
 		}
 		switch ev.Type {
-		case ibv.CMEventConnectRequest:
+		case rdmacm.EventConnectRequest:
 			id := ev.ID
 			e.cmIDs = append(e.cmIDs, id) // closed with the endpoint, whatever happens
 			i := len(index)
@@ -588,7 +589,7 @@ func (e *Endpoint) acceptCM(ctx context.Context, n, rd int, newQP func(*ibv.KCMI
 			if err := id.Accept(qp, nil, rd); err != nil {
 				return fmt.Errorf("rdma: %w", err)
 			}
-		case ibv.CMEventEstablished:
+		case rdmacm.EventEstablished:
 			if i, ok := index[ev.ID]; !ok || i < 0 {
 				return fmt.Errorf("rdma: %w: rdma_cm established a connection this side did not accept", transport.ErrProtocol)
 			}
@@ -609,10 +610,10 @@ func (e *Endpoint) acceptCM(ctx context.Context, n, rd int, newQP func(*ibv.KCMI
 // being set up is worth a fresh attempt: the peer's CM refused it or dropped
 // it, or the address or route did not resolve. On siw, a setup now and then
 // ends in DISCONNECTED where ESTABLISHED was due (docs/TESTING.md).
-func transientCMEvent(t ibv.CMEventType) bool {
+func transientCMEvent(t rdmacm.EventType) bool {
 	switch t {
-	case ibv.CMEventAddrError, ibv.CMEventRouteError, ibv.CMEventConnectError,
-		ibv.CMEventUnreachable, ibv.CMEventRejected, ibv.CMEventDisconnected:
+	case rdmacm.EventAddrError, rdmacm.EventRouteError, rdmacm.EventConnectError,
+		rdmacm.EventUnreachable, rdmacm.EventRejected, rdmacm.EventDisconnected:
 		return true
 	}
 	return false

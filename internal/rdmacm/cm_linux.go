@@ -1,12 +1,4 @@
-//go:build cgo
-
-package ibv
-
-/*
-#include <stdlib.h>
-#include "shim.h"
-*/
-import "C"
+package rdmacm
 
 import (
 	"context"
@@ -20,9 +12,11 @@ import (
 	"syscall"
 	"time"
 	"unsafe"
+
+	"github.com/xferio/xfer/internal/ibv"
 )
 
-// KCMChannel is a channel to the kernel's RDMA connection manager through
+// Channel is a channel to the kernel's RDMA connection manager through
 // its character device, /dev/infiniband/rdma_cm, without librdmacm: the
 // IDs created on it report their events there.
 //
@@ -34,52 +28,57 @@ import (
 // empty list), and on devices without disassociate_ucontext (rxe, siw) the
 // kernel's unregistration of the device (`rdma link delete`) waits until
 // every context is closed: the process would hold the device until it
-// exits. A KCMChannel holds no verbs context: the QPs it connects are the
-// caller's, made on the caller's own [Context] and [PD].
+// exits. A Channel holds no verbs context: the QPs it connects are the
+// caller's, made on the caller's own [ibv.Context] and [ibv.PD].
 //
 // The QPs are brought through INIT, RTR and RTS with the attributes the
 // kernel's rdma_cm computes (RDMA_USER_CM_CMD_INIT_QP_ATTR), as librdmacm
 // does; on iWARP the connection itself takes them to RTS.
-type KCMChannel struct {
+type Channel struct {
 	fd int
 	w  *fdWaiter
 
 	mu  sync.Mutex
-	ids map[uint32]*KCMID
+	ids map[uint32]*ID
 }
 
-// KCMID is an ID of a [KCMChannel]: a listener, or one end of a connection.
-type KCMID struct {
-	ch     *KCMChannel
+// ID is an ID of a [Channel]: a listener, or one end of a connection.
+type ID struct {
+	ch     *Channel
 	handle uint32
 	open   bool
 	rd     int // responder resources and initiator depth for Accept
 }
 
-// KCMEvent is an event of a [KCMChannel].
-type KCMEvent struct {
-	Type CMEventType
-	// ID is the ID the event is for. For CMEventConnectRequest it is a new
+// Event is an event of a [Channel].
+type Event struct {
+	Type EventType
+	// ID is the ID the event is for. For EventConnectRequest it is a new
 	// ID for the incoming connection, which the receiver owns: Accept (or
 	// Reject) and eventually Close it.
-	ID *KCMID
+	ID *ID
 	// Status is the event's status: a negative errno for the error events,
-	// the transport's reject reason for CMEventRejected, else 0.
+	// the transport's reject reason for EventRejected, else 0.
 	Status int
 	// PrivateData is the peer's private data of a connection event. On
 	// InfiniBand and RoCE it is padded with zeros to the size of the CM
 	// message.
 	PrivateData []byte
 	// ResponderResources and InitiatorDepth are the peer's, for
-	// CMEventConnectRequest.
+	// EventConnectRequest.
 	ResponderResources, InitiatorDepth int
 }
 
 // Err returns the event's status as an error: a syscall.Errno for a
 // negative Status, nil for 0.
-func (e *KCMEvent) Err() error {
-	ev := CMEvent{Type: e.Type, Status: e.Status}
-	return ev.Err()
+func (e *Event) Err() error {
+	switch {
+	case e.Status < 0:
+		return syscall.Errno(-e.Status)
+	case e.Status > 0:
+		return fmt.Errorf("%v status %d", e.Type, e.Status)
+	}
+	return nil
 }
 
 // The kernel's rdma_cm ABI (include/uapi/rdma/rdma_user_cm.h): a command is
@@ -163,9 +162,9 @@ const (
 // rdmaCMDevice is the kernel's rdma_cm character device.
 var rdmaCMDevice = "/dev/infiniband/rdma_cm"
 
-// NewKCMChannel opens the kernel's rdma_cm device. Without the rdma_ucm
+// NewChannel opens the kernel's rdma_cm device. Without the rdma_ucm
 // module the error says so and wraps [ErrNotSupported].
-func NewKCMChannel() (*KCMChannel, error) {
+func NewChannel() (*Channel, error) {
 	fd, err := syscall.Open(rdmaCMDevice, syscall.O_RDWR|syscall.O_CLOEXEC|syscall.O_NONBLOCK, 0)
 	if err != nil {
 		if errors.Is(err, syscall.ENOENT) || errors.Is(err, syscall.ENODEV) || errors.Is(err, syscall.ENXIO) {
@@ -178,12 +177,12 @@ func NewKCMChannel() (*KCMChannel, error) {
 		syscall.Close(fd)
 		return nil, err
 	}
-	live.cmchannels.Add(1)
-	return &KCMChannel{fd: fd, w: w, ids: map[uint32]*KCMID{}}, nil
+	live.channels.Add(1)
+	return &Channel{fd: fd, w: w, ids: map[uint32]*ID{}}, nil
 }
 
 // FD returns the channel's file descriptor, which is non-blocking.
-func (ch *KCMChannel) FD() int {
+func (ch *Channel) FD() int {
 	if ch == nil {
 		return -1
 	}
@@ -192,7 +191,7 @@ func (ch *KCMChannel) FD() int {
 
 // Close closes the channel and wakes a waiter with ErrClosed. It fails, and
 // the channel stays open, while IDs on it are open.
-func (ch *KCMChannel) Close() error {
+func (ch *Channel) Close() error {
 	if ch == nil || ch.fd < 0 {
 		return nil
 	}
@@ -205,7 +204,7 @@ func (ch *KCMChannel) Close() error {
 	ch.w.close()
 	syscall.Close(ch.fd)
 	ch.fd = -1
-	live.cmchannels.Add(-1)
+	live.channels.Add(-1)
 	return nil
 }
 
@@ -243,7 +242,7 @@ func do(fd int, cmd command, respAt int, resp []byte) error {
 	return err
 }
 
-func (ch *KCMChannel) check() error {
+func (ch *Channel) check() error {
 	if ch == nil || ch.fd < 0 {
 		return ErrClosed
 	}
@@ -251,7 +250,7 @@ func (ch *KCMChannel) check() error {
 }
 
 // CreateID creates an ID for reliable connections (RDMA_PS_TCP).
-func (ch *KCMChannel) CreateID() (*KCMID, error) {
+func (ch *Channel) CreateID() (*ID, error) {
 	if err := ch.check(); err != nil {
 		return nil, err
 	}
@@ -266,24 +265,24 @@ func (ch *KCMChannel) CreateID() (*KCMID, error) {
 	return ch.track(binary.NativeEndian.Uint32(resp)), nil
 }
 
-func (ch *KCMChannel) track(handle uint32) *KCMID {
-	id := &KCMID{ch: ch, handle: handle, open: true}
+func (ch *Channel) track(handle uint32) *ID {
+	id := &ID{ch: ch, handle: handle, open: true}
 	ch.mu.Lock()
 	ch.ids[handle] = id
 	ch.mu.Unlock()
-	live.cmids.Add(1)
+	live.ids.Add(1)
 	return id
 }
 
 // WaitEvent waits for the next event of the channel's IDs until ctx ends.
 // Events of IDs already closed are dropped.
-func (ch *KCMChannel) WaitEvent(ctx context.Context) (KCMEvent, error) {
+func (ch *Channel) WaitEvent(ctx context.Context) (Event, error) {
 	return ch.wait(ctx, time.Time{})
 }
 
 // GetEvent waits up to timeout (no limit if timeout <= 0) for the next
 // event. After the timeout the error matches os.ErrDeadlineExceeded.
-func (ch *KCMChannel) GetEvent(timeout time.Duration) (KCMEvent, error) {
+func (ch *Channel) GetEvent(timeout time.Duration) (Event, error) {
 	var deadline time.Time
 	if timeout > 0 {
 		deadline = time.Now().Add(timeout)
@@ -291,9 +290,9 @@ func (ch *KCMChannel) GetEvent(timeout time.Duration) (KCMEvent, error) {
 	return ch.wait(context.Background(), deadline)
 }
 
-func (ch *KCMChannel) wait(ctx context.Context, deadline time.Time) (KCMEvent, error) {
+func (ch *Channel) wait(ctx context.Context, deadline time.Time) (Event, error) {
 	if err := ch.check(); err != nil {
-		return KCMEvent{}, err
+		return Event{}, err
 	}
 	resp := make([]byte, ucmaRespLen)
 	cmd := newCommand(ucmaCmdGetEvent, ucmaGetEventLen)
@@ -306,7 +305,7 @@ func (ch *KCMChannel) wait(ctx context.Context, deadline time.Time) (KCMEvent, e
 			return true, err
 		})
 		if err != nil {
-			return KCMEvent{}, fmt.Errorf("rdma_cm get event: %w", err)
+			return Event{}, fmt.Errorf("rdma_cm get event: %w", err)
 		}
 		if ev, ok := ch.event(resp); ok {
 			return ev, nil
@@ -315,23 +314,23 @@ func (ch *KCMChannel) wait(ctx context.Context, deadline time.Time) (KCMEvent, e
 }
 
 // event decodes struct rdma_ucm_event_resp.
-func (ch *KCMChannel) event(resp []byte) (KCMEvent, bool) {
+func (ch *Channel) event(resp []byte) (Event, bool) {
 	handle := binary.NativeEndian.Uint32(resp[ucmaEventID:])
-	ev := KCMEvent{
-		Type:   CMEventType(binary.NativeEndian.Uint32(resp[ucmaEventType:])),
+	ev := Event{
+		Type:   EventType(binary.NativeEndian.Uint32(resp[ucmaEventType:])),
 		Status: int(int32(binary.NativeEndian.Uint32(resp[ucmaEventStatus:]))),
 	}
 	p := resp[ucmaEventParam:]
 	switch ev.Type {
-	case CMEventConnectRequest, CMEventConnectResponse, CMEventEstablished, CMEventRejected,
-		CMEventDisconnected, CMEventConnectError, CMEventUnreachable:
+	case EventConnectRequest, EventConnectResponse, EventEstablished, EventRejected,
+		EventDisconnected, EventConnectError, EventUnreachable:
 		if n := int(p[ucmaParamPDataLen]); n > 0 {
 			ev.PrivateData = append([]byte(nil), p[ucmaParamPData:ucmaParamPData+min(n, ucmaMaxPData)]...)
 		}
 		ev.ResponderResources = int(p[ucmaParamRespRes])
 		ev.InitiatorDepth = int(p[ucmaParamInitDep])
 	}
-	if ev.Type == CMEventConnectRequest {
+	if ev.Type == EventConnectRequest {
 		ev.ID = ch.track(handle)
 		return ev, true
 	}
@@ -341,14 +340,14 @@ func (ch *KCMChannel) event(resp []byte) (KCMEvent, bool) {
 	return ev, ev.ID != nil
 }
 
-func (id *KCMID) String() string {
+func (id *ID) String() string {
 	if id == nil || !id.open {
 		return "rdma_cm ID (closed)"
 	}
 	return fmt.Sprintf("rdma_cm ID %d", id.handle)
 }
 
-func (id *KCMID) check() error {
+func (id *ID) check() error {
 	if id == nil || !id.open || id.ch.check() != nil {
 		return ErrClosed
 	}
@@ -389,7 +388,7 @@ func sockaddrPort(b []byte) uint16 { return binary.BigEndian.Uint16(b[2:]) }
 
 // Bind binds the ID to a local address, and through it to an RDMA device;
 // port 0 picks a free port, see Port.
-func (id *KCMID) Bind(addr netip.AddrPort) error {
+func (id *ID) Bind(addr netip.AddrPort) error {
 	if err := id.check(); err != nil {
 		return err
 	}
@@ -407,8 +406,8 @@ func (id *KCMID) Bind(addr netip.AddrPort) error {
 }
 
 // Listen starts listening for connections on the bound address; each
-// arrives as a CMEventConnectRequest with a new ID.
-func (id *KCMID) Listen(backlog int) error {
+// arrives as a EventConnectRequest with a new ID.
+func (id *ID) Listen(backlog int) error {
 	if err := id.check(); err != nil {
 		return err
 	}
@@ -421,8 +420,8 @@ func (id *KCMID) Listen(backlog int) error {
 	return nil
 }
 
-// KCMAddr is what the kernel says about a bound or resolved ID.
-type KCMAddr struct {
+// Addr is what the kernel says about a bound or resolved ID.
+type Addr struct {
 	NodeGUID string // of the device, formatted as DeviceInfo.NodeGUID
 	// DeviceIndex is the kernel's index of the device, or -1 when the
 	// kernel does not say (before Linux 5.8).
@@ -432,9 +431,9 @@ type KCMAddr struct {
 }
 
 // Query returns the ID's device, port and local address.
-func (id *KCMID) Query() (KCMAddr, error) {
+func (id *ID) Query() (Addr, error) {
 	if err := id.check(); err != nil {
-		return KCMAddr{}, err
+		return Addr{}, err
 	}
 	cmd := newCommand(ucmaCmdQuery, ucmaQueryLen)
 	cmd.u32(8, id.handle)
@@ -442,9 +441,9 @@ func (id *KCMID) Query() (KCMAddr, error) {
 	resp := make([]byte, ucmaQueryAddrLen)
 	binary.NativeEndian.PutUint32(resp[ucmaQueryIbdevIdx:], 0xffffffff)
 	if err := do(id.ch.fd, cmd, 0, resp); err != nil {
-		return KCMAddr{}, fmt.Errorf("rdma_cm query: %w", err)
+		return Addr{}, fmt.Errorf("rdma_cm query: %w", err)
 	}
-	a := KCMAddr{
+	a := Addr{
 		NodeGUID:    formatGUID(*(*[8]byte)(resp[ucmaQueryNodeGUID:])),
 		DeviceIndex: int(int32(binary.NativeEndian.Uint32(resp[ucmaQueryIbdevIdx:]))),
 		Port:        int(resp[ucmaQueryPortNum]),
@@ -454,7 +453,7 @@ func (id *KCMID) Query() (KCMAddr, error) {
 }
 
 // Port returns the local port the ID is bound to, or 0.
-func (id *KCMID) Port() uint16 {
+func (id *ID) Port() uint16 {
 	a, err := id.Query()
 	if err != nil {
 		return 0
@@ -463,16 +462,16 @@ func (id *KCMID) Port() uint16 {
 }
 
 // OnDevice reports whether the ID is bound to the device of c.
-func (id *KCMID) OnDevice(c *Context) (bool, error) {
+func (id *ID) OnDevice(c *ibv.Context) (bool, error) {
 	a, err := id.Query()
 	if err != nil {
 		return false, err
 	}
-	if c == nil || c.c == nil {
+	if c == nil {
 		return false, ErrClosed
 	}
 	if a.DeviceIndex >= 0 {
-		if idx := c.index(); idx >= 0 {
+		if idx := c.KernelIndex(); idx >= 0 {
 			return a.DeviceIndex == idx, nil
 		}
 	}
@@ -484,9 +483,9 @@ func (id *KCMID) OnDevice(c *Context) (bool, error) {
 }
 
 // ResolveAddrPort starts resolving dst to an RDMA device and address; the
-// channel reports CMEventAddrResolved or CMEventAddrError. timeout defaults
+// channel reports EventAddrResolved or EventAddrError. timeout defaults
 // to 2 s.
-func (id *KCMID) ResolveAddrPort(dst netip.AddrPort, timeout time.Duration) error {
+func (id *ID) ResolveAddrPort(dst netip.AddrPort, timeout time.Duration) error {
 	if err := id.check(); err != nil {
 		return err
 	}
@@ -505,8 +504,8 @@ func (id *KCMID) ResolveAddrPort(dst netip.AddrPort, timeout time.Duration) erro
 }
 
 // ResolveRoute starts resolving the route to the resolved address; the
-// channel reports CMEventRouteResolved or CMEventRouteError.
-func (id *KCMID) ResolveRoute(timeout time.Duration) error {
+// channel reports EventRouteResolved or EventRouteError.
+func (id *ID) ResolveRoute(timeout time.Duration) error {
 	if err := id.check(); err != nil {
 		return err
 	}
@@ -521,7 +520,7 @@ func (id *KCMID) ResolveRoute(timeout time.Duration) error {
 
 // modifyQP moves qp to state with the attributes the kernel computes for
 // the ID's connection.
-func (id *KCMID) modifyQP(qp *QP, state QPState, name string, destRd, rd int) error {
+func (id *ID) modifyQP(qp *ibv.QP, state ibv.QPState, name string, destRd, rd int) error {
 	cmd := newCommand(ucmaCmdInitQPAttr, ucmaInitQPAttrLen)
 	cmd.u32(8, id.handle)
 	cmd.u32(12, uint32(state))
@@ -530,34 +529,34 @@ func (id *KCMID) modifyQP(qp *QP, state QPState, name string, destRd, rd int) er
 		return fmt.Errorf("rdma_cm QP attributes for %s: %w", name, err)
 	}
 	var off uint32
-	if qp.pd.ctx.transport == "InfiniBand" {
-		if a, err := id.Query(); err == nil && qp.pd.ctx.linkLayerIB(a.Port) {
+	if c := qp.Context(); c.Transport() == "InfiniBand" {
+		if a, err := id.Query(); err == nil && c.PortIsInfiniBand(a.Port) {
 			off = qpAttrIBOnly
 		}
 	}
-	return qp.modifyKern(name, state, resp, off, destRd, rd)
+	return qp.ModifyFromCM(name, state, resp, off, destRd, rd)
 }
 
 // InitQP moves qp, a QP of the caller's (on the device the ID is bound or
 // resolved to), to INIT for the ID's connection. Call it after the route is
 // resolved (active side) or on the connection request (passive side), and
 // before Connect or Accept.
-func (id *KCMID) InitQP(qp *QP) error {
+func (id *ID) InitQP(qp *ibv.QP) error {
 	if err := id.check(); err != nil {
 		return err
 	}
-	return id.modifyQP(qp, QPSInit, "INIT", -1, -1)
+	return id.modifyQP(qp, ibv.QPSInit, "INIT", -1, -1)
 }
 
 // connParam fills a struct rdma_ucm_conn_param at off of cmd.
-func connParam(cmd command, off int, qp *QP, pdata []byte, rd int) error {
+func connParam(cmd command, off int, qp *ibv.QP, pdata []byte, rd int) error {
 	if len(pdata) > ucmaMaxPData {
 		return fmt.Errorf("%d bytes of private data, at most %d fit: %w", len(pdata), ucmaMaxPData, syscall.EINVAL)
 	}
 	cmd.u32(off, qp.Num())
 	cmd.bytes(off+ucmaParamPData, pdata)
 	cmd.u8(off+ucmaParamPDataLen, uint8(len(pdata)))
-	if qp.srq != nil {
+	if qp.HasSRQ() {
 		cmd.u8(off+ucmaParamSRQ, 1)
 	}
 	cmd.u8(off+ucmaParamRespRes, uint8(rd))
@@ -571,12 +570,12 @@ func connParam(cmd command, off int, qp *QP, pdata []byte, rd int) error {
 
 // Connect connects qp (in INIT, see InitQP) to the resolved route. rd is
 // how many RDMA READs either side may have outstanding against the other.
-// On InfiniBand and RoCE the channel reports CMEventConnectResponse, after
+// On InfiniBand and RoCE the channel reports EventConnectResponse, after
 // which Established finishes the connection; on iWARP it reports
-// CMEventEstablished. Errors are CMEventRejected, CMEventUnreachable or
-// CMEventConnectError. Private data: at most 56 bytes on InfiniBand and
+// EventEstablished. Errors are EventRejected, EventUnreachable or
+// EventConnectError. Private data: at most 56 bytes on InfiniBand and
 // RoCE.
-func (id *KCMID) Connect(qp *QP, privateData []byte, rd int) error {
+func (id *ID) Connect(qp *ibv.QP, privateData []byte, rd int) error {
 	if err := id.check(); err != nil {
 		return err
 	}
@@ -591,10 +590,10 @@ func (id *KCMID) Connect(qp *QP, privateData []byte, rd int) error {
 	return nil
 }
 
-// Established finishes an active connection on CMEventConnectResponse
+// Established finishes an active connection on EventConnectResponse
 // (InfiniBand and RoCE): qp goes to RTR and RTS and the peer is told
 // (the CM's RTU). The connection is then established.
-func (id *KCMID) Established(qp *QP) error {
+func (id *ID) Established(qp *ibv.QP) error {
 	if err := id.check(); err != nil {
 		return err
 	}
@@ -612,22 +611,22 @@ func (id *KCMID) Established(qp *QP) error {
 	return err
 }
 
-func (id *KCMID) toRTS(qp *QP, destRd, rd int) error {
-	if err := id.modifyQP(qp, QPSInit, "INIT", -1, -1); err != nil {
+func (id *ID) toRTS(qp *ibv.QP, destRd, rd int) error {
+	if err := id.modifyQP(qp, ibv.QPSInit, "INIT", -1, -1); err != nil {
 		return err
 	}
-	if err := id.modifyQP(qp, QPSRTR, "RTR", destRd, -1); err != nil {
+	if err := id.modifyQP(qp, ibv.QPSRTR, "RTR", destRd, -1); err != nil {
 		return err
 	}
-	return id.modifyQP(qp, QPSRTS, "RTS", -1, rd)
+	return id.modifyQP(qp, ibv.QPSRTS, "RTS", -1, rd)
 }
 
 // Accept accepts the connection request the ID was created for with qp
 // (in INIT, see InitQP), which goes to RTR and RTS first. rd is how many
 // RDMA READs either side may have outstanding against the other. The
-// channel then reports CMEventEstablished. Private data: at most 196 bytes
+// channel then reports EventEstablished. Private data: at most 196 bytes
 // on InfiniBand and RoCE.
-func (id *KCMID) Accept(qp *QP, privateData []byte, rd int) error {
+func (id *ID) Accept(qp *ibv.QP, privateData []byte, rd int) error {
 	if err := id.check(); err != nil {
 		return err
 	}
@@ -650,7 +649,7 @@ func (id *KCMID) Accept(qp *QP, privateData []byte, rd int) error {
 
 // Reject refuses the connection request the ID was created for. Close the
 // ID afterwards.
-func (id *KCMID) Reject(privateData []byte) error {
+func (id *ID) Reject(privateData []byte) error {
 	if err := id.check(); err != nil {
 		return err
 	}
@@ -668,9 +667,9 @@ func (id *KCMID) Reject(privateData []byte) error {
 }
 
 // Disconnect tears the connection down; both ends get
-// CMEventDisconnected. Move the QP to the error state first (iWARP: the
+// EventDisconnected. Move the QP to the error state first (iWARP: the
 // connection does it).
-func (id *KCMID) Disconnect() error {
+func (id *ID) Disconnect() error {
 	if err := id.check(); err != nil {
 		return err
 	}
@@ -684,7 +683,7 @@ func (id *KCMID) Disconnect() error {
 
 // Close destroys the ID (not the QP it connected, which is the caller's).
 // Events of the ID still queued are dropped. Idempotent and nil-safe.
-func (id *KCMID) Close() error {
+func (id *ID) Close() error {
 	if id == nil || !id.open {
 		return nil
 	}
@@ -700,14 +699,14 @@ func (id *KCMID) Close() error {
 	id.ch.mu.Lock()
 	delete(id.ch.ids, id.handle)
 	id.ch.mu.Unlock()
-	live.cmids.Add(-1)
+	live.ids.Add(-1)
 	return nil
 }
 
 // RemovalWatch tells when the kernel starts to unregister an RDMA device
 // (`rdma link delete`, a driver unbound, a NIC hot-unplugged).
 //
-// It is a [KCMChannel] with one ID bound to one of the device's IP
+// It is a [Channel] with one ID bound to one of the device's IP
 // addresses and nothing else. The kernel's rdma_cm reports
 // RDMA_CM_EVENT_DEVICE_REMOVAL to every ID bound to a device that is going
 // away, early in the unregistration. That matters because the verbs side
@@ -717,8 +716,8 @@ func (id *KCMID) Close() error {
 // device. A program that watches, and then closes everything on the device,
 // lets the removal finish. The watch itself holds no verbs handle.
 type RemovalWatch struct {
-	ch      *KCMChannel
-	id      *KCMID
+	ch      *Channel
+	id      *ID
 	removed chan struct{}
 	done    chan struct{}
 	once    sync.Once
@@ -728,8 +727,8 @@ type RemovalWatch struct {
 // address of its netdev: for RoCE the IPv4 address of an IPv4-mapped GID).
 // When c is not nil, the address must map to c's device. Without the
 // rdma_ucm module, or when no RDMA device has addr, it fails.
-func WatchRemoval(addr netip.Addr, c *Context) (_ *RemovalWatch, err error) {
-	ch, err := NewKCMChannel()
+func WatchRemoval(addr netip.Addr, c *ibv.Context) (_ *RemovalWatch, err error) {
+	ch, err := NewChannel()
 	if err != nil {
 		return nil, err
 	}
@@ -755,7 +754,7 @@ func WatchRemoval(addr netip.Addr, c *Context) (_ *RemovalWatch, err error) {
 			return nil, err
 		}
 		if !ok {
-			return nil, fmt.Errorf("rdma_cm maps %s to another device than %s: %w", addr, c.name, ErrNotSupported)
+			return nil, fmt.Errorf("rdma_cm maps %s to another device than %s: %w", addr, c.Name(), ErrNotSupported)
 		}
 	}
 	live.watches.Add(1)
@@ -771,7 +770,7 @@ func (w *RemovalWatch) run() {
 		if err != nil {
 			return // closed
 		}
-		if ev.Type == CMEventDeviceRemoval {
+		if ev.Type == EventDeviceRemoval {
 			close(w.removed)
 			return
 		}
@@ -801,19 +800,7 @@ func (w *RemovalWatch) Close() error {
 	return nil
 }
 
-// linkLayerIB reports whether port has the InfiniBand link layer (not
-// Ethernet: RoCE).
-func (c *Context) linkLayerIB(port int) bool {
-	var a C.struct_ibv_port_attr
-	if C.xibv_query_port(c.c, C.int(max(port, 1)), &a) != 0 {
-		return false
-	}
-	return linkLayerString(int(a.link_layer), c.transport) == "InfiniBand"
-}
-
-// index is the kernel's index of the device, or -1 if unknown.
-func (c *Context) index() int {
-	name := C.CString(c.name)
-	defer C.free(unsafe.Pointer(name))
-	return int(C.xibv_device_index(name))
+// formatGUID formats a GUID as ibv.DeviceInfo.NodeGUID does.
+func formatGUID(b [8]byte) string {
+	return fmt.Sprintf("%02x%02x:%02x%02x:%02x%02x:%02x%02x", b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7])
 }

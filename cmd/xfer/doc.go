@@ -1,0 +1,18 @@
+// Command xfer is the command-line front end of the xfer transfer engine:
+// "xfer serve" runs a target, "xfer bench" measures transfers against one,
+// "xfer devices" and "xfer doctor" show what RDMA this host has and how to
+// fix what is missing (through the public probe package), and "xfer kv"
+// serves, uses and benchmarks the KV service. Each subcommand lives in a
+// file of its own.
+//
+// Every command reads the same configuration: a YAML file (--config or
+// $XFER_CONFIG) whose keys are those of xfer.Config and of the tcp and rdma
+// configs it nests (as mappings, or at the top level as conns and
+// rdma_device), overridden by XFER_<KEY> environment variables, overridden
+// by flags given on the command line.
+//
+// The command imports public packages only (xfer, mem, transport/..., kv,
+// probe), as any program built on xfer would. Long-running commands (serve,
+// kv serve) stop on SIGINT or SIGTERM: they close their engines, which
+// closes every peer, region and transport, before they exit.
+package main

@@ -1,0 +1,5 @@
+//go:build !linux
+
+package probe
+
+func probePidfd() error { return Memfd() }
