@@ -31,7 +31,7 @@ func newDoctorCmd(g *globals) *cobra.Command {
 				return err
 			}
 			if failed := doctor(g.stdout, cfg); failed > 0 {
-				return fmt.Errorf("%d check(s) failed", failed)
+				return &exitError{fmt.Sprintf("%d check(s) failed", failed)} // the summary said so
 			}
 			return nil
 		},

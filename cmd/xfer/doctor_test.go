@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/xferio/xfer"
+	"github.com/xferio/xfer/probe"
 )
 
 // On a host without RDMA (this CI machine's kernel has none), doctor fails
@@ -37,5 +38,17 @@ func TestDevicesWithoutRDMA(t *testing.T) {
 	}
 	if got := jsonDevices(nil); got == nil || len(got) != 0 {
 		t.Fatalf("JSON of no devices: %#v, want an empty list", got)
+	}
+}
+
+// TestDoctorSummaryOnce: the command prints its summary once, on stdout,
+// and exits 1 without repeating it on stderr.
+func TestDoctorSummaryOnce(t *testing.T) {
+	if devs, err := probe.Devices(); err == nil && len(devs) > 0 {
+		t.Skip("this host has RDMA devices; doctor may pass here")
+	}
+	o, e, code := xferRun(t, cleanEnv(), "doctor")
+	if code != 1 || strings.Count(o+e, "check(s) failed") != 1 || e != "" {
+		t.Fatalf("doctor: exit %d, stdout %q, stderr %q: want exit 1 and one summary, on stdout", code, o, e)
 	}
 }

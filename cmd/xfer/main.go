@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -32,11 +33,20 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	root := newRootCmd(stdout, stderr)
 	root.SetArgs(args)
 	if err := root.ExecuteContext(ctx); err != nil {
-		fmt.Fprintf(stderr, "xfer: %v\n", err)
+		var said *exitError
+		if !errors.As(err, &said) {
+			fmt.Fprintf(stderr, "xfer: %v\n", err)
+		}
 		return 1
 	}
 	return 0
 }
+
+// exitError fails a command that has already told the user why (doctor's
+// summary): the exit status is 1 and nothing more is printed.
+type exitError struct{ msg string }
+
+func (e *exitError) Error() string { return e.msg }
 
 // globals is the state the root command hands to its subcommands.
 type globals struct {
