@@ -38,7 +38,7 @@ nocgo:
 ## dependency in go.mod): a line per package, failures in full, a count.
 race:
 	@mkdir -p $(TESTOUT)
-	$(GO) tool gotestsum --format pkgname-and-test-fails --jsonfile $(TESTOUT)/race.json -- -race -count=1 -timeout 20m $(PKGS)
+	$(GO) tool gotestsum --format pkgname-and-test-fails --hide-summary=skipped --jsonfile $(TESTOUT)/race.json -- -race -count=1 -timeout 20m $(PKGS)
 	@grep -c '"Action":"pass","Package":"[^"]*","Test"' $(TESTOUT)/race.json > $(TESTOUT)/race.pass || true
 	@grep -c '"Action":"skip","Package":"[^"]*","Test"' $(TESTOUT)/race.json > $(TESTOUT)/race.skip || true
 
