@@ -6,6 +6,9 @@ import (
 
 	"github.com/xferio/xfer"
 	"github.com/xferio/xfer/internal/testutil"
+	"github.com/xferio/xfer/transport"
+	"github.com/xferio/xfer/transport/transporttest"
+	"github.com/xferio/xfer/transport/verbs"
 	"github.com/xferio/xfer/xfertest"
 )
 
@@ -39,4 +42,20 @@ func TestConformanceSRQEvents(t *testing.T) {
 	dev := testutil.RequireVerbs(t)
 	xfertest.Run(t, xfertest.Options{Policy: xfer.PolicyRDMA, Want: "rdma", NoNotifyAddress: true,
 		Config: xfer.Config{RDMADevice: dev, RDMAUseSRQ: true, RDMAUseEventChannel: "true"}})
+}
+
+// The transport contract alone, without engines, on real verbs: the QPs
+// connected by the transport's own exchange, and through rdma_cm.
+func TestTransport(t *testing.T) {
+	dev := testutil.RequireVerbs(t)
+	transporttest.Run(t, transporttest.Options{New: newVerbs(verbs.Config{Device: dev, GIDIndex: -1}), NoNotifyAddress: true})
+}
+
+func TestTransportCM(t *testing.T) {
+	dev := testutil.RequireVerbs(t)
+	transporttest.Run(t, transporttest.Options{New: newVerbs(verbs.Config{Device: dev, GIDIndex: -1, UseCM: true}), NoNotifyAddress: true})
+}
+
+func newVerbs(cfg verbs.Config) transporttest.Factory {
+	return func(testing.TB) transport.Transport { return verbs.New(cfg) }
 }
