@@ -788,6 +788,14 @@ func testCloseInFlight(t *testing.T, o Options) {
 		sends = append(sends, p.Dialer.Host.Op(transport.OpSend, local.Bytes()[32*n+i*64:32*n+i*64+64], transport.RemoteAddr{}, 0, c))
 	}
 	p.Dialer.Endpoint.Post(sends)
+	deadline := time.Now().Add(timeout)
+	for p.Acceptor.Host.Queued() < 2 {
+		if time.Now().After(deadline) {
+			t.Fatal("the first two messages never arrived")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	time.Sleep(20 * time.Millisecond) // the others settle waiting for credit
 	p.Dialer.Endpoint.Post(ops)
 	if err := p.Dialer.Endpoint.Close(); err != nil {
 		t.Fatalf("Close: %v", err)
