@@ -14,7 +14,8 @@
 // The suite checks WRITE, READ and write-with-notify from 1 byte to 4 MiB
 // (the notification only once its data is in place, with its value,
 // region, address and length), batches of many operations in one Post,
-// each completed exactly once, SEND order, max_message and receive
+// each completed exactly once, both sides posting from several goroutines
+// at once, SEND order, max_message and receive
 // credits, refused accesses (wrong key, out of range, wrapping addresses,
 // missing rights, unknown regions: an error matching ErrRemoteAccess and
 // no byte touched), revocation, Cancel, Close with operations in flight

@@ -48,6 +48,7 @@ func Run(t *testing.T, o Options) {
 		{"WriteRead", testWriteRead},
 		{"WriteNotify", testWriteNotify},
 		{"Batch", testBatch},
+		{"Concurrent", testConcurrent},
 		{"SendOrder", testSendOrder},
 		{"SendMaxMessage", testSendMaxMessage},
 		{"SendCredits", testSendCredits},
@@ -130,6 +131,14 @@ func (c *tracker) times(op *transport.Op) int {
 // within the suite's timeout or one completed twice.
 func (c *tracker) wait(t testing.TB, ops ...*transport.Op) {
 	t.Helper()
+	if err := c.await(ops...); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// await is wait for goroutines other than the test's: it returns what
+// wait fails the test with.
+func (c *tracker) await(ops ...*transport.Op) error {
 	deadline := time.NewTimer(timeout)
 	defer deadline.Stop()
 	for {
@@ -140,16 +149,19 @@ func (c *tracker) wait(t testing.TB, ops ...*transport.Op) {
 				left++
 			}
 		}
+		extra := c.extra
 		c.mu.Unlock()
-		c.check(t)
+		if len(extra) > 0 {
+			return fmt.Errorf("operations completed more than once: %v", extra)
+		}
 		if left == 0 {
-			return
+			return nil
 		}
 		select {
 		case <-c.signal:
 		case <-time.After(10 * time.Millisecond):
 		case <-deadline.C:
-			t.Fatalf("%d of %d operations never completed", left, len(ops))
+			return fmt.Errorf("%d of %d operations never completed", left, len(ops))
 		}
 	}
 }
@@ -388,6 +400,114 @@ func testBatch(t *testing.T, o Options) {
 	time.Sleep(20 * time.Millisecond)
 	c.check(t)
 	c2.check(t)
+}
+
+// testConcurrent: both sides post at once from several goroutines each,
+// WRITEs of random sizes checked by READs, while messages flow both ways.
+func testConcurrent(t *testing.T, o Options) {
+	p := o.pair(t, func(c *PairConfig) { c.MaxMessage, c.RecvDepth = 256, 8 })
+	const workers, rounds, span = 4, 40, 1 << 20
+	iters := rounds
+	if testing.Short() {
+		iters = rounds / 4
+	}
+	var wg sync.WaitGroup
+	errc := make(chan error, 4*workers)
+	for _, s := range []*Side{p.Dialer, p.Acceptor} {
+		peer := p.Peer(s)
+		local := s.Host.NewRegion(workers*2*span, transport.AccessReadWrite)
+		remote := peer.Host.NewRegion(workers*span, transport.AccessReadWrite)
+		for w := range workers {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				rng := rand.New(rand.NewPCG(uint64(w), 9))
+				out := local.Bytes()[2*w*span : (2*w+1)*span]
+				in := local.Bytes()[(2*w+1)*span : (2*w+2)*span]
+				for i := range iters {
+					n := 1 << rng.IntN(21) // 1 B to 1 MiB
+					n = max(1, n-rng.IntN(n))
+					fill(out[:n], uint64(w<<20|i))
+					at := remote.At(uint64(w*span + span - n))
+					c := newTracker()
+					wr := s.Host.Op(transport.OpWrite, out[:n], at, 0, c)
+					s.Endpoint.Post([]*transport.Op{wr})
+					if err := c.await(wr); err != nil {
+						errc <- err
+						return
+					}
+					if wr.Err != nil {
+						errc <- fmt.Errorf("write of %d bytes: %w", n, wr.Err)
+						return
+					}
+					rd := s.Host.Op(transport.OpRead, in[:n], at, 0, c)
+					s.Endpoint.Post([]*transport.Op{rd})
+					if err := c.await(rd); err != nil {
+						errc <- err
+						return
+					}
+					if rd.Err != nil {
+						errc <- fmt.Errorf("read of %d bytes: %w", n, rd.Err)
+						return
+					}
+					if !bytes.Equal(in[:n], out[:n]) {
+						errc <- fmt.Errorf("worker %d round %d: %d bytes read back differ", w, i, n)
+						return
+					}
+				}
+			}()
+		}
+		// Messages in both directions meanwhile, each side consuming.
+		msgs := s.Host.NewRegion(iters*256, transport.AccessReadWrite)
+		wg.Add(2)
+		go func() {
+			defer wg.Done()
+			c := newTracker()
+			var ops []*transport.Op
+			for i := range iters {
+				m := message(i, 256)
+				b := msgs.Bytes()[i*256 : i*256+len(m)]
+				copy(b, m)
+				op := s.Host.Op(transport.OpSend, b, transport.RemoteAddr{}, 0, c)
+				ops = append(ops, op)
+				s.Endpoint.Post([]*transport.Op{op})
+			}
+			if err := c.await(ops...); err != nil {
+				errc <- err
+				return
+			}
+			for i, op := range ops {
+				if op.Err != nil {
+					errc <- fmt.Errorf("send %d: %w", i, op.Err)
+					return
+				}
+			}
+		}()
+		go func() {
+			defer wg.Done()
+			ctx, cancel := context.WithTimeout(context.Background(), timeout)
+			defer cancel()
+			for i := range iters {
+				m, err := peer.Host.Recv(ctx)
+				if err != nil {
+					errc <- fmt.Errorf("message %d: %w", i, err)
+					return
+				}
+				peer.Endpoint.Consumed(1)
+				if !bytes.Equal(m, message(i, 256)) {
+					errc <- fmt.Errorf("message %d: out of order, lost or damaged", i)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(errc)
+	for err := range errc {
+		t.Error(err)
+	}
+	mustUp(t, p.Dialer)
+	mustUp(t, p.Acceptor)
 }
 
 // message is message i of the send tests: its length varies, and it
