@@ -947,11 +947,12 @@ func testCloseInFlight(t *testing.T, o Options) {
 	post := func(s *Side, what string) {
 		t.Helper()
 		c := newTracker()
+		b := s.Host.NewRegion(4096, transport.AccessReadWrite).Bytes()
 		late := []*transport.Op{
-			s.Host.Op(transport.OpWrite, s.Host.mustLocal(t)[:64], dst.At(0), 0, c),
-			s.Host.Op(transport.OpRead, s.Host.mustLocal(t)[64:128], dst.At(0), 0, c),
-			s.Host.Op(transport.OpWriteImm, s.Host.mustLocal(t)[128:192], dst.At(0), 1, c),
-			s.Host.Op(transport.OpSend, s.Host.mustLocal(t)[192:256], transport.RemoteAddr{}, 0, c),
+			s.Host.Op(transport.OpWrite, b[:64], dst.At(0), 0, c),
+			s.Host.Op(transport.OpRead, b[64:128], dst.At(0), 0, c),
+			s.Host.Op(transport.OpWriteImm, b[128:192], dst.At(0), 1, c),
+			s.Host.Op(transport.OpSend, b[192:256], transport.RemoteAddr{}, 0, c),
 		}
 		s.Endpoint.Post(late)
 		for _, op := range late {
@@ -980,20 +981,6 @@ func testCloseInFlight(t *testing.T, o Options) {
 	if err := p.Acceptor.Endpoint.Close(); err != nil {
 		t.Fatalf("Close of an endpoint whose peer closed: %v", err)
 	}
-}
-
-// mustLocal returns a small region of h for operations whose data does
-// not matter.
-func (h *Host) mustLocal(t testing.TB) []byte {
-	h.mu.Lock()
-	for _, r := range h.regions {
-		if r.mr.Len() >= 4096 {
-			h.mu.Unlock()
-			return r.Bytes()
-		}
-	}
-	h.mu.Unlock()
-	return h.NewRegion(4096, transport.AccessReadWrite).Bytes()
 }
 
 func testAppender(t *testing.T, o Options) {
