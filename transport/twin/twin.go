@@ -124,10 +124,11 @@ func (e *Endpoint) accept(ctx context.Context) error {
 	stop := context.AfterFunc(ctx, func() { e.p.Conn.SetReadDeadline(time.Unix(1, 0)) })
 	var token [tokenLen]byte
 	_, err := io.ReadFull(e.p.Conn, token[:])
-	if !stop() || ctx.Err() != nil {
-		return fmt.Errorf("read the pairing token: %w", ctx.Err())
-	}
+	stop()
 	if err != nil {
+		if ctx.Err() != nil {
+			err = ctx.Err()
+		}
 		return fmt.Errorf("read the pairing token: %w", err)
 	}
 	waiting.Lock()
