@@ -44,18 +44,12 @@ func TestConformanceSRQEvents(t *testing.T) {
 		Config: xfer.Config{RDMADevice: dev, RDMAUseSRQ: true, RDMAUseEventChannel: "true"}})
 }
 
-// The transport contract alone, without engines, on real verbs: the QPs
-// connected by the transport's own exchange, and through rdma_cm.
+// The transport contract alone, without engines, on real verbs: on rxe the
+// QPs are connected by the transport's own exchange, on siw (iWARP)
+// through rdma_cm. (TestConformanceCM runs rdma_cm on rxe, through
+// engines.)
 func TestTransport(t *testing.T) {
 	dev := testutil.RequireVerbs(t)
-	transporttest.Run(t, transporttest.Options{New: newVerbs(verbs.Config{Device: dev, GIDIndex: -1}), NoNotifyAddress: true})
-}
-
-func TestTransportCM(t *testing.T) {
-	dev := testutil.RequireVerbs(t)
-	transporttest.Run(t, transporttest.Options{New: newVerbs(verbs.Config{Device: dev, GIDIndex: -1, UseCM: true}), NoNotifyAddress: true})
-}
-
-func newVerbs(cfg verbs.Config) transporttest.Factory {
-	return func(testing.TB) transport.Transport { return verbs.New(cfg) }
+	cfg := verbs.Config{Device: dev, GIDIndex: -1}
+	transporttest.Run(t, transporttest.Options{New: func(testing.TB) transport.Transport { return verbs.New(cfg) }, NoNotifyAddress: true})
 }
