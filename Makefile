@@ -130,8 +130,8 @@ verbs-check: vm-setup
 ## per package, one at a time); a test that cannot find verbs fails here.
 verbs-test: verbs-check
 	@test -n "$(VERBS_PKGS)" || { echo "verbs-test: no packages in $(VERBS_DIRS)"; exit 1; }
-	XFER_REQUIRE_VERBS=1 XFER_TEST_DEVICE=rxe0 $(GO) test -count=1 -p 1 -exec "$(RDMA_VM) --rxe --" $(VERBS_PKGS)
-	XFER_REQUIRE_VERBS=1 XFER_TEST_DEVICE=siw0 $(GO) test -count=1 -p 1 -exec "$(RDMA_VM) --siw --" $(VERBS_PKGS)
+	XFER_REQUIRE_VERBS=1 XFER_TEST_DEVICE=rxe0 $(GO) test -count=1 -timeout 30m -p 1 -exec "$(RDMA_VM) --rxe --" $(VERBS_PKGS)
+	XFER_REQUIRE_VERBS=1 XFER_TEST_DEVICE=siw0 $(GO) test -count=1 -timeout 30m -p 1 -exec "$(RDMA_VM) --siw --" $(VERBS_PKGS)
 	@# The KV service over verbs (its other tests run on the host).
 	XFER_REQUIRE_VERBS=1 XFER_TEST_DEVICE=rxe0 $(GO) test -count=1 -run TestRDMA -exec "$(RDMA_VM) --rxe --" ./kv
 	XFER_REQUIRE_VERBS=1 XFER_TEST_DEVICE=siw0 $(GO) test -count=1 -run TestRDMA -exec "$(RDMA_VM) --siw --" ./kv

@@ -20,6 +20,13 @@ import (
 	"github.com/xferio/xfer/transport/verbs"
 )
 
+// extraTransport, when set, gives every engine opened afterwards one more
+// transport, which its Dial offers first and its handshake accepts whatever
+// the policy. Only tests set it, through export_test.go: it runs engines
+// over the in-memory twin of package transport/twin. It must not change
+// while engines open.
+var extraTransport func() transport.Transport
+
 // Engine is one process's endpoint of xfer: it owns registered memory,
 // listens for peers, and dials them.
 type Engine struct {
@@ -33,6 +40,7 @@ type Engine struct {
 	pool    *mem.Pool
 
 	transports map[string]transport.Transport
+	extra      string // the name of the transport extraTransport added, if any
 
 	ln       net.Listener
 	addr     string
@@ -98,6 +106,11 @@ func Open(ctx context.Context, cfg Config) (_ *Engine, err error) {
 			}
 		}
 	}()
+	if extraTransport != nil {
+		t := extraTransport()
+		e.transports[t.Name()] = t
+		e.extra = t.Name()
+	}
 	if cfg.Transport == PolicyRDMA || cfg.Transport == PolicySHM {
 		if err := e.transports[string(cfg.Transport)].Available(); err != nil {
 			return nil, fmt.Errorf("open: transport %s: %w", cfg.Transport, err)

@@ -237,7 +237,7 @@ func (e *Engine) choose(h *wire.Hello, local, remote transport.PeerInfo) (transp
 			reasons = append(reasons, o.Name+": unknown")
 			continue
 		}
-		if e.cfg.Transport != PolicyAuto && Policy(o.Name) != e.cfg.Transport {
+		if e.cfg.Transport != PolicyAuto && Policy(o.Name) != e.cfg.Transport && o.Name != e.extra {
 			reasons = append(reasons, fmt.Sprintf("%s: this engine's policy is %s", o.Name, e.cfg.Transport))
 			continue
 		}
@@ -320,6 +320,9 @@ func (e *Engine) offers(exclude map[string]error) ([]wire.TransportOffer, error)
 		names = []string{"rdma", "shm", "tcp"}
 	default:
 		names = []string{string(e.cfg.Transport)}
+	}
+	if e.extra != "" {
+		names = append([]string{e.extra}, names...)
 	}
 	var out []wire.TransportOffer
 	var errs []error

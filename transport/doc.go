@@ -6,8 +6,11 @@
 // Endpoints are batch-first: Post takes many operations and completion is
 // reported per operation through the Completer each Op carries.
 //
-// Every transport must pass the conformance suite in package xfertest, run
-// from its own package's tests.
+// Every transport must pass two conformance suites, run from its own
+// package's tests: package transport/transporttest checks this contract
+// alone, endpoint against endpoint, and package xfertest the whole engine
+// over the transport. Package transport/twin is an in-memory transport
+// that passes the first, for testing the layers above without a wire.
 //
 // Threading: Post, Cancel, Consumed and Revoke may be called from many
 // goroutines at once. Completers are called from the endpoint's goroutines

@@ -6,6 +6,8 @@ import (
 
 	"github.com/xferio/xfer"
 	"github.com/xferio/xfer/internal/testutil"
+	"github.com/xferio/xfer/transport"
+	"github.com/xferio/xfer/transport/transporttest"
 	"github.com/xferio/xfer/transport/verbs"
 	"github.com/xferio/xfer/xfertest"
 )
@@ -40,4 +42,14 @@ func TestConformanceSRQEvents(t *testing.T) {
 	dev := testutil.RequireVerbs(t)
 	xfertest.Run(t, xfertest.Options{Policy: xfer.PolicyRDMA, Want: "rdma", NoNotifyAddress: true,
 		Config: xfer.Config{RDMA: verbs.Config{Device: dev, UseSRQ: true, UseEventChannel: true}}})
+}
+
+// The transport contract alone, without engines, on real verbs: on rxe the
+// QPs are connected by the transport's own exchange, on siw (iWARP)
+// through rdma_cm. (TestConformanceCM runs rdma_cm on rxe, through
+// engines.)
+func TestTransport(t *testing.T) {
+	dev := testutil.RequireVerbs(t)
+	cfg := verbs.Config{Device: dev} // GID index: automatic
+	transporttest.Run(t, transporttest.Options{New: func(testing.TB) transport.Transport { return verbs.New(cfg) }, NoNotifyAddress: true, StaleAccessFails: true})
 }
