@@ -13,7 +13,10 @@ import "C"
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"github.com/xferio/xfer/internal/sys"
+	"os"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -26,7 +29,7 @@ import (
 type CompChannel struct {
 	c   *C.struct_ibv_comp_channel
 	ctx *Context
-	w   *fdWaiter
+	w   *sys.FDWaiter
 
 	mu  sync.Mutex
 	cqs map[*C.struct_ibv_cq]*CQ
@@ -41,7 +44,7 @@ func (c *Context) CreateCompChannel() (*CompChannel, error) {
 	if ch == nil {
 		return nil, fmt.Errorf("ibv_create_comp_channel on %s: %w", c.name, errnoErr(err, syscall.ENOMEM))
 	}
-	w, err := newFDWaiter(int(ch.fd), "ibv_comp_channel "+c.name)
+	w, err := sys.NewFDWaiter(int(ch.fd), "ibv_comp_channel "+c.name)
 	if err != nil {
 		C.xibv_destroy_comp_channel(ch)
 		return nil, fmt.Errorf("ibv_create_comp_channel on %s: %w", c.name, err)
@@ -82,7 +85,7 @@ func (ch *CompChannel) wait(ctx context.Context, deadline time.Time) (*CQ, error
 		return nil, ErrClosed
 	}
 	var cq *C.struct_ibv_cq
-	err := ch.w.wait(ctx, deadline, func() (bool, error) {
+	err := closedErr(ch.w.Wait(ctx, deadline, func() (bool, error) {
 		rc, err := C.xibv_get_cq_event(ch.c, &cq)
 		if rc == 0 {
 			return true, nil
@@ -91,7 +94,7 @@ func (ch *CompChannel) wait(ctx context.Context, deadline time.Time) (*CQ, error
 			return true, e
 		}
 		return false, nil
-	})
+	}))
 	if err != nil {
 		return nil, fmt.Errorf("ibv_get_cq_event on %s: %w", ch.ctx.name, err)
 	}
@@ -118,7 +121,7 @@ func (ch *CompChannel) Close() error {
 	if n > 0 {
 		return fmt.Errorf("ibv_destroy_comp_channel on %s: %d CQs still use it: %w", ch.ctx.name, n, syscall.EBUSY)
 	}
-	ch.w.close()
+	ch.w.Close()
 	rc, err := C.xibv_destroy_comp_channel(ch.c)
 	if e := rcErr(rc, err); e != nil {
 		return fmt.Errorf("ibv_destroy_comp_channel on %s: %w", ch.ctx.name, e)
@@ -266,4 +269,12 @@ func (cq *CQ) Close() error {
 	live.cqs.Add(-1)
 	cq.ctx.children.Add(-1)
 	return nil
+}
+
+// closedErr maps a waiter's os.ErrClosed to the package's ErrClosed.
+func closedErr(err error) error {
+	if errors.Is(err, os.ErrClosed) {
+		return ErrClosed
+	}
+	return err
 }

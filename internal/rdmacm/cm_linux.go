@@ -5,8 +5,10 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"github.com/xferio/xfer/internal/sys"
 	"net"
 	"net/netip"
+	"os"
 	"runtime"
 	"sync"
 	"syscall"
@@ -36,7 +38,7 @@ import (
 // does; on iWARP the connection itself takes them to RTS.
 type Channel struct {
 	fd int
-	w  *fdWaiter
+	w  *sys.FDWaiter
 
 	mu  sync.Mutex
 	ids map[uint32]*ID
@@ -172,7 +174,7 @@ func NewChannel() (*Channel, error) {
 		}
 		return nil, fmt.Errorf("open %s: %w", rdmaCMDevice, err)
 	}
-	w, err := newFDWaiter(fd, rdmaCMDevice)
+	w, err := sys.NewFDWaiter(fd, rdmaCMDevice)
 	if err != nil {
 		syscall.Close(fd)
 		return nil, err
@@ -201,7 +203,7 @@ func (ch *Channel) Close() error {
 	if n > 0 {
 		return fmt.Errorf("close %s: %d CM IDs are still open: %w", rdmaCMDevice, n, syscall.EBUSY)
 	}
-	ch.w.close()
+	ch.w.Close()
 	syscall.Close(ch.fd)
 	ch.fd = -1
 	live.channels.Add(-1)
@@ -297,13 +299,13 @@ func (ch *Channel) wait(ctx context.Context, deadline time.Time) (Event, error) 
 	resp := make([]byte, ucmaRespLen)
 	cmd := newCommand(ucmaCmdGetEvent, ucmaGetEventLen)
 	for {
-		err := ch.w.wait(ctx, deadline, func() (bool, error) {
+		err := closedErr(ch.w.Wait(ctx, deadline, func() (bool, error) {
 			err := do(ch.fd, cmd, 0, resp)
 			if err == syscall.EAGAIN {
 				return false, nil
 			}
 			return true, err
-		})
+		}))
 		if err != nil {
 			return Event{}, fmt.Errorf("rdma_cm get event: %w", err)
 		}
@@ -791,7 +793,7 @@ func (w *RemovalWatch) Close() error {
 		return nil
 	}
 	w.once.Do(func() {
-		w.ch.w.close() // wakes run
+		w.ch.w.Close() // wakes run
 		<-w.done
 		w.id.Close()
 		w.ch.Close()
@@ -803,4 +805,12 @@ func (w *RemovalWatch) Close() error {
 // formatGUID formats a GUID as ibv.DeviceInfo.NodeGUID does.
 func formatGUID(b [8]byte) string {
 	return fmt.Sprintf("%02x%02x:%02x%02x:%02x%02x:%02x%02x", b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7])
+}
+
+// closedErr maps a waiter's os.ErrClosed to the package's ErrClosed.
+func closedErr(err error) error {
+	if errors.Is(err, os.ErrClosed) {
+		return ErrClosed
+	}
+	return err
 }

@@ -1,4 +1,4 @@
-package rdmacm
+package sys
 
 import (
 	"context"
@@ -9,19 +9,19 @@ import (
 	"time"
 )
 
-// fdWaiter parks goroutines on Go's network poller until the rdma_cm
-// device's fd is readable, instead of blocking an OS thread in read(2). The
-// fd is made non-blocking and a duplicate of it is handed to os.NewFile,
-// which registers it with the poller; the original stays with the Channel,
-// which closes it. (internal/ibv has the same helper for its completion
-// channels; the two packages share no code that is not part of the ibv
-// API.)
-type fdWaiter struct {
+// FDWaiter parks goroutines on Go's network poller until an fd is
+// readable (a verbs completion channel, the rdma_cm device), instead of
+// blocking an OS thread in read(2). The fd is made non-blocking and a
+// duplicate of it is handed to os.NewFile, which registers it with the
+// poller; the original stays with its owner, which closes it.
+type FDWaiter struct {
 	f  *os.File
 	rc syscall.RawConn
 }
 
-func newFDWaiter(fd int, name string) (*fdWaiter, error) {
+// NewFDWaiter makes fd non-blocking and registers a duplicate of it with
+// the poller. name labels errors.
+func NewFDWaiter(fd int, name string) (*FDWaiter, error) {
 	if err := syscall.SetNonblock(fd, true); err != nil {
 		return nil, fmt.Errorf("set %s non-blocking: %w", name, err)
 	}
@@ -35,23 +35,23 @@ func newFDWaiter(fd int, name string) (*fdWaiter, error) {
 		f.Close()
 		return nil, fmt.Errorf("%s: %w", name, err)
 	}
-	return &fdWaiter{f: f, rc: rc}, nil
+	return &FDWaiter{f: f, rc: rc}, nil
 }
 
 // aLongTimeAgo is a deadline in the past, which wakes a parked waiter.
 var aLongTimeAgo = time.Unix(1, 0)
 
-// wait calls try until it reports done, parking on the poller whenever try
+// Wait calls try until it reports done, parking on the poller whenever try
 // finds nothing (it returns false, nil on EAGAIN). It gives up at deadline
 // (if not zero) with os.ErrDeadlineExceeded, when ctx ends with ctx.Err(),
-// and after close with ErrClosed.
-func (w *fdWaiter) wait(ctx context.Context, deadline time.Time, try func() (bool, error)) error {
+// and after Close with an error matching os.ErrClosed.
+func (w *FDWaiter) Wait(ctx context.Context, deadline time.Time, try func() (bool, error)) error {
 	ctxDeadline := false
 	if d, ok := ctx.Deadline(); ok && (deadline.IsZero() || !deadline.Before(d)) {
 		deadline, ctxDeadline = d, true
 	}
 	if err := w.f.SetReadDeadline(deadline); err != nil {
-		return w.mapErr(err)
+		return err
 	}
 	if ctx.Done() != nil {
 		// Registered after SetReadDeadline, so it always runs after it.
@@ -74,16 +74,11 @@ func (w *fdWaiter) wait(ctx context.Context, deadline time.Time, try func() (boo
 				return context.DeadlineExceeded
 			}
 		}
-		return w.mapErr(err)
+		return err
 	}
 	return terr
 }
 
-func (w *fdWaiter) mapErr(err error) error {
-	if errors.Is(err, os.ErrClosed) {
-		return ErrClosed
-	}
-	return err
-}
-
-func (w *fdWaiter) close() error { return w.f.Close() }
+// Close unregisters and closes the duplicate; waiters wake with
+// os.ErrClosed.
+func (w *FDWaiter) Close() error { return w.f.Close() }
