@@ -211,7 +211,10 @@ type Host interface {
 	Notify(from Endpoint, n Notification)
 }
 
-// Notification is what the target of a write-with-notify receives.
+// Notification is what the target of a write-with-notify receives, once the
+// data is in place: the sender's value, and where and how much was written.
+// Region and Addr are zero on rdma, where the NIC reports only the value
+// and the length (WRITE_WITH_IMM).
 type Notification struct {
 	Value  uint32
 	Region uint32
