@@ -398,6 +398,18 @@ func (e *Endpoint) retire(slot, gen uint32, err error) {
 	complete(op, perr)
 }
 
+// noteErr records err as the failure of the pending operation in slot (of
+// generation gen), without completing it.
+func (e *Endpoint) noteErr(slot, gen uint32, err error) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if int(slot) < len(e.pend) {
+		if p := &e.pend[slot]; p.op != nil && p.gen == gen && p.err == nil {
+			p.err = err
+		}
+	}
+}
+
 // Cancel cannot take back posted work requests: it always returns false,
 // and the operation completes (or fails with its QP) by itself.
 func (e *Endpoint) Cancel(op *transport.Op) bool { return false }
@@ -868,10 +880,16 @@ func (e *Endpoint) handle(wc *ibv.WC) {
 			// Flushed: not this operation's fault, its QP is gone.
 			err = e.linkErr(err)
 		}
+		// The endpoint is marked failed before the operation completes
+		// (fail completes it with its own error, noted here), so that
+		// whoever sees that error finds Err set and new Posts refused.
 		if wc.ID != 0 {
-			e.retire(slot, gen, err)
+			e.noteErr(slot, gen, err)
 		}
 		e.fail(e.linkErr(err))
+		if wc.ID != 0 {
+			e.retire(slot, gen, err) // a no-op unless fail found it done already
+		}
 		return
 	}
 	e.retire(slot, gen, nil)
