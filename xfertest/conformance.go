@@ -14,6 +14,7 @@ import (
 
 	"github.com/xferio/xfer"
 	"github.com/xferio/xfer/internal/sys"
+	"github.com/xferio/xfer/transport/transporttest"
 )
 
 // Options selects what the suite runs against.
@@ -124,19 +125,6 @@ func alloc(t testing.TB, e *xfer.Engine, n int) xfer.Buffer {
 	return b
 }
 
-// fill writes a pseudo-random pattern derived from seed, eight bytes per
-// step (the race detector makes byte-at-a-time loops slow).
-func fill(b []byte, seed uint64) {
-	r := rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))
-	i := 0
-	for ; i+8 <= len(b); i += 8 {
-		binary.LittleEndian.PutUint64(b[i:], r.Uint64())
-	}
-	for ; i < len(b); i++ {
-		b[i] = byte(r.Uint32())
-	}
-}
-
 func testTransport(t *testing.T, o Options) {
 	p := NewPair(t, o, "")
 	if got := p.Peer.Transport(); got != o.Want {
@@ -155,7 +143,7 @@ func testWriteRead(t *testing.T, o Options) {
 	dst := alloc(t, p.Client, 2<<20)
 	for i, n := range []int{0, 1, 7, 64, 4096, 65537, 1 << 20, 2 << 20} {
 		off := uint64(i * 13)
-		fill(src.Bytes()[:n], uint64(n))
+		transporttest.Fill(src.Bytes()[:n], uint64(n))
 		if err := p.Peer.Write(ctx, src.Bytes()[:n], desc.At(off)); err != nil {
 			t.Fatalf("write %d: %v", n, err)
 		}
@@ -184,7 +172,7 @@ func testWriteNotify(t *testing.T, o Options) {
 	src := alloc(t, p.Client, 64<<10)
 	for i := range 20 {
 		n := 1 + i*3000
-		fill(src.Bytes()[:n], uint64(i))
+		transporttest.Fill(src.Bytes()[:n], uint64(i))
 		off := uint64(i * 100)
 		if err := p.Peer.WriteNotify(ctx, src.Bytes()[:n], desc.At(off), uint32(0xabc000+i)); err != nil {
 			t.Fatalf("write notify: %v", err)
@@ -233,7 +221,7 @@ func testHandleNotify(t *testing.T, o Options) {
 	src := alloc(t, p.Client, 4<<20)
 	// 3 MiB + 5: more than one slice of an rdma operation (1 MiB).
 	for i, n := range []int{1, 4096, 100 << 10, 256 << 10, 3<<20 + 5} {
-		fill(src.Bytes()[:n], uint64(100+i))
+		transporttest.Fill(src.Bytes()[:n], uint64(100+i))
 		if err := p.Peer.WriteNotify(ctx, src.Bytes()[:n], desc.At(0), uint32(7+i)); err != nil {
 			t.Fatalf("write notify of %d bytes: %v", n, err)
 		}
@@ -301,7 +289,7 @@ func testSendRecv(t *testing.T, o Options) {
 	msg := alloc(t, p.Client, max+1)
 	recv := make([]byte, max)
 	for i, n := range []int{0, 1, 100, 4096, max} {
-		fill(msg.Bytes()[:n], uint64(i))
+		transporttest.Fill(msg.Bytes()[:n], uint64(i))
 		if err := p.Peer.Send(ctx, msg.Bytes()[:n]); err != nil {
 			t.Fatalf("send %d: %v", n, err)
 		}
@@ -544,7 +532,7 @@ func testBatch(t *testing.T, o Options) {
 	const n = 64
 	src := alloc(t, p.Client, n*4096)
 	dst := alloc(t, p.Client, n*4096)
-	fill(src.Bytes(), 7)
+	transporttest.Fill(src.Bytes(), 7)
 	ops := make([]xfer.Op, n)
 	for i := range ops {
 		ops[i] = xfer.Op{Kind: xfer.OpWrite, Local: src.Bytes()[i*4096 : (i+1)*4096], Remote: desc.At(uint64(i * 4096))}
@@ -605,9 +593,9 @@ func testBadAccess(t *testing.T, o Options) {
 	p := NewPair(t, o, "")
 	ctx := ctxT(t)
 	desc, _ := p.Peer.Region("target")
-	fill(p.Target.Bytes(), 99)
+	transporttest.Fill(p.Target.Bytes(), 99)
 	src := alloc(t, p.Client, 8192)
-	fill(src.Bytes(), 1)
+	transporttest.Fill(src.Bytes(), 1)
 	buf := src.Bytes()[:4096]
 	wrongKey := desc.At(0)
 	wrongKey.Key ^= 1
@@ -639,7 +627,7 @@ func testBadAccess(t *testing.T, o Options) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	fill(ro.Bytes(), 5)
+	transporttest.Fill(ro.Bytes(), 5)
 	roBefore := bytes.Clone(ro.Bytes())
 	if err := p.Peer.Write(ctx, buf, ro.Desc().At(0)); !errors.Is(err, xfer.ErrRemoteAccess) {
 		t.Fatalf("write to read-only region: %v", err)
@@ -735,7 +723,7 @@ func testUserRegistered(t *testing.T, o Options) {
 		t.Fatal(err)
 	}
 	src := alloc(t, p.Client, 64<<10)
-	fill(src.Bytes(), 3)
+	transporttest.Fill(src.Bytes(), 3)
 	if err := p.Peer.Write(ctx, src.Bytes(), ur.Desc().At(100)); err != nil {
 		t.Fatalf("write to user-registered memory: %v", err)
 	}
@@ -785,7 +773,7 @@ func testBidirectional(t *testing.T, o Options) {
 		t.Fatal("descriptor owner is not the client")
 	}
 	val := alloc(t, p.Server, 1<<20)
-	fill(val.Bytes(), 11)
+	transporttest.Fill(val.Bytes(), 11)
 	if err := sp.Write(ctx, val.Bytes(), got.At(0)); err != nil {
 		t.Fatalf("server writes into the client's buffer: %v", err)
 	}
@@ -820,7 +808,7 @@ func testConcurrent(t *testing.T, o Options) {
 			for i := range 100 {
 				n := 1 + r.IntN(int(slot))
 				off := uint64(w) * slot
-				fill(src.Bytes()[:n], uint64(w*1000+i))
+				transporttest.Fill(src.Bytes()[:n], uint64(w*1000+i))
 				if err := p.Peer.Write(ctx, src.Bytes()[:n], desc.At(off)); err != nil {
 					errs <- err
 					return

@@ -88,8 +88,11 @@ func (o Options) pair(t testing.TB, tweak func(*PairConfig)) *Pair {
 	return NewPair(t, o.New, c)
 }
 
-// fill writes a pseudo-random pattern derived from seed.
-func fill(b []byte, seed uint64) {
+// Fill writes a pseudo-random pattern derived from seed into b, eight bytes
+// per step (the race detector makes byte-at-a-time loops slow): the same
+// seed gives the same bytes, so a test can check what arrived. The
+// end-to-end suite (xfertest) uses it too.
+func Fill(b []byte, seed uint64) {
 	r := rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))
 	i := 0
 	for ; i+8 <= len(b); i += 8 {
@@ -249,14 +252,14 @@ func testWriteRead(t *testing.T, o Options) {
 		t.Run(dir.name, func(t *testing.T) {
 			src := dir.from.Host.NewRegion(8<<20+guard, transport.AccessReadWrite)
 			dst := dir.to.Host.NewRegion(8<<20+guard, transport.AccessReadWrite)
-			fill(dst.Bytes(), 1)
+			Fill(dst.Bytes(), 1)
 			for i, n := range sizes {
 				off := guard + i*13
 				d := dst.Bytes()
 				before := append([]byte(nil), d[off-guard:off]...)
 				after := append([]byte(nil), d[off+n:off+n+guard]...)
 				out := src.Bytes()[:n]
-				fill(out, uint64(100+i))
+				Fill(out, uint64(100+i))
 				if err := do(t, dir.from, transport.OpWrite, out, dst.At(uint64(off)), 0); err != nil {
 					t.Fatalf("write of %d bytes: %v", n, err)
 				}
@@ -302,7 +305,7 @@ func testWriteNotify(t *testing.T, o Options) {
 	for i, n := range []int{1, 4096, 65536, 1<<20 + 3, 3 << 20} {
 		off := 8 + i*4096
 		out := src.Bytes()[:n]
-		fill(out, uint64(200+i))
+		Fill(out, uint64(200+i))
 		mu.Lock()
 		want, wantOff = out, off
 		mu.Unlock()
@@ -342,8 +345,8 @@ func testBatch(t *testing.T, o Options) {
 	p := o.pair(t, nil)
 	src := p.Dialer.Host.NewRegion(8<<20, transport.AccessReadWrite)
 	dst := p.Acceptor.Host.NewRegion(8<<20, transport.AccessReadWrite)
-	fill(src.Bytes(), 7)
-	fill(dst.Bytes()[4<<20:], 8) // what the batch reads
+	Fill(src.Bytes(), 7)
+	Fill(dst.Bytes()[4<<20:], 8) // what the batch reads
 	c := newTracker()
 	type span struct{ off, n int }
 	var writes, reads []span
@@ -433,7 +436,7 @@ func testConcurrent(t *testing.T, o Options) {
 				for i := range iters {
 					n := 1 << rng.IntN(21) // 1 B to 1 MiB
 					n = max(1, n-rng.IntN(n))
-					fill(out[:n], uint64(w<<20|i))
+					Fill(out[:n], uint64(w<<20|i))
 					at := remote.At(uint64(w*span + span - n))
 					c := newTracker()
 					wr := s.Host.Op(transport.OpWrite, out[:n], at, 0, c)
@@ -521,7 +524,7 @@ func testConcurrent(t *testing.T, o Options) {
 func message(i, maxLen int) []byte {
 	n := 8 + (i*37)%(maxLen-7)
 	b := make([]byte, n)
-	fill(b, uint64(i))
+	Fill(b, uint64(i))
 	binary.LittleEndian.PutUint64(b, uint64(i))
 	return b
 }
@@ -577,7 +580,7 @@ func testSendMaxMessage(t *testing.T, o Options) {
 	const maxMsg = 4096
 	p := o.pair(t, func(c *PairConfig) { c.MaxMessage, c.RecvDepth = maxMsg, 8 })
 	buf := p.Dialer.Host.NewRegion(2*maxMsg, transport.AccessReadWrite)
-	fill(buf.Bytes(), 3)
+	Fill(buf.Bytes(), 3)
 	if err := do(t, p.Dialer, transport.OpSend, buf.Bytes()[:maxMsg], transport.RemoteAddr{}, 0); err != nil {
 		t.Fatalf("send of max_message bytes: %v", err)
 	}
@@ -651,7 +654,7 @@ func testBadAccess(t *testing.T, o Options) {
 	wo := p.Acceptor.Host.NewRegion(size, transport.AccessWrite)
 	local := p.Dialer.Host.NewRegion(size, transport.AccessReadWrite)
 	for i, r := range []*Region{rw, ro, wo} {
-		fill(r.Bytes(), uint64(300+i))
+		Fill(r.Bytes(), uint64(300+i))
 	}
 	// Both sides have reached each region once before: a refusal must not
 	// come from an empty cache only (shm maps, rdma registers on first use).
@@ -660,7 +663,7 @@ func testBadAccess(t *testing.T, o Options) {
 			t.Fatalf("read of region %d: %v", r.ID(), err)
 		}
 	}
-	fill(local.Bytes(), 399)
+	Fill(local.Bytes(), 399)
 	if err := do(t, p.Dialer, transport.OpWrite, local.Bytes()[:64], rw.At(0), 0); err != nil {
 		t.Fatalf("write of the read-write region: %v", err)
 	}
@@ -699,7 +702,7 @@ func testBadAccess(t *testing.T, o Options) {
 	}
 	for i, tc := range cases {
 		lb := local.Bytes()[:tc.n]
-		fill(lb, uint64(400+i))
+		Fill(lb, uint64(400+i))
 		lsnap := append([]byte(nil), lb...)
 		err := do(t, p.Dialer, tc.kind, lb, tc.remote, 0xbad)
 		if !errors.Is(err, transport.ErrRemoteAccess) {
@@ -738,7 +741,7 @@ func testRevoke(t *testing.T, o Options) {
 	const size = 1 << 20
 	r := p.Acceptor.Host.NewRegion(size, transport.AccessReadWrite)
 	local := p.Dialer.Host.NewRegion(size, transport.AccessReadWrite)
-	fill(local.Bytes(), 500)
+	Fill(local.Bytes(), 500)
 	// Reach it first, so that a transport that maps or registers it on
 	// first use has done so.
 	if err := do(t, p.Dialer, transport.OpWrite, local.Bytes()[:size], r.At(0), 0); err != nil {
@@ -779,7 +782,7 @@ func testRevoke(t *testing.T, o Options) {
 	}
 	// A new region, likely at the same address, must not receive them.
 	r2 := p.Acceptor.Host.NewRegion(size, transport.AccessReadWrite)
-	fill(r2.Bytes(), 501)
+	Fill(r2.Bytes(), 501)
 	snap := append([]byte(nil), r2.Bytes()...)
 	for i := range 20 {
 		kind := transport.OpWrite
@@ -822,7 +825,7 @@ func testCancel(t *testing.T, o Options) {
 	p := o.pair(t, func(c *PairConfig) { c.RecvDepth = 2 })
 	const n = 1 << 20
 	dst := p.Acceptor.Host.NewRegion(n, transport.AccessReadWrite)
-	fill(dst.Bytes(), 600)
+	Fill(dst.Bytes(), 600)
 	local := p.Dialer.Host.NewRegion(40*n, transport.AccessReadWrite)
 	// An operation that completed cannot be cancelled.
 	c := newTracker()
@@ -844,7 +847,7 @@ func testCancel(t *testing.T, o Options) {
 	for i := len(ops) - 1; i >= 0; i-- {
 		if p.Dialer.Endpoint.Cancel(ops[i]) {
 			cancelled = append(cancelled, ops[i])
-			fill(ops[i].Local, 601) // the endpoint no longer touches it
+			Fill(ops[i].Local, 601) // the endpoint no longer touches it
 		} else {
 			kept = append(kept, ops[i])
 		}
@@ -857,7 +860,7 @@ func testCancel(t *testing.T, o Options) {
 	}
 	time.Sleep(50 * time.Millisecond)
 	want := make([]byte, n)
-	fill(want, 601)
+	Fill(want, 601)
 	for _, op := range cancelled {
 		if k := c.times(op); k != 0 {
 			t.Fatalf("a cancelled READ completed %d times", k)
