@@ -1,0 +1,111 @@
+package connector
+
+import (
+	"fmt"
+	"sync"
+
+	"github.com/xferio/xfer"
+)
+
+// Buffer is memory of the connector's registered pool holding one value:
+// what a Get received, or what AllocBytes and AllocTensor hand a producer
+// to fill in place. It has typed views of the value (Bytes, Tensor,
+// Decode). Release hands its memory back to the pool; Close is Release, so
+// a Buffer can be closed with defer. The memory is valid until Release,
+// PutBuffer (which takes it over) or the connector's Close, whichever
+// comes first: do not keep slices of it past that.
+type Buffer struct {
+	c    *Connector
+	meta Meta // kind, dtype, shape and size; the key and producer after a Get
+
+	mu       sync.Mutex
+	buf      xfer.Buffer // zero for an empty value
+	released bool
+}
+
+// Meta describes the value: after a Get, its metadata as the producer
+// stored it; for a buffer from AllocBytes or AllocTensor, its kind, size,
+// dtype and shape.
+func (b *Buffer) Meta() Meta {
+	m := b.meta
+	m.Shape = append([]int64(nil), m.Shape...)
+	return m
+}
+
+// Size is the value's size in bytes.
+func (b *Buffer) Size() int64 { return b.meta.Size }
+
+// Bytes is the value's memory, to read (or, before PutBuffer, to fill) in
+// place. It is nil after Release.
+func (b *Buffer) Bytes() []byte {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.released || b.meta.Size == 0 {
+		return nil
+	}
+	return b.buf.Bytes()[:b.meta.Size]
+}
+
+// Tensor is the value as a tensor whose Data is the buffer's memory.
+// It fails for a value that is not a tensor.
+func (b *Buffer) Tensor() (Tensor, error) {
+	if b.meta.Kind != KindTensor {
+		return Tensor{}, fmt.Errorf("connector: the value under %q is %v, not a tensor", b.meta.Key, b.meta.Kind)
+	}
+	if err := b.live(); err != nil {
+		return Tensor{}, err
+	}
+	t := Tensor{DType: b.meta.DType, Shape: append([]int64(nil), b.meta.Shape...), Data: b.Bytes()}
+	if t.Data == nil {
+		t.Data = []byte{}
+	}
+	return t, nil
+}
+
+// Decode decodes an object (a value Put as a Go value) into v, which must
+// be a pointer. The decoding is bounded (see DecodeObject).
+func (b *Buffer) Decode(v any) error {
+	if b.meta.Kind != KindObject {
+		return fmt.Errorf("connector: the value under %q is %v, not an object", b.meta.Key, b.meta.Kind)
+	}
+	if err := b.live(); err != nil {
+		return err
+	}
+	return DecodeObject(b.Bytes(), v)
+}
+
+func (b *Buffer) live() error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.released {
+		return fmt.Errorf("connector: buffer of %q: %w", b.meta.Key, ErrReleased)
+	}
+	return nil
+}
+
+// take hands the buffer's memory to the caller (PutBuffer), leaving b
+// released.
+func (b *Buffer) take() (xfer.Buffer, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.released {
+		return xfer.Buffer{}, fmt.Errorf("connector: %w", ErrReleased)
+	}
+	b.released = true
+	buf := b.buf
+	b.buf = xfer.Buffer{}
+	return buf, nil
+}
+
+// Release hands the buffer's memory back to the pool. Idempotent; after
+// the connector's Close it does nothing (the memory is gone already).
+func (b *Buffer) Release() error {
+	buf, err := b.take()
+	if err != nil {
+		return nil
+	}
+	return b.c.free(buf)
+}
+
+// Close is Release.
+func (b *Buffer) Close() error { return b.Release() }

@@ -1,0 +1,441 @@
+package connector
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/xferio/xfer"
+)
+
+// Role says which side of a pipeline stage a Connector plays.
+type Role uint8
+
+// The roles.
+const (
+	// RoleBoth puts and gets: the middle stage of a pipeline. The zero Role.
+	RoleBoth Role = iota
+	// RoleProducer only puts; consumers dial it, so it must listen.
+	RoleProducer
+	// RoleConsumer only gets; it dials producers and need not listen.
+	RoleConsumer
+)
+
+func (r Role) String() string {
+	switch r {
+	case RoleBoth:
+		return "both"
+	case RoleProducer:
+		return "producer"
+	case RoleConsumer:
+		return "consumer"
+	}
+	return fmt.Sprintf("Role(%d)", uint8(r))
+}
+
+// ParseRole parses "producer", "consumer" or "both" ("" means both).
+func ParseRole(s string) (Role, error) {
+	switch s {
+	case "", "both":
+		return RoleBoth, nil
+	case "producer":
+		return RoleProducer, nil
+	case "consumer":
+		return RoleConsumer, nil
+	}
+	return 0, fmt.Errorf("unknown role %q: want producer, consumer or both", s)
+}
+
+// Pull says how a value crosses from the producer's pool to the consumer's.
+type Pull uint8
+
+// The ways to pull.
+const (
+	// PullAuto is PullWrite, the faster of the two on every transport (see
+	// docs/CONNECTOR.md). The zero Pull.
+	PullAuto Pull = iota
+	// PullRead: the producer answers a get with the slot's address and the
+	// consumer READs the value, in pieces, into its pool.
+	PullRead
+	// PullWrite: the consumer's get carries a buffer of its pool and the
+	// producer WRITEs the value into it, the last piece with a notification.
+	PullWrite
+)
+
+func (p Pull) String() string {
+	switch p {
+	case PullAuto:
+		return "auto"
+	case PullRead:
+		return "read"
+	case PullWrite:
+		return "write"
+	}
+	return fmt.Sprintf("Pull(%d)", uint8(p))
+}
+
+// ParsePull parses "auto", "read" or "write" ("" means auto).
+func ParsePull(s string) (Pull, error) {
+	switch s {
+	case "", "auto":
+		return PullAuto, nil
+	case "read":
+		return PullRead, nil
+	case "write":
+		return PullWrite, nil
+	}
+	return 0, fmt.Errorf("unknown pull %q: want auto, read or write", s)
+}
+
+// Defaults.
+const (
+	DefaultTTL       = 5 * time.Minute
+	DefaultChunkSize = 4 << 20
+)
+
+// Config configures a Connector. The zero value of every field means its
+// documented default.
+type Config struct {
+	// Engine configures the engine the connector owns: the pool size
+	// (MemoryMB, which holds the values a producer keeps and the buffers
+	// a consumer receives into), the listen address (Listen, Advertise),
+	// the transport policy (Transport), the RDMA device (RDMA.Device) and
+	// the shared secret (Secret). The library reads no environment
+	// variables: the xfer command sets RDMA.Device from RDMA_DEVICE_NAME.
+	Engine xfer.Config
+	// Role is producer, consumer or both. A producer (or both) must
+	// listen: consumers dial the address in its metadata. Default: both.
+	Role Role
+	// Producer is the producer a Get dials when it is given no metadata,
+	// or metadata without a producer address. Default: none.
+	Producer string
+	// TTL is how long a producer keeps a value no consumer has taken, and
+	// how long a consumer may hold a claim on one without finishing; then
+	// the slot is reclaimed. Negative means never. Default: 5 minutes.
+	TTL time.Duration
+	// Pull is how a Get moves the value. Default: auto (write).
+	Pull Pull
+	// ChunkSize is the piece a large value is split into; the pieces are
+	// in flight together. Default: 4 MiB.
+	ChunkSize int
+	// WaitForMemory makes Put, the Alloc methods and Get wait, bounded by
+	// their ctx, for pool memory to be released instead of failing at once
+	// with ErrPoolExhausted. Default: false.
+	WaitForMemory bool
+	// Logger receives the connector's logs; the engine's too unless
+	// Engine.Logger is set. Default: the engine's default logger.
+	Logger *slog.Logger
+}
+
+// Errors. Match them with errors.Is; the errors returned say more.
+var (
+	// ErrPoolExhausted means the pool has no room for the value.
+	ErrPoolExhausted = xfer.ErrPoolExhausted
+	// ErrNotFound means the producer has no value under the key (or had
+	// none before the Get's ctx ended).
+	ErrNotFound = errors.New("key not found")
+	// ErrRole means the operation does not belong to the connector's role.
+	ErrRole = errors.New("not this connector's role")
+	// ErrTooLarge means a value does not fit the pool at all.
+	ErrTooLarge = xfer.ErrTooLarge
+	// ErrReleased means a Buffer was used after Release or PutBuffer.
+	ErrReleased = errors.New("buffer released")
+	// ErrProtocol means the other side broke the control protocol.
+	ErrProtocol = xfer.ErrProtocol
+)
+
+// Connector puts values for consumers and gets values from producers. Its
+// methods are safe for concurrent use.
+type Connector struct {
+	cfg  Config
+	eng  *xfer.Engine
+	log  *slog.Logger
+	pull Pull
+
+	ctx    context.Context // ends at Close
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+	ctrl   *ctrlPool
+
+	mu     sync.Mutex
+	closed bool
+	slots  map[string]*slot
+	wait   map[string][]*waiter // gets waiting for a put, by key
+	claims map[claimKey]*claim
+	remote map[*xfer.Peer]*remote // producers this connector dialed
+
+	stats stats
+	down  atomic.Bool // Close began: memory is going away
+}
+
+type stats struct {
+	puts, gets, bytesPut, bytesGot, errors, timeouts, expired, served atomic.Int64
+}
+
+// Health is a snapshot of a connector's counters and pool.
+type Health struct {
+	Role     string `json:"role"`
+	Addr     string `json:"addr,omitempty"`     // where consumers reach this producer
+	Puts     int64  `json:"puts"`               // successful Puts and PutBuffers
+	Gets     int64  `json:"gets"`               // successful Gets
+	BytesPut int64  `json:"bytes_put"`          // bytes stored by Puts
+	BytesGot int64  `json:"bytes_got"`          // bytes received by Gets
+	Served   int64  `json:"served"`             // values consumers took from this producer
+	Errors   int64  `json:"errors"`             // failed Puts and Gets, timeouts included
+	Timeouts int64  `json:"timeouts"`           // Gets whose ctx ended first
+	Expired  int64  `json:"expired"`            // slots and claims reclaimed by the TTL
+	Slots    int    `json:"slots"`              // values stored now
+	Waiting  int    `json:"waiting"`            // consumers' gets waiting for a put
+	PoolSize int64  `json:"pool_bytes"`         // the pool's capacity
+	PoolUsed int64  `json:"pool_used_bytes"`    // bytes allocated in it
+	Closed   bool   `json:"closed,omitempty"`   // Close was called
+}
+
+// Open starts a connector and the engine it owns.
+func Open(ctx context.Context, cfg Config) (*Connector, error) {
+	if cfg.Role > RoleConsumer {
+		return nil, fmt.Errorf("connector: config: role %d: want producer, consumer or both", cfg.Role)
+	}
+	if cfg.Pull > PullWrite {
+		return nil, fmt.Errorf("connector: config: pull %d: want auto, read or write", cfg.Pull)
+	}
+	if cfg.ChunkSize < 0 {
+		return nil, fmt.Errorf("connector: config: chunk size %d: must not be negative", cfg.ChunkSize)
+	}
+	if cfg.ChunkSize == 0 {
+		cfg.ChunkSize = DefaultChunkSize
+	}
+	if cfg.TTL == 0 {
+		cfg.TTL = DefaultTTL
+	}
+	if cfg.Role != RoleConsumer && cfg.Engine.Listen == "" {
+		return nil, fmt.Errorf("connector: config: a %v must listen: set Engine.Listen (\":0\" picks a port)", cfg.Role)
+	}
+	ecfg := cfg.Engine.Clone()
+	if ecfg.Logger == nil {
+		ecfg.Logger = cfg.Logger
+	}
+	if ecfg.MaxMessage != 0 && ecfg.MaxMessage < maxControl {
+		return nil, fmt.Errorf("connector: config: max_message %d: the connector's control messages need at least %d", ecfg.MaxMessage, maxControl)
+	}
+	eng, err := xfer.Open(ctx, ecfg)
+	if err != nil {
+		return nil, fmt.Errorf("connector: %w", err)
+	}
+	log := cfg.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	c := &Connector{
+		cfg:    cfg,
+		eng:    eng,
+		log:    log,
+		pull:   cfg.Pull,
+		slots:  make(map[string]*slot),
+		wait:   make(map[string][]*waiter),
+		claims: make(map[claimKey]*claim),
+		remote: make(map[*xfer.Peer]*remote),
+	}
+	if c.pull == PullAuto {
+		c.pull = PullWrite
+	}
+	if c.ctrl, err = newCtrlPool(eng); err != nil {
+		eng.Close()
+		return nil, fmt.Errorf("connector: %w", err)
+	}
+	c.ctx, c.cancel = context.WithCancel(context.Background())
+	if cfg.Role != RoleConsumer {
+		c.wg.Go(c.acceptLoop)
+		if cfg.TTL > 0 {
+			c.wg.Go(c.reapLoop)
+		}
+	}
+	return c, nil
+}
+
+// Engine is the engine the connector owns, for its address, peers and
+// statistics. Closing it closes the connector's transfers.
+func (c *Connector) Engine() *xfer.Engine { return c.eng }
+
+// Addr is the address consumers dial to reach this producer ("" for
+// a consumer that does not listen).
+func (c *Connector) Addr() string { return c.eng.Addr() }
+
+// Role is the connector's role.
+func (c *Connector) Role() Role { return c.cfg.Role }
+
+// Pull is how this connector's Gets move values (auto resolved).
+func (c *Connector) Pull() Pull { return c.pull }
+
+// Health returns the connector's counters and pool use.
+func (c *Connector) Health() Health {
+	h := Health{
+		Role:     c.cfg.Role.String(),
+		Addr:     c.eng.Addr(),
+		Puts:     c.stats.puts.Load(),
+		Gets:     c.stats.gets.Load(),
+		BytesPut: c.stats.bytesPut.Load(),
+		BytesGot: c.stats.bytesGot.Load(),
+		Served:   c.stats.served.Load(),
+		Errors:   c.stats.errors.Load(),
+		Timeouts: c.stats.timeouts.Load(),
+		Expired:  c.stats.expired.Load(),
+	}
+	c.mu.Lock()
+	h.Slots = len(c.slots)
+	for _, ws := range c.wait {
+		h.Waiting += len(ws)
+	}
+	h.Closed = c.closed
+	c.mu.Unlock()
+	if !h.Closed {
+		ps := c.eng.Pool().Stats()
+		h.PoolSize, h.PoolUsed = int64(ps.Capacity), int64(ps.InUse)
+	}
+	return h
+}
+
+// Close stops the connector: Gets in flight and every later call fail with
+// an error matching net.ErrClosed, stored values are dropped, and the
+// engine is closed with all its memory, which ends every Buffer the
+// connector handed out. It waits for the connector's goroutines. Idempotent.
+func (c *Connector) Close() error {
+	c.mu.Lock()
+	if c.closed {
+		c.mu.Unlock()
+		return nil
+	}
+	c.closed = true
+	c.down.Store(true)
+	for _, r := range c.remote {
+		r.failAll(net.ErrClosed)
+	}
+	c.slots = map[string]*slot{}
+	c.wait = map[string][]*waiter{}
+	c.claims = map[claimKey]*claim{}
+	c.mu.Unlock()
+	c.cancel()
+	err := c.eng.Close()
+	c.wg.Wait()
+	return err
+}
+
+// errClosed is the error of a call on a closed connector.
+func (c *Connector) errClosed(op string) error {
+	return fmt.Errorf("connector: %s: %w", op, net.ErrClosed)
+}
+
+// isClosed reports whether Close was called.
+func (c *Connector) isClosed() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.closed
+}
+
+// slotKey names a value in a producer: the stages and the caller's key.
+// Stage names may not contain '/', which separates them.
+func slotKey(from, to, key string) (string, error) {
+	switch {
+	case strings.Contains(from, "/"):
+		return "", fmt.Errorf("connector: stage %q: a stage name may not contain '/'", from)
+	case strings.Contains(to, "/"):
+		return "", fmt.Errorf("connector: stage %q: a stage name may not contain '/'", to)
+	case key == "":
+		return "", errors.New("connector: empty key")
+	}
+	k := from + "/" + to + "/" + key
+	if len(k) > MaxKeyLen {
+		return "", fmt.Errorf("connector: key of %d bytes with its stages: at most %d", len(k), MaxKeyLen)
+	}
+	return k, nil
+}
+
+// ctrlPool holds the registered blocks control messages leave from when
+// they cannot be appended straight into a transport's queue.
+type ctrlPool struct {
+	region *xfer.Region
+	free   chan []byte
+}
+
+const ctrlBlocks = 64
+
+func newCtrlPool(eng *xfer.Engine) (*ctrlPool, error) {
+	r, err := eng.NewRegion(ctrlBlocks*maxControl, xfer.AccessRead)
+	if err != nil {
+		return nil, fmt.Errorf("control messages' memory: %w", err)
+	}
+	p := &ctrlPool{region: r, free: make(chan []byte, ctrlBlocks)}
+	b := r.Bytes()
+	for i := range ctrlBlocks {
+		p.free <- b[i*maxControl : (i+1)*maxControl : (i+1)*maxControl]
+	}
+	return p, nil
+}
+
+// send sends the control message msg, straight into the transport's queue
+// where it can, else from a registered block.
+func (c *Connector) send(ctx context.Context, p *xfer.Peer, msg []byte) error {
+	if len(msg) > maxControl {
+		return fmt.Errorf("connector: control message of %d bytes: %w", len(msg), ErrTooLarge)
+	}
+	ok, err := p.TrySendAppend(maxControl, func(b []byte) []byte { return append(b, msg...) })
+	if ok || err != nil {
+		return err
+	}
+	var b []byte
+	select {
+	case b = <-c.ctrl.free:
+	case <-ctx.Done():
+		return context.Cause(ctx)
+	}
+	defer func() { c.ctrl.free <- b }()
+	return p.Send(ctx, append(b[:0], msg...))
+}
+
+// alloc takes size bytes of the pool for op: at once, or waiting under
+// WaitForMemory. An empty value takes no memory.
+func (c *Connector) alloc(ctx context.Context, op string, size int64) (xfer.Buffer, error) {
+	if size == 0 {
+		return xfer.Buffer{}, nil
+	}
+	if c.isClosed() {
+		return xfer.Buffer{}, c.errClosed(op)
+	}
+	pool := c.eng.Pool()
+	if capacity := pool.Stats().Capacity; uint64(size) > capacity {
+		return xfer.Buffer{}, fmt.Errorf("a value of %d bytes is larger than the whole pool (%d bytes; raise Engine.MemoryMB): %w", size, capacity, ErrTooLarge)
+	}
+	if int64(int(size)) != size {
+		return xfer.Buffer{}, fmt.Errorf("a value of %d bytes: %w", size, ErrTooLarge)
+	}
+	var b xfer.Buffer
+	var err error
+	if c.cfg.WaitForMemory {
+		b, err = c.eng.AllocWait(ctx, int(size))
+	} else {
+		b, err = c.eng.Alloc(int(size))
+	}
+	if err != nil {
+		if errors.Is(err, ErrPoolExhausted) {
+			st := pool.Stats()
+			return xfer.Buffer{}, fmt.Errorf("no room for %d bytes in the pool (%d of %d bytes in use; release buffers, or set WaitForMemory): %w", size, st.InUse, st.Capacity, err)
+		}
+		return xfer.Buffer{}, err
+	}
+	return b, nil
+}
+
+// free hands b back to the pool (nothing for the zero Buffer or once the
+// engine is closed).
+func (c *Connector) free(b xfer.Buffer) error {
+	if b.IsZero() || c.down.Load() {
+		return nil
+	}
+	return c.eng.Free(b)
+}

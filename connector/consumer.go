@@ -1,0 +1,406 @@
+package connector
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"sync"
+
+	"github.com/xferio/xfer"
+)
+
+// remote is a producer this connector dialed: its pending gets by id.
+type remote struct {
+	peer  *xfer.Peer
+	mu    sync.Mutex
+	next  uint32
+	calls map[uint32]chan result
+}
+
+// result ends a pending get: an answer, the notification that a written
+// value is in place, or an error.
+type result struct {
+	rep      reply
+	notified bool
+	err      error
+}
+
+func (r *remote) newCall() (uint32, chan result) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for {
+		r.next++
+		if _, busy := r.calls[r.next]; !busy {
+			ch := make(chan result, 1)
+			r.calls[r.next] = ch
+			return r.next, ch
+		}
+	}
+}
+
+// deliver ends the get id; it reports false when there is no such get.
+func (r *remote) deliver(id uint32, res result) bool {
+	r.mu.Lock()
+	ch, ok := r.calls[id]
+	delete(r.calls, id)
+	r.mu.Unlock()
+	if ok {
+		ch <- res
+	}
+	return ok
+}
+
+func (r *remote) forget(id uint32) {
+	r.mu.Lock()
+	delete(r.calls, id)
+	r.mu.Unlock()
+}
+
+func (r *remote) failAll(err error) {
+	r.mu.Lock()
+	calls := r.calls
+	r.calls = map[uint32]chan result{}
+	r.mu.Unlock()
+	for _, ch := range calls {
+		ch <- result{err: err}
+	}
+}
+
+// GetOption changes what a Get does.
+type GetOption func(*getOptions)
+
+type getOptions struct{ noWait bool }
+
+// NoWait makes a Get for a key the producer does not hold fail at once
+// with ErrNotFound, instead of waiting for it to be put.
+func NoWait() GetOption { return func(o *getOptions) { o.noWait = true } }
+
+// Get fetches the value stored under (fromStage, toStage, key) into the
+// connector's pool and returns it, with its size, as a Buffer to read in
+// place and Release. The producer is meta.Producer, or Config.Producer when
+// meta is nil or names none. With full metadata (a Kind and Size, as Put
+// returned it) the value moves at once; with only the producer's address,
+// the producer supplies the rest. A key not put yet is waited for until it
+// is put or ctx ends (NoWait changes that).
+func (c *Connector) Get(ctx context.Context, fromStage, toStage, key string, meta *Meta, opts ...GetOption) (*Buffer, int64, error) {
+	b, err := c.get(ctx, fromStage, toStage, key, meta, opts)
+	if err != nil {
+		c.stats.errors.Add(1)
+		if ctx.Err() != nil {
+			c.stats.timeouts.Add(1)
+		}
+		return nil, 0, err
+	}
+	c.stats.gets.Add(1)
+	c.stats.bytesGot.Add(b.meta.Size)
+	return b, b.meta.Size, nil
+}
+
+func (c *Connector) get(ctx context.Context, fromStage, toStage, key string, meta *Meta, opts []GetOption) (*Buffer, error) {
+	var o getOptions
+	for _, f := range opts {
+		f(&o)
+	}
+	fail := func(err error) error { return fmt.Errorf("connector: get %q: %w", key, err) }
+	if c.cfg.Role == RoleProducer {
+		return nil, fail(fmt.Errorf("a producer does not get: %w", ErrRole))
+	}
+	k, err := slotKey(fromStage, toStage, key)
+	if err != nil {
+		return nil, err
+	}
+	addr := c.cfg.Producer
+	var full *Meta
+	if meta != nil {
+		if meta.Producer != "" {
+			addr = meta.Producer
+		}
+		if meta.Key != "" && meta.Key != k {
+			return nil, fail(fmt.Errorf("the metadata is for %q, not %q", meta.Key, k))
+		}
+		if meta.Kind != 0 {
+			m := *meta
+			m.Key = k
+			if err := m.Check(); err != nil {
+				return nil, fail(err)
+			}
+			full = &m
+		}
+	}
+	if addr == "" {
+		return nil, fail(errors.New("no producer: the metadata names none and Config.Producer is not set"))
+	}
+	if c.isClosed() {
+		return nil, c.errClosed("get")
+	}
+	r, err := c.dial(ctx, addr)
+	if err != nil {
+		return nil, fail(err)
+	}
+	var flags byte
+	if o.noWait {
+		flags |= flagNoWait
+	}
+	var b *Buffer
+	if c.pull == PullRead {
+		b, err = c.getRead(ctx, r, k, flags)
+	} else {
+		b, err = c.getWrite(ctx, r, k, flags, full)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("connector: get %q from %s: %w", key, addr, err)
+	}
+	return b, nil
+}
+
+// dial returns the producer at addr, connected, with this connector's
+// handlers on its messages and notifications.
+func (c *Connector) dial(ctx context.Context, addr string) (*remote, error) {
+	p, err := c.eng.Dial(ctx, addr)
+	if err != nil {
+		return nil, err
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed {
+		return nil, net.ErrClosed
+	}
+	r := c.remote[p]
+	if r == nil {
+		r = &remote{peer: p, calls: make(map[uint32]chan result)}
+		c.remote[p] = r
+		p.Handle(c.handler(p))
+		p.HandleNotify(func(n xfer.Notification) {
+			if !r.deliver(n.Value, result{notified: true}) {
+				c.log.Warn("connector: a producer notified an unknown get", "peer", p.String(), "id", n.Value)
+			}
+		})
+	}
+	return r, nil
+}
+
+// handler receives the messages of peer p: requests from consumers,
+// answers from producers.
+func (c *Connector) handler(p *xfer.Peer) func([]byte) {
+	return func(msg []byte) {
+		if len(msg) > 0 && msg[0] == msgInfo {
+			c.onReply(p, msg)
+			return
+		}
+		req, err := parseRequest(msg)
+		if err != nil {
+			c.log.Warn("connector: a malformed request", "peer", p.String(), "err", err)
+			if len(msg) >= 5 && msg[0] == msgGet {
+				c.mu.Lock()
+				if !c.closed {
+					id := uint32(msg[1]) | uint32(msg[2])<<8 | uint32(msg[3])<<16 | uint32(msg[4])<<24
+					c.answerLocked(p, id, statusRefused, nil, xfer.RemoteAddr{}, err.Error())
+				}
+				c.mu.Unlock()
+			}
+			return
+		}
+		c.onRequest(p, req)
+	}
+}
+
+func (c *Connector) onReply(p *xfer.Peer, msg []byte) {
+	rep, err := parseReply(msg)
+	c.mu.Lock()
+	r := c.remote[p]
+	c.mu.Unlock()
+	if r == nil {
+		c.log.Warn("connector: an answer from a peer this connector did not ask", "peer", p.String())
+		return
+	}
+	if err != nil {
+		c.log.Warn("connector: a malformed answer", "peer", p.String(), "err", err)
+		if len(msg) >= 5 {
+			id := uint32(msg[1]) | uint32(msg[2])<<8 | uint32(msg[3])<<16 | uint32(msg[4])<<24
+			r.deliver(id, result{err: fmt.Errorf("%w: %w", err, ErrProtocol)})
+		}
+		return
+	}
+	if !r.deliver(rep.id, result{rep: rep}) {
+		c.log.Warn("connector: an answer to an unknown get", "peer", p.String(), "id", rep.id)
+	}
+}
+
+// call sends a get and waits for its end. When ctx ends or the connection
+// fails first, the get is abandoned: the producer is told, and late hands
+// whatever still arrives for it (to release a claim, free a buffer).
+func (c *Connector) call(ctx context.Context, r *remote, msg func(id uint32) []byte, late func(result)) (result, error) {
+	down := r.peer.Down()
+	id, ch := r.newCall()
+	if err := c.send(ctx, r.peer, msg(id)); err != nil {
+		r.forget(id)
+		return result{}, err
+	}
+	select {
+	case res := <-ch:
+		return res, res.err
+	case <-ctx.Done():
+	case <-down:
+	case <-c.ctx.Done():
+		r.forget(id)
+		return result{}, net.ErrClosed
+	}
+	err := context.Cause(ctx)
+	if ctx.Err() == nil {
+		err = fmt.Errorf("the connection to the producer failed: %w", xfer.ErrPeerLost)
+	}
+	select {
+	case res := <-ch:
+		// It ended as it was abandoned.
+		if res.err == nil {
+			return res, nil
+		}
+		return res, res.err
+	default:
+	}
+	c.wg.Go(func() {
+		if ctx.Err() != nil {
+			c.send(c.ctx, r.peer, appendCancel(nil, id))
+		}
+		select {
+		case res := <-ch:
+			late(res)
+		case <-down:
+			r.forget(id)
+			late(result{err: xfer.ErrPeerLost})
+		case <-c.ctx.Done():
+		}
+	})
+	return result{}, err
+}
+
+// answerErr turns a producer's non-ok answer into an error.
+func answerErr(rep reply) error {
+	switch rep.status {
+	case statusNotFound:
+		return fmt.Errorf("%w (%s)", ErrNotFound, rep.msg)
+	case statusRefused:
+		return fmt.Errorf("the producer refused the request: %s: %w", rep.msg, ErrProtocol)
+	case statusClosed:
+		return fmt.Errorf("the producer is closing: %w", xfer.ErrPeerLost)
+	default:
+		return fmt.Errorf("the producer failed: %s", rep.msg)
+	}
+}
+
+// getRead gets the slot's address from the producer and READs the value.
+func (c *Connector) getRead(ctx context.Context, r *remote, k string, flags byte) (*Buffer, error) {
+	var id uint32
+	release := func(id uint32, taken bool) {
+		if err := c.send(c.ctx, r.peer, appendRelease(nil, id, taken)); err != nil {
+			c.log.Debug("connector: releasing a claim failed", "peer", r.peer.String(), "err", err)
+		}
+	}
+	res, err := c.call(ctx, r, func(i uint32) []byte { id = i; return appendGet(nil, i, flags, k, xfer.RemoteAddr{}, 0) },
+		func(res result) {
+			if res.err == nil && res.rep.status == statusOK {
+				release(res.rep.id, false)
+			}
+		})
+	if err != nil {
+		return nil, notFoundIfWaiting(err)
+	}
+	if res.rep.status != statusOK {
+		return nil, answerErr(res.rep)
+	}
+	m := res.rep.meta
+	buf, err := c.alloc(ctx, "get", m.Size)
+	if err != nil {
+		release(id, false)
+		return nil, err
+	}
+	if m.Size > 0 {
+		data := buf.Bytes()[:m.Size]
+		cs := c.cfg.ChunkSize
+		ops := make([]xfer.Op, 0, (len(data)+cs-1)/cs)
+		for off := 0; off < len(data); off += cs {
+			ops = append(ops, xfer.Op{Kind: xfer.OpRead, Local: data[off:min(off+cs, len(data))], Remote: at(res.rep.src, off)})
+		}
+		if err := r.peer.Submit(ops).Wait(ctx); err != nil {
+			c.free(buf)
+			release(id, false)
+			return nil, fmt.Errorf("reading %d bytes: %w", m.Size, err)
+		}
+	}
+	release(id, true)
+	return &Buffer{c: c, meta: m, buf: buf}, nil
+}
+
+// getWrite asks the producer to WRITE the value into a buffer of this
+// connector's pool. Without full metadata it first asks for the size.
+func (c *Connector) getWrite(ctx context.Context, r *remote, k string, flags byte, full *Meta) (*Buffer, error) {
+	if full == nil {
+		res, err := c.call(ctx, r, func(id uint32) []byte { return appendGet(nil, id, flags|flagWantWrite, k, xfer.RemoteAddr{}, 0) },
+			func(result) {})
+		if err != nil {
+			return nil, notFoundIfWaiting(err)
+		}
+		if res.rep.status != statusNeedDest {
+			return nil, answerErr(res.rep)
+		}
+		full = &res.rep.meta
+	}
+	for range 3 {
+		m := *full
+		buf, err := c.alloc(ctx, "get", m.Size)
+		if err != nil {
+			return nil, err
+		}
+		dest := xfer.RemoteAddr{}
+		var destLen uint64
+		if m.Size > 0 {
+			dest, destLen = buf.Remote(), uint64(buf.Len())
+		}
+		var id uint32
+		release := func(id uint32, taken bool) {
+			if err := c.send(c.ctx, r.peer, appendRelease(nil, id, taken)); err != nil {
+				c.log.Debug("connector: releasing a claim failed", "peer", r.peer.String(), "err", err)
+			}
+		}
+		res, err := c.call(ctx, r, func(i uint32) []byte { id = i; return appendGet(nil, i, flags|flagDest, k, dest, destLen) },
+			func(res result) {
+				// Whatever the producer does next no longer touches buf.
+				if res.err == nil && (res.notified || res.rep.status == statusOK) {
+					release(id, false)
+				}
+				if res.err == nil || errors.Is(res.err, xfer.ErrPeerLost) {
+					c.free(buf)
+				}
+			})
+		if err != nil {
+			return nil, notFoundIfWaiting(err)
+		}
+		switch {
+		case res.notified, res.rep.status == statusOK:
+			release(id, true)
+			// The answer that the value is in place carries no metadata:
+			// what the consumer was given (or asked for) describes it.
+			return &Buffer{c: c, meta: m, buf: buf}, nil
+		case res.rep.status == statusNeedDest:
+			// The metadata the consumer was given was wrong about the size.
+			c.free(buf)
+			full = &res.rep.meta
+			continue
+		default:
+			c.free(buf)
+			return nil, answerErr(res.rep)
+		}
+	}
+	return nil, fmt.Errorf("the producer's value keeps changing size: %w", ErrProtocol)
+}
+
+// notFoundIfWaiting marks the error of a get whose ctx ended before the
+// producer answered as ErrNotFound too: the key was not put in time (or,
+// pulling by write, its transfer had not finished).
+func notFoundIfWaiting(err error) error {
+	if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) {
+		return fmt.Errorf("no value arrived before the get gave up: %w: %w", ErrNotFound, err)
+	}
+	return err
+}

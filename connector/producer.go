@@ -1,0 +1,506 @@
+package connector
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/xferio/xfer"
+)
+
+// slot is a value a producer keeps for consumers.
+type slot struct {
+	key     string
+	meta    Meta
+	buf     xfer.Buffer // zero for an empty value
+	left    int         // takes left before the slot is freed; 0: kept until Cleanup
+	claims  int         // consumers moving the value now
+	deleted bool        // out of the table: freed when the last claim ends
+	expires time.Time   // zero: never
+}
+
+func (s *slot) available() bool { return !s.deleted && (s.left == 0 || s.claims < s.left) }
+
+func (s *slot) data() []byte {
+	if s.meta.Size == 0 {
+		return nil
+	}
+	return s.buf.Bytes()[:s.meta.Size]
+}
+
+// claimKey names a consumer's get: its connection and its id.
+type claimKey struct {
+	peer *xfer.Peer
+	id   uint32
+}
+
+// claim is a consumer's get of a slot, from the answer to the release.
+type claim struct {
+	s        *slot
+	deadline time.Time // zero: none
+}
+
+// waiter is a get for a key not put yet.
+type waiter struct {
+	peer *xfer.Peer
+	req  request
+}
+
+// PutOption changes what a Put does.
+type PutOption func(*putOptions)
+
+type putOptions struct {
+	consumers int // 0: retain
+	ttl       time.Duration
+}
+
+// Consumers makes the value stay until n consumers have taken it (one by
+// default). n must be at least 1.
+func Consumers(n int) PutOption { return func(o *putOptions) { o.consumers = n } }
+
+// Retain keeps the value for any number of consumers, until Cleanup (or
+// the connector's Close); the TTL does not apply.
+func Retain() PutOption { return func(o *putOptions) { o.consumers, o.ttl = 0, -1 } }
+
+// WithTTL overrides Config.TTL for this value: it is reclaimed if not
+// taken within d. Negative means never.
+func WithTTL(d time.Duration) PutOption { return func(o *putOptions) { o.ttl = d } }
+
+// Put stores v for consumers under (fromStage, toStage, key) and returns
+// its size and its metadata, which an orchestrator may hand to the
+// consumer's Get. v is a []byte, a Tensor (or *Tensor), a *Buffer from
+// AllocBytes or AllocTensor (see PutBuffer), or any other Go value, which
+// is stored as an object (EncodeObject). Bytes and tensors are copied into
+// the pool once; the value then stays there until its consumers have
+// taken it, Cleanup deletes it, the TTL reclaims it, or a Put of the same
+// key replaces it.
+func (c *Connector) Put(ctx context.Context, fromStage, toStage, key string, v any, opts ...PutOption) (int64, Meta, error) {
+	var m Meta
+	var data []byte
+	switch v := v.(type) {
+	case *Buffer:
+		return c.PutBuffer(ctx, fromStage, toStage, key, v, opts...)
+	case []byte:
+		m.Kind, data = KindBytes, v
+	case Tensor:
+		if err := v.Check(); err != nil {
+			return 0, Meta{}, c.putErr(key, err)
+		}
+		m.Kind, m.DType, m.Shape, data = KindTensor, v.DType, append([]int64(nil), v.Shape...), v.Data
+	case *Tensor:
+		if v == nil {
+			return 0, Meta{}, c.putErr(key, errors.New("nil tensor"))
+		}
+		return c.Put(ctx, fromStage, toStage, key, *v, opts...)
+	default:
+		b, err := EncodeObject(v)
+		if err != nil {
+			return 0, Meta{}, c.putErr(key, err)
+		}
+		m.Kind, data = KindObject, b
+	}
+	m.Size = int64(len(data))
+	k, err := c.putCheck(fromStage, toStage, key)
+	if err != nil {
+		return 0, Meta{}, err
+	}
+	buf, err := c.alloc(ctx, "put", m.Size)
+	if err != nil {
+		return 0, Meta{}, c.putErr(key, err)
+	}
+	if m.Size > 0 {
+		copy(buf.Bytes(), data)
+	}
+	return c.publish(k, m, buf, opts)
+}
+
+// AllocBytes hands out n bytes of the pool, to fill in place and publish
+// with PutBuffer without a copy (zero-copy mode). Release it if it is not
+// published.
+func (c *Connector) AllocBytes(ctx context.Context, n int64) (*Buffer, error) {
+	if n < 0 {
+		return nil, fmt.Errorf("connector: alloc: %d bytes", n)
+	}
+	return c.allocBuffer(ctx, Meta{Kind: KindBytes, Size: n})
+}
+
+// AllocTensor hands out the memory of a dtype tensor of the given shape in
+// the pool, to fill in place (through Buffer.Tensor and View) and publish
+// with PutBuffer without a copy. Release it if it is not published.
+func (c *Connector) AllocTensor(ctx context.Context, dtype DType, shape []int64) (*Buffer, error) {
+	n, err := ByteSize(dtype, shape)
+	if err != nil {
+		return nil, fmt.Errorf("connector: alloc: %w", err)
+	}
+	return c.allocBuffer(ctx, Meta{Kind: KindTensor, Size: n, DType: dtype, Shape: append([]int64(nil), shape...)})
+}
+
+func (c *Connector) allocBuffer(ctx context.Context, m Meta) (*Buffer, error) {
+	if c.cfg.Role == RoleConsumer {
+		return nil, fmt.Errorf("connector: alloc: a consumer does not put: %w", ErrRole)
+	}
+	buf, err := c.alloc(ctx, "alloc", m.Size)
+	if err != nil {
+		return nil, err
+	}
+	return &Buffer{c: c, meta: m, buf: buf}, nil
+}
+
+// PutBuffer publishes a buffer from AllocBytes or AllocTensor under
+// (fromStage, toStage, key) without copying it, and takes it over: b is
+// released whether or not PutBuffer succeeds.
+func (c *Connector) PutBuffer(ctx context.Context, fromStage, toStage, key string, b *Buffer, opts ...PutOption) (int64, Meta, error) {
+	if b == nil || b.c != c {
+		return 0, Meta{}, c.putErr(key, errors.New("the buffer is not from this connector's AllocBytes or AllocTensor"))
+	}
+	buf, err := b.take()
+	if err != nil {
+		return 0, Meta{}, c.putErr(key, err)
+	}
+	k, err := c.putCheck(fromStage, toStage, key)
+	if err != nil {
+		c.free(buf)
+		return 0, Meta{}, err
+	}
+	m := b.meta
+	m.Shape = append([]int64(nil), m.Shape...)
+	return c.publish(k, m, buf, opts)
+}
+
+func (c *Connector) putCheck(fromStage, toStage, key string) (string, error) {
+	if c.cfg.Role == RoleConsumer {
+		return "", c.putErr(key, fmt.Errorf("a consumer does not put: %w", ErrRole))
+	}
+	k, err := slotKey(fromStage, toStage, key)
+	if err != nil {
+		c.stats.errors.Add(1)
+	}
+	return k, err
+}
+
+func (c *Connector) putErr(key string, err error) error {
+	c.stats.errors.Add(1)
+	return fmt.Errorf("connector: put %q: %w", key, err)
+}
+
+// publish stores buf, holding the value m, as the slot k, and serves the
+// gets waiting for it.
+func (c *Connector) publish(k string, m Meta, buf xfer.Buffer, opts []PutOption) (int64, Meta, error) {
+	o := putOptions{consumers: 1, ttl: c.cfg.TTL}
+	for _, f := range opts {
+		f(&o)
+	}
+	if o.consumers < 0 {
+		c.free(buf)
+		return 0, Meta{}, c.putErr(k, fmt.Errorf("%d consumers", o.consumers))
+	}
+	m.Producer, m.Key = c.eng.Addr(), k
+	s := &slot{key: k, meta: m, buf: buf, left: o.consumers}
+	if o.ttl > 0 {
+		s.expires = time.Now().Add(o.ttl)
+	}
+	c.mu.Lock()
+	if c.closed {
+		c.mu.Unlock()
+		c.stats.errors.Add(1)
+		return 0, Meta{}, c.errClosed("put")
+	}
+	if old, ok := c.slots[k]; ok {
+		// The new value replaces the old, which consumers moving it now
+		// finish first.
+		c.dropLocked(old)
+	}
+	c.slots[k] = s
+	ws := c.wait[k]
+	delete(c.wait, k)
+	var keep []*waiter
+	for _, w := range ws {
+		if !c.serveLocked(w.peer, w.req, s) {
+			keep = append(keep, w)
+		}
+	}
+	if len(keep) > 0 {
+		c.wait[k] = keep
+	}
+	c.mu.Unlock()
+	c.stats.puts.Add(1)
+	c.stats.bytesPut.Add(m.Size)
+	out := m
+	out.Shape = append([]int64(nil), m.Shape...)
+	return m.Size, out, nil
+}
+
+// Cleanup deletes the value stored under (fromStage, toStage, key): no new
+// consumer gets it, and its memory is freed once the consumers moving it
+// now are done. It reports whether there was such a value.
+func (c *Connector) Cleanup(fromStage, toStage, key string) (bool, error) {
+	k, err := slotKey(fromStage, toStage, key)
+	if err != nil {
+		return false, err
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed {
+		return false, c.errClosed("cleanup")
+	}
+	s, ok := c.slots[k]
+	if ok {
+		c.dropLocked(s)
+	}
+	return ok, nil
+}
+
+// dropLocked takes s out of the table, and frees it unless claimed.
+func (c *Connector) dropLocked(s *slot) {
+	if c.slots[s.key] == s {
+		delete(c.slots, s.key)
+	}
+	s.deleted = true
+	if s.claims == 0 {
+		c.free(s.buf)
+		s.buf = xfer.Buffer{}
+	}
+}
+
+// endClaimLocked ends a claim: taken says the consumer has the value.
+func (c *Connector) endClaimLocked(k claimKey, taken bool) {
+	cl, ok := c.claims[k]
+	if !ok {
+		return
+	}
+	delete(c.claims, k)
+	s := cl.s
+	s.claims--
+	if taken {
+		c.stats.served.Add(1)
+		if s.left > 0 {
+			s.left--
+			if s.left == 0 {
+				c.dropLocked(s)
+				return
+			}
+		}
+	}
+	if s.deleted && s.claims == 0 {
+		c.free(s.buf)
+		s.buf = xfer.Buffer{}
+	}
+}
+
+// acceptLoop takes the consumers that dial this producer.
+func (c *Connector) acceptLoop() {
+	for {
+		p, err := c.eng.Accept(c.ctx)
+		if err != nil {
+			return
+		}
+		p.Handle(c.handler(p))
+		down := p.Down()
+		c.wg.Go(func() {
+			select {
+			case <-down:
+				c.peerGone(p)
+			case <-c.ctx.Done():
+			}
+		})
+	}
+}
+
+// peerGone ends the claims and waits of a consumer whose connection failed:
+// it took nothing.
+func (c *Connector) peerGone(p *xfer.Peer) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for k := range c.claims {
+		if k.peer == p {
+			c.endClaimLocked(k, false)
+		}
+	}
+	for key, ws := range c.wait {
+		c.wait[key] = removeWaiters(ws, func(w *waiter) bool { return w.peer == p })
+		if len(c.wait[key]) == 0 {
+			delete(c.wait, key)
+		}
+	}
+}
+
+func removeWaiters(ws []*waiter, drop func(*waiter) bool) []*waiter {
+	out := ws[:0]
+	for _, w := range ws {
+		if !drop(w) {
+			out = append(out, w)
+		}
+	}
+	return out
+}
+
+// reapLoop reclaims slots no consumer took and claims no consumer ended
+// within the TTL.
+func (c *Connector) reapLoop() {
+	tick := min(max(c.cfg.TTL/10, 10*time.Millisecond), time.Second)
+	t := time.NewTicker(tick)
+	defer t.Stop()
+	for {
+		select {
+		case <-c.ctx.Done():
+			return
+		case now := <-t.C:
+			c.reap(now)
+		}
+	}
+}
+
+func (c *Connector) reap(now time.Time) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for k, cl := range c.claims {
+		if !cl.deadline.IsZero() && now.After(cl.deadline) {
+			c.log.Warn("connector: a consumer's claim expired", "key", cl.s.key, "peer", k.peer.String())
+			c.stats.expired.Add(1)
+			c.endClaimLocked(k, false)
+		}
+	}
+	for _, s := range c.slots {
+		if !s.expires.IsZero() && now.After(s.expires) && s.claims == 0 {
+			c.log.Warn("connector: no consumer took a value in time; reclaimed", "key", s.key, "bytes", s.meta.Size)
+			c.stats.expired.Add(1)
+			c.dropLocked(s)
+		}
+	}
+}
+
+// onRequest handles a consumer's message. It runs on the transport's
+// receive path: whatever may block goes to a goroutine.
+func (c *Connector) onRequest(p *xfer.Peer, req request) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	k := claimKey{p, req.id}
+	switch req.typ {
+	case msgRelease:
+		c.endClaimLocked(k, req.taken)
+		return
+	case msgCancel:
+		for key, ws := range c.wait {
+			c.wait[key] = removeWaiters(ws, func(w *waiter) bool { return w.peer == p && w.req.id == req.id })
+			if len(c.wait[key]) == 0 {
+				delete(c.wait, key)
+			}
+		}
+		return
+	}
+	switch {
+	case c.closed:
+		// The engine is closing the connection.
+	case c.cfg.Role == RoleConsumer:
+		c.answerLocked(p, req.id, statusRefused, nil, xfer.RemoteAddr{}, "this connector is a consumer: it holds no values")
+	case c.claims[k] != nil:
+		c.answerLocked(p, req.id, statusRefused, nil, xfer.RemoteAddr{}, fmt.Sprintf("request %d is already in progress", req.id))
+	default:
+		if s := c.slots[req.key]; s != nil && c.serveLocked(p, req, s) {
+			return
+		}
+		if req.flags&flagNoWait != 0 {
+			c.answerLocked(p, req.id, statusNotFound, nil, xfer.RemoteAddr{}, fmt.Sprintf("no value under %q at %s", req.key, c.eng.Addr()))
+			return
+		}
+		c.wait[req.key] = append(c.wait[req.key], &waiter{peer: p, req: req})
+	}
+}
+
+// serveLocked answers req from s, and reports false when s has no take
+// left for it.
+func (c *Connector) serveLocked(p *xfer.Peer, req request, s *slot) bool {
+	if !s.available() {
+		return false
+	}
+	write := req.flags&flagDest != 0
+	if write && req.destLen < uint64(s.meta.Size) {
+		// The consumer's buffer cannot hold the value: tell it the size.
+		c.answerLocked(p, req.id, statusNeedDest, &s.meta, xfer.RemoteAddr{}, "")
+		return true
+	}
+	if !write && req.flags&flagWantWrite != 0 {
+		c.answerLocked(p, req.id, statusNeedDest, &s.meta, xfer.RemoteAddr{}, "")
+		return true
+	}
+	k := claimKey{p, req.id}
+	cl := &claim{s: s}
+	if c.cfg.TTL > 0 {
+		cl.deadline = time.Now().Add(c.cfg.TTL)
+	}
+	s.claims++
+	c.claims[k] = cl
+	if !write || s.meta.Size == 0 {
+		var src xfer.RemoteAddr
+		if s.meta.Size > 0 {
+			src = s.buf.Remote()
+		}
+		c.answerLocked(p, req.id, statusOK, &s.meta, src, "")
+		return true
+	}
+	data := s.data()
+	c.wg.Go(func() {
+		ctx, cancel := c.claimContext(cl)
+		defer cancel()
+		if err := c.writeValue(ctx, p, data, req.dest, req.id); err != nil {
+			c.log.Warn("connector: writing a value to a consumer failed", "key", s.key, "peer", p.String(), "err", err)
+			c.mu.Lock()
+			c.endClaimLocked(k, false)
+			c.answerLocked(p, req.id, statusFailed, nil, xfer.RemoteAddr{}, "writing the value failed: "+err.Error())
+			c.mu.Unlock()
+		}
+	})
+	return true
+}
+
+func (c *Connector) claimContext(cl *claim) (context.Context, context.CancelFunc) {
+	if cl.deadline.IsZero() {
+		return context.WithCancel(c.ctx)
+	}
+	return context.WithDeadline(c.ctx, cl.deadline)
+}
+
+// answerLocked sends an info answer from a goroutine: m and src go with
+// statusOK, m with statusNeedDest, msg with the others.
+func (c *Connector) answerLocked(p *xfer.Peer, id uint32, status byte, m *Meta, src xfer.RemoteAddr, msg string) {
+	var meta Meta
+	if m != nil {
+		meta = *m
+		meta.Shape = append([]int64(nil), m.Shape...)
+	}
+	c.wg.Go(func() {
+		b, err := appendInfo(nil, id, status, &meta, src, msg)
+		if err == nil {
+			err = c.send(c.ctx, p, b)
+		}
+		if err != nil && !errors.Is(err, context.Canceled) {
+			c.log.Debug("connector: answering a consumer failed", "peer", p.String(), "err", err)
+		}
+	})
+}
+
+// writeValue writes data to the consumer's buffer at dest in pieces of
+// ChunkSize, all in flight together, then the last piece with the
+// notification that tells the consumer the value is in place. The
+// notification goes last and alone, so it cannot overtake a piece on
+// transports that spread operations over several connections.
+func (c *Connector) writeValue(ctx context.Context, p *xfer.Peer, data []byte, dest xfer.RemoteAddr, id uint32) error {
+	cs := c.cfg.ChunkSize
+	last := (len(data) - 1) / cs * cs
+	if last > 0 {
+		ops := make([]xfer.Op, 0, last/cs)
+		for off := 0; off < last; off += cs {
+			ops = append(ops, xfer.Op{Kind: xfer.OpWrite, Local: data[off : off+cs], Remote: at(dest, off)})
+		}
+		if err := p.Submit(ops).Wait(ctx); err != nil {
+			return err
+		}
+	}
+	return p.WriteNotify(ctx, data[last:], at(dest, last), id)
+}
+
+func at(r xfer.RemoteAddr, off int) xfer.RemoteAddr {
+	r.Addr += uint64(off)
+	return r
+}

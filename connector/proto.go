@@ -1,0 +1,269 @@
+package connector
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+
+	"github.com/xferio/xfer"
+)
+
+// The control protocol. A consumer and a producer talk with the engine's
+// own two-sided messages (Peer.Send, Peer.Handle) over the connection the
+// consumer dialed: no port or library of its own. Every message starts with
+// its type; integers are little-endian.
+//
+//	get     consumer → producer  id, flags, key, [dest: region, addr, key, len]
+//	info    producer → consumer  id, status, then meta and source (ok) or a message
+//	release consumer → producer  id, taken
+//	cancel  consumer → producer  id
+//
+// A get claims the slot for the consumer (or waits for the key to be put).
+// Under PullRead the info answer carries the slot's address and the consumer
+// READs it; under PullWrite the get carries the consumer's buffer and the
+// producer WRITEs the value into it, the last piece with a notification
+// whose value is the request's id. Either way the consumer ends its claim
+// with a release, which says whether it took the value: a slot is counted
+// as consumed only then, so a consumer that fails or gives up never uses up
+// another consumer's turn.
+const (
+	msgGet     = 1
+	msgInfo    = 2
+	msgRelease = 3
+	msgCancel  = 4
+)
+
+// Flags of a get.
+const (
+	flagNoWait = 1 << iota // answer not-found at once instead of waiting for the key
+	flagDest               // the consumer's buffer follows: write the value into it
+	flagWantWrite          // the consumer will pull by write but does not know the size: answer with the metadata
+)
+
+// Status of an info answer.
+const (
+	statusOK       = 0 // meta and source follow
+	statusNeedDest = 1 // meta follows; ask again with a buffer of meta.Size bytes
+	statusNotFound = 2
+	statusClosed   = 3 // the producer is closing
+	statusFailed   = 4 // the message says why
+	statusRefused  = 5 // a malformed or unacceptable request; the message says why
+)
+
+// maxControl bounds a control message: a get with the longest key and
+// a destination, or an info with the largest metadata.
+const maxControl = 8 << 10
+
+// errControl matches malformed control messages.
+var errControl = errors.New("malformed control message")
+
+// request is a decoded get, release or cancel.
+type request struct {
+	typ     byte
+	id      uint32
+	flags   byte
+	key     string
+	dest    xfer.RemoteAddr
+	destLen uint64
+	taken   bool
+}
+
+// reply is a decoded info answer.
+type reply struct {
+	id     uint32
+	status byte
+	meta   Meta
+	src    xfer.RemoteAddr
+	msg    string
+}
+
+func appendGet(b []byte, id uint32, flags byte, key string, dest xfer.RemoteAddr, destLen uint64) []byte {
+	b = append(b, msgGet)
+	b = binary.LittleEndian.AppendUint32(b, id)
+	b = append(b, flags)
+	b = binary.LittleEndian.AppendUint16(b, uint16(len(key)))
+	b = append(b, key...)
+	if flags&flagDest != 0 {
+		b = appendRemote(b, dest)
+		b = binary.LittleEndian.AppendUint64(b, destLen)
+	}
+	return b
+}
+
+func appendRelease(b []byte, id uint32, taken bool) []byte {
+	b = append(b, msgRelease)
+	b = binary.LittleEndian.AppendUint32(b, id)
+	if taken {
+		return append(b, 1)
+	}
+	return append(b, 0)
+}
+
+func appendCancel(b []byte, id uint32) []byte {
+	b = append(b, msgCancel)
+	return binary.LittleEndian.AppendUint32(b, id)
+}
+
+// appendInfo appends an info answer. meta goes with statusOK and
+// statusNeedDest, src with statusOK, msg with the others.
+func appendInfo(b []byte, id uint32, status byte, meta *Meta, src xfer.RemoteAddr, msg string) ([]byte, error) {
+	b = append(b, msgInfo)
+	b = binary.LittleEndian.AppendUint32(b, id)
+	b = append(b, status)
+	switch status {
+	case statusOK, statusNeedDest:
+		at := len(b)
+		b = append(b, 0, 0)
+		var err error
+		if b, err = meta.AppendBinary(b); err != nil {
+			return nil, err
+		}
+		n := len(b) - at - 2
+		if n > maxControl {
+			return nil, fmt.Errorf("connector: metadata of %d bytes does not fit a control message", n)
+		}
+		binary.LittleEndian.PutUint16(b[at:], uint16(n))
+		if status == statusOK {
+			b = appendRemote(b, src)
+		}
+	default:
+		if len(msg) > 1024 {
+			msg = msg[:1024]
+		}
+		b = binary.LittleEndian.AppendUint16(b, uint16(len(msg)))
+		b = append(b, msg...)
+	}
+	return b, nil
+}
+
+func appendRemote(b []byte, r xfer.RemoteAddr) []byte {
+	b = binary.LittleEndian.AppendUint32(b, r.Region)
+	b = binary.LittleEndian.AppendUint64(b, r.Addr)
+	return binary.LittleEndian.AppendUint64(b, r.Key)
+}
+
+// decoder reads a control message, remembering the first error.
+type decoder struct {
+	b   []byte
+	err error
+}
+
+func (d *decoder) fail(what string) {
+	if d.err == nil {
+		d.err = fmt.Errorf("connector: control message: %s: %w", what, errControl)
+	}
+}
+
+func (d *decoder) bytes(n int, what string) []byte {
+	if d.err != nil {
+		return nil
+	}
+	if n > len(d.b) {
+		d.fail("truncated " + what)
+		return nil
+	}
+	v := d.b[:n]
+	d.b = d.b[n:]
+	return v
+}
+
+func (d *decoder) u8(what string) byte {
+	if v := d.bytes(1, what); v != nil {
+		return v[0]
+	}
+	return 0
+}
+
+func (d *decoder) u16(what string) uint16 {
+	if v := d.bytes(2, what); v != nil {
+		return binary.LittleEndian.Uint16(v)
+	}
+	return 0
+}
+
+func (d *decoder) u32(what string) uint32 {
+	if v := d.bytes(4, what); v != nil {
+		return binary.LittleEndian.Uint32(v)
+	}
+	return 0
+}
+
+func (d *decoder) u64(what string) uint64 {
+	if v := d.bytes(8, what); v != nil {
+		return binary.LittleEndian.Uint64(v)
+	}
+	return 0
+}
+
+func (d *decoder) remote() xfer.RemoteAddr {
+	return xfer.RemoteAddr{Region: d.u32("region"), Addr: d.u64("address"), Key: d.u64("key")}
+}
+
+func (d *decoder) end() error {
+	if d.err == nil && len(d.b) != 0 {
+		d.fail(fmt.Sprintf("%d trailing bytes", len(d.b)))
+	}
+	return d.err
+}
+
+// parseRequest decodes a message a producer receives.
+func parseRequest(b []byte) (request, error) {
+	d := decoder{b: b}
+	r := request{typ: d.u8("type"), id: d.u32("id")}
+	switch r.typ {
+	case msgGet:
+		r.flags = d.u8("flags")
+		if r.flags&^(flagNoWait|flagDest|flagWantWrite) != 0 {
+			d.fail(fmt.Sprintf("unknown flags %#x", r.flags))
+		}
+		n := int(d.u16("key length"))
+		if d.err == nil && (n == 0 || n > MaxKeyLen) {
+			d.fail(fmt.Sprintf("key of %d bytes", n))
+		}
+		r.key = string(d.bytes(n, "key"))
+		if r.flags&flagDest != 0 {
+			r.dest = d.remote()
+			r.destLen = d.u64("destination length")
+		}
+	case msgRelease:
+		switch d.u8("taken") {
+		case 0:
+		case 1:
+			r.taken = true
+		default:
+			d.fail("taken is neither 0 nor 1")
+		}
+	case msgCancel:
+	default:
+		if d.err == nil {
+			d.fail(fmt.Sprintf("unknown type %d", r.typ))
+		}
+	}
+	return r, d.end()
+}
+
+// parseReply decodes a message a consumer receives.
+func parseReply(b []byte) (reply, error) {
+	d := decoder{b: b}
+	if t := d.u8("type"); d.err == nil && t != msgInfo {
+		d.fail(fmt.Sprintf("unknown type %d", t))
+	}
+	r := reply{id: d.u32("id"), status: d.u8("status")}
+	switch r.status {
+	case statusOK, statusNeedDest:
+		m := d.bytes(int(d.u16("metadata length")), "metadata")
+		if d.err == nil {
+			if err := r.meta.UnmarshalBinary(m); err != nil {
+				d.err = fmt.Errorf("connector: control message: %w: %w", err, errControl)
+			}
+		}
+		if r.status == statusOK {
+			r.src = d.remote()
+		}
+	case statusNotFound, statusClosed, statusFailed, statusRefused:
+		r.msg = string(d.bytes(int(d.u16("message length")), "message"))
+	default:
+		d.fail(fmt.Sprintf("unknown status %d", r.status))
+	}
+	return r, d.end()
+}

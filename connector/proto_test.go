@@ -1,0 +1,125 @@
+package connector
+
+import (
+	"errors"
+	"testing"
+
+	"github.com/xferio/xfer"
+)
+
+// TestControlRoundTrip encodes every control message and decodes it back.
+func TestControlRoundTrip(t *testing.T) {
+	dest := xfer.RemoteAddr{Region: 3, Addr: 0x7f0000001000, Key: 0xdeadbeef}
+	for _, tc := range []struct {
+		msg  []byte
+		want request
+	}{
+		{appendGet(nil, 7, 0, "a/b/k", xfer.RemoteAddr{}, 0), request{typ: msgGet, id: 7, key: "a/b/k"}},
+		{appendGet(nil, 8, flagNoWait|flagDest, "a/b/k", dest, 4096), request{typ: msgGet, id: 8, flags: flagNoWait | flagDest, key: "a/b/k", dest: dest, destLen: 4096}},
+		{appendGet(nil, 9, flagWantWrite, "k", xfer.RemoteAddr{}, 0), request{typ: msgGet, id: 9, flags: flagWantWrite, key: "k"}},
+		{appendRelease(nil, 10, true), request{typ: msgRelease, id: 10, taken: true}},
+		{appendRelease(nil, 11, false), request{typ: msgRelease, id: 11}},
+		{appendCancel(nil, 12), request{typ: msgCancel, id: 12}},
+	} {
+		got, err := parseRequest(tc.msg)
+		if err != nil || got != tc.want {
+			t.Errorf("parseRequest(%x) = %+v, %v; want %+v", tc.msg, got, err, tc.want)
+		}
+	}
+	m := Meta{Producer: "10.0.0.1:15500", Key: "a/b/k", Size: 24, Kind: KindTensor, DType: F32, Shape: []int64{2, 3}}
+	for _, st := range []byte{statusOK, statusNeedDest, statusNotFound, statusFailed, statusRefused, statusClosed} {
+		b, err := appendInfo(nil, 5, st, &m, dest, "why")
+		if err != nil {
+			t.Fatal(err)
+		}
+		r, err := parseReply(b)
+		if err != nil || r.id != 5 || r.status != st {
+			t.Fatalf("status %d: %+v, %v", st, r, err)
+		}
+		switch st {
+		case statusOK:
+			if r.src != dest || r.meta.Key != m.Key || r.meta.Size != 24 || len(r.meta.Shape) != 2 {
+				t.Errorf("ok: %+v", r)
+			}
+		case statusNeedDest:
+			if r.src != (xfer.RemoteAddr{}) || r.meta.Size != 24 {
+				t.Errorf("need dest: %+v", r)
+			}
+		default:
+			if r.msg != "why" {
+				t.Errorf("status %d: message %q", st, r.msg)
+			}
+		}
+	}
+}
+
+// TestControlMalformed holds the decoders to clear errors on bad input.
+func TestControlMalformed(t *testing.T) {
+	good := appendGet(nil, 1, flagDest, "k", xfer.RemoteAddr{Region: 1}, 8)
+	for name, b := range map[string][]byte{
+		"empty":         {},
+		"unknown type":  {99, 1, 0, 0, 0},
+		"truncated":     good[:len(good)-1],
+		"trailing":      append(append([]byte{}, good...), 0),
+		"unknown flags": {msgGet, 1, 0, 0, 0, 0x80, 1, 0, 'k'},
+		"empty key":     {msgGet, 1, 0, 0, 0, 0, 0, 0},
+		"bad taken":     {msgRelease, 1, 0, 0, 0, 2},
+	} {
+		if _, err := parseRequest(b); !errors.Is(err, errControl) {
+			t.Errorf("%s: parseRequest: %v, want errControl", name, err)
+		}
+	}
+	for name, b := range map[string][]byte{
+		"empty":          {},
+		"request":        good,
+		"unknown status": {msgInfo, 1, 0, 0, 0, 77},
+		"bad meta":       {msgInfo, 1, 0, 0, 0, statusOK, 3, 0, 9, 9, 9},
+		"short message":  {msgInfo, 1, 0, 0, 0, statusFailed, 5, 0, 'x'},
+	} {
+		if _, err := parseReply(b); !errors.Is(err, errControl) {
+			t.Errorf("%s: parseReply: %v, want errControl", name, err)
+		}
+	}
+}
+
+// FuzzControl feeds both decoders arbitrary bytes: they must return
+// a value or an errControl, never panic, and what they accept must encode
+// back to the same bytes.
+func FuzzControl(f *testing.F) {
+	dest := xfer.RemoteAddr{Region: 2, Addr: 4096, Key: 9}
+	f.Add(appendGet(nil, 1, flagDest|flagNoWait, "a/b/k", dest, 64))
+	f.Add(appendRelease(nil, 2, true))
+	f.Add(appendCancel(nil, 3))
+	m := Meta{Producer: "h:1", Key: "a/b/k", Size: 4, Kind: KindTensor, DType: I32, Shape: []int64{1}}
+	for _, st := range []byte{statusOK, statusNeedDest, statusFailed} {
+		b, _ := appendInfo(nil, 4, st, &m, dest, "no")
+		f.Add(b)
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		if r, err := parseRequest(b); err != nil {
+			if !errors.Is(err, errControl) {
+				t.Fatalf("parseRequest: %v does not match errControl", err)
+			}
+		} else {
+			var again []byte
+			switch r.typ {
+			case msgGet:
+				again = appendGet(nil, r.id, r.flags, r.key, r.dest, r.destLen)
+			case msgRelease:
+				again = appendRelease(nil, r.id, r.taken)
+			case msgCancel:
+				again = appendCancel(nil, r.id)
+			}
+			if string(again) != string(b) {
+				t.Fatalf("request %x decoded to %+v, which encodes to %x", b, r, again)
+			}
+		}
+		if r, err := parseReply(b); err != nil {
+			if !errors.Is(err, errControl) {
+				t.Fatalf("parseReply: %v does not match errControl", err)
+			}
+		} else if _, err := appendInfo(nil, r.id, r.status, &r.meta, r.src, r.msg); err != nil {
+			t.Fatalf("reply %+v decoded from %x does not encode: %v", r, b, err)
+		}
+	})
+}
