@@ -181,20 +181,20 @@ type stats struct {
 // Health is a snapshot of a connector's counters and pool.
 type Health struct {
 	Role     string `json:"role"`
-	Addr     string `json:"addr,omitempty"`     // where consumers reach this producer
-	Puts     int64  `json:"puts"`               // successful Puts and PutBuffers
-	Gets     int64  `json:"gets"`               // successful Gets
-	BytesPut int64  `json:"bytes_put"`          // bytes stored by Puts
-	BytesGot int64  `json:"bytes_got"`          // bytes received by Gets
-	Served   int64  `json:"served"`             // values consumers took from this producer
-	Errors   int64  `json:"errors"`             // failed Puts and Gets, timeouts included
-	Timeouts int64  `json:"timeouts"`           // Gets whose ctx ended first
-	Expired  int64  `json:"expired"`            // slots and claims reclaimed by the TTL
-	Slots    int    `json:"slots"`              // values stored now
-	Waiting  int    `json:"waiting"`            // consumers' gets waiting for a put
-	PoolSize int64  `json:"pool_bytes"`         // the pool's capacity
-	PoolUsed int64  `json:"pool_used_bytes"`    // bytes allocated in it
-	Closed   bool   `json:"closed,omitempty"`   // Close was called
+	Addr     string `json:"addr,omitempty"`   // where consumers reach this producer
+	Puts     int64  `json:"puts"`             // successful Puts and PutBuffers
+	Gets     int64  `json:"gets"`             // successful Gets
+	BytesPut int64  `json:"bytes_put"`        // bytes stored by Puts
+	BytesGot int64  `json:"bytes_got"`        // bytes received by Gets
+	Served   int64  `json:"served"`           // values consumers took from this producer
+	Errors   int64  `json:"errors"`           // failed Puts and Gets, timeouts included
+	Timeouts int64  `json:"timeouts"`         // Gets whose ctx ended first
+	Expired  int64  `json:"expired"`          // slots and claims reclaimed by the TTL
+	Slots    int    `json:"slots"`            // values stored now
+	Waiting  int    `json:"waiting"`          // consumers' gets waiting for a put
+	PoolSize int64  `json:"pool_bytes"`       // the pool's capacity
+	PoolUsed int64  `json:"pool_used_bytes"`  // bytes allocated in it
+	Closed   bool   `json:"closed,omitempty"` // Close was called
 }
 
 // Open starts a connector and the engine it owns.

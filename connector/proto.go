@@ -35,9 +35,9 @@ const (
 
 // Flags of a get.
 const (
-	flagNoWait = 1 << iota // answer not-found at once instead of waiting for the key
-	flagDest               // the consumer's buffer follows: write the value into it
-	flagWantWrite          // the consumer will pull by write but does not know the size: answer with the metadata
+	flagNoWait    = 1 << iota // answer not-found at once instead of waiting for the key
+	flagDest                  // the consumer's buffer follows: write the value into it
+	flagWantWrite             // the consumer will pull by write but does not know the size: answer with the metadata
 )
 
 // Status of an info answer.
