@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"os"
 	"testing"
 	"time"
 
@@ -34,7 +35,11 @@ func pair(t testing.TB, policy xfer.Policy, pull Pull, mod func(p, c *Config)) (
 }
 
 func TestSmoke(t *testing.T) {
-	for _, policy := range []xfer.Policy{xfer.PolicyTCP, xfer.PolicySHM} {
+	policies := []xfer.Policy{xfer.PolicyTCP, xfer.PolicySHM}
+	if os.Getenv("RDMA_VM") != "" {
+		policies = []xfer.Policy{xfer.PolicyRDMA}
+	}
+	for _, policy := range policies {
 		for _, pull := range []Pull{PullRead, PullWrite} {
 			t.Run(string(policy)+"/"+pull.String(), func(t *testing.T) {
 				p, c := pair(t, policy, pull, func(p, c *Config) { p.ChunkSize, c.ChunkSize = 1<<20, 1<<20 })
