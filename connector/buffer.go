@@ -36,11 +36,11 @@ func (b *Buffer) Meta() Meta {
 func (b *Buffer) Size() int64 { return b.meta.Size }
 
 // Bytes is the value's memory, to read (or, before PutBuffer, to fill) in
-// place. It is nil after Release.
+// place. It is nil after Release and after the connector's Close.
 func (b *Buffer) Bytes() []byte {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	if b.released || b.meta.Size == 0 {
+	if b.released || b.meta.Size == 0 || b.c.down.Load() {
 		return nil
 	}
 	return b.buf.Bytes()[:b.meta.Size]

@@ -231,12 +231,13 @@ func (c *Connector) onReply(p *xfer.Peer, msg []byte) {
 // fails first, the get is abandoned: the producer is told, and late hands
 // whatever still arrives for it (to release a claim, free a buffer).
 func (c *Connector) call(ctx context.Context, r *remote, msg func(id uint32) []byte, late func(result)) (result, error) {
-	down := r.peer.Down()
 	id, ch := r.newCall()
 	if err := c.send(ctx, r.peer, msg(id)); err != nil {
 		r.forget(id)
 		return result{}, err
 	}
+	// The connection the get left on: Send may have dialed a new one.
+	down := r.peer.Down()
 	select {
 	case res := <-ch:
 		return res, res.err

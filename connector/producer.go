@@ -51,7 +51,8 @@ type waiter struct {
 type PutOption func(*putOptions)
 
 type putOptions struct {
-	consumers int // 0: retain
+	consumers int
+	retain    bool
 	ttl       time.Duration
 }
 
@@ -61,7 +62,7 @@ func Consumers(n int) PutOption { return func(o *putOptions) { o.consumers = n }
 
 // Retain keeps the value for any number of consumers, until Cleanup (or
 // the connector's Close); the TTL does not apply.
-func Retain() PutOption { return func(o *putOptions) { o.consumers, o.ttl = 0, -1 } }
+func Retain() PutOption { return func(o *putOptions) { o.retain, o.ttl = true, -1 } }
 
 // WithTTL overrides Config.TTL for this value: it is reclaimed if not
 // taken within d. Negative means never.
@@ -191,9 +192,12 @@ func (c *Connector) publish(k string, m Meta, buf xfer.Buffer, opts []PutOption)
 	for _, f := range opts {
 		f(&o)
 	}
-	if o.consumers < 0 {
+	if o.consumers < 1 && !o.retain {
 		c.free(buf)
-		return 0, Meta{}, c.putErr(k, fmt.Errorf("%d consumers", o.consumers))
+		return 0, Meta{}, c.putErr(k, fmt.Errorf("Consumers(%d): a value needs at least one consumer (or Retain)", o.consumers))
+	}
+	if o.retain {
+		o.consumers = 0
 	}
 	m.Producer, m.Key = c.eng.Addr(), k
 	s := &slot{key: k, meta: m, buf: buf, left: o.consumers}
