@@ -10,7 +10,7 @@ PKGS      = ./...
 all: build
 
 build:
-	$(GO) build -o xfer ./cmd/xfer
+	$(GO) build -buildvcs=auto -o xfer ./cmd/xfer
 
 ## test: everything CI checks, in order of speed, then one line that says
 ## what ran. Each step leaves its results in TESTOUT (JSON of the race run,

@@ -56,6 +56,11 @@ func (f *feature) result() error {
 
 var verbs = &feature{name: "libibverbs", probe: ibv.Load}
 
+// VerbsBuilt reports whether this build has the verbs transport (it needs
+// cgo on Linux) and, when it has not, why. Whether this host can use it is
+// Verbs's answer.
+func VerbsBuilt() (bool, string) { return ibv.Built, ibv.BuiltReason }
+
 // Verbs reports whether libibverbs.so.1 loads. Without cgo, off Linux or
 // without rdma-core the error matches ErrNotSupported and says what to
 // install.

@@ -82,10 +82,15 @@ func newRootCmd(stdout, stderr io.Writer) *cobra.Command {
 	}
 	root.SetOut(stdout)
 	root.SetErr(stderr)
+	// --version prints what `xfer version` does; the template runs only
+	// when the flag is given, so other commands do not load libibverbs.
+	root.Version = "-"
+	cobra.AddTemplateFunc("xferVersion", versionTemplate)
+	root.SetVersionTemplate("{{xferVersion}}")
 	pf := root.PersistentFlags()
 	pf.StringVar(&g.configPath, "config", "", "YAML configuration `file` (default $"+envConfigFile+")")
 	pf.StringVar(&g.logLevel, "log-level", "warn", "log level: debug, info, warn or error")
-	root.AddCommand(newServeCmd(g), newBenchCmd(g), newDevicesCmd(g), newDoctorCmd(g), newKVCmd(g))
+	root.AddCommand(newServeCmd(g), newBenchCmd(g), newDevicesCmd(g), newDoctorCmd(g), newKVCmd(g), newVersionCmd(g))
 	rejectUnknownSubcommands(root)
 	return root
 }
