@@ -68,6 +68,39 @@ type Engine struct {
 type engineStats struct {
 	fallbacks    atomic.Uint64
 	setupRetries atomic.Uint64
+
+	warnMu sync.Mutex
+	warned map[warnKey]struct{} // fallbacks already logged at Warn
+}
+
+// warnKey is what a fallback warning is logged once for: a peer (its
+// address or engine ID) and the reason (what fell back to what, and why).
+type warnKey struct{ peer, reason string }
+
+// maxWarned bounds the memory of which fallbacks were logged: past it the
+// set starts over, so a warning may be repeated but memory stays bounded.
+const maxWarned = 4096
+
+// warnFallback logs a fallback at Warn the first time a peer falls back for
+// a reason, and at Debug after that: an operator sees each once, and a peer
+// that reconnects in a loop does not flood the log.
+func (e *Engine) warnFallback(peer, reason, msg string, args ...any) {
+	k := warnKey{peer, reason}
+	e.stats.warnMu.Lock()
+	_, seen := e.stats.warned[k]
+	if !seen {
+		if e.stats.warned == nil || len(e.stats.warned) >= maxWarned {
+			e.stats.warned = make(map[warnKey]struct{})
+		}
+		e.stats.warned[k] = struct{}{}
+	}
+	e.stats.warnMu.Unlock()
+	args = append(args, "peer", peer)
+	if seen {
+		e.log.Debug(msg, args...)
+		return
+	}
+	e.log.Warn(msg+" (logged once per peer and reason)", args...)
 }
 
 // Open starts an engine: it maps and registers the default pool, and starts

@@ -227,6 +227,15 @@ func (e *Engine) acceptPeer(nc net.Conn, h *wire.Hello) (*Peer, error) {
 	return p, nil
 }
 
+// peerName names an inbound peer in logs: the address it listens on, or its
+// engine ID when it does not listen.
+func peerName(p transport.PeerInfo) string {
+	if p.Addr != "" {
+		return p.Addr
+	}
+	return ID(p.ID).String()
+}
+
 // choose picks the transport for an inbound peer: the dialer's preference
 // order, restricted by this engine's policy and what both can use.
 func (e *Engine) choose(h *wire.Hello, local, remote transport.PeerInfo) (transport.Transport, string) {
@@ -251,7 +260,7 @@ func (e *Engine) choose(h *wire.Hello, local, remote transport.PeerInfo) (transp
 			reasons = append(reasons, fmt.Sprintf("%s: %v", o.Name, err))
 			if h.Policy == string(PolicyAuto) {
 				e.stats.fallbacks.Add(1)
-				e.log.Info("transport not usable for peer; falling back", "transport", o.Name, "reason", err)
+				e.warnFallback(peerName(remote), o.Name+": "+err.Error(), "transport not usable for peer; falling back", "transport", o.Name, "reason", err)
 			}
 			continue
 		}
@@ -372,7 +381,7 @@ func (e *Engine) connect(ctx context.Context, p *Peer) (transport.Endpoint, erro
 			// one (its rdma device was removed, say) fell back too.
 			if len(exclude) == 0 && e.cfg.Transport == PolicyAuto && prev != "" && rank(ep.Transport()) > rank(prev) {
 				e.stats.fallbacks.Add(1)
-				e.log.Info("peer reconnected on a lesser transport; falling back", "peer", p.dialAddr, "had", prev, "now", ep.Transport())
+				e.warnFallback(p.dialAddr, prev+" to "+ep.Transport(), "peer reconnected on a lesser transport; falling back", "had", prev, "now", ep.Transport())
 			}
 			return ep, nil
 		}
@@ -383,7 +392,7 @@ func (e *Engine) connect(ctx context.Context, p *Peer) (transport.Endpoint, erro
 			return nil, err
 		}
 		e.stats.fallbacks.Add(1)
-		e.log.Info("transport failed to come up; falling back", "peer", p.dialAddr, "transport", name, "reason", err)
+		e.warnFallback(p.dialAddr, name+": "+err.Error(), "transport failed to come up; falling back", "transport", name, "reason", err)
 		exclude[name] = err
 	}
 }

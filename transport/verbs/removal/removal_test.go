@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net"
 	"os"
 	"os/exec"
@@ -75,7 +76,11 @@ func TestDeviceRemoved(t *testing.T) {
 	}
 	typ, netdev := softDevice(t, dev)
 
-	p := xfertest.NewPair(t, xfertest.Options{Policy: xfer.PolicyAuto, Config: xfer.Config{RDMA: verbs.Config{Device: dev}}}, "")
+	// The client's log, at the default level (warn): the fallback must
+	// show there, once.
+	var logBuf syncBuffer
+	p := xfertest.NewPair(t, xfertest.Options{Policy: xfer.PolicyAuto, Config: xfer.Config{RDMA: verbs.Config{Device: dev},
+		Logger: slog.New(slog.NewTextHandler(&logBuf, nil))}}, "")
 	if got := p.Peer.Transport(); got != "rdma" {
 		t.Fatalf("auto picked %q with %s available", got, dev)
 	}
@@ -215,6 +220,9 @@ func TestDeviceRemoved(t *testing.T) {
 		t.Errorf("Fallbacks() = %d after the peer moved from rdma to %s", n, p.Peer.Transport())
 	}
 	t.Logf("the peer carries on over %s; fallbacks counted: %d", p.Peer.Transport(), p.Client.Fallbacks())
+	if log := logBuf.String(); !strings.Contains(log, "level=WARN") || !strings.Contains(log, "falling back") {
+		t.Errorf("the fallback was not logged at warn; the engines' log:\n%s", log)
+	}
 
 	// With the device back, the same engine uses it for a new peer.
 	readd()
@@ -234,4 +242,22 @@ func TestDeviceRemoved(t *testing.T) {
 	if !bytes.Equal(p2.Target.Bytes()[:chunk], src.Bytes()) {
 		t.Fatalf("the write over the re-added %s did not land", dev)
 	}
+}
+
+// syncBuffer is a bytes.Buffer that engines' goroutines can log into.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.String()
 }
