@@ -216,17 +216,7 @@ func (c *Connector) publish(k string, m Meta, buf xfer.Buffer, opts []PutOption)
 		c.dropLocked(old)
 	}
 	c.slots[k] = s
-	ws := c.wait[k]
-	delete(c.wait, k)
-	var keep []*waiter
-	for _, w := range ws {
-		if !c.serveLocked(w.peer, w.req, s) {
-			keep = append(keep, w)
-		}
-	}
-	if len(keep) > 0 {
-		c.wait[k] = keep
-	}
+	c.serveWaitersLocked(s)
 	c.mu.Unlock()
 	c.stats.puts.Add(1)
 	c.stats.bytesPut.Add(m.Size)
@@ -290,6 +280,29 @@ func (c *Connector) endClaimLocked(k claimKey, taken bool) {
 		c.free(s.buf)
 		s.buf = xfer.Buffer{}
 	}
+	if !taken && !s.deleted {
+		// The take this claim held is free again: for a get waiting for it.
+		c.serveWaitersLocked(s)
+	}
+}
+
+// serveWaitersLocked serves the gets waiting for s's key that s has a take
+// left for.
+func (c *Connector) serveWaitersLocked(s *slot) {
+	ws := c.wait[s.key]
+	if len(ws) == 0 {
+		return
+	}
+	delete(c.wait, s.key)
+	var keep []*waiter
+	for _, w := range ws {
+		if !c.serveLocked(w.peer, w.req, s) {
+			keep = append(keep, w)
+		}
+	}
+	if len(keep) > 0 {
+		c.wait[s.key] = keep
+	}
 }
 
 // acceptLoop takes the consumers that dial this producer.
@@ -316,15 +329,16 @@ func (c *Connector) acceptLoop() {
 func (c *Connector) peerGone(p *xfer.Peer) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	for k := range c.claims {
-		if k.peer == p {
-			c.endClaimLocked(k, false)
-		}
-	}
+	// Its waits first, so that ending its claims serves other consumers'.
 	for key, ws := range c.wait {
 		c.wait[key] = removeWaiters(ws, func(w *waiter) bool { return w.peer == p })
 		if len(c.wait[key]) == 0 {
 			delete(c.wait, key)
+		}
+	}
+	for k := range c.claims {
+		if k.peer == p {
+			c.endClaimLocked(k, false)
 		}
 	}
 }

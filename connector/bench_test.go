@@ -1,0 +1,209 @@
+package connector
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/xferio/xfer"
+	"github.com/xferio/xfer/internal/testutil"
+)
+
+// The benchmarks run over tcp and shm, and over rdma alone inside the RDMA
+// VM (RDMA_VM set). -short leaves out the 256 MiB values, which is what a
+// run under SoftRoCE needs. docs/CONNECTOR.md has the figures and the
+// commands.
+
+// benchPolicies returns the policies to benchmark and the RDMA device.
+func benchPolicies(b *testing.B) ([]xfer.Policy, string) {
+	if os.Getenv("RDMA_VM") != "" {
+		return []xfer.Policy{xfer.PolicyRDMA}, testutil.RequireVerbs(b)
+	}
+	return []xfer.Policy{xfer.PolicyTCP, xfer.PolicySHM}, ""
+}
+
+// benchSizes are the value sizes of BenchmarkGet and BenchmarkPut.
+func benchSizes() []int {
+	sizes := []int{64 << 10, 1 << 20, 16 << 20, 256 << 20}
+	if testing.Short() {
+		sizes = sizes[:3]
+	}
+	return sizes
+}
+
+func sizeName(n int) string {
+	if n >= 1<<20 {
+		return fmt.Sprintf("%dMiB", n>>20)
+	}
+	return fmt.Sprintf("%dKiB", n>>10)
+}
+
+// benchPair opens a producer and a consumer on policy whose pools hold a
+// value of size bytes, the consumer pulling by pull.
+func benchPair(b *testing.B, policy xfer.Policy, dev string, pull Pull, size int) (*Connector, *Connector) {
+	b.Helper()
+	mb := max(64, 2*size>>20+16)
+	eng := xfer.Config{Transport: policy, MemoryMB: mb}
+	eng.RDMA.Device = dev
+	ctx := context.Background()
+	pcfg := Config{Role: RoleProducer, Pull: pull, Engine: eng}
+	pcfg.Engine.Listen = "127.0.0.1:0"
+	p, err := Open(ctx, pcfg)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { p.Close() })
+	c, err := Open(ctx, Config{Role: RoleConsumer, Pull: pull, Producer: p.Addr(), Engine: eng})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { c.Close() })
+	return p, c
+}
+
+// BenchmarkPutGet4K: a 4 KiB tensor put by the producer, then got by the
+// consumer with the metadata Put returned, and released: the latency of a
+// small value from one stage to the next, as p50 and p99 in µs.
+func BenchmarkPutGet4K(b *testing.B) {
+	policies, dev := benchPolicies(b)
+	for _, policy := range policies {
+		b.Run(string(policy), func(b *testing.B) {
+			p, c := benchPair(b, policy, dev, PullAuto, 4096)
+			ctx := context.Background()
+			t := Tensor{DType: F32, Shape: []int64{1024}, Data: make([]byte, 4096)}
+			var lat []time.Duration
+			b.SetBytes(4096)
+			b.ReportAllocs()
+			for b.Loop() {
+				start := time.Now()
+				_, meta, err := p.Put(ctx, "a", "b", "k", t)
+				if err != nil {
+					b.Fatal(err)
+				}
+				buf, _, err := c.Get(ctx, "a", "b", "k", &meta)
+				if err != nil {
+					b.Fatal(err)
+				}
+				buf.Release()
+				lat = append(lat, time.Since(start))
+			}
+			b.StopTimer()
+			reportLatency(b, lat)
+		})
+	}
+}
+
+// reportLatency reports the median and the 99th percentile of lat in µs.
+func reportLatency(b *testing.B, lat []time.Duration) {
+	if len(lat) == 0 {
+		return
+	}
+	slices.Sort(lat)
+	q := func(f float64) float64 {
+		return float64(lat[min(len(lat)-1, int(f*float64(len(lat))))].Nanoseconds()) / 1e3
+	}
+	b.ReportMetric(q(0.50), "p50-µs")
+	b.ReportMetric(q(0.99), "p99-µs")
+}
+
+// BenchmarkGet: a Get of a value the producer retains, by READ and by the
+// producer's WRITE, and the Release of what it received. The sub-benchmarks
+// alternate read and write at each size, so that a noisy machine affects
+// both alike.
+func BenchmarkGet(b *testing.B) {
+	policies, dev := benchPolicies(b)
+	for _, policy := range policies {
+		b.Run(string(policy), func(b *testing.B) {
+			for _, size := range benchSizes() {
+				b.Run(sizeName(size), func(b *testing.B) {
+					for _, pull := range []Pull{PullRead, PullWrite} {
+						b.Run(pull.String(), func(b *testing.B) {
+							benchGet(b, policy, dev, pull, size)
+						})
+					}
+				})
+			}
+		})
+	}
+}
+
+func benchGet(b *testing.B, policy xfer.Policy, dev string, pull Pull, size int) {
+	p, c := benchPair(b, policy, dev, pull, size)
+	ctx := context.Background()
+	_, meta, err := p.Put(ctx, "a", "b", "k", make([]byte, size), Retain())
+	if err != nil {
+		b.Fatal(err)
+	}
+	// One Get before the clock starts, so that the consumer's pool is
+	// touched: the first use of fresh memory costs page faults, not Get.
+	buf, _, err := c.Get(ctx, "a", "b", "k", &meta)
+	if err != nil {
+		b.Fatal(err)
+	}
+	buf.Release()
+	b.SetBytes(int64(size))
+	b.ReportAllocs()
+	for b.Loop() {
+		buf, _, err := c.Get(ctx, "a", "b", "k", &meta)
+		if err != nil {
+			b.Fatal(err)
+		}
+		buf.Release()
+	}
+}
+
+// BenchmarkPut: a Put that copies a value into the pool, against the
+// zero-copy path, AllocBytes and PutBuffer, which publishes memory the
+// producer filled in place (here: left as it was, since producing the
+// value is the caller's work either way). A Put moves nothing over the
+// transport; the policy decides the pool's backing (memfd for shm).
+func BenchmarkPut(b *testing.B) {
+	policies, dev := benchPolicies(b)
+	for _, policy := range policies {
+		b.Run(string(policy), func(b *testing.B) {
+			for _, size := range benchSizes() {
+				b.Run(sizeName(size), func(b *testing.B) {
+					for _, mode := range []string{"copy", "zerocopy"} {
+						b.Run(mode, func(b *testing.B) {
+							benchPut(b, policy, dev, mode, size)
+						})
+					}
+				})
+			}
+		})
+	}
+}
+
+func benchPut(b *testing.B, policy xfer.Policy, dev string, mode string, size int) {
+	p, _ := benchPair(b, policy, dev, PullAuto, size)
+	ctx := context.Background()
+	v := make([]byte, size)
+	for i := range v {
+		v[i] = byte(i)
+	}
+	for range 2 { // touch the memory the loop's Puts take turns in
+		if _, _, err := p.Put(ctx, "a", "b", "k", v); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.SetBytes(int64(size))
+	b.ReportAllocs()
+	for b.Loop() {
+		var err error
+		if mode == "copy" {
+			_, _, err = p.Put(ctx, "a", "b", "k", v)
+		} else {
+			var buf *Buffer
+			if buf, err = p.AllocBytes(ctx, int64(size)); err == nil {
+				_, _, err = p.PutBuffer(ctx, "a", "b", "k", buf)
+			}
+		}
+		if err != nil {
+			b.Fatal(err)
+		}
+		// Each Put replaces the last, whose memory goes back to the pool.
+	}
+}
