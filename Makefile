@@ -12,12 +12,17 @@ all: build
 build:
 	$(GO) build -buildvcs=auto -o xfer ./cmd/xfer
 
+## deps: the Debian packages tests run for real (etcd-server), when missing.
+.PHONY: deps
+deps:
+	tools/deps.sh
+
 ## test: everything CI checks, in order of speed, then one line that says
 ## what ran. Each step leaves its results in TESTOUT (JSON of the race run,
 ## one log per fuzz target).
 TESTOUT  ?= $(CURDIR)/test-out
 
-test: vet nocgo race integrity fuzz
+test: deps vet nocgo race integrity fuzz
 	@pass=$$(cat $(TESTOUT)/race.pass $(TESTOUT)/integrity.pass $(TESTOUT)/fuzz.pass | awk '{s+=$$1} END {print s}'); \
 	  skip=$$(cat $(TESTOUT)/race.skip); \
 	  echo "make test: vet, gofmt and the no-cgo build clean; race: $$(cat $(TESTOUT)/race.pass) tests passed ($$skip skipped); integrity: $$(cat $(TESTOUT)/integrity.pass); fuzz: $$(cat $(TESTOUT)/fuzz.pass) targets for $(FUZZTIME) each"; \

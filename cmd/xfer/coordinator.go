@@ -1,0 +1,75 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/xferio/xfer/directory"
+)
+
+// coordinatorBanner starts the line coordinator prints to stdout once it
+// listens; the address follows.
+const coordinatorBanner = "xfer coordinator: listening on "
+
+func newCoordinatorCmd(g *globals) *cobra.Command {
+	var listen string
+	var ttl time.Duration
+	cmd := &cobra.Command{
+		Use:   "coordinator",
+		Short: "Run a directory through which nodes find each other by node ID (HTTP)",
+		Long: "coordinator serves the http directory backend: nodes register their entry\n" +
+			"(addresses, transports, exports, RDMA endpoint) and look up others by node ID,\n" +
+			"with --directory http://HOST:PORT. Entries expire when their node stops sending\n" +
+			"heartbeats. It keeps entries in memory and is not highly available: for more\n" +
+			"than a small cluster, use an etcd cluster (--directory etcd://HOST:2379/PREFIX).\n\n" +
+			"  POST   /nodes/{id}/rdma/endpoint   register, or refresh (?ttl=10s)\n" +
+			"  GET    /nodes/{id}/rdma/endpoint   one entry\n" +
+			"  GET    /nodes                      every live entry\n" +
+			"  DELETE /nodes/{id}                 remove an entry\n\n" +
+			"Once it listens it prints one line to stdout:\n\n  " + coordinatorBanner + "HOST:PORT",
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if listen == "" {
+				return errors.New("coordinator needs an address to listen on: --listen HOST:PORT (or :0)")
+			}
+			if ttl < directory.MinTTL || ttl > directory.MaxTTL {
+				return fmt.Errorf("--ttl %v: must be between %v and %v", ttl, directory.MinTTL, directory.MaxTTL)
+			}
+			return runCoordinator(cmd.Context(), g, listen, ttl)
+		},
+	}
+	cmd.Flags().StringVar(&listen, "listen", "", "`address` to serve on, e.g. :7470 (required)")
+	cmd.Flags().DurationVar(&ttl, "ttl", directory.DefaultTTL, "how long an entry lives without a heartbeat, when its node asks for no TTL")
+	return cmd
+}
+
+func runCoordinator(ctx context.Context, g *globals, listen string, ttl time.Duration) error {
+	l, err := net.Listen("tcp", listen)
+	if err != nil {
+		return fmt.Errorf("coordinator: %w", err)
+	}
+	srv := &http.Server{
+		Handler:           directory.NewCoordinator(directory.CoordinatorOptions{TTL: ttl, Logger: g.log}),
+		ReadHeaderTimeout: 10 * time.Second,
+		ErrorLog:          nil,
+	}
+	fmt.Fprintf(g.stdout, "%s%s\n", coordinatorBanner, l.Addr())
+	done := make(chan error, 1)
+	go func() { done <- srv.Serve(l) }()
+	select {
+	case err := <-done:
+		return fmt.Errorf("coordinator: %w", err)
+	case <-ctx.Done():
+	}
+	sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	srv.Shutdown(sctx)
+	<-done
+	return nil
+}

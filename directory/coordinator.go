@@ -1,0 +1,209 @@
+package directory
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+)
+
+// The coordinator's HTTP API (JSON bodies; errors are {"error": "..."}):
+//
+//	POST   /nodes/{id}/rdma/endpoint   register or refresh (heartbeat) an entry; ?ttl=10s
+//	GET    /nodes/{id}/rdma/endpoint   the entry, or 404
+//	GET    /nodes                      {"nodes": [entry, ...]}, sorted by node ID
+//	DELETE /nodes/{id}                 remove an entry, or 404
+//	GET    /healthz                    200 "ok"
+//
+// The path keeps the shape of the coordinators RDMA deployments already
+// run, where a node posts its endpoint (QPN, LID, GID, PSN) for its peers.
+
+// Bounds of the TTL a node may ask for.
+const (
+	MinTTL = 100 * time.Millisecond
+	MaxTTL = 10 * time.Minute
+)
+
+// Coordinator is the http backend's server: it keeps entries in memory and
+// forgets those not refreshed within their TTL. It is an http.Handler.
+type Coordinator struct {
+	ttl time.Duration
+	log *slog.Logger
+	mux *http.ServeMux
+	now func() time.Time
+
+	mu    sync.Mutex
+	nodes map[string]*record
+}
+
+type record struct {
+	entry   Entry
+	raw     json.RawMessage
+	expires time.Time
+}
+
+// CoordinatorOptions configure a Coordinator.
+type CoordinatorOptions struct {
+	// TTL is the TTL of an entry whose node asks for none. Default:
+	// DefaultTTL.
+	TTL time.Duration
+	// Logger receives registrations, expiries and refused requests at
+	// info. Default: none.
+	Logger *slog.Logger
+}
+
+// NewCoordinator returns a coordinator with no entries.
+func NewCoordinator(o CoordinatorOptions) *Coordinator {
+	if o.TTL <= 0 {
+		o.TTL = DefaultTTL
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	c := &Coordinator{ttl: o.TTL, log: o.Logger, mux: http.NewServeMux(), now: time.Now, nodes: map[string]*record{}}
+	c.mux.HandleFunc("POST /nodes/{id}/rdma/endpoint", c.post)
+	c.mux.HandleFunc("GET /nodes/{id}/rdma/endpoint", c.get)
+	c.mux.HandleFunc("GET /nodes", c.list)
+	c.mux.HandleFunc("DELETE /nodes/{id}", c.delete)
+	c.mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { io.WriteString(w, "ok\n") })
+	return c
+}
+
+func (c *Coordinator) ServeHTTP(w http.ResponseWriter, r *http.Request) { c.mux.ServeHTTP(w, r) }
+
+// Len is the number of live entries.
+func (c *Coordinator) Len() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.expireLocked()
+	return len(c.nodes)
+}
+
+func (c *Coordinator) expireLocked() {
+	now := c.now()
+	for id, r := range c.nodes {
+		if now.After(r.expires) {
+			c.log.Info("coordinator: entry expired", "node", id)
+			delete(c.nodes, id)
+		}
+	}
+}
+
+func httpError(w http.ResponseWriter, code int, err error) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(code)
+	json.NewEncoder(w).Encode(map[string]string{"error": err.Error()})
+}
+
+func (c *Coordinator) post(w http.ResponseWriter, r *http.Request) {
+	id := r.PathValue("id")
+	if err := CheckNodeID(id); err != nil {
+		httpError(w, http.StatusBadRequest, err)
+		return
+	}
+	ttl := c.ttl
+	if s := r.URL.Query().Get("ttl"); s != "" {
+		d, err := time.ParseDuration(s)
+		if err != nil || d < MinTTL || d > MaxTTL {
+			httpError(w, http.StatusBadRequest, fmt.Errorf("ttl %q: want a duration from %v to %v", s, MinTTL, MaxTTL))
+			return
+		}
+		ttl = d
+	}
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, MaxEntrySize))
+	if err != nil {
+		httpError(w, http.StatusRequestEntityTooLarge, fmt.Errorf("entry: %w", err))
+		return
+	}
+	e, err := Unmarshal(body)
+	if err != nil {
+		httpError(w, http.StatusBadRequest, err)
+		return
+	}
+	if e.NodeID != id {
+		httpError(w, http.StatusBadRequest, fmt.Errorf("the entry is for node %q, the path for %q", e.NodeID, id))
+		return
+	}
+	raw, err := e.Marshal()
+	if err != nil {
+		httpError(w, http.StatusBadRequest, err)
+		return
+	}
+	c.mu.Lock()
+	_, had := c.nodes[id]
+	c.nodes[id] = &record{entry: e, raw: raw, expires: c.now().Add(ttl)}
+	c.mu.Unlock()
+	if !had {
+		c.log.Info("coordinator: node registered", "node", id, "addrs", strings.Join(e.Addrs, ","), "ttl", ttl)
+	}
+	w.WriteHeader(http.StatusNoContent)
+}
+
+func (c *Coordinator) get(w http.ResponseWriter, r *http.Request) {
+	id := r.PathValue("id")
+	c.mu.Lock()
+	c.expireLocked()
+	rec := c.nodes[id]
+	c.mu.Unlock()
+	if rec == nil {
+		httpError(w, http.StatusNotFound, fmt.Errorf("node %q: %w", truncate(id), ErrNotFound))
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.Write(rec.raw)
+}
+
+func (c *Coordinator) list(w http.ResponseWriter, _ *http.Request) {
+	c.mu.Lock()
+	c.expireLocked()
+	ids := make([]string, 0, len(c.nodes))
+	for id := range c.nodes {
+		ids = append(ids, id)
+	}
+	slices.Sort(ids)
+	out := struct {
+		Nodes []json.RawMessage `json:"nodes"`
+	}{Nodes: make([]json.RawMessage, 0, len(ids))}
+	for _, id := range ids {
+		out.Nodes = append(out.Nodes, c.nodes[id].raw)
+	}
+	c.mu.Unlock()
+	w.Header().Set("Content-Type", "application/json")
+	json.NewEncoder(w).Encode(out)
+}
+
+func (c *Coordinator) delete(w http.ResponseWriter, r *http.Request) {
+	id := r.PathValue("id")
+	c.mu.Lock()
+	c.expireLocked()
+	_, ok := c.nodes[id]
+	delete(c.nodes, id)
+	c.mu.Unlock()
+	if !ok {
+		httpError(w, http.StatusNotFound, fmt.Errorf("node %q: %w", truncate(id), ErrNotFound))
+		return
+	}
+	c.log.Info("coordinator: node deregistered", "node", id)
+	w.WriteHeader(http.StatusNoContent)
+}
+
+// errorBody extracts the error message of a coordinator's answer.
+func errorBody(resp *http.Response) error {
+	b, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
+	var e struct {
+		Error string `json:"error"`
+	}
+	msg := strings.TrimSpace(string(b))
+	if json.Unmarshal(b, &e) == nil && e.Error != "" {
+		msg = e.Error
+	}
+	if resp.StatusCode == http.StatusNotFound {
+		return fmt.Errorf("coordinator answered %s: %s: %w", resp.Status, msg, ErrNotFound)
+	}
+	return fmt.Errorf("coordinator answered %s: %s", resp.Status, msg)
+}

@@ -1,0 +1,158 @@
+package directory
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"net/url"
+	"strings"
+	"time"
+)
+
+// Directory publishes this node's entry and finds other nodes'. Its
+// methods are safe for concurrent use.
+type Directory interface {
+	// Register publishes e and keeps it alive (a lease, heartbeats) until
+	// Deregister or Close. Registering the same node again replaces its
+	// entry.
+	Register(ctx context.Context, e Entry) error
+	// Deregister removes node id's entry at once.
+	Deregister(ctx context.Context, id string) error
+	// Lookup returns node id's entry, or an error matching ErrNotFound.
+	Lookup(ctx context.Context, id string) (Entry, error)
+	// List returns the live entries, sorted by node ID.
+	List(ctx context.Context) ([]Entry, error)
+	// Watch reports the nodes there are now (as joins), then each join,
+	// update and leave, until ctx ends or the directory is closed; then it
+	// closes the channel.
+	Watch(ctx context.Context) (<-chan Event, error)
+	// Close stops keeping this node's entries alive and releases the
+	// backend. An entry it registered goes at once where the backend can
+	// (etcd revokes its lease), else when it expires. Idempotent.
+	Close() error
+}
+
+// EventKind says what happened to a node.
+type EventKind uint8
+
+// The kinds of event.
+const (
+	Join  EventKind = iota + 1 // a node registered, or updated its entry
+	Leave                      // a node deregistered, or its entry expired
+)
+
+func (k EventKind) String() string {
+	switch k {
+	case Join:
+		return "join"
+	case Leave:
+		return "leave"
+	}
+	return fmt.Sprintf("EventKind(%d)", uint8(k))
+}
+
+// Event is a change Watch reports. A Leave carries only Entry.NodeID.
+type Event struct {
+	Kind  EventKind
+	Entry Entry
+}
+
+// Errors.
+var (
+	// ErrNotFound means no live entry has the node ID.
+	ErrNotFound = errors.New("node not found")
+	// ErrNoDirectory means the directory is p2p: node IDs cannot be
+	// resolved.
+	ErrNoDirectory = errors.New("no directory: set a directory URL (http://HOST:PORT or etcd://HOST:2379/PREFIX) to use node IDs")
+	// ErrClosed means the directory was closed.
+	ErrClosed = errors.New("directory closed")
+)
+
+// DefaultTTL is how long an entry lives without a heartbeat or lease
+// renewal.
+const DefaultTTL = 10 * time.Second
+
+// Options configure a directory client.
+type Options struct {
+	// TTL is how long this node's entry outlives its last heartbeat (http)
+	// or lease renewal (etcd); etcd rounds it up to whole seconds. Default:
+	// DefaultTTL.
+	TTL time.Duration
+	// DialTimeout bounds connecting to the backend. Default: 5s.
+	DialTimeout time.Duration
+	// HTTPClient is the http backend's client. Default: one with
+	// DialTimeout as its timeout.
+	HTTPClient *http.Client
+	// Logger receives the directory's logs. Default: none.
+	Logger *slog.Logger
+}
+
+func (o Options) withDefaults() Options {
+	if o.TTL <= 0 {
+		o.TTL = DefaultTTL
+	}
+	if o.DialTimeout <= 0 {
+		o.DialTimeout = 5 * time.Second
+	}
+	if o.HTTPClient == nil {
+		o.HTTPClient = &http.Client{Timeout: o.DialTimeout}
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	return o
+}
+
+// Open returns the directory that rawURL names: "p2p" or "" (none),
+// "http://HOST:PORT" (a coordinator) or "etcd://HOST:PORT[,HOST:PORT...]/PREFIX".
+func Open(ctx context.Context, rawURL string, o Options) (Directory, error) {
+	o = o.withDefaults()
+	if rawURL == "" || rawURL == "p2p" {
+		return p2p{}, nil
+	}
+	scheme, rest, ok := strings.Cut(rawURL, "://")
+	if !ok {
+		return nil, fmt.Errorf("directory %q: want p2p, http://HOST:PORT or etcd://HOST:2379/PREFIX", rawURL)
+	}
+	switch scheme {
+	case "http", "https":
+		u, err := url.Parse(rawURL)
+		if err != nil || u.Host == "" {
+			return nil, fmt.Errorf("directory %q: want http://HOST:PORT", rawURL)
+		}
+		return openHTTP(u, o), nil
+	case "etcd":
+		hosts, prefix, _ := strings.Cut(rest, "/")
+		if hosts == "" {
+			return nil, fmt.Errorf("directory %q: no etcd endpoint: want etcd://HOST:2379[,HOST:2379...]/PREFIX", rawURL)
+		}
+		var eps []string
+		for _, h := range strings.Split(hosts, ",") {
+			if h == "" {
+				return nil, fmt.Errorf("directory %q: an empty etcd endpoint", rawURL)
+			}
+			eps = append(eps, "http://"+h)
+		}
+		if prefix == "" {
+			prefix = "xfer"
+		}
+		return openEtcd(ctx, eps, "/"+strings.Trim(prefix, "/"), o)
+	}
+	return nil, fmt.Errorf("directory %q: unknown scheme %q: want p2p, http or etcd", rawURL, scheme)
+}
+
+// p2p is no directory.
+type p2p struct{}
+
+func (p2p) Register(context.Context, Entry) error   { return nil }
+func (p2p) Deregister(context.Context, string) error { return nil }
+func (p2p) Lookup(_ context.Context, id string) (Entry, error) {
+	return Entry{}, fmt.Errorf("directory: look up node %s: %w", id, ErrNoDirectory)
+}
+func (p2p) List(context.Context) ([]Entry, error) { return nil, ErrNoDirectory }
+func (p2p) Watch(context.Context) (<-chan Event, error) {
+	return nil, ErrNoDirectory
+}
+func (p2p) Close() error { return nil }

@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# Installs the Debian packages the tests run for real, when they are
+# missing: etcd-server (the directory package's integration test runs
+# Debian's etcd binary). Go modules come with `go test` itself.
+# Run as root on a fresh machine (make test runs it); otherwise it says what
+# to install, and the tests that need it skip (or fail under
+# XFER_REQUIRE_ETCD=1, as in CI).
+set -euo pipefail
+
+need=()
+command -v etcd >/dev/null 2>&1 || need+=(etcd-server)
+
+if [ ${#need[@]} -eq 0 ]; then
+  exit 0
+fi
+if [ "$(id -u)" -ne 0 ] || ! command -v apt-get >/dev/null 2>&1; then
+  echo "deps: missing ${need[*]}: install them (apt-get install ${need[*]}); the tests that run them will skip" >&2
+  exit 0
+fi
+echo "deps: installing ${need[*]}" >&2
+export DEBIAN_FRONTEND=noninteractive
+apt-get install -y -qq "${need[@]}" >/dev/null 2>&1 || {
+  apt-get update -qq
+  apt-get install -y -qq "${need[@]}"
+}
+# The package starts a system etcd where systemd runs; the tests start
+# their own on free ports and do not need it.
