@@ -230,7 +230,7 @@ func Open(ctx context.Context, cfg Config) (*Connector, error) {
 	}
 	log := cfg.Logger
 	if log == nil {
-		log = slog.New(slog.DiscardHandler)
+		log = eng.Config().Logger // the engine's default: warn and above, to stderr
 	}
 	c := &Connector{
 		cfg:    cfg,
@@ -312,18 +312,47 @@ func (c *Connector) Close() error {
 		return nil
 	}
 	c.closed = true
-	c.down.Store(true)
+	remotes := make([]*remote, 0, len(c.remote))
 	for _, r := range c.remote {
 		r.failAll(net.ErrClosed)
+		remotes = append(remotes, r)
 	}
 	c.slots = map[string]*slot{}
 	c.wait = map[string][]*waiter{}
 	c.claims = map[claimKey]*claim{}
 	c.mu.Unlock()
+	c.syncAll(remotes)
+	c.down.Store(true)
 	c.cancel()
 	err := c.eng.Close()
 	c.wg.Wait()
 	return err
+}
+
+// syncTimeout bounds the sync with each producer at Close.
+const syncTimeout = time.Second
+
+// syncAll syncs with every producer still connected, so that the releases
+// this consumer sent reach them before its connections close: otherwise
+// closing the engine drops what its transports have not sent yet, and a
+// producer would count a value this consumer took as not taken.
+func (c *Connector) syncAll(remotes []*remote) {
+	var wg sync.WaitGroup
+	for _, r := range remotes {
+		select {
+		case <-r.peer.Down():
+			continue
+		default:
+		}
+		wg.Go(func() {
+			ctx, cancel := context.WithTimeout(c.ctx, syncTimeout)
+			defer cancel()
+			if _, err := c.call(ctx, r, func(id uint32) []byte { return appendSync(nil, id) }, func(result) {}); err != nil {
+				c.log.Debug("connector: sync with a producer at close failed", "peer", r.peer.String(), "err", err)
+			}
+		})
+	}
+	wg.Wait()
 }
 
 // errClosed is the error of a call on a closed connector.

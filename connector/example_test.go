@@ -187,14 +187,9 @@ func Example_oneToMany() {
 		if err != nil {
 			log.Fatal(err)
 		}
-		defer cons.Close() // after the wait below: Close ends its connection
 		fmt.Printf("consumer %d: %s\n", i, b.Bytes())
 		b.Release()
-	}
-	// Each consumer's release reaches the producer on its own connection:
-	// wait for the third.
-	for prod.Health().Slots > 0 && ctx.Err() == nil {
-		time.Sleep(time.Millisecond)
+		cons.Close() // it syncs with the producer: its release has arrived
 	}
 	h := prod.Health()
 	fmt.Println("served", h.Served, "slots", h.Slots, "pool in use", h.PoolUsed)

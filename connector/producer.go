@@ -398,6 +398,9 @@ func (c *Connector) onRequest(p *xfer.Peer, req request) {
 	case msgRelease:
 		c.endClaimLocked(k, req.taken)
 		return
+	case msgSync:
+		c.answerLocked(p, req.id, statusSynced, nil, xfer.RemoteAddr{}, "")
+		return
 	case msgCancel:
 		for key, ws := range c.wait {
 			c.wait[key] = removeWaiters(ws, func(w *waiter) bool { return w.peer == p && w.req.id == req.id })

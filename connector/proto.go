@@ -17,6 +17,7 @@ import (
 //	info    producer → consumer  id, status, then meta and source (ok) or a message
 //	release consumer → producer  id, taken
 //	cancel  consumer → producer  id
+//	sync    consumer → producer  id, answered by an info with statusSynced
 //
 // A get claims the slot for the consumer (or waits for the key to be put).
 // Under PullRead the info answer carries the slot's address and the consumer
@@ -26,11 +27,17 @@ import (
 // with a release, which says whether it took the value: a slot is counted
 // as consumed only then, so a consumer that fails or gives up never uses up
 // another consumer's turn.
+//
+// A consumer that closes first syncs with each producer: the answer comes
+// after the producer has handled every message the consumer sent before it
+// (messages arrive in order), so no release is lost to the connection
+// going down.
 const (
 	msgGet     = 1
 	msgInfo    = 2
 	msgRelease = 3
 	msgCancel  = 4
+	msgSync    = 5
 )
 
 // Flags of a get.
@@ -48,6 +55,7 @@ const (
 	statusClosed   = 3 // the producer is closing
 	statusFailed   = 4 // the message says why
 	statusRefused  = 5 // a malformed or unacceptable request; the message says why
+	statusSynced   = 6 // the answer to a sync; an empty message follows
 )
 
 // maxControl bounds a control message: a get with the longest key and
@@ -101,6 +109,11 @@ func appendRelease(b []byte, id uint32, taken bool) []byte {
 
 func appendCancel(b []byte, id uint32) []byte {
 	b = append(b, msgCancel)
+	return binary.LittleEndian.AppendUint32(b, id)
+}
+
+func appendSync(b []byte, id uint32) []byte {
+	b = append(b, msgSync)
 	return binary.LittleEndian.AppendUint32(b, id)
 }
 
@@ -233,7 +246,7 @@ func parseRequest(b []byte) (request, error) {
 		default:
 			d.fail("taken is neither 0 nor 1")
 		}
-	case msgCancel:
+	case msgCancel, msgSync:
 	default:
 		if d.err == nil {
 			d.fail(fmt.Sprintf("unknown type %d", r.typ))
@@ -260,7 +273,7 @@ func parseReply(b []byte) (reply, error) {
 		if r.status == statusOK {
 			r.src = d.remote()
 		}
-	case statusNotFound, statusClosed, statusFailed, statusRefused:
+	case statusNotFound, statusClosed, statusFailed, statusRefused, statusSynced:
 		r.msg = string(d.bytes(int(d.u16("message length")), "message"))
 	default:
 		d.fail(fmt.Sprintf("unknown status %d", r.status))

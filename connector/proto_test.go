@@ -20,6 +20,7 @@ func TestControlRoundTrip(t *testing.T) {
 		{appendRelease(nil, 10, true), request{typ: msgRelease, id: 10, taken: true}},
 		{appendRelease(nil, 11, false), request{typ: msgRelease, id: 11}},
 		{appendCancel(nil, 12), request{typ: msgCancel, id: 12}},
+		{appendSync(nil, 13), request{typ: msgSync, id: 13}},
 	} {
 		got, err := parseRequest(tc.msg)
 		if err != nil || got != tc.want {
@@ -27,7 +28,7 @@ func TestControlRoundTrip(t *testing.T) {
 		}
 	}
 	m := Meta{Producer: "10.0.0.1:15500", Key: "a/b/k", Size: 24, Kind: KindTensor, DType: F32, Shape: []int64{2, 3}}
-	for _, st := range []byte{statusOK, statusNeedDest, statusNotFound, statusFailed, statusRefused, statusClosed} {
+	for _, st := range []byte{statusOK, statusNeedDest, statusNotFound, statusFailed, statusRefused, statusClosed, statusSynced} {
 		b, err := appendInfo(nil, 5, st, &m, dest, "why")
 		if err != nil {
 			t.Fatal(err)
@@ -90,6 +91,7 @@ func FuzzControl(f *testing.F) {
 	f.Add(appendGet(nil, 1, flagDest|flagNoWait, "a/b/k", dest, 64))
 	f.Add(appendRelease(nil, 2, true))
 	f.Add(appendCancel(nil, 3))
+	f.Add(appendSync(nil, 5))
 	m := Meta{Producer: "h:1", Key: "a/b/k", Size: 4, Kind: KindTensor, DType: I32, Shape: []int64{1}}
 	for _, st := range []byte{statusOK, statusNeedDest, statusFailed} {
 		b, _ := appendInfo(nil, 4, st, &m, dest, "no")
@@ -109,6 +111,8 @@ func FuzzControl(f *testing.F) {
 				again = appendRelease(nil, r.id, r.taken)
 			case msgCancel:
 				again = appendCancel(nil, r.id)
+			case msgSync:
+				again = appendSync(nil, r.id)
 			}
 			if string(again) != string(b) {
 				t.Fatalf("request %x decoded to %+v, which encodes to %x", b, r, again)
