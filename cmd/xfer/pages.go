@@ -1,0 +1,304 @@
+package main
+
+import (
+	"context"
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/xferio/xfer"
+	"github.com/xferio/xfer/directory"
+	"github.com/xferio/xfer/pages"
+)
+
+// pagesBanner starts the line `pages serve` prints once it listens.
+const pagesBanner = "xfer pages serve: listening on "
+
+func newPagesCmd(g *globals) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "pages",
+		Short: "Serve and fetch 4 KiB (or 2 MiB) pages with one-sided READs",
+		Long: "pages serves a guest-physical address space from registered memory (serve) and\n" +
+			"measures fetching its pages, one READ per page (bench). See docs/PAGES.md.",
+	}
+	cmd.AddCommand(newPagesServeCmd(g), newPagesBenchCmd(g))
+	return cmd
+}
+
+func parsePageSize(s string) (int, error) {
+	n, err := ParseSize(s)
+	if err != nil {
+		return 0, fmt.Errorf("--page-size %q: %w", s, err)
+	}
+	if n != pages.PageSize4K && n != pages.PageSize2M {
+		return 0, fmt.Errorf("--page-size %s: want 4KiB or 2MiB", s)
+	}
+	return int(n), nil
+}
+
+func newPagesServeCmd(g *globals) *cobra.Command {
+	var size, pageSize, nodeID, dir string
+	var stamp bool
+	cmd := &cobra.Command{
+		Use:   "serve",
+		Short: "Serve an address space of pages until SIGINT or SIGTERM",
+		Long: "serve maps and registers --size bytes as a guest-physical address space and serves\n" +
+			"its pages to clients' READs and WRITEs. With --directory and --node-id it registers\n" +
+			"itself, so that clients find it by node ID. With --stamp each page's first 8 bytes\n" +
+			"hold its offset, for `pages bench --verify` (this touches every page). Once it\n" +
+			"listens it prints one line to stdout:\n\n  " + pagesBanner + "HOST:PORT",
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			cfg, err := g.config(cmd.Flags())
+			if err != nil {
+				return err
+			}
+			if cfg.Listen == "" {
+				return errors.New("pages serve needs an address to listen on: --listen HOST:PORT (or :0)")
+			}
+			n, err := ParseSize(size)
+			if err != nil {
+				return fmt.Errorf("--size %q: %w", size, err)
+			}
+			ps, err := parsePageSize(pageSize)
+			if err != nil {
+				return err
+			}
+			if (dir == "") != (nodeID == "") && dir != "p2p" {
+				return errors.New("--directory and --node-id go together: a node registers under its ID")
+			}
+			cfg.MemoryMB = max(cfg.MemoryMB, 1) // the pages are a region of their own
+			return servePages(cmd.Context(), g, pages.ServerConfig{Engine: cfg, Size: n, PageSize: ps}, stamp, dir, nodeID)
+		},
+	}
+	fs := cmd.Flags()
+	fs.String("listen", "", "`address` to accept clients on, e.g. :7472 (required)")
+	fs.String("transport", string(xfer.PolicyAuto), "transport `policy`: auto, tcp, shm or rdma")
+	fs.String("secret", "", "shared `secret` clients must know (prefer "+envPrefix+"SECRET)")
+	fs.StringVar(&size, "size", "1GiB", "size of the address space")
+	fs.StringVar(&pageSize, "page-size", "4KiB", "page size: 4KiB or 2MiB")
+	fs.StringVar(&nodeID, "node-id", "", "this node's `ID` in the directory")
+	fs.StringVar(&dir, "directory", "", "directory `URL` to register in: http://HOST:PORT or etcd://HOST:2379/PREFIX")
+	fs.BoolVar(&stamp, "stamp", false, "write each page's offset into its first 8 bytes")
+	return cmd
+}
+
+func servePages(ctx context.Context, g *globals, cfg pages.ServerConfig, stamp bool, dirURL, nodeID string) error {
+	s, err := pages.NewServer(ctx, cfg)
+	if err != nil {
+		return err
+	}
+	defer s.Close()
+	if stamp {
+		mem := s.Memory()
+		for off := 0; off < len(mem); off += s.PageSize() {
+			binary.LittleEndian.PutUint64(mem[off:], uint64(off))
+		}
+	}
+	if nodeID != "" {
+		d, err := directory.Open(ctx, dirURL, directory.Options{Logger: g.log})
+		if err != nil {
+			return err
+		}
+		defer d.Close()
+		e := directory.Entry{NodeID: nodeID, Addrs: []string{s.Addr()}, Transports: transportsOf(cfg.Engine.Transport),
+			Exports: []directory.Export{{Name: pages.ExportName, Len: uint64(cfg.Size)}}}
+		if err := d.Register(ctx, e); err != nil {
+			return err
+		}
+	}
+	fmt.Fprintf(g.stdout, "%s%s\n", pagesBanner, s.Addr())
+	<-ctx.Done()
+	return nil
+}
+
+// transportsOf lists the transports a policy offers, for a directory entry.
+func transportsOf(p xfer.Policy) []string {
+	if p == xfer.PolicyAuto || p == "" {
+		return []string{"rdma", "shm", "tcp"}
+	}
+	return []string{string(p)}
+}
+
+// pagesResult is what `pages bench` reports.
+type pagesResult struct {
+	Transport string  `json:"transport"`
+	PageSize  int     `json:"page_size"`
+	Depth     int     `json:"depth"`
+	Pattern   string  `json:"pattern"`
+	Pages     int64   `json:"pages"`
+	Seconds   float64 `json:"seconds"`
+	PagesPerS float64 `json:"pages_per_sec"`
+	P50us     float64 `json:"p50_us"`
+	P99us     float64 `json:"p99_us"`
+	P999us    float64 `json:"p999_us"`
+	MaxUs     float64 `json:"max_us"`
+	Verified  bool    `json:"verified"`
+}
+
+func newPagesBenchCmd(g *globals) *cobra.Command {
+	var peer, dirURL, peerNode, pattern, pageSize string
+	var npages int64
+	var depth int
+	var duration time.Duration
+	var asJSON, verify bool
+	cmd := &cobra.Command{
+		Use:   "bench",
+		Short: "Fetch pages from a page server and print latency quantiles and pages/s",
+		Long: "bench fetches pages from a page server (--peer ADDR, or --directory URL --peer-node ID)\n" +
+			"for --duration: one READ per page, --depth pages per submission (1: one at a time,\n" +
+			"FetchPage; more: FetchPages). It prints p50, p99 and p99.9 latency and pages/s.\n" +
+			"A page's latency is from its submission to its completion.",
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			cfg, err := g.config(cmd.Flags())
+			if err != nil {
+				return err
+			}
+			ps, err := parsePageSize(pageSize)
+			if err != nil {
+				return err
+			}
+			if pattern != "random" && pattern != "seq" {
+				return fmt.Errorf("--pattern %q: want random or seq", pattern)
+			}
+			if depth < 1 || depth > 1024 {
+				return fmt.Errorf("--depth %d: want 1 to 1024", depth)
+			}
+			if duration <= 0 {
+				return fmt.Errorf("--duration %v: must be positive", duration)
+			}
+			ctx := cmd.Context()
+			switch {
+			case peer != "" && peerNode != "":
+				return errors.New("--peer and --peer-node both name the server: give one")
+			case peer == "" && peerNode == "":
+				return errors.New("pages bench needs a server: --peer ADDR, or --directory URL --peer-node ID")
+			case peerNode != "":
+				if dirURL == "" {
+					return errors.New("--peer-node needs --directory URL to look the node up in")
+				}
+				d, err := directory.Open(ctx, dirURL, directory.Options{Logger: g.log})
+				if err != nil {
+					return err
+				}
+				e, err := d.Lookup(ctx, peerNode)
+				d.Close()
+				if err != nil {
+					return err
+				}
+				peer = e.Addrs[0]
+			}
+			cfg.MemoryMB = max(cfg.MemoryMB, int((int64(depth)*int64(ps)+int64(256)*int64(ps))>>20)+8)
+			res, err := benchPages(ctx, cfg, peer, ps, npages, pattern, depth, duration, verify)
+			if err != nil {
+				return err
+			}
+			if asJSON {
+				return json.NewEncoder(g.stdout).Encode(res)
+			}
+			fmt.Fprintf(g.stdout, " transport  page    depth  pattern        pages     pages/s   p50 µs   p99 µs  p99.9 µs   max µs\n")
+			fmt.Fprintf(g.stdout, " %-9s  %-6s %5d  %-7s %12d %11.0f %8.1f %8.1f %9.1f %8.1f\n",
+				res.Transport, FormatSize(int64(res.PageSize)), res.Depth, res.Pattern, res.Pages, res.PagesPerS, res.P50us, res.P99us, res.P999us, res.MaxUs)
+			return nil
+		},
+	}
+	fs := cmd.Flags()
+	fs.StringVar(&peer, "peer", "", "page server `address`")
+	fs.StringVar(&dirURL, "directory", "", "directory `URL` to find --peer-node in")
+	fs.StringVar(&peerNode, "peer-node", "", "the page server's node `ID` in the directory")
+	fs.String("transport", string(xfer.PolicyAuto), "transport `policy`: auto, tcp, shm or rdma")
+	fs.String("secret", "", "shared `secret` of the server (prefer "+envPrefix+"SECRET)")
+	fs.StringVar(&pageSize, "page-size", "4KiB", "page size: 4KiB or 2MiB (the server's)")
+	fs.Int64Var(&npages, "pages", 0, "fetch among the first `N` pages (default: all the server's)")
+	fs.StringVar(&pattern, "pattern", "random", "which pages: random or seq")
+	fs.IntVar(&depth, "depth", 1, "pages per submission")
+	fs.DurationVar(&duration, "duration", 5*time.Second, "how long to fetch")
+	fs.BoolVar(&asJSON, "json", false, "print one JSON object")
+	fs.BoolVar(&verify, "verify", false, "check each page's first 8 bytes hold its offset (serve --stamp)")
+	return cmd
+}
+
+func benchPages(ctx context.Context, cfg xfer.Config, peer string, ps int, npages int64, pattern string, depth int, duration time.Duration, verify bool) (pagesResult, error) {
+	c, err := pages.NewClient(ctx, pages.ClientConfig{Engine: cfg, PageSize: ps, CachePages: -1})
+	if err != nil {
+		return pagesResult{}, err
+	}
+	defer c.Close()
+	if err := c.AddNode(ctx, peer, 0); err != nil {
+		return pagesResult{}, err
+	}
+	p, err := c.Engine().Dial(ctx, peer)
+	if err != nil {
+		return pagesResult{}, err
+	}
+	desc, _ := p.Region(pages.ExportName)
+	total := int64(desc.Len) / int64(ps)
+	if npages <= 0 || npages > total {
+		npages = total
+	}
+	bufs, err := c.Alloc(depth)
+	if err != nil {
+		return pagesResult{}, err
+	}
+	defer c.Free(bufs)
+	pb := make([][]byte, depth)
+	for i := range pb {
+		pb[i] = bufs[i].Bytes()
+	}
+	gpas := make([]uint64, depth)
+	rng := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 1))
+	var seq int64
+	nextPage := func() uint64 {
+		if pattern == "seq" {
+			g := seq % npages
+			seq++
+			return uint64(g) * uint64(ps)
+		}
+		return uint64(rng.Int64N(npages)) * uint64(ps)
+	}
+	// Warm up the connection before measuring.
+	for range 10 {
+		if err := c.FetchPage(ctx, 0, pb[0]); err != nil {
+			return pagesResult{}, err
+		}
+	}
+	c.ResetLatency()
+	var fetched int64
+	start := time.Now()
+	for time.Since(start) < duration {
+		if err := ctx.Err(); err != nil {
+			return pagesResult{}, err
+		}
+		for i := range gpas {
+			gpas[i] = nextPage()
+		}
+		if depth == 1 {
+			err = c.FetchPage(ctx, gpas[0], pb[0])
+		} else {
+			err = c.FetchPages(ctx, gpas, pb)
+		}
+		if err != nil {
+			return pagesResult{}, err
+		}
+		if verify {
+			for i, g := range gpas {
+				if got := binary.LittleEndian.Uint64(pb[i]); got != g {
+					return pagesResult{}, fmt.Errorf("verify: the page at GPA %#x starts with %#x: is the server run with --stamp?", g, got)
+				}
+			}
+		}
+		fetched += int64(depth)
+	}
+	el := time.Since(start)
+	l := c.Latency()
+	us := func(d time.Duration) float64 { return float64(d) / float64(time.Microsecond) }
+	return pagesResult{Transport: p.Transport(), PageSize: ps, Depth: depth, Pattern: pattern, Pages: fetched,
+		Seconds: el.Seconds(), PagesPerS: float64(fetched) / el.Seconds(),
+		P50us: us(l.P50), P99us: us(l.P99), P999us: us(l.P999), MaxUs: us(l.Max), Verified: verify}, nil
+}

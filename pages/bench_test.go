@@ -1,0 +1,81 @@
+package pages
+
+import (
+	"context"
+	"math/rand/v2"
+	"testing"
+	"time"
+)
+
+// BenchmarkFetchPage4K fetches random 4 KiB pages of a 64 MiB address space,
+// one at a time, and reports the latency quantiles next to ns/op.
+func BenchmarkFetchPage4K(b *testing.B) {
+	for _, policy := range policies(b) {
+		b.Run(string(policy), func(b *testing.B) {
+			ctx := context.Background()
+			const size = 64 << 20
+			s := newServer(b, policy, size, 1)
+			c := newClient(b, policy)
+			if err := c.AddNode(ctx, s.Addr(), 0); err != nil {
+				b.Fatal(err)
+			}
+			bufs, err := c.Alloc(1)
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer c.Free(bufs)
+			buf := bufs[0].Bytes()
+			rng := rand.New(rand.NewPCG(1, 2))
+			for range 100 { // warm the connection
+				c.FetchPage(ctx, 0, buf)
+			}
+			c.ResetLatency()
+			b.ResetTimer()
+			for b.Loop() {
+				if err := c.FetchPage(ctx, rng.Uint64N(size/PageSize4K)*PageSize4K, buf); err != nil {
+					b.Fatal(err)
+				}
+			}
+			l := c.Latency()
+			b.ReportMetric(float64(l.P50)/float64(time.Microsecond), "p50-µs")
+			b.ReportMetric(float64(l.P99)/float64(time.Microsecond), "p99-µs")
+			b.ReportMetric(float64(l.P999)/float64(time.Microsecond), "p99.9-µs")
+		})
+	}
+}
+
+// BenchmarkFetchPages4K fetches 32 random pages per submission.
+func BenchmarkFetchPages4K(b *testing.B) {
+	for _, policy := range policies(b) {
+		b.Run(string(policy), func(b *testing.B) {
+			ctx := context.Background()
+			const size, depth = 64 << 20, 32
+			s := newServer(b, policy, size, 1)
+			c := newClient(b, policy)
+			if err := c.AddNode(ctx, s.Addr(), 0); err != nil {
+				b.Fatal(err)
+			}
+			bufs, err := c.Alloc(depth)
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer c.Free(bufs)
+			pb := make([][]byte, depth)
+			for i := range pb {
+				pb[i] = bufs[i].Bytes()
+			}
+			gpas := make([]uint64, depth)
+			rng := rand.New(rand.NewPCG(1, 2))
+			b.SetBytes(depth * PageSize4K)
+			for b.Loop() {
+				for i := range gpas {
+					gpas[i] = rng.Uint64N(size/PageSize4K) * PageSize4K
+				}
+				if err := c.FetchPages(ctx, gpas, pb); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.ReportMetric(float64(b.N*depth)/b.Elapsed().Seconds(), "pages/s")
+		})
+	}
+}
