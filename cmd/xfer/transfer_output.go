@@ -72,11 +72,12 @@ type transferOut struct {
 func newTransferOut(stdout, stderr io.Writer, plan transferPlan) *transferOut {
 	o := &transferOut{w: stdout, json: plan.json}
 	if !plan.json && isTerminal(stderr) && (plan.size >= 64<<20 || plan.n >= 10) {
-		o.bar = progressbar.NewOptions64(int64(plan.n)*plan.size,
+		// It counts transfers: their times and rates are on the lines.
+		o.bar = progressbar.NewOptions(plan.n,
 			progressbar.OptionSetWriter(stderr),
-			progressbar.OptionSetDescription(plan.role.String()),
+			progressbar.OptionSetDescription(plan.role.String()+" transfers"),
 			progressbar.OptionSetWidth(30),
-			progressbar.OptionShowBytes(true),
+			progressbar.OptionShowCount(),
 			progressbar.OptionClearOnFinish(),
 			progressbar.OptionThrottle(100*time.Millisecond),
 			progressbar.OptionSetPredictTime(false),
@@ -116,7 +117,7 @@ func (o *transferOut) add(r transferResult, n int) error {
 		_, err = fmt.Fprintln(o.w, line)
 	}
 	if o.bar != nil {
-		_ = o.bar.Add64(r.Bytes)
+		_ = o.bar.Add(1)
 	}
 	return err
 }

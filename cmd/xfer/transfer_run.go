@@ -92,6 +92,16 @@ func peerTransport(c *connector.Connector) string {
 	return ""
 }
 
+// atTransfer names transfer i in err, unless err is the other side's,
+// which names it already.
+func atTransfer(i int, err error) error {
+	var pe *peerError
+	if errors.As(err, &pe) {
+		return err
+	}
+	return fmt.Errorf("transfer %d: %w", i, err)
+}
+
 func md5Hex(b []byte) string {
 	s := md5.Sum(b)
 	return hex.EncodeToString(s[:])
@@ -164,7 +174,7 @@ func produce(ctx context.Context, c *connector.Connector, plan transferPlan, out
 		}
 		got, err := cc.recv("got")
 		if err != nil {
-			return fail(fmt.Errorf("transfer %d: %w", i, err))
+			return fail(atTransfer(i, err))
 		}
 		if got.Seq != i {
 			return fail(fmt.Errorf("transfer %d: the consumer answered for transfer %d", i, got.Seq))
@@ -224,7 +234,7 @@ func consume(ctx context.Context, c *connector.Connector, plan transferPlan, out
 	for i := 1; i <= plan.n; i++ {
 		m, err := cc.recv("put")
 		if err != nil {
-			return fail(fmt.Errorf("transfer %d: %w", i, err))
+			return fail(atTransfer(i, err))
 		}
 		switch {
 		case m.Seq != i:
