@@ -116,6 +116,12 @@ func newTransferCmd(g *globals) *cobra.Command {
 			"On one host run the two roles with swapped ports and the same --ctrl-port:\n" +
 			"  xfer transfer --role producer --local-host 127.0.0.1 --remote-host 127.0.0.1 --local-port 15500 --remote-port 15502\n" +
 			"  xfer transfer --role consumer --local-host 127.0.0.1 --remote-host 127.0.0.1 --local-port 15502 --remote-port 15500\n\n" +
+			"--json prints one object per transfer: role, transfer, bytes, seconds (the Get), bytes_per_sec,\n" +
+			"gbps, put_seconds, put_bytes_per_sec, md5 and md5_ok (null under --benchmark); then a summary\n" +
+			"with summary (true), role, transfers, bytes, seconds (the Gets'), bytes_per_sec, gbps_median,\n" +
+			"gbps_min, gbps_max, put_seconds, put_bytes_per_sec, e2e_bytes_per_sec, md5_ok (all matched;\n" +
+			"null under --benchmark), md5_mismatches, mode, transport (the one used), pull, dtype,\n" +
+			"tensor_bytes, wall_seconds and memory_mb.\n\n" +
 			"--timeout bounds the wait for the other side, each wait for its next control message, and\n" +
 			"each Get. The control channel is plain TCP and not authenticated: --secret guards the data\n" +
 			"plane (the engines' handshake). RDMA_DEVICE_NAME (or XFER_DEVICE) names the RDMA device.",
@@ -146,10 +152,10 @@ func newTransferCmd(g *globals) *cobra.Command {
 	fs.IntVar(&f.ctrlPort, "ctrl-port", transferDefaultCtrlPort, "`port` of the control channel, on the producer's host")
 	fs.IntVar(&f.sizeMB, "tensor-size-mb", transferDefaultSizeMB, "size of each tensor in `MiB`")
 	fs.IntVar(&f.n, "num-transfers", transferDefaultN, "number of transfers")
-	fs.StringVar(&f.mode, "mode", modeCopy, "copy (a Go tensor copied into the pool), zerocopy (made in the pool) or gpu")
+	fs.StringVar(&f.mode, "mode", modeCopy, "how the producer makes tensors: copy (a Go tensor copied into the pool), zerocopy (made in the pool) or gpu; the consumer reports the producer's")
 	fs.IntVar(&f.gpuID, "gpu-id", 0, "GPU `index` for --mode gpu")
 	fs.BoolVar(&f.benchmark, "benchmark", false, "skip the MD5s: a pure performance run")
-	fs.StringVar(&f.dtype, "dtype", "f32", "element type of the tensors: f32 or u8")
+	fs.StringVar(&f.dtype, "dtype", "f32", "element type of the producer's tensors: f32 or u8")
 	fs.BoolVar(&f.json, "json", false, "print one JSON object per transfer and a summary object instead of text")
 	fs.DurationVar(&f.timeout, "timeout", transferDefaultTimeout, "how long to wait for the other side, each of its messages, and each Get")
 	fs.StringVar(&f.out, "out", "", "consumer: write the last tensor received to `FILE` in the safetensors format")

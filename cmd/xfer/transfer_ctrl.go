@@ -19,7 +19,7 @@ import (
 // consumer to the producer's --ctrl-port, carrying JSON objects, one per
 // line. The conversation:
 //
-//	producer: {"type":"hello", transfers, bytes, dtype, benchmark}
+//	producer: {"type":"hello", transfers, bytes, dtype, mode, benchmark}
 //	consumer: {"type":"ready"} (or {"type":"error"} when the sides disagree)
 //	then per transfer:
 //	producer: {"type":"put", seq, meta, md5 (absent under --benchmark), put_seconds}
@@ -40,6 +40,7 @@ type ctrlMsg struct {
 	Transfers  int             `json:"transfers,omitempty"`
 	Bytes      int64           `json:"bytes,omitempty"`
 	DType      string          `json:"dtype,omitempty"`
+	Mode       string          `json:"mode,omitempty"`
 	Benchmark  bool            `json:"benchmark,omitempty"`
 	Seq        int             `json:"seq,omitempty"`
 	Meta       *connector.Meta `json:"meta,omitempty"`

@@ -60,16 +60,14 @@ func transfer(ctx context.Context, g *globals, cfg xfer.Config, plan transferPla
 		TensorBytes: plan.size, MemoryMB: cfg.MemoryMB,
 	}
 	start := time.Now()
-	var transport string
 	if plan.role == connector.RoleProducer {
-		transport, err = produce(ctx, c, plan, out, say)
+		err = produce(ctx, c, plan, out, &sum, say)
 	} else {
-		transport, err = consume(ctx, c, plan, out, say)
+		err = consume(ctx, c, plan, out, &sum, say)
 	}
 	if err != nil {
 		return err
 	}
-	sum.Transport = transport
 	sum.WallSeconds = time.Since(start).Seconds()
 	s, err := out.summary(sum)
 	if err != nil {
@@ -107,26 +105,27 @@ func md5Hex(b []byte) string {
 	return hex.EncodeToString(s[:])
 }
 
-// produce is the producer's side: it returns the transport used.
-func produce(ctx context.Context, c *connector.Connector, plan transferPlan, out *transferOut, say func(string)) (string, error) {
+// produce is the producer's side; it sets the transport in sum.
+func produce(ctx context.Context, c *connector.Connector, plan transferPlan, out *transferOut, sum *transferSummary, say func(string)) error {
 	conn, err := acceptCtrl(ctx, net.JoinHostPort(plan.localHost, strconv.Itoa(plan.ctrlPort)), plan.timeout, say)
 	if err != nil {
-		return "", err
+		return err
 	}
 	cc := newCtrlConn(ctx, conn, plan.timeout, "consumer")
 	defer cc.Close()
-	fail := func(err error) (string, error) {
+	fail := func(err error) error {
 		var pe *peerError
 		if !errors.As(err, &pe) {
 			cc.sendError(err)
 		}
-		return "", err
+		return err
 	}
-	if err := cc.send(ctrlMsg{Type: "hello", Transfers: plan.n, Bytes: plan.size, DType: plan.dtype.String(), Benchmark: plan.benchmark}); err != nil {
-		return "", err
+	hello := ctrlMsg{Type: "hello", Transfers: plan.n, Bytes: plan.size, DType: plan.dtype.String(), Mode: plan.mode, Benchmark: plan.benchmark}
+	if err := cc.send(hello); err != nil {
+		return err
 	}
 	if _, err := cc.recv("ready"); err != nil {
-		return "", err
+		return err
 	}
 	var seed [32]byte
 	cryptorand.Read(seed[:])
@@ -135,17 +134,16 @@ func produce(ctx context.Context, c *connector.Connector, plan transferPlan, out
 	if plan.mode == modeCopy {
 		heap = make([]byte, plan.size)
 	}
-	var transport string
 	for i := 1; i <= plan.n; i++ {
 		key := transferKey(i)
 		var meta connector.Meta
-		var sum string
+		var md5sum string
 		var put time.Duration
 		opCtx, cancel := context.WithTimeout(ctx, plan.timeout)
 		if plan.mode == modeCopy {
 			rng.Read(heap)
 			if !plan.benchmark {
-				sum = md5Hex(heap)
+				md5sum = md5Hex(heap)
 			}
 			t0 := time.Now()
 			_, meta, err = c.Put(opCtx, transferFrom, transferTo, key, connector.Tensor{DType: plan.dtype, Shape: plan.shape, Data: heap})
@@ -158,7 +156,7 @@ func produce(ctx context.Context, c *connector.Connector, plan transferPlan, out
 			if err == nil {
 				rng.Read(b.Bytes())
 				if !plan.benchmark {
-					sum = md5Hex(b.Bytes())
+					md5sum = md5Hex(b.Bytes())
 				}
 				t1 := time.Now()
 				_, meta, err = c.PutBuffer(opCtx, transferFrom, transferTo, key, b)
@@ -169,8 +167,8 @@ func produce(ctx context.Context, c *connector.Connector, plan transferPlan, out
 		if err != nil {
 			return fail(fmt.Errorf("transfer %d: put: %w", i, err))
 		}
-		if err := cc.send(ctrlMsg{Type: "put", Seq: i, Meta: &meta, MD5: sum, PutSeconds: put.Seconds()}); err != nil {
-			return "", err
+		if err := cc.send(ctrlMsg{Type: "put", Seq: i, Meta: &meta, MD5: md5sum, PutSeconds: put.Seconds()}); err != nil {
+			return err
 		}
 		got, err := cc.recv("got")
 		if err != nil {
@@ -182,43 +180,45 @@ func produce(ctx context.Context, c *connector.Connector, plan transferPlan, out
 		if !plan.benchmark && got.MD5OK == nil {
 			return fail(fmt.Errorf("transfer %d: the consumer sent no MD5 verdict", i))
 		}
-		transport = got.Transport
+		sum.Transport = got.Transport
 		r := transferResult{Role: "producer", Transfer: i, Bytes: plan.size, Seconds: got.Seconds,
 			BytesPerSec: rate(plan.size, got.Seconds), PutSeconds: put.Seconds(), PutBytesPerSec: rate(plan.size, put.Seconds()),
 			MD5OK: got.MD5OK}
 		r.GBps = r.BytesPerSec / 1e9
 		if !plan.benchmark {
-			r.MD5 = &sum
+			r.MD5 = &md5sum
 		}
 		if err := out.add(r, plan.n); err != nil {
-			return "", err
+			return err
 		}
 	}
 	if t := peerTransport(c); t != "" {
-		transport = t
+		sum.Transport = t
 	}
-	return transport, nil
+	return nil
 }
 
-// consume is the consumer's side: it returns the transport used.
-func consume(ctx context.Context, c *connector.Connector, plan transferPlan, out *transferOut, say func(string)) (string, error) {
+// consume is the consumer's side; it sets the transport in sum, and the
+// producer's mode and dtype, which make the tensors.
+func consume(ctx context.Context, c *connector.Connector, plan transferPlan, out *transferOut, sum *transferSummary, say func(string)) error {
 	conn, err := dialCtrl(ctx, net.JoinHostPort(plan.remoteHost, strconv.Itoa(plan.ctrlPort)), plan.timeout, say)
 	if err != nil {
-		return "", err
+		return err
 	}
 	cc := newCtrlConn(ctx, conn, plan.timeout, "producer")
 	defer cc.Close()
-	fail := func(err error) (string, error) {
+	fail := func(err error) error {
 		var pe *peerError
 		if !errors.As(err, &pe) {
 			cc.sendError(err)
 		}
-		return "", err
+		return err
 	}
 	hello, err := cc.recv("hello")
 	if err != nil {
-		return "", err
+		return err
 	}
+	sum.Mode, sum.DType = hello.Mode, hello.DType
 	switch {
 	case hello.Transfers != plan.n:
 		return fail(fmt.Errorf("the producer makes %d transfers and the consumer expects %d: give both the same --num-transfers", hello.Transfers, plan.n))
@@ -228,7 +228,7 @@ func consume(ctx context.Context, c *connector.Connector, plan transferPlan, out
 		return fail(fmt.Errorf("--benchmark is on one side only: give it to both or neither"))
 	}
 	if err := cc.send(ctrlMsg{Type: "ready"}); err != nil {
-		return "", err
+		return err
 	}
 	producer := net.JoinHostPort(plan.remoteHost, strconv.Itoa(plan.remotePort))
 	for i := 1; i <= plan.n; i++ {
@@ -280,13 +280,14 @@ func consume(ctx context.Context, c *connector.Connector, plan transferPlan, out
 		}
 		b.Release()
 		if err := cc.send(ctrlMsg{Type: "got", Seq: i, MD5OK: r.MD5OK, Seconds: r.Seconds, Transport: peerTransport(c)}); err != nil {
-			return "", err
+			return err
 		}
 		if err := out.add(r, plan.n); err != nil {
-			return "", err
+			return err
 		}
 	}
-	return peerTransport(c), nil
+	sum.Transport = peerTransport(c)
+	return nil
 }
 
 // writeTensorFile writes the tensor in b as a safetensors file holding

@@ -244,15 +244,16 @@ func TestTransferTwoProcesses(t *testing.T) {
 			for _, first := range []string{"producer", "consumer"} {
 				t.Run(transport+"/"+mode+"/"+first+"-first", func(t *testing.T) {
 					tt := newTransferTest(t, transport)
-					common := []string{"--mode", mode, "--tensor-size-mb", strconv.Itoa(sizeMB), "--num-transfers", strconv.Itoa(n),
+					common := []string{"--tensor-size-mb", strconv.Itoa(sizeMB), "--num-transfers", strconv.Itoa(n),
 						"--json", "--timeout", "30s"}
 					out := filepath.Join(t.TempDir(), "last.safetensors")
 					second := map[string]string{"producer": "consumer", "consumer": "producer"}[first]
+					// The mode is the producer's: the consumer reports it.
 					extra := func(role string) []string {
 						if role == "consumer" {
 							return append(common, "--out", out)
 						}
-						return common
+						return append(common, "--mode", mode)
 					}
 					a := tt.start(t, first, extra(first)...)
 					// The first side says it waits before the second starts.
@@ -317,8 +318,8 @@ func TestTransferBenchmark(t *testing.T) {
 	for _, transport := range transferTransports() {
 		t.Run(transport, func(t *testing.T) {
 			tt := newTransferTest(t, transport)
-			args := []string{"--benchmark", "--tensor-size-mb", "1", "--num-transfers", "4", "--dtype", "u8", "--secret", "s3cret"}
-			p := tt.start(t, "producer", append(args, "--json")...)
+			args := []string{"--benchmark", "--tensor-size-mb", "1", "--num-transfers", "4", "--secret", "s3cret"}
+			p := tt.start(t, "producer", append(args, "--json", "--dtype", "u8")...)
 			c := tt.start(t, "consumer", append(args, "--pull", "read")...)
 			for _, s := range []*transferSide{p, c} {
 				if code := s.wait(t, 60*time.Second); code != 0 {
