@@ -20,7 +20,7 @@ import (
 // line. The conversation:
 //
 //	producer: {"type":"hello", transfers, bytes, dtype, mode, benchmark}
-//	consumer: {"type":"ready"} (or {"type":"error"} when the sides disagree)
+//	consumer: {"type":"ready", pull} (or {"type":"error"} when the sides disagree)
 //	then per transfer:
 //	producer: {"type":"put", seq, meta, md5 (absent under --benchmark), put_seconds}
 //	consumer: {"type":"got", seq, md5_ok, seconds, transport}
@@ -41,6 +41,7 @@ type ctrlMsg struct {
 	Bytes      int64           `json:"bytes,omitempty"`
 	DType      string          `json:"dtype,omitempty"`
 	Mode       string          `json:"mode,omitempty"`
+	Pull       string          `json:"pull,omitempty"`
 	Benchmark  bool            `json:"benchmark,omitempty"`
 	Seq        int             `json:"seq,omitempty"`
 	Meta       *connector.Meta `json:"meta,omitempty"`

@@ -99,9 +99,7 @@ func boolText(ok *bool) string {
 // add prints one transfer.
 func (o *transferOut) add(r transferResult, n int) error {
 	o.results = append(o.results, r)
-	if o.bar != nil {
-		_ = o.bar.Clear()
-	}
+	o.clear()
 	var err error
 	if o.json {
 		err = writeJSONLine(o.w, r)
@@ -122,11 +120,16 @@ func (o *transferOut) add(r transferResult, n int) error {
 	return err
 }
 
-// summary prints the summary and returns it.
-func (o *transferOut) summary(s transferSummary) (transferSummary, error) {
+// clear takes the progress bar off the terminal (before an error, say).
+func (o *transferOut) clear() {
 	if o.bar != nil {
 		_ = o.bar.Clear()
 	}
+}
+
+// summary prints the summary and returns it.
+func (o *transferOut) summary(s transferSummary) (transferSummary, error) {
+	o.clear()
 	var gbps []float64
 	for _, r := range o.results {
 		s.Transfers++

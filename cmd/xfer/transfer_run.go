@@ -55,6 +55,7 @@ func transfer(ctx context.Context, g *globals, cfg xfer.Config, plan transferPla
 	}
 	defer c.Close()
 	out := newTransferOut(g.stdout, g.stderr, plan)
+	defer out.clear()
 	sum := transferSummary{
 		Role: plan.role.String(), Mode: plan.mode, Pull: c.Pull().String(), DType: plan.dtype.String(),
 		TensorBytes: plan.size, MemoryMB: cfg.MemoryMB,
@@ -124,8 +125,12 @@ func produce(ctx context.Context, c *connector.Connector, plan transferPlan, out
 	if err := cc.send(hello); err != nil {
 		return err
 	}
-	if _, err := cc.recv("ready"); err != nil {
+	ready, err := cc.recv("ready")
+	if err != nil {
 		return err
+	}
+	if ready.Pull != "" {
+		sum.Pull = ready.Pull // the consumer's Gets choose
 	}
 	var seed [32]byte
 	cryptorand.Read(seed[:])
@@ -227,7 +232,7 @@ func consume(ctx context.Context, c *connector.Connector, plan transferPlan, out
 	case hello.Benchmark != plan.benchmark:
 		return fail(fmt.Errorf("--benchmark is on one side only: give it to both or neither"))
 	}
-	if err := cc.send(ctrlMsg{Type: "ready"}); err != nil {
+	if err := cc.send(ctrlMsg{Type: "ready", Pull: c.Pull().String()}); err != nil {
 		return err
 	}
 	producer := net.JoinHostPort(plan.remoteHost, strconv.Itoa(plan.remotePort))

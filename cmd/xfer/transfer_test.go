@@ -332,7 +332,7 @@ func TestTransferBenchmark(t *testing.T) {
 					t.Errorf("transfer under --benchmark: %v", r)
 				}
 			}
-			if v, ok := sum["md5_ok"]; !ok || v != nil || sum["transfers"] != 4.0 || sum["dtype"] != "U8" {
+			if v, ok := sum["md5_ok"]; !ok || v != nil || sum["transfers"] != 4.0 || sum["dtype"] != "U8" || sum["pull"] != "read" {
 				t.Errorf("summary under --benchmark: %v", sum)
 			}
 			text := c.stdout.String()
