@@ -5,7 +5,7 @@ GO       ?= go
 FUZZTIME ?= 10s
 PKGS      = ./...
 
-.PHONY: all build test vet race nocgo fuzz integrity bench bench-peers bench-verbs bench-kv bench-report bench-ab proto clean
+.PHONY: all build test vet race nocgo fuzz integrity bench bench-peers bench-verbs bench-kv bench-connector bench-report bench-ab proto clean
 
 all: build
 
@@ -86,6 +86,12 @@ bench-peers:
 ## bench-kv: the KV service against redis-server/redis-benchmark.
 bench-kv:
 	tools/bench/kv.sh $(BENCH_ARGS)
+
+## bench-connector: the connector's xfer transfer (256 MiB tensors x 20)
+## against xfer bench WRITE of the same size, and zerocopy against copy, on
+## tcp and shm (BENCH_ARGS="--transports rdma --size-mb 16": in the VM).
+bench-connector:
+	tools/bench/connector.sh $(BENCH_ARGS)
 
 ## bench-report: write the results files in bench-out/ into the tables of
 ## docs/BENCHMARKS.md (a target a run did not measure keeps its row).

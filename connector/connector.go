@@ -324,9 +324,12 @@ func (c *Connector) Close() error {
 	c.syncAll(remotes)
 	c.down.Store(true)
 	c.cancel()
-	err := c.eng.Close()
+	// The goroutines end with c.ctx, and may still touch the engine's
+	// memory until they do (a control message copied into a registered
+	// block, a value being written): the engine, which unmaps it, closes
+	// after them.
 	c.wg.Wait()
-	return err
+	return c.eng.Close()
 }
 
 // syncTimeout bounds the sync with each producer at Close.

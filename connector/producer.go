@@ -490,6 +490,9 @@ func (c *Connector) answerLocked(p *xfer.Peer, id uint32, status byte, m *Meta, 
 		meta = *m
 		meta.Shape = append([]int64(nil), m.Shape...)
 	}
+	if c.closed {
+		return // the engine is closing the connection
+	}
 	c.wg.Go(func() {
 		b, err := appendInfo(nil, id, status, &meta, src, msg)
 		if err == nil {

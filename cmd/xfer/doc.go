@@ -1,9 +1,10 @@
 // Command xfer is the command-line front end of the xfer transfer engine:
 // "xfer serve" runs a target, "xfer bench" measures transfers against one,
 // "xfer devices" and "xfer doctor" show what RDMA this host has and how to
-// fix what is missing (through the public probe package), and "xfer kv"
-// serves, uses and benchmarks the KV service. Each subcommand lives in a
-// file of its own.
+// fix what is missing (through the public probe package), "xfer kv"
+// serves, uses and benchmarks the KV service, and "xfer transfer" runs one
+// side (producer or consumer) of a cross-host test of the connector. Each
+// subcommand lives in a file of its own (transfer in transfer*.go).
 //
 // Every command reads the same configuration: a YAML file (--config or
 // $XFER_CONFIG) whose keys are those of xfer.Config and of the tcp and rdma
@@ -12,7 +13,8 @@
 // by flags given on the command line.
 //
 // The command imports public packages only (xfer, mem, transport/..., kv,
-// probe), as any program built on xfer would. Long-running commands (serve,
-// kv serve) stop on SIGINT or SIGTERM: they close their engines, which
-// closes every peer, region and transport, before they exit.
+// connector, probe), as any program built on xfer would. Long-running
+// commands (serve, kv serve, transfer) stop on SIGINT or SIGTERM: they
+// close their engines, which closes every peer, region and transport,
+// before they exit.
 package main

@@ -90,7 +90,7 @@ func newRootCmd(stdout, stderr io.Writer) *cobra.Command {
 	pf := root.PersistentFlags()
 	pf.StringVar(&g.configPath, "config", "", "YAML configuration `file` (default $"+envConfigFile+")")
 	pf.StringVar(&g.logLevel, "log-level", "warn", "log level: debug, info, warn or error")
-	root.AddCommand(newServeCmd(g), newBenchCmd(g), newDevicesCmd(g), newDoctorCmd(g), newKVCmd(g), newVersionCmd(g), newCoordinatorCmd(g), newPagesCmd(g))
+	root.AddCommand(newServeCmd(g), newBenchCmd(g), newDevicesCmd(g), newDoctorCmd(g), newKVCmd(g), newVersionCmd(g), newCoordinatorCmd(g), newPagesCmd(g), newTransferCmd(g))
 	rejectUnknownSubcommands(root)
 	return root
 }

@@ -1,0 +1,290 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/xferio/xfer"
+	"github.com/xferio/xfer/connector"
+)
+
+// The transfer command's defaults: the ports and sizes of the cross-node
+// script of vLLM-Omni's Mooncake connector guide, which it mirrors.
+const (
+	transferDefaultPort     = 15500
+	transferDefaultCtrlPort = 15501
+	transferDefaultSizeMB   = 100
+	transferDefaultN        = 3
+	transferDefaultTimeout  = 60 * time.Second
+	// transferMaxSizeMB bounds --tensor-size-mb: a pool of twice that
+	// must stay within xfer's largest (memory_mb 1048576).
+	transferMaxSizeMB = 256 << 10
+	// envTestHost is the default of --local-host.
+	envTestHost = "RDMA_TEST_HOST"
+)
+
+// The transfer modes.
+const (
+	modeCopy     = "copy"
+	modeZeroCopy = "zerocopy"
+	modeGPU      = "gpu"
+)
+
+// errNoCUDA is what --mode gpu says in a build without GPU memory.
+var errNoCUDA = errors.New("--mode gpu: CUDA is not available: this build of xfer has no GPU memory support, " +
+	"so it cannot register GPU memory for GPUDirect transfers.\n" +
+	"Fix: run a build of xfer with GPU memory support on a host with a CUDA GPU " +
+	"(in a container, with the NVIDIA runtime: docker run --gpus all ...); " +
+	"meanwhile --mode copy or --mode zerocopy move the same tensors through host memory")
+
+// transferFlags are transfer's own flags; the engine's (--transport,
+// --memory-mb, --secret) go through the configuration.
+type transferFlags struct {
+	role       string
+	localHost  string
+	remoteHost string
+	localPort  int
+	remotePort int
+	ctrlPort   int
+	sizeMB     int
+	n          int
+	mode       string
+	gpuID      int
+	benchmark  bool
+	dtype      string
+	json       bool
+	timeout    time.Duration
+	out        string
+	pull       string
+	memoryMB   int // 0: derived from the tensor
+}
+
+// transferPlan is the validated form of transferFlags.
+type transferPlan struct {
+	role       connector.Role
+	localHost  string
+	remoteHost string
+	localPort  int
+	remotePort int
+	ctrlPort   int
+	n          int
+	mode       string
+	benchmark  bool
+	dtype      connector.DType
+	shape      []int64
+	size       int64 // bytes of one tensor
+	json       bool
+	timeout    time.Duration
+	out        string
+	pull       connector.Pull
+	memoryMB   int
+}
+
+func newTransferCmd(g *globals) *cobra.Command {
+	var f transferFlags
+	cmd := &cobra.Command{
+		Use:   "transfer",
+		Short: "Move tensors between a producer and a consumer with the connector, across hosts",
+		Long: "transfer runs one side of a producer/consumer test of the connector (package connector):\n" +
+			"start it with --role producer on one host and --role consumer on the other, in either order.\n" +
+			"It is the Go counterpart of the cross-node script of vLLM-Omni's Mooncake connector.\n\n" +
+			"The producer listens on --local-host:--local-port (the data plane) and on\n" +
+			"--local-host:--ctrl-port (the control channel). The consumer's engine listens on its own\n" +
+			"--local-host:--local-port; it dials the producer's control channel at\n" +
+			"--remote-host:--ctrl-port and gets the tensors from --remote-host:--remote-port. The side\n" +
+			"that starts first says so and waits for the other up to --timeout.\n\n" +
+			"Each of the --num-transfers transfers: the producer fills a tensor of --tensor-size-mb MiB\n" +
+			"with random data (copy: in Go memory, then Put copies it into the registered pool;\n" +
+			"zerocopy: AllocTensor, filled in place, then PutBuffer), computes its MD5 (not with\n" +
+			"--benchmark), and sends the consumer its metadata and MD5 over the control channel. The\n" +
+			"consumer Gets it, computes the MD5, compares, releases the buffer and sends its verdict\n" +
+			"back. Both print the size, the times, GB/s and the verdict; a mismatch on any transfer\n" +
+			"makes both exit non-zero.\n\n" +
+			"What is timed (GB/s is 10^9 bytes per second):\n" +
+			"  get: the consumer's Get, from the request with the metadata in hand to the whole tensor\n" +
+			"       in its pool (the producer reports the consumer's figure too);\n" +
+			"  put: the producer's Put (copy: the slot's allocation, the copy into the pool, the\n" +
+			"       publication) or AllocTensor + PutBuffer (zerocopy; the fill in place is not timed).\n" +
+			"  e2e: put + get, in the summary.\n" +
+			"Random fills, MD5s and the control messages are not timed.\n\n" +
+			"On one host run the two roles with swapped ports and the same --ctrl-port:\n" +
+			"  xfer transfer --role producer --local-host 127.0.0.1 --remote-host 127.0.0.1 --local-port 15500 --remote-port 15502\n" +
+			"  xfer transfer --role consumer --local-host 127.0.0.1 --remote-host 127.0.0.1 --local-port 15502 --remote-port 15500\n\n" +
+			"--json prints one object per transfer: role, transfer, bytes, seconds (the Get), bytes_per_sec,\n" +
+			"gbps, put_seconds, put_bytes_per_sec, md5 and md5_ok (null under --benchmark); then a summary\n" +
+			"with summary (true), role, transfers, bytes, seconds (the Gets'), bytes_per_sec, gbps_median,\n" +
+			"gbps_min, gbps_max, put_seconds, put_bytes_per_sec, e2e_bytes_per_sec, md5_ok (all matched;\n" +
+			"null under --benchmark), md5_mismatches, mode, transport (the one used), pull, dtype,\n" +
+			"tensor_bytes, wall_seconds and memory_mb.\n\n" +
+			"--timeout bounds the wait for the other side, each wait for its next control message, and\n" +
+			"each Get. The control channel is plain TCP and not authenticated: --secret guards the data\n" +
+			"plane (the engines' handshake). RDMA_DEVICE_NAME (or XFER_DEVICE) names the RDMA device.",
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			fs := cmd.Flags()
+			if !fs.Changed("local-host") {
+				f.localHost = os.Getenv(envTestHost)
+			}
+			f.memoryMB, _ = fs.GetInt("memory-mb")
+			plan, err := f.plan()
+			if err != nil {
+				return err
+			}
+			cfg, err := g.config(fs)
+			if err != nil {
+				return err
+			}
+			return transfer(cmd.Context(), g, cfg, plan)
+		},
+	}
+	fs := cmd.Flags()
+	fs.StringVar(&f.role, "role", "", "producer or consumer (required)")
+	fs.StringVar(&f.localHost, "local-host", "", "this host's `address` for the data plane and, on the producer, the control channel (default $"+envTestHost+")")
+	fs.StringVar(&f.remoteHost, "remote-host", "", "the other side's `address` (required on the consumer; the producer only checks ports with it)")
+	fs.IntVar(&f.localPort, "local-port", transferDefaultPort, "`port` this side's engine listens on")
+	fs.IntVar(&f.remotePort, "remote-port", transferDefaultPort, "`port` of the producer's engine (the consumer gets from it)")
+	fs.IntVar(&f.ctrlPort, "ctrl-port", transferDefaultCtrlPort, "`port` of the control channel, on the producer's host")
+	fs.IntVar(&f.sizeMB, "tensor-size-mb", transferDefaultSizeMB, "size of each tensor in `MiB`")
+	fs.IntVar(&f.n, "num-transfers", transferDefaultN, "number of transfers")
+	fs.StringVar(&f.mode, "mode", modeCopy, "how the producer makes tensors: copy (a Go tensor copied into the pool), zerocopy (made in the pool) or gpu; the consumer reports the producer's")
+	fs.IntVar(&f.gpuID, "gpu-id", 0, "GPU `index` for --mode gpu")
+	fs.BoolVar(&f.benchmark, "benchmark", false, "skip the MD5s: a pure performance run")
+	fs.StringVar(&f.dtype, "dtype", "f32", "element type of the producer's tensors: f32 or u8")
+	fs.BoolVar(&f.json, "json", false, "print one JSON object per transfer and a summary object instead of text")
+	fs.DurationVar(&f.timeout, "timeout", transferDefaultTimeout, "how long to wait for the other side, each of its messages, and each Get")
+	fs.StringVar(&f.out, "out", "", "consumer: write the last tensor received to `FILE` in the safetensors format")
+	fs.StringVar(&f.pull, "pull", "auto", "consumer: how a Get moves the tensor: auto, read (the consumer READs) or write (the producer WRITEs)")
+	fs.String("transport", string(xfer.PolicyAuto), "transport `policy`: auto, tcp, shm or rdma")
+	fs.Int("memory-mb", 0, "registered pool of this side in `MiB` (default: twice the tensor plus 16 on the producer, the tensor plus 16 on the consumer)")
+	fs.String("secret", "", "shared `secret` of the data plane (prefer "+envPrefix+"SECRET: flags show in ps)")
+	return cmd
+}
+
+// plan validates the flags.
+func (f transferFlags) plan() (transferPlan, error) {
+	p := transferPlan{n: f.n, mode: f.mode, benchmark: f.benchmark, json: f.json, timeout: f.timeout, out: f.out,
+		localHost: f.localHost, remoteHost: f.remoteHost, localPort: f.localPort, remotePort: f.remotePort, ctrlPort: f.ctrlPort}
+	switch f.role {
+	case "producer":
+		p.role = connector.RoleProducer
+	case "consumer":
+		p.role = connector.RoleConsumer
+	case "":
+		return p, errors.New("--role is required: producer or consumer")
+	default:
+		return p, fmt.Errorf("--role %q: must be producer or consumer", f.role)
+	}
+	switch f.mode {
+	case modeCopy, modeZeroCopy:
+	case modeGPU:
+		if f.gpuID < 0 {
+			return p, fmt.Errorf("--gpu-id %d: must not be negative", f.gpuID)
+		}
+		return p, errNoCUDA
+	default:
+		return p, fmt.Errorf("--mode %q: must be copy, zerocopy or gpu", f.mode)
+	}
+	if f.gpuID != 0 {
+		return p, fmt.Errorf("--gpu-id %d: only with --mode gpu", f.gpuID)
+	}
+	if f.sizeMB < 1 || f.sizeMB > transferMaxSizeMB {
+		return p, fmt.Errorf("--tensor-size-mb %d: must be between 1 and %d", f.sizeMB, transferMaxSizeMB)
+	}
+	if f.n < 1 {
+		return p, fmt.Errorf("--num-transfers %d: must be at least 1", f.n)
+	}
+	if f.timeout <= 0 {
+		return p, fmt.Errorf("--timeout %v: must be positive", f.timeout)
+	}
+	switch strings.ToLower(f.dtype) {
+	case "f32", "float32":
+		p.dtype = connector.F32
+	case "u8", "uint8":
+		p.dtype = connector.U8
+	default:
+		return p, fmt.Errorf("--dtype %q: must be f32 or u8", f.dtype)
+	}
+	// A 2-D tensor: one row per MiB.
+	p.shape = []int64{int64(f.sizeMB), (1 << 20) / int64(p.dtype.Size())}
+	p.size = int64(f.sizeMB) << 20
+	var err error
+	if p.pull, err = connector.ParsePull(f.pull); err != nil {
+		return p, fmt.Errorf("--pull: %w", err)
+	}
+	if p.localHost == "" {
+		return p, fmt.Errorf("--local-host is required: this host's address for the data plane (or set $%s)", envTestHost)
+	}
+	if p.role == connector.RoleConsumer && p.remoteHost == "" {
+		return p, errors.New("--remote-host is required on the consumer: the producer's address")
+	}
+	for _, pf := range []struct {
+		name string
+		v    int
+	}{{"local-port", f.localPort}, {"remote-port", f.remotePort}, {"ctrl-port", f.ctrlPort}} {
+		if pf.v < 1 || pf.v > 65535 {
+			return p, fmt.Errorf("--%s %d: must be between 1 and 65535", pf.name, pf.v)
+		}
+	}
+	if p.role == connector.RoleProducer && f.localPort == f.ctrlPort {
+		return p, fmt.Errorf("--local-port and --ctrl-port are both %d: the producer listens on both, they must differ", f.ctrlPort)
+	}
+	if p.role == connector.RoleConsumer && f.remotePort == f.ctrlPort {
+		return p, fmt.Errorf("--remote-port and --ctrl-port are both %d: the producer listens on both, they must differ", f.ctrlPort)
+	}
+	if p.remoteHost != "" && sameHost(p.localHost, p.remoteHost) {
+		if f.localPort == f.remotePort {
+			return p, fmt.Errorf("--local-port and --remote-port are both %d on the same host (%s and %s): "+
+				"on one host the two sides need different ports, e.g. the producer --local-port %d --remote-port %d and the consumer --local-port %d --remote-port %d",
+				f.localPort, p.localHost, p.remoteHost, f.localPort, f.localPort+2, f.localPort+2, f.localPort)
+		}
+		if p.role == connector.RoleConsumer && f.localPort == f.ctrlPort {
+			return p, fmt.Errorf("--local-port and --ctrl-port are both %d on the producer's host: the producer's control channel listens there", f.ctrlPort)
+		}
+	}
+	if p.out != "" {
+		if p.role != connector.RoleConsumer {
+			return p, errors.New("--out is the consumer's: it writes the last tensor it received")
+		}
+		if err := checkWritable(p.out); err != nil {
+			return p, fmt.Errorf("--out %s: %w", p.out, err)
+		}
+	}
+	mb := f.sizeMB + 16
+	if p.role == connector.RoleProducer {
+		// The next tensor may be put before the consumer's release of
+		// the last one has reached the producer.
+		mb += f.sizeMB
+	}
+	switch {
+	case f.memoryMB < 0:
+		return p, fmt.Errorf("--memory-mb %d: must not be negative", f.memoryMB)
+	case f.memoryMB > 0 && f.memoryMB <= f.sizeMB:
+		return p, fmt.Errorf("--memory-mb %d: the pool must hold a tensor of %d MiB and the control messages: give at least %d", f.memoryMB, f.sizeMB, f.sizeMB+1)
+	case f.memoryMB > 0:
+		mb = f.memoryMB
+	}
+	p.memoryMB = mb
+	return p, nil
+}
+
+// sameHost reports whether two host names or addresses name the same host
+// as far as the flags tell: equal, or both loopback.
+func sameHost(a, b string) bool {
+	if strings.EqualFold(a, b) {
+		return true
+	}
+	loop := func(h string) bool {
+		if strings.EqualFold(h, "localhost") {
+			return true
+		}
+		ip := net.ParseIP(h)
+		return ip != nil && ip.IsLoopback()
+	}
+	return loop(a) && loop(b)
+}

@@ -1,0 +1,177 @@
+#!/usr/bin/env python3
+"""The connector's `xfer transfer` against `xfer bench` (docs/BENCHMARKS.md, "The connector").
+
+For each transport, ROUNDS interleaved rounds of, in this order (reversed in
+even rounds):
+  xfer bench --transport T --op write --size SIZE --depth 1 --iters N --json
+  xfer transfer --benchmark --mode copy     (a producer and a consumer process)
+  xfer transfer --benchmark --mode zerocopy
+with SIZE = --size-mb MiB tensors and N = --transfers. `xfer bench` moves the
+same bytes with the engine's one-sided WRITE, the path a Get takes by
+default (the producer WRITEs into the consumer's buffer), and starts its own
+target process; the transfer's two roles run on --host with the ports
+19450 (producer), 19452 (consumer) and 19451 (control).
+
+Figures, per round: for a transfer, the median over its transfers of the
+consumer's per-transfer rate (the first transfer, which also connects, is
+in it; the median is robust to it), get = SIZE / the Get's time, e2e =
+SIZE / (the producer's Put + the Get); for bench its bytes_per_sec. The
+targets, with the medians of the rounds:
+  connector-T-get-Sm:       transfer get (copy mode) / bench WRITE, goal >= 0.9
+  connector-T-zerocopy-Sm:  transfer e2e, zerocopy / copy, no goal
+The results file (tools/bench/results.py) goes to bench-out/connector.json
+(bench-out/connector-rdma.json for --transports rdma), or to --out.
+
+Usage: tools/bench/connector.py [--rounds N] [--transports tcp,shm] [--size-mb 256]
+                                [--transfers 20] [--host ADDR] [--xfer PATH] [--out FILE]
+Over SoftRoCE, in the VM (tools/bench/connector.sh does this for
+--transports rdma), with a size SoftRoCE moves in reasonable time:
+  XFER_DEVICE=rxe0 tools/rdma-vm/rdma-vm --rxe --timeout 2900 -- \\
+      python3 tools/bench/connector.py --transports rdma --size-mb 16 --transfers 10
+"""
+import argparse
+import json
+import os
+import shlex
+import statistics
+import subprocess
+import sys
+
+import results
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(os.path.dirname(HERE))
+PRODUCER_PORT, CTRL_PORT, CONSUMER_PORT = 19450, 19451, 19452
+GOAL = ">= 0.9"
+
+
+def fail(msg):
+    sys.exit(f"connector.py: {msg}")
+
+
+def bench_args(transport, size_mb, n):
+    return ["bench", "--transport", transport, "--op", "write", "--size", f"{size_mb}MiB", "--depth", "1",
+            "--iters", str(n), "--json"]
+
+
+def bench_run(xfer, transport, size_mb, n, timeout):
+    args = bench_args(transport, size_mb, n)
+    try:
+        p = subprocess.run([xfer] + args, capture_output=True, text=True, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        fail(f"xfer {shlex.join(args)}: no result within {timeout} s")
+    if p.returncode != 0:
+        fail(f"xfer {shlex.join(args)}: exit {p.returncode}: {p.stderr.strip()[-500:]}")
+    line = [l for l in p.stdout.splitlines() if l.startswith("{")][0]
+    r = json.loads(line)
+    if r.get("transport") != transport:
+        fail(f"xfer {shlex.join(args)}: ran over {r.get('transport')!r}, not {transport}")
+    return r["bytes_per_sec"]
+
+
+def transfer_args(role, host, transport, mode, size_mb, n):
+    local, remote = (PRODUCER_PORT, CONSUMER_PORT) if role == "producer" else (CONSUMER_PORT, PRODUCER_PORT)
+    return ["transfer", "--role", role, "--local-host", host, "--remote-host", host, "--local-port", str(local),
+            "--remote-port", str(remote), "--ctrl-port", str(CTRL_PORT), "--transport", transport, "--mode", mode,
+            "--tensor-size-mb", str(size_mb), "--num-transfers", str(n), "--benchmark", "--json"]
+
+
+def transfer_run(xfer, host, transport, mode, size_mb, n, timeout):
+    """One transfer run; the consumer's per-transfer get and e2e rates' medians."""
+    pa = transfer_args("producer", host, transport, mode, size_mb, n)
+    ca = transfer_args("consumer", host, transport, mode, size_mb, n)
+    prod = subprocess.Popen([xfer] + pa, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    try:
+        cons = subprocess.run([xfer] + ca, capture_output=True, text=True, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        prod.kill()
+        prod.wait()
+        fail(f"xfer {shlex.join(ca)}: no result within {timeout} s")
+    try:
+        _, perr = prod.communicate(timeout=30)
+    except subprocess.TimeoutExpired:
+        prod.kill()
+        _, perr = prod.communicate()
+    if cons.returncode != 0 or prod.returncode != 0:
+        fail(f"xfer transfer --transport {transport} --mode {mode}: consumer exit {cons.returncode}: "
+             f"{cons.stderr.strip()[-500:]}; producer exit {prod.returncode}: {perr.strip()[-500:]}")
+    lines = [json.loads(l) for l in cons.stdout.splitlines() if l.startswith("{")]
+    summary = lines[-1]
+    if not summary.get("summary") or summary.get("transport") != transport or summary.get("transfers") != n:
+        fail(f"xfer {shlex.join(ca)}: unexpected summary {summary}")
+    ts = lines[:-1]
+    get = statistics.median(t["bytes"] / t["seconds"] for t in ts)
+    e2e = statistics.median(t["bytes"] / (t["seconds"] + t["put_seconds"]) for t in ts)
+    return {"get": get, "e2e": e2e}
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--transports", default="tcp,shm", help="tcp, shm, rdma (rdma in the VM)")
+    ap.add_argument("--size-mb", type=int, default=256, help="tensor size in MiB (default 256)")
+    ap.add_argument("--transfers", type=int, default=20, help="transfers per run, and bench's --iters (default 20)")
+    ap.add_argument("--host", default="10.0.0.1" if os.environ.get("RDMA_VM") == "1" else "127.0.0.1",
+                    help="the address both roles use (default 127.0.0.1; 10.0.0.1 in the VM)")
+    ap.add_argument("--xfer", default=os.path.join(ROOT, "xfer"), help="the xfer binary (default: ./xfer)")
+    ap.add_argument("--timeout", type=int, default=600, help="seconds one run may take (default 600)")
+    ap.add_argument("--out", help="the results file (default: bench-out/connector.json; "
+                                  "bench-out/connector-rdma.json when every transport is rdma)")
+    args = ap.parse_args()
+    if args.rounds < 1 or args.size_mb < 1 or args.transfers < 1:
+        ap.error("--rounds, --size-mb and --transfers must be at least 1")
+    transports = args.transports.split(",")
+    for t in transports:
+        if t not in ("tcp", "shm", "rdma"):
+            ap.error(f"--transports: {t!r}: want tcp, shm or rdma")
+    rdma = all(t == "rdma" for t in transports)
+    if args.out is None:
+        args.out = results.default_path("connector-rdma" if rdma else "connector")
+    if not os.access(args.xfer, os.X_OK):
+        ap.error(f"xfer binary {args.xfer} is not an executable file (make build, or go build -o xfer ./cmd/xfer)")
+    size, n = args.size_mb, args.transfers
+    sname = f"{size}m"
+    targets, rows = [], []
+    for transport in transports:
+        runs = {"bench": [], "copy": [], "zerocopy": []}
+        order = ["bench", "copy", "zerocopy"]
+        for r in range(args.rounds):
+            for what in (order if r % 2 == 0 else order[::-1]):
+                if what == "bench":
+                    runs["bench"].append(bench_run(args.xfer, transport, size, n, args.timeout))
+                else:
+                    runs[what].append(transfer_run(args.xfer, args.host, transport, what, size, n, args.timeout))
+            print(f"{transport} round {r + 1}: bench {runs['bench'][-1] / 1e9:.3f} GB/s, "
+                  f"copy get {runs['copy'][-1]['get'] / 1e9:.3f} e2e {runs['copy'][-1]['e2e'] / 1e9:.3f} GB/s, "
+                  f"zerocopy get {runs['zerocopy'][-1]['get'] / 1e9:.3f} e2e {runs['zerocopy'][-1]['e2e'] / 1e9:.3f} GB/s",
+                  flush=True)
+        group = "connector-rdma" if transport == "rdma" else "connector"
+        tcmd = lambda mode: ("xfer " + shlex.join(transfer_args("consumer", args.host, transport, mode, size, n)) +
+                             " (and --role producer with the ports swapped)")
+        bench = results.series(runs["bench"], "xfer " + shlex.join(bench_args(transport, size, n)), "xfer bench WRITE")
+        targets.append(results.target(
+            f"connector-{transport}-get-{sname}", group,
+            f"{transport} Get of a {size} MiB tensor (xfer transfer, copy), against xfer bench WRITE", "B/s",
+            results.series([x["get"] for x in runs["copy"]], tcmd("copy")), bench,
+            results.goal(GOAL) if transport != "rdma" else None))
+        targets.append(results.target(
+            f"connector-{transport}-zerocopy-{sname}", group,
+            f"{transport} Put + Get of a {size} MiB tensor, zerocopy against copy", "B/s",
+            results.series([x["e2e"] for x in runs["zerocopy"]], tcmd("zerocopy")),
+            results.series([x["e2e"] for x in runs["copy"]], tcmd("copy"), "xfer transfer --mode copy")))
+        med = lambda l, k=None: statistics.median(x[k] for x in l) if k else statistics.median(l)
+        rows.append((transport, med(runs["bench"]), med(runs["copy"], "get"), med(runs["zerocopy"], "get"),
+                     med(runs["copy"], "e2e"), med(runs["zerocopy"], "e2e")))
+    results.write(args.out, "connector", targets, args.rounds, args.xfer,
+                  extra={"size_mb": size, "transfers": n, "host": args.host})
+    print()
+    print(f"{n} transfers of {size} MiB, medians of {args.rounds} rounds (GB/s):")
+    print("| transport | xfer bench WRITE | get, copy | get, zerocopy | get / bench | put + get, copy | put + get, zerocopy | zerocopy / copy |")
+    print("| --- | --- | --- | --- | --- | --- | --- | --- |")
+    for t, b, gc, gz, ec, ez in rows:
+        print(f"| {t} | {b / 1e9:.3f} | {gc / 1e9:.3f} | {gz / 1e9:.3f} | {gc / b:.2f} | {ec / 1e9:.3f} | "
+              f"{ez / 1e9:.3f} | {ez / ec:.2f} |")
+
+
+if __name__ == "__main__":
+    main()
