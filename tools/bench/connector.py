@@ -19,6 +19,10 @@ SIZE / (the producer's Put + the Get); for bench its bytes_per_sec. The
 targets, with the medians of the rounds:
   connector-T-get-Sm:       transfer get (copy mode) / bench WRITE, goal >= 0.9
   connector-T-zerocopy-Sm:  transfer e2e, zerocopy / copy, no goal
+  connector-T-putget-4k-p50, -p99: a 4 KiB tensor's Put then Get, in one
+      process (BenchmarkPutGet4K of package connector, --latency-iters of
+      them per round), against one 4 KiB READ of `xfer bench --op read`
+      in the same round (a Get takes at least one round trip); no goal
 The results file (tools/bench/results.py) goes to bench-out/connector.json
 (bench-out/connector-rdma.json for --transports rdma), or to --out.
 
@@ -105,6 +109,46 @@ def transfer_run(xfer, host, transport, mode, size_mb, n, timeout):
     return {"get": get, "e2e": e2e}
 
 
+def build_connector_test(out):
+    """Builds package connector's test binary (for BenchmarkPutGet4K) at out."""
+    p = subprocess.run(["go", "test", "-c", "-o", out, "./connector"], cwd=ROOT, capture_output=True, text=True)
+    if p.returncode != 0:
+        fail(f"go test -c ./connector: {p.stderr.strip()[-500:]}")
+
+
+def latency_args(transport, iters):
+    return ["-test.run", "^$", "-test.bench", f"^BenchmarkPutGet4K$/^{transport}$", "-test.benchtime", f"{iters}x"]
+
+
+def latency_run(testbin, transport, iters, timeout):
+    """One BenchmarkPutGet4K run: its p50 and p99 in µs."""
+    p = subprocess.run([testbin] + latency_args(transport, iters), cwd=os.path.join(ROOT, "connector"),
+                       capture_output=True, text=True, timeout=timeout)
+    if p.returncode != 0:
+        fail(f"BenchmarkPutGet4K/{transport}: exit {p.returncode}: {(p.stdout + p.stderr).strip()[-500:]}")
+    for line in p.stdout.splitlines():
+        if line.startswith("BenchmarkPutGet4K/"):
+            f = line.split()
+            vals = {f[i + 1]: float(f[i]) for i in range(2, len(f) - 1) if f[i + 1].endswith("-µs")}
+            return vals["p50-µs"], vals["p99-µs"]
+    fail(f"BenchmarkPutGet4K/{transport}: no result in {p.stdout[-500:]}")
+
+
+def read4k_args(transport, iters):
+    return ["bench", "--transport", transport, "--op", "read", "--size", "4KiB", "--depth", "1",
+            "--iters", str(iters), "--json"]
+
+
+def read4k_run(xfer, transport, iters, timeout):
+    """One xfer bench READ 4 KiB run: its p50 and p99 in µs."""
+    args = read4k_args(transport, iters)
+    p = subprocess.run([xfer] + args, capture_output=True, text=True, timeout=timeout)
+    if p.returncode != 0:
+        fail(f"xfer {shlex.join(args)}: exit {p.returncode}: {p.stderr.strip()[-500:]}")
+    r = json.loads([l for l in p.stdout.splitlines() if l.startswith("{")][0])
+    return r["lat_p50_ns"] / 1e3, r["lat_p99_ns"] / 1e3
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--rounds", type=int, default=3)
@@ -115,6 +159,8 @@ def main():
                     help="the address both roles use (default 127.0.0.1; 10.0.0.1 in the VM)")
     ap.add_argument("--xfer", default=os.path.join(ROOT, "xfer"), help="the xfer binary (default: ./xfer)")
     ap.add_argument("--timeout", type=int, default=600, help="seconds one run may take (default 600)")
+    ap.add_argument("--latency-iters", type=int, default=2000,
+                    help="4 KiB put+get (and READs) per round for the latency targets; 0 skips them (default 2000)")
     ap.add_argument("--out", help="the results file (default: bench-out/connector.json; "
                                   "bench-out/connector-rdma.json when every transport is rdma)")
     args = ap.parse_args()
@@ -131,7 +177,12 @@ def main():
         ap.error(f"xfer binary {args.xfer} is not an executable file (make build, or go build -o xfer ./cmd/xfer)")
     size, n = args.size_mb, args.transfers
     sname = f"{size}m"
-    targets, rows = [], []
+    targets, rows, lat_rows = [], [], []
+    testbin = None
+    if args.latency_iters > 0:
+        testbin = os.path.join(os.path.dirname(os.path.abspath(args.out)), "connector.test")
+        os.makedirs(os.path.dirname(testbin), exist_ok=True)
+        build_connector_test(testbin)
     for transport in transports:
         runs = {"bench": [], "copy": [], "zerocopy": []}
         order = ["bench", "copy", "zerocopy"]
@@ -153,12 +204,32 @@ def main():
             f"connector-{transport}-get-{sname}", group,
             f"{transport} Get of a {size} MiB tensor (xfer transfer, copy), against xfer bench WRITE", "B/s",
             results.series([x["get"] for x in runs["copy"]], tcmd("copy")), bench,
-            results.goal(GOAL) if transport != "rdma" else None))
+            results.goal(GOAL)))
         targets.append(results.target(
             f"connector-{transport}-zerocopy-{sname}", group,
             f"{transport} Put + Get of a {size} MiB tensor, zerocopy against copy", "B/s",
             results.series([x["e2e"] for x in runs["zerocopy"]], tcmd("zerocopy")),
             results.series([x["e2e"] for x in runs["copy"]], tcmd("copy"), "xfer transfer --mode copy")))
+        if testbin:
+            lat, rd = [], []
+            for r in range(args.rounds):
+                pair = [lambda: lat.append(latency_run(testbin, transport, args.latency_iters, args.timeout)),
+                        lambda: rd.append(read4k_run(args.xfer, transport, args.latency_iters, args.timeout))]
+                for f in (pair if r % 2 == 0 else pair[::-1]):
+                    f()
+                print(f"{transport} round {r + 1}: 4 KiB put+get p50 {lat[-1][0]:.1f} p99 {lat[-1][1]:.1f} µs; "
+                      f"READ p50 {rd[-1][0]:.1f} p99 {rd[-1][1]:.1f} µs", flush=True)
+            lcmd = ("go test -c -o connector.test ./connector && (cd connector && ../connector.test " +
+                    shlex.join(latency_args(transport, args.latency_iters)) + ")")
+            rcmd = "xfer " + shlex.join(read4k_args(transport, args.latency_iters))
+            for i, q in ((0, "p50"), (1, "p99")):
+                targets.append(results.target(
+                    f"connector-{transport}-putget-4k-{q}", group,
+                    f"{transport} Put + Get of a 4 KiB tensor, {q}, against one 4 KiB READ", "us",
+                    results.series([x[i] for x in lat], lcmd), results.series([x[i] for x in rd], rcmd,
+                                                                             f"xfer bench READ 4 KiB {q}")))
+            lat_rows.append((transport, statistics.median(x[0] for x in lat), statistics.median(x[1] for x in lat),
+                             statistics.median(x[0] for x in rd), statistics.median(x[1] for x in rd)))
         med = lambda l, k=None: statistics.median(x[k] for x in l) if k else statistics.median(l)
         rows.append((transport, med(runs["bench"]), med(runs["copy"], "get"), med(runs["zerocopy"], "get"),
                      med(runs["copy"], "e2e"), med(runs["zerocopy"], "e2e")))
@@ -171,6 +242,13 @@ def main():
     for t, b, gc, gz, ec, ez in rows:
         print(f"| {t} | {b / 1e9:.3f} | {gc / 1e9:.3f} | {gz / 1e9:.3f} | {gc / b:.2f} | {ec / 1e9:.3f} | "
               f"{ez / 1e9:.3f} | {ez / ec:.2f} |")
+    if lat_rows:
+        print()
+        print("4 KiB put+get against one 4 KiB READ, medians (µs):")
+        print("| transport | put+get p50 | put+get p99 | READ p50 | READ p99 |")
+        print("| --- | --- | --- | --- | --- |")
+        for t, p50, p99, r50, r99 in lat_rows:
+            print(f"| {t} | {p50:.1f} | {p99:.1f} | {r50:.1f} | {r99:.1f} |")
 
 
 if __name__ == "__main__":
