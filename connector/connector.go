@@ -250,11 +250,13 @@ func Open(ctx context.Context, cfg Config) (*Connector, error) {
 		return nil, fmt.Errorf("connector: %w", err)
 	}
 	c.ctx, c.cancel = context.WithCancel(context.Background())
-	if cfg.Role != RoleConsumer {
+	if cfg.Role != RoleConsumer || cfg.Engine.Listen != "" {
+		// A consumer that listens accepts too, to refuse the gets sent
+		// to it rather than leave them unanswered.
 		c.wg.Go(c.acceptLoop)
-		if cfg.TTL > 0 {
-			c.wg.Go(c.reapLoop)
-		}
+	}
+	if cfg.Role != RoleConsumer && cfg.TTL > 0 {
+		c.wg.Go(c.reapLoop)
 	}
 	return c, nil
 }
