@@ -45,7 +45,9 @@ func TestBadInput(t *testing.T) {
 			}
 			// A Get aimed at a consumer (which holds nothing) is refused.
 			both := open(t, Config{Role: RoleBoth, Engine: tp.engine(true, 8)})
-			if _, _, err := both.Get(ctx, "a", "b", "k", &Meta{Producer: mustListen(t, tp)}, NoWait()); !errors.Is(err, ErrProtocol) || !strings.Contains(err.Error(), "consumer") {
+			short, cancel := context.WithTimeout(ctx, 20*time.Second)
+			defer cancel()
+			if _, _, err := both.Get(short, "a", "b", "k", &Meta{Producer: mustListen(t, tp)}, NoWait()); !errors.Is(err, ErrProtocol) || !strings.Contains(err.Error(), "consumer") {
 				t.Errorf("get from a consumer: %v", err)
 			}
 		})
