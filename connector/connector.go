@@ -323,6 +323,11 @@ func (c *Connector) Close() error {
 	c.claims = map[claimKey]*claim{}
 	c.mu.Unlock()
 	c.cancel()
+	// Wait for the control messages' blocks that senders hold: they live
+	// in the engine's memory.
+	for range ctrlBlocks {
+		<-c.ctrl.free
+	}
 	err := c.eng.Close()
 	c.wg.Wait()
 	return err
@@ -390,10 +395,20 @@ func (c *Connector) send(ctx context.Context, p *xfer.Peer, msg []byte) error {
 	if ok || err != nil {
 		return err
 	}
+	// The block's memory goes with the engine: Close takes every block
+	// back before it closes the engine, so a sender holding one must end
+	// when Close begins.
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	stop := context.AfterFunc(c.ctx, cancel)
+	defer stop()
 	var b []byte
 	select {
 	case b = <-c.ctrl.free:
 	case <-ctx.Done():
+		if c.ctx.Err() != nil {
+			return net.ErrClosed
+		}
 		return context.Cause(ctx)
 	}
 	defer func() { c.ctrl.free <- b }()
