@@ -128,6 +128,8 @@ RDMA_VM     = $(CURDIR)/tools/rdma-vm/rdma-vm
 ## go test never fails on a missing pattern.
 VERBS_DIRS  = internal/testutil internal/ibv internal/rdmacm transport/verbs
 VERBS_PKGS  = $(shell for d in $(VERBS_DIRS); do [ -d $$d ] && $(GO) list -e ./$$d/... 2>/dev/null; done)
+## The connector's suites that run over every transport (rdma in the VM).
+CONNECTOR_VERBS = ^(TestBasicConnector|TestEndToEnd|TestLifecycle|TestBeyondTheGuide|TestStressCorrectness|TestManagedBuffer|TestBufferAllocator|TestAllocatorInvariants|TestBadInput)$$
 
 ## vm-setup: one-time setup of the runner (apt packages, kernel, siw.ko).
 vm-setup:
@@ -146,3 +148,7 @@ verbs-test: verbs-check
 	@# The KV service over verbs (its other tests run on the host).
 	XFER_REQUIRE_VERBS=1 XFER_TEST_DEVICE=rxe0 $(GO) test -count=1 -run TestRDMA -exec "$(RDMA_VM) --rxe --" ./kv
 	XFER_REQUIRE_VERBS=1 XFER_TEST_DEVICE=siw0 $(GO) test -count=1 -run TestRDMA -exec "$(RDMA_VM) --siw --" ./kv
+	@# The connector's suites over verbs, with payloads small enough for
+	@# SoftRoCE under emulation (their tcp and shm runs are in make test).
+	XFER_REQUIRE_VERBS=1 XFER_TEST_DEVICE=rxe0 $(GO) test -count=1 -timeout 10m -run '$(CONNECTOR_VERBS)' -exec "$(RDMA_VM) --rxe --" ./connector
+	XFER_REQUIRE_VERBS=1 XFER_TEST_DEVICE=siw0 $(GO) test -count=1 -timeout 10m -run '$(CONNECTOR_VERBS)' -exec "$(RDMA_VM) --siw --" ./connector

@@ -250,11 +250,13 @@ func Open(ctx context.Context, cfg Config) (*Connector, error) {
 		return nil, fmt.Errorf("connector: %w", err)
 	}
 	c.ctx, c.cancel = context.WithCancel(context.Background())
-	if cfg.Role != RoleConsumer {
+	if cfg.Role != RoleConsumer || cfg.Engine.Listen != "" {
+		// A consumer that listens accepts too, to refuse the gets sent
+		// to it rather than leave them unanswered.
 		c.wg.Go(c.acceptLoop)
-		if cfg.TTL > 0 {
-			c.wg.Go(c.reapLoop)
-		}
+	}
+	if cfg.Role != RoleConsumer && cfg.TTL > 0 {
+		c.wg.Go(c.reapLoop)
 	}
 	return c, nil
 }
@@ -326,9 +328,13 @@ func (c *Connector) Close() error {
 	c.cancel()
 	// The goroutines end with c.ctx, and may still touch the engine's
 	// memory until they do (a control message copied into a registered
-	// block, a value being written): the engine, which unmaps it, closes
-	// after them.
+	// block, a value being written); so may senders holding a control
+	// block (their sends end with c.ctx too). The engine, which unmaps that
+	// memory, closes after them.
 	c.wg.Wait()
+	for range ctrlBlocks {
+		<-c.ctrl.free
+	}
 	return c.eng.Close()
 }
 
@@ -420,10 +426,20 @@ func (c *Connector) send(ctx context.Context, p *xfer.Peer, msg []byte) error {
 	if ok || err != nil {
 		return err
 	}
+	// The block's memory goes with the engine: Close takes every block
+	// back before it closes the engine, so a sender holding one must end
+	// when Close begins.
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	stop := context.AfterFunc(c.ctx, cancel)
+	defer stop()
 	var b []byte
 	select {
 	case b = <-c.ctrl.free:
 	case <-ctx.Done():
+		if c.ctx.Err() != nil {
+			return net.ErrClosed
+		}
 		return context.Cause(ctx)
 	}
 	defer func() { c.ctrl.free <- b }()

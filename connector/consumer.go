@@ -356,7 +356,7 @@ func (c *Connector) getWrite(ctx context.Context, r *remote, k string, flags byt
 		dest := xfer.RemoteAddr{}
 		var destLen uint64
 		if m.Size > 0 {
-			dest, destLen = buf.Remote(), uint64(buf.Len())
+			dest, destLen = buf.Remote(), uint64(m.Size)
 		}
 		var id uint32
 		release := func(id uint32, taken bool) {

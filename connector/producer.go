@@ -436,8 +436,10 @@ func (c *Connector) serveLocked(p *xfer.Peer, req request, s *slot) bool {
 		return false
 	}
 	write := req.flags&flagDest != 0
-	if write && req.destLen < uint64(s.meta.Size) {
-		// The consumer's buffer cannot hold the value: tell it the size.
+	if write && req.destLen != uint64(s.meta.Size) {
+		// The consumer's metadata is wrong about the size: its buffer
+		// cannot hold the value, or it would take the value for more bytes
+		// than it is. Tell it the size.
 		c.answerLocked(p, req.id, statusNeedDest, &s.meta, xfer.RemoteAddr{}, "")
 		return true
 	}

@@ -15,7 +15,7 @@ import (
 func TestWaiterServedWhenClaimEnds(t *testing.T) {
 	for _, pull := range []Pull{PullRead, PullWrite} {
 		t.Run(pull.String(), func(t *testing.T) {
-			p, c := pair(t, xfer.PolicyTCP, pull, nil)
+			p, c := pair(t, tport{policy: xfer.PolicyTCP}, pull, nil)
 			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 			defer cancel()
 			want := []byte("one take")
