@@ -506,18 +506,25 @@ func (c *Connector) answerLocked(p *xfer.Peer, id uint32, status byte, m *Meta, 
 	})
 }
 
-// writeValue writes data to the consumer's buffer at dest in pieces of
-// ChunkSize, all in flight together, then the last piece with the
-// notification that tells the consumer the value is in place. The
-// notification goes last and alone, so it cannot overtake a piece on
-// transports that spread operations over several connections.
+// notifyTail is the size of the last piece of a value written to
+// a consumer, the one that carries the notification.
+const notifyTail = 64 << 10
+
+// writeValue writes data to the consumer's buffer at dest: all but its
+// last notifyTail bytes in pieces of ChunkSize, all in flight together,
+// then the last bytes with the notification that tells the consumer the
+// value is in place. The notification waits for the pieces, so that it
+// cannot overtake one on transports that spread operations over several
+// connections; it carries a small tail rather than a whole piece, so that
+// the wait costs one round trip and not a piece's worth of transfer
+// outside the pipeline.
 func (c *Connector) writeValue(ctx context.Context, p *xfer.Peer, data []byte, dest xfer.RemoteAddr, id uint32) error {
 	cs := c.cfg.ChunkSize
-	last := (len(data) - 1) / cs * cs
+	last := len(data) - min(len(data), notifyTail)
 	if last > 0 {
-		ops := make([]xfer.Op, 0, last/cs)
+		ops := make([]xfer.Op, 0, (last+cs-1)/cs)
 		for off := 0; off < last; off += cs {
-			ops = append(ops, xfer.Op{Kind: xfer.OpWrite, Local: data[off : off+cs], Remote: at(dest, off)})
+			ops = append(ops, xfer.Op{Kind: xfer.OpWrite, Local: data[off:min(off+cs, last)], Remote: at(dest, off)})
 		}
 		if err := p.Submit(ops).Wait(ctx); err != nil {
 			return err

@@ -161,6 +161,8 @@ def main():
     ap.add_argument("--timeout", type=int, default=600, help="seconds one run may take (default 600)")
     ap.add_argument("--latency-iters", type=int, default=2000,
                     help="4 KiB put+get (and READs) per round for the latency targets; 0 skips them (default 2000)")
+    ap.add_argument("--connector-test", help="a prebuilt test binary of package connector "
+                                             "(default: built into the results file's directory)")
     ap.add_argument("--out", help="the results file (default: bench-out/connector.json; "
                                   "bench-out/connector-rdma.json when every transport is rdma)")
     args = ap.parse_args()
@@ -179,7 +181,9 @@ def main():
     sname = f"{size}m"
     targets, rows, lat_rows = [], [], []
     testbin = None
-    if args.latency_iters > 0:
+    if args.latency_iters > 0 and args.connector_test:
+        testbin = os.path.abspath(args.connector_test)
+    elif args.latency_iters > 0:
         testbin = os.path.join(os.path.dirname(os.path.abspath(args.out)), "connector.test")
         os.makedirs(os.path.dirname(testbin), exist_ok=True)
         build_connector_test(testbin)
