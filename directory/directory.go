@@ -146,7 +146,7 @@ func Open(ctx context.Context, rawURL string, o Options) (Directory, error) {
 // p2p is no directory.
 type p2p struct{}
 
-func (p2p) Register(context.Context, Entry) error   { return nil }
+func (p2p) Register(context.Context, Entry) error    { return nil }
 func (p2p) Deregister(context.Context, string) error { return nil }
 func (p2p) Lookup(_ context.Context, id string) (Entry, error) {
 	return Entry{}, fmt.Errorf("directory: look up node %s: %w", id, ErrNoDirectory)

@@ -7,7 +7,7 @@ import (
 )
 
 func stringsReader(s string) *strings.Reader { return strings.NewReader(s) }
-func contains(s, sub string) bool          { return strings.Contains(s, sub) }
+func contains(s, sub string) bool            { return strings.Contains(s, sub) }
 
 func TestEntryRoundTrip(t *testing.T) {
 	e := entry("n1", "[fe80::1]:7471")
