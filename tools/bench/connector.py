@@ -161,11 +161,16 @@ def main():
     ap.add_argument("--timeout", type=int, default=600, help="seconds one run may take (default 600)")
     ap.add_argument("--latency-iters", type=int, default=2000,
                     help="4 KiB put+get (and READs) per round for the latency targets; 0 skips them (default 2000)")
+    ap.add_argument("--event-channel", action="store_true",
+                    help="rdma: run xfer bench and xfer transfer with use_event_channel (pollers sleep instead of "
+                         "busy-polling); under emulation busy pollers take the CPU the software device needs")
     ap.add_argument("--connector-test", help="a prebuilt test binary of package connector "
                                              "(default: built into the results file's directory)")
     ap.add_argument("--out", help="the results file (default: bench-out/connector.json; "
                                   "bench-out/connector-rdma.json when every transport is rdma)")
     args = ap.parse_args()
+    if args.event_channel:
+        os.environ["XFER_RDMA_USE_EVENT_CHANNEL"] = "true"
     if args.rounds < 1 or args.size_mb < 1 or args.transfers < 1:
         ap.error("--rounds, --size-mb and --transfers must be at least 1")
     transports = args.transports.split(",")
