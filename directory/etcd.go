@@ -65,16 +65,10 @@ func (d *etcdDir) ttlSeconds() int64 {
 }
 
 func (d *etcdDir) Register(ctx context.Context, e Entry) error {
-	raw, err := e.Marshal()
+	raw, err := encodeOpen(&d.mu, &d.closed, e)
 	if err != nil {
 		return err
 	}
-	d.mu.Lock()
-	if d.closed {
-		d.mu.Unlock()
-		return ErrClosed
-	}
-	d.mu.Unlock()
 	g, err := d.cli.Grant(ctx, d.ttlSeconds())
 	if err != nil {
 		return fmt.Errorf("directory: register node %s: lease: %w", e.NodeID, err)

@@ -68,16 +68,10 @@ func (d *httpDir) post(ctx context.Context, e Entry, raw []byte) error {
 }
 
 func (d *httpDir) Register(ctx context.Context, e Entry) error {
-	raw, err := e.Marshal()
+	raw, err := encodeOpen(&d.mu, &d.closed, e)
 	if err != nil {
 		return err
 	}
-	d.mu.Lock()
-	if d.closed {
-		d.mu.Unlock()
-		return ErrClosed
-	}
-	d.mu.Unlock()
 	if err := d.post(ctx, e, raw); err != nil {
 		return err
 	}

@@ -114,13 +114,7 @@ func produce(ctx context.Context, c *connector.Connector, plan transferPlan, out
 	}
 	cc := newCtrlConn(ctx, conn, plan.timeout, "consumer")
 	defer cc.Close()
-	fail := func(err error) error {
-		var pe *peerError
-		if !errors.As(err, &pe) {
-			cc.sendError(err)
-		}
-		return err
-	}
+	fail := cc.fail
 	hello := ctrlMsg{Type: "hello", Transfers: plan.n, Bytes: plan.size, DType: plan.dtype.String(), Mode: plan.mode, Benchmark: plan.benchmark}
 	if err := cc.send(hello); err != nil {
 		return err
@@ -212,13 +206,7 @@ func consume(ctx context.Context, c *connector.Connector, plan transferPlan, out
 	}
 	cc := newCtrlConn(ctx, conn, plan.timeout, "producer")
 	defer cc.Close()
-	fail := func(err error) error {
-		var pe *peerError
-		if !errors.As(err, &pe) {
-			cc.sendError(err)
-		}
-		return err
-	}
+	fail := cc.fail
 	hello, err := cc.recv("hello")
 	if err != nil {
 		return err
@@ -328,4 +316,14 @@ func writeTensorFile(path string, b *connector.Buffer, meta connector.Meta, sum 
 		return err
 	}
 	return f.Close()
+}
+
+// fail tells the other side about err, unless err is the other side's own,
+// and returns it.
+func (cc *ctrlConn) fail(err error) error {
+	var pe *peerError
+	if !errors.As(err, &pe) {
+		cc.sendError(err)
+	}
+	return err
 }
