@@ -5,7 +5,7 @@ GO       ?= go
 FUZZTIME ?= 10s
 PKGS      = ./...
 
-.PHONY: all build test vet race nocgo fuzz integrity bench bench-peers bench-verbs bench-kv bench-connector bench-report bench-ab proto clean
+.PHONY: all build test vet race nocgo fuzz integrity bench bench-peers bench-verbs bench-kv bench-connector bench-pages bench-report bench-ab proto clean
 
 all: build
 
@@ -92,6 +92,11 @@ bench-kv:
 ## tcp and shm (BENCH_ARGS="--transports rdma --size-mb 16": in the VM).
 bench-connector:
 	tools/bench/connector.sh $(BENCH_ARGS)
+
+## bench-pages: page fetch against xfer bench READ 4 KiB (tcp, shm), and
+## against ib_read_lat in the VM (BENCH_ARGS="--transports rdma").
+bench-pages:
+	tools/bench/pages.sh $(BENCH_ARGS)
 
 ## bench-report: write the results files in bench-out/ into the tables of
 ## docs/BENCHMARKS.md (a target a run did not measure keeps its row).
