@@ -187,10 +187,12 @@ type Endpoint struct {
 	s     *stream.Stream
 	pidfd int
 
-	mu      sync.Mutex
-	att     map[uint32]*attachment
-	revokes uint64 // revocations seen; an attach racing one is not cached
-	closed  bool
+	mu        sync.Mutex
+	att       map[uint32]*attachment
+	attaching map[uint32]bool // regions being attached in the background
+	revokes   uint64          // revocations seen; an attach racing one is not cached
+	closed    bool
+	wg        sync.WaitGroup // background attaches
 }
 
 var (
@@ -263,10 +265,18 @@ func (e *Endpoint) copyOp(op *transport.Op) bool {
 	if op.Kind == transport.OpRead {
 		want = transport.AccessRead
 	}
-	a, err := e.attachment(op.Remote.Region, op.Remote.Key, want)
+	a, err := e.cached(op.Remote.Region, op.Remote.Key, want)
 	if err != nil {
 		complete(op, err)
 		return true
+	}
+	if a == nil {
+		// Not mapped yet. Attaching takes a round trip to the peer, and
+		// Post must not wait (it may run on the receive path, which that
+		// answer needs): map it in the background and let this operation
+		// take the stream path, which the peer serves and checks itself.
+		e.attachLater(op.Remote.Region, op.Remote.Key, want)
+		return false
 	}
 	if a.mem == nil {
 		a.release()
@@ -303,6 +313,47 @@ func (e *Endpoint) copyOp(op *transport.Op) bool {
 func complete(op *transport.Op, err error) {
 	op.Err = err
 	op.Done.OpDone(op)
+}
+
+// cached returns the peer region if it is mapped with the rights wanted,
+// with a reference the caller releases, or nil.
+func (e *Endpoint) cached(id uint32, key uint64, want transport.Access) (*attachment, error) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.closed {
+		return nil, e.closedErr()
+	}
+	a := e.att[id]
+	if a != nil && a.rights&want == want && a.key == key {
+		a.refs.Add(1)
+		return a, nil
+	}
+	return nil, nil
+}
+
+// attachLater maps the peer region in the background, unless that is under
+// way already.
+func (e *Endpoint) attachLater(id uint32, key uint64, want transport.Access) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.closed || e.attaching[id] {
+		return
+	}
+	if e.attaching == nil {
+		e.attaching = make(map[uint32]bool)
+	}
+	e.attaching[id] = true
+	e.wg.Go(func() {
+		// A failed attach (a wrong key, a revoked region) leaves nothing:
+		// the operations that take the stream path get the peer's own
+		// answer.
+		if a, err := e.attachment(id, key, want); err == nil {
+			a.release()
+		}
+		e.mu.Lock()
+		delete(e.attaching, id)
+		e.mu.Unlock()
+	})
 }
 
 // attachment returns the peer region, mapping it on first use, with a
@@ -399,17 +450,19 @@ func (e *Endpoint) closedErr() error {
 
 // Close closes the stream and unmaps every attachment.
 func (e *Endpoint) Close() error {
-	err := e.s.Close()
+	err := e.s.Close() // fails the background attaches' round trips
 	e.mu.Lock()
 	if e.closed {
 		e.mu.Unlock()
+		e.wg.Wait()
 		return err
 	}
-	e.closed = true
+	e.closed = true // no attach starts now, and those under way map nothing
 	att := e.att
 	e.att = nil
 	sys.Close(e.pidfd)
 	e.mu.Unlock()
+	e.wg.Wait()
 	for _, a := range att {
 		a.gone.Store(true)
 		a.release()
