@@ -179,24 +179,10 @@ func testMalformedControl(t *testing.T, tp tport) {
 	var logs logBuf
 	p, c := pair(t, tp, PullAuto, func(p, c *Config) { p.Logger = logs.logger() })
 	ctx := ctxT(t)
-	ecfg := tp.engine(false, 1)
-	eng, err := xfer.Open(ctx, ecfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer eng.Close()
-	peer, err := eng.Dial(ctx, p.Addr())
-	if err != nil {
-		t.Fatal(err)
-	}
-	buf, err := eng.Alloc(maxControl)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer eng.Free(buf)
+	_, peer, buf := rawPeer(t, ctx, tp.engine(false, 1), p.Addr())
 	send := func(msg []byte) {
 		t.Helper()
-		if err := peer.Send(ctx, append(buf.Bytes()[:0], msg...)); err != nil {
+		if err := peer.Send(ctx, append(buf[:0], msg...)); err != nil {
 			t.Fatal(err)
 		}
 	}

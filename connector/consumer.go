@@ -2,6 +2,7 @@ package connector
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"net"
@@ -194,7 +195,7 @@ func (c *Connector) handler(p *xfer.Peer) func([]byte) {
 			if len(msg) >= 5 && msg[0] == msgGet {
 				c.mu.Lock()
 				if !c.closed {
-					id := uint32(msg[1]) | uint32(msg[2])<<8 | uint32(msg[3])<<16 | uint32(msg[4])<<24
+					id := binary.LittleEndian.Uint32(msg[1:5])
 					c.answerLocked(p, id, statusRefused, nil, xfer.RemoteAddr{}, err.Error())
 				}
 				c.mu.Unlock()
@@ -217,7 +218,7 @@ func (c *Connector) onReply(p *xfer.Peer, msg []byte) {
 	if err != nil {
 		c.log.Warn("connector: a malformed answer", "peer", p.String(), "err", err)
 		if len(msg) >= 5 {
-			id := uint32(msg[1]) | uint32(msg[2])<<8 | uint32(msg[3])<<16 | uint32(msg[4])<<24
+			id := binary.LittleEndian.Uint32(msg[1:5])
 			r.deliver(id, result{err: fmt.Errorf("%w: %w", err, ErrProtocol)})
 		}
 		return
@@ -290,18 +291,21 @@ func answerErr(rep reply) error {
 	}
 }
 
+// release ends the claim id at the producer r: taken says whether this
+// consumer has the value.
+func (c *Connector) release(r *remote, id uint32, taken bool) {
+	if err := c.send(c.ctx, r.peer, appendRelease(nil, id, taken)); err != nil {
+		c.log.Debug("connector: releasing a claim failed", "peer", r.peer.String(), "err", err)
+	}
+}
+
 // getRead gets the slot's address from the producer and READs the value.
 func (c *Connector) getRead(ctx context.Context, r *remote, k string, flags byte) (*Buffer, error) {
 	var id uint32
-	release := func(id uint32, taken bool) {
-		if err := c.send(c.ctx, r.peer, appendRelease(nil, id, taken)); err != nil {
-			c.log.Debug("connector: releasing a claim failed", "peer", r.peer.String(), "err", err)
-		}
-	}
 	res, err := c.call(ctx, r, func(i uint32) []byte { id = i; return appendGet(nil, i, flags, k, xfer.RemoteAddr{}, 0) },
 		func(res result) {
 			if res.err == nil && res.rep.status == statusOK {
-				release(res.rep.id, false)
+				c.release(r, res.rep.id, false)
 			}
 		})
 	if err != nil {
@@ -313,7 +317,7 @@ func (c *Connector) getRead(ctx context.Context, r *remote, k string, flags byte
 	m := res.rep.meta
 	buf, err := c.alloc(ctx, "get", m.Size)
 	if err != nil {
-		release(id, false)
+		c.release(r, id, false)
 		return nil, err
 	}
 	if m.Size > 0 {
@@ -325,11 +329,11 @@ func (c *Connector) getRead(ctx context.Context, r *remote, k string, flags byte
 		}
 		if err := r.peer.Submit(ops).Wait(ctx); err != nil {
 			c.free(buf)
-			release(id, false)
+			c.release(r, id, false)
 			return nil, fmt.Errorf("reading %d bytes: %w", m.Size, err)
 		}
 	}
-	release(id, true)
+	c.release(r, id, true)
 	return &Buffer{c: c, meta: m, buf: buf}, nil
 }
 
@@ -359,16 +363,12 @@ func (c *Connector) getWrite(ctx context.Context, r *remote, k string, flags byt
 			dest, destLen = buf.Remote(), uint64(m.Size)
 		}
 		var id uint32
-		release := func(id uint32, taken bool) {
-			if err := c.send(c.ctx, r.peer, appendRelease(nil, id, taken)); err != nil {
-				c.log.Debug("connector: releasing a claim failed", "peer", r.peer.String(), "err", err)
-			}
-		}
+
 		res, err := c.call(ctx, r, func(i uint32) []byte { id = i; return appendGet(nil, i, flags|flagDest, k, dest, destLen) },
 			func(res result) {
 				// Whatever the producer does next no longer touches buf.
 				if res.err == nil && (res.notified || res.rep.status == statusOK) {
-					release(id, false)
+					c.release(r, id, false)
 				}
 				if res.err == nil || errors.Is(res.err, xfer.ErrPeerLost) {
 					c.free(buf)
@@ -379,7 +379,7 @@ func (c *Connector) getWrite(ctx context.Context, r *remote, k string, flags byt
 		}
 		switch {
 		case res.notified, res.rep.status == statusOK:
-			release(id, true)
+			c.release(r, id, true)
 			// The answer that the value is in place carries no metadata:
 			// what the consumer was given (or asked for) describes it.
 			return &Buffer{c: c, meta: m, buf: buf}, nil

@@ -182,3 +182,25 @@ func (l *logBuf) String() string {
 func (l *logBuf) logger() *slog.Logger {
 	return slog.New(slog.NewTextHandler(l, &slog.HandlerOptions{Level: slog.LevelDebug}))
 }
+
+// rawPeer opens a plain engine with cfg and dials addr with it: a peer
+// that speaks the control protocol by hand. It returns the engine (closed
+// when the test ends; closing it earlier is a peer that dies), the peer,
+// and maxControl bytes of registered memory to send from.
+func rawPeer(t *testing.T, ctx context.Context, cfg xfer.Config, addr string) (*xfer.Engine, *xfer.Peer, []byte) {
+	t.Helper()
+	eng, err := xfer.Open(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { eng.Close() })
+	peer, err := eng.Dial(ctx, addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	buf, err := eng.Alloc(maxControl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return eng, peer, buf.Bytes()
+}

@@ -25,20 +25,8 @@ func TestWaiterServedWhenClaimEnds(t *testing.T) {
 
 			// A raw consumer claims the value (a get by read) and never
 			// finishes: it reads the answer and goes away.
-			eng, err := xfer.Open(ctx, xfer.Config{Transport: xfer.PolicyTCP, MemoryMB: 1})
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer eng.Close()
-			peer, err := eng.Dial(ctx, p.Addr())
-			if err != nil {
-				t.Fatal(err)
-			}
-			msg, err := eng.Alloc(maxControl)
-			if err != nil {
-				t.Fatal(err)
-			}
-			get := appendGet(msg.Bytes()[:0], 1, 0, "a/b/k", xfer.RemoteAddr{}, 0)
+			eng, peer, msg := rawPeer(t, ctx, xfer.Config{Transport: xfer.PolicyTCP, MemoryMB: 1}, p.Addr())
+			get := appendGet(msg[:0], 1, 0, "a/b/k", xfer.RemoteAddr{}, 0)
 			if err := peer.Send(ctx, get); err != nil {
 				t.Fatal(err)
 			}
