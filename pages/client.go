@@ -230,7 +230,14 @@ func (c *Client) batch(ctx context.Context, kind xfer.OpKind, gpas []uint64, buf
 	if len(gpas) != len(bufs) {
 		return fmt.Errorf("pages: %d GPAs and %d buffers", len(gpas), len(bufs))
 	}
-	byNode := map[*node][]xfer.Op{}
+	// One submission per node, each with its own ops (a batch owns its
+	// slice). Pages usually come from one node: then no grouping at all.
+	type group struct {
+		n   *node
+		ops []xfer.Op
+		b   *xfer.Batch
+	}
+	var groups []group
 	for i, g := range gpas {
 		if err := c.checkBuf(bufs[i]); err != nil {
 			return err
@@ -239,25 +246,32 @@ func (c *Client) batch(ctx context.Context, kind xfer.OpKind, gpas []uint64, buf
 		if err != nil {
 			return err
 		}
-		byNode[n] = append(byNode[n], xfer.Op{Kind: kind, Local: bufs[i], Remote: src})
+		k := 0
+		for k < len(groups) && groups[k].n != n {
+			k++
+		}
+		if k == len(groups) {
+			groups = append(groups, group{n: n, ops: make([]xfer.Op, 0, len(gpas)-i)})
+		}
+		groups[k].ops = append(groups[k].ops, xfer.Op{Kind: kind, Local: bufs[i], Remote: src})
 	}
 	t0 := time.Now()
-	batches := make(map[*node]*xfer.Batch, len(byNode))
-	for n, ops := range byNode {
-		batches[n] = n.peer.Submit(ops)
+	for k := range groups {
+		groups[k].b = groups[k].n.peer.Submit(groups[k].ops)
 	}
 	var first error
-	for n, b := range batches {
-		if err := b.Wait(ctx); err != nil && first == nil {
-			first = fmt.Errorf("pages: fetch from %s: %w", n.addr, err)
+	for _, g := range groups {
+		if err := g.b.Wait(ctx); err != nil && first == nil {
+			first = fmt.Errorf("pages: fetch from %s: %w", g.n.addr, err)
 		}
 		if record {
-			d := time.Since(t0)
-			for _, op := range byNode[n] {
+			ok := 0
+			for _, op := range g.ops {
 				if op.Err == nil {
-					c.lat.record(d)
+					ok++
 				}
 			}
+			c.lat.recordN(time.Since(t0), ok)
 		}
 	}
 	return first

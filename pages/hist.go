@@ -17,13 +17,19 @@ type histogram struct {
 
 const maxLatency = time.Minute
 
-func (h *histogram) record(d time.Duration) {
+func (h *histogram) record(d time.Duration) { h.recordN(d, 1) }
+
+// recordN records n fetches that each took d, under one lock.
+func (h *histogram) recordN(d time.Duration, n int) {
+	if n <= 0 {
+		return
+	}
 	v := min(max(int64(d), 1), int64(maxLatency))
 	h.mu.Lock()
 	if h.h == nil {
 		h.h = hdrhistogram.New(1, int64(maxLatency), 3)
 	}
-	_ = h.h.RecordValue(v) // cannot fail: v is in range
+	_ = h.h.RecordValues(v, int64(n)) // cannot fail: v is in range
 	h.mu.Unlock()
 }
 
