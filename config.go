@@ -8,6 +8,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/xferio/xfer/mem"
 	"github.com/xferio/xfer/transport/tcp"
 	"github.com/xferio/xfer/transport/verbs"
@@ -176,6 +178,14 @@ type Config struct {
 	// Logger receives the engine's logs. Not a config file key. Default: a
 	// text logger on standard error at warn level.
 	Logger *slog.Logger `yaml:"-"`
+	// Metrics, when set, is where the engine registers its Prometheus
+	// metrics (xfer_ops_total, xfer_op_duration_seconds, ...; the list is
+	// in docs/OPERATIONS.md); Close unregisters them. The engine never
+	// touches the global registry. Two engines on one registry need
+	// distinct labels: wrap it for each with prometheus.WrapRegistererWith. Not a
+	// config file key. Default: nil, no metrics, and nothing on the
+	// operations' path but a nil check.
+	Metrics prometheus.Registerer `yaml:"-"`
 }
 
 // Defaults.
@@ -189,7 +199,8 @@ const (
 	maxRecvDepth            = 1 << 16
 )
 
-// Clone returns a copy of c that shares nothing with it but the Logger.
+// Clone returns a copy of c that shares nothing with it but the Logger and
+// the Metrics registerer.
 func (c Config) Clone() Config {
 	c.TCP = c.TCP.Clone()
 	c.RDMA = c.RDMA.Clone()

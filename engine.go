@@ -58,7 +58,8 @@ type Engine struct {
 
 	notes noteQueue
 
-	stats engineStats
+	stats   engineStats
+	metrics *engineMetrics // nil without Config.Metrics
 
 	ctx    context.Context // cancelled by Close
 	cancel context.CancelFunc
@@ -71,6 +72,7 @@ type engineStats struct {
 
 	warnMu sync.Mutex
 	warned map[warnKey]struct{} // fallbacks already logged at Warn
+	recent []FallbackEvent      // the latest fallbacks, for Status; guarded by warnMu
 }
 
 // warnKey is what a fallback warning is logged once for: a peer (its
@@ -166,10 +168,20 @@ func Open(ctx context.Context, cfg Config) (_ *Engine, err error) {
 		e.region.Close()
 		return nil, err
 	}
+	if cfg.Metrics != nil {
+		if e.metrics, err = newEngineMetrics(e, cfg.Metrics); err != nil {
+			e.pool.Close()
+			e.region.Close()
+			return nil, fmt.Errorf("open: metrics: %w", err)
+		}
+	}
 	if cfg.Listen != "" {
 		var lc net.ListenConfig
 		ln, err := lc.Listen(ctx, "tcp", cfg.Listen)
 		if err != nil {
+			if e.metrics != nil {
+				e.metrics.unregister(cfg.Metrics)
+			}
 			e.region.Close()
 			return nil, fmt.Errorf("open: listen: %w", err)
 		}
@@ -317,6 +329,9 @@ func (e *Engine) Close() error {
 	}
 	e.wg.Wait()
 	e.notes.close()
+	if e.metrics != nil {
+		e.metrics.unregister(e.cfg.Metrics)
+	}
 	errs = append(errs, e.pool.Close(), e.regions.closeAll())
 	for _, t := range e.transports {
 		if c, ok := t.(io.Closer); ok {

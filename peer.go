@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/xferio/xfer/internal/wire"
 	"github.com/xferio/xfer/mem"
@@ -26,6 +27,8 @@ type Peer struct {
 
 	ep   atomic.Pointer[epBox]
 	mark atomic.Uint64 // the engine's revoke count when the connection began
+
+	stats peerStats
 
 	inboxMu sync.Mutex
 	handler atomic.Pointer[func([]byte)]       // set by Handle
@@ -64,6 +67,10 @@ func (p *Peer) setRemote(remote transport.PeerInfo, exports []wire.Export) {
 }
 
 func (p *Peer) setEndpoint(ep transport.Endpoint) {
+	if m := p.e.metrics; m != nil {
+		p.stats.tm.Store(m.forTransport(ep.Transport()))
+	}
+	p.stats.upSince.Store(time.Now().UnixNano())
 	p.ep.Store(&epBox{ep})
 	p.e.replayRevokes(p, ep)
 }
@@ -269,7 +276,11 @@ var callPool = sync.Pool{New: func() any {
 func (c *call) OpDone(*transport.Op) { c.done <- struct{}{} }
 
 // do runs one operation and waits for it.
-func (p *Peer) do(ctx context.Context, kind OpKind, local []byte, remote RemoteAddr, imm uint32) error {
+func (p *Peer) do(ctx context.Context, kind OpKind, local []byte, remote RemoteAddr, imm uint32) (err error) {
+	if p.e.metrics != nil {
+		start := time.Now()
+		defer func() { p.opDone(p.stats.tm.Load(), opIndex(kind), len(local), start, err) }()
+	}
 	ep, err := p.endpoint(ctx)
 	if err != nil {
 		return err
@@ -367,7 +378,11 @@ func (p *Peer) TrySendAppend(max int, fill func(b []byte) []byte) (bool, error) 
 // Recv waits for the next message from this peer and copies it into buf.
 // When buf is too small, it returns an error matching ErrTooLarge that states
 // the size needed, and keeps the message for the next Recv.
-func (p *Peer) Recv(ctx context.Context, buf []byte) (int, error) {
+func (p *Peer) Recv(ctx context.Context, buf []byte) (n int, err error) {
+	if p.e.metrics != nil {
+		start := time.Now()
+		defer func() { p.opDone(p.stats.tm.Load(), mRecv, n, start, err) }()
+	}
 	for {
 		p.inboxMu.Lock()
 		msg := p.stash
@@ -472,6 +487,9 @@ func (p *Peer) wake() {
 // ops until it is done: Batch.Wait, then read each ops[i].Err.
 func (p *Peer) Submit(ops []Op) *Batch {
 	b := &Batch{ops: ops, done: make(chan struct{})}
+	if p.e.metrics != nil {
+		b.p, b.start = p, time.Now()
+	}
 	if len(ops) == 1 {
 		// A single operation (a message, a synchronous call) uses the
 		// batch's own storage: one allocation instead of four.
@@ -518,6 +536,8 @@ type Batch struct {
 	ptrs      []*transport.Op
 	ep        transport.Endpoint
 	remaining atomic.Int64
+	p         *Peer     // set when the engine has metrics
+	start     time.Time // when it was submitted, for the metrics
 	errOnce   sync.Once
 	first     error
 	done      chan struct{}
@@ -530,6 +550,9 @@ type Batch struct {
 // OpDone implements transport.Completer.
 func (b *Batch) OpDone(t *transport.Op) {
 	b.ops[t.Tag].Err = t.Err
+	if b.p != nil {
+		b.p.opDone(b.p.stats.tm.Load(), opIndex(t.Kind), len(t.Local), b.start, t.Err)
+	}
 	if r := b.pins[t.Tag]; r != nil {
 		b.pins[t.Tag] = nil
 		r.Unpin()
@@ -594,6 +617,9 @@ func (h peerHost) Lookup(id uint32, key uint64, want Access) (transport.Resolved
 func (h peerHost) Deliver(ep transport.Endpoint, msg []byte) {
 	p := h.p
 	if f := p.handler.Load(); f != nil {
+		if p.e.metrics != nil {
+			p.handled(len(msg))
+		}
 		(*f)(msg)
 		ep.Consumed(1)
 		return
