@@ -71,6 +71,8 @@ type engineMetrics struct {
 	received *prometheus.CounterVec   // transport
 	fallback *prometheus.CounterVec   // transport, reason
 	retries  *prometheus.CounterVec   // transport, reason
+	served   *prometheus.CounterVec   // op, transport
+	servedB  *prometheus.CounterVec   // op, transport
 
 	mu  sync.Mutex
 	per map[string]*transportMetrics // by transport name; bounded by the transports
@@ -86,6 +88,10 @@ type transportMetrics struct {
 	lat      [numOps]prometheus.Observer
 	sent     prometheus.Counter
 	received prometheus.Counter
+	// served and servedBytes count peers' one-sided operations this
+	// engine served, [0] writes into its memory and [1] reads from it.
+	served      [2]prometheus.Counter
+	servedBytes [2]prometheus.Counter
 }
 
 func newEngineMetrics(e *Engine, reg prometheus.Registerer) (*engineMetrics, error) {
@@ -121,6 +127,14 @@ func newEngineMetrics(e *Engine, reg prometheus.Registerer) (*engineMetrics, err
 			Name: "xfer_setup_retries_total",
 			Help: "Connection setups that failed transiently and were tried again, by transport and reason.",
 		}, []string{"transport", "reason"}),
+		served: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "xfer_served_ops_total",
+			Help: "Peers' one-sided operations this engine served (op: write into its memory, read from it) where it sees them: on tcp, and on shm for private memory; shm's mapped memory and rdma are moved by the peer or the NIC alone.",
+		}, []string{"op", "transport"}),
+		servedB: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "xfer_served_bytes_total",
+			Help: "Payload bytes of the operations xfer_served_ops_total counts.",
+		}, []string{"op", "transport"}),
 		peersDesc: prometheus.NewDesc("xfer_peers_connected",
 			"Peers with a live connection, by transport and device (the rdma device; empty for tcp and shm).",
 			[]string{"transport", "device"}, nil),
@@ -131,7 +145,7 @@ func newEngineMetrics(e *Engine, reg prometheus.Registerer) (*engineMetrics, err
 			"How splintered the pool's free space is: 1 - largest free block / free bytes (0: one block).", nil, nil),
 		regionsDesc: prometheus.NewDesc("xfer_registered_regions", "Regions registered with the engine, its pool's included.", nil, nil),
 	}
-	cs := []prometheus.Collector{m.ops, m.errs, m.lat, m.sent, m.received, m.fallback, m.retries, m}
+	cs := []prometheus.Collector{m.ops, m.errs, m.lat, m.sent, m.received, m.fallback, m.retries, m.served, m.servedB, m}
 	for i, c := range cs {
 		if err := reg.Register(c); err != nil {
 			for _, d := range cs[:i] {
@@ -145,10 +159,13 @@ func newEngineMetrics(e *Engine, reg prometheus.Registerer) (*engineMetrics, err
 	for name := range e.transports {
 		m.forTransport(name)
 	}
-	for _, r := range []string{reasonUnusable, reasonSetupFailed, reasonReconnected} {
-		for _, t := range []string{"rdma", "shm"} {
+	for _, t := range []string{"rdma", "shm"} {
+		for _, r := range []string{reasonUnusable, reasonSetupFailed, reasonReconnected} {
 			m.fallback.WithLabelValues(t, r)
 		}
+	}
+	for name := range e.transports {
+		m.retries.WithLabelValues(name, reasonTransient)
 	}
 	return m, nil
 }
@@ -156,7 +173,7 @@ func newEngineMetrics(e *Engine, reg prometheus.Registerer) (*engineMetrics, err
 // unregister removes the engine's collectors (Engine.Close), so that a new
 // engine can register on the same registry.
 func (m *engineMetrics) unregister(reg prometheus.Registerer) {
-	for _, c := range []prometheus.Collector{m.ops, m.errs, m.lat, m.sent, m.received, m.fallback, m.retries, m} {
+	for _, c := range []prometheus.Collector{m.ops, m.errs, m.lat, m.sent, m.received, m.fallback, m.retries, m.served, m.servedB, m} {
 		reg.Unregister(c)
 	}
 }
@@ -176,6 +193,10 @@ func (m *engineMetrics) forTransport(name string) *transportMetrics {
 	for i := range numOps {
 		t.ops[i] = m.ops.WithLabelValues(opNames[i], name)
 		t.lat[i] = m.lat.WithLabelValues(opNames[i], name)
+	}
+	for i, op := range []string{"write", "read"} {
+		t.served[i] = m.served.WithLabelValues(op, name)
+		t.servedBytes[i] = m.servedB.WithLabelValues(op, name)
 	}
 	m.per[name] = t
 	return t
@@ -323,6 +344,23 @@ func (p *Peer) handled(n int) {
 	}
 	p.stats.ops.Add(1)
 	p.stats.bytes.Add(uint64(n))
+}
+
+// served counts a peer's one-sided access of n bytes that this engine
+// resolved (transport.Host.Resolve): a write into its memory or a read.
+func (p *Peer) served(want Access, n uint64) {
+	tm := p.stats.tm.Load()
+	if tm == nil {
+		return // the endpoint serves a moment before the peer publishes it
+	}
+	i := 0
+	if want == AccessRead {
+		i = 1
+	}
+	tm.served[i].Inc()
+	tm.servedBytes[i].Add(float64(n))
+	p.stats.ops.Add(1)
+	p.stats.bytes.Add(n)
 }
 
 var _ transport.Completer = (*Batch)(nil)

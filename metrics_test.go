@@ -16,11 +16,15 @@ import (
 
 // metricsPair opens a listening server engine exporting a 4 MiB region
 // "target" and a client engine dialed to it over pol; the client registers
-// its metrics on reg when reg is not nil.
-func metricsPair(tb testing.TB, pol xfer.Policy, reg prometheus.Registerer) (cli *xfer.Engine, p *xfer.Peer, desc xfer.RegionDesc) {
+// its metrics on reg and the server on srvReg, each when not nil.
+func metricsPair(tb testing.TB, pol xfer.Policy, reg, srvReg prometheus.Registerer) (cli *xfer.Engine, p *xfer.Peer, desc xfer.RegionDesc) {
 	tb.Helper()
 	ctx := context.Background()
-	srv, err := xfer.Open(ctx, xfer.Config{Transport: pol, Listen: "127.0.0.1:0", MemoryMB: 8})
+	scfg := xfer.Config{Transport: pol, Listen: "127.0.0.1:0", MemoryMB: 8}
+	if srvReg != nil {
+		scfg.Metrics = srvReg
+	}
+	srv, err := xfer.Open(ctx, scfg)
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -83,8 +87,8 @@ func find(t *testing.T, reg *prometheus.Registry, name string, want map[string]s
 func TestMetrics(t *testing.T) {
 	for _, pol := range []xfer.Policy{xfer.PolicyTCP, xfer.PolicySHM} {
 		t.Run(string(pol), func(t *testing.T) {
-			reg := prometheus.NewRegistry()
-			cli, p, desc := metricsPair(t, pol, reg)
+			reg, srvReg := prometheus.NewRegistry(), prometheus.NewRegistry()
+			cli, p, desc := metricsPair(t, pol, reg, srvReg)
 			ctx := context.Background()
 			buf, err := cli.Alloc(1000)
 			if err != nil {
@@ -135,6 +139,17 @@ func TestMetrics(t *testing.T) {
 				}
 				if got != c.want {
 					t.Errorf("%s%v = %v, want %v", c.name, c.labels, got, c.want)
+				}
+			}
+			// The server sees each of the peer's accesses on tcp; on shm
+			// the client copies into its mapping alone, once it has mapped
+			// it (the first operations may take the stream meanwhile).
+			for op, want := range map[string]float64{"write": 7*1000 + 100, "read": 3 * 500} {
+				if pol == xfer.PolicySHM {
+					break
+				}
+				if got := find(t, srvReg, "xfer_served_bytes_total", map[string]string{"op": op, "transport": tr}).GetCounter().GetValue(); got != want {
+					t.Errorf("server's xfer_served_bytes_total{op=%s} = %v, want %v", op, got, want)
 				}
 			}
 			h := find(t, reg, "xfer_op_duration_seconds", map[string]string{"op": "write", "transport": tr}).GetHistogram()
@@ -205,7 +220,7 @@ func TestMetricsAllocs(t *testing.T) {
 	}
 	for _, pol := range []xfer.Policy{xfer.PolicyTCP, xfer.PolicySHM} {
 		t.Run(string(pol), func(t *testing.T) {
-			op := warmMetricsOp(t, pol, prometheus.NewRegistry())
+			op := warmMetricsOp(t, pol, prometheus.NewRegistry(), prometheus.NewRegistry())
 			if n := testing.AllocsPerRun(500, op); n >= 0.5 {
 				t.Errorf("%v allocations per operation with metrics, want 0", n)
 			}
@@ -213,8 +228,8 @@ func TestMetricsAllocs(t *testing.T) {
 	}
 }
 
-func warmMetricsOp(tb testing.TB, pol xfer.Policy, reg prometheus.Registerer) func() {
-	cli, p, desc := metricsPair(tb, pol, reg)
+func warmMetricsOp(tb testing.TB, pol xfer.Policy, reg, srvReg prometheus.Registerer) func() {
+	cli, p, desc := metricsPair(tb, pol, reg, srvReg)
 	buf, err := cli.Alloc(64)
 	if err != nil {
 		tb.Fatal(err)
@@ -231,7 +246,7 @@ func warmMetricsOp(tb testing.TB, pol xfer.Policy, reg prometheus.Registerer) fu
 	return op
 }
 
-// BenchmarkWriteMetrics is a synchronous 64-byte WRITE with the client's
+// BenchmarkWriteMetrics is a synchronous 64-byte WRITE with both engines'
 // metrics off and on, over tcp and shm: what the metrics cost
 // (docs/BENCHMARKS.md, "Metrics cost"). Run with -count and compare the
 // off and on rows with benchstat.
@@ -239,12 +254,12 @@ func BenchmarkWriteMetrics(b *testing.B) {
 	for _, pol := range []xfer.Policy{xfer.PolicyTCP, xfer.PolicySHM} {
 		for _, on := range []bool{false, true} {
 			name := "off"
-			var reg prometheus.Registerer
+			var reg, srvReg prometheus.Registerer
 			if on {
-				name, reg = "on", prometheus.NewRegistry()
+				name, reg, srvReg = "on", prometheus.NewRegistry(), prometheus.NewRegistry()
 			}
 			b.Run(fmt.Sprintf("%s/metrics=%s", pol, name), func(b *testing.B) {
-				op := warmMetricsOp(b, pol, reg)
+				op := warmMetricsOp(b, pol, reg, srvReg)
 				b.SetBytes(64)
 				b.ReportAllocs()
 				b.ResetTimer()

@@ -607,7 +607,11 @@ var (
 )
 
 func (h peerHost) Resolve(id uint32, key, addr, n uint64, want Access) (transport.Resolved, error) {
-	return h.p.e.regions.resolve(id, key, addr, n, want)
+	r, err := h.p.e.regions.resolve(id, key, addr, n, want)
+	if err == nil && h.p.e.metrics != nil {
+		h.p.served(want, n)
+	}
+	return r, err
 }
 
 func (h peerHost) Lookup(id uint32, key uint64, want Access) (transport.Resolved, error) {
