@@ -1,14 +1,17 @@
 #!/usr/bin/env bash
 # Installs the Debian packages the tests run for real, when they are
 # missing: etcd-server (the directory package's integration test runs
-# Debian's etcd binary). Go modules come with `go test` itself.
+# Debian's etcd binary) and prometheus (a real Prometheus scrapes xfer serve,
+# and its promtool checks the exposition and the recording rules). Go
+# modules come with `go test` itself.
 # Run as root on a fresh machine (make test runs it); otherwise it says what
 # to install, and the tests that need it skip (or fail under
-# XFER_REQUIRE_ETCD=1, as in CI).
+# XFER_REQUIRE_ETCD=1 and XFER_REQUIRE_PROMETHEUS=1, as in CI).
 set -euo pipefail
 
 need=()
 command -v etcd >/dev/null 2>&1 || need+=(etcd-server)
+{ command -v prometheus && command -v promtool; } >/dev/null 2>&1 || need+=(prometheus)
 
 if [ ${#need[@]} -eq 0 ]; then
   exit 0

@@ -60,10 +60,17 @@ func newBenchCmd(g *globals) *cobra.Command {
 			if err != nil {
 				return err
 			}
+			ops, err := g.startOps(cmd.Flags())
+			if err != nil {
+				return err
+			}
+			defer ops.Close()
+			g.ops = ops
 			return bench(cmd.Context(), g, cfg, plan)
 		},
 	}
 	fs := cmd.Flags()
+	addOpsFlags(fs)
 	fs.StringVar(&f.peer, "peer", "", "`address` of a running xfer serve (default: start one on 127.0.0.1)")
 	fs.String("transport", string(xfer.PolicyAuto), "transport `policy`: auto, tcp, shm or rdma")
 	fs.StringVar(&f.op, "op", opWrite, "operation: write, read or send")
@@ -191,11 +198,15 @@ func bench(ctx context.Context, g *globals, cfg xfer.Config, plan benchPlan) (er
 
 	client := cfg
 	client.Listen, client.Advertise = "", ""
+	client.Metrics = g.ops.Registerer()
 	e, err := xfer.Open(ctx, client)
 	if err != nil {
 		return fmt.Errorf("open engine: %w", err)
 	}
 	defer e.Close()
+	g.ops.setStatus(func() statusDoc { return engineStatus("bench", e) })
+	g.ops.setReady(true)
+	defer g.ops.setReady(false)
 	p, err := e.Dial(ctx, addr)
 	if err != nil {
 		return fmt.Errorf("connect to the peer: %w", err)
@@ -303,6 +314,7 @@ func startLocalTarget(ctx context.Context, g *globals, cfg xfer.Config) (*target
 		"--transport", string(transport),
 		"--memory-mb", strconv.Itoa(cfg.MemoryMB),
 		"--log-level", g.logLevel,
+		"--metrics-listen", "", // not this command's address, from its flags, environment or file
 	}
 	if cfg.MaxMessage != 0 {
 		args = append(args, "--max-message", strconv.Itoa(cfg.MaxMessage))

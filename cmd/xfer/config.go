@@ -279,6 +279,9 @@ func decodeConfig(name string, data []byte, cfg *xfer.Config) error {
 			}
 			continue
 		}
+		if k.Value == metricsListenKey {
+			continue // the command's own key (metricsListen reads it), not the engine's
+		}
 		f, ok := flat[k.Value]
 		if !ok {
 			return fmt.Errorf("%s:%d: unknown key %q (known keys: %s; or the mappings %s)", name, k.Line, k.Value, configKeys(), sectionNames())

@@ -95,8 +95,14 @@ func newKVServeCmd(g *globals) *cobra.Command {
 			if fs.Changed("inline-max") && inlineMax == 0 {
 				inlineMax = -1 // --inline-max 0: never inline
 			}
-			opts := kv.ServerOptions{Engine: cfg, Full: policy, MaxValue: int(maxValue), InlineMax: int(inlineMax), Devices: devices, Logger: g.log}
-			return kvServe(cmd.Context(), g, grpcAddr, opts)
+			ops, err := g.startOps(fs)
+			if err != nil {
+				return err
+			}
+			defer ops.Close()
+			opts := kv.ServerOptions{Engine: cfg, Full: policy, MaxValue: int(maxValue), InlineMax: int(inlineMax), Devices: devices, Logger: g.log,
+				Metrics: ops.Registerer()}
+			return kvServe(cmd.Context(), g, grpcAddr, opts, ops)
 		},
 	}
 	fs := cmd.Flags()
@@ -109,6 +115,7 @@ func newKVServeCmd(g *globals) *cobra.Command {
 	fs.String("max-value", "", "largest value, e.g. 64MiB (default: the pool)")
 	fs.String("inline-max", "", fmt.Sprintf("largest value sent inside requests and responses, 0 for never (default %s on tcp, %s on shm and rdma)", FormatSize(kv.DefaultInlineMax), FormatSize(kv.DefaultInlineMaxSHM)))
 	fs.String("secret", "", "shared `secret` of the data plane (prefer "+envPrefix+"SECRET: flags show in ps)")
+	addOpsFlags(fs)
 	return cmd
 }
 
@@ -124,7 +131,7 @@ func sizeFlag(fs *pflag.FlagSet, name string) (int64, error) {
 	return n, nil
 }
 
-func kvServe(ctx context.Context, g *globals, addr string, opts kv.ServerOptions) error {
+func kvServe(ctx context.Context, g *globals, addr string, opts kv.ServerOptions, ops *opsServer) error {
 	s, err := kv.NewServer(ctx, opts)
 	if err != nil {
 		return err
@@ -139,6 +146,9 @@ func kvServe(ctx context.Context, g *globals, addr string, opts kv.ServerOptions
 		s.Close()
 		return err
 	}
+	ops.setStatus(func() statusDoc { return engineStatus("kv serve", s.Engines()...) })
+	ops.setReady(true)
+	defer ops.setReady(false)
 	st := s.Snapshot()
 	g.log.Info("kv serving", "addr", lis.Addr().String(), "data", s.DataAddrs(), "capacity", st.Capacity, "full", st.FullPolicy)
 	err = s.Serve(ctx, lis)

@@ -55,7 +55,8 @@ type globals struct {
 	stdout     io.Writer
 	stderr     io.Writer
 	log        *slog.Logger
-	warnEnv    sync.Once // unknown XFER_ variables are reported once
+	warnEnv    sync.Once  // unknown XFER_ variables are reported once
+	ops        *opsServer // the operations endpoint of bench (nil: none)
 }
 
 func newRootCmd(stdout, stderr io.Writer) *cobra.Command {
@@ -90,7 +91,7 @@ func newRootCmd(stdout, stderr io.Writer) *cobra.Command {
 	pf := root.PersistentFlags()
 	pf.StringVar(&g.configPath, "config", "", "YAML configuration `file` (default $"+envConfigFile+")")
 	pf.StringVar(&g.logLevel, "log-level", "warn", "log level: debug, info, warn or error")
-	root.AddCommand(newServeCmd(g), newBenchCmd(g), newDevicesCmd(g), newDoctorCmd(g), newKVCmd(g), newVersionCmd(g), newCoordinatorCmd(g), newPagesCmd(g), newTransferCmd(g))
+	root.AddCommand(newServeCmd(g), newBenchCmd(g), newDevicesCmd(g), newDoctorCmd(g), newKVCmd(g), newVersionCmd(g), newCoordinatorCmd(g), newPagesCmd(g), newTransferCmd(g), newStatusCmd(g))
 	rejectUnknownSubcommands(root)
 	return root
 }

@@ -73,7 +73,13 @@ func newPagesServeCmd(g *globals) *cobra.Command {
 				return errors.New("--directory and --node-id go together: a node registers under its ID")
 			}
 			cfg.MemoryMB = max(cfg.MemoryMB, 1) // the pages are a region of their own
-			return servePages(cmd.Context(), g, pages.ServerConfig{Engine: cfg, Size: n, PageSize: ps}, stamp, dir, nodeID)
+			ops, err := g.startOps(cmd.Flags())
+			if err != nil {
+				return err
+			}
+			defer ops.Close()
+			cfg.Metrics = ops.Registerer()
+			return servePages(cmd.Context(), g, pages.ServerConfig{Engine: cfg, Size: n, PageSize: ps}, stamp, dir, nodeID, ops)
 		},
 	}
 	fs := cmd.Flags()
@@ -85,10 +91,11 @@ func newPagesServeCmd(g *globals) *cobra.Command {
 	fs.StringVar(&nodeID, "node-id", "", "this node's `ID` in the directory")
 	fs.StringVar(&dir, "directory", "", "directory `URL` to register in: http://HOST:PORT or etcd://HOST:2379/PREFIX")
 	fs.BoolVar(&stamp, "stamp", false, "write each page's offset into its first 8 bytes")
+	addOpsFlags(fs)
 	return cmd
 }
 
-func servePages(ctx context.Context, g *globals, cfg pages.ServerConfig, stamp bool, dirURL, nodeID string) error {
+func servePages(ctx context.Context, g *globals, cfg pages.ServerConfig, stamp bool, dirURL, nodeID string, ops *opsServer) error {
 	s, err := pages.NewServer(ctx, cfg)
 	if err != nil {
 		return err
@@ -112,6 +119,9 @@ func servePages(ctx context.Context, g *globals, cfg pages.ServerConfig, stamp b
 			return err
 		}
 	}
+	ops.setStatus(func() statusDoc { return engineStatus("pages serve", s.Engine()) })
+	ops.setReady(true)
+	defer ops.setReady(false)
 	fmt.Fprintf(g.stdout, "%s%s\n", pagesBanner, s.Addr())
 	<-ctx.Done()
 	return nil

@@ -34,7 +34,12 @@ func newServeCmd(g *globals) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			return serve(cmd.Context(), g, cfg)
+			ops, err := g.startOps(cmd.Flags())
+			if err != nil {
+				return err
+			}
+			defer ops.Close()
+			return serve(cmd.Context(), g, cfg, ops)
 		},
 	}
 	fs := cmd.Flags()
@@ -43,21 +48,28 @@ func newServeCmd(g *globals) *cobra.Command {
 	fs.Int("memory-mb", xfer.DefaultMemoryMB, "size of the registered pool in `MiB`")
 	fs.Int("max-message", xfer.DefaultMaxMessage, "largest message peers may send, in `bytes`")
 	fs.String("secret", "", "shared `secret` peers must know (prefer "+envPrefix+"SECRET: flags show in ps)")
+	addOpsFlags(fs)
 	return cmd
 }
 
 // serve runs the target until ctx is done.
-func serve(ctx context.Context, g *globals, cfg xfer.Config) error {
+// With an operations endpoint (ops, which may be nil) the engine's metrics
+// and status are served there.
+func serve(ctx context.Context, g *globals, cfg xfer.Config, ops *opsServer) error {
 	if cfg.Listen == "" {
 		return errors.New("serve needs an address to listen on: --listen, listen: in the config file, or " + envPrefix + "LISTEN")
 	}
 	log := g.log
+	cfg.Metrics = ops.Registerer()
 	e, err := xfer.Open(ctx, cfg)
 	if err != nil {
 		return fmt.Errorf("open engine: %w", err)
 	}
 	defer e.Close() // after the explicit Close below this is a no-op
 	e.Export(defaultRegionName, e.DefaultRegion())
+	ops.setStatus(func() statusDoc { return engineStatus("serve", e) })
+	ops.setReady(true)
+	defer ops.setReady(false)
 
 	// stdout is not buffered: the line reaches the reader (bench, a script)
 	// as soon as Fprintf returns.
