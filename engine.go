@@ -484,6 +484,9 @@ func (e *Engine) addPeer(p *Peer) error {
 func (e *Engine) removePeer(p *Peer) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
+	if e.metrics != nil {
+		e.metrics.retire(p.stats.conn.Load())
+	}
 	delete(e.peers, p)
 	if p.dialAddr != "" && e.dialed[p.dialAddr] == p {
 		delete(e.dialed, p.dialAddr)

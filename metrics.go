@@ -3,8 +3,10 @@ package xfer
 import (
 	"context"
 	"errors"
+	"math/rand/v2"
 	"os"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -64,61 +66,109 @@ var opBuckets = prometheus.ExponentialBucketsRange(1e-6, 10, 24)
 type engineMetrics struct {
 	e *Engine
 
-	ops      *prometheus.CounterVec   // op, transport
 	errs     *prometheus.CounterVec   // op, kind
 	lat      *prometheus.HistogramVec // op, transport
-	sent     *prometheus.CounterVec   // transport
-	received *prometheus.CounterVec   // transport
 	fallback *prometheus.CounterVec   // transport, reason
 	retries  *prometheus.CounterVec   // transport, reason
-	served   *prometheus.CounterVec   // op, transport
-	servedB  *prometheus.CounterVec   // op, transport
 
-	mu  sync.Mutex
-	per map[string]*transportMetrics // by transport name; bounded by the transports
+	// The counters of operations and bytes live in each connection's
+	// connStats, plain atomics, and are summed when Prometheus scrapes:
+	// the live connections' and, in retired, those of connections gone.
+	mu      sync.Mutex
+	per     map[string]*transportMetrics // by transport name; bounded by the transports
+	live    map[*connStats]struct{}
+	retired map[string]*connTotals // by transport name
 
+	opsDesc, sentDesc, receivedDesc, servedDesc, servedBytesDesc                  *prometheus.Desc
 	peersDesc, poolUsedDesc, poolFreeDesc, poolCapDesc, poolFragDesc, regionsDesc *prometheus.Desc
 }
+
+// connStats are one connection's (one endpoint's) counters. The hot path
+// adds to them with atomics: no label lookup, no allocation, no float CAS.
+type connStats struct {
+	transport string
+	lat       *[numOps]prometheus.Observer // the transport's latency histograms
+
+	ops         [numOps]atomic.Uint64
+	sent        atomic.Uint64
+	received    atomic.Uint64
+	served      [2]atomic.Uint64 // peers' one-sided writes [0] and reads [1] served
+	servedBytes [2]atomic.Uint64
+}
+
+// connTotals are counters of connections that are gone.
+type connTotals struct {
+	ops                 [numOps]uint64
+	sent, received      uint64
+	served, servedBytes [2]uint64
+}
+
+func (t *connTotals) add(c *connStats) {
+	for i := range t.ops {
+		t.ops[i] += c.ops[i].Load()
+	}
+	t.sent += c.sent.Load()
+	t.received += c.received.Load()
+	for i := range 2 {
+		t.served[i] += c.served[i].Load()
+		t.servedBytes[i] += c.servedBytes[i].Load()
+	}
+}
+
+// opsAndBytes are the connection's operations, served ones included, and
+// their bytes both ways, for the status API.
+func (c *connStats) opsAndBytes() (ops, bytes uint64) {
+	for i := range c.ops {
+		ops += c.ops[i].Load()
+	}
+	ops += c.served[0].Load() + c.served[1].Load()
+	bytes = c.sent.Load() + c.received.Load() + c.servedBytes[0].Load() + c.servedBytes[1].Load()
+	return ops, bytes
+}
+
+// latencyEvery is how often an operation is timed for the latency
+// histograms: the first of each kind on a connection, and every
+// latencyEvery-th after it (Recv: one in latencyEvery at random). Reading
+// the clock twice and observing costs about 110 ns here, which on a
+// 64-byte shm WRITE (about 200 ns) would be half the operation; one in 16
+// spreads it to a few ns while a steady stream still yields plenty of
+// samples.
+const latencyEvery = 16
 
 // transportMetrics are the children of the vectors for one transport,
 // resolved once when a peer's endpoint is set, so that an operation only
 // adds and observes: no label lookup, no allocation.
 type transportMetrics struct {
-	ops      [numOps]prometheus.Counter
-	lat      [numOps]prometheus.Observer
-	sent     prometheus.Counter
-	received prometheus.Counter
-	// served and servedBytes count peers' one-sided operations this
-	// engine served, [0] writes into its memory and [1] reads from it.
-	served      [2]prometheus.Counter
-	servedBytes [2]prometheus.Counter
+	lat [numOps]prometheus.Observer
 }
 
 func newEngineMetrics(e *Engine, reg prometheus.Registerer) (*engineMetrics, error) {
 	m := &engineMetrics{
-		e:   e,
-		per: map[string]*transportMetrics{},
-		ops: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "xfer_ops_total",
-			Help: "Operations this engine started (write, read, write_imm, send) or received (recv: messages delivered), by transport.",
-		}, []string{"op", "transport"}),
+		e:       e,
+		per:     map[string]*transportMetrics{},
+		live:    map[*connStats]struct{}{},
+		retired: map[string]*connTotals{},
+		opsDesc: prometheus.NewDesc("xfer_ops_total",
+			"Operations this engine started on a connection (write, read, write_imm, send; the failed ones are also in xfer_op_errors_total) or received (recv: messages delivered), by transport.",
+			[]string{"op", "transport"}, nil),
+		sentDesc: prometheus.NewDesc("xfer_sent_bytes_total",
+			"Payload bytes this engine's writes, write_imms and sends moved to peers.", []string{"transport"}, nil),
+		receivedDesc: prometheus.NewDesc("xfer_received_bytes_total",
+			"Payload bytes this engine's reads fetched from peers and messages peers sent it.", []string{"transport"}, nil),
+		servedDesc: prometheus.NewDesc("xfer_served_ops_total",
+			"Peers' one-sided operations this engine served (op: write into its memory, read from it) where it sees them: on tcp, and on shm for private memory; shm's mapped memory and rdma are moved by the peer or the NIC alone.",
+			[]string{"op", "transport"}, nil),
+		servedBytesDesc: prometheus.NewDesc("xfer_served_bytes_total",
+			"Payload bytes of the operations xfer_served_ops_total counts.", []string{"op", "transport"}, nil),
 		errs: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "xfer_op_errors_total",
 			Help: "Operations that failed, by op and kind of error (closed, timeout, canceled, remote_access, too_large, not_registered, peer_lost, no_transport, auth, other).",
 		}, []string{"op", "kind"}),
 		lat: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "xfer_op_duration_seconds",
-			Help:    "Latency of an operation from its start to its completion; for recv, how long Peer.Recv waited for a message.",
+			Help:    "Latency of an operation from its start to its completion, for the first of each kind on a connection and one in 16 after it; for recv, how long Peer.Recv waited for a message (one call in 16).",
 			Buckets: opBuckets,
 		}, []string{"op", "transport"}),
-		sent: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "xfer_sent_bytes_total",
-			Help: "Payload bytes this engine's writes, write_imms and sends moved to peers.",
-		}, []string{"transport"}),
-		received: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "xfer_received_bytes_total",
-			Help: "Payload bytes this engine's reads fetched from peers and messages peers sent it.",
-		}, []string{"transport"}),
 		fallback: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "xfer_fallbacks_total",
 			Help: "Peers that got a lesser transport than the auto policy preferred, by the transport given up and the reason (unusable, setup_failed, reconnected_lesser).",
@@ -127,14 +177,6 @@ func newEngineMetrics(e *Engine, reg prometheus.Registerer) (*engineMetrics, err
 			Name: "xfer_setup_retries_total",
 			Help: "Connection setups that failed transiently and were tried again, by transport and reason.",
 		}, []string{"transport", "reason"}),
-		served: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "xfer_served_ops_total",
-			Help: "Peers' one-sided operations this engine served (op: write into its memory, read from it) where it sees them: on tcp, and on shm for private memory; shm's mapped memory and rdma are moved by the peer or the NIC alone.",
-		}, []string{"op", "transport"}),
-		servedB: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "xfer_served_bytes_total",
-			Help: "Payload bytes of the operations xfer_served_ops_total counts.",
-		}, []string{"op", "transport"}),
 		peersDesc: prometheus.NewDesc("xfer_peers_connected",
 			"Peers with a live connection, by transport and device (the rdma device; empty for tcp and shm).",
 			[]string{"transport", "device"}, nil),
@@ -145,7 +187,7 @@ func newEngineMetrics(e *Engine, reg prometheus.Registerer) (*engineMetrics, err
 			"How splintered the pool's free space is: 1 - largest free block / free bytes (0: one block).", nil, nil),
 		regionsDesc: prometheus.NewDesc("xfer_registered_regions", "Regions registered with the engine, its pool's included.", nil, nil),
 	}
-	cs := []prometheus.Collector{m.ops, m.errs, m.lat, m.sent, m.received, m.fallback, m.retries, m.served, m.servedB, m}
+	cs := []prometheus.Collector{m.errs, m.lat, m.fallback, m.retries, m}
 	for i, c := range cs {
 		if err := reg.Register(c); err != nil {
 			for _, d := range cs[:i] {
@@ -173,7 +215,7 @@ func newEngineMetrics(e *Engine, reg prometheus.Registerer) (*engineMetrics, err
 // unregister removes the engine's collectors (Engine.Close), so that a new
 // engine can register on the same registry.
 func (m *engineMetrics) unregister(reg prometheus.Registerer) {
-	for _, c := range []prometheus.Collector{m.ops, m.errs, m.lat, m.sent, m.received, m.fallback, m.retries, m.served, m.servedB, m} {
+	for _, c := range []prometheus.Collector{m.errs, m.lat, m.fallback, m.retries, m} {
 		reg.Unregister(c)
 	}
 }
@@ -186,25 +228,56 @@ func (m *engineMetrics) forTransport(name string) *transportMetrics {
 	if t := m.per[name]; t != nil {
 		return t
 	}
-	t := &transportMetrics{
-		sent:     m.sent.WithLabelValues(name),
-		received: m.received.WithLabelValues(name),
-	}
+	t := &transportMetrics{}
 	for i := range numOps {
-		t.ops[i] = m.ops.WithLabelValues(opNames[i], name)
 		t.lat[i] = m.lat.WithLabelValues(opNames[i], name)
 	}
-	for i, op := range []string{"write", "read"} {
-		t.served[i] = m.served.WithLabelValues(op, name)
-		t.servedBytes[i] = m.servedB.WithLabelValues(op, name)
-	}
 	m.per[name] = t
+	if m.retired[name] == nil {
+		m.retired[name] = &connTotals{}
+	}
 	return t
+}
+
+// newConn returns the counters of a new connection on transport name, and
+// retires old's (the connection it replaces; nil for none).
+func (m *engineMetrics) newConn(name string, old *connStats) *connStats {
+	t := m.forTransport(name)
+	c := &connStats{transport: name, lat: &t.lat}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.retireLocked(old)
+	m.live[c] = struct{}{}
+	return c
+}
+
+// retire moves a connection's counters into the totals of connections
+// gone, once: they stay in the sums, and the connection leaves the scrape.
+func (m *engineMetrics) retire(c *connStats) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.retireLocked(c)
+}
+
+func (m *engineMetrics) retireLocked(c *connStats) {
+	if c == nil {
+		return
+	}
+	if _, ok := m.live[c]; !ok {
+		return
+	}
+	delete(m.live, c)
+	m.retired[c.transport].add(c)
 }
 
 // Describe implements prometheus.Collector for the gauges read at scrape
 // time.
 func (m *engineMetrics) Describe(ch chan<- *prometheus.Desc) {
+	ch <- m.opsDesc
+	ch <- m.sentDesc
+	ch <- m.receivedDesc
+	ch <- m.servedDesc
+	ch <- m.servedBytesDesc
 	ch <- m.peersDesc
 	ch <- m.poolUsedDesc
 	ch <- m.poolFreeDesc
@@ -218,6 +291,30 @@ func (m *engineMetrics) Describe(ch chan<- *prometheus.Desc) {
 // the hot path.
 func (m *engineMetrics) Collect(ch chan<- prometheus.Metric) {
 	e := m.e
+	m.mu.Lock()
+	sums := make(map[string]*connTotals, len(m.retired))
+	for name, r := range m.retired {
+		t := *r
+		sums[name] = &t
+	}
+	for c := range m.live {
+		sums[c.transport].add(c)
+	}
+	m.mu.Unlock()
+	counter := func(d *prometheus.Desc, v uint64, labels ...string) {
+		ch <- prometheus.MustNewConstMetric(d, prometheus.CounterValue, float64(v), labels...)
+	}
+	for name, t := range sums {
+		for i := range numOps {
+			counter(m.opsDesc, t.ops[i], opNames[i], name)
+		}
+		counter(m.sentDesc, t.sent, name)
+		counter(m.receivedDesc, t.received, name)
+		for i, op := range []string{"write", "read"} {
+			counter(m.servedDesc, t.served[i], op, name)
+			counter(m.servedBytesDesc, t.servedBytes[i], op, name)
+		}
+	}
 	type key struct{ transport, device string }
 	counts := map[key]int{}
 	for name := range e.transports {
@@ -309,58 +406,87 @@ func (e *Engine) setupRetried(t string) {
 	}
 }
 
-// Observe hooks of the hot path. Each is a nil check when the engine has no
-// metrics.
+// The hot path's hooks. Each is reached only when the engine has metrics.
 
-// opDone records one finished operation of kind op, of n bytes, on tm's
-// transport, started at start.
-func (p *Peer) opDone(tm *transportMetrics, op int, n int, start time.Time, err error) {
-	m := p.e.metrics
+// opStart counts an operation of kind op started on connection c (nil:
+// none) and returns the time to measure it from, or the zero time when it
+// is not one of those timed for the latency histograms.
+func opStart(c *connStats, op int) time.Time {
+	if c != nil && c.ops[op].Add(1)%latencyEvery == 1 {
+		return time.Now()
+	}
+	return time.Time{}
+}
+
+// opDone records the end of an operation of kind op, of n bytes, on the
+// connection c (nil when it never connected), started at start (zero: not
+// timed): its bytes, or its failure.
+func (p *Peer) opDone(c *connStats, op int, n int, start time.Time, err error) {
 	if err != nil {
-		m.opFailed(p, op, err)
+		p.e.metrics.opFailed(p, op, err)
 		return
 	}
-	if tm == nil {
+	if c == nil {
 		return
 	}
-	tm.lat[op].Observe(time.Since(start).Seconds())
-	tm.ops[op].Inc()
-	switch op {
-	case mRead, mRecv:
-		tm.received.Add(float64(n))
-	default:
-		tm.sent.Add(float64(n))
+	if !start.IsZero() {
+		c.lat[op].Observe(time.Since(start).Seconds())
 	}
-	p.stats.ops.Add(1)
-	p.stats.bytes.Add(uint64(n))
+	if op == mRead {
+		c.received.Add(uint64(n))
+	} else {
+		c.sent.Add(uint64(n))
+	}
+}
+
+// recvStart returns the time to measure a Recv from: one in latencyEvery
+// at random (a Recv is counted when it returns a message).
+func recvStart() time.Time {
+	if rand.Uint32()%latencyEvery == 0 {
+		return time.Now()
+	}
+	return time.Time{}
+}
+
+// recvDone records the end of a Recv of n bytes started at start.
+func (p *Peer) recvDone(n int, start time.Time, err error) {
+	if err != nil {
+		p.e.metrics.opFailed(p, mRecv, err)
+		return
+	}
+	c := p.stats.conn.Load()
+	if c == nil {
+		return
+	}
+	if !start.IsZero() {
+		c.lat[mRecv].Observe(time.Since(start).Seconds())
+	}
+	c.ops[mRecv].Add(1)
+	c.received.Add(uint64(n))
 }
 
 // handled counts a message of n bytes delivered to the peer's handler
 // (Peer.Handle): a recv without a latency, since nobody waited in Recv.
 func (p *Peer) handled(n int) {
-	if tm := p.stats.tm.Load(); tm != nil {
-		tm.ops[mRecv].Inc()
-		tm.received.Add(float64(n))
+	if c := p.stats.conn.Load(); c != nil {
+		c.ops[mRecv].Add(1)
+		c.received.Add(uint64(n))
 	}
-	p.stats.ops.Add(1)
-	p.stats.bytes.Add(uint64(n))
 }
 
 // served counts a peer's one-sided access of n bytes that this engine
 // resolved (transport.Host.Resolve): a write into its memory or a read.
 func (p *Peer) served(want Access, n uint64) {
-	tm := p.stats.tm.Load()
-	if tm == nil {
+	c := p.stats.conn.Load()
+	if c == nil {
 		return // the endpoint serves a moment before the peer publishes it
 	}
 	i := 0
 	if want == AccessRead {
 		i = 1
 	}
-	tm.served[i].Inc()
-	tm.servedBytes[i].Add(float64(n))
-	p.stats.ops.Add(1)
-	p.stats.bytes.Add(n)
+	c.served[i].Add(1)
+	c.servedBytes[i].Add(n)
 }
 
 var _ transport.Completer = (*Batch)(nil)

@@ -68,7 +68,12 @@ func (p *Peer) setRemote(remote transport.PeerInfo, exports []wire.Export) {
 
 func (p *Peer) setEndpoint(ep transport.Endpoint) {
 	if m := p.e.metrics; m != nil {
-		p.stats.tm.Store(m.forTransport(ep.Transport()))
+		old := p.stats.conn.Swap(m.newConn(ep.Transport(), p.stats.conn.Load()))
+		if old != nil {
+			ops, bytes := old.opsAndBytes()
+			p.stats.prevOps.Add(ops)
+			p.stats.prevBytes.Add(bytes)
+		}
 	}
 	p.stats.upSince.Store(time.Now().UnixNano())
 	p.ep.Store(&epBox{ep})
@@ -277,13 +282,17 @@ func (c *call) OpDone(*transport.Op) { c.done <- struct{}{} }
 
 // do runs one operation and waits for it.
 func (p *Peer) do(ctx context.Context, kind OpKind, local []byte, remote RemoteAddr, imm uint32) (err error) {
-	if p.e.metrics != nil {
-		start := time.Now()
-		defer func() { p.opDone(p.stats.tm.Load(), opIndex(kind), len(local), start, err) }()
-	}
 	ep, err := p.endpoint(ctx)
 	if err != nil {
+		if p.e.metrics != nil {
+			p.e.metrics.opFailed(p, opIndex(kind), err)
+		}
 		return err
+	}
+	if p.e.metrics != nil {
+		c, op := p.stats.conn.Load(), opIndex(kind)
+		start := opStart(c, op)
+		defer func() { p.opDone(c, op, len(local), start, err) }()
 	}
 	lr, err := p.e.regions.pinLocal(local)
 	if err != nil {
@@ -380,8 +389,8 @@ func (p *Peer) TrySendAppend(max int, fill func(b []byte) []byte) (bool, error) 
 // the size needed, and keeps the message for the next Recv.
 func (p *Peer) Recv(ctx context.Context, buf []byte) (n int, err error) {
 	if p.e.metrics != nil {
-		start := time.Now()
-		defer func() { p.opDone(p.stats.tm.Load(), mRecv, n, start, err) }()
+		start := recvStart()
+		defer func() { p.recvDone(n, start, err) }()
 	}
 	for {
 		p.inboxMu.Lock()
@@ -487,9 +496,7 @@ func (p *Peer) wake() {
 // ops until it is done: Batch.Wait, then read each ops[i].Err.
 func (p *Peer) Submit(ops []Op) *Batch {
 	b := &Batch{ops: ops, done: make(chan struct{})}
-	if p.e.metrics != nil {
-		b.p, b.start = p, time.Now()
-	}
+
 	if len(ops) == 1 {
 		// A single operation (a message, a synchronous call) uses the
 		// batch's own storage: one allocation instead of four.
@@ -503,6 +510,14 @@ func (p *Peer) Submit(ops []Op) *Batch {
 		return b
 	}
 	ep, err := p.endpoint(context.Background())
+	if err == nil && p.e.metrics != nil {
+		b.p, b.conn = p, p.stats.conn.Load()
+		for i := range ops {
+			if s := opStart(b.conn, opIndex(ops[i].Kind)); b.start.IsZero() {
+				b.start = s
+			}
+		}
+	}
 	for i := range ops {
 		t := &b.tops[i]
 		*t = transport.Op{Kind: ops[i].Kind, Local: ops[i].Local, Remote: ops[i].Remote, Imm: ops[i].Value, Done: b, Tag: i}
@@ -536,8 +551,9 @@ type Batch struct {
 	ptrs      []*transport.Op
 	ep        transport.Endpoint
 	remaining atomic.Int64
-	p         *Peer     // set when the engine has metrics
-	start     time.Time // when it was submitted, for the metrics
+	p         *Peer      // set when the engine has metrics
+	conn      *connStats // the connection's counters, for the metrics
+	start     time.Time  // when it was submitted, for the metrics (zero: not timed)
 	errOnce   sync.Once
 	first     error
 	done      chan struct{}
@@ -551,7 +567,7 @@ type Batch struct {
 func (b *Batch) OpDone(t *transport.Op) {
 	b.ops[t.Tag].Err = t.Err
 	if b.p != nil {
-		b.p.opDone(b.p.stats.tm.Load(), opIndex(t.Kind), len(t.Local), b.start, t.Err)
+		b.p.opDone(b.conn, opIndex(t.Kind), len(t.Local), b.start, t.Err)
 	}
 	if r := b.pins[t.Tag]; r != nil {
 		b.pins[t.Tag] = nil

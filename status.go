@@ -137,7 +137,12 @@ func (e *Engine) Status() Status {
 }
 
 func (p *Peer) status() PeerStatus {
-	s := PeerStatus{Addr: p.String(), ID: p.ID().String(), Ops: p.stats.ops.Load(), Bytes: p.stats.bytes.Load()}
+	s := PeerStatus{Addr: p.String(), ID: p.ID().String(), Ops: p.stats.prevOps.Load(), Bytes: p.stats.prevBytes.Load()}
+	if c := p.stats.conn.Load(); c != nil {
+		ops, bytes := c.opsAndBytes()
+		s.Ops += ops
+		s.Bytes += bytes
+	}
 	if ep := p.current(); ep != nil {
 		s.Transport = ep.Transport()
 		select {
@@ -158,10 +163,11 @@ func (p *Peer) status() PeerStatus {
 // peerStats are a peer's counters for Status, kept when the engine has
 // metrics.
 type peerStats struct {
-	tm      atomic.Pointer[transportMetrics] // the current transport's metrics
-	ops     atomic.Uint64
-	bytes   atomic.Uint64
-	upSince atomic.Int64 // UnixNano of the current connection's start
+	conn    atomic.Pointer[connStats] // the current connection's counters
+	upSince atomic.Int64              // UnixNano of the current connection's start
+	// prevOps and prevBytes are the counts of the peer's earlier
+	// connections.
+	prevOps, prevBytes atomic.Uint64
 
 	mu        sync.Mutex
 	lastErr   string
