@@ -1,9 +1,12 @@
 package xfer
 
 import (
+	"fmt"
+	"log/slog"
 	"testing"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 )
 
 // BenchmarkMetricsHooks is what the metrics add to one successful
@@ -28,5 +31,33 @@ func BenchmarkMetricsHooks(b *testing.B) {
 	}
 	if got := p.stats.conn.Load().ops[mWrite].Load(); got == 0 {
 		b.Fatal("no operation counted")
+	}
+}
+
+// TestFellBack: a fallback counts under its transport and reason, and the
+// status keeps the latest ones, at most maxRecentFallbacks, with the error.
+func TestFellBack(t *testing.T) {
+	e := &Engine{log: slog.New(slog.DiscardHandler)}
+	m, err := newEngineMetrics(e, prometheus.NewRegistry())
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.metrics = m
+	e.fellBack("10.0.0.2:7471", "rdma", reasonSetupFailed, "no device", "falling back")
+	if got := testutil.ToFloat64(m.fallback.WithLabelValues("rdma", reasonSetupFailed)); got != 1 {
+		t.Errorf("xfer_fallbacks_total{rdma,setup_failed} = %v, want 1", got)
+	}
+	if got := testutil.ToFloat64(m.fallback.WithLabelValues("shm", reasonUnusable)); got != 0 {
+		t.Errorf("xfer_fallbacks_total{shm,unusable} = %v, want 0", got)
+	}
+	for i := range 100 {
+		e.fellBack("10.0.0.3:7471", "shm", reasonUnusable, fmt.Sprint("other host ", i), "falling back")
+	}
+	r := e.stats.recentFallbacks()
+	if len(r) != maxRecentFallbacks || r[len(r)-1].Detail != "other host 99" || r[len(r)-1].Reason != reasonUnusable || r[len(r)-1].Peer != "10.0.0.3:7471" {
+		t.Errorf("recent fallbacks: %d, the last %+v", len(r), r[len(r)-1])
+	}
+	if e.Fallbacks() != 101 {
+		t.Errorf("Fallbacks() = %d, want 101", e.Fallbacks())
 	}
 }
