@@ -1,6 +1,12 @@
 package kv
 
-import "github.com/prometheus/client_golang/prometheus"
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
 
 // serverMetrics exposes a server's counters (Server.Snapshot) to
 // Prometheus when it scrapes: requests keep only the atomic counters they
@@ -71,4 +77,97 @@ func (m *serverMetrics) Collect(ch chan<- prometheus.Metric) {
 	c(m.requests, m.s.planeReqs.Load(), "data_plane")
 	c(m.valueBytes, st.InlineBytes, "inline")
 	c(m.valueBytes, st.DataPlaneBytes, "data_plane")
+}
+
+// The client's operations, the op label of its metrics.
+const (
+	cGet = iota
+	cPut
+	cDelete
+	numClientOps
+)
+
+var clientOpNames = [numClientOps]string{"get", "put", "delete"}
+
+// clientMetrics are a client's Prometheus metrics (ClientOptions.Metrics),
+// their children resolved once: a request adds and observes, and looks up
+// labels only when it fails.
+type clientMetrics struct {
+	reqs   [numClientOps]prometheus.Counter
+	lat    [numClientOps]prometheus.Observer
+	reqVec *prometheus.CounterVec
+	latVec *prometheus.HistogramVec
+	errs   *prometheus.CounterVec
+}
+
+func newClientMetrics(reg prometheus.Registerer) (*clientMetrics, error) {
+	m := &clientMetrics{
+		reqVec: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "xfer_kv_client_requests_total",
+			Help: "Requests this KV client made (Get and GetInto, Put and PutBuffer, Delete), by op.",
+		}, []string{"op"}),
+		latVec: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "xfer_kv_client_request_duration_seconds",
+			Help:    "Latency of this KV client's requests that succeeded, from the call to its return, by op.",
+			Buckets: prometheus.ExponentialBucketsRange(1e-6, 10, 24),
+		}, []string{"op"}),
+		errs: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "xfer_kv_client_errors_total",
+			Help: "This KV client's requests that failed, by op and kind (not_found, buffer_too_small, invalid, unavailable, canceled, timeout, other).",
+		}, []string{"op", "kind"}),
+	}
+	cs := []prometheus.Collector{m.reqVec, m.latVec, m.errs}
+	for i, c := range cs {
+		if err := reg.Register(c); err != nil {
+			for _, d := range cs[:i] {
+				reg.Unregister(d)
+			}
+			return nil, err
+		}
+	}
+	for i := range numClientOps {
+		m.reqs[i] = m.reqVec.WithLabelValues(clientOpNames[i])
+		m.lat[i] = m.latVec.WithLabelValues(clientOpNames[i])
+	}
+	return m, nil
+}
+
+// unregister removes the metrics from reg; nil-safe.
+func (m *clientMetrics) unregister(reg prometheus.Registerer) {
+	if m == nil {
+		return
+	}
+	reg.Unregister(m.reqVec)
+	reg.Unregister(m.latVec)
+	reg.Unregister(m.errs)
+}
+
+// done records a request of kind op that started at start and ended with
+// *err.
+func (m *clientMetrics) done(op int, start time.Time, err *error) {
+	m.reqs[op].Inc()
+	if *err != nil {
+		m.errs.WithLabelValues(clientOpNames[op], clientErrorKind(*err)).Inc()
+		return
+	}
+	m.lat[op].Observe(time.Since(start).Seconds())
+}
+
+func clientErrorKind(err error) string {
+	var small *BufferTooSmallError
+	switch {
+	case errors.Is(err, ErrNotFound):
+		return "not_found"
+	case errors.As(err, &small):
+		return "buffer_too_small"
+	case errors.Is(err, ErrInvalid):
+		return "invalid"
+	case errors.Is(err, context.Canceled):
+		return "canceled"
+	case errors.Is(err, context.DeadlineExceeded):
+		return "timeout"
+	case errors.Is(err, ErrUnavailable):
+		return "unavailable"
+	}
+	return "other"
 }

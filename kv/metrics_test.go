@@ -14,11 +14,12 @@ import (
 
 // TestServerMetrics: a server with a registry exports its requests, hits,
 // misses, stored bytes and the path each value took, and its engine's
-// metrics on the same registry; Close takes them all away.
+// metrics on the same registry; a client with one exports its requests,
+// failures and latencies, and its engine's; Close takes them all away.
 func TestServerMetrics(t *testing.T) {
-	reg := prometheus.NewRegistry()
+	reg, creg := prometheus.NewRegistry(), prometheus.NewRegistry()
 	s := startServer(t, ServerOptions{Metrics: reg})
-	c := dial(t, "http://"+s.addr, xfer.PolicyTCP)
+	c := dialOpts(t, "http://"+s.addr, ClientOptions{EngineConfig: xfer.Config{Transport: xfer.PolicyTCP, MemoryMB: 16}, Metrics: creg})
 	ctx := ctxT(t)
 	small, large := pattern(100, 1), pattern(1<<20, 2)
 	for key, v := range map[string][]byte{"small": small, "large": large} {
@@ -70,8 +71,29 @@ xfer_kv_requests_total{path="inline"} 2
 	if n, err := testutil.GatherAndCount(reg, "xfer_sent_bytes_total"); err != nil || n == 0 {
 		t.Errorf("the engine's xfer_sent_bytes_total: %d series, %v", n, err)
 	}
+	// The client's own: requests by op, failures by kind, and latencies
+	// of those that succeeded.
+	want = `
+# HELP xfer_kv_client_requests_total Requests this KV client made (Get and GetInto, Put and PutBuffer, Delete), by op.
+# TYPE xfer_kv_client_requests_total counter
+xfer_kv_client_requests_total{op="delete"} 0
+xfer_kv_client_requests_total{op="get"} 3
+xfer_kv_client_requests_total{op="put"} 2
+# HELP xfer_kv_client_errors_total This KV client's requests that failed, by op and kind (not_found, buffer_too_small, invalid, unavailable, canceled, timeout, other).
+# TYPE xfer_kv_client_errors_total counter
+xfer_kv_client_errors_total{kind="not_found",op="get"} 1
+`
+	if err := testutil.GatherAndCompare(creg, strings.NewReader(want), "xfer_kv_client_requests_total", "xfer_kv_client_errors_total"); err != nil {
+		t.Error(err)
+	}
+	if n, err := testutil.GatherAndCount(creg, "xfer_kv_client_request_duration_seconds", "xfer_ops_total"); err != nil || n < 3+5 {
+		t.Errorf("the client's latencies and its engine's operations: %d series, %v", n, err)
+	}
 	s.Close()
-	if n, err := testutil.GatherAndCount(reg); err != nil || n != 0 {
-		t.Errorf("after Close: %d series left, %v", n, err)
+	c.Close()
+	for name, r := range map[string]*prometheus.Registry{"server": reg, "client": creg} {
+		if n, err := testutil.GatherAndCount(r); err != nil || n != 0 {
+			t.Errorf("%s after Close: %d series left, %v", name, n, err)
+		}
 	}
 }
