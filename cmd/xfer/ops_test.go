@@ -348,3 +348,76 @@ func promQuery(u string) (float64, string, bool) {
 	v, err := strconv.ParseFloat(s, 64)
 	return v, string(b), err == nil
 }
+
+// TestOpsEndpointServices: kv serve and pages serve serve the endpoint
+// too, with their own metrics and their engines' in /metrics and the
+// command's name in the status; bench serves it while it runs.
+func TestOpsEndpointServices(t *testing.T) {
+	for _, tc := range []struct {
+		args   []string
+		want   []string
+		status string
+	}{
+		{[]string{"kv", "serve", "--listen", "127.0.0.1:0", "--transport", "tcp", "--memory-mb", "8"}, []string{"xfer_kv_gets_total", "xfer_pool_capacity_bytes"}, "kv serve"},
+		{[]string{"pages", "serve", "--listen", "127.0.0.1:0", "--transport", "tcp", "--size", "1MiB"}, []string{"xfer_ops_total", "xfer_registered_regions"}, "pages serve"},
+	} {
+		t.Run(tc.status, func(t *testing.T) {
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			pr, pw := io.Pipe()
+			exit := make(chan int, 1)
+			go func() {
+				exit <- run(ctx, append(tc.args, "--metrics-listen", "127.0.0.1:0"), io.Discard, pw)
+				pw.Close()
+			}()
+			line, err := bufio.NewReader(pr).ReadString('\n')
+			if err != nil {
+				t.Fatal(err)
+			}
+			ops, ok := strings.CutPrefix(strings.TrimSpace(line), opsBanner)
+			if !ok {
+				t.Fatalf("stderr: %q", line)
+			}
+			go io.Copy(io.Discard, pr)
+			// /readyz turns 200 once the command serves: wait for it,
+			// bounded by the test's own timeout.
+			for {
+				if code, _ := httpGet(t, "http://"+ops+readyzPath); code == 200 {
+					break
+				}
+				time.Sleep(20 * time.Millisecond)
+			}
+			_, body := httpGet(t, "http://"+ops+metricsPath)
+			mfs := parseExposition(t, body)
+			for _, name := range tc.want {
+				if mfs[name] == nil {
+					t.Errorf("/metrics lacks %s", name)
+				}
+			}
+			var doc statusDoc
+			_, b := httpGet(t, "http://"+ops+statusPath)
+			if err := json.Unmarshal(b, &doc); err != nil || doc.Command != tc.status || len(doc.Engines) != 1 {
+				t.Errorf("status: %+v, %v", doc, err)
+			}
+			cancel()
+			if code := <-exit; code != 0 {
+				t.Fatalf("exit %d", code)
+			}
+		})
+	}
+	t.Run("bench", func(t *testing.T) {
+		// The variable sets bench's address; the serve it starts (which
+		// inherits the environment) must not try it too: it would fail
+		// to listen there, and bench with it.
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		addr := l.Addr().String()
+		l.Close()
+		out, errOut, code := xferRun(t, cleanEnv("XFER_METRICS_LISTEN="+addr), "bench", "--transport", "tcp", "--size", "64", "--iters", "200")
+		if code != 0 || strings.Count(errOut, opsBanner) != 1 {
+			t.Errorf("bench with XFER_METRICS_LISTEN: exit %d, stderr %q\n%s", code, errOut, out)
+		}
+	})
+}
