@@ -67,6 +67,12 @@ func (g *globals) metricsListen(fs *pflag.FlagSet) (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("config: %w", err)
 	}
+	return metricsListenKeyOf(path, data)
+}
+
+// metricsListenKeyOf returns the metrics_listen key of the config file
+// named path, whose content is data; "" when it has none.
+func metricsListenKeyOf(path string, data []byte) (string, error) {
 	var doc struct {
 		MetricsListen yaml.Node `yaml:"metrics_listen"`
 	}

@@ -421,3 +421,40 @@ func TestOpsEndpointServices(t *testing.T) {
 		}
 	})
 }
+
+// FuzzStatusDocument: xfer status decodes whatever answers at --addr into
+// a document, or refuses it with an error; it never panics, and what it
+// accepts has a version.
+func FuzzStatusDocument(f *testing.F) {
+	good, _ := json.Marshal(engineStatus("serve"))
+	f.Add(good)
+	f.Add([]byte(`{"version":"v1","go":"go1.26","engines":[{"peers":[{"up_since":"2026-01-01T00:00:00Z"}]}]}`))
+	f.Add([]byte(`{"engines":null}`))
+	f.Add([]byte(`[]`))
+	f.Add([]byte(`<html>`))
+	f.Fuzz(func(t *testing.T, raw []byte) {
+		doc, err := decodeStatus(raw)
+		if err == nil && doc.Version == "" {
+			t.Fatalf("accepted a document without a version: %q", raw)
+		}
+		if err == nil {
+			printStatus(io.Discard, doc)
+		}
+	})
+}
+
+// FuzzMetricsListenKey: the metrics_listen key of any config file is an
+// address, nothing, or an error that names the file; never a panic.
+func FuzzMetricsListenKey(f *testing.F) {
+	f.Add([]byte("metrics_listen: :9464\n"))
+	f.Add([]byte("metrics_listen:\n"))
+	f.Add([]byte("metrics_listen: [a]\n"))
+	f.Add([]byte("transport: tcp\n"))
+	f.Add([]byte("- a\n- b\n"))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		_, err := metricsListenKeyOf("x.yaml", data)
+		if err != nil && !strings.Contains(err.Error(), "x.yaml") {
+			t.Fatalf("error without the file's name: %v", err)
+		}
+	})
+}

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -149,10 +150,23 @@ func fetchStatus(ctx context.Context, addr string) ([]byte, statusDoc, error) {
 	if resp.StatusCode != http.StatusOK {
 		return nil, doc, fmt.Errorf("status: %s answered %s", url, resp.Status)
 	}
-	if err := json.Unmarshal(raw, &doc); err != nil {
+	if doc, err = decodeStatus(raw); err != nil {
 		return nil, doc, fmt.Errorf("status: %s did not answer an xfer status document: %w", url, err)
 	}
 	return raw, doc, nil
+}
+
+// decodeStatus decodes a status document: a JSON object with at least the
+// version and the command.
+func decodeStatus(raw []byte) (statusDoc, error) {
+	var doc statusDoc
+	if err := json.Unmarshal(raw, &doc); err != nil {
+		return statusDoc{}, err
+	}
+	if doc.Version == "" || doc.Go == "" {
+		return statusDoc{}, errors.New("no version: not an xfer status document")
+	}
+	return doc, nil
 }
 
 // printStatus prints doc as tables.
