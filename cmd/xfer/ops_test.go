@@ -194,6 +194,14 @@ func TestOpsEndpointPprof(t *testing.T) {
 		t.Fatalf("stderr: %q", line)
 	}
 	go io.Copy(io.Discard, pr)
+	// The endpoint listens before the coordinator does; /readyz says when
+	// it serves (bounded by the test's own timeout).
+	for {
+		if code, _ := httpGet(t, "http://"+ops+readyzPath); code == 200 {
+			break
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
 	if code, b := httpGet(t, "http://"+ops+pprofPath); code != 200 || !bytes.Contains(b, []byte("goroutine")) {
 		t.Errorf("%s with --pprof: %d", pprofPath, code)
 	}
