@@ -303,6 +303,7 @@ func startLocalTarget(ctx context.Context, g *globals, cfg xfer.Config) (*target
 		"--transport", string(transport),
 		"--memory-mb", strconv.Itoa(cfg.MemoryMB),
 		"--log-level", g.logLevel,
+		"--log-format", g.logFormat,
 	}
 	if cfg.MaxMessage != 0 {
 		args = append(args, "--max-message", strconv.Itoa(cfg.MaxMessage))

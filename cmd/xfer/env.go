@@ -12,7 +12,7 @@ var envTestOnly = []string{"XFER_TEST_DEVICE", "XFER_TEST_ADDR", "XFER_TEST_CHIL
 
 // knownEnv lists every XFER_ variable the command reads.
 func knownEnv() []string {
-	known := []string{envConfigFile, envDevice}
+	known := append([]string{envConfigFile, envDevice}, cliEnv()...)
 	for _, f := range configFields() {
 		known = append(known, f.env()...)
 	}
