@@ -163,6 +163,9 @@ verbs-test: verbs-check
 	$(GO) build -o $(TESTOUT)/xfer-vm ./cmd/xfer
 	TEST_XFER_BINARY=$(TESTOUT)/xfer-vm XFER_REQUIRE_VERBS=1 XFER_TEST_DEVICE=rxe0 $(GO) test -count=1 -timeout 10m -run TestTransfer -exec "$(RDMA_VM) --rxe --" ./cmd/xfer
 	TEST_XFER_BINARY=$(TESTOUT)/xfer-vm XFER_REQUIRE_VERBS=1 XFER_TEST_DEVICE=siw0 $(GO) test -count=1 -timeout 10m -run TestTransfer -exec "$(RDMA_VM) --siw --" ./cmd/xfer
+	@# xfer doctor's passing path: exit 0, the ACTIVE port and the GID to use.
+	TEST_XFER_BINARY=$(TESTOUT)/xfer-vm XFER_REQUIRE_VERBS=1 XFER_TEST_DEVICE=rxe0 $(GO) test -count=1 -timeout 10m -run TestDoctorInVM -exec "$(RDMA_VM) --rxe --" ./cmd/xfer
+	TEST_XFER_BINARY=$(TESTOUT)/xfer-vm XFER_REQUIRE_VERBS=1 XFER_TEST_DEVICE=siw0 $(GO) test -count=1 -timeout 10m -run TestDoctorInVM -exec "$(RDMA_VM) --siw --" ./cmd/xfer
 	@# Page fetch over verbs.
 	XFER_REQUIRE_VERBS=1 XFER_TEST_DEVICE=rxe0 $(GO) test -count=1 -timeout 10m -run TestPages -exec "$(RDMA_VM) --rxe --" ./pages
 	XFER_REQUIRE_VERBS=1 XFER_TEST_DEVICE=siw0 $(GO) test -count=1 -timeout 10m -run TestPages -exec "$(RDMA_VM) --siw --" ./pages
