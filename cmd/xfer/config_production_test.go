@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"os"
 	"reflect"
 	"strings"
 	"testing"
@@ -206,4 +207,47 @@ func FuzzDecodeConfig(f *testing.F) {
 			t.Fatalf("error does not name the file: %v", errA)
 		}
 	})
+}
+
+// docs/OPERATIONS.md's sample is the production section of testdata, and
+// its table names every key of the layout.
+func TestOperationsDocConfig(t *testing.T) {
+	doc, err := os.ReadFile("../../docs/OPERATIONS.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, sec, ok := strings.Cut(string(doc), "## Configuration in the production layout\n")
+	_, block, ok2 := strings.Cut(sec, "```yaml\n")
+	block, _, ok3 := strings.Cut(block, "```")
+	if !ok || !ok2 || !ok3 {
+		t.Fatal("docs/OPERATIONS.md: no yaml block in the production layout section")
+	}
+	var fromDoc, fromFile xfer.Config
+	var cliDoc, cliFile cliSettings
+	if err := decodeFile("OPERATIONS.md", []byte(block), &fromDoc, &cliDoc); err != nil {
+		t.Fatal(err)
+	}
+	data, err := os.ReadFile("testdata/production.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := decodeFile("production.yaml", data, &fromFile, &cliFile); err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(fromDoc, fromFile) || cliDoc != cliFile {
+		t.Errorf("the documented section decodes to %+v, testdata's to %+v", fromDoc, fromFile)
+	}
+	table, _, _ := strings.Cut(sec, "\n## ")
+	keys := []string{amstEnableRDMA, amstSendMB, amstRecvMB, keyLogLevel}
+	for k := range amstKeys {
+		keys = append(keys, k)
+	}
+	for k := range amstRefused {
+		keys = append(keys, k)
+	}
+	for _, k := range keys {
+		if !strings.Contains(table, "`"+k+"`") {
+			t.Errorf("docs/OPERATIONS.md's table does not name %s", k)
+		}
+	}
 }
