@@ -251,3 +251,27 @@ func TestOperationsDocConfig(t *testing.T) {
 		}
 	}
 }
+
+// End to end: with the production section's enable_rdma: false, xfer bench
+// runs over tcp, and log_format: json makes every log line a JSON object.
+func TestProductionConfigEndToEnd(t *testing.T) {
+	cfg := writeConfig(t, "transport:\n  amst:\n    enable_rdma: false\n    rdma_device: mlx5_0\nlog_level: info\nlog_format: json\n")
+	o, e, code := xferRun(t, cleanEnv(), "--config", cfg, "bench", "--size", "4KiB", "--iters", "50", "--json")
+	if code != 0 {
+		t.Fatalf("bench: exit %d\n%s%s", code, o, e)
+	}
+	var res struct{ Transport string }
+	if err := json.Unmarshal([]byte(strings.SplitN(o, "\n", 2)[0]), &res); err != nil || res.Transport != "tcp" {
+		t.Errorf("bench with enable_rdma: false ran over %q (%v), want tcp:\n%s", res.Transport, err, o)
+	}
+	lines := strings.Split(strings.TrimSpace(e), "\n")
+	if len(lines) == 0 || lines[0] == "" {
+		t.Fatal("no log lines at log_level: info")
+	}
+	for _, l := range lines {
+		var rec map[string]any
+		if err := json.Unmarshal([]byte(l), &rec); err != nil || rec["level"] == nil {
+			t.Errorf("log line %q is not a JSON record: %v", l, err)
+		}
+	}
+}
