@@ -295,6 +295,10 @@ func checkDevices(r *doctorReport, cfg xfer.Config, devs []probe.Device) {
 		if cfg.RDMA.Device != "" && d.Name != cfg.RDMA.Device {
 			continue
 		}
+		if d.MaxSGE > 0 && cfg.RDMA.MaxSGE > d.MaxSGE {
+			r.fail("config", fmt.Sprintf("set rdma_max_sge to %d or less", d.MaxSGE),
+				"the configured rdma_max_sge %d is above %s's max_sge %d: the rdma transport will not use %s", cfg.RDMA.MaxSGE, d.Name, d.MaxSGE, d.Name)
+		}
 		for _, p := range d.Ports {
 			if cfg.RDMA.Port != 0 && p.Num != cfg.RDMA.Port {
 				continue
