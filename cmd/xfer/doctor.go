@@ -303,6 +303,15 @@ func checkDevices(r *doctorReport, cfg xfer.Config, devs []probe.Device) {
 			r.fail("config", fmt.Sprintf("set rdma_max_sge to %d or less", d.MaxSGE),
 				"the configured rdma_max_sge %d is above %s's max_sge %d: the rdma transport will not use %s", cfg.RDMA.MaxSGE, d.Name, d.MaxSGE, d.Name)
 		}
+		for _, wr := range []struct {
+			key string
+			n   int
+		}{{"rdma_max_send_wr", cfg.RDMA.MaxSendWR}, {"rdma_max_recv_wr", cfg.RDMA.MaxRecvWR}} {
+			if d.MaxQPWR > 0 && wr.n > d.MaxQPWR {
+				r.fail("config", fmt.Sprintf("set %s to %d or less", wr.key, d.MaxQPWR),
+					"the configured %s %d is above %s's max_qp_wr %d: its queue pairs cannot be created", wr.key, wr.n, d.Name, d.MaxQPWR)
+			}
+		}
 		for _, p := range d.Ports {
 			if cfg.RDMA.Port != 0 && p.Num != cfg.RDMA.Port {
 				continue

@@ -216,6 +216,11 @@ func TestDoctorInVM(t *testing.T) {
 	if code != 1 || !strings.Contains(o, "the configured rdma_max_sge 65536 is above "+dev+"'s max_sge") || !strings.Contains(o, "fix: set rdma_max_sge to ") {
 		t.Fatalf("doctor with rdma_max_sge above the device's: exit %d\n%s", code, o)
 	}
+	cfg = writeConfig(t, "transport:\n  amst:\n    rdma_device: "+dev+"\n    rdma_max_send_wr: 65536\n")
+	o, _, code = xferRun(t, cleanEnv(), "--config", cfg, "doctor")
+	if devs, _ := probe.Devices(); code != 1 && (len(devs) == 0 || devs[0].MaxQPWR < 65536) || code == 1 && !strings.Contains(o, "the configured rdma_max_send_wr 65536 is above "+dev+"'s max_qp_wr") {
+		t.Errorf("doctor with rdma_max_send_wr 65536: exit %d\n%s", code, o)
+	}
 	cfg = writeConfig(t, "transport:\n  amst:\n    rdma_device: nosuch0\n")
 	o, _, code = xferRun(t, cleanEnv(), "--config", cfg, "doctor")
 	if code != 1 || !strings.Contains(o, "the configured device nosuch0 does not exist here") {
