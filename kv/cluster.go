@@ -403,3 +403,19 @@ func (c *Cluster) Close() error {
 	}
 	return err
 }
+
+// Transport names the data-plane transport of a server the cluster is
+// connected to ("" before the first connection).
+func (c *Cluster) Transport() string {
+	for _, m := range *c.snap.Load() {
+		m.mu.Lock()
+		cl := m.cl
+		m.mu.Unlock()
+		if cl != nil {
+			if t := cl.Transport(); t != "" {
+				return t
+			}
+		}
+	}
+	return ""
+}
