@@ -1,12 +1,17 @@
 package main
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
 	"fmt"
 	"io"
 	"net/http/httptest"
+	"os"
+	"os/exec"
+	"slices"
 	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/xferio/xfer/directory"
@@ -101,5 +106,106 @@ func TestDirectoryFlags(t *testing.T) {
 		if code := run(context.Background(), tc.args, io.Discard, &errb); code == 0 || !strings.Contains(errb.String(), tc.want) {
 			t.Errorf("%v: exit %d, %q; want an error mentioning %q", tc.args, code, errb.String(), tc.want)
 		}
+	}
+}
+
+// startDaemon runs the xfer binary with args until the test ends and
+// returns the rest of the first line it prints after banner.
+func startDaemon(t *testing.T, banner string, args ...string) string {
+	t.Helper()
+	cmd := exec.Command(xferBinary(t), args...)
+	cmd.Env = cleanEnv()
+	cmd.Stderr = os.Stderr
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		cmd.Process.Signal(syscall.SIGTERM)
+		cmd.Wait()
+	})
+	line, err := bufio.NewReader(out).ReadString('\n')
+	rest, ok := strings.CutPrefix(strings.TrimSpace(line), banner)
+	if err != nil || !ok {
+		t.Fatalf("xfer %s printed %q: %v", strings.Join(args, " "), line, err)
+	}
+	return rest
+}
+
+// TestREADMETwoNodes runs the README's two-node block on loopback: once
+// through the coordinator it starts, once through an etcd in its place.
+// Addresses become loopback ones, the address space 8 MiB, and the runs
+// short; the commands are otherwise the README's.
+func TestREADMETwoNodes(t *testing.T) {
+	var block []string
+	for _, b := range readmeBlocks(t, "sh") {
+		if slices.Contains(b, "xfer coordinator --listen :7470") {
+			block = b
+		}
+	}
+	if block == nil {
+		t.Fatal("the README has no sh block with xfer coordinator --listen :7470")
+	}
+	const readmeURL = "http://10.0.0.5:7470"
+	for _, backend := range []string{"coordinator", "etcd"} {
+		t.Run(backend, func(t *testing.T) {
+			var url string
+			ran := 0
+			for _, l := range block {
+				l, _, _ = strings.Cut(l, "#")
+				f := strings.Fields(l)
+				if len(f) < 2 || f[0] != "xfer" {
+					continue
+				}
+				args := f[1:]
+				if args[0] == "coordinator" {
+					if backend == "coordinator" {
+						url = "http://" + startDaemon(t, coordinatorBanner, "coordinator", "--listen", "127.0.0.1:0")
+					} else {
+						url = "etcd://" + etcdtest.Start(t) + "/xfer"
+					}
+					continue
+				}
+				for i, a := range args {
+					switch {
+					case a == readmeURL:
+						args[i] = url
+					case strings.HasPrefix(a, "10.0.0.1:"):
+						args[i] = "127.0.0.1:0"
+					case a == "1GiB":
+						args[i] = "8MiB"
+					}
+				}
+				if !slices.Contains(args, url) {
+					t.Fatalf("xfer %s: does not name the directory %s", l, readmeURL)
+				}
+				args = append(args, "--transport", "tcp")
+				switch strings.Join(args[:2], " ") {
+				case "pages serve":
+					startDaemon(t, pagesBanner, args...)
+				case "serve --listen":
+					startDaemon(t, serveBanner, args...)
+				case "pages bench":
+					ran++
+					if o, e, code := xferRun(t, cleanEnv(), append(args, "--duration", "200ms", "--json")...); code != 0 || !strings.Contains(o, `"transport":"tcp"`) {
+						t.Fatalf("xfer %s: exit %d, %s: %s", strings.Join(args, " "), code, o, e)
+					}
+				default:
+					if args[0] != "bench" {
+						t.Fatalf("the block runs xfer %s, which this test does not know", l)
+					}
+					ran++
+					if o, e, code := xferRun(t, cleanEnv(), append(args, "--iters", "200", "--json")...); code != 0 || !strings.Contains(o, `"transport":"tcp"`) {
+						t.Fatalf("xfer %s: exit %d, %s: %s", strings.Join(args, " "), code, o, e)
+					}
+				}
+			}
+			if ran != 2 {
+				t.Fatalf("ran %d clients of the block, want pages bench and bench", ran)
+			}
+		})
 	}
 }
