@@ -5,7 +5,7 @@ GO       ?= go
 FUZZTIME ?= 10s
 PKGS      = ./...
 
-.PHONY: all build test vet race nocgo fuzz integrity bench bench-peers bench-verbs bench-kv bench-connector bench-pages bench-report bench-ab proto clean
+.PHONY: all build test vet race nocgo fuzz integrity bench bench-peers bench-verbs bench-kv bench-kvspread bench-connector bench-pages bench-report bench-ab proto clean
 
 all: build
 
@@ -86,6 +86,11 @@ bench-peers:
 ## bench-kv: the KV service against redis-server/redis-benchmark.
 bench-kv:
 	tools/bench/kv.sh $(BENCH_ARGS)
+
+## bench-kvspread: xfer kv bench --directory against three KV servers and
+## against one (etcd-server), in the same rounds.
+bench-kvspread:
+	tools/bench/kvspread.sh $(BENCH_ARGS)
 
 ## bench-connector: the connector's xfer transfer (256 MiB tensors x 20)
 ## against xfer bench WRITE of the same size, and zerocopy against copy, on
