@@ -77,6 +77,9 @@ type nonNil struct{}
 var configDefaults = map[string]any{
 	"Listen":           "",
 	"Advertise":        "",
+	"Directory":        "p2p",
+	"NodeID":           "",
+	"DirectoryTTL":     10 * time.Second,
 	"Transport":        PolicyAuto,
 	"MemoryMB":         64,
 	"HugePages":        mem.HugeAuto,
@@ -116,6 +119,9 @@ var configInvalid = map[string]struct {
 	key string
 }{
 	"Transport":        {func(c *Config) { c.Transport = "carrier-pigeon" }, `transport "carrier-pigeon"`},
+	"Directory":        {func(c *Config) { c.Directory = "zookeeper://z:2181" }, `directory "zookeeper://z:2181"`},
+	"NodeID":           {func(c *Config) { c.NodeID = "a b" }, `node_id "a b"`},
+	"DirectoryTTL":     {func(c *Config) { c.DirectoryTTL = time.Millisecond }, "directory_ttl 1ms"},
 	"MemoryMB":         {func(c *Config) { c.MemoryMB = -1 }, "memory_mb -1"},
 	"HugePages":        {func(c *Config) { c.HugePages = 7 }, "huge_pages 7"},
 	"Memory":           {func(c *Config) { c.Memory = "sometimes" }, `memory "sometimes"`},

@@ -46,6 +46,7 @@ type Engine struct {
 	addr     string
 	exportMu sync.RWMutex
 	exports  []wire.Export
+	node     node // the directory (Config.Directory) and this engine's entry
 
 	mu       sync.Mutex
 	closed   bool
@@ -193,6 +194,10 @@ func Open(ctx context.Context, cfg Config) (_ *Engine, err error) {
 		e.wg.Add(1)
 		go e.acceptLoop()
 	}
+	if err := e.openNode(ctx); err != nil {
+		e.Close()
+		return nil, err
+	}
 	return e, nil
 }
 
@@ -280,17 +285,24 @@ func (e *Engine) Register(b []byte, access Access) (*Region, error) {
 }
 
 // Export advertises r under name to peers that connect from now on; they
-// find it with Peer.Region.
+// find it with Peer.Region. An engine registered in a directory lists the
+// name and size in its entry too (Publish), so that a peer can find the
+// region by node and name: DialNode, then Peer.Region.
 func (e *Engine) Export(name string, r *Region) {
 	e.exportMu.Lock()
-	defer e.exportMu.Unlock()
+	found := false
 	for i := range e.exports {
 		if e.exports[i].Name == name {
 			e.exports[i].Desc = r.Desc().wire()
-			return
+			found = true
+			break
 		}
 	}
-	e.exports = append(e.exports, wire.Export{Name: name, Desc: r.Desc().wire()})
+	if !found {
+		e.exports = append(e.exports, wire.Export{Name: name, Desc: r.Desc().wire()})
+	}
+	e.exportMu.Unlock()
+	e.publishLater("export " + name)
 }
 
 // Fallbacks counts peers that got a lesser transport than auto preferred.
@@ -319,8 +331,10 @@ func (e *Engine) Close() error {
 		peers = append(peers, p)
 	}
 	e.mu.Unlock()
+	// Leave the directory first, so that no one looks this engine up
+	// while it closes.
+	errs := []error{e.closeNode()}
 	e.cancel()
-	var errs []error
 	if e.ln != nil {
 		errs = append(errs, e.ln.Close())
 	}

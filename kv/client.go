@@ -177,6 +177,10 @@ type Client struct {
 	rpc     kvpb.KVClient
 	e       *xfer.Engine
 	ownsEng bool
+	// noWait: a call fails at once with ErrUnavailable when the server
+	// cannot be reached, instead of waiting for it (a Cluster's servers:
+	// the cluster places the key on another).
+	noWait bool
 
 	msgs    *msgBufs // request messages (RequestsData)
 	log     *slog.Logger
@@ -581,6 +585,12 @@ func (c *Client) retry(ctx context.Context, f func(*session) error) error {
 				return fmt.Errorf("kv: %w", cerr)
 			}
 			return err
+		}
+		if c.noWait {
+			if errors.Is(err, ErrUnavailable) {
+				return err
+			}
+			return &unavailableError{target: c.target, msg: err.Error()}
 		}
 		select {
 		case <-ctx.Done():

@@ -234,6 +234,9 @@ func openEngines(ctx context.Context, opts ServerOptions) ([]*xfer.Engine, error
 		}
 		if i > 0 {
 			cfg.MemoryMB = 1 // their own pools stay unused
+			// The first engine is the node in the directory; the others are
+			// found through its Hello.
+			cfg.Directory, cfg.NodeID = "", ""
 			if host, _, err := net.SplitHostPort(cfg.Listen); err == nil {
 				cfg.Listen = net.JoinHostPort(host, "0")
 			}
@@ -277,7 +280,15 @@ func (s *Server) Register(g *grpc.Server) { kvpb.RegisterKVServer(g, s) }
 // Serve serves the KV service on lis until ctx is done, then stops
 // gracefully (requests in progress finish, for up to five seconds) and
 // closes the server.
+//
+// When the server's engine has a node ID in a directory (ServerOptions.Engine's
+// Directory and NodeID), Serve lists lis's address in the node's entry as
+// the "kv" service (Advertise) first, so that a Cluster finds the server.
 func (s *Server) Serve(ctx context.Context, lis net.Listener, opts ...grpc.ServerOption) error {
+	if err := s.Advertise(ctx, lis.Addr().String()); err != nil {
+		s.Close()
+		return err
+	}
 	g := grpc.NewServer(opts...)
 	s.Register(g)
 	errc := make(chan error, 1)
@@ -299,6 +310,21 @@ func (s *Server) Serve(ctx context.Context, lis net.Listener, opts ...grpc.Serve
 		err = cerr
 	}
 	return err
+}
+
+// Advertise lists addr, where the server's gRPC service is reachable, in
+// its engine's directory entry as the "kv" service (ServiceName); a
+// wildcard host becomes the engine's advertised host. Serve calls it; a
+// program that registers the service with a grpc.Server of its own calls
+// it itself. Without a directory and node ID it does nothing.
+func (s *Server) Advertise(ctx context.Context, addr string) error {
+	if s.e.NodeID() == "" {
+		return nil
+	}
+	if err := s.e.SetService(ctx, ServiceName, addr); err != nil {
+		return fmt.Errorf("kv: advertise %s: %w", addr, err)
+	}
+	return nil
 }
 
 // Close closes the data plane and frees every value. Idempotent.

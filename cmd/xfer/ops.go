@@ -9,7 +9,6 @@ import (
 	"net/http"
 	"net/http/pprof"
 	"os"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -18,7 +17,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/spf13/pflag"
-	"gopkg.in/yaml.v3"
 )
 
 // The operations endpoint: the commands that run (serve, kv serve, pages
@@ -35,17 +33,13 @@ const (
 	pprofPath   = "/debug/pprof/"
 )
 
-// metricsListenKey is the config file key of --metrics-listen, which the
-// command reads itself: it is not an engine setting.
-const metricsListenKey = "metrics_listen"
-
 // opsBanner starts the line a command prints to stderr once its
 // operations endpoint listens; the URL follows.
 const opsBanner = "xfer: metrics and status on http://"
 
 // addOpsFlags adds --metrics-listen and --pprof to a command that serves.
 func addOpsFlags(fs *pflag.FlagSet) {
-	fs.String("metrics-listen", "", "`address` to serve "+metricsPath+", "+statusPath+", "+healthzPath+" and "+readyzPath+" on, e.g. :9464 (config key "+metricsListenKey+"; default: none)")
+	fs.String("metrics-listen", "", "`address` to serve "+metricsPath+", "+statusPath+", "+healthzPath+" and "+readyzPath+" on, e.g. :9464 (config key "+keyMetricsListen+"; default: none)")
 	fs.Bool("pprof", false, "also serve Go's profiler under "+pprofPath+" on --metrics-listen")
 }
 
@@ -53,40 +47,8 @@ func addOpsFlags(fs *pflag.FlagSet) {
 // else XFER_METRICS_LISTEN, else the config file's metrics_listen; "" for
 // none.
 func (g *globals) metricsListen(fs *pflag.FlagSet) (string, error) {
-	if fl := fs.Lookup("metrics-listen"); fl != nil && fl.Changed {
-		return fl.Value.String(), nil
-	}
-	if v := os.Getenv(envPrefix + strings.ToUpper(metricsListenKey)); v != "" {
-		return v, nil
-	}
-	path := g.configFile()
-	if path == "" {
-		return "", nil
-	}
-	data, err := os.ReadFile(path)
-	if err != nil {
-		return "", fmt.Errorf("config: %w", err)
-	}
-	return metricsListenKeyOf(path, data)
-}
-
-// metricsListenKeyOf returns the metrics_listen key of the config file
-// named path, whose content is data; "" when it has none.
-func metricsListenKeyOf(path string, data []byte) (string, error) {
-	var doc struct {
-		MetricsListen yaml.Node `yaml:"metrics_listen"`
-	}
-	if err := yaml.Unmarshal(data, &doc); err != nil {
-		return "", fmt.Errorf("config %s: %w", path, err)
-	}
-	n := doc.MetricsListen
-	if n.Kind == 0 || n.Tag == "!!null" {
-		return "", nil
-	}
-	if n.Kind != yaml.ScalarNode {
-		return "", fmt.Errorf("%s:%d: %s: expected an address such as :9464", path, n.Line, metricsListenKey)
-	}
-	return n.Value, nil
+	_, cli, err := loadSettings(g.configFile(), os.LookupEnv, fs)
+	return cli.MetricsListen, err
 }
 
 // opsServer serves the operations endpoint. A nil *opsServer (no

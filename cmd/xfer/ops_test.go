@@ -251,8 +251,8 @@ func TestMetricsListenConfig(t *testing.T) {
 			t.Errorf("%+v: %q, %v; want %q", tc, got, err, tc.want)
 		}
 		// The engine's configuration accepts the file with the key.
-		if _, err := loadConfig(tc.file, func(string) (string, bool) { return "", false }, nil); err != nil {
-			t.Errorf("loadConfig(%s): %v", tc.file, err)
+		if _, _, err := loadSettings(tc.file, func(string) (string, bool) { return "", false }, nil); err != nil {
+			t.Errorf("loadSettings(%s): %v", tc.file, err)
 		}
 	}
 }
@@ -447,22 +447,6 @@ func FuzzStatusDocument(f *testing.F) {
 		}
 		if err == nil {
 			printStatus(io.Discard, doc)
-		}
-	})
-}
-
-// FuzzMetricsListenKey: the metrics_listen key of any config file is an
-// address, nothing, or an error that names the file; never a panic.
-func FuzzMetricsListenKey(f *testing.F) {
-	f.Add([]byte("metrics_listen: :9464\n"))
-	f.Add([]byte("metrics_listen:\n"))
-	f.Add([]byte("metrics_listen: [a]\n"))
-	f.Add([]byte("transport: tcp\n"))
-	f.Add([]byte("- a\n- b\n"))
-	f.Fuzz(func(t *testing.T, data []byte) {
-		_, err := metricsListenKeyOf("x.yaml", data)
-		if err != nil && !strings.Contains(err.Error(), "x.yaml") {
-			t.Fatalf("error without the file's name: %v", err)
 		}
 	})
 }

@@ -27,6 +27,8 @@ func newServeCmd(g *globals) *cobra.Command {
 		Short: "Run a target that peers can write to, read from and send to",
 		Long: "serve opens an engine, exports its default region as \"" + defaultRegionName + "\" and accepts peers\n" +
 			"until SIGINT or SIGTERM. Messages sent to it are received and discarded.\n" +
+			"With --directory URL and --node-id ID it registers itself (address, transports,\n" +
+			"exports) and leaves on exit; `xfer bench --directory URL --peer-node ID` finds it.\n" +
 			"Once it listens it prints one line to stdout:\n\n  " + serveBanner + "HOST:PORT",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -48,6 +50,7 @@ func newServeCmd(g *globals) *cobra.Command {
 	fs.Int("memory-mb", xfer.DefaultMemoryMB, "size of the registered pool in `MiB`")
 	fs.Int("max-message", xfer.DefaultMaxMessage, "largest message peers may send, in `bytes`")
 	fs.String("secret", "", "shared `secret` peers must know (prefer "+envPrefix+"SECRET: flags show in ps)")
+	directoryFlags(fs)
 	addOpsFlags(fs)
 	return cmd
 }
