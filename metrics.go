@@ -11,7 +11,6 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/xferio/xfer/transport"
 	"github.com/xferio/xfer/transport/verbs"
 )
 
@@ -488,5 +487,3 @@ func (p *Peer) served(want Access, n uint64) {
 	c.served[i].Add(1)
 	c.servedBytes[i].Add(n)
 }
-
-var _ transport.Completer = (*Batch)(nil)
