@@ -189,7 +189,7 @@ func TestLogFormatFlag(t *testing.T) {
 // nothing panics, and what is accepted decodes the same way twice.
 func FuzzDecodeConfig(f *testing.F) {
 	for _, s := range []string{fullConfig, "transport:\n  amst:\n    enable_rdma: false\n    rdma_max_sge: 4\n    rdma_send_buffer_mb: 99\n",
-		"rdma:\n  device: rxe0\ntcp: {conns: 2}\nlog_format: json\n", "transport: {amst: {rdma_qp_type: UD}}", "[1, 2]", "a: {b: c}"} {
+		"rdma:\n  device: rxe0\ntcp: {conns: 2}\nlog_format: json\n", "metrics_listen: 127.0.0.1:9464\n", "metrics_listen: [a]\n", "transport: {amst: {rdma_qp_type: UD}}", "[1, 2]", "a: {b: c}"} {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, data []byte) {
