@@ -471,18 +471,23 @@ func (p *Peer) wake() {
 // Submit posts a batch of operations and returns at once. The batch owns
 // ops until it is done: Batch.Wait, then read each ops[i].Err.
 func (p *Peer) Submit(ops []Op) *Batch {
-	b := &Batch{ops: ops, done: make(chan struct{})}
-	if len(ops) == 1 {
-		// A single operation (a message, a synchronous call) uses the
-		// batch's own storage: one allocation instead of four.
-		b.tops, b.pins, b.ptrs = b.top1[:], b.pin1[:], b.ptr1[:0]
-	} else {
-		b.tops, b.pins, b.ptrs = make([]transport.Op, len(ops)), make([]*mem.Handle, len(ops)), make([]*transport.Op, 0, len(ops))
-	}
-	b.remaining.Store(int64(len(ops)))
+	b := new(Batch)
+	p.SubmitInto(b, ops)
+	return b
+}
+
+// SubmitInto is Submit into a Batch the caller keeps and reuses: b is a
+// zero Batch, or one whose operations are all done (Done reports true, or
+// Wait has returned). A Batch that has held n operations posts n or fewer
+// again without allocating, so that a caller that keeps some batches in
+// flight (a pipeline) allocates nothing per submission. b must not be
+// waited on by anyone while SubmitInto runs.
+func (p *Peer) SubmitInto(b *Batch, ops []Op) {
+	b.reset(len(ops))
+	b.ops = ops
 	if len(ops) == 0 {
-		close(b.done)
-		return b
+		b.finish()
+		return
 	}
 	ep, err := p.endpoint(context.Background())
 	for i := range ops {
@@ -507,7 +512,6 @@ func (p *Peer) Submit(ops []Op) *Batch {
 		b.ep = ep
 		ep.Post(b.ptrs)
 	}
-	return b
 }
 
 // Batch is a submitted group of operations.
@@ -520,12 +524,41 @@ type Batch struct {
 	remaining atomic.Int64
 	errOnce   sync.Once
 	first     error
-	done      chan struct{}
+	// done holds one token once every operation has completed. A waiter
+	// takes it and puts it back, so that any number of Waits return; a
+	// resubmission takes it for good.
+	done   chan struct{}
+	posted bool // a submission's token is yet to be taken by reset
 	// Storage of a batch of one operation.
 	top1 [1]transport.Op
 	pin1 [1]*mem.Handle
 	ptr1 [1]*transport.Op
 }
+
+// reset readies b for a submission of n operations, reusing its storage.
+func (b *Batch) reset(n int) {
+	if b.done == nil {
+		b.done = make(chan struct{}, 1)
+	} else if b.posted {
+		<-b.done // the previous submission's token: it is done, or about to be
+	}
+	b.posted = true
+	switch {
+	case n <= 1:
+		// A single operation (a message, a synchronous call) uses the
+		// batch's own storage: no allocation beyond the batch.
+		b.tops, b.pins, b.ptrs = b.top1[:n], b.pin1[:n], b.ptr1[:0]
+	case cap(b.tops) >= n:
+		b.tops, b.pins, b.ptrs = b.tops[:n], b.pins[:n], b.ptrs[:0]
+	default:
+		b.tops, b.pins, b.ptrs = make([]transport.Op, n), make([]*mem.Handle, n), make([]*transport.Op, 0, n)
+	}
+	b.ep, b.first, b.errOnce = nil, nil, sync.Once{}
+	b.remaining.Store(int64(n))
+}
+
+// finish hands out the token that says every operation is done.
+func (b *Batch) finish() { b.done <- struct{}{} }
 
 // OpDone implements transport.Completer.
 func (b *Batch) OpDone(t *transport.Op) {
@@ -538,19 +571,12 @@ func (b *Batch) OpDone(t *transport.Op) {
 		b.errOnce.Do(func() { b.first = t.Err })
 	}
 	if b.remaining.Add(-1) == 0 {
-		close(b.done)
+		b.finish()
 	}
 }
 
 // Done reports, without waiting, whether every operation has completed.
-func (b *Batch) Done() bool {
-	select {
-	case <-b.done:
-		return true
-	default:
-		return false
-	}
-}
+func (b *Batch) Done() bool { return b.remaining.Load() == 0 }
 
 // Wait waits for every operation and returns the first error (each
 // operation's own is in its Err). When ctx ends first, operations not yet
@@ -559,6 +585,7 @@ func (b *Batch) Done() bool {
 func (b *Batch) Wait(ctx context.Context) error {
 	select {
 	case <-b.done:
+		b.done <- struct{}{}
 		return b.first
 	case <-ctx.Done():
 	}
@@ -570,6 +597,7 @@ func (b *Batch) Wait(ctx context.Context) error {
 		}
 	}
 	<-b.done
+	b.done <- struct{}{}
 	return b.first
 }
 
