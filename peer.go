@@ -583,6 +583,9 @@ func (b *Batch) Done() bool { return b.remaining.Load() == 0 }
 // complete are cancelled where the transport can; Wait returns ctx's error
 // and the batch's memory is free once Wait returns.
 func (b *Batch) Wait(ctx context.Context) error {
+	if b.remaining.Load() == 0 {
+		return b.first // done: no need to touch the token
+	}
 	select {
 	case <-b.done:
 		b.done <- struct{}{}
