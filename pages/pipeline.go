@@ -4,7 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
+
+	"github.com/HdrHistogram/hdrhistogram-go"
 
 	"github.com/xferio/xfer"
 )
@@ -26,13 +29,15 @@ var (
 // started. Each fetch's latency, from Start to the Next that returns it,
 // is recorded in the client's Latency.
 //
-// A Pipeline is used by one goroutine at a time. Its buffers belong to the
-// fetches in flight until Next returns them; before it drops a Pipeline,
-// a caller takes every fetch (Next until InFlight is 0), or closes the
-// client.
+// A Pipeline is used by one goroutine at a time; it records latencies into
+// a histogram of its own, so that pipelines on several goroutines do not
+// contend. Its buffers belong to the fetches in flight until Next returns
+// them: before it drops a Pipeline, a caller takes every fetch (Next until
+// InFlight is 0), or closes the client, and then calls Close.
 type Pipeline struct {
 	c     *Client
-	slots []slot // a ring: the oldest fetch in flight is slots[head]
+	lat   *histogram // this pipeline's, merged into the client's Latency
+	slots []slot     // a ring: the oldest fetch in flight is slots[head]
 	head  int
 	n     int // fetches in flight
 }
@@ -53,7 +58,31 @@ func (c *Client) NewPipeline(depth int) (*Pipeline, error) {
 	if depth < 1 {
 		return nil, fmt.Errorf("pages: a pipeline of depth %d: want 1 or more", depth)
 	}
-	return &Pipeline{c: c, slots: make([]slot, depth)}, nil
+	p := &Pipeline{c: c, lat: new(histogram), slots: make([]slot, depth)}
+	c.shardMu.Lock()
+	c.shards = append(c.shards, p.lat)
+	c.shardMu.Unlock()
+	return p, nil
+}
+
+// Close folds the pipeline's latencies into the client's and forgets the
+// pipeline; fetches still in flight are not waited for (their buffers stay
+// theirs until they complete, or the client closes). Idempotent.
+func (p *Pipeline) Close() {
+	c := p.c
+	c.shardMu.Lock()
+	defer c.shardMu.Unlock()
+	i := slices.Index(c.shards, p.lat)
+	if i < 0 {
+		return
+	}
+	c.shards = slices.Delete(c.shards, i, i+1)
+	c.lat.mu.Lock()
+	if c.lat.h == nil {
+		c.lat.h = hdrhistogram.New(1, int64(maxLatency), 3)
+	}
+	p.lat.mergeInto(c.lat.h)
+	c.lat.mu.Unlock()
 }
 
 // Depth is how many fetches the pipeline keeps in flight at most.
@@ -110,6 +139,6 @@ func (p *Pipeline) Next(ctx context.Context) (gpa uint64, buf []byte, err error)
 	if err != nil {
 		return gpa, buf, fmt.Errorf("pages: fetch GPA %#x from %s: %w", gpa, s.node.addr, err)
 	}
-	p.c.lat.record(time.Since(s.t0))
+	p.lat.record(time.Since(s.t0))
 	return gpa, buf, nil
 }

@@ -96,6 +96,19 @@ func TestPagesPipeline(t *testing.T) {
 			if l := c.Latency(); l.Count != total || l.P50 <= 0 || l.P99 < l.P50 {
 				t.Fatalf("latency: %+v, want %d fetches recorded", l, total)
 			}
+			// Closed, the pipeline's latencies stay with the client.
+			if err := c.FetchPage(ctx, 0, bufs[0].Bytes()); err != nil {
+				t.Fatal(err)
+			}
+			p.Close()
+			p.Close()
+			if l := c.Latency(); l.Count != total+1 {
+				t.Fatalf("latency after Close: %d fetches recorded, want %d", l.Count, total+1)
+			}
+			c.ResetLatency()
+			if l := c.Latency(); l.Count != 0 {
+				t.Fatalf("latency after ResetLatency: %+v", l)
+			}
 			if _, err := c.NewPipeline(0); err == nil {
 				t.Fatal("a pipeline of depth 0")
 			}

@@ -328,6 +328,7 @@ func pipelinePages(ctx context.Context, c *pages.Client, bufs [][]byte, next fun
 	if err != nil {
 		return 0, err
 	}
+	defer pl.Close()
 	var n int64
 	for _, b := range bufs {
 		if err := pl.Start(next(), b); err != nil {
