@@ -281,6 +281,7 @@ func (p *Peer) do(ctx context.Context, kind OpKind, local []byte, remote RemoteA
 	defer lr.Unpin()
 	c := callPool.Get().(*call)
 	c.op.Kind, c.op.Local, c.op.Remote, c.op.Imm, c.op.Err, c.op.Region = kind, local, remote, imm, nil, lr
+	c.op.Waited = true
 	ep.Post(c.ops[:])
 	if done := ctx.Done(); done != nil {
 		select {
@@ -470,9 +471,13 @@ func (p *Peer) wake() {
 
 // Submit posts a batch of operations and returns at once. The batch owns
 // ops until it is done: Batch.Wait, then read each ops[i].Err.
+//
+// A batch of one operation is taken for a call that is waited for at once:
+// over rdma, Submit then polls for its completion for up to a millisecond
+// before it returns. SubmitInto never does.
 func (p *Peer) Submit(ops []Op) *Batch {
 	b := new(Batch)
-	p.SubmitInto(b, ops)
+	p.submit(b, ops, len(ops) == 1)
 	return b
 }
 
@@ -481,8 +486,12 @@ func (p *Peer) Submit(ops []Op) *Batch {
 // Wait has returned). A Batch that has held n operations posts n or fewer
 // again without allocating, so that a caller that keeps some batches in
 // flight (a pipeline) allocates nothing per submission. b must not be
-// waited on by anyone while SubmitInto runs.
-func (p *Peer) SubmitInto(b *Batch, ops []Op) {
+// waited on by anyone while SubmitInto runs. SubmitInto returns as soon
+// as the operations are posted, on every transport.
+func (p *Peer) SubmitInto(b *Batch, ops []Op) { p.submit(b, ops, false) }
+
+// submit posts ops as batch b; waited marks them as waited for at once.
+func (p *Peer) submit(b *Batch, ops []Op, waited bool) {
 	b.reset(len(ops))
 	b.ops = ops
 	if len(ops) == 0 {
@@ -492,7 +501,7 @@ func (p *Peer) SubmitInto(b *Batch, ops []Op) {
 	ep, err := p.endpoint(context.Background())
 	for i := range ops {
 		t := &b.tops[i]
-		*t = transport.Op{Kind: ops[i].Kind, Local: ops[i].Local, Remote: ops[i].Remote, Imm: ops[i].Value, Done: b, Tag: i}
+		*t = transport.Op{Kind: ops[i].Kind, Local: ops[i].Local, Remote: ops[i].Remote, Imm: ops[i].Value, Done: b, Tag: i, Waited: waited}
 		if err != nil {
 			t.Err = err
 			b.OpDone(t)
