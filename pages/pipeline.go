@@ -22,12 +22,18 @@ var (
 )
 
 // Pipeline keeps up to a fixed number of page fetches in flight: Start
-// posts one READ and returns at once, Next waits for the oldest fetch and
-// returns it. A caller that takes one fetch and starts another keeps the
+// queues one READ and returns at once, Next returns the oldest fetch once
+// it is done. A caller that takes one fetch and starts another keeps the
 // link as busy as depth synchronous fetchers would, from one goroutine, and
 // allocates nothing per fetch. Fetches come back in the order they were
 // started. Each fetch's latency, from Start to the Next that returns it,
 // is recorded in the client's Latency.
+//
+// Start queues; the READs queued go out together, in one submission per
+// node, when Next would otherwise wait (the caller has taken every fetch
+// that is done), or on Flush. So a caller that takes a burst of completed
+// fetches and starts as many new ones posts them with one system call
+// rather than one each.
 //
 // A Pipeline is used by one goroutine at a time; it records latencies into
 // a histogram of its own, so that pipelines on several goroutines do not
@@ -38,18 +44,24 @@ type Pipeline struct {
 	c     *Client
 	lat   *histogram // this pipeline's, merged into the client's Latency
 	slots []slot     // a ring: the oldest fetch in flight is slots[head]
+	ops   []xfer.Op  // ops[i] is slots[i]'s READ, in its group's submission
 	head  int
-	n     int // fetches in flight
+	n     int // fetches in flight (started, not yet returned by Next)
+	queue int // of which the newest queue are not yet posted
 }
 
-// slot is one fetch in flight, with its own reusable batch.
+// slot is one fetch in flight. A group of consecutive slots, all of one
+// node, is posted as one submission: the batch of its first slot (the
+// leader), over those slots' ops.
 type slot struct {
 	gpa    uint64
 	buf    []byte
 	node   *node
 	t0     time.Time
+	done   bool // complete (or cached), the result in ops[i].Err
 	cached bool // taken from the prefetch cache: already in place
-	op     [1]xfer.Op
+	lead   int  // the leader of this slot's group
+	group  int  // for a leader: how many slots its batch holds
 	b      xfer.Batch
 }
 
@@ -58,7 +70,7 @@ func (c *Client) NewPipeline(depth int) (*Pipeline, error) {
 	if depth < 1 {
 		return nil, fmt.Errorf("pages: a pipeline of depth %d: want 1 or more", depth)
 	}
-	p := &Pipeline{c: c, lat: new(histogram), slots: make([]slot, depth)}
+	p := &Pipeline{c: c, lat: new(histogram), slots: make([]slot, depth), ops: make([]xfer.Op, depth)}
 	c.shardMu.Lock()
 	c.shards = append(c.shards, p.lat)
 	c.shardMu.Unlock()
@@ -92,7 +104,7 @@ func (p *Pipeline) Depth() int { return len(p.slots) }
 // Next.
 func (p *Pipeline) InFlight() int { return p.n }
 
-// Start posts a READ of the page at gpa into buf (one page of registered
+// Start queues a READ of the page at gpa into buf (one page of registered
 // memory) and returns at once; Next returns it once it is in place. A page
 // in the prefetch cache is copied at once instead. A bad GPA or buffer, or
 // a full pipeline (ErrPipelineFull), is an error and starts nothing.
@@ -108,15 +120,43 @@ func (p *Pipeline) Start(gpa uint64, buf []byte) error {
 	if err != nil {
 		return err
 	}
-	s := &p.slots[(p.head+p.n)%len(p.slots)]
-	s.gpa, s.buf, s.node, s.t0 = gpa, buf, n, time.Now()
-	s.cached = c.cache != nil && c.cache.take(gpa, buf)
-	if !s.cached {
-		s.op[0] = xfer.Op{Kind: xfer.OpRead, Local: buf, Remote: src}
-		n.peer.SubmitInto(&s.b, s.op[:])
+	i := (p.head + p.n) % len(p.slots)
+	s := &p.slots[i]
+	s.gpa, s.buf, s.node, s.t0, s.done, s.lead, s.group = gpa, buf, n, time.Now(), false, i, 0
+	p.ops[i] = xfer.Op{Kind: xfer.OpRead, Local: buf, Remote: src}
+	if s.cached = c.cache != nil && c.cache.take(gpa, buf); s.cached {
+		p.Flush() // the queue ends before a slot that needs no READ
+		s.done = true
+		p.n++
+		return nil
 	}
 	p.n++
+	p.queue++
 	return nil
+}
+
+// Flush posts the READs Start queued. Next does it before it waits; a
+// caller that starts fetches and then does other work before its next
+// Next calls Flush to have them under way meanwhile.
+func (p *Pipeline) Flush() {
+	d := len(p.slots)
+	for p.queue > 0 {
+		// One group: consecutive queued slots of one node, not
+		// wrapping around the ring (a batch's ops are one slice).
+		first := (p.head + p.n - p.queue) % d
+		node := p.slots[first].node
+		k := 1
+		for k < p.queue && first+k < d && p.slots[first+k].node == node {
+			k++
+		}
+		for j := first; j < first+k; j++ {
+			p.slots[j].lead = first
+		}
+		lead := &p.slots[first]
+		lead.group = k
+		node.peer.SubmitInto(&lead.b, p.ops[first:first+k])
+		p.queue -= k
+	}
 }
 
 // Next waits for the oldest fetch in flight and returns its GPA and
@@ -128,15 +168,27 @@ func (p *Pipeline) Next(ctx context.Context) (gpa uint64, buf []byte, err error)
 	if p.n == 0 {
 		return 0, nil, ErrPipelineEmpty
 	}
-	s := &p.slots[p.head]
-	if !s.cached {
-		err = s.b.Wait(ctx)
+	i := p.head
+	s := &p.slots[i]
+	if !s.done {
+		lead := &p.slots[s.lead]
+		if p.queue > 0 && (p.queue == p.n || !lead.b.Done()) {
+			p.Flush() // about to wait, or the oldest is not even posted
+			lead = &p.slots[s.lead]
+		}
+		werr := lead.b.Wait(ctx)
+		for j := s.lead; j < s.lead+lead.group; j++ {
+			p.slots[j].done = true
+		}
+		if werr != nil && p.ops[i].Err == nil {
+			p.ops[i].Err = werr
+		}
 	}
 	p.head = (p.head + 1) % len(p.slots)
 	p.n--
-	gpa, buf = s.gpa, s.buf
-	s.buf, s.op[0].Local = nil, nil
-	if err != nil {
+	gpa, buf, err = s.gpa, s.buf, p.ops[i].Err
+	s.buf, p.ops[i] = nil, xfer.Op{}
+	if err != nil && !s.cached {
 		return gpa, buf, fmt.Errorf("pages: fetch GPA %#x from %s: %w", gpa, s.node.addr, err)
 	}
 	p.lat.record(time.Since(s.t0))
