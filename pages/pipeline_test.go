@@ -96,14 +96,33 @@ func TestPagesPipeline(t *testing.T) {
 			if l := c.Latency(); l.Count != total || l.P50 <= 0 || l.P99 < l.P50 {
 				t.Fatalf("latency: %+v, want %d fetches recorded", l, total)
 			}
+			// A prefetched page comes from the cache, between two READs,
+			// and Flush posts what Start queued.
+			c.Prefetch(ctx, []uint64{5 * PageSize4K})
+			for i, g := range []uint64{size + 3*PageSize4K, 5 * PageSize4K, 9 * PageSize4K} {
+				clear(bufs[i].Bytes())
+				if err := p.Start(g, bufs[i].Bytes()); err != nil {
+					t.Fatal(err)
+				}
+			}
+			p.Flush()
+			for range 3 {
+				g, buf, err := p.Next(ctx)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if !bytes.Equal(buf, want(g)) {
+					t.Fatalf("GPA %#x around a cached page: wrong data", g)
+				}
+			}
 			// Closed, the pipeline's latencies stay with the client.
 			if err := c.FetchPage(ctx, 0, bufs[0].Bytes()); err != nil {
 				t.Fatal(err)
 			}
 			p.Close()
 			p.Close()
-			if l := c.Latency(); l.Count != total+1 {
-				t.Fatalf("latency after Close: %d fetches recorded, want %d", l.Count, total+1)
+			if l := c.Latency(); l.Count != total+3+1 {
+				t.Fatalf("latency after Close: %d fetches recorded, want %d", l.Count, total+3+1)
 			}
 			c.ResetLatency()
 			if l := c.Latency(); l.Count != 0 {
