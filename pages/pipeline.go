@@ -176,12 +176,10 @@ func (p *Pipeline) Next(ctx context.Context) (gpa uint64, buf []byte, err error)
 			p.Flush() // about to wait, or the oldest is not even posted
 			lead = &p.slots[s.lead]
 		}
-		werr := lead.b.Wait(ctx)
+		// The batch's error is its first op's; each op has its own.
+		_ = lead.b.Wait(ctx)
 		for j := s.lead; j < s.lead+lead.group; j++ {
 			p.slots[j].done = true
-		}
-		if werr != nil && p.ops[i].Err == nil {
-			p.ops[i].Err = werr
 		}
 	}
 	p.head = (p.head + 1) % len(p.slots)

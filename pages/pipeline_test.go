@@ -115,14 +115,28 @@ func TestPagesPipeline(t *testing.T) {
 					t.Fatalf("GPA %#x around a cached page: wrong data", g)
 				}
 			}
+			// One failed fetch in a submission fails alone: a buffer
+			// outside registered memory, then a good one.
+			if err := p.Start(2*PageSize4K, make([]byte, PageSize4K)); err != nil {
+				t.Fatal(err)
+			}
+			if err := p.Start(4*PageSize4K, bufs[0].Bytes()); err != nil {
+				t.Fatal(err)
+			}
+			if _, _, err := p.Next(ctx); !errors.Is(err, xfer.ErrNotRegistered) {
+				t.Fatalf("a fetch into the heap: %v", err)
+			}
+			if g, buf, err := p.Next(ctx); err != nil || !bytes.Equal(buf, want(g)) {
+				t.Fatalf("the fetch after a failed one, in the same submission: %v", err)
+			}
 			// Closed, the pipeline's latencies stay with the client.
 			if err := c.FetchPage(ctx, 0, bufs[0].Bytes()); err != nil {
 				t.Fatal(err)
 			}
 			p.Close()
 			p.Close()
-			if l := c.Latency(); l.Count != total+3+1 {
-				t.Fatalf("latency after Close: %d fetches recorded, want %d", l.Count, total+3+1)
+			if l := c.Latency(); l.Count != total+3+1+1 {
+				t.Fatalf("latency after Close: %d fetches recorded, want %d", l.Count, total+3+1+1)
 			}
 			c.ResetLatency()
 			if l := c.Latency(); l.Count != 0 {
