@@ -115,19 +115,30 @@ func TestPagesPipeline(t *testing.T) {
 					t.Fatalf("GPA %#x around a cached page: wrong data", g)
 				}
 			}
-			// One failed fetch in a submission fails alone: a buffer
-			// outside registered memory, then a good one.
-			if err := p.Start(2*PageSize4K, make([]byte, PageSize4K)); err != nil {
+			// One failed fetch in a submission fails alone: a good
+			// buffer, then one outside registered memory, then a good
+			// one, in a new pipeline (one submission, not wrapping).
+			p2, err := c.NewPipeline(depth)
+			if err != nil {
 				t.Fatal(err)
 			}
-			if err := p.Start(4*PageSize4K, bufs[0].Bytes()); err != nil {
-				t.Fatal(err)
+			defer p2.Close()
+			for i, b := range [][]byte{bufs[0].Bytes(), make([]byte, PageSize4K), bufs[1].Bytes()} {
+				if err := p2.Start(uint64(2+i)*PageSize4K, b); err != nil {
+					t.Fatal(err)
+				}
 			}
-			if _, _, err := p.Next(ctx); !errors.Is(err, xfer.ErrNotRegistered) {
-				t.Fatalf("a fetch into the heap: %v", err)
-			}
-			if g, buf, err := p.Next(ctx); err != nil || !bytes.Equal(buf, want(g)) {
-				t.Fatalf("the fetch after a failed one, in the same submission: %v", err)
+			for i := range 3 {
+				g, buf, err := p2.Next(ctx)
+				if i == 1 {
+					if !errors.Is(err, xfer.ErrNotRegistered) {
+						t.Fatalf("a fetch into the heap: %v", err)
+					}
+					continue
+				}
+				if err != nil || !bytes.Equal(buf, want(g)) {
+					t.Fatalf("fetch %d, in a submission with a failed one: %v", i, err)
+				}
 			}
 			// Closed, the pipeline's latencies stay with the client.
 			if err := c.FetchPage(ctx, 0, bufs[0].Bytes()); err != nil {
@@ -135,8 +146,8 @@ func TestPagesPipeline(t *testing.T) {
 			}
 			p.Close()
 			p.Close()
-			if l := c.Latency(); l.Count != total+3+1+1 {
-				t.Fatalf("latency after Close: %d fetches recorded, want %d", l.Count, total+3+1+1)
+			if l := c.Latency(); l.Count != total+3+2+1 {
+				t.Fatalf("latency after Close: %d fetches recorded, want %d", l.Count, total+3+2+1)
 			}
 			c.ResetLatency()
 			if l := c.Latency(); l.Count != 0 {
