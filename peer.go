@@ -595,15 +595,6 @@ func (b *Batch) Wait(ctx context.Context) error {
 	if b.remaining.Load() == 0 {
 		return b.first // done: no need to touch the token
 	}
-	if pl, ok := b.ep.(transport.Poller); ok && len(b.ptrs) > 0 && ctx.Err() == nil {
-		// Poll for the last operation, as a call does inside Post,
-		// rather than sleep until the poller wakes us (rdma). The
-		// others complete before it or are dispatched meanwhile.
-		pl.PollFor(b.ptrs[len(b.ptrs)-1])
-		if b.remaining.Load() == 0 {
-			return b.first
-		}
-	}
 	select {
 	case <-b.done:
 		b.done <- struct{}{}

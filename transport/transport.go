@@ -97,17 +97,6 @@ type Op struct {
 	Region *mem.Handle
 }
 
-// A Poller is an Endpoint whose caller may poll for an operation's
-// completion itself, as a Post of a Waited operation does: PollFor polls
-// for op, posted to this endpoint, for up to about a millisecond, running
-// Completers (op's and others') as the endpoint's poller would, and
-// returns, done or not. A caller about to wait for op calls it first, to
-// save the poller's wake-up. The same rules as Post's apply: not from a
-// Completer, not while holding a lock that Completers take.
-type Poller interface {
-	PollFor(op *Op)
-}
-
 // Endpoint is one connection to one peer, over one transport.
 //
 // Post is batch-first: it accepts many operations at once and returns without
@@ -121,9 +110,9 @@ type Poller interface {
 type Endpoint interface {
 	// Post submits operations. It may block while the connection applies
 	// backpressure, and it does not wait for completions, with one
-	// exception: on rdma a Post of a single small operation marked Waited
-	// may poll the completion queue itself for up to a millisecond, when
-	// no poller is busy, to save the poller's wake-up. Completers and message handlers
+	// exception: on rdma a Post of a single small operation may poll the
+	// completion queue itself for up to a millisecond, when no poller is
+	// busy, to save the poller's wake-up. Completers and message handlers
 	// may therefore run inside Post: do not call it while holding a lock
 	// they take. It must not be called from a Completer.
 	Post(ops []*Op)

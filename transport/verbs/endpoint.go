@@ -338,14 +338,6 @@ func (e *Endpoint) Post(ops []*transport.Op) {
 	}
 }
 
-// PollFor polls the completion queue for op, posted to e, as Post does for
-// a Waited operation (transport.Poller).
-func (e *Endpoint) PollFor(op *transport.Op) {
-	e.pollFor(uint32(op.Seq), uint32(op.Seq>>32))
-}
-
-var _ transport.Poller = (*Endpoint)(nil)
-
 // slotDone reports whether the operation of slot and gen has completed.
 func (e *Endpoint) slotDone(slot, gen uint32) bool {
 	e.mu.Lock()
