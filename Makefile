@@ -174,3 +174,7 @@ verbs-test: verbs-check
 	@# Page fetch over verbs.
 	XFER_REQUIRE_VERBS=1 XFER_TEST_DEVICE=rxe0 $(GO) test -count=1 -timeout 10m -run TestPages -exec "$(RDMA_VM) --rxe --" ./pages
 	XFER_REQUIRE_VERBS=1 XFER_TEST_DEVICE=siw0 $(GO) test -count=1 -timeout 10m -run TestPages -exec "$(RDMA_VM) --siw --" ./pages
+	@# Two page-fetch nodes across a veth pair, an RDMA device on each end
+	@# (siw: in two network namespaces; rxe: see TestTwoNodePagesRDMA).
+	TEST_XFER_BINARY=$(TESTOUT)/xfer-vm XFER_REQUIRE_VERBS=1 XFER_TEST_DEVICE=rxe0 $(GO) test -count=1 -timeout 10m -run TestTwoNodePagesRDMA -exec "$(RDMA_VM) --rxe --" ./cmd/xfer
+	TEST_XFER_BINARY=$(TESTOUT)/xfer-vm XFER_REQUIRE_VERBS=1 XFER_TEST_DEVICE=siw0 $(GO) test -count=1 -timeout 10m -run TestTwoNodePagesRDMA -exec "$(RDMA_VM) --siw --" ./cmd/xfer

@@ -301,6 +301,7 @@ func (p *Peer) do(ctx context.Context, kind OpKind, local []byte, remote RemoteA
 	defer lr.Unpin()
 	c := callPool.Get().(*call)
 	c.op.Kind, c.op.Local, c.op.Remote, c.op.Imm, c.op.Err, c.op.Region = kind, local, remote, imm, nil, lr
+	c.op.Waited = true
 	ep.Post(c.ops[:])
 	if done := ctx.Done(); done != nil {
 		select {
@@ -494,20 +495,32 @@ func (p *Peer) wake() {
 
 // Submit posts a batch of operations and returns at once. The batch owns
 // ops until it is done: Batch.Wait, then read each ops[i].Err.
+//
+// A batch of one operation is taken for a call that is waited for at once:
+// over rdma, Submit then polls for its completion for up to a millisecond
+// before it returns. SubmitInto never does.
 func (p *Peer) Submit(ops []Op) *Batch {
-	b := &Batch{ops: ops, done: make(chan struct{})}
+	b := new(Batch)
+	p.submit(b, ops, len(ops) == 1)
+	return b
+}
 
-	if len(ops) == 1 {
-		// A single operation (a message, a synchronous call) uses the
-		// batch's own storage: one allocation instead of four.
-		b.tops, b.pins, b.ptrs = b.top1[:], b.pin1[:], b.ptr1[:0]
-	} else {
-		b.tops, b.pins, b.ptrs = make([]transport.Op, len(ops)), make([]*mem.Handle, len(ops)), make([]*transport.Op, 0, len(ops))
-	}
-	b.remaining.Store(int64(len(ops)))
+// SubmitInto is Submit into a Batch the caller keeps and reuses: b is a
+// zero Batch, or one whose operations are all done (Done reports true, or
+// Wait has returned). A Batch that has held n operations posts n or fewer
+// again without allocating, so that a caller that keeps some batches in
+// flight (a pipeline) allocates nothing per submission. b must not be
+// waited on by anyone while SubmitInto runs. SubmitInto returns as soon
+// as the operations are posted, on every transport.
+func (p *Peer) SubmitInto(b *Batch, ops []Op) { p.submit(b, ops, false) }
+
+// submit posts ops as batch b; waited marks them as waited for at once.
+func (p *Peer) submit(b *Batch, ops []Op, waited bool) {
+	b.reset(len(ops))
+	b.ops = ops
 	if len(ops) == 0 {
-		close(b.done)
-		return b
+		b.finish()
+		return
 	}
 	ep, err := p.endpoint(context.Background())
 	if err == nil && p.e.metrics != nil {
@@ -520,7 +533,7 @@ func (p *Peer) Submit(ops []Op) *Batch {
 	}
 	for i := range ops {
 		t := &b.tops[i]
-		*t = transport.Op{Kind: ops[i].Kind, Local: ops[i].Local, Remote: ops[i].Remote, Imm: ops[i].Value, Done: b, Tag: i}
+		*t = transport.Op{Kind: ops[i].Kind, Local: ops[i].Local, Remote: ops[i].Remote, Imm: ops[i].Value, Done: b, Tag: i, Waited: waited}
 		if err != nil {
 			t.Err = err
 			b.OpDone(t)
@@ -540,7 +553,6 @@ func (p *Peer) Submit(ops []Op) *Batch {
 		b.ep = ep
 		ep.Post(b.ptrs)
 	}
-	return b
 }
 
 // Batch is a submitted group of operations.
@@ -556,12 +568,42 @@ type Batch struct {
 	start     time.Time  // when it was submitted, for the metrics (zero: not timed)
 	errOnce   sync.Once
 	first     error
-	done      chan struct{}
+	// done holds one token once every operation has completed. A waiter
+	// takes it and puts it back, so that any number of Waits return; a
+	// resubmission takes it for good.
+	done   chan struct{}
+	posted bool // a submission's token is yet to be taken by reset
 	// Storage of a batch of one operation.
 	top1 [1]transport.Op
 	pin1 [1]*mem.Handle
 	ptr1 [1]*transport.Op
 }
+
+// reset readies b for a submission of n operations, reusing its storage.
+func (b *Batch) reset(n int) {
+	if b.done == nil {
+		b.done = make(chan struct{}, 1)
+	} else if b.posted {
+		<-b.done // the previous submission's token: it is done, or about to be
+	}
+	b.posted = true
+	switch {
+	case n <= 1:
+		// A single operation (a message, a synchronous call) uses the
+		// batch's own storage: no allocation beyond the batch.
+		b.tops, b.pins, b.ptrs = b.top1[:n], b.pin1[:n], b.ptr1[:0]
+	case cap(b.tops) >= n:
+		b.tops, b.pins, b.ptrs = b.tops[:n], b.pins[:n], b.ptrs[:0]
+	default:
+		b.tops, b.pins, b.ptrs = make([]transport.Op, n), make([]*mem.Handle, n), make([]*transport.Op, 0, n)
+	}
+	b.ep, b.first, b.errOnce = nil, nil, sync.Once{}
+	b.p, b.conn, b.start = nil, nil, time.Time{}
+	b.remaining.Store(int64(n))
+}
+
+// finish hands out the token that says every operation is done.
+func (b *Batch) finish() { b.done <- struct{}{} }
 
 // OpDone implements transport.Completer.
 func (b *Batch) OpDone(t *transport.Op) {
@@ -577,27 +619,24 @@ func (b *Batch) OpDone(t *transport.Op) {
 		b.errOnce.Do(func() { b.first = t.Err })
 	}
 	if b.remaining.Add(-1) == 0 {
-		close(b.done)
+		b.finish()
 	}
 }
 
 // Done reports, without waiting, whether every operation has completed.
-func (b *Batch) Done() bool {
-	select {
-	case <-b.done:
-		return true
-	default:
-		return false
-	}
-}
+func (b *Batch) Done() bool { return b.remaining.Load() == 0 }
 
 // Wait waits for every operation and returns the first error (each
 // operation's own is in its Err). When ctx ends first, operations not yet
 // complete are cancelled where the transport can; Wait returns ctx's error
 // and the batch's memory is free once Wait returns.
 func (b *Batch) Wait(ctx context.Context) error {
+	if b.remaining.Load() == 0 {
+		return b.first // done: no need to touch the token
+	}
 	select {
 	case <-b.done:
+		b.done <- struct{}{}
 		return b.first
 	case <-ctx.Done():
 	}
@@ -609,6 +648,7 @@ func (b *Batch) Wait(ctx context.Context) error {
 		}
 	}
 	<-b.done
+	b.done <- struct{}{}
 	return b.first
 }
 

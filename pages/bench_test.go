@@ -3,6 +3,9 @@ package pages
 import (
 	"context"
 	"math/rand/v2"
+	"runtime"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -76,6 +79,67 @@ func BenchmarkFetchPages4K(b *testing.B) {
 				}
 			}
 			b.ReportMetric(float64(b.N*depth)/b.Elapsed().Seconds(), "pages/s")
+		})
+	}
+}
+
+// BenchmarkPipeline4K keeps 32 fetches of random 4 KiB pages in flight, in
+// one pipeline per CPU (as xfer pages bench --depth 32 does).
+func BenchmarkPipeline4K(b *testing.B) {
+	for _, policy := range policies(b) {
+		b.Run(string(policy), func(b *testing.B) {
+			ctx := context.Background()
+			const size, depth = 64 << 20, 32
+			s := newServer(b, policy, size, 1)
+			c := newClient(b, policy)
+			if err := c.AddNode(ctx, s.Addr(), 0); err != nil {
+				b.Fatal(err)
+			}
+			bufs, err := c.Alloc(depth)
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer c.Free(bufs)
+			workers := min(depth, runtime.GOMAXPROCS(0))
+			var next atomic.Int64
+			b.SetBytes(PageSize4K)
+			b.ResetTimer()
+			var wg sync.WaitGroup
+			for w := range workers {
+				wg.Go(func() {
+					rng := rand.New(rand.NewPCG(1, uint64(w)))
+					p, err := c.NewPipeline(depth / workers)
+					if err != nil {
+						b.Error(err)
+						return
+					}
+					page := func() uint64 { return rng.Uint64N(size/PageSize4K) * PageSize4K }
+					for i := range depth / workers {
+						if next.Add(1) > int64(b.N) {
+							break
+						}
+						if err := p.Start(page(), bufs[w*depth/workers+i].Bytes()); err != nil {
+							b.Error(err)
+							return
+						}
+					}
+					for p.InFlight() > 0 {
+						_, buf, err := p.Next(ctx)
+						if err != nil {
+							b.Error(err)
+							return
+						}
+						if next.Add(1) <= int64(b.N) {
+							if err := p.Start(page(), buf); err != nil {
+								b.Error(err)
+								return
+							}
+						}
+					}
+				})
+			}
+			wg.Wait()
+			b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "pages/s")
 		})
 	}
 }

@@ -6,7 +6,10 @@ import (
 	"fmt"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
+
+	"github.com/HdrHistogram/hdrhistogram-go"
 
 	"github.com/xferio/xfer"
 )
@@ -39,11 +42,14 @@ type Client struct {
 	eng      *xfer.Engine
 	pageSize uint64
 
-	mu    sync.RWMutex
-	nodes []*node // sorted by base, never overlapping
+	mu    sync.Mutex              // serializes AddNode
+	nodes atomic.Pointer[[]*node] // sorted by base, never overlapping; replaced, never changed
 
 	cache *cache
 	lat   histogram
+
+	shardMu sync.Mutex
+	shards  []*histogram // the open pipelines' own, merged into Latency
 }
 
 // node is a server mapped at [base, end).
@@ -110,18 +116,24 @@ func (c *Client) AddNode(ctx context.Context, addr string, base uint64) error {
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	for _, o := range c.nodes {
+	var nodes []*node
+	if p := c.nodes.Load(); p != nil {
+		nodes = *p
+	}
+	for _, o := range nodes {
 		if n.base < o.end && o.base < n.end {
 			return fmt.Errorf("pages: node %s at [%#x, %#x) overlaps node %s at [%#x, %#x)", addr, n.base, n.end, o.addr, o.base, o.end)
 		}
 	}
-	c.nodes = append(c.nodes, n)
-	slices.SortFunc(c.nodes, func(a, b *node) int {
+	// A new slice: fetches read the old one without a lock.
+	nodes = append(slices.Clone(nodes), n)
+	slices.SortFunc(nodes, func(a, b *node) int {
 		if a.base < b.base {
 			return -1
 		}
 		return 1
 	})
+	c.nodes.Store(&nodes)
 	return nil
 }
 
@@ -131,9 +143,11 @@ func (c *Client) owner(gpa uint64) (*node, xfer.RemoteAddr, error) {
 	if gpa%c.pageSize != 0 {
 		return nil, xfer.RemoteAddr{}, fmt.Errorf("pages: GPA %#x: %w (page size %d)", gpa, ErrUnaligned, c.pageSize)
 	}
-	c.mu.RLock()
-	defer c.mu.RUnlock()
-	i, _ := slices.BinarySearchFunc(c.nodes, gpa, func(n *node, g uint64) int {
+	var nodes []*node
+	if p := c.nodes.Load(); p != nil {
+		nodes = *p
+	}
+	i, _ := slices.BinarySearchFunc(nodes, gpa, func(n *node, g uint64) int {
 		switch {
 		case n.end <= g:
 			return -1
@@ -142,8 +156,8 @@ func (c *Client) owner(gpa uint64) (*node, xfer.RemoteAddr, error) {
 		}
 		return 0
 	})
-	if i < len(c.nodes) && c.nodes[i].base <= gpa && gpa < c.nodes[i].end {
-		n := c.nodes[i]
+	if i < len(nodes) && nodes[i].base <= gpa && gpa < nodes[i].end {
+		n := nodes[i]
 		return n, n.desc.At(gpa - n.base), nil
 	}
 	return nil, xfer.RemoteAddr{}, fmt.Errorf("pages: GPA %#x: %w", gpa, ErrNoNode)
@@ -297,11 +311,31 @@ func (c *Client) Prefetch(ctx context.Context, gpas []uint64) {
 	}
 }
 
-// Latency summarizes the latencies recorded since the last ResetLatency.
-func (c *Client) Latency() Latency { return c.lat.snapshot() }
+// Latency summarizes the latencies recorded since the last ResetLatency,
+// of FetchPage, FetchPages and every Pipeline of the client.
+func (c *Client) Latency() Latency {
+	c.shardMu.Lock()
+	defer c.shardMu.Unlock()
+	if len(c.shards) == 0 {
+		return c.lat.snapshot()
+	}
+	all := hdrhistogram.New(1, int64(maxLatency), 3)
+	c.lat.mergeInto(all)
+	for _, h := range c.shards {
+		h.mergeInto(all)
+	}
+	return summarize(all)
+}
 
 // ResetLatency forgets the recorded latencies.
-func (c *Client) ResetLatency() { c.lat.reset() }
+func (c *Client) ResetLatency() {
+	c.shardMu.Lock()
+	defer c.shardMu.Unlock()
+	c.lat.reset()
+	for _, h := range c.shards {
+		h.reset()
+	}
+}
 
 // Close closes the client's engine; fetches in flight fail. Idempotent.
 func (c *Client) Close() error {

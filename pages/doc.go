@@ -12,9 +12,16 @@
 //   - FetchPage reads one page with one READ straight into a buffer of
 //     the client's registered memory: no copy on either side;
 //   - FetchPages reads many, one submission per node;
+//   - a Pipeline (NewPipeline) keeps up to depth fetches in flight for a
+//     stream of faults: Start queues one, Next returns the oldest once it
+//     is done, and a full pipeline allocates nothing per fetch;
 //   - WritePage writes a page back;
 //   - Prefetch starts reading pages into a small cache of the client's, from
 //     which a later FetchPage of the same page is a local copy.
+//
+// A Client's methods are safe for concurrent use; a Pipeline belongs to
+// one goroutine at a time, and its buffers to its fetches until Next
+// returns them. Close a Pipeline before dropping it, and the Client last.
 //
 // The latency of every fetch is recorded (Client.Latency). A GPA that is not
 // page-aligned or that no node owns is an error at once; a node that has

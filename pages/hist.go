@@ -43,16 +43,29 @@ type Latency struct {
 func (h *histogram) snapshot() Latency {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if h.h == nil || h.h.TotalCount() == 0 {
+	return summarize(h.h)
+}
+
+// mergeInto adds h's records to dst.
+func (h *histogram) mergeInto(dst *hdrhistogram.Histogram) {
+	h.mu.Lock()
+	if h.h != nil {
+		dst.Merge(h.h)
+	}
+	h.mu.Unlock()
+}
+
+func summarize(h *hdrhistogram.Histogram) Latency {
+	if h == nil || h.TotalCount() == 0 {
 		return Latency{}
 	}
 	return Latency{
-		Count: h.h.TotalCount(),
-		Mean:  time.Duration(h.h.Mean()),
-		Max:   time.Duration(h.h.Max()),
-		P50:   time.Duration(h.h.ValueAtQuantile(50)),
-		P99:   time.Duration(h.h.ValueAtQuantile(99)),
-		P999:  time.Duration(h.h.ValueAtQuantile(99.9)),
+		Count: h.TotalCount(),
+		Mean:  time.Duration(h.Mean()),
+		Max:   time.Duration(h.Max()),
+		P50:   time.Duration(h.ValueAtQuantile(50)),
+		P99:   time.Duration(h.ValueAtQuantile(99)),
+		P999:  time.Duration(h.ValueAtQuantile(99.9)),
 	}
 }
 

@@ -78,6 +78,12 @@ type Op struct {
 	Err    error
 	// Tag is the caller's; transports never read or change it.
 	Tag int
+	// Waited tells that the poster waits for this operation as soon as
+	// Post returns (a synchronous call). A transport may then poll for its
+	// completion inside Post, in the poster's goroutine, rather than wake
+	// it later; without it, Post returns as soon as the operation is
+	// posted, so that the poster can post more behind it.
+	Waited bool
 	// Seq belongs to the endpoint while the op is posted.
 	Seq uint64
 	// Region is the registered region that holds Local, pinned by the

@@ -1,12 +1,16 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"runtime"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -143,9 +147,10 @@ func newPagesBenchCmd(g *globals) *cobra.Command {
 		Use:   "bench",
 		Short: "Fetch pages from a page server and print latency quantiles and pages/s",
 		Long: "bench fetches pages from a page server (--peer ADDR, or --directory URL --peer-node ID)\n" +
-			"for --duration: one READ per page, --depth pages per submission (1: one at a time,\n" +
-			"FetchPage; more: FetchPages). It prints p50, p99 and p99.9 latency and pages/s.\n" +
-			"A page's latency is from its submission to its completion.",
+			"for --duration: one READ per page, --depth fetches in flight (1: one at a time,\n" +
+			"FetchPage; more: a Pipeline that starts a fetch as soon as one completes). It\n" +
+			"prints p50, p99 and p99.9 latency and pages/s. A page's latency is from the start\n" +
+			"of its fetch to its completion.",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			cfg, err := g.config(cmd.Flags())
@@ -209,7 +214,7 @@ func newPagesBenchCmd(g *globals) *cobra.Command {
 	fs.StringVar(&pageSize, "page-size", "4KiB", "page size: 4KiB or 2MiB (the server's)")
 	fs.Int64Var(&npages, "pages", 0, "fetch among the first `N` pages (default: all the server's)")
 	fs.StringVar(&pattern, "pattern", "random", "which pages: random or seq")
-	fs.IntVar(&depth, "depth", 1, "pages per submission")
+	fs.IntVar(&depth, "depth", 1, "fetches in flight")
 	fs.DurationVar(&duration, "duration", 5*time.Second, "how long to fetch")
 	fs.BoolVar(&asJSON, "json", false, "print one JSON object")
 	fs.BoolVar(&verify, "verify", false, "check each page's first 8 bytes hold its offset (serve --stamp)")
@@ -243,16 +248,15 @@ func benchPages(ctx context.Context, cfg xfer.Config, peer string, ps int, npage
 	for i := range pb {
 		pb[i] = bufs[i].Bytes()
 	}
-	gpas := make([]uint64, depth)
-	rng := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 1))
-	var seq int64
-	nextPage := func() uint64 {
-		if pattern == "seq" {
-			g := seq % npages
-			seq++
-			return uint64(g) * uint64(ps)
+	var seq atomic.Int64
+	newPicker := func(w int) func() uint64 {
+		rng := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), uint64(w)))
+		return func() uint64 {
+			if pattern == "seq" {
+				return uint64((seq.Add(1)-1)%npages) * uint64(ps)
+			}
+			return uint64(rng.Int64N(npages)) * uint64(ps)
 		}
-		return uint64(rng.Int64N(npages)) * uint64(ps)
 	}
 	// Warm up the connection before measuring.
 	for range 10 {
@@ -263,29 +267,42 @@ func benchPages(ctx context.Context, cfg xfer.Config, peer string, ps int, npage
 	c.ResetLatency()
 	var fetched int64
 	start := time.Now()
-	for time.Since(start) < duration {
-		if err := ctx.Err(); err != nil {
-			return pagesResult{}, err
-		}
-		for i := range gpas {
-			gpas[i] = nextPage()
-		}
-		if depth == 1 {
-			err = c.FetchPage(ctx, gpas[0], pb[0])
-		} else {
-			err = c.FetchPages(ctx, gpas, pb)
-		}
-		if err != nil {
-			return pagesResult{}, err
-		}
-		if verify {
-			for i, g := range gpas {
-				if got := binary.LittleEndian.Uint64(pb[i]); got != g {
-					return pagesResult{}, fmt.Errorf("verify: the page at GPA %#x starts with %#x: is the server run with --stamp?", g, got)
-				}
+	if depth == 1 {
+		next := newPicker(0)
+		for time.Since(start) < duration {
+			if err := ctx.Err(); err != nil {
+				return pagesResult{}, err
 			}
+			g := next()
+			if err := c.FetchPage(ctx, g, pb[0]); err != nil {
+				return pagesResult{}, err
+			}
+			if err := checkPage(verify, g, pb[0]); err != nil {
+				return pagesResult{}, err
+			}
+			fetched++
 		}
-		fetched += int64(depth)
+	} else {
+		// depth fetches in flight, in one pipeline per CPU (as many
+		// as the CPUs fetch with: on shm a fetch is a copy that the
+		// fetching goroutine makes).
+		workers := min(depth, runtime.GOMAXPROCS(0))
+		var wg sync.WaitGroup
+		var total atomic.Int64
+		errs := make([]error, workers)
+		for w := range workers {
+			share := pb[w*depth/workers : (w+1)*depth/workers]
+			wg.Go(func() {
+				n, err := pipelinePages(ctx, c, share, newPicker(w+1), start, duration, verify)
+				total.Add(n)
+				errs[w] = err
+			})
+		}
+		wg.Wait()
+		if err := errors.Join(errs...); err != nil {
+			return pagesResult{}, err
+		}
+		fetched = total.Load()
 	}
 	el := time.Since(start)
 	l := c.Latency()
@@ -293,4 +310,48 @@ func benchPages(ctx context.Context, cfg xfer.Config, peer string, ps int, npage
 	return pagesResult{Transport: p.Transport(), PageSize: ps, Depth: depth, Pattern: pattern, Pages: fetched,
 		Seconds: el.Seconds(), PagesPerS: float64(fetched) / el.Seconds(),
 		P50us: us(l.P50), P99us: us(l.P99), P999us: us(l.P999), MaxUs: us(l.Max), Verified: verify}, nil
+}
+
+// pipelinePages keeps len(bufs) fetches in flight in a pipeline of c until
+// duration has passed since start, taking the oldest and starting the next,
+// and returns how many it fetched.
+func pipelinePages(ctx context.Context, c *pages.Client, bufs [][]byte, next func() uint64, start time.Time, duration time.Duration, verify bool) (int64, error) {
+	pl, err := c.NewPipeline(len(bufs))
+	if err != nil {
+		return 0, err
+	}
+	defer pl.Close()
+	var n int64
+	for _, b := range bufs {
+		if err := pl.Start(next(), b); err != nil {
+			return 0, err
+		}
+	}
+	var first error
+	for pl.InFlight() > 0 {
+		g, buf, err := pl.Next(ctx)
+		if err == nil && first == nil {
+			err = checkPage(verify, g, buf)
+		}
+		if err != nil {
+			first = cmp.Or(first, err)
+			continue // take the rest: their buffers are in flight
+		}
+		n++
+		if first == nil && time.Since(start) < duration {
+			if err := pl.Start(next(), buf); err != nil {
+				first = err
+			}
+		}
+	}
+	return n, first
+}
+
+// checkPage checks, with verify, that the page at GPA g (of a server run
+// with --stamp) starts with g.
+func checkPage(verify bool, g uint64, buf []byte) error {
+	if got := binary.LittleEndian.Uint64(buf); verify && got != g {
+		return fmt.Errorf("verify: the page at GPA %#x starts with %#x: is the server run with --stamp?", g, got)
+	}
+	return nil
 }

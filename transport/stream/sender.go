@@ -141,6 +141,24 @@ func (s *sender) lockRoom() error {
 	return nil
 }
 
+// hold takes the writer's role, when it is free and nothing is queued, for
+// a poster about to send several small frames: send then queues each of
+// them instead of writing it, and release writes them together, in as few
+// system calls as they fit. It reports whether it took the role.
+func (s *sender) hold() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.writing || s.corked || s.handoff || s.err != nil || len(s.q.segs) > 0 {
+		return false
+	}
+	s.writing = true
+	return true
+}
+
+// release writes what was queued while the role was held, and gives up the
+// role as writeQueued's writer does.
+func (s *sender) release() error { return s.write(writerRounds, true) }
+
 // writeAlone writes one frame, blocking, for a poster that took the
 // writer's role with nothing queued, then what others queued meanwhile.
 func (s *sender) writeAlone(hdr, payload []byte) error {

@@ -203,9 +203,40 @@ func complete(op *transport.Op, err error) {
 
 // Post submits operations.
 func (e *Stream) Post(ops []*transport.Op) {
+	if len(ops) > 1 && len(ops) <= maxHeldReads && smallReads(ops) {
+		// Several small READs, as a pipeline or a batch of page fetches
+		// posts them: their requests leave in one system call, not one
+		// each.
+		c := e.conns[0]
+		if c.s.hold() {
+			for _, op := range ops {
+				e.post(op)
+			}
+			if err := c.s.release(); err != nil {
+				e.fail(e.linkErr(err))
+			}
+			return
+		}
+	}
 	for _, op := range ops {
 		e.post(op)
 	}
+}
+
+// maxHeldReads bounds the READ requests Post queues under the writer's
+// role, far below the queue's limit (queueMax), which a held role could
+// never drain.
+const maxHeldReads = 1024
+
+// smallReads reports whether every op is a READ small enough to go on the
+// first connection (pick), whose request is a header alone.
+func smallReads(ops []*transport.Op) bool {
+	for _, op := range ops {
+		if op.Kind != transport.OpRead || len(op.Local) >= smallOp {
+			return false
+		}
+	}
+	return true
 }
 
 func (e *Stream) post(op *transport.Op) {

@@ -332,7 +332,7 @@ func (e *Endpoint) Post(ops []*transport.Op) {
 		default:
 			complete(op, fmt.Errorf("rdma: operation kind %d: %w", op.Kind, errors.ErrUnsupported))
 		}
-		if posted && len(ops) == 1 {
+		if posted && len(ops) == 1 && op.Waited {
 			e.pollFor(slot, gen)
 		}
 	}

@@ -55,3 +55,28 @@ func TestCallerPolls(t *testing.T) {
 		})
 	}
 }
+
+// An operation posted by SubmitInto, which nobody waits for at once (a
+// pipeline posts more behind it), is left to the poller: Post returns at
+// once instead of polling for it, as it does for a call.
+func TestPipelinedPostDoesNotPoll(t *testing.T) {
+	dev := testutil.RequireVerbs(t)
+	p := xfertest.NewPair(t, xfertest.Options{Policy: xfer.PolicyRDMA, Config: xfer.Config{RDMA: verbs.Config{Device: dev}}}, "")
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	desc, _ := p.Peer.Region("target")
+	buf, _ := p.Client.Alloc(64)
+	var b xfer.Batch
+	ops := make([]xfer.Op, 1)
+	before := verbs.SyncPolled()
+	for i := range 200 {
+		ops[0] = xfer.Op{Kind: xfer.OpRead, Local: buf.Bytes(), Remote: desc.At(uint64(i%8) * 64)}
+		p.Peer.SubmitInto(&b, ops)
+		if err := b.Wait(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := verbs.SyncPolled() - before; got != 0 {
+		t.Fatalf("%d of 200 pipelined READs were polled for by their poster", got)
+	}
+}
