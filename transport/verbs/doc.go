@@ -15,8 +15,9 @@
 // credits and liveness. The queue pairs are connected by the engine's own
 // exchange (wire.VerbsInfo) or, on iWARP and with [Config.UseCM], through
 // the kernel's rdma_cm. WRITE and READ are cut into [Config.SliceSize]
-// slices spread over the queue pairs; a write-with-notify is one
-// WRITE_WITH_IMM (on iWARP, the data and then an inline SEND).
+// slices spread over the queue pairs, and the slices of all the WRITEs and
+// READs of one Post go to each queue pair as one chain; a write-with-notify
+// is one WRITE_WITH_IMM (on iWARP, the data and then an inline SEND).
 //
 // Without cgo, off Linux, without libibverbs.so.1 or without a usable
 // device, [Transport.Available] returns an error matching

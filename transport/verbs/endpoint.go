@@ -320,14 +320,25 @@ func (e *Endpoint) closeQPs() {
 // when no other goroutine is polling the CQ at that moment: a caller that
 // waits for the operation (Peer.Write) then finds it done when Post returns,
 // without the poller goroutine's wake-up and hand-off.
+//
+// A Post of several WRITEs and READs posts each queue pair's requests of
+// all of them as one chain (one ibv_post_send per queue pair, up to
+// groupMax requests), as a Post of one large operation does, rather than
+// a chain per operation and queue pair: see postBatch.
 func (e *Endpoint) Post(ops []*transport.Op) {
+	var b *postBatch
+	if len(ops) > 1 {
+		b = e.newBatch()
+		defer e.endBatch(b)
+	}
 	for _, op := range ops {
 		var slot, gen uint32
 		var posted bool
 		switch op.Kind {
 		case transport.OpWrite, transport.OpWriteImm, transport.OpRead:
-			slot, gen, posted = e.postRDMA(op)
+			slot, gen, posted = e.postRDMA(op, b)
 		case transport.OpSend:
+			e.flush(b) // messages leave after the requests posted before them
 			slot, gen, posted = e.postSend(op)
 		default:
 			complete(op, fmt.Errorf("rdma: operation kind %d: %w", op.Kind, errors.ErrUnsupported))
@@ -335,6 +346,86 @@ func (e *Endpoint) Post(ops []*transport.Op) {
 		if posted && len(ops) == 1 && op.Waited {
 			e.pollFor(slot, gen)
 		}
+	}
+}
+
+// postBatch gathers the work requests of one Post of several operations,
+// per queue pair, to post each queue pair's as one chain.
+//
+// On SoftRoCE (rxe) ibv_post_send does the device's work in the calling
+// thread: it sends what the new requests allow, and processes whatever
+// acknowledgements and packets arrive meanwhile, before it returns. A value
+// written as 16 pieces posted by 8 calls (its 4 MiB chunks, each two
+// slices on each of two QPs) kept each queue pair waiting for its next
+// requests while the calls for the other ran, and, measured under
+// emulation, drew several times as many retransmission timeouts as the
+// same bytes posted as one operation (two calls): the 16 MiB Get ran at
+// 0.65-0.8x of one 16 MiB WRITE. Chained, the Post makes one call per
+// queue pair, as the single operation does. Hardware NICs gain too: one
+// doorbell per chain instead of one per piece.
+type postBatch struct {
+	wrs [][]ibv.SendWR // by queue pair index
+}
+
+var batchPool sync.Pool
+
+// rdmaPosts counts the ibv_post_send calls that posted WRITEs and READs
+// (tests only look at it).
+var rdmaPosts atomic.Uint64
+
+func (e *Endpoint) newBatch() *postBatch {
+	b, _ := batchPool.Get().(*postBatch)
+	if b == nil {
+		b = &postBatch{}
+	}
+	for len(b.wrs) < len(e.qps) {
+		b.wrs = append(b.wrs, nil)
+	}
+	return b
+}
+
+// endBatch posts what b holds and recycles it.
+func (e *Endpoint) endBatch(b *postBatch) {
+	e.flush(b)
+	batchPool.Put(b)
+}
+
+// flush posts every queue pair's requests gathered in b (nil: none).
+func (e *Endpoint) flush(b *postBatch) {
+	if b == nil {
+		return
+	}
+	for qi := range b.wrs {
+		e.flushQP(b, qi)
+	}
+}
+
+// flushQP posts queue pair qi's requests gathered in b as one chain; a
+// failure fails the endpoint, which completes their operations.
+func (e *Endpoint) flushQP(b *postBatch, qi int) {
+	wrs := b.wrs[qi]
+	if len(wrs) == 0 {
+		return
+	}
+	b.wrs[qi] = wrs[:0]
+	q := e.qps[qi]
+	q.mu.Lock()
+	if !q.reserve(len(wrs)) {
+		q.mu.Unlock()
+		e.fail(&transport.LinkError{Peer: "rdma peer", Cause: e.failed()})
+		return
+	}
+	e.life.RLock()
+	err := errReleased
+	if !e.released {
+		_, err = q.qp.PostSend(wrs)
+		e.cqg.posts.Add(1)
+		rdmaPosts.Add(1)
+	}
+	e.life.RUnlock()
+	q.mu.Unlock()
+	if err != nil {
+		e.fail(&transport.LinkError{Peer: "rdma peer", Cause: err})
 	}
 }
 
@@ -416,7 +507,7 @@ func (e *Endpoint) Cancel(op *transport.Op) bool { return false }
 
 // postRDMA posts op; it returns its pending slot when it was posted as one
 // signalled request.
-func (e *Endpoint) postRDMA(op *transport.Op) (slot, gen uint32, one bool) {
+func (e *Endpoint) postRDMA(op *transport.Op, b *postBatch) (slot, gen uint32, one bool) {
 	want := transport.AccessWrite
 	if op.Kind == transport.OpRead {
 		want = transport.AccessRead
@@ -506,16 +597,33 @@ func (e *Endpoint) postRDMA(op *transport.Op) (slot, gen uint32, one bool) {
 		return 0, 0, false
 	}
 	off := uint64(0)
-	for qi, k := range perQ {
-		q := e.qps[(first+qi)%len(e.qps)]
-		last := qi == len(perQ)-1
+	fence := e.noImm && op.Kind != transport.OpRead && n > 0
+	if note {
+		// The notification's inline message lives in its queue pair's
+		// buffer until posted: it posts at once, after what the batch
+		// holds.
+		e.flush(b)
+		b = nil
+	}
+	for i, k := range perQ {
+		qi := (first + i) % len(e.qps)
+		q := e.qps[qi]
+		last := i == len(perQ)-1
 		for k > 0 || (last && note) {
 			g := min(k, e.groupMax())
 			withNote := last && note && (k-g == 0) && g < e.groupMax()
 			if k == 0 {
 				withNote = true // the notification alone
 			}
-			if err := e.postGroup(q, op, slot, gen, g, withNote, &off, lkey, a.rkey, addr, n, slice); err != nil {
+			if b != nil {
+				if len(b.wrs[qi])+g+btoi(fence) > e.groupMax() {
+					e.flushQP(b, qi)
+				}
+				b.wrs[qi] = e.appendGroup(b.wrs[qi], op, slot, gen, g, false, fence, &off, lkey, a.rkey, addr, n, slice)
+				if fence {
+					b.wrs[qi] = append(b.wrs[qi], e.fenceWR(slot, gen, g+1, addr, a.rkey))
+				}
+			} else if err := e.postGroup(q, op, slot, gen, g, withNote, &off, lkey, a.rkey, addr, n, slice); err != nil {
 				e.fail(&transport.LinkError{Peer: "rdma peer", Cause: err})
 				return 0, 0, false
 			}
@@ -553,7 +661,44 @@ func (e *Endpoint) postGroup(q *sendQueue, op *transport.Op, slot, gen uint32, g
 		q.mu.Unlock()
 		return e.failed()
 	}
-	wrs := q.wrs[:0]
+	wrs := e.appendGroup(q.wrs[:0], op, slot, gen, g, note, fence, off, lkey, rkey, addr, n, slice)
+	if note {
+		encodeNote(q.note[:], op.Imm, op.Remote.Region, addr, n)
+		w := ibv.SendWR{Op: ibv.OpSend, Flags: ibv.FlagInline, ID: e.ref,
+			SGE: ibv.SGE{Addr: uint64(uintptr(unsafe.Pointer(&q.note[0]))), Len: noteLen}}
+		if !fence {
+			w.Flags |= ibv.FlagSignaled
+			w.ID = e.sendID(slot, gen, total)
+		}
+		wrs = append(wrs, w)
+	}
+	if fence {
+		wrs = append(wrs, e.fenceWR(slot, gen, total, addr, rkey))
+	}
+	e.life.RLock()
+	err := errReleased
+	if !e.released {
+		_, err = q.qp.PostSend(wrs)
+		e.cqg.posts.Add(1)
+		rdmaPosts.Add(1)
+	}
+	e.life.RUnlock()
+	q.wrs = wrs[:0]
+	q.mu.Unlock()
+	return err
+}
+
+// fenceWR is the zero-effect READ that ends a group of count requests on
+// iWARP: one byte, into the ring's fence byte (siw refuses a READ without a
+// local buffer); its value is never looked at.
+func (e *Endpoint) fenceWR(slot, gen uint32, count int, addr uint64, rkey uint32) ibv.SendWR {
+	return ibv.SendWR{Op: ibv.OpRead, Flags: ibv.FlagSignaled, RemoteAddr: addr, RKey: rkey, ID: e.sendID(slot, gen, count),
+		SGE: ibv.SGE{Addr: uint64(e.ring.Addr()) + uint64(e.fenceOff()), Len: 1, LKey: e.ringMR.LKey}}
+}
+
+// appendGroup appends the requests of g consecutive slices of op to wrs,
+// the last signalled unless a notification or fence follows them.
+func (e *Endpoint) appendGroup(wrs []ibv.SendWR, op *transport.Op, slot, gen uint32, g int, note, fence bool, off *uint64, lkey, rkey uint32, addr, n, slice uint64) []ibv.SendWR {
 	for i := 0; i < g; i++ {
 		l := min(slice, n-*off)
 		wr := ibv.SendWR{SGE: ibv.SGE{Addr: uint64(addrOf(op.Local)) + *off, Len: uint32(l), LKey: lkey},
@@ -579,32 +724,7 @@ func (e *Endpoint) postGroup(q *sendQueue, op *transport.Op, slot, gen uint32, g
 		*off += l
 		wrs = append(wrs, wr)
 	}
-	if note {
-		encodeNote(q.note[:], op.Imm, op.Remote.Region, addr, n)
-		w := ibv.SendWR{Op: ibv.OpSend, Flags: ibv.FlagInline, ID: e.ref,
-			SGE: ibv.SGE{Addr: uint64(uintptr(unsafe.Pointer(&q.note[0]))), Len: noteLen}}
-		if !fence {
-			w.Flags |= ibv.FlagSignaled
-			w.ID = e.sendID(slot, gen, total)
-		}
-		wrs = append(wrs, w)
-	}
-	if fence {
-		// One byte, into the ring's fence byte (siw refuses a READ without
-		// a local buffer); its value is never looked at.
-		wrs = append(wrs, ibv.SendWR{Op: ibv.OpRead, Flags: ibv.FlagSignaled, RemoteAddr: addr, RKey: rkey, ID: e.sendID(slot, gen, total),
-			SGE: ibv.SGE{Addr: uint64(e.ring.Addr()) + uint64(e.fenceOff()), Len: 1, LKey: e.ringMR.LKey}})
-	}
-	e.life.RLock()
-	err := errReleased
-	if !e.released {
-		_, err = q.qp.PostSend(wrs)
-		e.cqg.posts.Add(1)
-	}
-	e.life.RUnlock()
-	q.wrs = wrs[:0]
-	q.mu.Unlock()
-	return err
+	return wrs
 }
 
 // postSend sends a message on the first QP; the receiver's posted receive

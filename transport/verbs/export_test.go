@@ -41,6 +41,9 @@ func mustDefaults(cfg Config) Config {
 // poll of the CQ.
 func SyncPolled() uint64 { return syncPolled.Load() }
 
+// RDMAPosts counts the ibv_post_send calls that posted WRITEs and READs.
+func RDMAPosts() uint64 { return rdmaPosts.Load() }
+
 func PollerSleeps() uint64 { return pollerSleeps.Load() }
 func PollersAsleep() int   { return int(pollersAsleep.Load()) }
 
