@@ -208,8 +208,9 @@ func benchPut(b *testing.B, policy xfer.Policy, dev string, mode string, size in
 	}
 }
 
-// BenchmarkPutGetTensor64M: a 64 MiB F32 tensor from Go memory put by the
-// producer (a copy into the pool), then got by the consumer with the
+// BenchmarkPutGetTensor64M: a 64 MiB F32 tensor from Go memory, every page
+// of it written (an untouched slice would be read from the kernel's zero
+// page, faster than real data), put by the producer (a copy into the pool), then got by the consumer with the
 // metadata Put returned, and released; both wait for pool memory. It is
 // the Go side of the Python binding's benchmark (tools/bench/python.py),
 // which does the same through python/xfer.
@@ -234,6 +235,9 @@ func BenchmarkPutGetTensor64M(b *testing.B) {
 			}
 			defer c.Close()
 			t := Tensor{DType: F32, Shape: []int64{16, size / 16 / 4}, Data: make([]byte, size)}
+			for i := range t.Data {
+				t.Data[i] = byte(i)
+			}
 			b.SetBytes(size)
 			i := 0
 			for b.Loop() {

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """One Python measurement for tools/bench/python.py: what
 BenchmarkPutGetTensor64M (connector/bench_test.go) does in Go, through the
-Python binding: a 64 MiB F32 torch tensor put by a sender (a copy into the
+Python binding: a 64 MiB F32 torch tensor, every page written, put by a sender (a copy into the
 pool), got by a receiver with the metadata put returned (a tensor on the
 receiver's pool, no copy) and released, ITERS times after one warm-up.
 Prints one JSON object: bytes_per_sec, and the bytes Python copied on the
@@ -34,6 +34,7 @@ def main():
     r = xfer.Connector({"role": "receiver", "protocol": a.transport, "memory_pool_size": pool, "wait_for_memory": True,
                         "sender_host": "127.0.0.1", "sender_zmq_port": port})
     t = torch.zeros((16, size // 16 // 4), dtype=torch.float32)
+    t.view(-1).view(torch.uint8).copy_(torch.arange(size, dtype=torch.int64).to(torch.uint8))  # every page written, as in Go
 
     def once(i):
         ok, _, meta = s.put("a", "b", f"t{i}", t)
