@@ -4,7 +4,7 @@
 # Debian's etcd binary), and Debian's python3 with NumPy, PyTorch (CPU) and
 # pytest for the Python binding (/usr/bin/python3: a python3 earlier on PATH,
 # e.g. pyenv's, does not see Debian's packages). Go modules come with
-# `go test` itself.
+# `go test` itself. gcc: cgo builds the C ABI, libxfer.so.
 # Run as root on a fresh machine (make test runs it); otherwise it says what
 # to install, and the tests that need it skip (or fail under
 # XFER_REQUIRE_ETCD=1, as in CI).
@@ -13,6 +13,7 @@ set -euo pipefail
 need=()
 command -v etcd >/dev/null 2>&1 || need+=(etcd-server)
 [ -x /usr/bin/python3 ] || need+=(python3)
+command -v gcc >/dev/null 2>&1 || need+=(gcc) # cgo builds libxfer.so (make python)
 for m in numpy:python3-numpy torch:python3-torch pytest:python3-pytest; do
   /usr/bin/python3 -c "import ${m%%:*}" >/dev/null 2>&1 || need+=("${m#*:}")
 done

@@ -42,13 +42,6 @@ func writeStr(s string, buf *C.char, n C.size_t) {
 	dst[k] = 0
 }
 
-// guard recovers a panic into *err.
-func guard(op string, err *error) {
-	if r := recover(); r != nil {
-		*err = recovered(op, r)
-	}
-}
-
 func goStr(p *C.char, n C.int64_t) string {
 	if p == nil || n <= 0 {
 		return ""

@@ -71,7 +71,10 @@ func codeOf(err error) Code {
 	return CodeInternal
 }
 
-// recovered turns a recovered panic into an error.
-func recovered(op string, r any) error {
-	return fmt.Errorf("libxfer: %s: internal error (a panic, caught at the ABI boundary): %v", op, r)
+// guard, deferred by every export, turns a panic into an error in *err
+// (CodeInternal): no panic crosses the boundary into C.
+func guard(op string, err *error) {
+	if r := recover(); r != nil {
+		*err = fmt.Errorf("libxfer: %s: internal error (a panic, caught at the ABI boundary): %v", op, r)
+	}
 }

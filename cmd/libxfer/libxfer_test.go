@@ -11,6 +11,19 @@ import (
 	"github.com/xferio/xfer/connector"
 )
 
+func TestGuard(t *testing.T) {
+	call := func() (err error) {
+		defer guard("put", &err)
+		var m map[string]int
+		m["boom"] = 1 // a nil map: panics
+		return nil
+	}
+	err := call()
+	if err == nil || !strings.Contains(err.Error(), "libxfer: put: internal error") || codeOf(err) != CodeInternal {
+		t.Errorf("a panic under guard: %v (code %d), want an internal error", err, codeOf(err))
+	}
+}
+
 func TestParseConfig(t *testing.T) {
 	cfg, err := parseConfig([]byte(`{"role":"producer","listen":"127.0.0.1:0","transport":"tcp","memory_mb":8,"ttl_seconds":-1,"device":"rxe0","producer":"h:1"}`))
 	if err != nil {

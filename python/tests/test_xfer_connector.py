@@ -228,6 +228,19 @@ class TestEndToEnd:
         s.put("s0", "s1", "po", b"producer only")
         assert r.get("s0", "s1", "po", {"producer": s.address}) == (b"producer only", 13)
 
+    def test_consumers_and_retain(self, tcp_pair):
+        s, r = tcp_pair
+        _, _, meta = s.put("s0", "s1", "two", b"for two", consumers=2)
+        assert r.get("s0", "s1", "two", meta) == (b"for two", 7)
+        assert r.get("s0", "s1", "two", meta) == (b"for two", 7)
+        r._get_timeout = 0.2
+        assert r.get("s0", "s1", "two", meta) is None  # taken twice: gone
+        _, _, meta = s.put("s0", "s1", "kept", b"retained", retain=True)
+        for _ in range(3):
+            assert r.get("s0", "s1", "kept", meta) == (b"retained", 8)
+        assert s.cleanup("kept")
+        assert r.get("s0", "s1", "kept", meta) is None
+
     def test_missing_key(self, tcp_pair):
         s, r = tcp_pair
         r._get_timeout = 0.2
@@ -345,6 +358,22 @@ class TestLifecycle:
         os.waitpid(pid, 0)
         assert msg.startswith(b"ForkError: ") and b"forked" in msg
         assert s.put("a", "b", "k", b"parent still works")[0]
+
+    def test_close_sender_first(self):
+        # The receiver's close syncs with a sender that has gone: it must
+        # not hang (a write error under the stream's lock once deadlocked).
+        t = torch.ones(16 * MiB // 4)
+        for i in range(8):
+            s, r = make_pair("tcp", pool=48 * MiB, wait_for_memory=True)
+            for j in range(3):
+                _, _, meta = s.put("s0", "s1", f"k{j}", t)
+                got, _ = r.get("s0", "s1", f"k{j}", meta)
+                del got
+            s.close()
+            th = threading.Thread(target=r.close, daemon=True)
+            th.start()
+            th.join(60)
+            assert not th.is_alive(), f"round {i}: the receiver's close hung after the sender closed"
 
     def test_unreachable_producer(self):
         with xfer.Connector({"role": "receiver", "protocol": "tcp", "get_timeout": 5}) as r:
