@@ -1,9 +1,10 @@
 #!/usr/bin/env python3
 """One Python measurement for tools/bench/python.py: what
 BenchmarkPutGetTensor64M (connector/bench_test.go) does in Go, through the
-Python binding: a 64 MiB F32 torch tensor, every page written, put by a sender (a copy into the
-pool), got by a receiver with the metadata put returned (a tensor on the
-receiver's pool, no copy) and released, ITERS times after one warm-up.
+Python binding: a 64 MiB F32 torch tensor, every page written, put by a
+sender (a copy into the pool), got by a receiver with the metadata put
+returned (a tensor on the receiver's pool, no copy) and released, ITERS
+times after one warm-up.
 Prints one JSON object: bytes_per_sec, and the bytes Python copied on the
 get path (tracemalloc's peak: the zero-copy get allocates no payload)."""
 
