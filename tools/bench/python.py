@@ -51,12 +51,13 @@ def main():
     subprocess.run(["go", "test", "-c", "-o", testbin, "./connector"], cwd=ROOT, check=True)
     targets, rows = [], []
     for tr in args.transports.split(","):
-        gos, pys, peak = [], [], 0
+        gos, pys, peak, copied = [], [], 0, 0
         for r in range(args.rounds):
             pair = [lambda: gos.append(go_run(testbin, tr, args.iters)), lambda: pys.append(py_run(args.python, tr, args.iters))]
             for f in (pair if r % 2 == 0 else pair[::-1]):
                 f()
             peak = max(peak, pys[-1]["python_peak_alloc_bytes"])
+            copied = max(copied, pys[-1]["get_copied_bytes"])
             print(f"{tr} round {r + 1}: Go {gos[-1] / 1e9:.3f} GB/s, Python {pys[-1]['bytes_per_sec'] / 1e9:.3f} GB/s",
                   flush=True)
         gcmd = ("go test -c -o bench-out/connector.test ./connector && (cd connector && ../bench-out/connector.test " +
@@ -68,14 +69,14 @@ def main():
             "B/s", results.series([p["bytes_per_sec"] for p in pys], pcmd),
             results.series(gos, gcmd, "Go connector (BenchmarkPutGetTensor64M)"), results.goal(GOAL)))
         t = targets[-1]
-        rows.append((tr, t["peer"]["median"], t["xfer"]["median"], t["ratio"], peak))
+        rows.append((tr, t["peer"]["median"], t["xfer"]["median"], t["ratio"], peak, copied))
     results.write(args.out, "python", targets, args.rounds, args.python, extra={"size_mb": 64, "iters": args.iters})
     print()
     print(f"64 MiB put+get, {args.iters} per measurement, medians of {args.rounds} rounds:")
-    print("| transport | Go connector | Python binding | ratio | Python's peak allocation in a put+get |")
-    print("| --- | --- | --- | --- | --- |")
-    for tr, g, p, ratio, peak in rows:
-        print(f"| {tr} | {g / 1e9:.2f} GB/s | {p / 1e9:.2f} GB/s | {ratio:.2f} | {peak / 1024:.0f} KiB |")
+    print("| transport | Go connector | Python binding | ratio | Python's peak allocation in a put+get | bytes the get copied |")
+    print("| --- | --- | --- | --- | --- | --- |")
+    for tr, g, p, ratio, peak, copied in rows:
+        print(f"| {tr} | {g / 1e9:.2f} GB/s | {p / 1e9:.2f} GB/s | {ratio:.2f} | {peak / 1024:.0f} KiB | {copied} |")
 
 
 if __name__ == "__main__":
