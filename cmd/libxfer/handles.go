@@ -3,8 +3,8 @@ package main
 import (
 	"context"
 	"encoding/json"
-
 	"fmt"
+	"net"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -72,7 +72,8 @@ func lookupConn(h int64) (*connector.Connector, error) {
 	defer handleMu.Unlock()
 	c, ok := conns[h]
 	if !ok {
-		return nil, fmt.Errorf("libxfer: connector handle %d: not open (closed already, or never opened): %w", h, errInvalid)
+		// Handles are never reused: one not open was closed (or is bogus).
+		return nil, fmt.Errorf("libxfer: connector handle %d: closed (or never opened): %w", h, net.ErrClosed)
 	}
 	return c.c, nil
 }

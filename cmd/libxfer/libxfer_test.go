@@ -200,8 +200,11 @@ func TestHandles(t *testing.T) {
 	if err := closeConn(ch); err != nil {
 		t.Errorf("second close: %v", err)
 	}
-	if _, err := health(ch); codeOf(err) != CodeInvalid {
-		t.Errorf("health of a closed handle: %v, want CodeInvalid", err)
+	if _, err := health(ch); codeOf(err) != CodeClosed {
+		t.Errorf("health of a closed handle: %v, want CodeClosed", err)
+	}
+	if _, err := put(ch, "a", "b", "k", kindBytes, "", nil, []byte("x"), putOptions{}, 0); codeOf(err) != CodeClosed {
+		t.Errorf("put through a closed handle: %v, want CodeClosed", err)
 	}
 }
 
