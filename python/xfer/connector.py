@@ -62,7 +62,7 @@ def _is_plain(v, depth=0):
 
 
 def _translate(config):
-    """The seed's keys to the library's JSON configuration."""
+    """vLLM-Omni's connector keys to the library's JSON configuration."""
     if not isinstance(config, dict):
         raise TypeError(f"xfer: Connector(config): want a dict, got {type(config).__name__}")
     unknown = sorted(set(config) - set(DEFAULTS))
