@@ -5,7 +5,7 @@ GO       ?= go
 FUZZTIME ?= 10s
 PKGS      = ./...
 
-.PHONY: all build test vet race nocgo fuzz integrity python python-test bench bench-peers bench-verbs bench-kv bench-connector bench-pages bench-report bench-ab proto clean
+.PHONY: all build test vet race nocgo fuzz integrity python python-test bench bench-peers bench-verbs bench-kv bench-kvspread bench-connector bench-pages bench-report bench-ab proto clean
 
 all: build
 
@@ -113,6 +113,11 @@ bench-peers:
 bench-kv:
 	tools/bench/kv.sh $(BENCH_ARGS)
 
+## bench-kvspread: xfer kv bench --directory against three KV servers and
+## against one (etcd-server), in the same rounds.
+bench-kvspread:
+	tools/bench/kvspread.sh $(BENCH_ARGS)
+
 ## bench-connector: the connector's xfer transfer (256 MiB tensors x 20)
 ## against xfer bench WRITE of the same size, and zerocopy against copy, on
 ## tcp and shm (BENCH_ARGS="--transports rdma --size-mb 16": in the VM).
@@ -189,6 +194,9 @@ verbs-test: verbs-check
 	$(GO) build -o $(TESTOUT)/xfer-vm ./cmd/xfer
 	TEST_XFER_BINARY=$(TESTOUT)/xfer-vm XFER_REQUIRE_VERBS=1 XFER_TEST_DEVICE=rxe0 $(GO) test -count=1 -timeout 10m -run TestTransfer -exec "$(RDMA_VM) --rxe --" ./cmd/xfer
 	TEST_XFER_BINARY=$(TESTOUT)/xfer-vm XFER_REQUIRE_VERBS=1 XFER_TEST_DEVICE=siw0 $(GO) test -count=1 -timeout 10m -run TestTransfer -exec "$(RDMA_VM) --siw --" ./cmd/xfer
+	@# xfer doctor's passing path: exit 0, the ACTIVE port and the GID to use.
+	TEST_XFER_BINARY=$(TESTOUT)/xfer-vm XFER_REQUIRE_VERBS=1 XFER_TEST_DEVICE=rxe0 $(GO) test -count=1 -timeout 10m -run TestDoctorInVM -exec "$(RDMA_VM) --rxe --" ./cmd/xfer
+	TEST_XFER_BINARY=$(TESTOUT)/xfer-vm XFER_REQUIRE_VERBS=1 XFER_TEST_DEVICE=siw0 $(GO) test -count=1 -timeout 10m -run TestDoctorInVM -exec "$(RDMA_VM) --siw --" ./cmd/xfer
 	@# Page fetch over verbs.
 	XFER_REQUIRE_VERBS=1 XFER_TEST_DEVICE=rxe0 $(GO) test -count=1 -timeout 10m -run TestPages -exec "$(RDMA_VM) --rxe --" ./pages
 	XFER_REQUIRE_VERBS=1 XFER_TEST_DEVICE=siw0 $(GO) test -count=1 -timeout 10m -run TestPages -exec "$(RDMA_VM) --siw --" ./pages

@@ -8,6 +8,9 @@ import (
 	"strings"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/xferio/xfer/directory"
 	"github.com/xferio/xfer/mem"
 	"github.com/xferio/xfer/transport/tcp"
 	"github.com/xferio/xfer/transport/verbs"
@@ -136,6 +139,24 @@ type Config struct {
 	// Advertise is the address peers should use to reach this engine, when it
 	// differs from Listen (NAT, wildcard listen). Default: the listen address.
 	Advertise string `yaml:"advertise"`
+	// Directory is where the engine registers itself (with NodeID) and
+	// looks other nodes up (DialNode): "p2p" (no directory: peers are dialed
+	// by address), "http://HOST:PORT" (an xfer coordinator) or
+	// "etcd://HOST:2379[,HOST:2379...]/PREFIX". See package directory.
+	// Default: p2p.
+	Directory string `yaml:"directory"`
+	// NodeID is the engine's node ID in the directory: 1 to 128 characters
+	// of [A-Za-z0-9._-]. With a directory, an engine that listens and has a
+	// node ID registers itself on Open (its advertised address, transports,
+	// exports), keeps the entry alive, and removes it on Close. It needs a
+	// directory and a listen address. Default: none; the engine does not
+	// register, and can still DialNode.
+	NodeID string `yaml:"node_id"`
+	// DirectoryTTL is how long the engine's entry outlives its last
+	// heartbeat (coordinator) or lease renewal (etcd, which rounds it up to
+	// whole seconds): how long a node that died without closing stays
+	// listed. Between 100ms and 10m. Default: 10s.
+	DirectoryTTL time.Duration `yaml:"directory_ttl"`
 	// Transport is the transport policy. Default: auto.
 	Transport Policy `yaml:"transport"`
 	// MemoryMB is the size of the engine's default registered pool, in MiB.
@@ -176,6 +197,14 @@ type Config struct {
 	// Logger receives the engine's logs. Not a config file key. Default: a
 	// text logger on standard error at warn level.
 	Logger *slog.Logger `yaml:"-"`
+	// Metrics, when set, is where the engine registers its Prometheus
+	// metrics (xfer_ops_total, xfer_op_duration_seconds, ...; the list is
+	// in docs/OPERATIONS.md); Close unregisters them. The engine never
+	// touches the global registry. Two engines on one registry need
+	// distinct labels: wrap it for each with prometheus.WrapRegistererWith. Not a
+	// config file key. Default: nil, no metrics, and nothing on the
+	// operations' path but a nil check.
+	Metrics prometheus.Registerer `yaml:"-"`
 }
 
 // Defaults.
@@ -185,11 +214,13 @@ const (
 	MaxMaxMessage           = 16 << 20
 	DefaultRecvDepth        = 128
 	DefaultHandshakeTimeout = 10 * time.Second
+	DefaultDirectoryTTL     = 10 * time.Second
 	maxMemoryMB             = 1 << 20
 	maxRecvDepth            = 1 << 16
 )
 
-// Clone returns a copy of c that shares nothing with it but the Logger.
+// Clone returns a copy of c that shares nothing with it but the Logger and
+// the Metrics registerer.
 func (c Config) Clone() Config {
 	c.TCP = c.TCP.Clone()
 	c.RDMA = c.RDMA.Clone()
@@ -203,6 +234,9 @@ func (c Config) withDefaults() (Config, error) {
 	var err error
 	if c.Transport, err = ParsePolicy(string(c.Transport)); err != nil {
 		return c, fmt.Errorf("config: %w", err)
+	}
+	if err := c.checkDirectory(); err != nil {
+		return c, err
 	}
 	switch {
 	case c.MemoryMB == 0:
@@ -247,4 +281,35 @@ func (c Config) withDefaults() (Config, error) {
 		c.Logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	}
 	return c, nil
+}
+
+// checkDirectory validates and fills in directory, node_id and
+// directory_ttl. The directory itself is reached only by Open.
+func (c *Config) checkDirectory() error {
+	switch d := strings.TrimSpace(c.Directory); {
+	case d == "" || d == "p2p":
+		c.Directory = "p2p"
+	case strings.HasPrefix(d, "http://") || strings.HasPrefix(d, "https://") || strings.HasPrefix(d, "etcd://"):
+		c.Directory = d
+	default:
+		return fmt.Errorf("config: directory %q: want p2p, http://HOST:PORT or etcd://HOST:2379[,HOST:2379...]/PREFIX", c.Directory)
+	}
+	if c.NodeID != "" {
+		if err := directory.CheckNodeID(c.NodeID); err != nil {
+			return fmt.Errorf("config: node_id %q: want 1 to %d characters of [A-Za-z0-9._-]", c.NodeID, directory.MaxNodeID)
+		}
+		if c.Directory == "p2p" {
+			return fmt.Errorf("config: node_id %q: needs a directory to register in (directory: http://HOST:PORT or etcd://HOST:2379/PREFIX)", c.NodeID)
+		}
+		if c.Listen == "" {
+			return fmt.Errorf("config: node_id %q: a node registers where it listens: set listen", c.NodeID)
+		}
+	}
+	switch {
+	case c.DirectoryTTL == 0:
+		c.DirectoryTTL = DefaultDirectoryTTL
+	case c.DirectoryTTL < 100*time.Millisecond || c.DirectoryTTL > 10*time.Minute:
+		return fmt.Errorf("config: directory_ttl %v: must be between 100ms and 10m", c.DirectoryTTL)
+	}
+	return nil
 }

@@ -12,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/xferio/xfer/mem"
 	"github.com/xferio/xfer/transport/verbs"
 )
@@ -75,6 +77,9 @@ type nonNil struct{}
 var configDefaults = map[string]any{
 	"Listen":           "",
 	"Advertise":        "",
+	"Directory":        "p2p",
+	"NodeID":           "",
+	"DirectoryTTL":     10 * time.Second,
 	"Transport":        PolicyAuto,
 	"MemoryMB":         64,
 	"HugePages":        mem.HugeAuto,
@@ -84,6 +89,7 @@ var configDefaults = map[string]any{
 	"RecvDepth":        128,
 	"HandshakeTimeout": 10 * time.Second,
 	"Logger":           nonNil{},
+	"Metrics":          nil,
 
 	"TCP.Conns":    3,
 	"TCP.PollSpin": 20 * time.Microsecond,
@@ -113,6 +119,9 @@ var configInvalid = map[string]struct {
 	key string
 }{
 	"Transport":        {func(c *Config) { c.Transport = "carrier-pigeon" }, `transport "carrier-pigeon"`},
+	"Directory":        {func(c *Config) { c.Directory = "zookeeper://z:2181" }, `directory "zookeeper://z:2181"`},
+	"NodeID":           {func(c *Config) { c.NodeID = "a b" }, `node_id "a b"`},
+	"DirectoryTTL":     {func(c *Config) { c.DirectoryTTL = time.Millisecond }, "directory_ttl 1ms"},
 	"MemoryMB":         {func(c *Config) { c.MemoryMB = -1 }, "memory_mb -1"},
 	"HugePages":        {func(c *Config) { c.HugePages = 7 }, "huge_pages 7"},
 	"Memory":           {func(c *Config) { c.Memory = "sometimes" }, `memory "sometimes"`},
@@ -140,7 +149,7 @@ var configInvalid = map[string]struct {
 // configAnyValue lists the fields that every value of their type is valid
 // for (an address or device name is checked when it is used).
 var configAnyValue = map[string]bool{
-	"Listen": true, "Advertise": true, "Secret": true, "Logger": true,
+	"Listen": true, "Advertise": true, "Secret": true, "Logger": true, "Metrics": true,
 	"RDMA.Device": true, "RDMA.UseSRQ": true, "RDMA.UseEventChannel": true, "RDMA.UseCM": true,
 }
 
@@ -289,16 +298,17 @@ func structFieldDocs(t *testing.T, dir, name string) map[string]string {
 // shared except the Logger, which is documented as shared.
 func TestConfigClone(t *testing.T) {
 	samples := map[reflect.Type][2]any{ // two distinct non-zero values per type
-		reflect.TypeFor[string]():         {"a", "b"},
-		reflect.TypeFor[int]():            {1, 2},
-		reflect.TypeFor[bool]():           {true, false},
-		reflect.TypeFor[time.Duration]():  {time.Second, time.Minute},
-		reflect.TypeFor[Policy]():         {PolicyTCP, PolicySHM},
-		reflect.TypeFor[MemoryBacking]():  {MemoryMemfd, MemoryPrivate},
-		reflect.TypeFor[mem.HugePages]():  {mem.HugeOff, mem.HugeExplicit},
-		reflect.TypeFor[verbs.GIDIndex](): {verbs.GID(1), verbs.GID(2)},
-		reflect.TypeFor[verbs.QPType]():   {verbs.QPTypeRC, verbs.QPType("rc")},
-		reflect.TypeFor[*slog.Logger]():   {slog.New(slog.NewTextHandler(os.Stderr, nil)), slog.New(slog.NewTextHandler(os.Stdout, nil))},
+		reflect.TypeFor[string]():                {"a", "b"},
+		reflect.TypeFor[int]():                   {1, 2},
+		reflect.TypeFor[bool]():                  {true, false},
+		reflect.TypeFor[time.Duration]():         {time.Second, time.Minute},
+		reflect.TypeFor[Policy]():                {PolicyTCP, PolicySHM},
+		reflect.TypeFor[MemoryBacking]():         {MemoryMemfd, MemoryPrivate},
+		reflect.TypeFor[mem.HugePages]():         {mem.HugeOff, mem.HugeExplicit},
+		reflect.TypeFor[verbs.GIDIndex]():        {verbs.GID(1), verbs.GID(2)},
+		reflect.TypeFor[verbs.QPType]():          {verbs.QPTypeRC, verbs.QPType("rc")},
+		reflect.TypeFor[*slog.Logger]():          {slog.New(slog.NewTextHandler(os.Stderr, nil)), slog.New(slog.NewTextHandler(os.Stdout, nil))},
+		reflect.TypeFor[prometheus.Registerer](): {prometheus.NewRegistry(), prometheus.NewRegistry()},
 	}
 	leaves := configLeaves(reflect.TypeFor[Config](), "", nil)
 	var orig Config

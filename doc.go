@@ -20,6 +20,13 @@
 // rights), which serializes to 48 bytes or a text form. An engine can
 // Export regions by name; peers see them in the handshake (Peer.Region).
 //
+// Engines can find each other by node ID through a directory
+// (Config.Directory: an xfer coordinator or an etcd cluster, package
+// directory): an engine with a NodeID registers its addresses, transports
+// and exports' names, and DialNode resolves a node and dials it. The
+// directory says where a node is, never how to reach its memory: keys
+// travel only in the authenticated handshake.
+//
 // # Threading
 //
 // Engines, peers and batches are safe for concurrent use. A buffer passed to
@@ -28,7 +35,7 @@
 // # Lifetimes and close order
 //
 // Close peers (optional), then regions (optional), then the engine: closing
-// the engine closes its peers (their operations in flight fail with an error
+// the engine first removes its directory entry, then closes its peers (their operations in flight fail with an error
 // matching ErrClosed, which is net.ErrClosed), stops listening, deregisters
 // and unmaps every region, and returns after every goroutine it started has
 // exited. Every Close is idempotent and nil-safe. A dialed peer whose

@@ -46,6 +46,7 @@ type Engine struct {
 	addr     string
 	exportMu sync.RWMutex
 	exports  []wire.Export
+	node     node // the directory (Config.Directory) and this engine's entry
 
 	mu       sync.Mutex
 	closed   bool
@@ -58,7 +59,8 @@ type Engine struct {
 
 	notes noteQueue
 
-	stats engineStats
+	stats   engineStats
+	metrics *engineMetrics // nil without Config.Metrics
 
 	ctx    context.Context // cancelled by Close
 	cancel context.CancelFunc
@@ -71,6 +73,7 @@ type engineStats struct {
 
 	warnMu sync.Mutex
 	warned map[warnKey]struct{} // fallbacks already logged at Warn
+	recent []FallbackEvent      // the latest fallbacks, for Status; guarded by warnMu
 }
 
 // warnKey is what a fallback warning is logged once for: a peer (its
@@ -166,10 +169,20 @@ func Open(ctx context.Context, cfg Config) (_ *Engine, err error) {
 		e.region.Close()
 		return nil, err
 	}
+	if cfg.Metrics != nil {
+		if e.metrics, err = newEngineMetrics(e, cfg.Metrics); err != nil {
+			e.pool.Close()
+			e.region.Close()
+			return nil, fmt.Errorf("open: metrics: %w", err)
+		}
+	}
 	if cfg.Listen != "" {
 		var lc net.ListenConfig
 		ln, err := lc.Listen(ctx, "tcp", cfg.Listen)
 		if err != nil {
+			if e.metrics != nil {
+				e.metrics.unregister(cfg.Metrics)
+			}
 			e.region.Close()
 			return nil, fmt.Errorf("open: listen: %w", err)
 		}
@@ -180,6 +193,10 @@ func Open(ctx context.Context, cfg Config) (_ *Engine, err error) {
 		}
 		e.wg.Add(1)
 		go e.acceptLoop()
+	}
+	if err := e.openNode(ctx); err != nil {
+		e.Close()
+		return nil, err
 	}
 	return e, nil
 }
@@ -268,17 +285,24 @@ func (e *Engine) Register(b []byte, access Access) (*Region, error) {
 }
 
 // Export advertises r under name to peers that connect from now on; they
-// find it with Peer.Region.
+// find it with Peer.Region. An engine registered in a directory lists the
+// name and size in its entry too (Publish), so that a peer can find the
+// region by node and name: DialNode, then Peer.Region.
 func (e *Engine) Export(name string, r *Region) {
 	e.exportMu.Lock()
-	defer e.exportMu.Unlock()
+	found := false
 	for i := range e.exports {
 		if e.exports[i].Name == name {
 			e.exports[i].Desc = r.Desc().wire()
-			return
+			found = true
+			break
 		}
 	}
-	e.exports = append(e.exports, wire.Export{Name: name, Desc: r.Desc().wire()})
+	if !found {
+		e.exports = append(e.exports, wire.Export{Name: name, Desc: r.Desc().wire()})
+	}
+	e.exportMu.Unlock()
+	e.publishLater("export " + name)
 }
 
 // Fallbacks counts peers that got a lesser transport than auto preferred.
@@ -307,8 +331,10 @@ func (e *Engine) Close() error {
 		peers = append(peers, p)
 	}
 	e.mu.Unlock()
+	// Leave the directory first, so that no one looks this engine up
+	// while it closes.
+	errs := []error{e.closeNode()}
 	e.cancel()
-	var errs []error
 	if e.ln != nil {
 		errs = append(errs, e.ln.Close())
 	}
@@ -317,6 +343,9 @@ func (e *Engine) Close() error {
 	}
 	e.wg.Wait()
 	e.notes.close()
+	if e.metrics != nil {
+		e.metrics.unregister(e.cfg.Metrics)
+	}
 	errs = append(errs, e.pool.Close(), e.regions.closeAll())
 	for _, t := range e.transports {
 		if c, ok := t.(io.Closer); ok {
@@ -469,6 +498,9 @@ func (e *Engine) addPeer(p *Peer) error {
 func (e *Engine) removePeer(p *Peer) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
+	if e.metrics != nil {
+		e.metrics.retire(p.stats.conn.Load())
+	}
 	delete(e.peers, p)
 	if p.dialAddr != "" && e.dialed[p.dialAddr] == p {
 		delete(e.dialed, p.dialAddr)

@@ -29,6 +29,14 @@ var (
 	ErrNotRegistered = transport.ErrNotRegistered
 	// ErrAuth means the handshake's authentication failed.
 	ErrAuth = errors.New("authentication failed")
+	// ErrUnknownNode means the directory has no live entry for a node ID:
+	// it never registered, deregistered, or its entry expired.
+	ErrUnknownNode = errors.New("unknown node")
+	// ErrNoDirectory means a node ID was to be resolved by an engine
+	// without a directory (Config.Directory is p2p).
+	ErrNoDirectory = errors.New("no directory: set directory (http://HOST:PORT or etcd://HOST:2379/PREFIX) to use node IDs")
+	// ErrDirectoryUnavailable means the directory could not be reached.
+	ErrDirectoryUnavailable = errors.New("directory unreachable")
 	// ErrNoTransport means the two sides have no usable transport in common
 	// under their policies.
 	ErrNoTransport = errors.New("no usable transport")

@@ -259,8 +259,7 @@ func (e *Engine) choose(h *wire.Hello, local, remote transport.PeerInfo) (transp
 		if err := t.Usable(local, r); err != nil {
 			reasons = append(reasons, fmt.Sprintf("%s: %v", o.Name, err))
 			if h.Policy == string(PolicyAuto) {
-				e.stats.fallbacks.Add(1)
-				e.warnFallback(peerName(remote), o.Name+": "+err.Error(), "transport not usable for peer; falling back", "transport", o.Name, "reason", err)
+				e.fellBack(peerName(remote), o.Name, reasonUnusable, err.Error(), "transport not usable for peer; falling back", "transport", o.Name, "reason", err)
 			}
 			continue
 		}
@@ -367,7 +366,7 @@ func (e *Engine) connect(ctx context.Context, p *Peer) (transport.Endpoint, erro
 		ep, name, err := e.connectOnce(ctx, p, exclude)
 		if errors.Is(err, transport.ErrTransient) && retries < setupRetries && ctx.Err() == nil {
 			retries++
-			e.stats.setupRetries.Add(1)
+			e.setupRetried(name)
 			e.log.Info("connection setup failed; trying again", "peer", p.dialAddr, "transport", name, "attempt", retries+1, "reason", err)
 			select {
 			case <-time.After(time.Duration(retries) * 20 * time.Millisecond):
@@ -380,8 +379,7 @@ func (e *Engine) connect(ctx context.Context, p *Peer) (transport.Endpoint, erro
 			// A peer that had a better transport and reconnects on a lesser
 			// one (its rdma device was removed, say) fell back too.
 			if len(exclude) == 0 && e.cfg.Transport == PolicyAuto && prev != "" && rank(ep.Transport()) > rank(prev) {
-				e.stats.fallbacks.Add(1)
-				e.warnFallback(p.dialAddr, prev+" to "+ep.Transport(), "peer reconnected on a lesser transport; falling back", "had", prev, "now", ep.Transport())
+				e.fellBack(p.dialAddr, prev, reasonReconnected, "reconnected on "+ep.Transport(), "peer reconnected on a lesser transport; falling back", "had", prev, "now", ep.Transport())
 			}
 			return ep, nil
 		}
@@ -391,8 +389,7 @@ func (e *Engine) connect(ctx context.Context, p *Peer) (transport.Endpoint, erro
 		if name == "" || e.cfg.Transport != PolicyAuto || !errors.Is(err, ErrNotSupported) || exclude[name] != nil {
 			return nil, err
 		}
-		e.stats.fallbacks.Add(1)
-		e.warnFallback(p.dialAddr, name+": "+err.Error(), "transport failed to come up; falling back", "transport", name, "reason", err)
+		e.fellBack(p.dialAddr, name, reasonSetupFailed, err.Error(), "transport failed to come up; falling back", "transport", name, "reason", err)
 		exclude[name] = err
 	}
 }

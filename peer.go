@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/xferio/xfer/internal/wire"
 	"github.com/xferio/xfer/mem"
@@ -26,6 +27,8 @@ type Peer struct {
 
 	ep   atomic.Pointer[epBox]
 	mark atomic.Uint64 // the engine's revoke count when the connection began
+
+	stats peerStats
 
 	inboxMu sync.Mutex
 	handler atomic.Pointer[func([]byte)]       // set by Handle
@@ -64,6 +67,15 @@ func (p *Peer) setRemote(remote transport.PeerInfo, exports []wire.Export) {
 }
 
 func (p *Peer) setEndpoint(ep transport.Endpoint) {
+	if m := p.e.metrics; m != nil {
+		old := p.stats.conn.Swap(m.newConn(ep.Transport(), p.stats.conn.Load()))
+		if old != nil {
+			ops, bytes := old.opsAndBytes()
+			p.stats.prevOps.Add(ops)
+			p.stats.prevBytes.Add(bytes)
+		}
+	}
+	p.stats.upSince.Store(time.Now().UnixNano())
 	p.ep.Store(&epBox{ep})
 	p.e.replayRevokes(p, ep)
 }
@@ -269,10 +281,18 @@ var callPool = sync.Pool{New: func() any {
 func (c *call) OpDone(*transport.Op) { c.done <- struct{}{} }
 
 // do runs one operation and waits for it.
-func (p *Peer) do(ctx context.Context, kind OpKind, local []byte, remote RemoteAddr, imm uint32) error {
+func (p *Peer) do(ctx context.Context, kind OpKind, local []byte, remote RemoteAddr, imm uint32) (err error) {
 	ep, err := p.endpoint(ctx)
 	if err != nil {
+		if p.e.metrics != nil {
+			p.e.metrics.opFailed(p, opIndex(kind), err)
+		}
 		return err
+	}
+	if p.e.metrics != nil {
+		c, op := p.stats.conn.Load(), opIndex(kind)
+		start := opStart(c, op)
+		defer func() { p.opDone(c, op, len(local), start, err) }()
 	}
 	lr, err := p.e.regions.pinLocal(local)
 	if err != nil {
@@ -367,7 +387,11 @@ func (p *Peer) TrySendAppend(max int, fill func(b []byte) []byte) (bool, error) 
 // Recv waits for the next message from this peer and copies it into buf.
 // When buf is too small, it returns an error matching ErrTooLarge that states
 // the size needed, and keeps the message for the next Recv.
-func (p *Peer) Recv(ctx context.Context, buf []byte) (int, error) {
+func (p *Peer) Recv(ctx context.Context, buf []byte) (n int, err error) {
+	if p.e.metrics != nil {
+		start := recvStart()
+		defer func() { p.recvDone(n, start, err) }()
+	}
 	for {
 		p.inboxMu.Lock()
 		msg := p.stash
@@ -472,6 +496,7 @@ func (p *Peer) wake() {
 // ops until it is done: Batch.Wait, then read each ops[i].Err.
 func (p *Peer) Submit(ops []Op) *Batch {
 	b := &Batch{ops: ops, done: make(chan struct{})}
+
 	if len(ops) == 1 {
 		// A single operation (a message, a synchronous call) uses the
 		// batch's own storage: one allocation instead of four.
@@ -485,6 +510,14 @@ func (p *Peer) Submit(ops []Op) *Batch {
 		return b
 	}
 	ep, err := p.endpoint(context.Background())
+	if err == nil && p.e.metrics != nil {
+		b.p, b.conn = p, p.stats.conn.Load()
+		for i := range ops {
+			if s := opStart(b.conn, opIndex(ops[i].Kind)); b.start.IsZero() {
+				b.start = s
+			}
+		}
+	}
 	for i := range ops {
 		t := &b.tops[i]
 		*t = transport.Op{Kind: ops[i].Kind, Local: ops[i].Local, Remote: ops[i].Remote, Imm: ops[i].Value, Done: b, Tag: i}
@@ -518,6 +551,9 @@ type Batch struct {
 	ptrs      []*transport.Op
 	ep        transport.Endpoint
 	remaining atomic.Int64
+	p         *Peer      // set when the engine has metrics
+	conn      *connStats // the connection's counters, for the metrics
+	start     time.Time  // when it was submitted, for the metrics (zero: not timed)
 	errOnce   sync.Once
 	first     error
 	done      chan struct{}
@@ -530,6 +566,9 @@ type Batch struct {
 // OpDone implements transport.Completer.
 func (b *Batch) OpDone(t *transport.Op) {
 	b.ops[t.Tag].Err = t.Err
+	if b.p != nil {
+		b.p.opDone(b.conn, opIndex(t.Kind), len(t.Local), b.start, t.Err)
+	}
 	if r := b.pins[t.Tag]; r != nil {
 		b.pins[t.Tag] = nil
 		r.Unpin()
@@ -584,7 +623,11 @@ var (
 )
 
 func (h peerHost) Resolve(id uint32, key, addr, n uint64, want Access) (transport.Resolved, error) {
-	return h.p.e.regions.resolve(id, key, addr, n, want)
+	r, err := h.p.e.regions.resolve(id, key, addr, n, want)
+	if err == nil && h.p.e.metrics != nil {
+		h.p.served(want, n)
+	}
+	return r, err
 }
 
 func (h peerHost) Lookup(id uint32, key uint64, want Access) (transport.Resolved, error) {
@@ -594,6 +637,9 @@ func (h peerHost) Lookup(id uint32, key uint64, want Access) (transport.Resolved
 func (h peerHost) Deliver(ep transport.Endpoint, msg []byte) {
 	p := h.p
 	if f := p.handler.Load(); f != nil {
+		if p.e.metrics != nil {
+			p.handled(len(msg))
+		}
 		(*f)(msg)
 		ep.Consumed(1)
 		return

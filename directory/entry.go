@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/netip"
 	"strconv"
+	"strings"
 )
 
 // Entry is what a node publishes about itself.
@@ -26,6 +27,9 @@ type Entry struct {
 	// RDMA is the node's RDMA endpoint, when it publishes one ahead of
 	// time.
 	RDMA *RDMAEndpoint `json:"rdma,omitempty"`
+	// Services are the node's services other than its engine, by name,
+	// each at a host:port: "kv" is a KV server's gRPC address.
+	Services map[string]string `json:"services,omitempty"`
 }
 
 // Export is a region a node exports: its name and size.
@@ -51,6 +55,8 @@ const (
 	MaxTransports = 8
 	MaxExports    = 1024
 	MaxExportName = 256
+	MaxServices   = 16
+	MaxService    = 64 // the length of a service's name
 	// MaxEntrySize bounds an encoded entry, and what a decoder reads.
 	MaxEntrySize = 256 << 10
 )
@@ -94,12 +100,8 @@ func (e *Entry) Check() error {
 		return invalid("node %s: %d addresses: want 1 to %d", e.NodeID, len(e.Addrs), MaxAddrs)
 	}
 	for _, a := range e.Addrs {
-		host, port, err := net.SplitHostPort(a)
-		if err != nil || host == "" || len(a) > 300 {
-			return invalid("node %s: address %q: want host:port", e.NodeID, truncate(a))
-		}
-		if n, err := strconv.ParseUint(port, 10, 16); err != nil || n == 0 {
-			return invalid("node %s: address %q: port must be 1 to 65535", e.NodeID, truncate(a))
+		if err := checkAddr(e.NodeID, a); err != nil {
+			return err
 		}
 	}
 	if len(e.Transports) > MaxTransports {
@@ -118,6 +120,17 @@ func (e *Entry) Check() error {
 			return invalid("node %s: export name of %d bytes: want 1 to %d", e.NodeID, len(x.Name), MaxExportName)
 		}
 	}
+	if len(e.Services) > MaxServices {
+		return invalid("node %s: %d services: at most %d", e.NodeID, len(e.Services), MaxServices)
+	}
+	for name, a := range e.Services {
+		if name == "" || len(name) > MaxService || strings.Trim(name, "abcdefghijklmnopqrstuvwxyz0123456789_-") != "" {
+			return invalid("node %s: service name %q: want 1 to %d of [a-z0-9_-]", e.NodeID, truncate(name), MaxService)
+		}
+		if err := checkAddr(e.NodeID, a); err != nil {
+			return err
+		}
+	}
 	if r := e.RDMA; r != nil {
 		if r.QPN >= 1<<24 || r.PSN >= 1<<24 {
 			return invalid("node %s: rdma endpoint: qpn %d and psn %d must be below 2^24", e.NodeID, r.QPN, r.PSN)
@@ -130,6 +143,18 @@ func (e *Entry) Check() error {
 		if r.GID == "" && r.LID == 0 {
 			return invalid("node %s: rdma endpoint: neither a LID nor a GID", e.NodeID)
 		}
+	}
+	return nil
+}
+
+// checkAddr reports whether a is a host:port with a port of 1 to 65535.
+func checkAddr(node, a string) error {
+	host, port, err := net.SplitHostPort(a)
+	if err != nil || host == "" || len(a) > 300 {
+		return invalid("node %s: address %q: want host:port", node, truncate(a))
+	}
+	if n, err := strconv.ParseUint(port, 10, 16); err != nil || n == 0 {
+		return invalid("node %s: address %q: port must be 1 to 65535", node, truncate(a))
 	}
 	return nil
 }

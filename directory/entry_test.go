@@ -41,6 +41,9 @@ func TestEntryInvalid(t *testing.T) {
 		"no lid nor gid": `{"node_id":"n","addrs":["h:1"],"rdma":{"qpn":1}}`,
 		"empty export":   `{"node_id":"n","addrs":["h:1"],"exports":[{"name":""}]}`,
 		"wrong type":     `{"node_id":5,"addrs":["h:1"]}`,
+		"service name":   `{"node_id":"n","addrs":["h:1"],"services":{"K V":"h:2"}}`,
+		"service addr":   `{"node_id":"n","addrs":["h:1"],"services":{"kv":"h"}}`,
+		"service port":   `{"node_id":"n","addrs":["h:1"],"services":{"kv":"h:0"}}`,
 		"too big":        `{"node_id":"n","addrs":["h:1"],"x":"` + strings.Repeat("a", MaxEntrySize) + `"}`,
 	} {
 		if _, err := Unmarshal([]byte(s)); !errors.Is(err, ErrInvalid) {
@@ -56,6 +59,7 @@ func FuzzUnmarshal(f *testing.F) {
 	f.Add(b)
 	f.Add([]byte(`{"node_id":"a","addrs":["[::1]:2"],"transports":["shm"],"exports":[{"name":"x","len":4}]}`))
 	f.Add([]byte(`{}`))
+	f.Add([]byte(`{"node_id":"a","addrs":["h:2"],"services":{"kv":"h:3","x-1":"[::1]:4"}}`))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		e, err := Unmarshal(b)
 		if err != nil {

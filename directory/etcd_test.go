@@ -3,61 +3,18 @@ package directory
 import (
 	"context"
 	"fmt"
-	"net"
-	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"testing"
 	"time"
 
-	"go.etcd.io/etcd/server/v3/embed"
-	"go.uber.org/zap"
+	"github.com/xferio/xfer/internal/testutil/etcdtest"
 )
 
-// freePort returns a loopback port that was free a moment ago.
-func freePort(t testing.TB) int {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
-}
+func freePort(t testing.TB) int { return etcdtest.FreePort(t) }
 
-// startEtcd starts a one-member etcd cluster in this process, on loopback,
-// the way Kubernetes' etcd test server does, and returns its client
-// endpoint (host:port).
-func startEtcd(t testing.TB) string {
-	t.Helper()
-	cfg := embed.NewConfig()
-	cfg.Name = "test"
-	cfg.Dir = t.TempDir()
-	cfg.ZapLoggerBuilder = embed.NewZapLoggerBuilder(zap.NewNop())
-	client := url.URL{Scheme: "http", Host: fmt.Sprintf("127.0.0.1:%d", freePort(t))}
-	peer := url.URL{Scheme: "http", Host: fmt.Sprintf("127.0.0.1:%d", freePort(t))}
-	cfg.ListenClientUrls, cfg.AdvertiseClientUrls = []url.URL{client}, []url.URL{client}
-	cfg.ListenPeerUrls, cfg.AdvertisePeerUrls = []url.URL{peer}, []url.URL{peer}
-	cfg.InitialCluster = cfg.Name + "=" + peer.String()
-	e, err := embed.StartEtcd(cfg)
-	if err != nil {
-		t.Fatalf("start etcd: %v", err)
-	}
-	t.Cleanup(func() {
-		e.Close()
-		<-e.Server.StopNotify()
-	})
-	select {
-	case <-e.Server.ReadyNotify():
-	case err := <-e.Err():
-		t.Fatalf("etcd: %v", err)
-	case <-time.After(30 * time.Second):
-		e.Server.Stop()
-		t.Fatal("etcd did not become ready in 30 s")
-	}
-	return client.Host
-}
+func startEtcd(t testing.TB) string { return etcdtest.Start(t) }
 
 // TestEtcd runs the directory suite against an embedded etcd.
 func TestEtcd(t *testing.T) {

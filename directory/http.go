@@ -174,17 +174,26 @@ func (d *httpDir) List(ctx context.Context) ([]Entry, error) {
 	if resp.StatusCode != http.StatusOK {
 		return nil, fmt.Errorf("directory: list: %w", errorBody(resp))
 	}
+	return decodeList(io.LimitReader(resp.Body, maxList), func(err error) {
+		d.o.Logger.Warn("directory: skipping a malformed entry", "err", err)
+	})
+}
+
+// decodeList decodes a coordinator's answer to GET /nodes: the entries
+// that check, in order; skip gets the error of each one that does not. An
+// answer that is not {"nodes": [...]} is an error matching ErrInvalid.
+func decodeList(r io.Reader, skip func(error)) ([]Entry, error) {
 	var out struct {
 		Nodes []json.RawMessage `json:"nodes"`
 	}
-	if err := json.NewDecoder(io.LimitReader(resp.Body, maxList)).Decode(&out); err != nil {
+	if err := json.NewDecoder(r).Decode(&out); err != nil {
 		return nil, invalid("list: the coordinator's answer: %v", err)
 	}
 	entries := make([]Entry, 0, len(out.Nodes))
 	for _, raw := range out.Nodes {
 		e, err := Unmarshal(raw)
 		if err != nil {
-			d.o.Logger.Warn("directory: skipping a malformed entry", "err", err)
+			skip(err)
 			continue
 		}
 		entries = append(entries, e)

@@ -13,6 +13,7 @@ import (
 	"time"
 	"unsafe"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/backoff"
 	"google.golang.org/grpc/codes"
@@ -115,6 +116,11 @@ type ClientOptions struct {
 	// Logger receives the client's debug logs (each failed attempt to reach
 	// the server). Default: EngineConfig.Logger, or none.
 	Logger *slog.Logger
+	// Metrics, when set, is where the client registers its Prometheus
+	// metrics (xfer_kv_client_*, docs/OPERATIONS.md), and the engine it
+	// opens its own unless EngineConfig.Metrics names another registerer.
+	// Close unregisters them. Default: nil, no metrics.
+	Metrics prometheus.Registerer
 }
 
 // DefaultDialTimeout is how long Dial waits for an unreachable server when
@@ -171,6 +177,10 @@ type Client struct {
 	rpc     kvpb.KVClient
 	e       *xfer.Engine
 	ownsEng bool
+	// noWait: a call fails at once with ErrUnavailable when the server
+	// cannot be reached, instead of waiting for it (a Cluster's servers:
+	// the cluster places the key on another).
+	noWait bool
 
 	msgs    *msgBufs // request messages (RequestsData)
 	log     *slog.Logger
@@ -183,6 +193,8 @@ type Client struct {
 	dialed  atomic.Bool // a TCP connection to the server was made once
 	// helloAnswered: the server answered a Hello once.
 	helloAnswered atomic.Bool
+
+	metrics *clientMetrics // nil without ClientOptions.Metrics
 
 	mu   sync.Mutex
 	sess *session
@@ -283,6 +295,14 @@ func Dial(ctx context.Context, addr string, opts ClientOptions) (*Client, error)
 		defer cancel()
 	}
 	c := &Client{opts: opts, target: target, host: host, e: opts.Engine, log: opts.Logger}
+	if opts.Metrics != nil {
+		if c.metrics, err = newClientMetrics(opts.Metrics); err != nil {
+			return nil, fmt.Errorf("kv: metrics: %w", err)
+		}
+		if opts.EngineConfig.Metrics == nil {
+			opts.EngineConfig.Metrics = opts.Metrics
+		}
+	}
 	if c.log == nil {
 		c.log = opts.EngineConfig.Logger
 	}
@@ -295,6 +315,7 @@ func Dial(ctx context.Context, addr string, opts ClientOptions) (*Client, error)
 		}
 		c.e, err = xfer.Open(ctx, opts.EngineConfig)
 		if err != nil {
+			c.metrics.unregister(opts.Metrics)
 			return nil, fmt.Errorf("kv: client engine: %w", err)
 		}
 		c.ownsEng = true
@@ -313,6 +334,7 @@ func Dial(ctx context.Context, addr string, opts ClientOptions) (*Client, error)
 	c.conn, err = grpc.NewClient("passthrough:///"+target, dopts...)
 	if err != nil {
 		c.closeEngine()
+		c.metrics.unregister(opts.Metrics)
 		return nil, fmt.Errorf("kv: %w", err)
 	}
 	c.rpc = kvpb.NewKVClient(c.conn)
@@ -323,11 +345,13 @@ func Dial(ctx context.Context, addr string, opts ClientOptions) (*Client, error)
 		if size < msgSize(DefaultMaxKey, 0) {
 			c.conn.Close()
 			c.closeEngine()
+			c.metrics.unregister(opts.Metrics)
 			return nil, fmt.Errorf("kv: the engine's max_message (%d) is below the %d bytes a request needs", size, msgSize(DefaultMaxKey, 0))
 		}
 		if c.msgs, err = newMsgBufs(c.e, clientMsgBufs, size); err != nil {
 			c.conn.Close()
 			c.closeEngine()
+			c.metrics.unregister(opts.Metrics)
 			return nil, err
 		}
 	}
@@ -454,6 +478,7 @@ func (c *Client) Close() error {
 	if cerr := c.closeEngine(); err == nil {
 		err = cerr
 	}
+	c.metrics.unregister(c.opts.Metrics)
 	return err
 }
 
@@ -561,6 +586,12 @@ func (c *Client) retry(ctx context.Context, f func(*session) error) error {
 			}
 			return err
 		}
+		if c.noWait {
+			if errors.Is(err, ErrUnavailable) {
+				return err
+			}
+			return &unavailableError{target: c.target, msg: err.Error()}
+		}
 		select {
 		case <-ctx.Done():
 			return fmt.Errorf("kv: %w (last error: %v)", ctx.Err(), err)
@@ -610,7 +641,10 @@ func (c *Client) checkKey(key string) error {
 // Get returns the value of key in a new slice. The server writes it into a
 // buffer of the client's pool (or returns it inline when it is small), and
 // Get copies it out; GetInto avoids the copy.
-func (c *Client) Get(ctx context.Context, key string) ([]byte, error) {
+func (c *Client) Get(ctx context.Context, key string) (_ []byte, err error) {
+	if c.metrics != nil {
+		defer c.metrics.done(cGet, time.Now(), &err)
+	}
 	if err := c.checkKey(key); err != nil {
 		return nil, err
 	}
@@ -651,7 +685,10 @@ func (c *Client) Get(ctx context.Context, key string) ([]byte, error) {
 // GetInto has the server write the value of key straight into buf, a buffer
 // of the client's engine (Engine().Alloc), and returns its length. A value
 // larger than buf gets a *BufferTooSmallError that states the size needed.
-func (c *Client) GetInto(ctx context.Context, key string, buf xfer.Buffer) (int, error) {
+func (c *Client) GetInto(ctx context.Context, key string, buf xfer.Buffer) (_ int, err error) {
+	if c.metrics != nil {
+		defer c.metrics.done(cGet, time.Now(), &err)
+	}
 	if err := c.checkKey(key); err != nil {
 		return 0, err
 	}
@@ -737,8 +774,11 @@ func (c *Client) get(ctx context.Context, key string, buf xfer.Buffer, wantInlin
 // Put stores value under key, overwriting any value it had. A value larger
 // than the inline limit is copied into a buffer of the client's pool for the
 // server to read; PutBuffer avoids the copy.
-func (c *Client) Put(ctx context.Context, key string, value []byte) error {
-	_, err := c.putValue(ctx, key, value)
+func (c *Client) Put(ctx context.Context, key string, value []byte) (err error) {
+	if c.metrics != nil {
+		defer c.metrics.done(cPut, time.Now(), &err)
+	}
+	_, err = c.putValue(ctx, key, value)
 	return err
 }
 
@@ -769,8 +809,11 @@ func (c *Client) putValue(ctx context.Context, key string, value []byte) (uint64
 // PutBuffer stores the first n bytes of buf, a buffer of the client's
 // engine, under key: the server reads them straight from buf. buf must not
 // change until PutBuffer returns.
-func (c *Client) PutBuffer(ctx context.Context, key string, buf xfer.Buffer, n int) error {
-	_, err := c.putBuffer(ctx, key, buf, n)
+func (c *Client) PutBuffer(ctx context.Context, key string, buf xfer.Buffer, n int) (err error) {
+	if c.metrics != nil {
+		defer c.metrics.done(cPut, time.Now(), &err)
+	}
+	_, err = c.putBuffer(ctx, key, buf, n)
 	return err
 }
 
@@ -847,7 +890,10 @@ func (c *Client) put(ctx context.Context, req *kvpb.PutRequest) (uint64, error) 
 }
 
 // Delete removes key; a missing key gets an error matching ErrNotFound.
-func (c *Client) Delete(ctx context.Context, key string) error {
+func (c *Client) Delete(ctx context.Context, key string) (err error) {
+	if c.metrics != nil {
+		defer c.metrics.done(cDelete, time.Now(), &err)
+	}
 	if err := c.checkKey(key); err != nil {
 		return err
 	}

@@ -15,11 +15,20 @@ import (
 // TestMain fails the package's tests if a goroutine or a file descriptor is
 // left behind. Run
 // with XFER_KV_PUT_LOOP=ADDR, the test binary is instead a client that PUTs
-// large values until it is killed (TestClientDiesMidPut).
+// large values until it is killed (TestClientDiesMidPut); with
+// XFER_KV_CLUSTER_SERVER, a KV server registered in a directory
+// (TestClusterLosesServer).
 func TestMain(m *testing.M) {
 	if addr := os.Getenv("XFER_KV_PUT_LOOP"); addr != "" {
 		if err := putLoop(addr); err != nil {
 			fmt.Fprintln(os.Stderr, "put loop:", err)
+			os.Exit(1)
+		}
+		os.Exit(0)
+	}
+	if spec := os.Getenv(clusterServerEnv); spec != "" {
+		if err := clusterServer(spec); err != nil {
+			fmt.Fprintln(os.Stderr, "cluster server:", err)
 			os.Exit(1)
 		}
 		os.Exit(0)

@@ -6,12 +6,14 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
 	"github.com/xferio/xfer"
 	"github.com/xferio/xfer/internal/testutil"
 	"github.com/xferio/xfer/kv/kvpb"
+	"github.com/xferio/xfer/transport/verbs"
 )
 
 // rdmaDevice is the RDMA device the tests' engines use ("" outside TestRDMA).
@@ -27,6 +29,44 @@ func TestRDMA(t *testing.T) {
 	t.Run("PutGetDelete", func(t *testing.T) {
 		for _, mode := range modes {
 			t.Run(mode, func(t *testing.T) { testPutGetDelete(t, rdma, mode) })
+		}
+	})
+	t.Run("Metrics", func(t *testing.T) {
+		// The server's engine reports the peer connected over the rdma
+		// device, and its status names the device, GID and MTU in use.
+		reg := prometheus.NewRegistry()
+		s := startServer(t, ServerOptions{Engine: xfer.Config{Transport: rdma}, Metrics: reg})
+		c := dial(t, s.addr, rdma)
+		ctx := ctxT(t)
+		if err := c.Put(ctx, "k", pattern(100<<10, 1)); err != nil {
+			t.Fatal(err)
+		}
+		var d *verbs.DeviceInUse
+		for _, tr := range s.Engine().Status().Transports {
+			if tr.Name == "rdma" {
+				d = tr.Device
+			}
+		}
+		if d == nil || (rdmaDevice != "" && d.Device != rdmaDevice) || d.MTU <= 0 || d.Port <= 0 || d.GIDType == "" {
+			t.Fatalf("status of the rdma transport: device %+v, want %s with its port, GID type and MTU", d, rdmaDevice)
+		}
+		var got strings.Builder
+		mfs, err := reg.Gather()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, mf := range mfs {
+			if mf.GetName() != "xfer_peers_connected" {
+				continue
+			}
+			for _, m := range mf.GetMetric() {
+				if m.GetLabel()[1].GetValue() == "rdma" {
+					fmt.Fprintf(&got, "%s %v\n", m.GetLabel()[0].GetValue(), m.GetGauge().GetValue())
+				}
+			}
+		}
+		if got.String() != d.Device+" 1\n" {
+			t.Errorf("xfer_peers_connected over rdma (device value): %q, want %q", got.String(), d.Device+" 1\n")
 		}
 	})
 	t.Run("BadBuffer", func(t *testing.T) {

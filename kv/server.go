@@ -8,10 +8,12 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -77,6 +79,12 @@ type ServerOptions struct {
 	Devices int
 	// Logger receives the server's logs. Default: slog.Default().
 	Logger *slog.Logger
+	// Metrics, when set, is where the server registers its Prometheus
+	// metrics (xfer_kv_*, docs/OPERATIONS.md), and its engines theirs
+	// unless Engine.Metrics names another registerer; with more than one
+	// engine (Devices) each engine's carry an engine label, its index.
+	// Close unregisters them. Default: nil, no metrics.
+	Metrics prometheus.Registerer
 }
 
 // Server is a KV server: a gRPC service (Register it with a grpc.Server, or
@@ -102,6 +110,8 @@ type Server struct {
 
 	gets, hits, misses, puts, deletes atomic.Uint64
 	planeBytes, inlineBytes           atomic.Uint64
+	planeReqs, inlineReqs             atomic.Uint64 // requests whose value moved each way
+	metrics                           prometheus.Collector
 
 	closeOnce sync.Once
 }
@@ -139,6 +149,9 @@ func NewServer(ctx context.Context, opts ServerOptions) (*Server, error) {
 	if opts.Devices == 0 {
 		opts.Devices = 1
 	}
+	if opts.Engine.Metrics == nil {
+		opts.Engine.Metrics = opts.Metrics
+	}
 	es, err := openEngines(ctx, opts)
 	if err != nil {
 		return nil, err
@@ -165,6 +178,18 @@ func NewServer(ctx context.Context, opts ServerOptions) (*Server, error) {
 			return nil, err
 		}
 		s.msgs = append(s.msgs, m)
+	}
+	if opts.Metrics != nil {
+		s.metrics = newServerMetrics(s)
+		if err := opts.Metrics.Register(s.metrics); err != nil {
+			for _, m := range s.msgs {
+				m.close()
+			}
+			for i := len(es) - 1; i >= 0; i-- {
+				es[i].Close()
+			}
+			return nil, fmt.Errorf("kv: metrics: %w", err)
+		}
 	}
 	for i, e := range es {
 		s.wg.Go(func() { s.acceptLoop(e, s.msgs[i]) })
@@ -204,8 +229,14 @@ func openEngines(ctx context.Context, opts ServerOptions) ([]*xfer.Engine, error
 		if names != nil {
 			cfg.RDMA.Device = names[i]
 		}
+		if cfg.Metrics != nil && opts.Devices > 1 {
+			cfg.Metrics = prometheus.WrapRegistererWith(prometheus.Labels{"engine": strconv.Itoa(i)}, cfg.Metrics)
+		}
 		if i > 0 {
 			cfg.MemoryMB = 1 // their own pools stay unused
+			// The first engine is the node in the directory; the others are
+			// found through its Hello.
+			cfg.Directory, cfg.NodeID = "", ""
 			if host, _, err := net.SplitHostPort(cfg.Listen); err == nil {
 				cfg.Listen = net.JoinHostPort(host, "0")
 			}
@@ -239,13 +270,25 @@ func (s *Server) DataAddrs() []string {
 // Engine is the data-plane engine.
 func (s *Server) Engine() *xfer.Engine { return s.e }
 
+// Engines are the data-plane engines, one per device (Devices), Engine
+// first.
+func (s *Server) Engines() []*xfer.Engine { return append([]*xfer.Engine(nil), s.es...) }
+
 // Register registers the KV service with g.
 func (s *Server) Register(g *grpc.Server) { kvpb.RegisterKVServer(g, s) }
 
 // Serve serves the KV service on lis until ctx is done, then stops
 // gracefully (requests in progress finish, for up to five seconds) and
 // closes the server.
+//
+// When the server's engine has a node ID in a directory (ServerOptions.Engine's
+// Directory and NodeID), Serve lists lis's address in the node's entry as
+// the "kv" service (Advertise) first, so that a Cluster finds the server.
 func (s *Server) Serve(ctx context.Context, lis net.Listener, opts ...grpc.ServerOption) error {
+	if err := s.Advertise(ctx, lis.Addr().String()); err != nil {
+		s.Close()
+		return err
+	}
 	g := grpc.NewServer(opts...)
 	s.Register(g)
 	errc := make(chan error, 1)
@@ -269,6 +312,21 @@ func (s *Server) Serve(ctx context.Context, lis net.Listener, opts ...grpc.Serve
 	return err
 }
 
+// Advertise lists addr, where the server's gRPC service is reachable, in
+// its engine's directory entry as the "kv" service (ServiceName); a
+// wildcard host becomes the engine's advertised host. Serve calls it; a
+// program that registers the service with a grpc.Server of its own calls
+// it itself. Without a directory and node ID it does nothing.
+func (s *Server) Advertise(ctx context.Context, addr string) error {
+	if s.e.NodeID() == "" {
+		return nil
+	}
+	if err := s.e.SetService(ctx, ServiceName, addr); err != nil {
+		return fmt.Errorf("kv: advertise %s: %w", addr, err)
+	}
+	return nil
+}
+
 // Close closes the data plane and frees every value. Idempotent.
 func (s *Server) Close() error {
 	var err error
@@ -277,6 +335,9 @@ func (s *Server) Close() error {
 		// fails the transfers in flight; the goroutines serving requests
 		// are done before the engines unmap the memory they use (message
 		// buffers, values).
+		if s.metrics != nil {
+			s.opts.Metrics.Unregister(s.metrics)
+		}
 		s.stop()
 		s.wg.Wait()
 		for i := len(s.es) - 1; i >= 0; i-- { // the first owns the memory
@@ -482,6 +543,7 @@ func (s *Server) serveSmallGet(p *xfer.Peer, msgs *msgBufs, ans *answer, id uint
 	s.gets.Add(1)
 	s.hits.Add(1)
 	s.inlineBytes.Add(n)
+	s.inlineReqs.Add(1)
 	ans.id, ans.version, ans.value, ans.get = id, sl.ver, sl.value(), true
 	if ans.send(s, p) {
 		return true
@@ -786,6 +848,7 @@ func (s *Server) get(ctx context.Context, req *kvpb.GetRequest, id uint64, notif
 	n := uint64(sl.n)
 	if n <= req.InlineMax && int(n) <= s.inlineMax(s.transportOf(ctx, d)) {
 		s.inlineBytes.Add(n)
+		s.inlineReqs.Add(1)
 		return &kvpb.GetResponse{Length: n, Version: sl.ver, Inline: true, Value: append([]byte(nil), sl.value()...)}, false, nil
 	}
 	if d.Len < n {
@@ -812,6 +875,7 @@ func (s *Server) get(ctx context.Context, req *kvpb.GetRequest, id uint64, notif
 		return nil, false, planeErr(ctx, "get", d, err)
 	}
 	s.planeBytes.Add(n)
+	s.planeReqs.Add(1)
 	if notified {
 		return nil, true, nil
 	}
@@ -868,6 +932,7 @@ func (s *Server) Put(ctx context.Context, req *kvpb.PutRequest) (*kvpb.PutRespon
 	if inline {
 		copy(b.Bytes(), req.GetValue())
 		s.inlineBytes.Add(uint64(n))
+		s.inlineReqs.Add(1)
 	} else if n > 0 {
 		p, err := s.owner(ctx, d)
 		if err == nil {
@@ -881,6 +946,7 @@ func (s *Server) Put(ctx context.Context, req *kvpb.PutRequest) (*kvpb.PutRespon
 			return nil, err
 		}
 		s.planeBytes.Add(uint64(n))
+		s.planeReqs.Add(1)
 	}
 	ver := s.st.commit(req.Key, b, n)
 	return &kvpb.PutResponse{Version: ver, Evicted: uint32(evicted)}, nil

@@ -30,6 +30,7 @@ const (
 // --secret) go through the configuration.
 type benchFlags struct {
 	peer     string
+	peerNode string
 	op       string
 	sizes    string
 	duration time.Duration
@@ -49,7 +50,8 @@ func newBenchCmd(g *globals) *cobra.Command {
 			"--depth operations in flight, and prints a table (or JSON lines) of bandwidth,\n" +
 			"latency percentiles and CPU seconds per GB.\n\n" +
 			"Without --peer it starts its own target (xfer serve on 127.0.0.1) and stops it\n" +
-			"at the end; CPU time then counts both processes.",
+			"at the end; CPU time then counts both processes. --directory URL --peer-node ID\n" +
+			"finds a running xfer serve by its node ID instead of its address.",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			plan, err := f.plan(cmd.Flags().Changed("iters"))
@@ -60,11 +62,23 @@ func newBenchCmd(g *globals) *cobra.Command {
 			if err != nil {
 				return err
 			}
+			if err := checkPeerFlags(f.peer, f.peerNode, cfg.Directory); err != nil {
+				return err
+			}
+			ops, err := g.startOps(cmd.Flags())
+			if err != nil {
+				return err
+			}
+			defer ops.Close()
+			g.ops = ops
 			return bench(cmd.Context(), g, cfg, plan)
 		},
 	}
 	fs := cmd.Flags()
+	addOpsFlags(fs)
 	fs.StringVar(&f.peer, "peer", "", "`address` of a running xfer serve (default: start one on 127.0.0.1)")
+	fs.StringVar(&f.peerNode, "peer-node", "", "node `ID` of a running xfer serve, looked up in --directory")
+	fs.String("directory", "", "directory `URL` to find --peer-node in: http://HOST:PORT or etcd://HOST:2379/PREFIX")
 	fs.String("transport", string(xfer.PolicyAuto), "transport `policy`: auto, tcp, shm or rdma")
 	fs.StringVar(&f.op, "op", opWrite, "operation: write, read or send")
 	fs.StringVar(&f.sizes, "size", defaultSizes, "comma-separated message `sizes` (64, 4KiB, 1MiB, ...)")
@@ -82,20 +96,21 @@ func newBenchCmd(g *globals) *cobra.Command {
 
 // benchPlan is the validated form of benchFlags.
 type benchPlan struct {
-	peer    string
-	op      string
-	sizes   []int64
-	maxSize int64
-	depth   int
-	lim     limit
-	verify  bool
-	json    bool
-	plot    string
+	peer     string
+	peerNode string
+	op       string
+	sizes    []int64
+	maxSize  int64
+	depth    int
+	lim      limit
+	verify   bool
+	json     bool
+	plot     string
 }
 
 // plan validates the flags; itersSet tells whether --iters was given.
 func (f benchFlags) plan(itersSet bool) (benchPlan, error) {
-	p := benchPlan{peer: f.peer, op: f.op, depth: f.depth, verify: f.verify, json: f.json, plot: f.plot}
+	p := benchPlan{peer: f.peer, peerNode: f.peerNode, op: f.op, depth: f.depth, verify: f.verify, json: f.json, plot: f.plot}
 	switch f.op {
 	case opWrite, opRead, opSend:
 	default:
@@ -176,7 +191,7 @@ func bench(ctx context.Context, g *globals, cfg xfer.Config, plan benchPlan) (er
 	}
 
 	addr, cpu := plan.peer, cpuMeter{}
-	if addr == "" {
+	if addr == "" && plan.peerNode == "" {
 		t, err := startLocalTarget(ctx, g, cfg)
 		if err != nil {
 			return err
@@ -190,13 +205,23 @@ func bench(ctx context.Context, g *globals, cfg xfer.Config, plan benchPlan) (er
 	}
 
 	client := cfg
-	client.Listen, client.Advertise = "", ""
+	client.Listen, client.Advertise, client.NodeID = "", "", ""
+	client.Metrics = g.ops.Registerer()
 	e, err := xfer.Open(ctx, client)
 	if err != nil {
 		return fmt.Errorf("open engine: %w", err)
 	}
 	defer e.Close()
-	p, err := e.Dial(ctx, addr)
+	g.ops.setStatus(func() statusDoc { return engineStatus("bench", e) })
+	g.ops.setReady(true)
+	defer g.ops.setReady(false)
+	var p *xfer.Peer
+	if plan.peerNode != "" {
+		addr = "node " + plan.peerNode
+		p, err = e.DialNode(ctx, plan.peerNode)
+	} else {
+		p, err = e.Dial(ctx, addr)
+	}
 	if err != nil {
 		return fmt.Errorf("connect to the peer: %w", err)
 	}
@@ -303,6 +328,8 @@ func startLocalTarget(ctx context.Context, g *globals, cfg xfer.Config) (*target
 		"--transport", string(transport),
 		"--memory-mb", strconv.Itoa(cfg.MemoryMB),
 		"--log-level", g.logLevel,
+		"--log-format", g.logFormat,
+		"--metrics-listen", "", // not this command's address, from its flags, environment or file
 	}
 	if cfg.MaxMessage != 0 {
 		args = append(args, "--max-message", strconv.Itoa(cfg.MaxMessage))

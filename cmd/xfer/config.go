@@ -136,6 +136,7 @@ func configKeys() string {
 	for _, f := range configFields() {
 		keys = append(keys, f.flat)
 	}
+	keys = append(keys, cliKeys()...)
 	return strings.Join(keys, ", ")
 }
 
@@ -167,22 +168,36 @@ func sectionNames() string {
 // RDMA_DEVICE_NAME. A flag overrides a key when its name is the top-level
 // key with '-' for '_' (--memory-mb for memory_mb).
 func loadConfig(path string, lookupEnv func(string) (string, bool), fs *pflag.FlagSet) (xfer.Config, error) {
+	cfg, _, err := loadSettings(path, lookupEnv, fs)
+	return cfg, err
+}
+
+// loadSettings is loadConfig that also returns the command's own settings
+// (cliSettings), built from the same three layers.
+func loadSettings(path string, lookupEnv func(string) (string, bool), fs *pflag.FlagSet) (xfer.Config, cliSettings, error) {
 	var cfg xfer.Config
+	var cli cliSettings
 	if path != "" {
 		data, err := os.ReadFile(path)
 		if err != nil {
-			return cfg, fmt.Errorf("config: %w", err)
+			return cfg, cli, fmt.Errorf("config: %w", err)
 		}
-		if err := decodeConfig(path, data, &cfg); err != nil {
-			return cfg, err
+		if err := decodeFile(path, data, &cfg, &cli); err != nil {
+			return cfg, cli, err
 		}
 	}
 	if err := applyEnv(&cfg, lookupEnv); err != nil {
-		return cfg, err
+		return cfg, cli, err
+	}
+	if err := cli.applyEnv(lookupEnv); err != nil {
+		return cfg, cli, err
 	}
 	if fs != nil {
 		if err := applyFlags(&cfg, fs); err != nil {
-			return cfg, err
+			return cfg, cli, err
+		}
+		if err := cli.applyFlags(fs); err != nil {
+			return cfg, cli, err
 		}
 	}
 	if v, _ := lookupEnv(envDevice); v != "" {
@@ -190,7 +205,7 @@ func loadConfig(path string, lookupEnv func(string) (string, bool), fs *pflag.Fl
 	} else if v, _ := lookupEnv(envDeviceName); v != "" && cfg.RDMA.Device == "" {
 		cfg.RDMA.Device = v
 	}
-	return cfg, nil
+	return cfg, cli, nil
 }
 
 // seenKey is where a file set an option: the key as written, and its line.
@@ -208,6 +223,13 @@ type seenKey struct {
 // not say which key, so yaml.v3 only parses here and each value is converted
 // by setField, the same code that converts environment variables and flags.
 func decodeConfig(name string, data []byte, cfg *xfer.Config) error {
+	return decodeFile(name, data, cfg, &cliSettings{})
+}
+
+// decodeFile is decodeConfig that also decodes the command's own keys
+// (cliKeys) into cli, and accepts the production layout's transport
+// section (config_production.go).
+func decodeFile(name string, data []byte, cfg *xfer.Config, cli *cliSettings) error {
 	var doc yaml.Node
 	if err := yaml.Unmarshal(data, &doc); err != nil {
 		return fmt.Errorf("config %s: %w", name, err)
@@ -224,12 +246,15 @@ func decodeConfig(name string, data []byte, cfg *xfer.Config) error {
 	}
 	flat := make(map[string]configField)
 	nested := make(map[string]configField)
+	byKey := make(map[string]configField)
 	for _, f := range configFields() {
 		flat[f.flat] = f
+		byKey[f.key] = f
 		if f.section != "" {
 			nested[f.key] = f
 		}
 	}
+	var amst amstState
 	seen := make(map[string]seenKey) // by canonical key, and by section name
 	v := reflect.ValueOf(cfg).Elem()
 	set := func(f configField, k, val *yaml.Node, written string) error {
@@ -279,6 +304,25 @@ func decodeConfig(name string, data []byte, cfg *xfer.Config) error {
 			}
 			continue
 		}
+		if k.Value == "transport" && val.Kind == yaml.MappingNode {
+			// The production layout: transport: {amst: {...}}.
+			if s, dup := seen[k.Value]; dup {
+				return fmt.Errorf("%s:%d: key %q repeats the one on line %d", name, k.Line, k.Value, s.line)
+			}
+			if err := decodeAMST(name, val, cfg, &amst, byKey, set); err != nil {
+				return err
+			}
+			if _, ok := seen[k.Value]; !ok {
+				seen[k.Value] = seenKey{k.Value, k.Line}
+			}
+			continue
+		}
+		if handled, err := cli.decode(name, k, val, seen); handled || err != nil {
+			if err != nil {
+				return err
+			}
+			continue
+		}
 		f, ok := flat[k.Value]
 		if !ok {
 			return fmt.Errorf("%s:%d: unknown key %q (known keys: %s; or the mappings %s)", name, k.Line, k.Value, configKeys(), sectionNames())
@@ -287,6 +331,7 @@ func decodeConfig(name string, data []byte, cfg *xfer.Config) error {
 			return err
 		}
 	}
+	amst.finish(cfg)
 	return nil
 }
 

@@ -41,15 +41,21 @@ func newCoordinatorCmd(g *globals) *cobra.Command {
 			if ttl < directory.MinTTL || ttl > directory.MaxTTL {
 				return fmt.Errorf("--ttl %v: must be between %v and %v", ttl, directory.MinTTL, directory.MaxTTL)
 			}
-			return runCoordinator(cmd.Context(), g, listen, ttl)
+			ops, err := g.startOps(cmd.Flags())
+			if err != nil {
+				return err
+			}
+			defer ops.Close()
+			return runCoordinator(cmd.Context(), g, listen, ttl, ops)
 		},
 	}
 	cmd.Flags().StringVar(&listen, "listen", "", "`address` to serve on, e.g. :7470 (required)")
 	cmd.Flags().DurationVar(&ttl, "ttl", directory.DefaultTTL, "how long an entry lives without a heartbeat, when its node asks for no TTL")
+	addOpsFlags(cmd.Flags())
 	return cmd
 }
 
-func runCoordinator(ctx context.Context, g *globals, listen string, ttl time.Duration) error {
+func runCoordinator(ctx context.Context, g *globals, listen string, ttl time.Duration, ops *opsServer) error {
 	l, err := net.Listen("tcp", listen)
 	if err != nil {
 		return fmt.Errorf("coordinator: %w", err)
@@ -59,6 +65,9 @@ func runCoordinator(ctx context.Context, g *globals, listen string, ttl time.Dur
 		ReadHeaderTimeout: 10 * time.Second,
 		ErrorLog:          nil,
 	}
+	ops.setStatus(func() statusDoc { d := baseStatus(); d.Command = "coordinator"; return d })
+	ops.setReady(true)
+	defer ops.setReady(false)
 	fmt.Fprintf(g.stdout, "%s%s\n", coordinatorBanner, l.Addr())
 	done := make(chan error, 1)
 	go func() { done <- srv.Serve(l) }()

@@ -6,7 +6,7 @@ import (
 )
 
 func TestUnknownEnv(t *testing.T) {
-	w := unknownEnv([]string{"PATH=/bin", "XFER_MEMORY_MB=64", "XFER_MEMROY_MB=64", "XFER_TCP_CONNS=2", "XFER_TEST_DEVICE=rxe0", "XFER_WHATEVER=1"})
+	w := unknownEnv([]string{"PATH=/bin", "XFER_MEMORY_MB=64", "XFER_MEMROY_MB=64", "XFER_TCP_CONNS=2", "XFER_LOG_LEVEL=info", "XFER_LOG_FORMAT=json", "XFER_TEST_DEVICE=rxe0", "XFER_WHATEVER=1"})
 	if len(w) != 2 {
 		t.Fatalf("warnings %q: want two (XFER_MEMROY_MB, XFER_WHATEVER)", w)
 	}

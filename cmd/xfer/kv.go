@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net"
 	"os"
 	"slices"
@@ -16,6 +17,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/xferio/xfer"
+	"github.com/xferio/xfer/directory"
 	"github.com/xferio/xfer/kv"
 )
 
@@ -53,7 +55,10 @@ func newKVServeCmd(g *globals) *cobra.Command {
 			kvBanner + "HOST:PORT (data plane HOST:PORT)\n\n" +
 			"Two addresses, two keys: --listen is the gRPC address; the data-plane engine listens on\n" +
 			"--data-listen, or else the config's listen key (XFER_LISTEN), or else the --listen host on\n" +
-			"any port. The config file's other engine keys apply to the data plane too.",
+			"any port. The config file's other engine keys apply to the data plane too.\n\n" +
+			"With --directory and --node-id the server registers its node (data-plane address, and the\n" +
+			"gRPC address as its kv service) and keeps the entry alive; clients given --directory spread\n" +
+			"keys over every server registered there. See docs/KV.md.",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			fs := cmd.Flags()
@@ -95,8 +100,14 @@ func newKVServeCmd(g *globals) *cobra.Command {
 			if fs.Changed("inline-max") && inlineMax == 0 {
 				inlineMax = -1 // --inline-max 0: never inline
 			}
-			opts := kv.ServerOptions{Engine: cfg, Full: policy, MaxValue: int(maxValue), InlineMax: int(inlineMax), Devices: devices, Logger: g.log}
-			return kvServe(cmd.Context(), g, grpcAddr, opts)
+			ops, err := g.startOps(fs)
+			if err != nil {
+				return err
+			}
+			defer ops.Close()
+			opts := kv.ServerOptions{Engine: cfg, Full: policy, MaxValue: int(maxValue), InlineMax: int(inlineMax), Devices: devices, Logger: g.log,
+				Metrics: ops.Registerer()}
+			return kvServe(cmd.Context(), g, grpcAddr, opts, ops)
 		},
 	}
 	fs := cmd.Flags()
@@ -109,6 +120,8 @@ func newKVServeCmd(g *globals) *cobra.Command {
 	fs.String("max-value", "", "largest value, e.g. 64MiB (default: the pool)")
 	fs.String("inline-max", "", fmt.Sprintf("largest value sent inside requests and responses, 0 for never (default %s on tcp, %s on shm and rdma)", FormatSize(kv.DefaultInlineMax), FormatSize(kv.DefaultInlineMaxSHM)))
 	fs.String("secret", "", "shared `secret` of the data plane (prefer "+envPrefix+"SECRET: flags show in ps)")
+	directoryFlags(fs)
+	addOpsFlags(fs)
 	return cmd
 }
 
@@ -124,7 +137,7 @@ func sizeFlag(fs *pflag.FlagSet, name string) (int64, error) {
 	return n, nil
 }
 
-func kvServe(ctx context.Context, g *globals, addr string, opts kv.ServerOptions) error {
+func kvServe(ctx context.Context, g *globals, addr string, opts kv.ServerOptions, ops *opsServer) error {
 	s, err := kv.NewServer(ctx, opts)
 	if err != nil {
 		return err
@@ -139,6 +152,9 @@ func kvServe(ctx context.Context, g *globals, addr string, opts kv.ServerOptions
 		s.Close()
 		return err
 	}
+	ops.setStatus(func() statusDoc { return engineStatus("kv serve", s.Engines()...) })
+	ops.setReady(true)
+	defer ops.setReady(false)
 	st := s.Snapshot()
 	g.log.Info("kv serving", "addr", lis.Addr().String(), "data", s.DataAddrs(), "capacity", st.Capacity, "full", st.FullPolicy)
 	err = s.Serve(ctx, lis)
@@ -155,12 +171,90 @@ func kvClientFlags(fs *pflag.FlagSet) {
 	fs.Duration("wait", 0, "wait up to this `duration` for a server that is not up yet (starting or restarting); 0: fail at once when nothing answers")
 	fs.String("secret", "", "shared `secret` of the data plane (prefer "+envPrefix+"SECRET)")
 	fs.String("requests", kv.RequestsData, "path of GET/PUT/DELETE requests: data (messages on the data-plane connection) or grpc (gRPC calls)")
+	fs.String("directory", "", "directory `URL` (http://HOST:PORT or etcd://HOST:2379/PREFIX): without --peer-node, spread keys over every KV server registered there")
+	fs.String("peer-node", "", "talk to the KV server of node `ID` in --directory")
+}
+
+// kvStore is what the client commands use of a KV server (*kv.Client), or
+// of every server registered in a directory (*kv.Cluster).
+type kvStore interface {
+	Get(ctx context.Context, key string) ([]byte, error)
+	GetInto(ctx context.Context, key string, buf xfer.Buffer) (int, error)
+	Put(ctx context.Context, key string, value []byte) error
+	PutBuffer(ctx context.Context, key string, buf xfer.Buffer, n int) error
+	Delete(ctx context.Context, key string) error
+	Engine() *xfer.Engine
+	Transport() string
+	Close() error
+}
+
+var (
+	_ kvStore = (*kv.Client)(nil)
+	_ kvStore = (*kv.Cluster)(nil)
+)
+
+// kvStats returns the counters of a server, or the sums over a cluster's.
+func kvStats(ctx context.Context, s kvStore) (kv.Stats, error) {
+	switch s := s.(type) {
+	case *kv.Client:
+		return s.Stats(ctx)
+	case *kv.Cluster:
+		all, err := s.Stats(ctx)
+		if err != nil {
+			return kv.Stats{}, err
+		}
+		var sum kv.Stats
+		for _, st := range all {
+			sum.Keys += st.Keys
+			sum.ValueBytes += st.ValueBytes
+			sum.Capacity += st.Capacity
+			sum.PoolUsed += st.PoolUsed
+			sum.FullPolicy = st.FullPolicy
+		}
+		return sum, nil
+	}
+	return kv.Stats{}, fmt.Errorf("kv stats: %T", s)
+}
+
+// kvTarget says which server the client commands talk to: the address
+// --server-addr gives, the node --peer-node names in --directory (its
+// entry's kv service), or, with --directory alone, every server registered
+// there (cluster is true).
+func kvTarget(ctx context.Context, g *globals, fs *pflag.FlagSet) (addr, dirURL string, cluster bool, err error) {
+	addr, _ = fs.GetString("server-addr")
+	dirURL, _ = fs.GetString("directory")
+	peerNode, _ := fs.GetString("peer-node")
+	switch {
+	case peerNode != "" && dirURL == "":
+		return "", "", false, errors.New("--peer-node needs --directory URL to look the node up in")
+	case dirURL == "":
+		return addr, "", false, nil
+	case fs.Changed("server-addr"):
+		return "", "", false, errors.New("--server-addr and --directory both name the servers: give one")
+	case peerNode == "":
+		return "", dirURL, true, nil
+	}
+	d, err := directory.Open(ctx, dirURL, directory.Options{Logger: g.log})
+	if err != nil {
+		return "", "", false, err
+	}
+	defer d.Close()
+	e, err := d.Lookup(ctx, peerNode)
+	if err != nil {
+		return "", "", false, err
+	}
+	if addr = e.Services[kv.ServiceName]; addr == "" {
+		return "", "", false, fmt.Errorf("node %s in %s runs no KV server (its entry lists no %s service)", peerNode, dirURL, kv.ServiceName)
+	}
+	return addr, dirURL, false, nil
 }
 
 // kvDial connects a client with the command's flags and config. A server
 // that cannot be reached is an error naming the cause at once, unless
 // --wait allows waiting for it; while it waits, a terminal is told why.
-func kvDial(cmd *cobra.Command, g *globals, bufferMB int) (*kv.Client, context.Context, context.CancelFunc, error) {
+// With --directory and no --peer-node the client is a kv.Cluster over
+// every server registered there.
+func kvDial(cmd *cobra.Command, g *globals, bufferMB int) (kvStore, context.Context, context.CancelFunc, error) {
 	cfg, err := g.config(cmd.Flags())
 	if err != nil {
 		return nil, nil, nil, err
@@ -171,12 +265,30 @@ func kvDial(cmd *cobra.Command, g *globals, bufferMB int) (*kv.Client, context.C
 	}
 	cfg.MemoryMB = bufferMB
 	cfg.Listen = "" // a client only dials
-	addr, _ := fs.GetString("server-addr")
+	cfg.Directory, cfg.NodeID = "", ""
 	timeout, _ := fs.GetDuration("timeout")
 	wait, _ := fs.GetDuration("wait")
 	requests, _ := fs.GetString("requests")
 	ctx, cancel := context.WithTimeout(cmd.Context(), timeout)
+	addr, dirURL, cluster, err := kvTarget(ctx, g, fs)
+	if err != nil {
+		cancel()
+		return nil, nil, nil, err
+	}
 	opts := kv.ClientOptions{EngineConfig: cfg, Requests: requests, Logger: g.log, FailFast: wait <= 0}
+	if cluster {
+		c, err := kv.DialCluster(ctx, kv.ClusterOptions{Directory: dirURL, Client: opts})
+		if err != nil {
+			cancel()
+			return nil, nil, nil, err
+		}
+		if len(c.Servers()) == 0 {
+			c.Close()
+			cancel()
+			return nil, nil, nil, fmt.Errorf("no KV server is registered in %s (xfer kv serve --directory %s --node-id ID)", dirURL, dirURL)
+		}
+		return c, ctx, cancel, nil
+	}
 	dialCtx := ctx
 	if wait > 0 {
 		var dialCancel context.CancelFunc
@@ -206,7 +318,7 @@ func kvDial(cmd *cobra.Command, g *globals, bufferMB int) (*kv.Client, context.C
 
 // withKVClient runs f with a client connected by the command's flags, and
 // closes it.
-func withKVClient(cmd *cobra.Command, g *globals, bufferMB int, f func(context.Context, *kv.Client) error) error {
+func withKVClient(cmd *cobra.Command, g *globals, bufferMB int, f func(context.Context, kvStore) error) error {
 	c, ctx, cancel, err := kvDial(cmd, g, bufferMB)
 	if err != nil {
 		return err
@@ -244,7 +356,7 @@ func newKVPutCmd(g *globals) *cobra.Command {
 			}
 			bufferMB, _ := cmd.Flags().GetInt("buffer-mb")
 			bufferMB = max(bufferMB, len(value)>>20+1)
-			return withKVClient(cmd, g, bufferMB, func(ctx context.Context, c *kv.Client) error {
+			return withKVClient(cmd, g, bufferMB, func(ctx context.Context, c kvStore) error {
 				return c.Put(ctx, args[0], value)
 			})
 		},
@@ -261,7 +373,7 @@ func newKVGetCmd(g *globals) *cobra.Command {
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			var v []byte
-			get := func(ctx context.Context, c *kv.Client) (err error) {
+			get := func(ctx context.Context, c kvStore) (err error) {
 				v, err = c.Get(ctx, args[0])
 				return err
 			}
@@ -294,7 +406,7 @@ func newKVDeleteCmd(g *globals) *cobra.Command {
 		Short: "Remove KEY; a missing key exits 1 with \"not found\"",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return withKVClient(cmd, g, 0, func(ctx context.Context, c *kv.Client) error {
+			return withKVClient(cmd, g, 0, func(ctx context.Context, c kvStore) error {
 				return c.Delete(ctx, args[0])
 			})
 		},
@@ -309,12 +421,27 @@ func newKVStatsCmd(g *globals) *cobra.Command {
 		Short: "Print the server's counters (keys, pool use, evictions, rejected PUTs, ...)",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			return withKVClient(cmd, g, 1, func(ctx context.Context, c *kv.Client) error {
-				st, err := c.Stats(ctx)
+			return withKVClient(cmd, g, 1, func(ctx context.Context, c kvStore) error {
+				j, _ := cmd.Flags().GetBool("json")
+				if cl, ok := c.(*kv.Cluster); ok {
+					all, err := cl.Stats(ctx)
+					if j {
+						if werr := writeJSONLine(g.stdout, all); werr != nil {
+							return werr
+						}
+						return err
+					}
+					for _, id := range slices.Sorted(maps.Keys(all)) {
+						fmt.Fprintf(g.stdout, "node %s\n", id)
+						printKVStats(g.stdout, all[id])
+					}
+					return err
+				}
+				st, err := kvStats(ctx, c)
 				if err != nil {
 					return err
 				}
-				if j, _ := cmd.Flags().GetBool("json"); j {
+				if j {
 					return writeJSONLine(g.stdout, st)
 				}
 				printKVStats(g.stdout, st)

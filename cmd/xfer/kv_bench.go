@@ -87,7 +87,7 @@ func newKVBenchCmd(g *globals) *cobra.Command {
 			// buffer and Get's buffer.
 			perClient := (conc + nc - 1) / nc
 			bufferMB := int(2*size>>20)*perClient + 4
-			clients := make([]*kv.Client, nc)
+			clients := make([]kvStore, nc)
 			defer func() {
 				for _, c := range clients {
 					if c != nil {
@@ -103,7 +103,7 @@ func newKVBenchCmd(g *globals) *cobra.Command {
 				cancel() // the timeout bounds the connection; the run may take longer
 				clients[i] = c
 			}
-			workers := make([]*kv.Client, conc)
+			workers := make([]kvStore, conc)
 			for i := range workers {
 				workers[i] = clients[i%nc]
 			}
@@ -145,8 +145,8 @@ func newKVBenchCmd(g *globals) *cobra.Command {
 }
 
 // distinct counts the different clients in cs.
-func distinct(cs []*kv.Client) int {
-	seen := make(map[*kv.Client]bool, len(cs))
+func distinct(cs []kvStore) int {
+	seen := make(map[kvStore]bool, len(cs))
 	for _, c := range cs {
 		seen[c] = true
 	}
@@ -173,10 +173,10 @@ type benchKeys struct {
 	allowEvict bool // the keys may evict other values
 }
 
-func kvBench(ctx context.Context, g *globals, clients []*kv.Client, bk benchKeys, verify bool) (rec kvBenchRecord, err error) {
+func kvBench(ctx context.Context, g *globals, clients []kvStore, bk benchKeys, verify bool) (rec kvBenchRecord, err error) {
 	op, size, ops, keys := bk.op, bk.size, bk.ops, bk.keys
 	type worker struct {
-		c     *kv.Client
+		c     kvStore
 		buf   xfer.Buffer
 		check []byte
 		lat   latencies
@@ -206,7 +206,7 @@ func kvBench(ctx context.Context, g *globals, clients []*kv.Client, bk benchKeys
 	// The keys must fit the server's pool with room to spare, or evictions
 	// would turn GETs into misses; and they must not evict the values
 	// already there, unless --allow-evict.
-	st, err := clients[0].Stats(ctx)
+	st, err := kvStats(ctx, clients[0])
 	if err != nil {
 		return kvBenchRecord{}, err
 	}

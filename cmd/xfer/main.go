@@ -52,10 +52,12 @@ func (e *exitError) Error() string { return e.msg }
 type globals struct {
 	configPath string
 	logLevel   string
+	logFormat  string
 	stdout     io.Writer
 	stderr     io.Writer
 	log        *slog.Logger
-	warnEnv    sync.Once // unknown XFER_ variables are reported once
+	warnEnv    sync.Once  // unknown XFER_ variables are reported once
+	ops        *opsServer // the operations endpoint of bench (nil: none)
 }
 
 func newRootCmd(stdout, stderr io.Writer) *cobra.Command {
@@ -69,14 +71,17 @@ func newRootCmd(stdout, stderr io.Writer) *cobra.Command {
 			"where the tcp and rdma keys may also be written as mappings:\n" +
 			"  tcp: {conns: 3, poll_spin: 20us}\n" +
 			"  rdma: {device: rxe0, gid_index: auto}\n" +
-			"(not both forms for one option), overridden by " + envPrefix + "<KEY> environment variables\n" +
+			"(not both forms for one option). A transport section of the production layout,\n" +
+			"  transport: {amst: {enable_rdma: true, rdma_device: mlx5_0, rdma_max_sge: 16, ...}}\n" +
+			"is accepted as it is (docs/OPERATIONS.md maps each of its keys). The keys are\n" +
+			"overridden by " + envPrefix + "<KEY> environment variables\n" +
 			"(" + envPrefix + "MEMORY_MB, " + envPrefix + "RDMA_DEVICE, " + envPrefix + "CONNS or " + envPrefix + "TCP_CONNS, ...),\n" +
 			"overridden by the flags given on the command line.",
 		SilenceUsage:  true, // errors are not usage mistakes most of the time
 		SilenceErrors: true, // run prints them, once
 		PersistentPreRunE: func(cmd *cobra.Command, _ []string) error {
 			var err error
-			g.log, err = newLogger(g.stderr, g.logLevel)
+			g.log, err = newLogger(g.stderr, g.logLevel, g.logFormat)
 			return err
 		},
 	}
@@ -89,8 +94,9 @@ func newRootCmd(stdout, stderr io.Writer) *cobra.Command {
 	root.SetVersionTemplate("{{xferVersion}}")
 	pf := root.PersistentFlags()
 	pf.StringVar(&g.configPath, "config", "", "YAML configuration `file` (default $"+envConfigFile+")")
-	pf.StringVar(&g.logLevel, "log-level", "warn", "log level: debug, info, warn or error")
-	root.AddCommand(newServeCmd(g), newBenchCmd(g), newDevicesCmd(g), newDoctorCmd(g), newKVCmd(g), newVersionCmd(g), newCoordinatorCmd(g), newPagesCmd(g), newTransferCmd(g))
+	pf.StringVar(&g.logLevel, "log-level", defaultLogLevel, "log level: debug, info, warn or error (config key log_level)")
+	pf.StringVar(&g.logFormat, "log-format", defaultLogFormat, "log format: text or json (config key log_format)")
+	root.AddCommand(newServeCmd(g), newBenchCmd(g), newDevicesCmd(g), newDoctorCmd(g), newKVCmd(g), newVersionCmd(g), newCoordinatorCmd(g), newPagesCmd(g), newTransferCmd(g), newStatusCmd(g))
 	rejectUnknownSubcommands(root)
 	return root
 }
@@ -120,24 +126,6 @@ func rejectUnknownSubcommands(cmd *cobra.Command) {
 	}
 }
 
-// newLogger returns a text logger writing to w at the named level.
-func newLogger(w io.Writer, level string) (*slog.Logger, error) {
-	var l slog.Level
-	switch strings.ToLower(level) {
-	case "debug":
-		l = slog.LevelDebug
-	case "info":
-		l = slog.LevelInfo
-	case "warn":
-		l = slog.LevelWarn
-	case "error":
-		l = slog.LevelError
-	default:
-		return nil, fmt.Errorf("--log-level %q: must be debug, info, warn or error", level)
-	}
-	return slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: l})), nil
-}
-
 // config loads the configuration: the file, the environment, then the flags
 // in fs that were set.
 func (g *globals) config(fs *pflag.FlagSet) (xfer.Config, error) {
@@ -146,9 +134,22 @@ func (g *globals) config(fs *pflag.FlagSet) (xfer.Config, error) {
 			fmt.Fprintf(g.stderr, "xfer: warning: %s\n", w)
 		}
 	})
-	cfg, err := loadConfig(g.configFile(), os.LookupEnv, fs)
+	cfg, cli, err := loadSettings(g.configFile(), os.LookupEnv, fs)
 	if err != nil {
 		return cfg, err
+	}
+	// log_level and log_format from the file or the environment (a flag
+	// given on the command line wins, as loadSettings applied it last).
+	if cli.LogLevel != "" || cli.LogFormat != "" {
+		if cli.LogLevel != "" {
+			g.logLevel = cli.LogLevel
+		}
+		if cli.LogFormat != "" {
+			g.logFormat = cli.LogFormat
+		}
+		if g.log, err = newLogger(g.stderr, g.logLevel, g.logFormat); err != nil {
+			return cfg, err
+		}
 	}
 	cfg.Logger = g.log
 	return cfg, nil

@@ -42,14 +42,14 @@ func parsePageSize(s string) (int, error) {
 }
 
 func newPagesServeCmd(g *globals) *cobra.Command {
-	var size, pageSize, nodeID, dir string
+	var size, pageSize string
 	var stamp bool
 	cmd := &cobra.Command{
 		Use:   "serve",
 		Short: "Serve an address space of pages until SIGINT or SIGTERM",
 		Long: "serve maps and registers --size bytes as a guest-physical address space and serves\n" +
-			"its pages to clients' READs and WRITEs. With --directory and --node-id it registers\n" +
-			"itself, so that clients find it by node ID. With --stamp each page's first 8 bytes\n" +
+			"its pages to clients' READs and WRITEs. With --directory and --node-id its engine registers\n" +
+			"itself (address, transports, exports) and leaves on exit, so that clients find it by node ID. With --stamp each page's first 8 bytes\n" +
 			"hold its offset, for `pages bench --verify` (this touches every page). Once it\n" +
 			"listens it prints one line to stdout:\n\n  " + pagesBanner + "HOST:PORT",
 		Args: cobra.NoArgs,
@@ -69,11 +69,17 @@ func newPagesServeCmd(g *globals) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			if (dir == "") != (nodeID == "") && dir != "p2p" {
-				return errors.New("--directory and --node-id go together: a node registers under its ID")
+			if cfg.Directory != "" && cfg.Directory != "p2p" && cfg.NodeID == "" {
+				return errors.New("--directory needs --node-id: a node registers under its ID")
 			}
 			cfg.MemoryMB = max(cfg.MemoryMB, 1) // the pages are a region of their own
-			return servePages(cmd.Context(), g, pages.ServerConfig{Engine: cfg, Size: n, PageSize: ps}, stamp, dir, nodeID)
+			ops, err := g.startOps(cmd.Flags())
+			if err != nil {
+				return err
+			}
+			defer ops.Close()
+			cfg.Metrics = ops.Registerer()
+			return servePages(cmd.Context(), g, pages.ServerConfig{Engine: cfg, Size: n, PageSize: ps}, stamp, ops)
 		},
 	}
 	fs := cmd.Flags()
@@ -82,13 +88,16 @@ func newPagesServeCmd(g *globals) *cobra.Command {
 	fs.String("secret", "", "shared `secret` clients must know (prefer "+envPrefix+"SECRET)")
 	fs.StringVar(&size, "size", "1GiB", "size of the address space")
 	fs.StringVar(&pageSize, "page-size", "4KiB", "page size: 4KiB or 2MiB")
-	fs.StringVar(&nodeID, "node-id", "", "this node's `ID` in the directory")
-	fs.StringVar(&dir, "directory", "", "directory `URL` to register in: http://HOST:PORT or etcd://HOST:2379/PREFIX")
+	directoryFlags(fs)
 	fs.BoolVar(&stamp, "stamp", false, "write each page's offset into its first 8 bytes")
+	addOpsFlags(fs)
 	return cmd
 }
 
-func servePages(ctx context.Context, g *globals, cfg pages.ServerConfig, stamp bool, dirURL, nodeID string) error {
+// servePages serves until ctx is done. With a directory and a node ID in
+// cfg.Engine, the server's engine registers itself (its exports include the
+// address space, "pages", and its size) and leaves when it closes.
+func servePages(ctx context.Context, g *globals, cfg pages.ServerConfig, stamp bool, ops *opsServer) error {
 	s, err := pages.NewServer(ctx, cfg)
 	if err != nil {
 		return err
@@ -100,29 +109,12 @@ func servePages(ctx context.Context, g *globals, cfg pages.ServerConfig, stamp b
 			binary.LittleEndian.PutUint64(mem[off:], uint64(off))
 		}
 	}
-	if nodeID != "" {
-		d, err := directory.Open(ctx, dirURL, directory.Options{Logger: g.log})
-		if err != nil {
-			return err
-		}
-		defer d.Close()
-		e := directory.Entry{NodeID: nodeID, Addrs: []string{s.Addr()}, Transports: transportsOf(cfg.Engine.Transport),
-			Exports: []directory.Export{{Name: pages.ExportName, Len: uint64(cfg.Size)}}}
-		if err := d.Register(ctx, e); err != nil {
-			return err
-		}
-	}
+	ops.setStatus(func() statusDoc { return engineStatus("pages serve", s.Engine()) })
+	ops.setReady(true)
+	defer ops.setReady(false)
 	fmt.Fprintf(g.stdout, "%s%s\n", pagesBanner, s.Addr())
 	<-ctx.Done()
 	return nil
-}
-
-// transportsOf lists the transports a policy offers, for a directory entry.
-func transportsOf(p xfer.Policy) []string {
-	if p == xfer.PolicyAuto || p == "" {
-		return []string{"rdma", "shm", "tcp"}
-	}
-	return []string{string(p)}
 }
 
 // pagesResult is what `pages bench` reports.

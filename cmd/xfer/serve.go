@@ -27,6 +27,8 @@ func newServeCmd(g *globals) *cobra.Command {
 		Short: "Run a target that peers can write to, read from and send to",
 		Long: "serve opens an engine, exports its default region as \"" + defaultRegionName + "\" and accepts peers\n" +
 			"until SIGINT or SIGTERM. Messages sent to it are received and discarded.\n" +
+			"With --directory URL and --node-id ID it registers itself (address, transports,\n" +
+			"exports) and leaves on exit; `xfer bench --directory URL --peer-node ID` finds it.\n" +
 			"Once it listens it prints one line to stdout:\n\n  " + serveBanner + "HOST:PORT",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -34,7 +36,12 @@ func newServeCmd(g *globals) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			return serve(cmd.Context(), g, cfg)
+			ops, err := g.startOps(cmd.Flags())
+			if err != nil {
+				return err
+			}
+			defer ops.Close()
+			return serve(cmd.Context(), g, cfg, ops)
 		},
 	}
 	fs := cmd.Flags()
@@ -43,21 +50,29 @@ func newServeCmd(g *globals) *cobra.Command {
 	fs.Int("memory-mb", xfer.DefaultMemoryMB, "size of the registered pool in `MiB`")
 	fs.Int("max-message", xfer.DefaultMaxMessage, "largest message peers may send, in `bytes`")
 	fs.String("secret", "", "shared `secret` peers must know (prefer "+envPrefix+"SECRET: flags show in ps)")
+	directoryFlags(fs)
+	addOpsFlags(fs)
 	return cmd
 }
 
 // serve runs the target until ctx is done.
-func serve(ctx context.Context, g *globals, cfg xfer.Config) error {
+// With an operations endpoint (ops, which may be nil) the engine's metrics
+// and status are served there.
+func serve(ctx context.Context, g *globals, cfg xfer.Config, ops *opsServer) error {
 	if cfg.Listen == "" {
 		return errors.New("serve needs an address to listen on: --listen, listen: in the config file, or " + envPrefix + "LISTEN")
 	}
 	log := g.log
+	cfg.Metrics = ops.Registerer()
 	e, err := xfer.Open(ctx, cfg)
 	if err != nil {
 		return fmt.Errorf("open engine: %w", err)
 	}
 	defer e.Close() // after the explicit Close below this is a no-op
 	e.Export(defaultRegionName, e.DefaultRegion())
+	ops.setStatus(func() statusDoc { return engineStatus("serve", e) })
+	ops.setReady(true)
+	defer ops.setReady(false)
 
 	// stdout is not buffered: the line reaches the reader (bench, a script)
 	// as soon as Fprintf returns.

@@ -79,8 +79,12 @@ type Config struct {
 	// is the smaller of this and recv_depth). Default: 256
 	// (DefaultMaxRecvWR).
 	MaxRecvWR int `yaml:"max_recv_wr"`
-	// MaxSGE is the scatter-gather entries per work request. Default: 1
-	// (DefaultMaxSGE).
+	// MaxSGE is the scatter-gather entries per send work request: each
+	// QP is created with it as max_send_sge. The device's max_sge bounds
+	// it; above that the transport is unavailable and says why. xfer posts
+	// one entry per request (a transfer is one contiguous range of a
+	// registered region), so more only reserves room in each send queue
+	// entry; receives use one entry. Default: 1 (DefaultMaxSGE).
 	MaxSGE int `yaml:"max_sge"`
 	// QPType is the queue pair type; only RC (reliable connected) is
 	// supported. Default: RC.

@@ -163,6 +163,12 @@ func openDevice(cfg Config) (_ *device, err error) {
 	if err != nil {
 		return nil, err
 	}
+	// max_sge becomes each QP's max_send_sge: a device that allows fewer
+	// would refuse the QP at connect time, so say so now, by name.
+	if d.MaxSGE > 0 && cfg.MaxSGE > d.MaxSGE {
+		return nil, fmt.Errorf("rdma: %w: %smax_sge %d: %s allows at most %d scatter-gather entries per work request (ibv_devinfo -v: max_sge): set max_sge to %d or less",
+			transport.ErrNotSupported, keyPrefix, cfg.MaxSGE, d.Name, d.MaxSGE, d.MaxSGE)
+	}
 	mtu := p.ActiveMTU
 	if cfg.MTU != 0 && cfg.MTU < mtu {
 		mtu = cfg.MTU

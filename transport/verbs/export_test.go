@@ -47,3 +47,31 @@ func PollersAsleep() int   { return int(pollersAsleep.Load()) }
 // DropListener makes the next rdma_cm acceptor close its listener before the
 // dialer connects (on) or takes that back (off).
 func DropListener(on bool) { testDropListener.Store(on) }
+
+// SendSGE returns the max_send_sge of every QP of the transport's endpoints.
+func SendSGE(t *Transport) []int {
+	t.mu.Lock()
+	d := t.dev
+	t.mu.Unlock()
+	if d == nil {
+		return nil
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	var out []int
+	for e := range d.eps {
+		for _, q := range e.qps {
+			out = append(out, q.qp.Caps().MaxSendSGE)
+		}
+	}
+	return out
+}
+
+// DeviceMaxSGE is the max_sge of the device the transport opened.
+func DeviceMaxSGE(t *Transport) int {
+	d, err := t.device()
+	if err != nil {
+		return 0
+	}
+	return d.info.MaxSGE
+}

@@ -735,3 +735,25 @@ func (t *Transport) Close() error {
 	}
 	return nil
 }
+
+// DeviceInUse describes the device, port and GID the transport has open.
+type DeviceInUse struct {
+	Device   string `json:"device"` // "mlx5_0", "rxe0"
+	Port     int    `json:"port"`
+	GIDIndex int    `json:"gid_index"`
+	GIDType  string `json:"gid_type"`   // "RoCE v2", "IB", ...
+	MTU      int    `json:"active_mtu"` // bytes
+}
+
+// InUse reports the device the transport has open, without opening one:
+// false until the transport was first used, and after its device was
+// removed.
+func (t *Transport) InUse() (DeviceInUse, bool) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	d := t.dev
+	if d == nil || d.removed() {
+		return DeviceInUse{}, false
+	}
+	return DeviceInUse{Device: d.info.Name, Port: d.port.Num, GIDIndex: d.gid.Index, GIDType: d.gid.Type, MTU: d.mtu}, true
+}

@@ -1,0 +1,421 @@
+package kv
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"log/slog"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/xferio/xfer"
+	"github.com/xferio/xfer/directory"
+)
+
+// ServiceName is the name under which a KV server lists its gRPC address
+// in its node's directory entry (xfer.Engine.SetService), and under which
+// a Cluster finds it.
+const ServiceName = "kv"
+
+// DefaultDownFor is how long a Cluster leaves out a server it could not
+// reach before trying it again (ClusterOptions.DownFor).
+const DefaultDownFor = time.Second
+
+// ClusterOptions configures a Cluster.
+type ClusterOptions struct {
+	// Directory is the URL of the directory the servers register in:
+	// http://HOST:PORT (a coordinator) or etcd://HOST:2379/PREFIX.
+	// Required.
+	Directory string
+	// Client configures the client of each server. All of them share one
+	// engine: Client.Engine, or one the cluster opens with
+	// Client.EngineConfig and closes. FailFast is implied.
+	Client ClientOptions
+	// DownFor is how long a server that could not be reached is left out
+	// of the key placement, unless the directory reports it left or
+	// registered again first. Default: DefaultDownFor.
+	DownFor time.Duration
+}
+
+// Cluster is a client of every live KV server registered in a directory:
+// it places each key on one server by rendezvous (highest random weight)
+// hashing over the servers' node IDs, so that every client with the same
+// view of the directory places a key on the same server, and a server that
+// joins or leaves moves only the keys it gains or had.
+//
+// It watches the directory: a server whose entry expires (its lease or
+// heartbeats ran out) or that deregistered is dropped, and its keys map to
+// the others from then on. A server that cannot be reached is left out at
+// once, for DownFor, without waiting for its entry to expire. The KV is a
+// cache: the values of a lost server are lost, and a GET of one of them
+// says "not found" (ErrNotFound) once the key maps to another server.
+//
+// Its methods are safe for concurrent use.
+type Cluster struct {
+	opts    ClusterOptions
+	dir     directory.Directory
+	e       *xfer.Engine
+	ownsEng bool
+	log     *slog.Logger
+
+	mu      sync.Mutex
+	members map[string]*member // by node ID; guarded by mu
+	snap    atomic.Pointer[[]*member]
+	closed  atomic.Bool
+
+	ctx    context.Context
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+}
+
+// member is one server of a Cluster.
+type member struct {
+	id   string
+	addr string // its gRPC address (the entry's "kv" service)
+	seed uint64 // the hash of id
+
+	mu   sync.Mutex
+	cl   *Client // dialed on first use
+	gone bool    // removed from the cluster; cl is closed
+
+	downUntil atomic.Int64 // unix nanoseconds
+}
+
+// DialCluster opens the directory at opts.Directory, lists the KV servers
+// registered there and watches them.
+func DialCluster(ctx context.Context, opts ClusterOptions) (*Cluster, error) {
+	if opts.Directory == "" || opts.Directory == "p2p" {
+		return nil, fmt.Errorf("kv: cluster: %w", directory.ErrNoDirectory)
+	}
+	if opts.DownFor <= 0 {
+		opts.DownFor = DefaultDownFor
+	}
+	c := &Cluster{opts: opts, e: opts.Client.Engine, log: opts.Client.Logger, members: map[string]*member{}}
+	if c.log == nil {
+		c.log = opts.Client.EngineConfig.Logger
+	}
+	if c.log == nil {
+		c.log = slog.New(slog.DiscardHandler)
+	}
+	var err error
+	c.dir, err = directory.Open(ctx, opts.Directory, directory.Options{Logger: c.log})
+	if err != nil {
+		return nil, fmt.Errorf("kv: cluster: %w", err)
+	}
+	if c.e == nil {
+		cfg := opts.Client.EngineConfig
+		if cfg.TCP.PollSpin == 0 {
+			cfg.TCP.PollSpin = DefaultPollSpin
+		}
+		if c.e, err = xfer.Open(ctx, cfg); err != nil {
+			c.dir.Close()
+			return nil, fmt.Errorf("kv: cluster engine: %w", err)
+		}
+		c.ownsEng = true
+	}
+	c.opts.Client.Engine = c.e
+	c.opts.Client.FailFast = true
+	c.ctx, c.cancel = context.WithCancel(context.Background())
+	c.publish()
+	ents, err := c.dir.List(ctx)
+	if err != nil {
+		c.Close()
+		return nil, fmt.Errorf("kv: cluster: list the servers in %s: %w", opts.Directory, err)
+	}
+	for _, ent := range ents {
+		c.join(ent)
+	}
+	c.publish()
+	ch, err := c.dir.Watch(c.ctx)
+	if err != nil {
+		c.Close()
+		return nil, fmt.Errorf("kv: cluster: watch %s: %w", opts.Directory, err)
+	}
+	c.wg.Go(func() { c.watch(ch) })
+	return c, nil
+}
+
+// watch applies the directory's changes until the cluster closes; when the
+// directory ends the watch early, it watches again.
+func (c *Cluster) watch(ch <-chan directory.Event) {
+	for {
+		for ev := range ch {
+			switch ev.Kind {
+			case directory.Join:
+				c.join(ev.Entry)
+			case directory.Leave:
+				c.leave(ev.Entry.NodeID)
+			}
+			c.publish()
+		}
+		select {
+		case <-c.ctx.Done():
+			return
+		case <-time.After(time.Second):
+		}
+		var err error
+		if ch, err = c.dir.Watch(c.ctx); err != nil {
+			c.log.Warn("kv: cluster: watch the directory", "directory", c.opts.Directory, "err", err)
+			ch = nil
+			continue
+		}
+	}
+}
+
+// join adds or updates a server (an entry without the kv service is not
+// a KV server, or not yet one).
+func (c *Cluster) join(ent directory.Entry) {
+	addr := ent.Services[ServiceName]
+	if addr == "" {
+		c.leave(ent.NodeID)
+		return
+	}
+	c.mu.Lock()
+	old := c.members[ent.NodeID]
+	if old != nil && old.addr == addr {
+		old.downUntil.Store(0) // it registered again: worth a try
+		c.mu.Unlock()
+		return
+	}
+	h := fnv.New64a()
+	h.Write([]byte(ent.NodeID))
+	c.members[ent.NodeID] = &member{id: ent.NodeID, addr: addr, seed: h.Sum64()}
+	c.mu.Unlock()
+	if old != nil {
+		old.close()
+	}
+	c.log.Debug("kv: cluster: server joined", "node", ent.NodeID, "addr", addr)
+}
+
+// leave drops a server.
+func (c *Cluster) leave(id string) {
+	c.mu.Lock()
+	m := c.members[id]
+	delete(c.members, id)
+	c.mu.Unlock()
+	if m != nil {
+		m.close()
+		c.log.Debug("kv: cluster: server left", "node", id)
+	}
+}
+
+// publish makes the current members the placement's snapshot.
+func (c *Cluster) publish() {
+	c.mu.Lock()
+	ms := make([]*member, 0, len(c.members))
+	for _, m := range c.members {
+		ms = append(ms, m)
+	}
+	c.mu.Unlock()
+	slices.SortFunc(ms, func(a, b *member) int { return cmp.Compare(a.id, b.id) })
+	c.snap.Store(&ms)
+}
+
+func (m *member) close() {
+	m.mu.Lock()
+	cl := m.cl
+	m.cl, m.gone = nil, true
+	m.mu.Unlock()
+	if cl != nil {
+		cl.Close()
+	}
+}
+
+// client returns the member's client, dialing it on first use.
+func (m *member) client(ctx context.Context, opts ClientOptions) (*Client, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.gone {
+		return nil, fmt.Errorf("kv: server %s left: %w", m.id, ErrUnavailable)
+	}
+	if m.cl != nil {
+		return m.cl, nil
+	}
+	cl, err := Dial(ctx, m.addr, opts)
+	if err != nil {
+		return nil, fmt.Errorf("kv: server %s: %w", m.id, err)
+	}
+	cl.noWait = true
+	m.cl = cl
+	return cl, nil
+}
+
+// weight is key's rendezvous weight on a server whose ID hashes to seed.
+func weight(key string, seed uint64) uint64 {
+	h := seed ^ 0xcbf29ce484222325
+	for i := 0; i < len(key); i++ {
+		h ^= uint64(key[i])
+		h *= 0x100000001b3
+	}
+	// splitmix64's finaliser: FNV's low bits alone spread poorly.
+	h ^= h >> 30
+	h *= 0xbf58476d1ce4e5b9
+	h ^= h >> 27
+	h *= 0x94d049bb133111eb
+	h ^= h >> 31
+	return h
+}
+
+// pick returns the server with the highest weight for key among the live
+// ones not in tried, or nil.
+func (c *Cluster) pick(key string, tried []*member) *member {
+	now := time.Now().UnixNano()
+	var best *member
+	var bestW uint64
+	for _, m := range *c.snap.Load() {
+		if m.downUntil.Load() > now || slices.Contains(tried, m) {
+			continue
+		}
+		if w := weight(key, m.seed); best == nil || w > bestW {
+			best, bestW = m, w
+		}
+	}
+	return best
+}
+
+// do runs f on the client of key's server; when that server cannot be
+// reached it is left out for DownFor and f runs on the next one.
+func (c *Cluster) do(ctx context.Context, key string, f func(*Client) error) error {
+	if c.closed.Load() {
+		return fmt.Errorf("kv: cluster: %w", xfer.ErrClosed)
+	}
+	var tried []*member
+	var last error
+	for {
+		m := c.pick(key, tried)
+		if m == nil {
+			if last != nil {
+				return fmt.Errorf("kv: no KV server in %s could be reached (last: %w)", c.opts.Directory, last)
+			}
+			return fmt.Errorf("kv: no live KV server in %s: %w", c.opts.Directory, ErrUnavailable)
+		}
+		cl, err := m.client(ctx, c.opts.Client)
+		if err == nil {
+			err = f(cl)
+		}
+		if err == nil || !errors.Is(err, ErrUnavailable) || ctx.Err() != nil {
+			return err
+		}
+		m.downUntil.Store(time.Now().Add(c.opts.DownFor).UnixNano())
+		c.log.Debug("kv: cluster: server unreachable, left out", "node", m.id, "for", c.opts.DownFor, "err", err)
+		tried, last = append(tried, m), err
+	}
+}
+
+// Get returns key's value from its server (Client.Get).
+func (c *Cluster) Get(ctx context.Context, key string) (v []byte, err error) {
+	err = c.do(ctx, key, func(cl *Client) error { v, err = cl.Get(ctx, key); return err })
+	return v, err
+}
+
+// GetInto has key's server write its value into buf, a buffer of the
+// cluster's engine (Client.GetInto).
+func (c *Cluster) GetInto(ctx context.Context, key string, buf xfer.Buffer) (n int, err error) {
+	err = c.do(ctx, key, func(cl *Client) error { n, err = cl.GetInto(ctx, key, buf); return err })
+	return n, err
+}
+
+// Put stores value under key on its server (Client.Put).
+func (c *Cluster) Put(ctx context.Context, key string, value []byte) error {
+	return c.do(ctx, key, func(cl *Client) error { return cl.Put(ctx, key, value) })
+}
+
+// PutBuffer stores the first n bytes of buf under key on its server
+// (Client.PutBuffer).
+func (c *Cluster) PutBuffer(ctx context.Context, key string, buf xfer.Buffer, n int) error {
+	return c.do(ctx, key, func(cl *Client) error { return cl.PutBuffer(ctx, key, buf, n) })
+}
+
+// Delete removes key from its server (Client.Delete).
+func (c *Cluster) Delete(ctx context.Context, key string) error {
+	return c.do(ctx, key, func(cl *Client) error { return cl.Delete(ctx, key) })
+}
+
+// Servers lists the node IDs of the servers the cluster places keys on,
+// sorted: those registered in the directory, less those left out for
+// being unreachable.
+func (c *Cluster) Servers() []string {
+	now := time.Now().UnixNano()
+	var ids []string
+	for _, m := range *c.snap.Load() {
+		if m.downUntil.Load() <= now {
+			ids = append(ids, m.id)
+		}
+	}
+	return ids
+}
+
+// Owner is the node ID of the server key goes to now, or "" when there is
+// none.
+func (c *Cluster) Owner(key string) string {
+	if m := c.pick(key, nil); m != nil {
+		return m.id
+	}
+	return ""
+}
+
+// Stats returns each server's counters, by node ID; a server that cannot
+// be reached is missing, and named in the error.
+func (c *Cluster) Stats(ctx context.Context) (map[string]Stats, error) {
+	out := map[string]Stats{}
+	var errs []error
+	for _, m := range *c.snap.Load() {
+		cl, err := m.client(ctx, c.opts.Client)
+		if err == nil {
+			var st Stats
+			if st, err = cl.Stats(ctx); err == nil {
+				out[m.id] = st
+				continue
+			}
+		}
+		errs = append(errs, fmt.Errorf("server %s: %w", m.id, err))
+	}
+	return out, errors.Join(errs...)
+}
+
+// Engine is the engine the cluster's clients share; buffers for GetInto
+// and PutBuffer come from its pool.
+func (c *Cluster) Engine() *xfer.Engine { return c.e }
+
+// Close closes every server's client, stops watching, and closes the
+// directory and, when the cluster opened it, the engine. Idempotent.
+func (c *Cluster) Close() error {
+	if c.closed.Swap(true) {
+		return nil
+	}
+	c.cancel()
+	c.wg.Wait()
+	c.mu.Lock()
+	ms := c.members
+	c.members = map[string]*member{}
+	c.mu.Unlock()
+	c.publish()
+	for _, m := range ms {
+		m.close()
+	}
+	err := c.dir.Close()
+	if c.ownsEng {
+		err = errors.Join(err, c.e.Close())
+	}
+	return err
+}
+
+// Transport names the data-plane transport of a server the cluster is
+// connected to ("" before the first connection).
+func (c *Cluster) Transport() string {
+	for _, m := range *c.snap.Load() {
+		m.mu.Lock()
+		cl := m.cl
+		m.mu.Unlock()
+		if cl != nil {
+			if t := cl.Transport(); t != "" {
+				return t
+			}
+		}
+	}
+	return ""
+}

@@ -1,0 +1,63 @@
+package xfer
+
+import (
+	"fmt"
+	"log/slog"
+	"testing"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+)
+
+// BenchmarkMetricsHooks is what the metrics add to one successful
+// operation, alone: opStart (an atomic add, and the clock for one
+// operation in 16) and opDone (the histogram for those, an atomic add).
+// BenchmarkWriteMetrics measures the same inside a whole WRITE, where the
+// machine's noise is larger than this difference.
+func BenchmarkMetricsHooks(b *testing.B) {
+	e := &Engine{}
+	m, err := newEngineMetrics(e, prometheus.NewRegistry())
+	if err != nil {
+		b.Fatal(err)
+	}
+	e.metrics = m
+	p := &Peer{e: e}
+	p.stats.conn.Store(m.newConn("tcp", nil))
+	b.ReportAllocs()
+	for b.Loop() {
+		c := p.stats.conn.Load()
+		start := opStart(c, mWrite)
+		p.opDone(c, mWrite, 64, start, nil)
+	}
+	if got := p.stats.conn.Load().ops[mWrite].Load(); got == 0 {
+		b.Fatal("no operation counted")
+	}
+}
+
+// TestFellBack: a fallback counts under its transport and reason, and the
+// status keeps the latest ones, at most maxRecentFallbacks, with the error.
+func TestFellBack(t *testing.T) {
+	e := &Engine{log: slog.New(slog.DiscardHandler)}
+	m, err := newEngineMetrics(e, prometheus.NewRegistry())
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.metrics = m
+	e.fellBack("10.0.0.2:7471", "rdma", reasonSetupFailed, "no device", "falling back")
+	if got := testutil.ToFloat64(m.fallback.WithLabelValues("rdma", reasonSetupFailed)); got != 1 {
+		t.Errorf("xfer_fallbacks_total{rdma,setup_failed} = %v, want 1", got)
+	}
+	if got := testutil.ToFloat64(m.fallback.WithLabelValues("shm", reasonUnusable)); got != 0 {
+		t.Errorf("xfer_fallbacks_total{shm,unusable} = %v, want 0", got)
+	}
+	for i := range 100 {
+		e.fellBack("10.0.0.3:7471", "shm", reasonUnusable, fmt.Sprint("other host ", i), "falling back")
+	}
+	r := e.stats.recentFallbacks()
+	if len(r) != maxRecentFallbacks || r[len(r)-1].Detail != "other host 99" || r[len(r)-1].Reason != reasonUnusable || r[len(r)-1].Peer != "10.0.0.3:7471" {
+		t.Errorf("recent fallbacks: %d, the last %+v", len(r), r[len(r)-1])
+	}
+	if e.Fallbacks() != 101 {
+		t.Errorf("Fallbacks() = %d, want 101", e.Fallbacks())
+	}
+}

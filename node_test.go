@@ -1,0 +1,250 @@
+package xfer_test
+
+import (
+	"context"
+	"errors"
+	"net"
+	"net/http/httptest"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/xferio/xfer"
+	"github.com/xferio/xfer/directory"
+	"github.com/xferio/xfer/internal/testutil/etcdtest"
+)
+
+// directoryBackends are the real directories the engine's tests run
+// against: a coordinator (xfer coordinator's handler on loopback) and an
+// etcd embedded in the test process. Each call gives a fresh URL.
+func directoryBackends(t *testing.T) map[string]func(t *testing.T) string {
+	t.Helper()
+	return map[string]func(t *testing.T) string{
+		"coordinator": func(t *testing.T) string {
+			s := httptest.NewServer(directory.NewCoordinator(directory.CoordinatorOptions{}))
+			t.Cleanup(s.Close)
+			return s.URL
+		},
+		"etcd": func(t *testing.T) string {
+			return "etcd://" + etcdtest.Start(t) + "/" + strings.ReplaceAll(t.Name(), "/", "-")
+		},
+	}
+}
+
+func openNode(t *testing.T, cfg xfer.Config) *xfer.Engine {
+	t.Helper()
+	if cfg.Transport == "" {
+		cfg.Transport = xfer.PolicyTCP
+	}
+	cfg.MemoryMB = 4
+	e, err := xfer.Open(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { e.Close() })
+	return e
+}
+
+// TestDirectoryEngine: an engine with a node ID registers its address,
+// transports and exports; a peer finds a region by (node, name) and reads
+// it through DialNode; Close removes the entry at once.
+func TestDirectoryEngine(t *testing.T) {
+	for name, backend := range directoryBackends(t) {
+		t.Run(name, func(t *testing.T) {
+			url := backend(t)
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			a := openNode(t, xfer.Config{Listen: "127.0.0.1:0", Directory: url, NodeID: "mem-1"})
+			b := openNode(t, xfer.Config{Directory: url})
+
+			ent, err := b.LookupNode(ctx, "mem-1")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(ent.Addrs) != 1 || ent.Addrs[0] != a.Addr() || len(ent.Transports) != 1 || ent.Transports[0] != "tcp" || len(ent.Exports) != 0 {
+				t.Fatalf("entry %+v, want addrs [%s], transports [tcp], no exports", ent, a.Addr())
+			}
+
+			r, err := a.NewRegion(8192, xfer.AccessRead)
+			if err != nil {
+				t.Fatal(err)
+			}
+			copy(r.Bytes(), "hello from mem-1")
+			a.Export("blob", r)
+			if ent, err = b.LookupNode(ctx, "mem-1"); err != nil {
+				t.Fatal(err)
+			}
+			if len(ent.Exports) != 1 || ent.Exports[0] != (directory.Export{Name: "blob", Len: 8192}) {
+				t.Fatalf("exports %+v after Export, want [blob 8192]", ent.Exports)
+			}
+
+			p, err := b.DialNode(ctx, "mem-1")
+			if err != nil {
+				t.Fatal(err)
+			}
+			desc, ok := p.Region("blob")
+			if !ok {
+				t.Fatal("the dialed node does not export blob")
+			}
+			buf, err := b.Alloc(16)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := p.Read(ctx, buf.Bytes(), desc.At(0)); err != nil {
+				t.Fatal(err)
+			}
+			if got := string(buf.Bytes()); got != "hello from mem-1" {
+				t.Fatalf("read %q", got)
+			}
+
+			if err := a.SetService(ctx, "kv", "[::]:5555"); err != nil {
+				t.Fatal(err)
+			}
+			if ent, err = b.LookupNode(ctx, "mem-1"); err != nil {
+				t.Fatal(err)
+			}
+			if want := "127.0.0.1:5555"; ent.Services["kv"] != want {
+				t.Fatalf("services %v, want kv at %s", ent.Services, want)
+			}
+
+			if err := a.Close(); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := b.LookupNode(ctx, "mem-1"); !errors.Is(err, xfer.ErrUnknownNode) {
+				t.Fatalf("lookup after Close: %v, want ErrUnknownNode", err)
+			}
+			if _, err := b.DialNode(ctx, "mem-1"); !errors.Is(err, xfer.ErrUnknownNode) || !strings.Contains(err.Error(), "mem-1") {
+				t.Fatalf("dial after Close: %v, want ErrUnknownNode naming mem-1", err)
+			}
+		})
+	}
+}
+
+// TestDirectoryForgedEntry: an entry carries no secret and no region key,
+// and an entry forged by a node that does not know the secret (the real
+// node's ID, the attacker's address) leads the dialer to a handshake that
+// fails with ErrAuth.
+func TestDirectoryForgedEntry(t *testing.T) {
+	for name, backend := range directoryBackends(t) {
+		t.Run(name, func(t *testing.T) {
+			url := backend(t)
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			const secret = "the-cluster-secret"
+			a := openNode(t, xfer.Config{Listen: "127.0.0.1:0", Directory: url, NodeID: "mem-1", Secret: secret})
+			r, err := a.NewRegion(4096, xfer.AccessReadWrite)
+			if err != nil {
+				t.Fatal(err)
+			}
+			a.Export("pages", r)
+			raw, err := func() ([]byte, error) { ent := a.Entry(); return ent.Marshal() }()
+			if err != nil {
+				t.Fatal(err)
+			}
+			d := r.Desc()
+			for _, leak := range []string{secret, strconv.FormatUint(d.Key, 10), strconv.FormatUint(d.Key, 16), d.String()} {
+				if strings.Contains(string(raw), leak) {
+					t.Fatalf("the entry %s carries %q", raw, leak)
+				}
+			}
+
+			b := openNode(t, xfer.Config{Directory: url, Secret: secret})
+			if _, err := b.DialNode(ctx, "mem-1"); err != nil {
+				t.Fatalf("dial the real node: %v", err)
+			}
+
+			// The attacker listens, without the secret, and overwrites
+			// mem-1's entry with its own address.
+			m := openNode(t, xfer.Config{Listen: "127.0.0.1:0", Secret: "a-guess"})
+			forger, err := directory.Open(ctx, url, directory.Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer forger.Close()
+			if err := forger.Register(ctx, directory.Entry{NodeID: "mem-1", Addrs: []string{m.Addr()}, Transports: []string{"tcp"}, Exports: []directory.Export{{Name: "pages", Len: 4096}}}); err != nil {
+				t.Fatal(err)
+			}
+			c := openNode(t, xfer.Config{Directory: url, Secret: secret})
+			p, err := c.DialNode(ctx, "mem-1")
+			if !errors.Is(err, xfer.ErrAuth) {
+				t.Fatalf("dial a forged entry: peer %v, err %v; want ErrAuth", p, err)
+			}
+			if !strings.Contains(err.Error(), m.Addr()) {
+				t.Errorf("the error %q does not name the address dialed", err)
+			}
+		})
+	}
+}
+
+// TestDirectoryDialErrors: each way DialNode cannot reach a node has its
+// own clear error.
+func TestDirectoryDialErrors(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+
+	p2p := openNode(t, xfer.Config{})
+	if _, err := p2p.DialNode(ctx, "mem-1"); !errors.Is(err, xfer.ErrNoDirectory) {
+		t.Errorf("p2p: %v, want ErrNoDirectory", err)
+	}
+
+	coord := httptest.NewServer(directory.NewCoordinator(directory.CoordinatorOptions{}))
+	defer coord.Close()
+	e := openNode(t, xfer.Config{Directory: coord.URL})
+	if _, err := e.DialNode(ctx, "nobody"); !errors.Is(err, xfer.ErrUnknownNode) {
+		t.Errorf("unknown node: %v, want ErrUnknownNode", err)
+	}
+	if _, err := e.DialNode(ctx, "not an id"); !errors.Is(err, directory.ErrInvalid) {
+		t.Errorf("malformed node id: %v, want directory.ErrInvalid", err)
+	}
+
+	// A node that died without deregistering: its entry outlives it
+	// until its TTL, and dialing it is refused.
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dead := l.Addr().String()
+	l.Close()
+	d, err := directory.Open(ctx, coord.URL, directory.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	if err := d.Register(ctx, directory.Entry{NodeID: "gone", Addrs: []string{dead}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.DialNode(ctx, "gone"); err == nil || !strings.Contains(err.Error(), "node gone at "+dead) || !strings.Contains(err.Error(), "refused") {
+		t.Errorf("gone node: %v, want an error naming the node, its address and the refusal", err)
+	}
+
+	coord.Close()
+	if _, err := e.DialNode(ctx, "gone"); !errors.Is(err, xfer.ErrDirectoryUnavailable) {
+		t.Errorf("coordinator down: %v, want ErrDirectoryUnavailable", err)
+	}
+}
+
+// TestDirectoryConfig: a node ID needs a directory and a listen address,
+// and Open fails clearly when the directory cannot be reached.
+func TestDirectoryConfig(t *testing.T) {
+	ctx := context.Background()
+	for _, c := range []struct {
+		cfg  xfer.Config
+		want string
+	}{
+		{xfer.Config{Listen: ":0", NodeID: "n1"}, `node_id "n1": needs a directory`},
+		{xfer.Config{Directory: "http://127.0.0.1:1", NodeID: "n1"}, `node_id "n1": a node registers where it listens`},
+		{xfer.Config{Directory: "etcd://"}, "no etcd endpoint"},
+		{xfer.Config{Listen: "127.0.0.1:0", Directory: "http://127.0.0.1:1", NodeID: "n1", MemoryMB: 1}, "register node n1 in directory http://127.0.0.1:1"},
+	} {
+		e, err := xfer.Open(ctx, c.cfg)
+		if err == nil {
+			e.Close()
+			t.Errorf("%+v opened", c.cfg)
+			continue
+		}
+		if !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%+v: %v, want %q", c.cfg, err, c.want)
+		}
+	}
+}

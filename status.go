@@ -1,0 +1,202 @@
+package xfer
+
+import (
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/xferio/xfer/transport/verbs"
+)
+
+// Status is a snapshot of an engine for operators: what `xfer status` and
+// the CLI's /api/v1/transport/status show.
+type Status struct {
+	// ID is the engine's ID, Policy its transport policy and Addr the
+	// address peers dial ("" when it does not listen).
+	ID     string `json:"id"`
+	Policy Policy `json:"policy"`
+	Addr   string `json:"addr,omitempty"`
+	// Transports are the engine's transports, best first, whether each is
+	// available on this host and, when not, why.
+	Transports []TransportStatus `json:"transports"`
+	// Peers are the engine's peers (Engine.Peers), ordered by address.
+	Peers []PeerStatus `json:"peers"`
+	// Fallbacks and SetupRetries count since Open (Engine.Fallbacks,
+	// Engine.SetupRetries); RecentFallbacks are the latest fallbacks,
+	// oldest first (at most 32).
+	Fallbacks       uint64          `json:"fallbacks"`
+	SetupRetries    uint64          `json:"setup_retries"`
+	RecentFallbacks []FallbackEvent `json:"recent_fallbacks"`
+	// Pool is the default pool.
+	Pool PoolStatus `json:"pool"`
+	// Regions is the number of registered regions, the pool's included.
+	Regions int `json:"regions"`
+}
+
+// TransportStatus says whether a transport can be used on this host.
+type TransportStatus struct {
+	Name      string `json:"name"`
+	Available bool   `json:"available"`
+	// Reason is why it is not available (the probe's error), or why the
+	// policy excludes it.
+	Reason string `json:"reason,omitempty"`
+	// Device is the rdma device, port and GID the transport has open.
+	Device *verbs.DeviceInUse `json:"device,omitempty"`
+}
+
+// PeerStatus describes one peer. Ops, Bytes and LastError are kept only
+// when the engine has metrics (Config.Metrics); without them they stay 0
+// and empty.
+type PeerStatus struct {
+	Addr      string `json:"addr"`
+	ID        string `json:"id"`
+	Transport string `json:"transport"`
+	// Connected reports whether the peer's current connection is up;
+	// UpSince is when it came up.
+	Connected bool      `json:"connected"`
+	UpSince   time.Time `json:"up_since,omitzero"`
+	// Ops and Bytes count this engine's completed operations with the
+	// peer and their payload bytes, both ways.
+	Ops         uint64    `json:"ops"`
+	Bytes       uint64    `json:"bytes"`
+	LastError   string    `json:"last_error,omitempty"`
+	LastErrorAt time.Time `json:"last_error_at,omitzero"`
+}
+
+// FallbackEvent is one fallback: the peer got a lesser transport than the
+// auto policy preferred.
+type FallbackEvent struct {
+	Time      time.Time `json:"time"`
+	Peer      string    `json:"peer"`
+	Transport string    `json:"transport"` // the one given up
+	Reason    string    `json:"reason"`    // unusable, setup_failed, reconnected_lesser
+	Detail    string    `json:"detail"`    // the error
+}
+
+// PoolStatus is the default pool's state, in bytes.
+type PoolStatus struct {
+	Capacity      uint64  `json:"capacity_bytes"`
+	Used          uint64  `json:"used_bytes"`
+	Free          uint64  `json:"free_bytes"`
+	LargestFree   uint64  `json:"largest_free_bytes"`
+	Fragmentation float64 `json:"fragmentation"`
+	Allocated     int     `json:"allocated_buffers"`
+	Failures      uint64  `json:"failed_allocs"`
+}
+
+// Status returns the engine's status. It does not open an rdma device that
+// is not open yet, beyond what Available does.
+func (e *Engine) Status() Status {
+	s := Status{
+		ID:              e.id.String(),
+		Policy:          e.cfg.Transport,
+		Addr:            e.addr,
+		Fallbacks:       e.stats.fallbacks.Load(),
+		SetupRetries:    e.stats.setupRetries.Load(),
+		RecentFallbacks: e.stats.recentFallbacks(),
+		Regions:         e.regions.count(),
+	}
+	for _, name := range []string{"rdma", "shm", "tcp"} {
+		t := e.transports[name]
+		ts := TransportStatus{Name: name, Available: true}
+		if err := t.Available(); err != nil {
+			ts.Available, ts.Reason = false, err.Error()
+		} else if e.cfg.Transport != PolicyAuto && Policy(name) != e.cfg.Transport {
+			ts.Reason = "not used: the policy is " + string(e.cfg.Transport)
+		}
+		if v, ok := t.(*verbs.Transport); ok {
+			if d, ok := v.InUse(); ok {
+				ts.Device = &d
+			}
+		}
+		s.Transports = append(s.Transports, ts)
+	}
+	for _, p := range e.Peers() {
+		s.Peers = append(s.Peers, p.status())
+	}
+	slices.SortFunc(s.Peers, func(a, b PeerStatus) int {
+		if a.Addr != b.Addr {
+			if a.Addr < b.Addr {
+				return -1
+			}
+			return 1
+		}
+		if a.ID < b.ID {
+			return -1
+		}
+		if a.ID > b.ID {
+			return 1
+		}
+		return 0
+	})
+	ps := e.pool.Stats()
+	s.Pool = PoolStatus{Capacity: ps.Capacity, Used: ps.InUse, Free: ps.Free, LargestFree: ps.LargestFree,
+		Fragmentation: ps.Fragmentation, Allocated: ps.Allocated, Failures: ps.Failures}
+	return s
+}
+
+func (p *Peer) status() PeerStatus {
+	s := PeerStatus{Addr: p.String(), ID: p.ID().String(), Ops: p.stats.prevOps.Load(), Bytes: p.stats.prevBytes.Load()}
+	if c := p.stats.conn.Load(); c != nil {
+		ops, bytes := c.opsAndBytes()
+		s.Ops += ops
+		s.Bytes += bytes
+	}
+	if ep := p.current(); ep != nil {
+		s.Transport = ep.Transport()
+		select {
+		case <-ep.Done():
+		default:
+			s.Connected = true
+		}
+	}
+	if t := p.stats.upSince.Load(); t != 0 {
+		s.UpSince = time.Unix(0, t).UTC()
+	}
+	p.stats.mu.Lock()
+	s.LastError, s.LastErrorAt = p.stats.lastErr, p.stats.lastErrAt
+	p.stats.mu.Unlock()
+	return s
+}
+
+// peerStats are a peer's counters for Status, kept when the engine has
+// metrics.
+type peerStats struct {
+	conn    atomic.Pointer[connStats] // the current connection's counters
+	upSince atomic.Int64              // UnixNano of the current connection's start
+	// prevOps and prevBytes are the counts of the peer's earlier
+	// connections.
+	prevOps, prevBytes atomic.Uint64
+
+	mu        sync.Mutex
+	lastErr   string
+	lastErrAt time.Time
+}
+
+func (s *peerStats) setErr(err error) {
+	s.mu.Lock()
+	s.lastErr, s.lastErrAt = err.Error(), time.Now().UTC()
+	s.mu.Unlock()
+}
+
+// maxRecentFallbacks bounds Status.RecentFallbacks.
+const maxRecentFallbacks = 32
+
+func (s *engineStats) recordFallback(ev FallbackEvent) {
+	s.warnMu.Lock()
+	defer s.warnMu.Unlock()
+	if len(s.recent) >= maxRecentFallbacks {
+		s.recent = append(s.recent[:0], s.recent[1:]...)
+	}
+	s.recent = append(s.recent, ev)
+}
+
+func (s *engineStats) recentFallbacks() []FallbackEvent {
+	s.warnMu.Lock()
+	defer s.warnMu.Unlock()
+	return slices.Clone(s.recent)
+}
+
+// count is the number of registered regions.
+func (t *regionTable) count() int { return len(t.load().byID) }
