@@ -5,7 +5,7 @@ GO       ?= go
 FUZZTIME ?= 10s
 PKGS      = ./...
 
-.PHONY: all build test vet race nocgo fuzz integrity bench bench-peers bench-verbs bench-kv bench-kvspread bench-connector bench-pages bench-report bench-ab proto clean
+.PHONY: all build test vet race nocgo fuzz integrity python python-test bench bench-peers bench-verbs bench-kv bench-kvspread bench-connector bench-pages bench-report bench-ab proto clean
 
 all: build
 
@@ -22,10 +22,10 @@ deps:
 ## one log per fuzz target).
 TESTOUT  ?= $(CURDIR)/test-out
 
-test: deps vet nocgo race integrity fuzz
-	@pass=$$(cat $(TESTOUT)/race.pass $(TESTOUT)/integrity.pass $(TESTOUT)/fuzz.pass | awk '{s+=$$1} END {print s}'); \
-	  skip=$$(cat $(TESTOUT)/race.skip); \
-	  echo "make test: vet, gofmt and the no-cgo build clean; race: $$(cat $(TESTOUT)/race.pass) tests passed ($$skip skipped); integrity: $$(cat $(TESTOUT)/integrity.pass); fuzz: $$(cat $(TESTOUT)/fuzz.pass) targets for $(FUZZTIME) each"; \
+test: deps vet nocgo race integrity fuzz python-test
+	@pass=$$(cat $(TESTOUT)/race.pass $(TESTOUT)/integrity.pass $(TESTOUT)/fuzz.pass $(TESTOUT)/pytest.pass | awk '{s+=$$1} END {print s}'); \
+	  skip=$$(cat $(TESTOUT)/race.skip $(TESTOUT)/pytest.skip | awk '{s+=$$1} END {print s}'); \
+	  echo "make test: vet, gofmt and the no-cgo build clean; race: $$(cat $(TESTOUT)/race.pass) tests passed ($$(cat $(TESTOUT)/race.skip) skipped); integrity: $$(cat $(TESTOUT)/integrity.pass); fuzz: $$(cat $(TESTOUT)/fuzz.pass) targets for $(FUZZTIME) each; pytest: $$(cat $(TESTOUT)/pytest.pass) passed ($$(cat $(TESTOUT)/pytest.skip) skipped)"; \
 	  echo "test: $$pass passed, 0 failed, $$skip skipped"
 
 vet:
@@ -70,6 +70,32 @@ fuzz:
 	    n=$$((n+1)); \
 	  done; \
 	done; echo $$n > $(TESTOUT)/fuzz.pass
+
+## python: the Python binding. Builds libxfer.so (the connector's C ABI,
+## cmd/libxfer) into python/xfer/ and makes the package importable by
+## Debian's python3 with a .pth file in its site-packages (no package index,
+## no compiler at install time). PYTHON is /usr/bin/python3 on purpose: a
+## python3 earlier on PATH (pyenv) does not see Debian's numpy and torch.
+PYTHON ?= /usr/bin/python3
+
+python:
+	CGO_ENABLED=1 $(GO) build -buildmode=c-shared -o python/xfer/libxfer.so ./cmd/libxfer
+	rm -f python/xfer/libxfer.h
+	@site=$$($(PYTHON) -c 'import site; print(site.getsitepackages()[0])') && mkdir -p "$$site" && \
+	  echo "$(CURDIR)/python" > "$$site/xfer.pth" && \
+	  echo "python: $(PYTHON) imports xfer from $(CURDIR)/python ($$site/xfer.pth)"
+
+## python-test: the binding's pytest suite, less the slow tests
+## (PYTEST_MARK="" runs them too); its Go counterpart of xfer transfer is
+## built once for the cross-node tests. No tests collected (pytest's exit 5)
+## fails like any other failure.
+PYTEST_MARK ?= not slow
+
+python-test: python
+	@mkdir -p $(TESTOUT)
+	$(GO) build -o $(TESTOUT)/xfer-py ./cmd/xfer
+	set -o pipefail; cd python && XFER_BINARY=$(TESTOUT)/xfer-py $(PYTHON) -m pytest -q -rs -m "$(PYTEST_MARK)" --junitxml=$(TESTOUT)/pytest.xml tests | tee $(TESTOUT)/pytest.log
+	@$(PYTHON) -c 'import sys, xml.etree.ElementTree as E; r = E.parse(sys.argv[1]).getroot(); s = r if r.tag == "testsuite" else r.find("testsuite"); n = lambda k: int(s.get(k, 0)); open(sys.argv[2], "w").write("%d\n" % (n("tests") - n("failures") - n("errors") - n("skipped"))); open(sys.argv[3], "w").write("%d\n" % n("skipped"))' $(TESTOUT)/pytest.xml $(TESTOUT)/pytest.pass $(TESTOUT)/pytest.skip
 
 ## bench: Go benchmarks (allocations per operation included).
 bench:
@@ -124,7 +150,7 @@ bench-verbs: vm-setup
 	tools/bench/verbs.sh $(BENCH_ARGS)
 
 clean:
-	rm -f xfer
+	rm -f xfer python/xfer/libxfer.so
 
 ## RDMA verbs tests in a qemu VM with SoftRoCE (rxe) and SoftiWARP (siw),
 ## through the project's runner tools/rdma-vm (see tools/rdma-vm/README.md and

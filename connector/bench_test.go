@@ -207,3 +207,52 @@ func benchPut(b *testing.B, policy xfer.Policy, dev string, mode string, size in
 		// Each Put replaces the last, whose memory goes back to the pool.
 	}
 }
+
+// BenchmarkPutGetTensor64M: a 64 MiB F32 tensor from Go memory, every page
+// of it written (an untouched slice would be read from the kernel's zero
+// page, faster than real data), put by the producer (a copy into the pool), then got by the consumer with the
+// metadata Put returned, and released; both wait for pool memory. It is
+// the Go side of the Python binding's benchmark (tools/bench/python.py),
+// which does the same through python/xfer.
+func BenchmarkPutGetTensor64M(b *testing.B) {
+	const size = 64 << 20
+	policies, dev := benchPolicies(b)
+	for _, policy := range policies {
+		b.Run(string(policy), func(b *testing.B) {
+			eng := xfer.Config{Transport: policy, MemoryMB: 2*size>>20 + 16}
+			eng.RDMA.Device = dev
+			ctx := context.Background()
+			pcfg := Config{Role: RoleProducer, WaitForMemory: true, Engine: eng}
+			pcfg.Engine.Listen = "127.0.0.1:0"
+			p, err := Open(ctx, pcfg)
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer p.Close()
+			c, err := Open(ctx, Config{Role: RoleConsumer, WaitForMemory: true, Producer: p.Addr(), Engine: eng})
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer c.Close()
+			t := Tensor{DType: F32, Shape: []int64{16, size / 16 / 4}, Data: make([]byte, size)}
+			for i := range t.Data {
+				t.Data[i] = byte(i)
+			}
+			b.SetBytes(size)
+			i := 0
+			for b.Loop() {
+				key := fmt.Sprint("t", i)
+				i++
+				_, meta, err := p.Put(ctx, "a", "b", key, t)
+				if err != nil {
+					b.Fatal(err)
+				}
+				buf, _, err := c.Get(ctx, "a", "b", key, &meta)
+				if err != nil {
+					b.Fatal(err)
+				}
+				buf.Release()
+			}
+		})
+	}
+}

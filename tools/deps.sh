@@ -1,8 +1,11 @@
 #!/usr/bin/env bash
 # Installs the Debian packages the tests run for real, when they are
 # missing: etcd-server (the directory package's integration test runs
-# Debian's etcd binary) and prometheus (a real Prometheus scrapes xfer serve,
-# and its promtool checks the exposition and the recording rules). Go
+# Debian's etcd binary), prometheus (a real Prometheus scrapes xfer serve,
+# and its promtool checks the exposition and the recording rules), and
+# Debian's python3 with NumPy, PyTorch (CPU) and pytest for the Python
+# binding (/usr/bin/python3: a python3 earlier on PATH, e.g. pyenv's, does
+# not see Debian's packages). gcc: cgo builds the C ABI, libxfer.so. Go
 # modules come with `go test` itself.
 # Run as root on a fresh machine (make test runs it); otherwise it says what
 # to install, and the tests that need it skip (or fail under
@@ -12,6 +15,11 @@ set -euo pipefail
 need=()
 command -v etcd >/dev/null 2>&1 || need+=(etcd-server)
 { command -v prometheus && command -v promtool; } >/dev/null 2>&1 || need+=(prometheus)
+[ -x /usr/bin/python3 ] || need+=(python3)
+command -v gcc >/dev/null 2>&1 || need+=(gcc) # cgo builds libxfer.so (make python)
+for m in numpy:python3-numpy torch:python3-torch pytest:python3-pytest; do
+  /usr/bin/python3 -c "import ${m%%:*}" >/dev/null 2>&1 || need+=("${m#*:}")
+done
 
 if [ ${#need[@]} -eq 0 ]; then
   exit 0

@@ -559,7 +559,11 @@ func newConn(e *Stream, nc net.Conn, spin time.Duration) *conn {
 	if tc, ok := nc.(*net.TCPConn); ok {
 		_ = tc.SetNoDelay(true)
 	}
-	c.s = newSender(nc, raw, func(err error) { e.fail(e.linkErr(err)) })
+	// A write error takes the stream down from a goroutine of its own: the
+	// writer that hit it may hold e.mu (AppendSend writes under it), which
+	// linkErr and fail take. The writer returns the error to its caller
+	// itself.
+	c.s = newSender(nc, raw, func(err error) { go func() { e.fail(e.linkErr(err)) }() })
 	return c
 }
 

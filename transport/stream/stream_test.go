@@ -115,3 +115,43 @@ func TestWriteByReferenceNotCancelled(t *testing.T) {
 	case <-time.After(100 * time.Millisecond):
 	}
 }
+
+// TestAppendSendWriteError: a send appended straight into the connection
+// (AppendSend, which holds the stream's lock while it writes) that fails to
+// write returns the error and takes the stream down; it used to deadlock,
+// the write error's handler taking the lock its caller held (a consumer's
+// Close syncing with a producer that had closed first hung).
+func TestAppendSendWriteError(t *testing.T) {
+	// The other end is a bare connection that stays open and sends
+	// nothing: the stream's read loop waits, and only the write fails.
+	a, b := tcpPair(t)
+	b.SetReadDeadline(time.Time{})
+	p := transport.Params{Conns: 1, MaxMessage: 4096, RecvDepth: 8}
+	p.Role, p.Conn, p.Host = transport.Dialer, a, &gatedHost{gate: make(chan struct{})}
+	ea, err := New(context.Background(), p, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ea.Close() })
+	if err := a.CloseWrite(); err != nil { // every later write fails; reads go on
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() {
+		_, err := ea.AppendSend(64, func(b []byte) []byte { return append(b, "sync"...) })
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		if err == nil {
+			t.Fatal("AppendSend on a connection that cannot be written reported no error")
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("AppendSend hung on a write error (deadlock)")
+	}
+	select {
+	case <-ea.Done():
+	case <-time.After(30 * time.Second):
+		t.Fatal("the stream did not go down after its write error")
+	}
+}

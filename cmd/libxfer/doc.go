@@ -1,0 +1,32 @@
+// Command libxfer is the C ABI of the connector (package connector), built
+// as a shared library for the Python binding (python/xfer) and any other
+// language with a C foreign-function interface:
+//
+//	go build -buildmode=c-shared -o libxfer.so ./cmd/libxfer
+//
+// writes libxfer.so and its header libxfer.h. docs/PYTHON.md describes the
+// ABI next to the Python package built on it.
+//
+// The ABI is small and versioned: xfer_abi_version returns ABIVersion, and
+// a caller refuses a library of another version. Every call returns an
+// error code (0 for success, a negative Code otherwise) and writes the
+// error's message into a buffer the caller passes (err, errlen): there is
+// no shared last-error state, so calls from many threads do not race. No
+// call panics across the boundary: each export recovers and reports a
+// panic as CodeInternal.
+//
+// Handles: a connector and a buffer are named by integers (never Go
+// pointers). The only pointers handed out point into the connector's
+// registered pool, which is mmap'd memory, not the Go heap; they are valid
+// until the buffer's release, its publication or the connector's close.
+// Object data handed back (JSON) is allocated with C's malloc and freed by
+// the caller with xfer_free.
+//
+// A process that forks after loading the library must not call it in the
+// child: the Go runtime's threads do not survive fork. The Python binding
+// checks for that and raises an error instead; other callers must do the
+// same.
+//
+// Without cgo (CGO_ENABLED=0) the command builds to a program that says
+// the library needs cgo.
+package main

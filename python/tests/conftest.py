@@ -1,0 +1,46 @@
+"""Fixtures of the xfer binding's tests: real connectors over tcp (and
+shm) on loopback, ephemeral ports."""
+
+import os
+import sys
+
+import pytest
+
+# The package under test is this checkout's (make python builds its library).
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+
+import xfer  # noqa: E402
+
+MiB = 1 << 20
+
+
+def make_pair(protocol="tcp", pool=64 * MiB, **extra):
+    sender = xfer.Connector({"role": "sender", "host": "127.0.0.1", "zmq_port": 0, "protocol": protocol,
+                             "memory_pool_size": pool, **extra})
+    receiver = xfer.Connector({"role": "receiver", "protocol": protocol, "memory_pool_size": pool,
+                               "sender_host": "127.0.0.1", "sender_zmq_port": int(sender.address.rsplit(":", 1)[1]),
+                               **extra})
+    return sender, receiver
+
+
+@pytest.fixture(params=["tcp", "shm"])
+def pair(request):
+    s, r = make_pair(request.param)
+    yield s, r
+    r.close()
+    s.close()
+
+
+@pytest.fixture
+def tcp_pair():
+    s, r = make_pair("tcp")
+    yield s, r
+    r.close()
+    s.close()
+
+
+@pytest.fixture
+def sender():
+    c = xfer.Connector({"role": "sender", "protocol": "tcp", "memory_pool_size": 16 * MiB})
+    yield c
+    c.close()

@@ -1,0 +1,73 @@
+#!/usr/bin/env python3
+"""One Python measurement for tools/bench/python.py: what
+BenchmarkPutGetTensor64M (connector/bench_test.go) does in Go, through the
+Python binding: a 64 MiB F32 torch tensor, every page written, put by a
+sender (a copy into the pool), got by a receiver with the metadata put
+returned (a tensor on the receiver's pool, no copy) and released, ITERS
+times after one warm-up.
+Prints one JSON object: bytes_per_sec; python_peak_alloc_bytes,
+tracemalloc's peak over one put+get (what the Python allocator saw); and
+get_copied_bytes, the bytes the get copied in Python: 0 when the tensor it
+returns is a view of the receiver's pool buffer (its data pointer is the
+buffer's address), the size otherwise."""
+
+import argparse
+import json
+import os
+import sys
+import time
+import tracemalloc
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "python"))
+
+import torch  # noqa: E402
+
+import xfer  # noqa: E402
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--transport", default="tcp")
+    ap.add_argument("--size-mb", type=int, default=64)
+    ap.add_argument("--iters", type=int, default=20)
+    a = ap.parse_args()
+    size = a.size_mb << 20
+    pool = 2 * size + (16 << 20)
+    s = xfer.Connector({"role": "sender", "protocol": a.transport, "memory_pool_size": pool, "wait_for_memory": True})
+    port = int(s.address.rsplit(":", 1)[1])
+    r = xfer.Connector({"role": "receiver", "protocol": a.transport, "memory_pool_size": pool, "wait_for_memory": True,
+                        "sender_host": "127.0.0.1", "sender_zmq_port": port})
+    t = torch.zeros((16, size // 16 // 4), dtype=torch.float32)
+    t.view(-1).view(torch.uint8).copy_(torch.arange(size, dtype=torch.int64).to(torch.uint8))  # every page written, as in Go
+
+    def once(i):
+        ok, _, meta = s.put("a", "b", f"t{i}", t)
+        assert ok
+        got, n = r.get("a", "b", f"t{i}", meta)
+        assert n == size
+        del got  # the receiver's buffer goes back to its pool
+
+    once(-1)
+    # What get does (get_buffer, then value_of), with the buffer in hand:
+    # is the tensor the pool's memory, or a copy of it?
+    _, _, meta = s.put("a", "b", "view", t)
+    buf = r.get_buffer("a", "b", "view", meta)
+    got = r.value_of(buf)
+    copied = 0 if got.data_ptr() == buf.address and got.numel() * got.element_size() == size else size
+    del got, buf
+    tracemalloc.start()
+    once(-2)
+    _, peak = tracemalloc.get_traced_memory()
+    tracemalloc.stop()
+    t0 = time.perf_counter()
+    for i in range(a.iters):
+        once(i)
+    secs = time.perf_counter() - t0
+    s.close()
+    r.close()
+    print(json.dumps({"bytes_per_sec": size * a.iters / secs, "python_peak_alloc_bytes": peak,
+                      "get_copied_bytes": copied, "bytes": size}))
+
+
+if __name__ == "__main__":
+    main()
