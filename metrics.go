@@ -11,6 +11,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/xferio/xfer/transport"
 	"github.com/xferio/xfer/transport/verbs"
 )
 
@@ -82,11 +83,20 @@ type engineMetrics struct {
 	peersDesc, poolUsedDesc, poolFreeDesc, poolCapDesc, poolFragDesc, regionsDesc *prometheus.Desc
 }
 
-// connStats are one connection's (one endpoint's) counters. The hot path
-// adds to them with atomics: no label lookup, no allocation, no float CAS.
+// connStats are one connection's (one endpoint's) counters. An endpoint
+// that counts its own operations (transport.Counter: tcp's and shm's,
+// under the lock or atomic each operation takes there anyway) is read
+// when Prometheus scrapes, and the hot path adds nothing for its
+// operations but the latency samples; ops, sent and received then hold
+// only what never reached the endpoint (operations that failed before it
+// was posted to) and the messages received. For the others (rdma) the hot
+// path adds to them with atomics: no label lookup, no allocation, no
+// float CAS.
 type connStats struct {
 	transport string
 	lat       *[numOps]prometheus.Observer // the transport's latency histograms
+	ep        transport.Endpoint           // the endpoint when it is a transport.Counter, else nil
+	counter   transport.Counter            // the same
 
 	ops         [numOps]atomic.Uint64
 	sent        atomic.Uint64
@@ -108,6 +118,16 @@ func (t *connTotals) add(c *connStats) {
 	}
 	t.sent += c.sent.Load()
 	t.received += c.received.Load()
+	if c.counter != nil {
+		n := c.counter.Counts()
+		for k, v := range n.Ops {
+			if k != 0 {
+				t.ops[opIndex(OpKind(k))] += v
+			}
+		}
+		t.sent += n.Sent
+		t.received += n.Received
+	}
 	for i := range 2 {
 		t.served[i] += c.served[i].Load()
 		t.servedBytes[i] += c.servedBytes[i].Load()
@@ -117,21 +137,23 @@ func (t *connTotals) add(c *connStats) {
 // opsAndBytes are the connection's operations, served ones included, and
 // their bytes both ways, for the status API.
 func (c *connStats) opsAndBytes() (ops, bytes uint64) {
-	for i := range c.ops {
-		ops += c.ops[i].Load()
+	var t connTotals
+	t.add(c)
+	for _, n := range t.ops {
+		ops += n
 	}
-	ops += c.served[0].Load() + c.served[1].Load()
-	bytes = c.sent.Load() + c.received.Load() + c.servedBytes[0].Load() + c.servedBytes[1].Load()
+	ops += t.served[0] + t.served[1]
+	bytes = t.sent + t.received + t.servedBytes[0] + t.servedBytes[1]
 	return ops, bytes
 }
 
 // latencyEvery is how often an operation is timed for the latency
-// histograms: the first of each kind on a connection, and every
-// latencyEvery-th after it (Recv: one in latencyEvery at random). Reading
-// the clock twice and observing costs about 110 ns here, which on a
-// 64-byte shm WRITE (about 200 ns) would be half the operation; one in 16
-// spreads it to a few ns while a steady stream still yields plenty of
-// samples.
+// histograms: one in latencyEvery at random, drawn from the runtime's
+// per-thread generator (math/rand/v2), which no two goroutines share: no
+// atomic, no cache line bouncing between cores. Reading the clock twice and
+// observing costs about 110 ns here, which on a 64-byte shm WRITE (about
+// 100 ns) would be more than the operation; one in 16 spreads it to a few
+// ns while a steady stream still yields plenty of samples.
 const latencyEvery = 16
 
 // transportMetrics are the children of the vectors for one transport,
@@ -240,9 +262,13 @@ func (m *engineMetrics) forTransport(name string) *transportMetrics {
 
 // newConn returns the counters of a new connection on transport name, and
 // retires old's (the connection it replaces; nil for none).
-func (m *engineMetrics) newConn(name string, old *connStats) *connStats {
+func (m *engineMetrics) newConn(ep transport.Endpoint, old *connStats) *connStats {
+	name := ep.Transport()
 	t := m.forTransport(name)
 	c := &connStats{transport: name, lat: &t.lat}
+	if n, ok := ep.(transport.Counter); ok {
+		c.ep, c.counter = ep, n
+	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.retireLocked(old)
@@ -407,20 +433,48 @@ func (e *Engine) setupRetried(t string) {
 
 // The hot path's hooks. Each is reached only when the engine has metrics.
 
-// opStart counts an operation of kind op started on connection c (nil:
-// none) and returns the time to measure it from, or the zero time when it
-// is not one of those timed for the latency histograms.
-func opStart(c *connStats, op int) time.Time {
-	if c != nil && c.ops[op].Add(1)%latencyEvery == 1 {
+// sampleStart returns the time to measure an operation from when it is
+// one of those timed for the latency histograms (one in latencyEvery, at
+// random), else the zero time.
+func sampleStart() time.Time {
+	if rand.Uint32()%latencyEvery == 0 {
 		return time.Now()
 	}
 	return time.Time{}
 }
 
-// opDone records the end of an operation of kind op, of n bytes, on the
-// connection c (nil when it never connected), started at start (zero: not
-// timed): its bytes, or its failure.
-func (p *Peer) opDone(c *connStats, op int, n int, start time.Time, err error) {
+// posting counts an operation of kind op about to be posted to ep on
+// connection c (nil: none), unless ep counts it itself, and reports
+// whether it does. The current endpoint is c's: comparing them is all
+// the hot path does for tcp and shm.
+func (c *connStats) posting(ep transport.Endpoint, op int) (self bool) {
+	if c == nil {
+		return false
+	}
+	if c.ep == ep {
+		return true // c.ep is set only for a transport.Counter
+	}
+	if _, ok := ep.(transport.Counter); ok {
+		return true // a newer or older endpoint than c's: it counts
+	}
+	c.ops[op].Add(1)
+	return false
+}
+
+// unposted counts an operation of kind op on connection c that failed
+// before it was posted, and its failure.
+func (p *Peer) unposted(c *connStats, op int, err error) {
+	if c != nil {
+		c.ops[op].Add(1)
+	}
+	p.e.metrics.opFailed(p, op, err)
+}
+
+// opDone records the end of an operation of kind op, of n bytes, posted
+// on connection c (nil when it never connected), started at start (zero:
+// not timed): its latency, its bytes unless the endpoint counts them
+// (self, from posting), or its failure.
+func (p *Peer) opDone(c *connStats, op int, n int, start time.Time, self bool, err error) {
 	if err != nil {
 		p.e.metrics.opFailed(p, op, err)
 		return
@@ -431,6 +485,9 @@ func (p *Peer) opDone(c *connStats, op int, n int, start time.Time, err error) {
 	if !start.IsZero() {
 		c.lat[op].Observe(time.Since(start).Seconds())
 	}
+	if self {
+		return
+	}
 	if op == mRead {
 		c.received.Add(uint64(n))
 	} else {
@@ -440,12 +497,7 @@ func (p *Peer) opDone(c *connStats, op int, n int, start time.Time, err error) {
 
 // recvStart returns the time to measure a Recv from: one in latencyEvery
 // at random (a Recv is counted when it returns a message).
-func recvStart() time.Time {
-	if rand.Uint32()%latencyEvery == 0 {
-		return time.Now()
-	}
-	return time.Time{}
-}
+func recvStart() time.Time { return sampleStart() }
 
 // recvDone records the end of a Recv of n bytes started at start.
 func (p *Peer) recvDone(n int, start time.Time, err error) {

@@ -7,11 +7,14 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"github.com/xferio/xfer/transport/tcp"
 )
 
 // BenchmarkMetricsHooks is what the metrics add to one successful
-// operation, alone: opStart (an atomic add, and the clock for one
-// operation in 16) and opDone (the histogram for those, an atomic add).
+// operation on an endpoint that counts its own (tcp's, shm's), alone: the
+// latency sample's draw (and the clock and the histogram for one
+// operation in 16), the check that the endpoint counts, and opDone.
 // BenchmarkWriteMetrics measures the same inside a whole WRITE, where the
 // machine's noise is larger than this difference.
 func BenchmarkMetricsHooks(b *testing.B) {
@@ -22,15 +25,18 @@ func BenchmarkMetricsHooks(b *testing.B) {
 	}
 	e.metrics = m
 	p := &Peer{e: e}
-	p.stats.conn.Store(m.newConn("tcp", nil))
+	ep := &tcp.Endpoint{}
+	p.stats.conn.Store(m.newConn(ep, nil))
 	b.ReportAllocs()
+	self := false
 	for b.Loop() {
 		c := p.stats.conn.Load()
-		start := opStart(c, mWrite)
-		p.opDone(c, mWrite, 64, start, nil)
+		start := sampleStart()
+		self = c.posting(ep, mWrite)
+		p.opDone(c, mWrite, 64, start, self, nil)
 	}
-	if got := p.stats.conn.Load().ops[mWrite].Load(); got == 0 {
-		b.Fatal("no operation counted")
+	if !self {
+		b.Fatal("the tcp endpoint does not count its operations")
 	}
 }
 

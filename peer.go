@@ -68,7 +68,7 @@ func (p *Peer) setRemote(remote transport.PeerInfo, exports []wire.Export) {
 
 func (p *Peer) setEndpoint(ep transport.Endpoint) {
 	if m := p.e.metrics; m != nil {
-		old := p.stats.conn.Swap(m.newConn(ep.Transport(), p.stats.conn.Load()))
+		old := p.stats.conn.Swap(m.newConn(ep, p.stats.conn.Load()))
 		if old != nil {
 			ops, bytes := old.opsAndBytes()
 			p.stats.prevOps.Add(ops)
@@ -289,16 +289,30 @@ func (p *Peer) do(ctx context.Context, kind OpKind, local []byte, remote RemoteA
 		}
 		return err
 	}
-	if p.e.metrics != nil {
-		c, op := p.stats.conn.Load(), opIndex(kind)
-		start := opStart(c, op)
-		defer func() { p.opDone(c, op, len(local), start, err) }()
+	// The metrics' hooks are called on each return path, not deferred: a
+	// deferred closure costs more than the whole budget of the metrics on
+	// a 64-byte shm WRITE.
+	m := p.e.metrics
+	var (
+		conn  *connStats
+		start time.Time
+		self  bool
+	)
+	op := opIndex(kind)
+	if m != nil {
+		conn, start = p.stats.conn.Load(), sampleStart()
 	}
 	lr, err := p.e.regions.pinLocal(local)
 	if err != nil {
-		return fmt.Errorf("%s: %w", kind, p.e.closedOr(err))
+		err = fmt.Errorf("%s: %w", kind, p.e.closedOr(err))
+		if m != nil {
+			p.unposted(conn, op, err)
+		}
+		return err
 	}
-	defer lr.Unpin()
+	if m != nil {
+		self = conn.posting(ep, op)
+	}
 	c := callPool.Get().(*call)
 	c.op.Kind, c.op.Local, c.op.Remote, c.op.Imm, c.op.Err, c.op.Region = kind, local, remote, imm, nil, lr
 	c.op.Waited = true
@@ -313,7 +327,12 @@ func (p *Peer) do(ctx context.Context, kind OpKind, local []byte, remote RemoteA
 			}
 			c.op.Local, c.op.Region = nil, nil
 			callPool.Put(c)
-			return fmt.Errorf("%s: %w", kind, ctx.Err())
+			lr.Unpin()
+			err = fmt.Errorf("%s: %w", kind, ctx.Err())
+			if m != nil {
+				p.opDone(conn, op, len(local), start, self, err)
+			}
+			return err
 		}
 	} else {
 		<-c.done
@@ -321,6 +340,10 @@ func (p *Peer) do(ctx context.Context, kind OpKind, local []byte, remote RemoteA
 	err = c.op.Err
 	c.op.Local, c.op.Err, c.op.Region = nil, nil, nil
 	callPool.Put(c)
+	lr.Unpin()
+	if m != nil {
+		p.opDone(conn, op, len(local), start, self, err)
+	}
 	return err
 }
 
@@ -525,9 +548,9 @@ func (p *Peer) submit(b *Batch, ops []Op, waited bool) {
 	ep, err := p.endpoint(context.Background())
 	if err == nil && p.e.metrics != nil {
 		b.p, b.conn = p, p.stats.conn.Load()
-		for i := range ops {
-			if s := opStart(b.conn, opIndex(ops[i].Kind)); b.start.IsZero() {
-				b.start = s
+		for range ops {
+			if b.start.IsZero() {
+				b.start = sampleStart()
 			}
 		}
 	}
@@ -542,11 +565,17 @@ func (p *Peer) submit(b *Batch, ops []Op, waited bool) {
 		r, lerr := p.e.regions.pinLocal(ops[i].Local)
 		if lerr != nil {
 			t.Err = fmt.Errorf("op %d (%s): %w", i, ops[i].Kind, p.e.closedOr(lerr))
+			if b.p != nil && b.conn != nil {
+				b.conn.ops[opIndex(t.Kind)].Add(1) // never posted
+			}
 			b.OpDone(t)
 			continue
 		}
 		b.pins[i] = r
 		t.Region = r
+		if b.p != nil {
+			b.self = b.conn.posting(ep, opIndex(t.Kind))
+		}
 		b.ptrs = append(b.ptrs, t)
 	}
 	if len(b.ptrs) > 0 {
@@ -565,6 +594,7 @@ type Batch struct {
 	remaining atomic.Int64
 	p         *Peer      // set when the engine has metrics
 	conn      *connStats // the connection's counters, for the metrics
+	self      bool       // the endpoint counts its operations (connStats.posting)
 	start     time.Time  // when it was submitted, for the metrics (zero: not timed)
 	errOnce   sync.Once
 	first     error
@@ -609,7 +639,7 @@ func (b *Batch) finish() { b.done <- struct{}{} }
 func (b *Batch) OpDone(t *transport.Op) {
 	b.ops[t.Tag].Err = t.Err
 	if b.p != nil {
-		b.p.opDone(b.conn, opIndex(t.Kind), len(t.Local), b.start, t.Err)
+		b.p.opDone(b.conn, opIndex(t.Kind), len(t.Local), b.start, b.self, t.Err)
 	}
 	if r := b.pins[t.Tag]; r != nil {
 		b.pins[t.Tag] = nil
