@@ -95,8 +95,8 @@ type engineMetrics struct {
 type connStats struct {
 	transport string
 	lat       *[numOps]prometheus.Observer // the transport's latency histograms
-	ep        transport.Endpoint           // the endpoint when it is a transport.Counter, else nil
-	counter   transport.Counter            // the same
+	counter   transport.Counter            // the endpoint, when it counts its own operations
+	every     uint8                        // one operation in every is timed (sampleEvery)
 
 	ops         [numOps]atomic.Uint64
 	sent        atomic.Uint64
@@ -148,13 +148,27 @@ func (c *connStats) opsAndBytes() (ops, bytes uint64) {
 }
 
 // latencyEvery is how often an operation is timed for the latency
-// histograms: one in latencyEvery at random, drawn from the runtime's
-// per-thread generator (math/rand/v2), which no two goroutines share: no
-// atomic, no cache line bouncing between cores. Reading the clock twice and
-// observing costs about 110 ns here, which on a 64-byte shm WRITE (about
-// 100 ns) would be more than the operation; one in 16 spreads it to a few
-// ns while a steady stream still yields plenty of samples.
+// histograms: one in latencyEvery. Reading the clock twice and observing
+// costs about 110 ns here (less on a quiet machine, more under load); one
+// in 16 spreads it to a few ns, nothing beside an operation of
+// microseconds (tcp, rdma), while a steady stream still yields plenty of
+// samples. A synchronous Write or Read counts down to its next sample in
+// its pooled call; a Batch and a Recv draw from the runtime's per-thread
+// generator (math/rand/v2). Neither is an atomic shared between cores.
 const latencyEvery = 16
+
+// latencyEveryShm is latencyEvery on shm, where a small operation is a
+// copy of about 100 ns, less than the clock's two reads: one in 16 would
+// still cost about 10% of it, one in 128 about 1%.
+const latencyEveryShm = 128
+
+// sampleEvery is latencyEvery for the transport named.
+func sampleEvery(transportName string) uint8 {
+	if transportName == "shm" {
+		return latencyEveryShm
+	}
+	return latencyEvery
+}
 
 // transportMetrics are the children of the vectors for one transport,
 // resolved once when a peer's endpoint is set, so that an operation only
@@ -187,7 +201,7 @@ func newEngineMetrics(e *Engine, reg prometheus.Registerer) (*engineMetrics, err
 		}, []string{"op", "kind"}),
 		lat: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "xfer_op_duration_seconds",
-			Help:    "Latency of an operation from its start to its completion, for the first of each kind on a connection and one in 16 after it; for recv, how long Peer.Recv waited for a message (one call in 16).",
+			Help:    "Latency of an operation from its start to its completion, for one operation in 16 (one in 128 on shm, where a small operation takes less time than reading the clock twice); for recv, how long Peer.Recv waited for a message (one call in 16).",
 			Buckets: opBuckets,
 		}, []string{"op", "transport"}),
 		fallback: prometheus.NewCounterVec(prometheus.CounterOpts{
@@ -265,9 +279,9 @@ func (m *engineMetrics) forTransport(name string) *transportMetrics {
 func (m *engineMetrics) newConn(ep transport.Endpoint, old *connStats) *connStats {
 	name := ep.Transport()
 	t := m.forTransport(name)
-	c := &connStats{transport: name, lat: &t.lat}
+	c := &connStats{transport: name, lat: &t.lat, every: sampleEvery(name)}
 	if n, ok := ep.(transport.Counter); ok {
-		c.ep, c.counter = ep, n
+		c.counter = n
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -434,31 +448,13 @@ func (e *Engine) setupRetried(t string) {
 // The hot path's hooks. Each is reached only when the engine has metrics.
 
 // sampleStart returns the time to measure an operation from when it is
-// one of those timed for the latency histograms (one in latencyEvery, at
+// one of those timed for the latency histograms (one in every, at
 // random), else the zero time.
-func sampleStart() time.Time {
-	if rand.Uint32()%latencyEvery == 0 {
+func sampleStart(every uint8) time.Time {
+	if rand.Uint32()%uint32(every) == 0 {
 		return time.Now()
 	}
 	return time.Time{}
-}
-
-// posting counts an operation of kind op about to be posted to ep on
-// connection c (nil: none), unless ep counts it itself, and reports
-// whether it does. The current endpoint is c's: comparing them is all
-// the hot path does for tcp and shm.
-func (c *connStats) posting(ep transport.Endpoint, op int) (self bool) {
-	if c == nil {
-		return false
-	}
-	if c.ep == ep {
-		return true // c.ep is set only for a transport.Counter
-	}
-	if _, ok := ep.(transport.Counter); ok {
-		return true // a newer or older endpoint than c's: it counts
-	}
-	c.ops[op].Add(1)
-	return false
 }
 
 // unposted counts an operation of kind op on connection c that failed
@@ -472,9 +468,9 @@ func (p *Peer) unposted(c *connStats, op int, err error) {
 
 // opDone records the end of an operation of kind op, of n bytes, posted
 // on connection c (nil when it never connected), started at start (zero:
-// not timed): its latency, its bytes unless the endpoint counts them
-// (self, from posting), or its failure.
-func (p *Peer) opDone(c *connStats, op int, n int, start time.Time, self bool, err error) {
+// not timed): its latency, its bytes unless the endpoint counts them, or
+// its failure.
+func (p *Peer) opDone(c *connStats, op int, n int, start time.Time, err error) {
 	if err != nil {
 		p.e.metrics.opFailed(p, op, err)
 		return
@@ -485,7 +481,7 @@ func (p *Peer) opDone(c *connStats, op int, n int, start time.Time, self bool, e
 	if !start.IsZero() {
 		c.lat[op].Observe(time.Since(start).Seconds())
 	}
-	if self {
+	if c.counter != nil {
 		return
 	}
 	if op == mRead {
@@ -497,7 +493,7 @@ func (p *Peer) opDone(c *connStats, op int, n int, start time.Time, self bool, e
 
 // recvStart returns the time to measure a Recv from: one in latencyEvery
 // at random (a Recv is counted when it returns a message).
-func recvStart() time.Time { return sampleStart() }
+func recvStart() time.Time { return sampleStart(latencyEvery) }
 
 // recvDone records the end of a Recv of n bytes started at start.
 func (p *Peer) recvDone(n int, start time.Time, err error) {
