@@ -11,6 +11,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/xferio/xfer/transport"
 	"github.com/xferio/xfer/transport/verbs"
 )
 
@@ -82,11 +83,20 @@ type engineMetrics struct {
 	peersDesc, poolUsedDesc, poolFreeDesc, poolCapDesc, poolFragDesc, regionsDesc *prometheus.Desc
 }
 
-// connStats are one connection's (one endpoint's) counters. The hot path
-// adds to them with atomics: no label lookup, no allocation, no float CAS.
+// connStats are one connection's (one endpoint's) counters. An endpoint
+// that counts its own operations (transport.Counter: tcp's and shm's,
+// under the lock or atomic each operation takes there anyway) is read
+// when Prometheus scrapes, and the hot path adds nothing for its
+// operations but the latency samples; ops, sent and received then hold
+// only what never reached the endpoint (operations that failed before it
+// was posted to) and the messages received. For the others (rdma) the hot
+// path adds to them with atomics: no label lookup, no allocation, no
+// float CAS.
 type connStats struct {
 	transport string
 	lat       *[numOps]prometheus.Observer // the transport's latency histograms
+	counter   transport.Counter            // the endpoint, when it counts its own operations
+	every     uint8                        // one operation in every is timed (sampleEvery)
 
 	ops         [numOps]atomic.Uint64
 	sent        atomic.Uint64
@@ -108,6 +118,16 @@ func (t *connTotals) add(c *connStats) {
 	}
 	t.sent += c.sent.Load()
 	t.received += c.received.Load()
+	if c.counter != nil {
+		n := c.counter.Counts()
+		for k, v := range n.Ops {
+			if k != 0 {
+				t.ops[opIndex(OpKind(k))] += v
+			}
+		}
+		t.sent += n.Sent
+		t.received += n.Received
+	}
 	for i := range 2 {
 		t.served[i] += c.served[i].Load()
 		t.servedBytes[i] += c.servedBytes[i].Load()
@@ -117,22 +137,38 @@ func (t *connTotals) add(c *connStats) {
 // opsAndBytes are the connection's operations, served ones included, and
 // their bytes both ways, for the status API.
 func (c *connStats) opsAndBytes() (ops, bytes uint64) {
-	for i := range c.ops {
-		ops += c.ops[i].Load()
+	var t connTotals
+	t.add(c)
+	for _, n := range t.ops {
+		ops += n
 	}
-	ops += c.served[0].Load() + c.served[1].Load()
-	bytes = c.sent.Load() + c.received.Load() + c.servedBytes[0].Load() + c.servedBytes[1].Load()
+	ops += t.served[0] + t.served[1]
+	bytes = t.sent + t.received + t.servedBytes[0] + t.servedBytes[1]
 	return ops, bytes
 }
 
 // latencyEvery is how often an operation is timed for the latency
-// histograms: the first of each kind on a connection, and every
-// latencyEvery-th after it (Recv: one in latencyEvery at random). Reading
-// the clock twice and observing costs about 110 ns here, which on a
-// 64-byte shm WRITE (about 200 ns) would be half the operation; one in 16
-// spreads it to a few ns while a steady stream still yields plenty of
-// samples.
+// histograms: one in latencyEvery. Reading the clock twice and observing
+// costs about 110 ns here (less on a quiet machine, more under load); one
+// in 16 spreads it to a few ns, nothing beside an operation of
+// microseconds (tcp, rdma), while a steady stream still yields plenty of
+// samples. A synchronous Write or Read counts down to its next sample in
+// its pooled call; a Batch and a Recv draw from the runtime's per-thread
+// generator (math/rand/v2). Neither is an atomic shared between cores.
 const latencyEvery = 16
+
+// latencyEveryShm is latencyEvery on shm, where a small operation is a
+// copy of about 100 ns, less than the clock's two reads: one in 16 would
+// still cost about 10% of it, one in 128 about 1%.
+const latencyEveryShm = 128
+
+// sampleEvery is latencyEvery for the transport named.
+func sampleEvery(transportName string) uint8 {
+	if transportName == "shm" {
+		return latencyEveryShm
+	}
+	return latencyEvery
+}
 
 // transportMetrics are the children of the vectors for one transport,
 // resolved once when a peer's endpoint is set, so that an operation only
@@ -165,7 +201,7 @@ func newEngineMetrics(e *Engine, reg prometheus.Registerer) (*engineMetrics, err
 		}, []string{"op", "kind"}),
 		lat: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "xfer_op_duration_seconds",
-			Help:    "Latency of an operation from its start to its completion, for the first of each kind on a connection and one in 16 after it; for recv, how long Peer.Recv waited for a message (one call in 16).",
+			Help:    "Latency of an operation from its start to its completion, for one operation in 16 (one in 128 on shm, where a small operation takes less time than reading the clock twice); for recv, how long Peer.Recv waited for a message (one call in 16).",
 			Buckets: opBuckets,
 		}, []string{"op", "transport"}),
 		fallback: prometheus.NewCounterVec(prometheus.CounterOpts{
@@ -240,9 +276,13 @@ func (m *engineMetrics) forTransport(name string) *transportMetrics {
 
 // newConn returns the counters of a new connection on transport name, and
 // retires old's (the connection it replaces; nil for none).
-func (m *engineMetrics) newConn(name string, old *connStats) *connStats {
+func (m *engineMetrics) newConn(ep transport.Endpoint, old *connStats) *connStats {
+	name := ep.Transport()
 	t := m.forTransport(name)
-	c := &connStats{transport: name, lat: &t.lat}
+	c := &connStats{transport: name, lat: &t.lat, every: sampleEvery(name)}
+	if n, ok := ep.(transport.Counter); ok {
+		c.counter = n
+	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.retireLocked(old)
@@ -407,19 +447,29 @@ func (e *Engine) setupRetried(t string) {
 
 // The hot path's hooks. Each is reached only when the engine has metrics.
 
-// opStart counts an operation of kind op started on connection c (nil:
-// none) and returns the time to measure it from, or the zero time when it
-// is not one of those timed for the latency histograms.
-func opStart(c *connStats, op int) time.Time {
-	if c != nil && c.ops[op].Add(1)%latencyEvery == 1 {
+// sampleStart returns the time to measure an operation from when it is
+// one of those timed for the latency histograms (one in every, at
+// random), else the zero time.
+func sampleStart(every uint8) time.Time {
+	if rand.Uint32()%uint32(every) == 0 {
 		return time.Now()
 	}
 	return time.Time{}
 }
 
-// opDone records the end of an operation of kind op, of n bytes, on the
-// connection c (nil when it never connected), started at start (zero: not
-// timed): its bytes, or its failure.
+// unposted counts an operation of kind op on connection c that failed
+// before it was posted, and its failure.
+func (p *Peer) unposted(c *connStats, op int, err error) {
+	if c != nil {
+		c.ops[op].Add(1)
+	}
+	p.e.metrics.opFailed(p, op, err)
+}
+
+// opDone records the end of an operation of kind op, of n bytes, posted
+// on connection c (nil when it never connected), started at start (zero:
+// not timed): its latency, its bytes unless the endpoint counts them, or
+// its failure.
 func (p *Peer) opDone(c *connStats, op int, n int, start time.Time, err error) {
 	if err != nil {
 		p.e.metrics.opFailed(p, op, err)
@@ -431,6 +481,9 @@ func (p *Peer) opDone(c *connStats, op int, n int, start time.Time, err error) {
 	if !start.IsZero() {
 		c.lat[op].Observe(time.Since(start).Seconds())
 	}
+	if c.counter != nil {
+		return
+	}
 	if op == mRead {
 		c.received.Add(uint64(n))
 	} else {
@@ -440,12 +493,7 @@ func (p *Peer) opDone(c *connStats, op int, n int, start time.Time, err error) {
 
 // recvStart returns the time to measure a Recv from: one in latencyEvery
 // at random (a Recv is counted when it returns a message).
-func recvStart() time.Time {
-	if rand.Uint32()%latencyEvery == 0 {
-		return time.Now()
-	}
-	return time.Time{}
-}
+func recvStart() time.Time { return sampleStart(latencyEvery) }
 
 // recvDone records the end of a Recv of n bytes started at start.
 func (p *Peer) recvDone(n int, start time.Time, err error) {

@@ -86,10 +86,20 @@ const writes = 500
 
 // TestMetrics: an engine with a registry counts exactly the operations it
 // ran, their bytes and latencies by op and transport, its failures by
-// kind, its connected peers and its pool, on tcp and shm.
+// kind, its connected peers and its pool, on tcp and shm (whose endpoints
+// count their own operations, transport.Counter) and on the in-memory
+// twin (which does not: the engine counts).
 func TestMetrics(t *testing.T) {
-	for _, pol := range []xfer.Policy{xfer.PolicyTCP, xfer.PolicySHM} {
-		t.Run(string(pol), func(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		pol  xfer.Policy
+		twin bool
+	}{{"tcp", xfer.PolicyTCP, false}, {"shm", xfer.PolicySHM, false}, {"twin", xfer.PolicyTCP, true}} {
+		t.Run(tc.name, func(t *testing.T) {
+			pol := tc.pol
+			if tc.twin {
+				useTwin(t)
+			}
 			reg, srvReg := prometheus.NewRegistry(), prometheus.NewRegistry()
 			cli, p, desc := metricsPair(t, pol, reg, srvReg)
 			ctx := context.Background()
@@ -116,7 +126,7 @@ func TestMetrics(t *testing.T) {
 			if err := p.Write(ctx, buf.Bytes(), bad.At(0)); !errors.Is(err, xfer.ErrRemoteAccess) {
 				t.Fatalf("write with a wrong key: %v", err)
 			}
-			tr := string(pol)
+			tr := tc.name
 			const w = writes
 			checks := []struct {
 				name   string

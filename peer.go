@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"math/rand/v2"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -39,7 +40,13 @@ type Peer struct {
 	done    chan struct{}
 }
 
-type epBox struct{ ep transport.Endpoint }
+// epBox is the current endpoint and, when the engine has metrics, its
+// counters: published together, so that an operation counts on the
+// counters of the endpoint it is posted to.
+type epBox struct {
+	ep   transport.Endpoint
+	conn *connStats
+}
 
 func (e *Engine) newPeer(dialAddr string, remote transport.PeerInfo, exports []wire.Export) *Peer {
 	p := &Peer{e: e, dialAddr: dialAddr, signal: make(chan struct{}, 1), done: make(chan struct{})}
@@ -66,9 +73,11 @@ func (p *Peer) setRemote(remote transport.PeerInfo, exports []wire.Export) {
 	}
 }
 
-func (p *Peer) setEndpoint(ep transport.Endpoint) {
+func (p *Peer) setEndpoint(ep transport.Endpoint) *epBox {
+	b := &epBox{ep: ep}
 	if m := p.e.metrics; m != nil {
-		old := p.stats.conn.Swap(m.newConn(ep.Transport(), p.stats.conn.Load()))
+		b.conn = m.newConn(ep, p.stats.conn.Load())
+		old := p.stats.conn.Swap(b.conn)
 		if old != nil {
 			ops, bytes := old.opsAndBytes()
 			p.stats.prevOps.Add(ops)
@@ -76,8 +85,9 @@ func (p *Peer) setEndpoint(ep transport.Endpoint) {
 		}
 	}
 	p.stats.upSince.Store(time.Now().UnixNano())
-	p.ep.Store(&epBox{ep})
+	p.ep.Store(b)
 	p.e.replayRevokes(p, ep)
+	return b
 }
 
 func (p *Peer) current() transport.Endpoint {
@@ -124,16 +134,17 @@ func (p *Peer) Region(name string) (RegionDesc, bool) {
 	return d, ok
 }
 
-// endpoint returns a live endpoint, dialing again if this engine dialed the
-// peer and the last connection failed.
-func (p *Peer) endpoint(ctx context.Context) (transport.Endpoint, error) {
+// endpoint returns a live endpoint, with its counters, dialing again if
+// this engine dialed the peer and the last connection failed.
+func (p *Peer) endpoint(ctx context.Context) (*epBox, error) {
 	for {
-		ep := p.current()
-		if ep != nil {
+		var ep transport.Endpoint
+		if b := p.ep.Load(); b != nil {
+			ep = b.ep
 			select {
 			case <-ep.Done():
 			default:
-				return ep, nil
+				return b, nil
 			}
 		}
 		p.mu.Lock()
@@ -179,9 +190,9 @@ func (p *Peer) endpoint(ctx context.Context) (transport.Endpoint, error) {
 			nep.Close()
 			return nil, fmt.Errorf("peer %s: %w", p, ErrClosed)
 		}
-		p.setEndpoint(nep)
+		b := p.setEndpoint(nep)
 		p.watch(nep)
-		return nep, nil
+		return b, nil
 	}
 }
 
@@ -269,10 +280,14 @@ type call struct {
 	op   transport.Op
 	ops  [1]*transport.Op
 	done chan struct{}
+	// sample counts down to the next operation timed for the latency
+	// histograms: one in the connection's every (sampleEvery) of those
+	// each call carries, with no atomic and no random draw (the metrics).
+	sample uint8
 }
 
 var callPool = sync.Pool{New: func() any {
-	c := &call{done: make(chan struct{}, 1)}
+	c := &call{done: make(chan struct{}, 1), sample: uint8(1 + rand.N(latencyEvery))}
 	c.ops[0] = &c.op
 	c.op.Done = c
 	return c
@@ -280,26 +295,47 @@ var callPool = sync.Pool{New: func() any {
 
 func (c *call) OpDone(*transport.Op) { c.done <- struct{}{} }
 
-// do runs one operation and waits for it.
-func (p *Peer) do(ctx context.Context, kind OpKind, local []byte, remote RemoteAddr, imm uint32) (err error) {
-	ep, err := p.endpoint(ctx)
+// timed reports whether this operation is one of those timed for the
+// latency histograms.
+func (c *call) timed(every uint8) bool {
+	c.sample--
+	if c.sample == 0 {
+		c.sample = every
+		return true
+	}
+	return false
+}
+
+// do runs one operation and waits for it. With metrics, their hooks are
+// called on each return path rather than deferred: a deferred closure
+// costs more than the metrics' whole budget on a 64-byte shm WRITE.
+func (p *Peer) do(ctx context.Context, kind OpKind, local []byte, remote RemoteAddr, imm uint32) error {
+	b, err := p.endpoint(ctx)
 	if err != nil {
 		if p.e.metrics != nil {
 			p.e.metrics.opFailed(p, opIndex(kind), err)
 		}
 		return err
 	}
-	if p.e.metrics != nil {
-		c, op := p.stats.conn.Load(), opIndex(kind)
-		start := opStart(c, op)
-		defer func() { p.opDone(c, op, len(local), start, err) }()
+	ep, conn := b.ep, b.conn // conn is nil without metrics
+	op := opIndex(kind)
+	c := callPool.Get().(*call)
+	var start time.Time
+	if conn != nil && c.timed(conn.every) {
+		start = time.Now()
 	}
 	lr, err := p.e.regions.pinLocal(local)
 	if err != nil {
-		return fmt.Errorf("%s: %w", kind, p.e.closedOr(err))
+		callPool.Put(c)
+		err = fmt.Errorf("%s: %w", kind, p.e.closedOr(err))
+		if conn != nil {
+			p.unposted(conn, op, err)
+		}
+		return err
 	}
-	defer lr.Unpin()
-	c := callPool.Get().(*call)
+	if conn != nil && conn.counter == nil {
+		conn.ops[op].Add(1) // an endpoint that does not count its own
+	}
 	c.op.Kind, c.op.Local, c.op.Remote, c.op.Imm, c.op.Err, c.op.Region = kind, local, remote, imm, nil, lr
 	c.op.Waited = true
 	ep.Post(c.ops[:])
@@ -313,7 +349,12 @@ func (p *Peer) do(ctx context.Context, kind OpKind, local []byte, remote RemoteA
 			}
 			c.op.Local, c.op.Region = nil, nil
 			callPool.Put(c)
-			return fmt.Errorf("%s: %w", kind, ctx.Err())
+			lr.Unpin()
+			err = fmt.Errorf("%s: %w", kind, ctx.Err())
+			if conn != nil {
+				p.opDone(conn, op, len(local), start, err)
+			}
+			return err
 		}
 	} else {
 		<-c.done
@@ -321,6 +362,10 @@ func (p *Peer) do(ctx context.Context, kind OpKind, local []byte, remote RemoteA
 	err = c.op.Err
 	c.op.Local, c.op.Err, c.op.Region = nil, nil, nil
 	callPool.Put(c)
+	lr.Unpin()
+	if conn != nil {
+		p.opDone(conn, op, len(local), start, err)
+	}
 	return err
 }
 
@@ -522,12 +567,16 @@ func (p *Peer) submit(b *Batch, ops []Op, waited bool) {
 		b.finish()
 		return
 	}
-	ep, err := p.endpoint(context.Background())
-	if err == nil && p.e.metrics != nil {
-		b.p, b.conn = p, p.stats.conn.Load()
-		for i := range ops {
-			if s := opStart(b.conn, opIndex(ops[i].Kind)); b.start.IsZero() {
-				b.start = s
+	box, err := p.endpoint(context.Background())
+	var ep transport.Endpoint
+	if err == nil {
+		ep = box.ep
+	}
+	if err == nil && box.conn != nil {
+		b.p, b.conn = p, box.conn
+		for range ops {
+			if b.start.IsZero() {
+				b.start = sampleStart(box.conn.every)
 			}
 		}
 	}
@@ -542,11 +591,17 @@ func (p *Peer) submit(b *Batch, ops []Op, waited bool) {
 		r, lerr := p.e.regions.pinLocal(ops[i].Local)
 		if lerr != nil {
 			t.Err = fmt.Errorf("op %d (%s): %w", i, ops[i].Kind, p.e.closedOr(lerr))
+			if b.p != nil {
+				b.conn.ops[opIndex(t.Kind)].Add(1) // never posted
+			}
 			b.OpDone(t)
 			continue
 		}
 		b.pins[i] = r
 		t.Region = r
+		if b.p != nil && b.conn.counter == nil {
+			b.conn.ops[opIndex(t.Kind)].Add(1) // an endpoint that does not count its own
+		}
 		b.ptrs = append(b.ptrs, t)
 	}
 	if len(b.ptrs) > 0 {

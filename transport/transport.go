@@ -35,6 +35,10 @@ const (
 	OpWriteImm
 	// OpSend delivers Local as one message to the peer's receive queue.
 	OpSend
+
+	// NumOpKinds bounds the kinds: an array indexed by OpKind has
+	// NumOpKinds elements (index 0 unused).
+	NumOpKinds
 )
 
 func (k OpKind) String() string {
@@ -152,6 +156,36 @@ type Appender interface {
 	// the caller then posts it as an OpSend. An error means the endpoint
 	// failed, or that fill appended more than max bytes (nothing is sent).
 	AppendSend(max int, fill func(b []byte) []byte) (bool, error)
+}
+
+// Counter is implemented by endpoints that count their own operations
+// (tcp's and shm's), where they already take a lock or an atomic per
+// operation anyway: the engine's metrics then read these counts when they
+// are scraped rather than adding to counters of their own on every
+// operation.
+type Counter interface {
+	// Counts returns the counts so far. It may be called from any
+	// goroutine, also after Close.
+	Counts() Counts
+}
+
+// Counts are an endpoint's operations and bytes (Counter). Ops counts
+// every operation handed to Post, by kind, whatever its outcome; Sent and
+// Received count the payload bytes of those that completed without error:
+// Sent those of OpWrite, OpWriteImm and OpSend, Received those of OpRead.
+// Messages sent with Appender.AppendSend are not counted.
+type Counts struct {
+	Ops            [NumOpKinds]uint64 // by OpKind
+	Sent, Received uint64
+}
+
+// Add adds o's counts to c's.
+func (c *Counts) Add(o Counts) {
+	for i := range c.Ops {
+		c.Ops[i] += o.Ops[i]
+	}
+	c.Sent += o.Sent
+	c.Received += o.Received
 }
 
 // Exporter is implemented by a Host whose engine exports regions (the

@@ -193,11 +193,16 @@ type Endpoint struct {
 	revokes   uint64          // revocations seen; an attach racing one is not cached
 	closed    bool
 	wg        sync.WaitGroup // background attaches
+
+	// The copies' counts (transport.Counter), under mu.
+	ops            [transport.NumOpKinds]uint64
+	sent, received uint64
 }
 
 var (
 	_ transport.Endpoint = (*Endpoint)(nil)
 	_ transport.Appender = (*Endpoint)(nil)
+	_ transport.Counter  = (*Endpoint)(nil)
 )
 
 // attachment is a peer region mapped into this process.
@@ -265,35 +270,25 @@ func (e *Endpoint) copyOp(op *transport.Op) bool {
 	if op.Kind == transport.OpRead {
 		want = transport.AccessRead
 	}
-	a, err := e.cached(op.Remote.Region, op.Remote.Key, want)
+	a, attach, err := e.take(op, want)
 	if err != nil {
 		complete(op, err)
 		return true
 	}
 	if a == nil {
-		// Not mapped yet. Attaching takes a round trip to the peer, and
-		// Post must not wait (it may run on the receive path, which that
-		// answer needs): map it in the background and let this operation
-		// take the stream path, which the peer serves and checks itself.
-		e.attachLater(op.Remote.Region, op.Remote.Key, want)
-		return false
-	}
-	if a.mem == nil {
-		a.release()
+		if attach {
+			// Not mapped yet. Attaching takes a round trip to the peer,
+			// and Post must not wait (it may run on the receive path,
+			// which that answer needs): map it in the background and let
+			// this operation take the stream path, which the peer serves
+			// and checks itself.
+			e.attachLater(op.Remote.Region, op.Remote.Key, want)
+		}
 		return false
 	}
 	defer a.release()
 	n := uint64(len(op.Local))
-	addr := op.Remote.Addr
-	switch {
-	case a.key^op.Remote.Key != 0:
-		complete(op, &transport.AccessError{Kind: transport.WrongKey, Want: want, Region: op.Remote.Region, Addr: addr, Len: n})
-		return true
-	case addr < a.base || addr-a.base > a.n || n > a.n-(addr-a.base):
-		complete(op, &transport.AccessError{Kind: transport.OutOfRange, Want: want, Region: op.Remote.Region, Addr: addr, Len: n})
-		return true
-	}
-	off := addr - a.base
+	off := op.Remote.Addr - a.base
 	if op.Kind == transport.OpRead {
 		copyMem(op.Local, a.mem[off:off+n])
 		complete(op, nil)
@@ -301,10 +296,13 @@ func (e *Endpoint) copyOp(op *transport.Op) bool {
 	}
 	copyMem(a.mem[off:off+n], op.Local)
 	if op.Kind == transport.OpWriteImm {
-		if err := e.s.Notify(transport.Notification{Value: op.Imm, Region: op.Remote.Region, Addr: addr, Len: n}); err != nil {
+		if err := e.s.Notify(transport.Notification{Value: op.Imm, Region: op.Remote.Region, Addr: op.Remote.Addr, Len: n}); err != nil {
 			complete(op, err)
 			return true
 		}
+		e.mu.Lock()
+		e.sent += n
+		e.mu.Unlock()
 	}
 	complete(op, nil)
 	return true
@@ -315,20 +313,56 @@ func complete(op *transport.Op, err error) {
 	op.Done.OpDone(op)
 }
 
-// cached returns the peer region if it is mapped with the rights wanted,
-// with a reference the caller releases, or nil.
-func (e *Endpoint) cached(id uint32, key uint64, want transport.Access) (*attachment, error) {
+// take decides, under the endpoint's lock, how op goes. When its remote
+// region is mapped with the rights wanted and op fits in it, it returns
+// the attachment, with a reference the caller releases: the copy goes
+// ahead. When op must fail here (the endpoint is closed, op is out of the
+// region's range), it returns the error. Otherwise op takes the stream
+// path, and attach reports whether the region is to be mapped meanwhile.
+// It counts the operations it keeps off the stream, and the bytes of
+// those that cannot fail any more (transport.Counter), under the lock it
+// takes anyway: no atomic of their own.
+func (e *Endpoint) take(op *transport.Op, want transport.Access) (a *attachment, attach bool, err error) {
 	e.mu.Lock()
-	defer e.mu.Unlock()
 	if e.closed {
-		return nil, e.closedErr()
+		e.ops[op.Kind]++
+		e.mu.Unlock()
+		return nil, false, e.closedErr()
 	}
-	a := e.att[id]
-	if a != nil && a.rights&want == want && a.key == key {
-		a.refs.Add(1)
-		return a, nil
+	a = e.att[op.Remote.Region]
+	if a == nil || a.rights&want != want || a.key != op.Remote.Key {
+		e.mu.Unlock()
+		return nil, true, nil
 	}
-	return nil, nil
+	if a.mem == nil {
+		e.mu.Unlock()
+		return nil, false, nil
+	}
+	e.ops[op.Kind]++
+	n, addr := uint64(len(op.Local)), op.Remote.Addr
+	if addr < a.base || addr-a.base > a.n || n > a.n-(addr-a.base) {
+		e.mu.Unlock()
+		return nil, false, &transport.AccessError{Kind: transport.OutOfRange, Want: want, Region: op.Remote.Region, Addr: addr, Len: n}
+	}
+	a.refs.Add(1)
+	switch op.Kind {
+	case transport.OpRead:
+		e.received += n
+	case transport.OpWrite:
+		e.sent += n
+	} // a WRITE_IMM's once its notification is sent
+	e.mu.Unlock()
+	return a, false, nil
+}
+
+// Counts implements transport.Counter: the copies' counts and the
+// stream's.
+func (e *Endpoint) Counts() transport.Counts {
+	e.mu.Lock()
+	c := transport.Counts{Ops: e.ops, Sent: e.sent, Received: e.received}
+	e.mu.Unlock()
+	c.Add(e.s.Counts())
+	return c
 }
 
 // attachLater maps the peer region in the background, unless that is under

@@ -71,6 +71,12 @@ type Stream struct {
 	consumed  atomic.Int64 // consumed messages not yet returned as credits
 	creditAck int64        // return credits in batches of this many
 
+	// The operations posted and the bytes of those that succeeded
+	// (transport.Counter). Atomics: a stream operation takes microseconds
+	// and a lock already.
+	ops            [transport.NumOpKinds]atomic.Uint64
+	sent, received atomic.Uint64
+
 	done chan struct{}
 	wg   sync.WaitGroup
 }
@@ -78,6 +84,7 @@ type Stream struct {
 var (
 	_ transport.Endpoint = (*Stream)(nil)
 	_ transport.Appender = (*Stream)(nil)
+	_ transport.Counter  = (*Stream)(nil)
 )
 
 // New builds a stream over p.Conn plus p.Conns-1 extra connections and
@@ -239,7 +246,30 @@ func smallReads(ops []*transport.Op) bool {
 	return true
 }
 
+// Counts implements transport.Counter.
+func (e *Stream) Counts() transport.Counts {
+	var c transport.Counts
+	for i := range c.Ops {
+		c.Ops[i] = e.ops[i].Load()
+	}
+	c.Sent, c.Received = e.sent.Load(), e.received.Load()
+	return c
+}
+
+// succeeded counts the bytes of an operation that completed without error.
+func (e *Stream) succeeded(op *transport.Op) {
+	switch op.Kind {
+	case transport.OpRead:
+		e.received.Add(uint64(len(op.Local)))
+	case transport.OpWrite, transport.OpWriteImm, transport.OpSend:
+		e.sent.Add(uint64(len(op.Local)))
+	}
+}
+
 func (e *Stream) post(op *transport.Op) {
+	if op.Kind < transport.NumOpKinds {
+		e.ops[op.Kind].Add(1)
+	}
 	var h wire.Header
 	switch op.Kind {
 	case transport.OpWrite, transport.OpWriteImm:
@@ -387,6 +417,8 @@ func (e *Stream) finishSend(op *transport.Op, err error) {
 	if err != nil {
 		err = e.linkErr(err)
 		e.fail(err)
+	} else {
+		e.succeeded(op)
 	}
 	complete(op, err)
 }
@@ -406,6 +438,7 @@ func (e *Stream) addCredits(n int) {
 			return
 		}
 		// Completing under e.mu is safe: completers must not call Post.
+		e.succeeded(op)
 		complete(op, nil)
 	}
 	e.mu.Unlock()
@@ -762,6 +795,7 @@ func (c *conn) serveResp(h *wire.Header) error {
 		return fmt.Errorf("%w: unexpected response payload", transport.ErrProtocol)
 	}
 	small := len(op.Local) < smallOp
+	c.e.succeeded(op) // an attach is none of the kinds counted
 	complete(op, nil)
 	c.completed++
 	if small {

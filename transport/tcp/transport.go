@@ -46,10 +46,14 @@ type Endpoint struct {
 var (
 	_ transport.Endpoint = (*Endpoint)(nil)
 	_ transport.Appender = (*Endpoint)(nil)
+	_ transport.Counter  = (*Endpoint)(nil)
 )
 
 // Post sends the operations as frames.
 func (e *Endpoint) Post(ops []*transport.Op) { e.s.Post(ops) }
+
+// Counts returns the stream's counts (transport.Counter).
+func (e *Endpoint) Counts() transport.Counts { return e.s.Counts() }
 
 // Cancel abandons op if the target has not answered it yet (a WRITE sent
 // by reference excepted: the kernel may still be reading its memory).

@@ -20,7 +20,8 @@
 // missing rights, unknown regions: an error matching ErrRemoteAccess and
 // no byte touched), revocation, Cancel, Close with operations in flight
 // (net.ErrClosed), Post after Close, and leaked goroutines; and
-// transport.Appender where an endpoint implements it.
+// transport.Appender and transport.Counter where an endpoint implements
+// them.
 //
 // What it provides:
 //

@@ -63,6 +63,7 @@ func Run(t *testing.T, o Options) {
 		{"Cancel", testCancel},
 		{"Close", testClose},
 		{"Appender", testAppender},
+		{"Counter", testCounter},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) { tc.fn(t, o) })
@@ -1102,6 +1103,64 @@ func testAppender(t *testing.T, o Options) {
 	}
 	if m := recv(t, p.Acceptor); len(m) != 8 || binary.LittleEndian.Uint64(m) != depth {
 		t.Fatalf("message after a refused fill: %x, want %d", m, depth)
+	}
+	mustUp(t, p.Dialer)
+}
+
+// testCounter: an endpoint that counts its own operations
+// (transport.Counter) counts every operation posted, by kind, the failed
+// ones too, and the bytes of those that succeeded only, whichever way each
+// went (shm: a copy once the region is mapped, the stream before).
+func testCounter(t *testing.T, o Options) {
+	p := o.pair(t, nil)
+	c, ok := p.Dialer.Endpoint.(transport.Counter)
+	if !ok {
+		t.Skipf("%s endpoints do not implement transport.Counter", p.Dialer.Transport.Name())
+	}
+	ctx := ctxT(t)
+	const size = 64 << 10
+	local := p.Dialer.Host.NewRegion(size, transport.AccessReadWrite)
+	dst := p.Acceptor.Host.NewRegion(size, transport.AccessReadWrite)
+	before := c.Counts()
+	var want transport.Counts
+	post := func(kind transport.OpKind, n int, remote transport.RemoteAddr, fails bool) {
+		t.Helper()
+		err := do(t, p.Dialer, kind, local.Bytes()[:n], remote, 7)
+		if (err != nil) != fails {
+			t.Fatalf("%s of %d bytes at %#x: error %v, want one: %v", kind, n, remote.Addr, err, fails)
+		}
+		want.Ops[kind]++
+		switch {
+		case fails:
+		case kind == transport.OpRead:
+			want.Received += uint64(n)
+		default:
+			want.Sent += uint64(n)
+		}
+	}
+	for i := range 50 {
+		post(transport.OpWrite, 64+i, dst.At(uint64(i)*64), false)
+		post(transport.OpRead, 100, dst.At(0), false)
+	}
+	post(transport.OpWriteImm, 300, dst.At(4096), false)
+	if _, err := p.Acceptor.Host.WaitNotify(ctx); err != nil {
+		t.Fatal(err)
+	}
+	post(transport.OpSend, 40, transport.RemoteAddr{}, false)
+	recv(t, p.Acceptor)
+	post(transport.OpWrite, 4096, dst.At(size-100), true)
+	post(transport.OpRead, 4096, dst.At(size-100), true)
+	bad := dst.At(0)
+	bad.Key ^= 1 << 17
+	post(transport.OpWrite, 64, bad, true)
+	got := c.Counts()
+	for i := range got.Ops {
+		got.Ops[i] -= before.Ops[i]
+	}
+	got.Sent -= before.Sent
+	got.Received -= before.Received
+	if got != want {
+		t.Errorf("counts %+v, want %+v", got, want)
 	}
 	mustUp(t, p.Dialer)
 }
