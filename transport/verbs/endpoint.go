@@ -415,18 +415,25 @@ func (e *Endpoint) flushQP(b *postBatch, qi int) {
 		e.fail(&transport.LinkError{Peer: "rdma peer", Cause: e.failed()})
 		return
 	}
-	e.life.RLock()
-	err := errReleased
-	if !e.released {
-		_, err = q.qp.PostSend(wrs)
-		e.cqg.posts.Add(1)
-		rdmaPosts.Add(1)
-	}
-	e.life.RUnlock()
+	err := e.postChain(q, wrs)
 	q.mu.Unlock()
 	if err != nil {
 		e.fail(&transport.LinkError{Peer: "rdma peer", Cause: err})
 	}
+}
+
+// postChain posts the chain wrs on q, whose mutex the caller holds, unless
+// the endpoint's verbs resources are released already.
+func (e *Endpoint) postChain(q *sendQueue, wrs []ibv.SendWR) error {
+	e.life.RLock()
+	defer e.life.RUnlock()
+	if e.released {
+		return errReleased
+	}
+	_, err := q.qp.PostSend(wrs)
+	e.cqg.posts.Add(1)
+	rdmaPosts.Add(1)
+	return err
 }
 
 // slotDone reports whether the operation of slot and gen has completed.
@@ -675,14 +682,7 @@ func (e *Endpoint) postGroup(q *sendQueue, op *transport.Op, slot, gen uint32, g
 	if fence {
 		wrs = append(wrs, e.fenceWR(slot, gen, total, addr, rkey))
 	}
-	e.life.RLock()
-	err := errReleased
-	if !e.released {
-		_, err = q.qp.PostSend(wrs)
-		e.cqg.posts.Add(1)
-		rdmaPosts.Add(1)
-	}
-	e.life.RUnlock()
+	err := e.postChain(q, wrs)
 	q.wrs = wrs[:0]
 	q.mu.Unlock()
 	return err
