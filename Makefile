@@ -48,10 +48,11 @@ race:
 	@grep -c '"Action":"skip","Package":"[^"]*","Test"' $(TESTOUT)/race.json > $(TESTOUT)/race.skip || true
 
 ## integrity: the full 100,000-transfer check on tcp and shm (the race run
-## does 5,000).
+## does 5,000), and the zero-allocation checks of the hot paths, which skip
+## under the race detector (it allocates on its own).
 integrity:
 	@mkdir -p $(TESTOUT)
-	set -o pipefail; $(GO) test -count=1 -timeout 20m -run 'TestIntegrity' -v . ./kv | tee $(TESTOUT)/integrity.log | grep -E '^(=== RUN|--- |ok|FAIL|PASS)|transfers checked|operations checked'
+	set -o pipefail; $(GO) test -count=1 -timeout 20m -run 'TestIntegrity|TestOpAllocs|TestMetricsAllocs|TestInlineAllocs' -v . ./kv | tee $(TESTOUT)/integrity.log | grep -E '^(=== RUN|--- |ok|FAIL|PASS)|transfers checked|operations checked'
 	@grep -Ec '^ *--- PASS' $(TESTOUT)/integrity.log > $(TESTOUT)/integrity.pass || true
 
 ## fuzz: every fuzz target for FUZZTIME each, each with a log of its own.
