@@ -34,7 +34,7 @@ const (
 	// and response messages instead of by a one-sided transfer, on tcp:
 	// there a WRITE is a second pass through both engines, and inline GETs
 	// measured faster up to 32 KiB, and no faster in ops/s at 64 KiB
-	// (docs/BENCHMARKS.md, "KV inline threshold").
+	// (docs/TUNING.md, "KV inline threshold").
 	DefaultInlineMax = 32 << 10
 	// DefaultInlineMaxSHM is the default for clients on shm (and rdma),
 	// where a one-sided transfer is a single copy (or the NIC's DMA): inline
@@ -46,7 +46,7 @@ const (
 	// because a reader waits for a whole KV exchange (the request, the
 	// lookup, the answer, the other side's next request), which takes
 	// longer than a bare round trip; a spin shorter than the exchange burns
-	// its length and still pays the wake-up. Measured in docs/BENCHMARKS.md
+	// its length and still pays the wake-up. Measured in docs/TUNING.md
 	// ("The KV service's poll_spin").
 	DefaultPollSpin = 50 * time.Microsecond
 	// defaultPeerWait is how long a request waits for its client's

@@ -9,7 +9,7 @@ import (
 const (
 	// DefaultConns is the number of TCP connections per peer: two bulk
 	// streams use both cores of a small host better than one (measured in
-	// docs/BENCHMARKS.md).
+	// docs/TUNING.md, "Engine defaults on tcp").
 	DefaultConns = 3
 	// DefaultPollSpin is how long a connection's reader spins on a drained
 	// socket before it waits in the Go poller.
