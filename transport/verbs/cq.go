@@ -470,12 +470,21 @@ const (
 // for its dispatch is far cheaper than giving up and being woken by it. It
 // gives up after dispatchTries while completions are being dispatched, since
 // the caller may be a handler that posts from inside that very dispatch.
+//
+// The endpoint may be closed by another goroutine meanwhile: its group is
+// read once, under the life lock, and used throughout (a closed endpoint
+// leaves the group, which outlives it, and its operation is failed).
 func (e *Endpoint) pollFor(slot, gen uint32) {
-	g := e.cqg
+	var g *cqGroup
+	e.life.RLock()
+	if !e.released { // leaveCQ clears cqg after closeQPs marked it released
+		g = e.cqg
+	}
+	e.life.RUnlock()
 	if g == nil {
 		return
 	}
-	if !g.pollMu.TryLock() && !e.waitPollLock(slot, gen) {
+	if !g.pollMu.TryLock() && !e.waitPollLock(g, slot, gen) {
 		return
 	}
 	defer g.pollMu.Unlock()
@@ -515,8 +524,7 @@ func (e *Endpoint) pollFor(slot, gen uint32) {
 // waitPollLock takes the poll lock for pollFor once it was found taken,
 // counted in wants meanwhile. It reports false, without the lock, when it
 // gives up or the operation of slot and gen completed meanwhile.
-func (e *Endpoint) waitPollLock(slot, gen uint32) bool {
-	g := e.cqg
+func (e *Endpoint) waitPollLock(g *cqGroup, slot, gen uint32) bool {
 	g.wants.Add(1)
 	defer g.wants.Add(-1)
 	for tries := 0; ; tries++ {

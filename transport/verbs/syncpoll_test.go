@@ -3,7 +3,10 @@ package verbs_test
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -78,5 +81,49 @@ func TestPipelinedPostDoesNotPoll(t *testing.T) {
 	}
 	if got := verbs.SyncPolled() - before; got != 0 {
 		t.Fatalf("%d of 200 pipelined READs were polled for by their poster", got)
+	}
+}
+
+// A peer closed while other goroutines post and poll for their own
+// operations fails those operations with an error: none of them touches the
+// endpoint's CQ after it left it (this crashed a consumer whose stale
+// connection was closed under its first Send).
+func TestCallerPollsWhileClosing(t *testing.T) {
+	dev := testutil.RequireVerbs(t)
+	for round := range 10 {
+		p := xfertest.NewPair(t, xfertest.Options{Policy: xfer.PolicyRDMA, Config: xfer.Config{RDMA: verbs.Config{Device: dev}}}, "")
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		desc, _ := p.Peer.Region("target")
+		var wg sync.WaitGroup
+		var ok atomic.Uint64
+		errs := make(chan error, 4)
+		for w := range 4 {
+			buf, err := p.Client.Alloc(8)
+			if err != nil {
+				t.Fatal(err)
+			}
+			wg.Go(func() {
+				for {
+					if err := p.Peer.Write(ctx, buf.Bytes(), desc.At(uint64(w)*8)); err != nil {
+						errs <- err
+						return
+					}
+					ok.Add(1)
+				}
+			})
+		}
+		for ok.Load() < 50 {
+			time.Sleep(time.Millisecond)
+		}
+		time.Sleep(time.Duration(round) * time.Millisecond)
+		p.Peer.Close()
+		wg.Wait()
+		cancel()
+		close(errs)
+		for err := range errs {
+			if errors.Is(err, context.DeadlineExceeded) {
+				t.Fatalf("round %d: a write was still waiting a minute after the close: %v", round, err)
+			}
+		}
 	}
 }
