@@ -689,6 +689,9 @@ func (b *Batch) Wait(ctx context.Context) error {
 	if b.remaining.Load() == 0 {
 		return b.first // done: no need to touch the token
 	}
+	if p, ok := b.ep.(transport.Poller); ok {
+		p.PollUntil(b) // rdma: find the completions here, not by a wake-up
+	}
 	select {
 	case <-b.done:
 		b.done <- struct{}{}

@@ -84,7 +84,7 @@ func BenchmarkFetchPages4K(b *testing.B) {
 }
 
 // BenchmarkPipeline4K keeps 32 fetches of random 4 KiB pages in flight, in
-// one pipeline per CPU (as xfer pages bench --depth 32 does).
+// two pipelines per CPU (as xfer pages bench --depth 32 does).
 func BenchmarkPipeline4K(b *testing.B) {
 	for _, policy := range policies(b) {
 		b.Run(string(policy), func(b *testing.B) {
@@ -100,7 +100,7 @@ func BenchmarkPipeline4K(b *testing.B) {
 				b.Fatal(err)
 			}
 			defer c.Free(bufs)
-			workers := min(depth, runtime.GOMAXPROCS(0))
+			workers := min(depth, 2*runtime.GOMAXPROCS(0))
 			var next atomic.Int64
 			b.SetBytes(PageSize4K)
 			b.ResetTimer()

@@ -141,6 +141,26 @@ type Endpoint interface {
 	Close() error
 }
 
+// Poller is implemented by endpoints whose completions a waiting
+// goroutine can find itself, polling the completion queue, sooner than a
+// poller goroutine would hand them over: rdma's. A caller that is about to
+// wait for operations it posted (a batch) calls PollUntil first.
+type Poller interface {
+	// PollUntil polls, in the caller's goroutine, until w reports done,
+	// for a bounded time (up to about a millisecond), dispatching whatever
+	// else it finds; it returns early when another goroutine is polling
+	// or the endpoint is closed. The caller must still wait for w as it
+	// would have without PollUntil. It must not be called from a Completer
+	// or a message handler.
+	PollUntil(w Waiter)
+}
+
+// Waiter is what PollUntil waits for.
+type Waiter interface {
+	// Done reports, without blocking, whether what is waited for is done.
+	Done() bool
+}
+
 // Appender is implemented by endpoints that can encode a message straight
 // into their send queue: those of tcp and shm, on their control stream
 // (transport/stream). A small request/response protocol then sends without

@@ -31,7 +31,10 @@
 // operations are posted and sleeps on the completion channel after
 // [Config.PollIdle] without traffic (or, with [Config.UseEventChannel],
 // after [Config.PollSpin]). A Post of a single small operation polls for
-// its own completion in the posting goroutine for up to a millisecond.
+// its own completion in the posting goroutine for up to a millisecond, and
+// so does a goroutine that waits for a batch (Endpoint.PollUntil); while
+// callers take every completion that way, the busy poller naps instead of
+// spinning beside them.
 // Completion callbacks (transport.Completer) and message handlers run in
 // the poller's goroutine or in such a posting goroutine: they must not
 // block, must not post a single operation while holding a lock that a

@@ -980,10 +980,13 @@ func (e *Endpoint) recvWR(slot uint32) ibv.RecvWR {
 }
 
 // handle takes one completion of the endpoint (from its CQ's poller).
-func (e *Endpoint) handle(wc *ibv.WC) {
+//
+// It reports whether the completion is one no caller can poll for: a
+// message, or a failure (see cqGroup.napping).
+func (e *Endpoint) handle(wc *ibv.WC) (unwaited bool) {
 	if wc.ID&recvFlag != 0 {
 		e.handleRecv(wc)
-		return
+		return true
 	}
 	slot := uint32(wc.ID & slotMask)
 	gen := uint32(wc.ID>>slotBits) & genMask
@@ -1010,9 +1013,10 @@ func (e *Endpoint) handle(wc *ibv.WC) {
 		if wc.ID != 0 {
 			e.retire(slot, gen, err) // a no-op unless fail found it done already
 		}
-		return
+		return true
 	}
 	e.retire(slot, gen, nil)
+	return false
 }
 
 // linkErr is the error operations fail with when the connection is gone:

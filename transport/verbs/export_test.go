@@ -45,6 +45,7 @@ func SyncPolled() uint64 { return syncPolled.Load() }
 func RDMAPosts() uint64 { return rdmaPosts.Load() }
 
 func PollerSleeps() uint64 { return pollerSleeps.Load() }
+func PollerNaps() uint64   { return pollerNaps.Load() }
 func PollersAsleep() int   { return int(pollersAsleep.Load()) }
 
 // DropListener makes the next rdma_cm acceptor close its listener before the

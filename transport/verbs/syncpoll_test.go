@@ -30,7 +30,7 @@ func TestCallerPolls(t *testing.T) {
 			desc, _ := p.Peer.Region("target")
 			buf, _ := p.Client.Alloc(8)
 			back, _ := p.Client.Alloc(8)
-			before := verbs.SyncPolled()
+			before, napsBefore := verbs.SyncPolled(), verbs.PollerNaps()
 			const n = 200
 			for i := range n {
 				for j := range buf.Bytes() {
@@ -55,13 +55,20 @@ func TestCallerPolls(t *testing.T) {
 			if got == 0 {
 				t.Fatalf("no operation of %d was completed by its caller's poll", 2*n)
 			}
+			// A busy poller naps while callers take every completion,
+			// rather than spinning on a CPU beside them.
+			if naps := verbs.PollerNaps() - napsBefore; !mode && naps == 0 {
+				t.Fatalf("the busy poller never napped while %d calls polled for themselves", 2*n)
+			}
 		})
 	}
 }
 
 // An operation posted by SubmitInto, which nobody waits for at once (a
 // pipeline posts more behind it), is left to the poller: Post returns at
-// once instead of polling for it, as it does for a call.
+// once instead of polling for it, as it does for a call. Its Batch.Wait
+// then polls for it (transport.Poller), rather than waiting for the
+// poller's hand-off.
 func TestPipelinedPostDoesNotPoll(t *testing.T) {
 	dev := testutil.RequireVerbs(t)
 	p := xfertest.NewPair(t, xfertest.Options{Policy: xfer.PolicyRDMA, Config: xfer.Config{RDMA: verbs.Config{Device: dev}}}, "")
@@ -71,16 +78,24 @@ func TestPipelinedPostDoesNotPoll(t *testing.T) {
 	buf, _ := p.Client.Alloc(64)
 	var b xfer.Batch
 	ops := make([]xfer.Op, 1)
-	before := verbs.SyncPolled()
+	var byPost, byWait uint64
 	for i := range 200 {
 		ops[0] = xfer.Op{Kind: xfer.OpRead, Local: buf.Bytes(), Remote: desc.At(uint64(i%8) * 64)}
+		before := verbs.SyncPolled()
 		p.Peer.SubmitInto(&b, ops)
+		posted := verbs.SyncPolled()
 		if err := b.Wait(ctx); err != nil {
 			t.Fatal(err)
 		}
+		byPost += posted - before
+		byWait += verbs.SyncPolled() - posted
 	}
-	if got := verbs.SyncPolled() - before; got != 0 {
-		t.Fatalf("%d of 200 pipelined READs were polled for by their poster", got)
+	if byPost != 0 {
+		t.Fatalf("%d of 200 pipelined READs were polled for by their poster", byPost)
+	}
+	t.Logf("%d of 200 pipelined READs were polled for by their waiter", byWait)
+	if byWait == 0 {
+		t.Fatal("no pipelined READ of 200 was polled for by its waiter (Batch.Wait)")
 	}
 }
 
