@@ -9,7 +9,7 @@ against one `xfer pages serve --size 64MiB` started by this script:
   xfer bench --transport T --op read --size 4KiB --depth 32 ...
   xfer pages bench --transport T --depth 32 ...                  (the same among 64 MiB: shown, no goal)
 and over rdma (in the VM: tools/bench/pages.sh --transports rdma) also
-  ib_read_lat -d DEV -x 1 -s 4096 -n 1000                        (perftest, same device)
+  ib_read_lat -d DEV -x 1 -s 4096 -n 20000                       (perftest, same device)
 Targets, medians of the rounds:
   pages-T-4k-p50, -p99:  a page fetch's latency; tcp p50 < 30 µs, p99 < 100 µs,
       shm p50 < 5 µs; rdma p50 ≤ 1.2× and p99 ≤ 1.5× ib_read_lat's typical
@@ -61,7 +61,7 @@ def serve(xfer, host, transport):
 
 def ib_read_lat(dev, host):
     """ib_read_lat's typical and 99th percentile latency in µs (server and client here)."""
-    args = ["-d", dev, "-x", "1", "-s", "4096", "-n", "1000"]
+    args = ["-d", dev, "-x", "1", "-s", "4096", "-n", "20000"]
     if dev.startswith("siw"):
         args.append("-R")
     srv = subprocess.Popen(["ib_read_lat"] + args, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
@@ -136,7 +136,7 @@ def main():
         group = "pages-rdma" if t == "rdma" else "pages"
         c1, c32 = "xfer " + shlex.join(pb1).replace(addr, "ADDR"), "xfer " + shlex.join(pb32).replace(addr, "ADDR")
         if t == "rdma":
-            ibcmd = f"ib_read_lat -d {args.device} -x 1 -s 4096 -n 1000"
+            ibcmd = f"ib_read_lat -d {args.device} -x 1 -s 4096 -n 20000"
             peer50 = results.series(m["ib50"], ibcmd, "ib_read_lat t_typical")
             peer99 = results.series(m["ib99"], ibcmd, "ib_read_lat 99%")
             g50, g99 = results.goal("<= 1.2"), results.goal("<= 1.5")
