@@ -97,6 +97,13 @@ func ParsePull(s string) (Pull, error) {
 const (
 	DefaultTTL       = 5 * time.Minute
 	DefaultChunkSize = 4 << 20
+	// RDMAWriteChunkSize is the default piece of a value a producer
+	// WRITEs over rdma: the verbs transport cuts an operation into slices
+	// over its queue pairs and posts them as one chain per queue pair
+	// itself, so more pieces only add completions. Over SoftRoCE a 16 MiB
+	// Get in 4 MiB pieces ran at 0.88-0.91x of one 16 MiB WRITE, and in
+	// one piece at 0.96-1.01x (4 interleaved rounds in one VM run).
+	RDMAWriteChunkSize = 1 << 30
 )
 
 // Config configures a Connector. The zero value of every field means its
@@ -122,7 +129,8 @@ type Config struct {
 	// Pull is how a Get moves the value. Default: auto (write).
 	Pull Pull
 	// ChunkSize is the piece a large value is split into; the pieces are
-	// in flight together. Default: 4 MiB.
+	// in flight together. Default: 4 MiB, except for a producer's WRITEs
+	// over rdma, which go in pieces of 1 GiB (RDMAWriteChunkSize).
 	ChunkSize int
 	// WaitForMemory makes Put, the Alloc methods and Get wait, bounded by
 	// their ctx, for pool memory to be released instead of failing at once
@@ -172,6 +180,8 @@ type Connector struct {
 
 	stats stats
 	down  atomic.Bool // Close began: memory is going away
+
+	chunkAuto bool // ChunkSize was left to its default
 }
 
 type stats struct {
@@ -208,7 +218,8 @@ func Open(ctx context.Context, cfg Config) (*Connector, error) {
 	if cfg.ChunkSize < 0 {
 		return nil, fmt.Errorf("connector: config: chunk size %d: must not be negative", cfg.ChunkSize)
 	}
-	if cfg.ChunkSize == 0 {
+	chunkAuto := cfg.ChunkSize == 0
+	if chunkAuto {
 		cfg.ChunkSize = DefaultChunkSize
 	}
 	if cfg.TTL == 0 {
@@ -233,14 +244,15 @@ func Open(ctx context.Context, cfg Config) (*Connector, error) {
 		log = eng.Config().Logger // the engine's default: warn and above, to stderr
 	}
 	c := &Connector{
-		cfg:    cfg,
-		eng:    eng,
-		log:    log,
-		pull:   cfg.Pull,
-		slots:  make(map[string]*slot),
-		wait:   make(map[string][]*waiter),
-		claims: make(map[claimKey]*claim),
-		remote: make(map[*xfer.Peer]*remote),
+		cfg:       cfg,
+		eng:       eng,
+		log:       log,
+		pull:      cfg.Pull,
+		chunkAuto: chunkAuto,
+		slots:     make(map[string]*slot),
+		wait:      make(map[string][]*waiter),
+		claims:    make(map[claimKey]*claim),
+		remote:    make(map[*xfer.Peer]*remote),
 	}
 	if c.pull == PullAuto {
 		c.pull = PullWrite
