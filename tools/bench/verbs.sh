@@ -16,12 +16,12 @@
 # Each round runs, in this order (server and client of perftest both in the
 # VM, the client to $RDMA_VM_IP = 10.0.0.1, the VM's own dummy0 address;
 # XFER_DEVICE=DEV so that xfer never picks the other device; on siw0
-# perftest connects through rdma_cm, -R, as iWARP requires):
-#   ib_write_bw -d DEV -x 1 -s 65536 -D 2
+# perftest connects through rdma_cm, -R, as iWARP requires, without -x 1):
+#   ib_write_bw -d DEV [-x 1] -s 65536 -D 2        (-x 1 on rxe0: RoCE v2)
 #   xfer bench --transport rdma --op write --size 64KiB --duration 2s --depth D --json   (each D)
-#   ib_read_bw  -d DEV -x 1 -s 65536 -D 2
+#   ib_read_bw  -d DEV [-x 1] -s 65536 -D 2
 #   xfer bench --transport rdma --op read  --size 64KiB --duration 2s --depth D --json   (each D)
-#   ib_write_lat -d DEV -x 1 -s 8 -n 1000
+#   ib_write_lat -d DEV [-x 1] -s 8 -n 1000
 #   xfer bench --transport rdma --op write --size 8 --depth 1 --iters 2000 --json
 # With --xfer-b, every xfer run is made with both binaries, one right after
 # the other, A first in odd rounds and B first in even ones (an A/B in one
@@ -84,8 +84,10 @@ while [ $# -gt 0 ]; do
 done
 case "$ROUNDS" in ''|*[!0-9]*|0) echo "verbs.sh: --rounds must be a positive integer, not '$ROUNDS'" >&2; exit 2 ;; esac
 case "$DEV" in
-  rxe0) VMDEV=--rxe; CM=() ;;
-  siw0) VMDEV=--siw; CM=(-R) ;;   # iWARP connects through rdma_cm only
+  rxe0) VMDEV=--rxe; CM=(-x 1) ;;  # GID 1: RoCE v2, IPv4-mapped
+  # iWARP connects through rdma_cm only, and siw has GID 0 alone: with
+  # -x 1 ib_write_lat cannot connect ("Unable to set up socket connection").
+  siw0) VMDEV=--siw; CM=(-R) ;;
   *) echo "verbs.sh: --device must be rxe0 or siw0, not '$DEV'" >&2; exit 2 ;;
 esac
 
@@ -206,7 +208,7 @@ for r in $(seq 1 "$ROUNDS"); do
   echo "round $r/$ROUNDS ($(( $(date +%s) - t0 )) s)" >&2
   for op in write read; do
     [ "$LATONLY" = 1 ] && break
-    peer "r$r-ib_${op}_bw" ib_${op}_bw -d $DEV -x 1 -s 65536 -D 2
+    peer "r$r-ib_${op}_bw" ib_${op}_bw -d $DEV -s 65536 -D 2
     for d in $DEPTHS; do
       xb "r$r-xfer_${op}_64k_d$d" --op $op --size 64KiB --duration 2s --depth "$d"
     done
@@ -216,7 +218,7 @@ for r in $(seq 1 "$ROUNDS"); do
       done
     fi
   done
-  peer "r$r-ib_write_lat" ib_write_lat -d $DEV -x 1 -s 8 -n 1000
+  peer "r$r-ib_write_lat" ib_write_lat -d $DEV -s 8 -n 1000
   xb "r$r-xfer_write_8_d1" --op write --size 8 --depth 1 --iters 2000
   if [ "$EVENTS" = 1 ]; then
     XFER_RDMA_USE_EVENT_CHANNEL=true xb "r$r-events-xfer_write_8_d1" --op write --size 8 --depth 1 --iters 2000

@@ -25,6 +25,9 @@ const (
 	// DefaultPollIdle is how long a busy poller spins without a post or a
 	// completion before it sleeps on the completion channel.
 	DefaultPollIdle = 10 * time.Millisecond
+	// DefaultPollNap is how long a busy poller sleeps between its polls
+	// while callers poll for their own operations.
+	DefaultPollNap = 50 * time.Microsecond
 	// DefaultQPsPerPeer is the number of RC queue pairs per peer.
 	DefaultQPsPerPeer = 2
 	// DefaultSliceSize is the largest piece a WRITE or READ is cut into.
@@ -37,6 +40,7 @@ const (
 	maxPort       = 255                     // port: one byte in the handshake
 	maxPollSpin   = time.Second             // poll_spin
 	maxPollIdle   = time.Minute             // poll_idle
+	maxPollNap    = time.Millisecond        // poll_nap
 	maxSliceSize  = 1 << 30                 // SliceSize
 	maxGIDIndex   = 255                     // gid_index: one byte in the handshake
 	maxQPsPerPeer = wire.MaxQPs             // QPsPerPeer: the handshake's bound
@@ -110,6 +114,13 @@ type Config struct {
 	// is connected (as perftest polls: a core per device, always). At most
 	// 1m.
 	PollIdle time.Duration `yaml:"poll_idle"`
+	// PollNap is, with busy polling, how long a poller sleeps between its
+	// polls while callers poll for their own operations (synchronous calls,
+	// waited batches) and take every completion, instead of spinning
+	// beside them on a CPU of its own; it spins again once it finds a
+	// message or notification. Default: 50µs (DefaultPollNap); negative:
+	// never nap. At most 1ms.
+	PollNap time.Duration `yaml:"poll_nap"`
 	// UseCM connects queue pairs through rdma_cm on RoCE and InfiniBand
 	// too; iWARP devices always use it. Default: false (the engine's own
 	// exchange of queue pair numbers over the handshaken connection).
@@ -179,6 +190,14 @@ func (c Config) WithDefaults() (Config, error) {
 		c.PollIdle = DefaultPollIdle
 	case c.PollIdle < 0:
 		c.PollIdle = -1
+	}
+	switch {
+	case c.PollNap > maxPollNap:
+		return c, fmt.Errorf("%spoll_nap %v: at most %v (negative: never nap)", keyPrefix, c.PollNap, maxPollNap)
+	case c.PollNap == 0:
+		c.PollNap = DefaultPollNap
+	case c.PollNap < 0:
+		c.PollNap = -1
 	}
 	switch {
 	case c.QPsPerPeer < 0 || c.QPsPerPeer > maxQPsPerPeer:

@@ -29,6 +29,7 @@ func TestConfigErrorsNameTheKey(t *testing.T) {
 		{verbs.Config{QPType: "UD"}, `config: rdma.qp_type "UD": only RC is supported`},
 		{verbs.Config{PollSpin: 2 * time.Second}, "config: rdma.poll_spin 2s: at most 1s"},
 		{verbs.Config{PollIdle: time.Hour}, "config: rdma.poll_idle 1h0m0s: at most 1m0s"},
+		{verbs.Config{PollNap: time.Second}, "config: rdma.poll_nap 1s: at most 1ms"},
 		{verbs.Config{QPsPerPeer: 65}, "config: verbs.Config.QPsPerPeer 65:"},
 		{verbs.Config{SliceSize: -1}, "config: verbs.Config.SliceSize -1:"},
 	} {

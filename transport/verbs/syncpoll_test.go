@@ -19,12 +19,17 @@ import (
 // A synchronous small operation is completed by the goroutine that posted
 // it, polling the CQ itself, rather than handed over by the poller (with the
 // event channel and with busy polling), and the data is right: 8-byte
-// WRITEs travel inline.
+// WRITEs travel inline. Meanwhile a busy poller naps, unless poll_nap is
+// negative.
 func TestCallerPolls(t *testing.T) {
-	for _, mode := range []bool{true, false} {
-		t.Run(fmt.Sprint("event_channel=", mode), func(t *testing.T) {
+	for _, c := range []struct {
+		event bool
+		nap   time.Duration
+	}{{true, 0}, {false, 0}, {false, -1}} {
+		mode := c.event
+		t.Run(fmt.Sprintf("event_channel=%v/poll_nap=%v", c.event, c.nap), func(t *testing.T) {
 			dev := testutil.RequireVerbs(t)
-			p := xfertest.NewPair(t, xfertest.Options{Policy: xfer.PolicyRDMA, Config: xfer.Config{RDMA: verbs.Config{Device: dev, UseEventChannel: mode}}}, "")
+			p := xfertest.NewPair(t, xfertest.Options{Policy: xfer.PolicyRDMA, Config: xfer.Config{RDMA: verbs.Config{Device: dev, UseEventChannel: mode, PollNap: c.nap}}}, "")
 			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 			defer cancel()
 			desc, _ := p.Peer.Region("target")
@@ -57,8 +62,12 @@ func TestCallerPolls(t *testing.T) {
 			}
 			// A busy poller naps while callers take every completion,
 			// rather than spinning on a CPU beside them.
-			if naps := verbs.PollerNaps() - napsBefore; !mode && naps == 0 {
+			naps := verbs.PollerNaps() - napsBefore
+			switch {
+			case !mode && c.nap == 0 && naps == 0:
 				t.Fatalf("the busy poller never napped while %d calls polled for themselves", 2*n)
+			case (mode || c.nap < 0) && naps > 0:
+				t.Fatalf("the poller napped %d times (event channel %v, poll_nap %v)", naps, mode, c.nap)
 			}
 		})
 	}
