@@ -26,7 +26,8 @@ const (
 	// completion before it sleeps on the completion channel.
 	DefaultPollIdle = 10 * time.Millisecond
 	// DefaultPollNap is how long a busy poller sleeps between its polls
-	// while callers poll for their own operations.
+	// while callers poll for their own operations, on RoCE and InfiniBand
+	// devices (on iWARP it does not nap by default).
 	DefaultPollNap = 50 * time.Microsecond
 	// DefaultQPsPerPeer is the number of RC queue pairs per peer.
 	DefaultQPsPerPeer = 2
@@ -118,8 +119,9 @@ type Config struct {
 	// polls while callers poll for their own operations (synchronous calls,
 	// waited batches) and take every completion, instead of spinning
 	// beside them on a CPU of its own; it spins again once it finds a
-	// message or notification. Default: 50µs (DefaultPollNap); negative:
-	// never nap. At most 1ms.
+	// message or notification. Default: 50µs (DefaultPollNap) on RoCE and
+	// InfiniBand, none on iWARP (over SoftiWARP, whose work runs in kernel
+	// threads, napping cost bandwidth); negative: never nap. At most 1ms.
 	PollNap time.Duration `yaml:"poll_nap"`
 	// UseCM connects queue pairs through rdma_cm on RoCE and InfiniBand
 	// too; iWARP devices always use it. Default: false (the engine's own
@@ -194,8 +196,6 @@ func (c Config) WithDefaults() (Config, error) {
 	switch {
 	case c.PollNap > maxPollNap:
 		return c, fmt.Errorf("%spoll_nap %v: at most %v (negative: never nap)", keyPrefix, c.PollNap, maxPollNap)
-	case c.PollNap == 0:
-		c.PollNap = DefaultPollNap
 	case c.PollNap < 0:
 		c.PollNap = -1
 	}
