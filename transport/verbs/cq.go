@@ -535,10 +535,6 @@ const (
 // for its dispatch is far cheaper than giving up and being woken by it. It
 // gives up after dispatchTries while completions are being dispatched, since
 // the caller may be a handler that posts from inside that very dispatch.
-//
-// The endpoint may be closed by another goroutine meanwhile: its group is
-// read once, under the life lock, and used throughout (a closed endpoint
-// leaves the group, which outlives it, and its operation is failed).
 func (e *Endpoint) pollFor(slot, gen uint32) { pollUntil(e, slotWait{e, slot, gen}) }
 
 // PollUntil implements transport.Poller, as pollFor does for a posted
@@ -555,6 +551,9 @@ type slotWait struct {
 func (w slotWait) Done() bool { return w.e.slotDone(w.slot, w.gen) }
 
 // pollUntil is pollFor and PollUntil, generic so that neither allocates.
+// The endpoint may be closed by another goroutine meanwhile: its group is
+// read once, under the life lock, and used throughout (a closed endpoint
+// leaves the group, which outlives it, and its operations are failed).
 func pollUntil[W transport.Waiter](e *Endpoint, w W) {
 	var g *cqGroup
 	e.life.RLock()
@@ -608,9 +607,9 @@ func (g *cqGroup) stopCaller() {
 	g.caller.Store(false)
 }
 
-// waitPollLock takes the poll lock for pollFor once it was found taken,
+// waitPollLock takes the poll lock for pollUntil once it was found taken,
 // counted in wants meanwhile. It reports false, without the lock, when it
-// gives up or the operation of slot and gen completed meanwhile.
+// gives up or w is done meanwhile.
 func waitPollLock[W transport.Waiter](g *cqGroup, w W) bool {
 	g.wants.Add(1)
 	defer g.wants.Add(-1)
