@@ -107,6 +107,7 @@ var configDefaults = map[string]any{
 	"RDMA.UseEventChannel": false,
 	"RDMA.PollSpin":        50 * time.Microsecond,
 	"RDMA.PollIdle":        10 * time.Millisecond,
+	"RDMA.PollNap":         time.Duration(0), // stays 0: per device (50µs, none on iWARP)
 	"RDMA.UseCM":           false,
 	"RDMA.QPsPerPeer":      2,
 	"RDMA.SliceSize":       1 << 20,
@@ -142,6 +143,7 @@ var configInvalid = map[string]struct {
 	"RDMA.QPType":        {func(c *Config) { c.RDMA.QPType = "UD" }, `rdma.qp_type "UD"`},
 	"RDMA.PollSpin":      {func(c *Config) { c.RDMA.PollSpin = time.Hour }, "rdma.poll_spin 1h0m0s"},
 	"RDMA.PollIdle":      {func(c *Config) { c.RDMA.PollIdle = time.Hour }, "rdma.poll_idle 1h0m0s"},
+	"RDMA.PollNap":       {func(c *Config) { c.RDMA.PollNap = time.Second }, "rdma.poll_nap 1s"},
 	"RDMA.QPsPerPeer":    {func(c *Config) { c.RDMA.QPsPerPeer = -1 }, "QPsPerPeer -1"},
 	"RDMA.SliceSize":     {func(c *Config) { c.RDMA.SliceSize = -1 }, "SliceSize -1"},
 }
