@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/xferio/xfer/directory"
 )
@@ -47,6 +48,11 @@ func (e *Engine) openNode(ctx context.Context) error {
 	return nil
 }
 
+// deregisterTimeout bounds the removal of the engine's entry at Close: it
+// only saves the entry's TTL, so a directory that cannot be reached must
+// not hold Close (or an xfer serve's exit) for long.
+const deregisterTimeout = 2 * time.Second
+
 // closeNode removes the engine's entry (at once, rather than when it
 // expires) and closes the directory.
 func (e *Engine) closeNode() error {
@@ -61,7 +67,7 @@ func (e *Engine) closeNode() error {
 	defer n.pub.Unlock()
 	var err error
 	if n.id != "" {
-		ctx, cancel := context.WithTimeout(context.Background(), e.cfg.HandshakeTimeout)
+		ctx, cancel := context.WithTimeout(context.Background(), min(e.cfg.HandshakeTimeout, deregisterTimeout))
 		err = n.dir.Deregister(ctx, n.id)
 		cancel()
 		if errors.Is(err, directory.ErrNotFound) {

@@ -248,3 +248,62 @@ func TestDirectoryConfig(t *testing.T) {
 		}
 	}
 }
+
+// TestDirectoryEtcdDown: when the etcd behind an engine's directory stops,
+// looking a node up fails with ErrDirectoryUnavailable within the caller's
+// deadline rather than hanging, a peer already connected keeps working,
+// and the engine still closes.
+func TestDirectoryEtcdDown(t *testing.T) {
+	host, stop := etcdtest.StartStoppable(t)
+	url := "etcd://" + host + "/" + t.Name()
+	srv := openNode(t, xfer.Config{Directory: url, NodeID: "srv", Listen: "127.0.0.1:0"})
+	r, err := srv.NewRegion(4096, xfer.AccessReadWrite)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv.Export("page", r)
+	cli := openNode(t, xfer.Config{Directory: url})
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	p, err := cli.DialNode(ctx, "srv")
+	if err != nil {
+		t.Fatal(err)
+	}
+	desc, ok := p.Region("page")
+	if !ok {
+		t.Fatal("the server's export is not listed")
+	}
+	buf, err := cli.Alloc(8)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	stop() // an embedded etcd with clients connected takes some 7 s to stop
+	short, cancelShort := context.WithTimeout(ctx, 2*time.Second)
+	defer cancelShort()
+	start := time.Now()
+	_, err = cli.LookupNode(short, "srv")
+	if !errors.Is(err, xfer.ErrDirectoryUnavailable) {
+		t.Fatalf("etcd stopped: %v, want ErrDirectoryUnavailable", err)
+	}
+	if d := time.Since(start); d > 10*time.Second {
+		t.Errorf("the lookup took %v with a 2 s deadline", d)
+	}
+	if !strings.Contains(err.Error(), host) {
+		t.Errorf("%v: does not name the directory %s", err, host)
+	}
+	if err := p.Read(ctx, buf.Bytes(), desc.At(0)); err != nil {
+		t.Errorf("a peer connected before etcd stopped: %v", err)
+	}
+	// The server cannot remove its entry (the lease expires instead):
+	// Close reports that, and does not wait long for it.
+	start = time.Now()
+	err = srv.Close()
+	if d := time.Since(start); d > 8*time.Second {
+		t.Errorf("Close took %v with the directory gone", d)
+	}
+	t.Logf("Close with the directory gone: %v in %v", err, time.Since(start))
+	if err == nil {
+		t.Error("Close reported no error though its entry could not be removed")
+	}
+}

@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"net"
 	"net/url"
+	"sync"
 	"testing"
 	"time"
 
@@ -33,6 +34,15 @@ func FreePort(t testing.TB) int {
 // returns its client endpoint (host:port).
 func Start(t testing.TB) string {
 	t.Helper()
+	host, _ := StartStoppable(t)
+	return host
+}
+
+// StartStoppable is Start, and also returns a function that stops the etcd
+// before the test ends (once; later calls, and the test's end, do nothing
+// more): a test of what its clients do when it is gone.
+func StartStoppable(t testing.TB) (host string, stop func()) {
+	t.Helper()
 	cfg := embed.NewConfig()
 	cfg.Name = "test"
 	cfg.Dir = t.TempDir()
@@ -46,10 +56,14 @@ func Start(t testing.TB) string {
 	if err != nil {
 		t.Fatalf("start etcd: %v", err)
 	}
-	t.Cleanup(func() {
-		e.Close()
-		<-e.Server.StopNotify()
-	})
+	var once sync.Once
+	stop = func() {
+		once.Do(func() {
+			e.Close()
+			<-e.Server.StopNotify()
+		})
+	}
+	t.Cleanup(stop)
 	select {
 	case <-e.Server.ReadyNotify():
 	case err := <-e.Err():
@@ -58,5 +72,5 @@ func Start(t testing.TB) string {
 		e.Server.Stop()
 		t.Fatal("etcd did not become ready in 30 s")
 	}
-	return client.Host
+	return client.Host, stop
 }
