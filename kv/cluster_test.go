@@ -2,6 +2,7 @@ package kv
 
 import (
 	"bufio"
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -18,7 +19,8 @@ import (
 	"github.com/xferio/xfer/internal/testutil/etcdtest"
 )
 
-// clusterServerEnv, set to "DIRECTORY NODE-ID TTL", makes the test binary
+// clusterServerEnv, set to "DIRECTORY NODE-ID TTL TRANSPORT DEVICE" (DEVICE
+// "-" for none), makes the test binary
 // a KV server registered in the directory until it is killed
 // (startClusterServer).
 const clusterServerEnv = "XFER_KV_CLUSTER_SERVER"
@@ -26,16 +28,20 @@ const clusterServerEnv = "XFER_KV_CLUSTER_SERVER"
 // clusterServer is the body of a server process.
 func clusterServer(spec string) error {
 	f := strings.Fields(spec)
-	if len(f) != 3 {
-		return fmt.Errorf("%s=%q: want DIRECTORY NODE-ID TTL", clusterServerEnv, spec)
+	if len(f) != 5 {
+		return fmt.Errorf("%s=%q: want DIRECTORY NODE-ID TTL TRANSPORT DEVICE", clusterServerEnv, spec)
+	}
+	cfg := xfer.Config{Listen: "127.0.0.1:0", Transport: xfer.Policy(f[3]), MemoryMB: 16}
+	if f[4] != "-" {
+		cfg.RDMA.Device = f[4]
 	}
 	ttl, err := time.ParseDuration(f[2])
 	if err != nil {
 		return err
 	}
 	ctx := context.Background()
-	s, err := NewServer(ctx, ServerOptions{Engine: xfer.Config{Listen: "127.0.0.1:0", Transport: xfer.PolicyTCP, MemoryMB: 16,
-		Directory: f[0], NodeID: f[1], DirectoryTTL: ttl}})
+	cfg.Directory, cfg.NodeID, cfg.DirectoryTTL = f[0], f[1], ttl
+	s, err := NewServer(ctx, ServerOptions{Engine: cfg})
 	if err != nil {
 		return err
 	}
@@ -53,10 +59,11 @@ func clusterServer(spec string) error {
 // startClusterServer runs a KV server in a process of its own, registered
 // as node id, and returns it once it is listed; the test kills it at the
 // end if it has not.
-func startClusterServer(t *testing.T, dir, id string, ttl time.Duration) *exec.Cmd {
+func startClusterServer(t *testing.T, dir, id string, ttl time.Duration, policy xfer.Policy) *exec.Cmd {
 	t.Helper()
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
-	cmd.Env = append(os.Environ(), clusterServerEnv+"="+dir+" "+id+" "+ttl.String())
+	dev := cmp.Or(rdmaDevice, "-")
+	cmd.Env = append(os.Environ(), clusterServerEnv+"="+strings.Join([]string{dir, id, ttl.String(), string(policy), dev}, " "))
 	cmd.Stderr = os.Stderr
 	out, err := cmd.StdoutPipe()
 	if err != nil {
@@ -82,17 +89,23 @@ func startClusterServer(t *testing.T, dir, id string, ttl time.Duration) *exec.C
 // expires, the keys of the other two are served and GETs of the lost keys
 // say "not found"; once it expired, the cluster has dropped the server and
 // new keys land on the two survivors only.
-func TestClusterLosesServer(t *testing.T) {
+func TestClusterLosesServer(t *testing.T) { testClusterLosesServer(t, xfer.PolicyTCP) }
+
+// testClusterLosesServer is TestClusterLosesServer over policy (TestRDMA
+// runs it over rdma).
+func testClusterLosesServer(t *testing.T, policy xfer.Policy) {
 	const ttl = 5 * time.Second
 	url := "etcd://" + etcdtest.Start(t) + "/kvcluster"
 	ids := []string{"kv-1", "kv-2", "kv-3"}
 	procs := map[string]*exec.Cmd{}
 	for _, id := range ids {
-		procs[id] = startClusterServer(t, url, id, ttl)
+		procs[id] = startClusterServer(t, url, id, ttl, policy)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	c, err := DialCluster(ctx, ClusterOptions{Directory: url, Client: ClientOptions{EngineConfig: xfer.Config{Transport: xfer.PolicyTCP, MemoryMB: 16}}})
+	ecfg := xfer.Config{Transport: policy, MemoryMB: 16}
+	ecfg.RDMA.Device = rdmaDevice
+	c, err := DialCluster(ctx, ClusterOptions{Directory: url, Client: ClientOptions{EngineConfig: ecfg}})
 	if err != nil {
 		t.Fatal(err)
 	}

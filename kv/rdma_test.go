@@ -31,6 +31,11 @@ func TestRDMA(t *testing.T) {
 			t.Run(mode, func(t *testing.T) { testPutGetDelete(t, rdma, mode) })
 		}
 	})
+	t.Run("ClusterLosesServer", func(t *testing.T) {
+		// Three KV server processes in an embedded etcd, the data plane
+		// over rdma only (the policy admits no fallback).
+		testClusterLosesServer(t, rdma)
+	})
 	t.Run("Metrics", func(t *testing.T) {
 		// The server's engine reports the peer connected over the rdma
 		// device, and its status names the device, GID and MTU in use.
