@@ -148,9 +148,9 @@ func newPagesBenchCmd(g *globals) *cobra.Command {
 		Short: "Fetch pages from a page server and print latency quantiles and pages/s",
 		Long: "bench fetches pages from a page server (--peer ADDR, or --directory URL --peer-node ID)\n" +
 			"for --duration: one READ per page, --depth fetches in flight (1: one at a time,\n" +
-			"FetchPage; more: a Pipeline that starts a fetch as soon as one completes). It\n" +
-			"prints p50, p99 and p99.9 latency and pages/s. A page's latency is from the start\n" +
-			"of its fetch to its completion.",
+			"FetchPage; more: two Pipelines per CPU, each starting a fetch as soon as one\n" +
+			"completes, the depth shared among them). It prints p50, p99 and p99.9 latency\n" +
+			"and pages/s. A page's latency is from the start of its fetch to its completion.",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			cfg, err := g.config(cmd.Flags())
