@@ -64,9 +64,9 @@ var services = []string{"kv", "connector", "pages"}
 var transports = []string{"transport/tcp", "transport/shm", "transport/verbs"}
 
 // cgoPackages are the only packages that import "C": the cgo binding of
-// libibverbs, and the C ABI of the connector (a c-shared library for the
+// libibverbs and of libcuda, and the C ABI of the connector (a c-shared library for the
 // Python binding, which must export C functions and so needs cgo itself).
-var cgoPackages = []string{"internal/ibv", "cmd/libxfer"}
+var cgoPackages = []string{"internal/ibv", "internal/cuda", "cmd/libxfer"}
 
 // ibvImporters are the only packages that may use the cgo binding.
 var ibvImporters = []string{"transport/verbs", "probe", "internal/rdmacm"}
@@ -79,11 +79,12 @@ var layers = map[string][]string{
 	"internal/sys":      {},
 	"internal/wire":     {},
 	"internal/ibv":      {"internal/sys"},
+	"internal/cuda":     {"internal/sys"},
 	"internal/rdmacm":   {"internal/ibv", "internal/sys"},
 	"internal/testmain": {},
 	"internal/testutil": {},
-	"mem":               {"internal/sys"},
-	"probe":             {"internal/ibv", "internal/sys"},
+	"mem":               {"internal/sys", "internal/cuda"},
+	"probe":             {"internal/ibv", "internal/cuda", "internal/sys"},
 	"transport":         {"transport", "mem", "internal/"},
 	"xfertest":          {"", "transport", "mem", "internal/sys"},
 	".":                 {"transport", "mem", "directory", "internal/"},

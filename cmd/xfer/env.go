@@ -8,7 +8,7 @@ import (
 
 // envTestOnly are XFER_ variables that the project's tests and benchmark
 // scripts set for themselves; the command ignores them without a warning.
-var envTestOnly = []string{"XFER_TEST_DEVICE", "XFER_TEST_ADDR", "XFER_TEST_CHILD", "XFER_REQUIRE_VERBS", "XFER_REQUIRE_PROMETHEUS", "XFER_REQUIRE_ETCD", "XFER_REQUIRE_NETNS", "XFER_KV_INTEGRITY_OPS", "XFER_KV_PUT_LOOP", "XFER_KV_CLUSTER_SERVER"}
+var envTestOnly = []string{"XFER_TEST_DEVICE", "XFER_TEST_ADDR", "XFER_TEST_CHILD", "XFER_REQUIRE_VERBS", "XFER_REQUIRE_CUDA", "XFER_REQUIRE_PROMETHEUS", "XFER_REQUIRE_ETCD", "XFER_REQUIRE_NETNS", "XFER_KV_INTEGRITY_OPS", "XFER_KV_PUT_LOOP", "XFER_KV_CLUSTER_SERVER"}
 
 // knownEnv lists every XFER_ variable the command reads.
 func knownEnv() []string {
