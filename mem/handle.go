@@ -56,6 +56,7 @@ type Handle struct {
 	mem    []byte
 	base   uint64
 	fd     int
+	loc    Location
 
 	pins    atomic.Int64
 	retired atomic.Bool
@@ -64,7 +65,7 @@ type Handle struct {
 // NewHandle describes region r registered as id, with key and access.
 func NewHandle(r *Region, id uint32, key uint64, access Access) *Handle {
 	b := r.Bytes()
-	return &Handle{id: id, key: key, access: access, mem: b, base: uint64(r.Addr()), fd: r.FD()}
+	return &Handle{id: id, key: key, access: access, mem: b, base: uint64(r.Addr()), fd: r.FD(), loc: r.Location()}
 }
 
 // ID is the region's number in its engine.
@@ -84,6 +85,11 @@ func (h *Handle) Base() uint64 { return h.base }
 
 // Len is the region's length in bytes.
 func (h *Handle) Len() uint64 { return uint64(len(h.mem)) }
+
+// Location is where the region's memory lives. A transport that cannot
+// move device memory itself never gets an operation on device memory: the
+// engine stages it through host memory.
+func (h *Handle) Location() Location { return h.loc }
 
 // FD is the memfd the region maps from offset 0, or -1 when it has none.
 func (h *Handle) FD() int { return h.fd }

@@ -41,9 +41,14 @@ type RegionOptions struct {
 type Region struct {
 	mem    []byte // the whole mapping; never changed after construction
 	fd     int    // memfd of a shared region, or -1
-	owned  bool   // Close unmaps mem and closes fd
+	owned  bool   // Close unmaps mem and closes fd (or frees device memory)
+	loc    Location
+	free   func() error // frees owned device memory
 	closed atomic.Bool
 }
+
+// Location is where the region's memory lives: host memory, or a GPU's.
+func (r *Region) Location() Location { return r.loc }
 
 // NewRegion maps a new region as opts describes. Close it to unmap it.
 func NewRegion(opts RegionOptions) (*Region, error) {
@@ -212,6 +217,9 @@ func (r *Region) Contains(b []byte) (off int, ok bool) {
 func (r *Region) Close() error {
 	if r == nil || r.closed.Swap(true) || !r.owned {
 		return nil
+	}
+	if r.free != nil {
+		return r.free()
 	}
 	err := sys.Munmap(r.mem)
 	if r.fd >= 0 {

@@ -226,13 +226,57 @@ type Resolved struct {
 	// address and length, for attachments), or nil when nothing is
 	// pinned.
 	Region *mem.Handle
+	// Staged is set when the region is device memory (a GPU's) that the
+	// transport cannot touch: Mem is then a host buffer that stands for
+	// it. For a READ it already holds the device's bytes; for a WRITE the
+	// transport fills it and calls Commit, which places the bytes in the
+	// device memory, before it acknowledges the write.
+	Staged Staging
 }
 
-// Release unpins the region.
+// Staging is a host copy of device memory (Resolved.Staged).
+type Staging interface {
+	// Commit copies the host buffer to the device memory it stands for.
+	Commit() error
+	// Release frees the host buffer.
+	Release()
+}
+
+// Commit places a WRITE's bytes: for staged device memory it copies Mem to
+// the device; otherwise the bytes are in place already and it does
+// nothing. Call it after Mem has been filled, before Release, and
+// acknowledge the write only once it has returned nil.
+func (r Resolved) Commit() error {
+	if r.Staged != nil {
+		return r.Staged.Commit()
+	}
+	return nil
+}
+
+// Release unpins the region (and frees a staging buffer).
 func (r Resolved) Release() {
+	if r.Staged != nil {
+		r.Staged.Release()
+	}
 	if r.Region != nil {
 		r.Region.Unpin()
 	}
+}
+
+// DeviceMover is implemented by endpoints that can move device memory (a
+// GPU's) themselves, with the GPU's copy engines (shm, through CUDA IPC)
+// or a NIC that reaches it. The engine hands every other endpoint host
+// memory only: an operation whose local memory is on a GPU is staged
+// through host buffers in pieces, the GPU's copies overlapping the
+// transport's.
+type DeviceMover interface {
+	// MovesDevice reports whether the endpoint would move op, whose
+	// Local lies in device memory (op.Region), itself if it were posted
+	// now. It must not block. When it reports true, Post must complete
+	// op without touching Local with the CPU; an endpoint that finds it
+	// cannot (the remote region was revoked meanwhile) completes op with
+	// an error.
+	MovesDevice(op *Op) bool
 }
 
 // Registrar is implemented by a transport that registers memory with a

@@ -16,14 +16,20 @@ type RegionDesc struct {
 	Addr   uint64
 	Len    uint64
 	Key    uint64
+	Kind   uint8 // the memory's kind: 0 host, 1 a GPU's (CUDA)
+	Device uint8 // the GPU's ordinal, for Kind 1
 }
+
+// maxKind is the largest memory kind a RegionDesc carries.
+const maxKind = 1
 
 // AppendRegionDesc appends d's fixed-size encoding to b.
 func AppendRegionDesc(b []byte, d *RegionDesc) []byte {
 	e := &enc{b: b}
 	e.u8(regionDescVersion)
 	e.u8(d.Access)
-	e.u16(0)
+	e.u8(d.Kind)
+	e.u8(d.Device)
 	e.u32(d.ID)
 	e.raw(d.Owner[:])
 	e.u64(d.Addr)
@@ -43,8 +49,10 @@ func DecodeRegionDesc(b []byte) (RegionDesc, error) {
 	if d.err == nil && (r.Access == 0 || r.Access&^3 != 0) {
 		d.fail("access %#x is not read, write or read-write", r.Access)
 	}
-	if v := d.u16("reserved"); d.err == nil && v != 0 {
-		d.fail("reserved bytes set")
+	r.Kind = d.u8("memory kind")
+	r.Device = d.u8("device")
+	if d.err == nil && (r.Kind > maxKind || r.Kind == 0 && r.Device != 0) {
+		d.fail("memory kind %d device %d: want host (0, 0) or CUDA (1, N)", r.Kind, r.Device)
 	}
 	r.ID = d.u32("id")
 	d.fixed(r.Owner[:], "owner")

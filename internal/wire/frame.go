@@ -146,10 +146,12 @@ func (h *Header) HasPayload() bool {
 }
 
 // AttachInfoLen is the size of the AttachInfo payload.
-const AttachInfoLen = 40
+const AttachInfoLen = 112
 
 // AttachInfo is the answer to FrameAttach: where the region lives in the
-// owner's process and how to map it.
+// owner's process and how to map it. A region in GPU memory (Kind 1) comes
+// with a CUDA IPC handle of the allocation that holds it, and the offset
+// of the region's first byte in that allocation.
 type AttachInfo struct {
 	PID  uint32
 	FD   int32 // memfd number in the owner's process, or -1
@@ -157,6 +159,14 @@ type AttachInfo struct {
 	Len  uint64
 	Key  uint64
 	RKey uint32 // the region's rkey on the rdma transport, else 0
+	// Kind is the region's memory: 0 host, 1 a GPU's (CUDA), on GPU
+	// Device.
+	Kind, Device uint8
+	// IPC is the CUDA IPC handle of the allocation that holds a GPU
+	// region (all zero for host memory or when the owner could not make
+	// one), and IPCOffset the region's offset in that allocation.
+	IPC       [64]byte
+	IPCOffset uint64
 }
 
 // Put encodes a into b (AttachInfoLen bytes).
@@ -168,7 +178,9 @@ func (a *AttachInfo) Put(b []byte) {
 	binary.LittleEndian.PutUint64(b[16:], a.Len)
 	binary.LittleEndian.PutUint64(b[24:], a.Key)
 	binary.LittleEndian.PutUint32(b[32:], a.RKey)
-	binary.LittleEndian.PutUint32(b[36:], 0)
+	b[36], b[37], b[38], b[39] = a.Kind, a.Device, 0, 0
+	copy(b[40:104], a.IPC[:])
+	binary.LittleEndian.PutUint64(b[104:], a.IPCOffset)
 }
 
 // DecodeAttachInfo decodes an AttachInfo.
@@ -177,15 +189,27 @@ func DecodeAttachInfo(b []byte) (AttachInfo, error) {
 		return AttachInfo{}, fmt.Errorf("%w: attach info: %d bytes, want %d", ErrMalformed, len(b), AttachInfoLen)
 	}
 	a := AttachInfo{
-		PID:  binary.LittleEndian.Uint32(b[0:]),
-		FD:   int32(binary.LittleEndian.Uint32(b[4:])),
-		Base: binary.LittleEndian.Uint64(b[8:]),
-		Len:  binary.LittleEndian.Uint64(b[16:]),
-		Key:  binary.LittleEndian.Uint64(b[24:]),
-		RKey: binary.LittleEndian.Uint32(b[32:]),
+		PID:       binary.LittleEndian.Uint32(b[0:]),
+		FD:        int32(binary.LittleEndian.Uint32(b[4:])),
+		Base:      binary.LittleEndian.Uint64(b[8:]),
+		Len:       binary.LittleEndian.Uint64(b[16:]),
+		Key:       binary.LittleEndian.Uint64(b[24:]),
+		RKey:      binary.LittleEndian.Uint32(b[32:]),
+		Kind:      b[36],
+		Device:    b[37],
+		IPCOffset: binary.LittleEndian.Uint64(b[104:]),
 	}
-	if a.Base+a.Len < a.Base || a.Len == 0 || a.FD < -1 || binary.LittleEndian.Uint32(b[36:]) != 0 {
+	copy(a.IPC[:], b[40:104])
+	if a.Base+a.Len < a.Base || a.Len == 0 || a.FD < -1 || b[38] != 0 || b[39] != 0 {
 		return AttachInfo{}, fmt.Errorf("%w: attach info: bad range or fd", ErrMalformed)
+	}
+	switch {
+	case a.Kind > 1:
+		return AttachInfo{}, fmt.Errorf("%w: attach info: memory kind %d", ErrMalformed, a.Kind)
+	case a.Kind == 0 && (a.Device != 0 || a.IPC != [64]byte{} || a.IPCOffset != 0):
+		return AttachInfo{}, fmt.Errorf("%w: attach info: a CUDA IPC handle for host memory", ErrMalformed)
+	case a.Kind == 1 && a.FD != -1:
+		return AttachInfo{}, fmt.Errorf("%w: attach info: a memfd for GPU memory", ErrMalformed)
 	}
 	return a, nil
 }

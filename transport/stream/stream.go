@@ -28,9 +28,11 @@ type Options struct {
 	// OnRevoke, when set, is called when the peer revokes one of its
 	// regions, so that the transport drops what it cached of it.
 	OnRevoke func(region uint32)
-	// OnAttach, when set, supplies the rkey of a region a peer attaches
-	// (the rdma transport registers it with the device).
-	OnAttach func(res transport.Resolved) (rkey uint32, err error)
+	// OnAttach, when set, completes the answer to a peer that attaches a
+	// region: the rdma transport registers it with the device and fills
+	// in its rkey; shm exports a GPU region's CUDA IPC handle. An error
+	// is the peer's answer instead.
+	OnAttach func(res transport.Resolved, info *wire.AttachInfo) error
 	// OnDown, when set, is called once when the stream goes down, with the
 	// reason.
 	OnDown func(err error)
@@ -682,9 +684,17 @@ func (c *conn) serveWrite(h *wire.Header) error {
 		return nil
 	}
 	err = c.readFull(res.Mem)
+	var cerr error
+	if err == nil {
+		cerr = res.Commit()
+	}
 	res.Release()
 	if err != nil {
 		return err
+	}
+	if cerr != nil {
+		c.replyErr(h.ID, cerr)
+		return nil
 	}
 	if h.Flags&wire.FlagImm != 0 {
 		e.p.Host.Notify(e, transport.Notification{Value: h.Imm, Region: h.Region, Addr: h.Addr, Len: h.Len})
@@ -716,14 +726,15 @@ func (c *conn) serveAttach(h *wire.Header) {
 		return
 	}
 	info := wire.AttachInfo{PID: uint32(os.Getpid()), FD: int32(r.FD()), Base: r.Base(), Len: r.Len(), Key: h.Key}
+	if loc := r.Location(); !loc.IsHost() {
+		info.Kind, info.Device = uint8(loc.Kind), uint8(loc.Device)
+	}
 	if c.e.opts.OnAttach != nil {
-		rkey, err := c.e.opts.OnAttach(res)
-		if err != nil {
+		if err := c.e.opts.OnAttach(res, &info); err != nil {
 			res.Release()
 			c.replyErr(h.ID, err)
 			return
 		}
-		info.RKey = rkey
 	}
 	res.Release()
 	b := make([]byte, wire.AttachInfoLen)

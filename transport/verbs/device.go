@@ -435,6 +435,12 @@ func (d *device) mr(h *mem.Handle) (*ibv.MR, error) {
 	if h == nil {
 		return nil, fmt.Errorf("rdma: %w", transport.ErrNotRegistered)
 	}
+	if loc := h.Location(); !loc.IsHost() {
+		// The engine stages local GPU memory through host memory; a GPU
+		// region that peers reach one-sidedly needs the NIC to reach it.
+		return nil, fmt.Errorf("rdma: region %d is %s memory, which %s cannot register (GPUDirect RDMA needs nvidia-peermem or DMA-BUF): %w",
+			h.ID(), loc, d.info.Name, transport.ErrNotSupported)
+	}
 	m, err := d.pd.RegMR(h.Bytes(), ibv.AccessLocalWrite|ibv.AccessRemoteWrite|ibv.AccessRemoteRead)
 	if err != nil {
 		return nil, fmt.Errorf("rdma: register %d MiB on %s: %w%s", h.Len()>>20, d.info.Name, err, memlockHint(err))

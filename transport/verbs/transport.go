@@ -364,13 +364,15 @@ func (e *Endpoint) seed(keys []wire.RegionKey) {
 	}
 }
 
-// attachKey registers the region a peer asks for (once) and returns its rkey.
-func (e *Endpoint) attachKey(res transport.Resolved) (uint32, error) {
+// attachKey registers the region a peer asks for (once) and answers its
+// rkey.
+func (e *Endpoint) attachKey(res transport.Resolved, info *wire.AttachInfo) error {
 	mr, err := e.dev.mr(res.Region)
 	if err != nil {
-		return 0, err
+		return err
 	}
-	return mr.RKey, nil
+	info.RKey = mr.RKey
+	return nil
 }
 
 func (e *Endpoint) releasePartial() {

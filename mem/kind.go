@@ -1,0 +1,94 @@
+package mem
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+)
+
+// Kind is the kind of memory a Region holds.
+type Kind uint8
+
+const (
+	// KindHost is host memory, mapped in this process: the CPU, a NIC and
+	// a peer on the same host can touch it.
+	KindHost Kind = iota
+	// KindCUDA is memory of an NVIDIA GPU (cuMemAlloc). The CPU must never
+	// touch it: its bytes are moved by the GPU's copy engines, by a NIC
+	// that can reach GPU memory (DMA-BUF, nvidia-peermem), or through
+	// host staging buffers.
+	KindCUDA
+)
+
+// String is "host" or "cuda".
+func (k Kind) String() string {
+	switch k {
+	case KindHost:
+		return "host"
+	case KindCUDA:
+		return "cuda"
+	}
+	return "kind(" + strconv.Itoa(int(k)) + ")"
+}
+
+// Location says where memory lives: its kind and, for GPU memory, the
+// device's ordinal. The zero Location is host memory.
+type Location struct {
+	Kind   Kind
+	Device int // the GPU's ordinal for KindCUDA; 0 for host memory
+}
+
+// Host is the Location of host memory.
+var Host = Location{}
+
+// CUDA is the Location of GPU n's memory.
+func CUDA(n int) Location { return Location{Kind: KindCUDA, Device: n} }
+
+// IsHost reports whether l is host memory.
+func (l Location) IsHost() bool { return l.Kind == KindHost }
+
+// String is "host" or "cuda:N".
+func (l Location) String() string {
+	if l.Kind == KindHost {
+		return "host"
+	}
+	return l.Kind.String() + ":" + strconv.Itoa(l.Device)
+}
+
+// maxDevice bounds a device ordinal: descriptors carry it in one byte.
+const maxDevice = 255
+
+// ParseLocation parses "host" (or "cpu", or empty) and "cuda:N" (or
+// "cuda", device 0; "gpu:N" is taken for "cuda:N").
+func ParseLocation(s string) (Location, error) {
+	v := strings.ToLower(strings.TrimSpace(s))
+	switch v {
+	case "", "host", "cpu":
+		return Host, nil
+	case "cuda", "gpu":
+		return CUDA(0), nil
+	}
+	for _, p := range []string{"cuda:", "gpu:"} {
+		if rest, ok := strings.CutPrefix(v, p); ok {
+			n, err := strconv.Atoi(rest)
+			if err != nil || n < 0 || n > maxDevice {
+				return Location{}, fmt.Errorf("memory device %q: the device must be a GPU index from 0 to %d", s, maxDevice)
+			}
+			return CUDA(n), nil
+		}
+	}
+	return Location{}, fmt.Errorf("memory device %q: must be host, cpu, cuda or cuda:N", s)
+}
+
+// MarshalText implements encoding.TextMarshaler.
+func (l Location) MarshalText() ([]byte, error) { return []byte(l.String()), nil }
+
+// UnmarshalText implements encoding.TextUnmarshaler with ParseLocation.
+func (l *Location) UnmarshalText(b []byte) error {
+	v, err := ParseLocation(string(b))
+	if err != nil {
+		return err
+	}
+	*l = v
+	return nil
+}

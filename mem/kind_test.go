@@ -1,0 +1,52 @@
+package mem
+
+import (
+	"strings"
+	"testing"
+)
+
+func TestParseLocation(t *testing.T) {
+	for in, want := range map[string]string{"": "host", "host": "host", "CPU": "host", "cuda": "cuda:0", "gpu": "cuda:0",
+		"cuda:0": "cuda:0", "cuda:07": "cuda:7", "gpu:3": "cuda:3", " cuda:255 ": "cuda:255"} {
+		l, err := ParseLocation(in)
+		if err != nil || l.String() != want {
+			t.Errorf("ParseLocation(%q) = %v, %v; want %s", in, l, err, want)
+		}
+	}
+	for in, msg := range map[string]string{"cuda:256": "from 0 to 255", "cuda:-1": "from 0 to 255", "cuda:": "from 0 to 255",
+		"cuda:x": "from 0 to 255", "rocm:0": "host, cpu, cuda or cuda:N", "0": "host, cpu, cuda or cuda:N"} {
+		_, err := ParseLocation(in)
+		if err == nil || !strings.Contains(err.Error(), msg) || !strings.Contains(err.Error(), in) {
+			t.Errorf("ParseLocation(%q): %v, want an error naming it and saying %q", in, err, msg)
+		}
+	}
+	var l Location
+	if err := l.UnmarshalText([]byte("cuda:2")); err != nil || l != CUDA(2) {
+		t.Fatalf("UnmarshalText: %v %v", l, err)
+	}
+	if b, _ := l.MarshalText(); string(b) != "cuda:2" {
+		t.Fatalf("MarshalText: %s", b)
+	}
+	if Kind(9).String() != "kind(9)" || !Host.IsHost() || CUDA(0).IsHost() {
+		t.Fatal("Kind or Location misnamed")
+	}
+}
+
+func FuzzParseLocation(f *testing.F) {
+	for _, s := range []string{"", "host", "cuda", "cuda:0", "gpu:12", "cuda:", "cuda:-1", "cuda:256", "\xff"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		l, err := ParseLocation(s)
+		if err != nil {
+			return
+		}
+		if l.Kind > KindCUDA || l.Device < 0 || l.Device > maxDevice {
+			t.Fatalf("ParseLocation(%q) = %+v", s, l)
+		}
+		// The text form parses back to itself.
+		if m, err := ParseLocation(l.String()); err != nil || m != l {
+			t.Fatalf("ParseLocation(%q) = %v, which reads back as %v, %v", s, l, m, err)
+		}
+	})
+}
