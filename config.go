@@ -80,18 +80,24 @@ const (
 	MemoryPrivate MemoryBacking = "private"
 )
 
-// ParseMemoryBacking parses "auto", "memfd" or "private" ("" means auto).
+// ParseMemoryBacking parses "auto", "memfd" or "private" ("" means auto),
+// or a GPU, "cuda:N": memory on GPU N, a shorthand for
+// Config.MemoryDevice that Open moves there.
 func ParseMemoryBacking(s string) (MemoryBacking, error) {
 	switch m := MemoryBacking(strings.ToLower(strings.TrimSpace(s))); m {
 	case "":
 		return MemoryAuto, nil
 	case MemoryAuto, MemoryMemfd, MemoryPrivate:
 		return m, nil
+	default:
+		if loc, err := mem.ParseLocation(string(m)); err == nil && !loc.IsHost() {
+			return MemoryBacking(loc.String()), nil
+		}
 	}
 	return "", fmt.Errorf("memory %q: %w", s, errMemoryBacking)
 }
 
-var errMemoryBacking = errors.New("must be auto, memfd or private")
+var errMemoryBacking = errors.New("must be auto, memfd, private or cuda:N (GPU memory)")
 
 // MarshalText implements encoding.TextMarshaler ("" is auto).
 func (m MemoryBacking) MarshalText() ([]byte, error) {
@@ -170,6 +176,12 @@ type Config struct {
 	// regions): memfd, private or auto (see MemoryBacking). The shm policy
 	// needs memfd. Default: auto.
 	Memory MemoryBacking `yaml:"memory"`
+	// MemoryDevice is where the engine's default pool lives: host memory,
+	// or GPU memory (cuda:N), which Alloc then hands out and every
+	// transport moves (docs/GPU.md). GPU memory needs a CUDA driver;
+	// without one Open fails with an error matching ErrCUDANotAvailable.
+	// Default: host.
+	MemoryDevice mem.Location `yaml:"memory_device"`
 	// Secret, when set, makes the handshake authenticate both sides with a
 	// challenge and response (HMAC-SHA256); the secret never crosses the
 	// wire. A peer that does not know it gets nothing. Default: none.
@@ -249,6 +261,16 @@ func (c Config) withDefaults() (Config, error) {
 	}
 	if c.Memory, err = ParseMemoryBacking(string(c.Memory)); err != nil {
 		return c, fmt.Errorf("config: %w", err)
+	}
+	if loc, err := mem.ParseLocation(string(c.Memory)); err == nil && !loc.IsHost() {
+		// memory: cuda:N is memory_device: cuda:N.
+		if !c.MemoryDevice.IsHost() && c.MemoryDevice != loc {
+			return c, fmt.Errorf("config: memory %s and memory_device %s name different GPUs", loc, c.MemoryDevice)
+		}
+		c.MemoryDevice, c.Memory = loc, MemoryAuto
+	}
+	if c.MemoryDevice.Kind > mem.KindCUDA || c.MemoryDevice.Device < 0 || c.MemoryDevice.Device > 255 {
+		return c, fmt.Errorf("config: memory_device %s: must be host or cuda:N with N from 0 to 255", c.MemoryDevice)
 	}
 	if c.Memory == MemoryPrivate && c.Transport == PolicySHM {
 		return c, fmt.Errorf("config: memory private: the shm transport needs memfd memory (memory: memfd or auto)")

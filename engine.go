@@ -58,6 +58,7 @@ type Engine struct {
 	revLog   []revokeRec // the latest revokes, oldest first; guarded by mu
 
 	notes noteQueue
+	gpu   gpus // GPU contexts and staging memory, made on first use
 
 	stats   engineStats
 	metrics *engineMetrics // nil without Config.Metrics
@@ -152,14 +153,19 @@ func Open(ctx context.Context, cfg Config) (_ *Engine, err error) {
 			return nil, fmt.Errorf("open: transport %s: %w", cfg.Transport, err)
 		}
 	}
-	mr, err := mem.NewRegion(mem.RegionOptions{
-		Size:      cfg.MemoryMB << 20,
-		HugePages: cfg.HugePages,
-		Shared:    cfg.sharedMemory(),
-		Name:      "xfer-pool",
-	})
+	var mr *mem.Region
+	if cfg.MemoryDevice.IsHost() {
+		mr, err = mem.NewRegion(mem.RegionOptions{
+			Size:      cfg.MemoryMB << 20,
+			HugePages: cfg.HugePages,
+			Shared:    cfg.sharedMemory(),
+			Name:      "xfer-pool",
+		})
+	} else {
+		mr, err = e.newDevicePool(cfg.MemoryDevice.Device, cfg.MemoryMB<<20)
+	}
 	if err != nil {
-		return nil, fmt.Errorf("open: pool of %d MiB (memory_mb): %w", cfg.MemoryMB, err)
+		return nil, fmt.Errorf("open: pool of %d MiB (memory_mb) in %s memory: %w", cfg.MemoryMB, cfg.MemoryDevice, err)
 	}
 	if e.region, err = e.regions.add(e, mr, AccessReadWrite); err != nil {
 		mr.Close()
@@ -346,7 +352,7 @@ func (e *Engine) Close() error {
 	if e.metrics != nil {
 		e.metrics.unregister(e.cfg.Metrics)
 	}
-	errs = append(errs, e.pool.Close(), e.regions.closeAll())
+	errs = append(errs, e.closeStaging(), e.pool.Close(), e.regions.closeAll(), e.closeGPU())
 	for _, t := range e.transports {
 		if c, ok := t.(io.Closer); ok {
 			errs = append(errs, c.Close())

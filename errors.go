@@ -4,6 +4,7 @@ import (
 	"errors"
 	"net"
 
+	"github.com/xferio/xfer/internal/cuda"
 	"github.com/xferio/xfer/mem"
 	"github.com/xferio/xfer/transport"
 )
@@ -44,6 +45,10 @@ var (
 	ErrVersion = errors.New("no common protocol version")
 	// ErrPoolExhausted means the pool has no block large enough.
 	ErrPoolExhausted = mem.ErrPoolExhausted
+	// ErrCUDANotAvailable means GPU memory was asked for where there is no
+	// CUDA: no driver (libcuda.so.1), no GPU, a driver too old, or a
+	// build without cgo. The error says which, and how to fix it.
+	ErrCUDANotAvailable = cuda.ErrNotAvailable
 	// ErrPeerLost means the connection to a peer failed. It also matches
 	// ErrClosed.
 	ErrPeerLost = transport.ErrPeerLost

@@ -338,12 +338,17 @@ func (p *Peer) do(ctx context.Context, kind OpKind, local []byte, remote RemoteA
 	}
 	c.op.Kind, c.op.Local, c.op.Remote, c.op.Imm, c.op.Err, c.op.Region = kind, local, remote, imm, nil, lr
 	c.op.Waited = true
-	ep.Post(c.ops[:])
+	staged := staging(ep, &c.op)
+	if staged {
+		p.e.postStaged(ep, &c.op)
+	} else {
+		ep.Post(c.ops[:])
+	}
 	if done := ctx.Done(); done != nil {
 		select {
 		case <-c.done:
 		case <-done:
-			if !ep.Cancel(&c.op) {
+			if staged || !ep.Cancel(&c.op) {
 				<-c.done
 				break
 			}
@@ -601,6 +606,11 @@ func (p *Peer) submit(b *Batch, ops []Op, waited bool) {
 		t.Region = r
 		if b.p != nil && b.conn.counter == nil {
 			b.conn.ops[opIndex(t.Kind)].Add(1) // an endpoint that does not count its own
+		}
+		if staging(ep, t) {
+			b.ep = ep
+			p.e.postStaged(ep, t)
+			continue
 		}
 		b.ptrs = append(b.ptrs, t)
 	}

@@ -46,6 +46,9 @@ type RegionDesc struct {
 	Len    uint64
 	Key    uint64
 	Access Access
+	// Memory is where the region lives in its owner: host memory, or a
+	// GPU's (mem.CUDA(n)). Operations reach either kind the same way.
+	Memory mem.Location
 }
 
 // At returns the remote address off bytes into the region.
@@ -124,11 +127,13 @@ func ParseRegionDesc(s string) (RegionDesc, error) {
 }
 
 func (d RegionDesc) wire() wire.RegionDesc {
-	return wire.RegionDesc{Owner: d.Owner, ID: d.ID, Access: uint8(d.Access), Addr: d.Addr, Len: d.Len, Key: d.Key}
+	return wire.RegionDesc{Owner: d.Owner, ID: d.ID, Access: uint8(d.Access), Addr: d.Addr, Len: d.Len, Key: d.Key,
+		Kind: uint8(d.Memory.Kind), Device: uint8(d.Memory.Device)}
 }
 
 func descFromWire(w wire.RegionDesc) RegionDesc {
-	return RegionDesc{Owner: w.Owner, ID: w.ID, Access: Access(w.Access), Addr: w.Addr, Len: w.Len, Key: w.Key}
+	return RegionDesc{Owner: w.Owner, ID: w.ID, Access: Access(w.Access), Addr: w.Addr, Len: w.Len, Key: w.Key,
+		Memory: mem.Location{Kind: mem.Kind(w.Kind), Device: int(w.Device)}}
 }
 
 // Region is memory registered with an engine: peers may access it with the
@@ -151,8 +156,13 @@ func (r *Region) Access() Access { return r.h.Access() }
 
 // Desc is the region's remote descriptor.
 func (r *Region) Desc() RegionDesc {
-	return RegionDesc{Owner: r.e.id, ID: r.h.ID(), Addr: r.h.Base(), Len: r.h.Len(), Key: r.h.Key(), Access: r.h.Access()}
+	return RegionDesc{Owner: r.e.id, ID: r.h.ID(), Addr: r.h.Base(), Len: r.h.Len(), Key: r.h.Key(), Access: r.h.Access(), Memory: r.h.Location()}
 }
+
+// Location is where the region's memory lives: host memory or a GPU's.
+// The Bytes of a region on a GPU are device addresses, which the CPU must
+// not touch.
+func (r *Region) Location() mem.Location { return r.h.Location() }
 
 // Close deregisters the region: peers can no longer reach it, peers that
 // mapped it (shm) are told to drop it, remote accesses in progress finish
@@ -282,8 +292,27 @@ func (t *regionTable) local(b []byte) (*Region, error) {
 	return nil, fmt.Errorf("local buffer %#x+%d: %w", p, n, ErrNotRegistered)
 }
 
-// resolve implements transport.Host.Resolve for the engine.
+// resolve implements transport.Host.Resolve for the engine. A peer's
+// access to device memory gets a host copy that stands for it
+// (transport.Resolved.Staged).
 func (t *regionTable) resolve(id uint32, key, addr, n uint64, want Access) (transport.Resolved, error) {
+	res, err := t.check(id, key, addr, n, want)
+	if err != nil || res.Region.Location().IsHost() {
+		return res, err
+	}
+	r := t.load().byID[id]
+	s, err := r.e.stageRemote(res.Region, addr-res.Region.Base(), n, want)
+	if err != nil {
+		res.Release()
+		return transport.Resolved{}, err
+	}
+	res.Mem, res.Staged = s.buf, s
+	return res, nil
+}
+
+// check checks a peer's access to [addr, addr+n) of region id and pins the
+// region.
+func (t *regionTable) check(id uint32, key, addr, n uint64, want Access) (transport.Resolved, error) {
 	r := t.load().byID[id]
 	if r == nil {
 		return transport.Resolved{}, &transport.AccessError{Kind: transport.UnknownRegion, Want: want, Region: id, Addr: addr, Len: n}
@@ -310,7 +339,7 @@ func (t *regionTable) lookup(id uint32, key uint64, want Access) (transport.Reso
 	if r == nil {
 		return transport.Resolved{}, &transport.AccessError{Kind: transport.UnknownRegion, Want: want, Region: id}
 	}
-	return t.resolve(id, key, r.h.Base(), r.h.Len(), want)
+	return t.check(id, key, r.h.Base(), r.h.Len(), want)
 }
 
 // closeAll deregisters every region.

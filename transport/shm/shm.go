@@ -7,11 +7,13 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net"
 	"os"
 	"sync"
 	"sync/atomic"
 
+	"github.com/xferio/xfer/internal/cuda"
 	"github.com/xferio/xfer/internal/sys"
 	"github.com/xferio/xfer/transport"
 	"github.com/xferio/xfer/transport/stream"
@@ -28,6 +30,7 @@ type Transport struct {
 	fd     int // probe memfd: its first bytes are the cookie
 	cookie [16]byte
 	probe  []byte
+	gpu    gpuState
 }
 
 var _ transport.Transport = (*Transport)(nil)
@@ -77,6 +80,7 @@ func (t *Transport) init() {
 func (t *Transport) Close() error {
 	t.once.Do(func() { t.err = fmt.Errorf("shm: transport closed: %w", net.ErrClosed) })
 	t.closed.Do(func() {
+		t.gpu.release()
 		if t.probe != nil {
 			sys.Munmap(t.probe)
 		}
@@ -170,8 +174,12 @@ func (t *Transport) Connect(ctx context.Context, p transport.Params) (transport.
 		p.Conn.Close()
 		return nil, fmt.Errorf("shm: %w: %w", transport.ErrNotSupported, err)
 	}
-	e := &Endpoint{pidfd: pidfd, att: map[uint32]*attachment{}}
-	s, err := stream.New(ctx, p, stream.Options{Name: "shm", OnRevoke: e.revoked})
+	log := p.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	e := &Endpoint{t: t, log: log, pidfd: pidfd, att: map[uint32]*attachment{}}
+	s, err := stream.New(ctx, p, stream.Options{Name: "shm", OnRevoke: e.revoked, OnAttach: t.exportDevice})
 	if err != nil {
 		sys.Close(pidfd)
 		return nil, err
@@ -184,6 +192,8 @@ func (t *Transport) Connect(ctx context.Context, p transport.Params) (transport.
 // peer's mapped regions; everything else (sends, notifications, attach
 // requests, regions without a memfd) travels over its stream.
 type Endpoint struct {
+	t     *Transport
+	log   *slog.Logger
 	s     *stream.Stream
 	pidfd int
 
@@ -203,6 +213,8 @@ var (
 	_ transport.Endpoint = (*Endpoint)(nil)
 	_ transport.Appender = (*Endpoint)(nil)
 	_ transport.Counter  = (*Endpoint)(nil)
+
+	_ transport.DeviceMover = (*Endpoint)(nil)
 )
 
 // attachment is a peer region mapped into this process.
@@ -210,10 +222,18 @@ type attachment struct {
 	base, n uint64
 	key     uint64
 	rights  transport.Access
-	mem     []byte // nil: the region has no memfd; use the stream path
-	refs    atomic.Int64
-	gone    atomic.Bool
-	unmap   sync.Once
+	mem     []byte // the region mapped, or nil
+	// dev is the device address of a GPU region in this process, opened
+	// in ctx (through ipc, or the owner's own address in one process);
+	// 0 when the region is host memory or cannot be opened here. A
+	// region with neither mem nor dev takes the stream path.
+	dev   uintptr
+	ctx   *cuda.Context
+	ipc   *ipcOpen
+	t     *Transport
+	refs  atomic.Int64
+	gone  atomic.Bool
+	unmap sync.Once
 }
 
 func (a *attachment) release() {
@@ -221,6 +241,9 @@ func (a *attachment) release() {
 		a.unmap.Do(func() {
 			if a.mem != nil {
 				sys.Munmap(a.mem)
+			}
+			if a.ipc != nil {
+				a.t.gpu.close(a.ipc)
 			}
 		})
 	}
@@ -234,6 +257,13 @@ func (e *Endpoint) Post(ops []*transport.Op) {
 			if e.copyOp(op) {
 				continue
 			}
+		}
+		if onDevice(op) {
+			// MovesDevice said yes, but the region went meanwhile (a
+			// revoke): the stream cannot read GPU memory.
+			complete(op, fmt.Errorf("shm %s from GPU memory: the peer revoked the region while the operation was posted: %w",
+				op.Kind, &transport.AccessError{Kind: transport.UnknownRegion, Region: op.Remote.Region, Addr: op.Remote.Addr, Len: uint64(len(op.Local))}))
+			continue
 		}
 		e.s.Post(ops[i : i+1])
 	}
@@ -289,12 +319,20 @@ func (e *Endpoint) copyOp(op *transport.Op) bool {
 	defer a.release()
 	n := uint64(len(op.Local))
 	off := op.Remote.Addr - a.base
-	if op.Kind == transport.OpRead {
+	if a.dev != 0 || onDevice(op) {
+		if err := e.copyDevice(op, a, off, n); err != nil {
+			complete(op, err)
+			return true
+		}
+	} else if op.Kind == transport.OpRead {
 		copyMem(op.Local, a.mem[off:off+n])
+	} else {
+		copyMem(a.mem[off:off+n], op.Local)
+	}
+	if op.Kind == transport.OpRead {
 		complete(op, nil)
 		return true
 	}
-	copyMem(a.mem[off:off+n], op.Local)
 	if op.Kind == transport.OpWriteImm {
 		if err := e.s.Notify(transport.Notification{Value: op.Imm, Region: op.Remote.Region, Addr: op.Remote.Addr, Len: n}); err != nil {
 			complete(op, err)
@@ -334,7 +372,7 @@ func (e *Endpoint) take(op *transport.Op, want transport.Access) (a *attachment,
 		e.mu.Unlock()
 		return nil, true, nil
 	}
-	if a.mem == nil {
+	if a.mem == nil && a.dev == 0 {
 		e.mu.Unlock()
 		return nil, false, nil
 	}
@@ -415,7 +453,8 @@ func (e *Endpoint) attachment(id uint32, key uint64, want transport.Access) (*at
 		}
 		return nil, err
 	}
-	na := &attachment{base: info.Base, n: info.Len, key: key, rights: want}
+	na := &attachment{base: info.Base, n: info.Len, key: key, rights: want, t: e.t}
+	e.attachDevice(na, info)
 	// The pidfd is used and closed under e.mu: a closed descriptor number
 	// could be reused by another process's pidfd.
 	e.mu.Lock()
