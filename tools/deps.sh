@@ -5,8 +5,10 @@
 # and its promtool checks the exposition and the recording rules), and
 # Debian's python3 with NumPy, PyTorch (CPU) and pytest for the Python
 # binding (/usr/bin/python3: a python3 earlier on PATH, e.g. pyenv's, does
-# not see Debian's packages). gcc: cgo builds the C ABI, libxfer.so. Go
-# modules come with `go test` itself.
+# not see Debian's packages). gcc: cgo builds the C ABI, libxfer.so.
+# libibverbs1 and its providers: the verbs binding's tests load the real
+# library (with no RDMA device here, they check what it says). Go modules
+# come with `go test` itself.
 # Run as root on a fresh machine (make test runs it); otherwise it says what
 # to install, and the tests that need it skip (or fail under
 # XFER_REQUIRE_ETCD=1 and XFER_REQUIRE_PROMETHEUS=1, as in CI).
@@ -17,6 +19,7 @@ command -v etcd >/dev/null 2>&1 || need+=(etcd-server)
 { command -v prometheus && command -v promtool; } >/dev/null 2>&1 || need+=(prometheus)
 [ -x /usr/bin/python3 ] || need+=(python3)
 command -v gcc >/dev/null 2>&1 || need+=(gcc) # cgo builds libxfer.so (make python)
+/sbin/ldconfig -p 2>/dev/null | grep -q 'libibverbs\.so\.1 ' || need+=(libibverbs1 ibverbs-providers)
 for m in numpy:python3-numpy torch:python3-torch pytest:python3-pytest; do
   /usr/bin/python3 -c "import ${m%%:*}" >/dev/null 2>&1 || need+=("${m#*:}")
 done

@@ -90,6 +90,7 @@ func newBenchCmd(g *globals) *cobra.Command {
 	fs.StringVar(&f.plot, "plot", "", "draw bandwidth and latency against size into `FILE` (.png or .svg)")
 	fs.Int("max-message", 0, "largest message in `bytes` (default: the largest --size with --op send, else 64KiB); a --peer must allow as much")
 	fs.Int("memory-mb", 0, "registered pool of each side, in `MiB` (default 2 × depth × largest size, at least 64)")
+	fs.String("memory", "", "`where` each side's pool lives: cuda:N for GPU N's memory (both sides; GPU memory needs a CUDA driver), or host memory backed by auto, memfd or private (default auto)")
 	fs.String("secret", "", "shared `secret` (prefer "+envPrefix+"SECRET: flags show in ps)")
 	return cmd
 }
@@ -247,6 +248,11 @@ func bench(ctx context.Context, g *globals, cfg xfer.Config, plan benchPlan) (er
 		}
 	}
 	r := newRunner(p, plan.op, remote, bufs, checks)
+	if !e.DefaultRegion().Location().IsHost() {
+		// The buffers are GPU memory: patterns are made and checked in
+		// host memory and copied over.
+		r.onDevice(e.Copy, plan.maxSize)
+	}
 
 	out := &resultWriter{w: g.stdout, json: plan.json}
 	var results []sizeResult
@@ -333,6 +339,11 @@ func startLocalTarget(ctx context.Context, g *globals, cfg xfer.Config) (*target
 	}
 	if cfg.MaxMessage != 0 {
 		args = append(args, "--max-message", strconv.Itoa(cfg.MaxMessage))
+	}
+	if !cfg.MemoryDevice.IsHost() {
+		args = append(args, "--memory", cfg.MemoryDevice.String())
+	} else if cfg.Memory != "" {
+		args = append(args, "--memory", string(cfg.Memory))
 	}
 	if path := g.configFile(); path != "" {
 		args = append(args, "--config", path)

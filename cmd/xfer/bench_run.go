@@ -55,6 +55,10 @@ type runner struct {
 	bufs   [][]byte
 	checks [][]byte // nil unless verify
 	verify bool
+	// With buffers in GPU memory, patterns are made and checked in host
+	// memory (hbufs, hchecks, per worker) and moved by copyDev.
+	copyDev        func(dst, src []byte) error
+	hbufs, hchecks [][]byte
 
 	lats  []latencies // per worker, reused from run to run
 	round uint64      // counts runs, so that no two runs write the same patterns
@@ -67,6 +71,51 @@ func newRunner(peer transferer, op string, remote xfer.RegionDesc, bufs, checks 
 		r.lats = append(r.lats, newLatencies())
 	}
 	return r
+}
+
+// onDevice tells r that its buffers are GPU memory, which copy moves to and
+// from host memory.
+func (r *runner) onDevice(copy func(dst, src []byte) error, maxSize int64) {
+	r.copyDev = copy
+	if !r.verify {
+		return
+	}
+	for range r.bufs {
+		r.hbufs = append(r.hbufs, make([]byte, maxSize))
+		r.hchecks = append(r.hchecks, make([]byte, maxSize))
+	}
+}
+
+// fill fills worker w's buffer b with the pattern of seed.
+func (r *runner) fill(w int, b []byte, seed uint64) error {
+	if r.copyDev == nil {
+		fillPattern(b, seed)
+		return nil
+	}
+	h := r.hbufs[w][:len(b)]
+	fillPattern(h, seed)
+	return r.copyDev(b, h)
+}
+
+// clear zeroes worker w's check buffer b.
+func (r *runner) clear(w int, b []byte) error {
+	if r.copyDev == nil {
+		clear(b)
+		return nil
+	}
+	h := r.hchecks[w][:len(b)]
+	clear(h)
+	return r.copyDev(b, h)
+}
+
+// host returns worker w's buffer b as host memory: b itself, or a copy in
+// scratch.
+func (r *runner) host(b, scratch []byte) ([]byte, error) {
+	if r.copyDev == nil {
+		return b, nil
+	}
+	h := scratch[:len(b)]
+	return h, r.copyDev(h, b)
 }
 
 // completed reports the operations finished so far in the current run.
@@ -140,7 +189,9 @@ func (r *runner) one(ctx context.Context, w int, k uint64, buf, check []byte, sl
 	switch r.op {
 	case opWrite:
 		if r.verify {
-			fillPattern(buf, seed)
+			if err := r.fill(w, buf, seed); err != nil {
+				return fmt.Errorf("verify: fill %d bytes: %w", size, err)
+			}
 		}
 		t0 := time.Now()
 		if err := r.peer.Write(ctx, buf, slot); err != nil {
@@ -148,21 +199,28 @@ func (r *runner) one(ctx context.Context, w int, k uint64, buf, check []byte, sl
 		}
 		lat.record(time.Since(t0))
 		if r.verify {
-			clear(check) // a read that does nothing must not pass
+			// A read that does nothing must not pass.
+			if err := r.clear(w, check); err != nil {
+				return fmt.Errorf("verify: clear %d bytes: %w", size, err)
+			}
 			if err := r.peer.Read(ctx, check, slot); err != nil {
 				return fmt.Errorf("verify: read back %d bytes: %w", size, err)
 			}
-			return r.compare(buf, check, w, k)
+			return r.compareHost(w, buf, check, k)
 		}
 	case opRead:
 		if r.verify {
 			if k%readVerifyRound == 0 {
-				fillPattern(check, seed)
+				if err := r.fill(w, check, seed); err != nil {
+					return fmt.Errorf("verify: fill %d bytes: %w", size, err)
+				}
 				if err := r.peer.Write(ctx, check, slot); err != nil {
 					return fmt.Errorf("verify: write pattern of %d bytes: %w", size, err)
 				}
 			}
-			clear(buf)
+			if err := r.clear(w, buf); err != nil {
+				return fmt.Errorf("verify: clear %d bytes: %w", size, err)
+			}
 		}
 		t0 := time.Now()
 		if err := r.peer.Read(ctx, buf, slot); err != nil {
@@ -170,7 +228,7 @@ func (r *runner) one(ctx context.Context, w int, k uint64, buf, check []byte, sl
 		}
 		lat.record(time.Since(t0))
 		if r.verify {
-			return r.compare(check, buf, w, k)
+			return r.compareHost(w, check, buf, k)
 		}
 	case opSend:
 		t0 := time.Now()
@@ -182,6 +240,22 @@ func (r *runner) one(ctx context.Context, w int, k uint64, buf, check []byte, sl
 		return fmt.Errorf("unknown op %q", r.op)
 	}
 	return nil
+}
+
+// compareHost compares worker w's want and got, either in GPU memory.
+func (r *runner) compareHost(w int, want, got []byte, k uint64) error {
+	if r.copyDev == nil {
+		return r.compare(want, got, w, k)
+	}
+	hw, err := r.host(want, r.hbufs[w])
+	if err != nil {
+		return fmt.Errorf("verify: %w", err)
+	}
+	hg, err := r.host(got, r.hchecks[w])
+	if err != nil {
+		return fmt.Errorf("verify: %w", err)
+	}
+	return r.compare(hw, hg, w, k)
 }
 
 func (r *runner) compare(want, got []byte, w int, k uint64) error {

@@ -227,6 +227,7 @@ func TestConfigEveryField(t *testing.T) {
 		policyType:                            "tcp",
 		hugePagesType:                         "off",
 		reflect.TypeFor[xfer.MemoryBacking](): "memfd",
+		reflect.TypeFor[mem.Location]():       "cuda:1",
 		reflect.TypeFor[verbs.GIDIndex]():     "0",
 		reflect.TypeFor[verbs.QPType]():       "rc",
 	}
@@ -365,7 +366,7 @@ func TestConfigNestedErrors(t *testing.T) {
 		{"rdma: rxe0\n", `xfer.yaml:1: rdma: expected a mapping of keys (device, port,`},
 		{"tcp:\n  conns: [1]\n", "xfer.yaml:2: tcp.conns: expected a single value"},
 		{"huge_pages: sometimes\n", `xfer.yaml:1: huge_pages: "sometimes": not one of auto, off, explicit`},
-		{"memory: disk\n", `xfer.yaml:1: memory: "disk": must be auto, memfd or private`},
+		{"memory: disk\n", `xfer.yaml:1: memory: "disk": must be auto, memfd, private or cuda:N (GPU memory)`},
 		{"tcp.conns: 2\n", `xfer.yaml:1: unknown key "tcp.conns"`},
 	} {
 		_, err := loadConfig(writeConfig(t, tc.text), env(), nil)

@@ -32,7 +32,8 @@ func newDoctorCmd(g *globals) *cobra.Command {
 			"  - the active MTU against the netdev's;\n" +
 			"  - /dev/infiniband/uverbs* and /dev/infiniband/rdma_cm can be opened read-write;\n" +
 			"  - the memlock limit covers the pool (memory_mb), and huge pages;\n" +
-			"  - where a GPU is present, nvidia-peermem or DMA-BUF (else: skipped, no GPU);\n" +
+			"  - where a GPU is present, nvidia-peermem or DMA-BUF (else: skipped, no GPU), and that the\n" +
+			"    CUDA driver loads: each GPU's memory, DMA-BUF support and BAR1 size (GPU memory, --memory cuda:N);\n" +
 			"  - and that tcp and shm work, which they do without RDMA.\n" +
 			"The config in use (--config, XFER_ variables, flags) is checked too: its device, port and\n" +
 			"GID index must exist. It exits 1 when a check fails (warnings do not count).",
@@ -263,7 +264,8 @@ func runChecks(cfg xfer.Config, h hostPaths) *doctorReport {
 			r.ok("hugepages", "hugetlb pages: %d reserved, %d free", ht.Total, ht.Free)
 		}
 	}
-	checkGPU(r, h, loaded)
+	nvidia := checkGPU(r, h, loaded)
+	checkCUDA(r, nvidia)
 	// The transports that need no RDMA.
 	r.ok("tcp", "tcp: works on every host (the fallback of transport: auto)")
 	if err := probe.Memfd(); err != nil {
@@ -510,7 +512,8 @@ const (
 // checkGPU checks GPUDirect RDMA where a GPU is present: nvidia-peermem for
 // NVIDIA's driver (or DMA-BUF, which NVIDIA's open kernel modules export),
 // DMA-BUF through amdgpu for AMD.
-func checkGPU(r *doctorReport, h hostPaths, loaded map[string]bool) {
+// It returns how many NVIDIA GPUs the PCI bus shows.
+func checkGPU(r *doctorReport, h hostPaths, loaded map[string]bool) int {
 	var nvidia, amd int
 	entries, _ := os.ReadDir(h.pciDevices)
 	for _, e := range entries {
@@ -528,7 +531,7 @@ func checkGPU(r *doctorReport, h hostPaths, loaded map[string]bool) {
 	}
 	if nvidia == 0 && amd == 0 {
 		r.skip("gpu", "GPUDirect RDMA: no GPU on this host")
-		return
+		return 0
 	}
 	if nvidia > 0 {
 		switch {
@@ -551,6 +554,35 @@ func checkGPU(r *doctorReport, h hostPaths, loaded map[string]bool) {
 		} else {
 			r.fail("gpu", "modprobe amdgpu", "%d AMD GPU(s) but amdgpu is not loaded (no DMA-BUF)", amd)
 		}
+	}
+	return nvidia
+}
+
+// checkCUDA checks that the CUDA driver loads and lists each GPU as GPU
+// memory will use it. Without CUDA it fails where the PCI bus shows NVIDIA
+// GPUs, and is skipped elsewhere.
+func checkCUDA(r *doctorReport, nvidia int) {
+	gpus, err := probe.GPUs()
+	if err != nil {
+		if nvidia > 0 {
+			r.fail("cuda", "install the NVIDIA driver's user-space libraries (libcuda.so.1); in a container, run it with --gpus all",
+				"%d NVIDIA GPU(s) on the PCI bus, but GPU memory cannot be used: %v", nvidia, err)
+			return
+		}
+		r.skip("cuda", "GPU memory: %v", err)
+		return
+	}
+	for _, g := range gpus {
+		dmabuf := "no DMA-BUF (GPUDirect RDMA needs nvidia-peermem)"
+		if g.DMABuf {
+			dmabuf = "DMA-BUF"
+		}
+		bar1 := "BAR1 unknown"
+		if g.BAR1Bytes > 0 {
+			bar1 = "BAR1 " + FormatSize(int64(g.BAR1Bytes))
+		}
+		r.ok("cuda", "cuda:%d %s: %s, compute %s, %s, %s, driver %d.%d", g.Ordinal, g.Name,
+			FormatSize(int64(g.MemoryBytes)), g.Compute, dmabuf, bar1, g.DriverMajor, g.DriverMinor)
 	}
 }
 

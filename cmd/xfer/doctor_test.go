@@ -54,6 +54,10 @@ func TestDoctorWithoutRDMA(t *testing.T) {
 	if built, _ := probe.VerbsBuilt(); !built {
 		// Without cgo the devices are not listed; the build is the fix.
 		wants[2] = struct{ check, status, fix string }{"build", statusFail, "CGO_ENABLED=1 go build"}
+	} else if probe.Verbs() != nil {
+		// Without libibverbs the devices are not listed; installing it
+		// is the fix.
+		wants[2] = struct{ check, status, fix string }{"devices", statusFail, "install libibverbs first"}
 	}
 	for _, want := range wants {
 		found := false

@@ -1,0 +1,141 @@
+#!/usr/bin/env bash
+# tools/gpu/check.sh: the GPU suite, in one run, on a machine with a CUDA GPU.
+#
+#   tools/gpu/check.sh build   here, with Go: builds what the run needs into
+#                              .gpu/bin.tgz (the xfer command and the test
+#                              binaries of the packages with GPU tests)
+#   tools/gpu/check.sh run     there (no Go needed): unpacks .gpu/bin.tgz,
+#                              runs the suite and the benchmarks, and writes
+#                              summary.txt, results.jsonl and logs.tgz (every
+#                              step's log) under $OUT (default /tmp/xfer-gpu)
+#
+# On a host without a GPU the run stops at its first step and prints what
+# xfer says: "CUDA is not available", and why.
+#
+# The run, in order (each step's log is NAME.log in logs.tgz; summary.txt
+# says which passed):
+#   1. the driver binding (internal/cuda) with XFER_REQUIRE_CUDA=1, so that
+#      a test that cannot reach the GPU fails instead of skipping;
+#   2. the engine's GPU tests (the GPU pool; every pair of memory kinds
+#      over tcp and shm, 1 byte to 9 MiB; concurrency; registering memory
+#      allocated elsewhere);
+#   3. two processes (xfer bench and the xfer serve it starts), both pools
+#      on the GPU, every byte verified: shm (CUDA IPC) and tcp (staging),
+#      WRITE and READ of 1 byte, 1 MiB and 1 GiB;
+#   4. the benchmarks, ROUNDS interleaved rounds (default 3): torch's
+#      device-to-device copy of 256 MiB against xfer bench WRITE and READ
+#      of 256 MiB over shm between GPU pools; xfer bench WRITE of 256 MiB
+#      over tcp between GPU pools against the same between host pools.
+#      results.jsonl holds every row.
+set -uo pipefail
+cd "$(dirname "$0")/../.."
+
+case "${1:-}" in
+build)
+	rm -rf .gpu && mkdir -p .gpu/bin
+	go build -trimpath -ldflags='-s -w' -o .gpu/bin/xfer ./cmd/xfer &&
+		go test -c -trimpath -ldflags='-s -w' -o .gpu/bin/xfer.test . &&
+		go test -c -trimpath -ldflags='-s -w' -o .gpu/bin/cuda.test ./internal/cuda || exit 1
+	tar -C .gpu -czf .gpu/bin.tgz bin && rm -rf .gpu/bin
+	ls -l .gpu/bin.tgz
+	exit 0
+	;;
+run) ;;
+*)
+	echo "usage: tools/gpu/check.sh build|run" >&2
+	exit 2
+	;;
+esac
+
+OUT=${OUT:-/tmp/xfer-gpu}
+ROUNDS=${ROUNDS:-3}
+PY=${PYTHON:-python3}
+mkdir -p "$OUT"
+LOG=$(mktemp -d)
+trap 'tar -C "$LOG" -czf "$OUT/logs.tgz" .' EXIT
+BIN=$(mktemp -d)
+tar -C "$BIN" -xzf .gpu/bin.tgz || { echo "no .gpu/bin.tgz: run tools/gpu/check.sh build first" >&2; exit 2; }
+BIN=$BIN/bin
+SUM=$OUT/summary.txt
+: >"$SUM"
+pass=0 fail=0
+
+step() { # step NAME CMD...: runs CMD with its output in $OUT/NAME.log
+	local name=$1
+	shift
+	local t0=$SECONDS
+	if "$@" >"$LOG/$name.log" 2>&1; then
+		pass=$((pass + 1))
+		echo "PASS $name ($((SECONDS - t0)) s)" | tee -a "$SUM"
+	else
+		fail=$((fail + 1))
+		echo "FAIL $name ($((SECONDS - t0)) s): tail of $name.log:" | tee -a "$SUM"
+		tail -20 "$LOG/$name.log" | sed 's/^/    /' | tee -a "$SUM"
+	fi
+}
+
+{
+	date -u
+	nvidia-smi --query-gpu=name,memory.total,driver_version,pci.bus_id --format=csv 2>&1
+	uname -r
+	lsmod 2>/dev/null | grep -E '^(nvidia|nvidia_peermem|ib_core)' || echo "no nvidia_peermem / ib_core module listed"
+} >"$LOG/machine.txt" 2>&1
+cat "$LOG/machine.txt"
+
+# A host without a GPU: say so, the way users see it.
+if ! "$BIN/xfer" bench --memory cuda:0 --size 1 --iters 1 >"$LOG/probe.log" 2>&1; then
+	cat "$LOG/probe.log"
+	if grep -q "CUDA is not available" "$LOG/probe.log"; then
+		echo "no GPU here: the suite needs one" | tee -a "$SUM"
+		exit 3
+	fi
+	echo "FAIL probe: xfer bench --memory cuda:0 failed" | tee -a "$SUM"
+	exit 1
+fi
+
+export XFER_REQUIRE_CUDA=1
+step cuda "$BIN/cuda.test" -test.v -test.count=1 -test.timeout=5m
+step engine "$BIN/xfer.test" -test.v -test.count=1 -test.timeout=5m -test.run 'GPU'
+for tr in shm tcp; do
+	for op in write read; do
+		step "twoproc-$tr-$op" "$BIN/xfer" bench --memory cuda:0 --transport "$tr" --op "$op" --verify \
+			--size 1,1MiB,1GiB --iters 8 --depth 1 --memory-mb 2100
+	done
+done
+
+# Benchmarks: interleaved rounds, one JSON row each.
+R=$OUT/results.jsonl
+: >"$R"
+row() { # row LABEL CMD...: the command's JSON lines, labelled and numbered
+	local label=$1
+	shift
+	"$@" 2>>"$LOG/bench.log" | grep '^{' | sed "s/^{/{\"label\":\"$label\",\"round\":$round,/" >>"$R"
+}
+for round in $(seq 1 "$ROUNDS"); do
+	row torch-d2d "$PY" tools/gpu/d2d.py --size-mb 256 --iters 50
+	row shm-gpu-write "$BIN/xfer" bench --json --memory cuda:0 --transport shm --op write --size 256MiB --depth 1 --duration 2s --memory-mb 600
+	row shm-gpu-read "$BIN/xfer" bench --json --memory cuda:0 --transport shm --op read --size 256MiB --depth 1 --duration 2s --memory-mb 600
+	row tcp-gpu-write "$BIN/xfer" bench --json --memory cuda:0 --transport tcp --op write --size 256MiB --depth 2 --duration 3s --memory-mb 600
+	row tcp-host-write "$BIN/xfer" bench --json --transport tcp --op write --size 256MiB --depth 2 --duration 3s --memory-mb 600
+	row tcp-gpu-read "$BIN/xfer" bench --json --memory cuda:0 --transport tcp --op read --size 256MiB --depth 2 --duration 3s --memory-mb 600
+	row tcp-host-read "$BIN/xfer" bench --json --transport tcp --op read --size 256MiB --depth 2 --duration 3s --memory-mb 600
+done
+"$PY" - "$R" <<'PY' | tee -a "$SUM"
+import json, statistics, sys
+rows = [json.loads(l) for l in open(sys.argv[1])]
+med = {}
+for label in sorted({r["label"] for r in rows}):
+    v = [r["bytes_per_sec"] for r in rows if r["label"] == label]
+    med[label] = statistics.median(v)
+    print(f"{label:16s} median {med[label]/1e9:8.2f} GB/s over {len(v)} rounds: " + ", ".join(f"{x/1e9:.2f}" for x in v))
+def ratio(a, b, goal):
+    if a in med and b in med:
+        r = med[a] / med[b]
+        print(f"{a} / {b} = {r:.2f} (goal {goal}: {'met' if r >= goal else 'NOT met'})")
+ratio("shm-gpu-write", "torch-d2d", 0.8)
+ratio("shm-gpu-read", "torch-d2d", 0.8)
+ratio("tcp-gpu-write", "tcp-host-write", 0.8)
+ratio("tcp-gpu-read", "tcp-host-read", 0.8)
+PY
+echo "$pass passed, $fail failed" | tee -a "$SUM"
+[ "$fail" -eq 0 ]
