@@ -1,5 +1,6 @@
-// Package ibv is xfer's binding to RDMA verbs (libibverbs). It is the only
-// package in the module that imports "C".
+// Package ibv is xfer's binding to RDMA verbs (libibverbs). With
+// internal/cuda (the CUDA driver) and cmd/libxfer (the C ABI), it is one of
+// the three packages in the module that import "C".
 //
 // # Loading
 //
