@@ -5,6 +5,7 @@ import (
 	"sync"
 
 	"github.com/xferio/xfer"
+	"github.com/xferio/xfer/mem"
 )
 
 // Buffer is memory of the connector's registered pool holding one value:
@@ -46,8 +47,22 @@ func (b *Buffer) Bytes() []byte {
 	return b.buf.Bytes()[:b.meta.Size]
 }
 
-// Tensor is the value as a tensor whose Data is the buffer's memory.
-// It fails for a value that is not a tensor.
+// Location is where the buffer's memory lives: host memory, or the GPU of
+// a connector whose Engine.MemoryDevice is cuda:N. GPU memory must not be
+// touched by the CPU: copy it with the engine (Connector.Engine().Copy),
+// or hand its address to a GPU framework.
+func (b *Buffer) Location() mem.Location {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if r := b.buf.Region(); r != nil {
+		return r.Location()
+	}
+	return mem.Host
+}
+
+// Tensor is the value as a tensor whose Data is the buffer's memory (on the
+// GPU for a GPU pool: see Location). It fails for a value that is not a
+// tensor.
 func (b *Buffer) Tensor() (Tensor, error) {
 	if b.meta.Kind != KindTensor {
 		return Tensor{}, fmt.Errorf("connector: the value under %q is %v, not a tensor", b.meta.Key, b.meta.Kind)
@@ -71,7 +86,25 @@ func (b *Buffer) Decode(v any) error {
 	if err := b.live(); err != nil {
 		return err
 	}
-	return DecodeObject(b.Bytes(), v)
+	data, err := b.HostBytes()
+	if err != nil {
+		return fmt.Errorf("connector: decode %q: %w", b.meta.Key, err)
+	}
+	return DecodeObject(data, v)
+}
+
+// HostBytes is the value in host memory: Bytes itself for a pool in host
+// memory, a copy for a pool on a GPU.
+func (b *Buffer) HostBytes() ([]byte, error) {
+	data := b.Bytes()
+	if data == nil || b.Location().IsHost() {
+		return data, nil
+	}
+	host := make([]byte, len(data))
+	if err := b.c.eng.Copy(host, data); err != nil {
+		return nil, err
+	}
+	return host, nil
 }
 
 func (b *Buffer) live() error {

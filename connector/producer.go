@@ -111,7 +111,12 @@ func (c *Connector) Put(ctx context.Context, fromStage, toStage, key string, v a
 		return 0, Meta{}, c.putErr(key, err)
 	}
 	if m.Size > 0 {
-		copy(buf.Bytes(), data)
+		// Either side may be GPU memory (a pool on a GPU, a tensor on
+		// one): the engine copies with the GPU where it must.
+		if err := c.eng.Copy(buf.Bytes()[:m.Size], data); err != nil {
+			c.free(buf)
+			return 0, Meta{}, c.putErr(key, err)
+		}
 	}
 	return c.publish(k, m, buf, opts)
 }

@@ -9,6 +9,7 @@ import (
 
 	"github.com/xferio/xfer"
 	"github.com/xferio/xfer/connector"
+	"github.com/xferio/xfer/mem"
 )
 
 // maxConfigJSON bounds the configuration a caller passes.
@@ -24,6 +25,7 @@ type abiConfig struct {
 	Transport     string  `json:"transport"`       // auto, tcp, shm or rdma
 	Device        string  `json:"device"`          // the RDMA device
 	MemoryMB      int     `json:"memory_mb"`       // the registered pool
+	MemoryDevice  string  `json:"memory_device"`   // where the pool lives: host (default) or cuda:N
 	Producer      string  `json:"producer"`        // the producer a get without an address dials
 	Secret        string  `json:"secret"`          // the data plane's shared secret
 	TTLSeconds    float64 `json:"ttl_seconds"`     // how long an untaken value stays; negative: forever
@@ -74,6 +76,9 @@ func parseConfig(b []byte) (connector.Config, error) {
 	cfg.Engine.Listen = ac.Listen
 	cfg.Engine.Advertise = ac.Advertise
 	cfg.Engine.MemoryMB = ac.MemoryMB
+	if cfg.Engine.MemoryDevice, err = mem.ParseLocation(ac.MemoryDevice); err != nil {
+		return bad("%v", err)
+	}
 	cfg.Engine.Secret = ac.Secret
 	cfg.Engine.RDMA.Device = ac.Device
 	cfg.Producer = ac.Producer

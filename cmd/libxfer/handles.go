@@ -389,7 +389,11 @@ func bufferObject(bh int64) ([]byte, bool, error) {
 	if b.Meta().Kind != connector.KindObject {
 		return nil, false, fmt.Errorf("libxfer: the buffer holds %v, not an object: %w", b.Meta().Kind, errInvalid)
 	}
-	return objectToJSON(b.Bytes())
+	data, err := b.HostBytes()
+	if err != nil {
+		return nil, false, err
+	}
+	return objectToJSON(data)
 }
 
 // cleanup deletes a stored value; it reports whether there was one.

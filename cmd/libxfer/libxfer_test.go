@@ -25,17 +25,18 @@ func TestGuard(t *testing.T) {
 }
 
 func TestParseConfig(t *testing.T) {
-	cfg, err := parseConfig([]byte(`{"role":"producer","listen":"127.0.0.1:0","transport":"tcp","memory_mb":8,"ttl_seconds":-1,"device":"rxe0","producer":"h:1"}`))
+	cfg, err := parseConfig([]byte(`{"role":"producer","listen":"127.0.0.1:0","transport":"tcp","memory_mb":8,"memory_device":"cuda:1","ttl_seconds":-1,"device":"rxe0","producer":"h:1"}`))
 	if err != nil {
 		t.Fatal(err)
 	}
 	if cfg.Role != connector.RoleProducer || cfg.Engine.Listen != "127.0.0.1:0" || cfg.Engine.MemoryMB != 8 || cfg.TTL >= 0 ||
-		cfg.Engine.RDMA.Device != "rxe0" || cfg.Producer != "h:1" || string(cfg.Engine.Transport) != "tcp" {
+		cfg.Engine.RDMA.Device != "rxe0" || cfg.Producer != "h:1" || string(cfg.Engine.Transport) != "tcp" ||
+		cfg.Engine.MemoryDevice.String() != "cuda:1" {
 		t.Errorf("parsed %+v", cfg)
 	}
 	for _, bad := range []string{
 		``, `[]`, `{"role":"sender"}`, `{"transport":"udp"}`, `{"memory_mb":-1}`, `{"chunk_size":-5}`,
-		`{"pull":"push"}`, `{"nope":1}`, `{} {}`, `{"ttl_seconds":1e300}`,
+		`{"pull":"push"}`, `{"nope":1}`, `{} {}`, `{"ttl_seconds":1e300}`, `{"memory_device":"tpu:0"}`,
 	} {
 		if _, err := parseConfig([]byte(bad)); codeOf(err) != CodeInvalid {
 			t.Errorf("config %q: %v (code %d), want CodeInvalid", bad, err, codeOf(err))

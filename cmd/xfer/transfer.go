@@ -12,6 +12,7 @@ import (
 
 	"github.com/xferio/xfer"
 	"github.com/xferio/xfer/connector"
+	"github.com/xferio/xfer/probe"
 )
 
 // The transfer command's defaults: the ports and sizes of the cross-node
@@ -36,12 +37,12 @@ const (
 	modeGPU      = "gpu"
 )
 
-// errNoCUDA is what --mode gpu says in a build without GPU memory.
-var errNoCUDA = errors.New("--mode gpu: CUDA is not available: this build of xfer has no GPU memory support, " +
-	"so it cannot register GPU memory for GPUDirect transfers.\n" +
-	"Fix: run a build of xfer with GPU memory support on a host with a CUDA GPU " +
-	"(in a container, with the NVIDIA runtime: docker run --gpus all ...); " +
-	"meanwhile --mode copy or --mode zerocopy move the same tensors through host memory")
+// noCUDA is what --mode gpu says where there is no CUDA: the driver's
+// reason and fix, and what works meanwhile.
+func noCUDA(err error) error {
+	return fmt.Errorf("--mode gpu: %w\n"+
+		"Meanwhile --mode copy or --mode zerocopy move the same tensors through host memory", err)
+}
 
 // transferFlags are transfer's own flags; the engine's (--transport,
 // --memory-mb, --secret) go through the configuration.
@@ -84,6 +85,8 @@ type transferPlan struct {
 	out        string
 	pull       connector.Pull
 	memoryMB   int
+	gpu        bool // --mode gpu on this side: its pool is on GPU gpuID
+	gpuID      int
 }
 
 func newTransferCmd(g *globals) *cobra.Command {
@@ -152,8 +155,8 @@ func newTransferCmd(g *globals) *cobra.Command {
 	fs.IntVar(&f.ctrlPort, "ctrl-port", transferDefaultCtrlPort, "`port` of the control channel, on the producer's host")
 	fs.IntVar(&f.sizeMB, "tensor-size-mb", transferDefaultSizeMB, "size of each tensor in `MiB`")
 	fs.IntVar(&f.n, "num-transfers", transferDefaultN, "number of transfers")
-	fs.StringVar(&f.mode, "mode", modeCopy, "how the producer makes tensors: copy (a Go tensor copied into the pool), zerocopy (made in the pool) or gpu; the consumer reports the producer's")
-	fs.IntVar(&f.gpuID, "gpu-id", 0, "GPU `index` for --mode gpu")
+	fs.StringVar(&f.mode, "mode", modeCopy, "how the producer makes tensors: copy (a Go tensor copied into the pool), zerocopy (made in the pool) or gpu (made in a pool on GPU --gpu-id: shm moves it with CUDA IPC, tcp through pinned host memory); the consumer reports the producer's, and with gpu receives into a pool on its own GPU")
+	fs.IntVar(&f.gpuID, "gpu-id", 0, "GPU `index` for --mode gpu (its pool lives in that GPU's memory)")
 	fs.BoolVar(&f.benchmark, "benchmark", false, "skip the MD5s: a pure performance run")
 	fs.StringVar(&f.dtype, "dtype", "f32", "element type of the producer's tensors: f32 or u8")
 	fs.BoolVar(&f.json, "json", false, "print one JSON object per transfer and a summary object instead of text")
@@ -183,14 +186,17 @@ func (f transferFlags) plan() (transferPlan, error) {
 	switch f.mode {
 	case modeCopy, modeZeroCopy:
 	case modeGPU:
-		if f.gpuID < 0 {
-			return p, fmt.Errorf("--gpu-id %d: must not be negative", f.gpuID)
+		if f.gpuID < 0 || f.gpuID > 255 {
+			return p, fmt.Errorf("--gpu-id %d: must be from 0 to 255", f.gpuID)
 		}
-		return p, errNoCUDA
+		if err := probe.CUDA(); err != nil {
+			return p, noCUDA(err)
+		}
+		p.gpu, p.gpuID = true, f.gpuID
 	default:
 		return p, fmt.Errorf("--mode %q: must be copy, zerocopy or gpu", f.mode)
 	}
-	if f.gpuID != 0 {
+	if f.gpuID != 0 && !p.gpu {
 		return p, fmt.Errorf("--gpu-id %d: only with --mode gpu", f.gpuID)
 	}
 	if f.sizeMB < 1 || f.sizeMB > transferMaxSizeMB {

@@ -16,6 +16,7 @@ import (
 
 	"github.com/xferio/xfer"
 	"github.com/xferio/xfer/connector"
+	"github.com/xferio/xfer/mem"
 )
 
 // The stages the tool's tensors go between, and the keys they go under.
@@ -42,6 +43,9 @@ func transfer(ctx context.Context, g *globals, cfg xfer.Config, plan transferPla
 		return fmt.Errorf("memory_mb %d: the pool must hold a tensor of %d MiB and the control messages: give at least %d (--memory-mb)", cfg.MemoryMB, sizeMB, sizeMB+1)
 	}
 	cfg.Listen = net.JoinHostPort(plan.localHost, strconv.Itoa(plan.localPort))
+	if plan.gpu {
+		cfg.MemoryDevice = mem.CUDA(plan.gpuID)
+	}
 	say := func(s string) { fmt.Fprintf(g.stderr, "xfer transfer: %s\n", s) }
 	c, err := connector.Open(ctx, connector.Config{
 		Engine:        cfg,
@@ -138,6 +142,7 @@ func produce(ctx context.Context, c *connector.Connector, plan transferPlan, out
 		var meta connector.Meta
 		var md5sum string
 		var put time.Duration
+		var scratch []byte // a GPU tensor's bytes, made in host memory
 		opCtx, cancel := context.WithTimeout(ctx, plan.timeout)
 		if plan.mode == modeCopy {
 			rng.Read(heap)
@@ -152,11 +157,22 @@ func produce(ctx context.Context, c *connector.Connector, plan transferPlan, out
 			var b *connector.Buffer
 			b, err = c.AllocTensor(opCtx, plan.dtype, plan.shape)
 			put = time.Since(t0)
-			if err == nil {
+			if err == nil && b.Location().IsHost() {
 				rng.Read(b.Bytes())
 				if !plan.benchmark {
 					md5sum = md5Hex(b.Bytes())
 				}
+			} else if err == nil {
+				if scratch == nil {
+					scratch = make([]byte, plan.size)
+				}
+				rng.Read(scratch)
+				if !plan.benchmark {
+					md5sum = md5Hex(scratch)
+				}
+				err = c.Engine().Copy(b.Bytes(), scratch)
+			}
+			if err == nil {
 				t1 := time.Now()
 				_, meta, err = c.PutBuffer(opCtx, transferFrom, transferTo, key, b)
 				put += time.Since(t1)
@@ -261,12 +277,17 @@ func consume(ctx context.Context, c *connector.Connector, plan transferPlan, out
 			return fail(fmt.Errorf("transfer %d: got %d bytes, want %d", i, size, plan.size))
 		}
 		if !plan.benchmark {
-			s := md5Hex(b.Bytes())
+			host, err := hostBytes(c, b.Bytes())
+			if err != nil {
+				b.Release()
+				return fail(fmt.Errorf("transfer %d: %w", i, err))
+			}
+			s := md5Hex(host)
 			ok := s == m.MD5
 			r.MD5, r.MD5OK = &s, &ok
 		}
 		if i == plan.n && plan.out != "" {
-			if err := writeTensorFile(plan.out, b, meta, r.MD5); err != nil {
+			if err := writeTensorFile(c, plan.out, b, meta, r.MD5); err != nil {
 				b.Release()
 				return fail(fmt.Errorf("--out %s: %w", plan.out, err))
 			}
@@ -287,7 +308,7 @@ func consume(ctx context.Context, c *connector.Connector, plan transferPlan, out
 // one tensor, "tensor", with the key, the producer and the MD5 (when
 // checked) as metadata: what a Python program reads with
 // safetensors.numpy.load_file or safetensors.torch.load_file.
-func writeTensorFile(path string, b *connector.Buffer, meta connector.Meta, sum *string) error {
+func writeTensorFile(c *connector.Connector, path string, b *connector.Buffer, meta connector.Meta, sum *string) error {
 	t, err := b.Tensor()
 	if err != nil {
 		return err
@@ -311,11 +332,28 @@ func writeTensorFile(path string, b *connector.Buffer, meta connector.Meta, sum 
 		f.Close()
 		return err
 	}
-	if _, err := f.Write(t.Data); err != nil {
+	data, err := hostBytes(c, t.Data)
+	if err != nil {
+		f.Close()
+		return err
+	}
+	if _, err := f.Write(data); err != nil {
 		f.Close()
 		return err
 	}
 	return f.Close()
+}
+
+// hostBytes is b, or a copy of it in host memory when it is GPU memory.
+func hostBytes(c *connector.Connector, b []byte) ([]byte, error) {
+	if c.Engine().DefaultRegion().Location().IsHost() {
+		return b, nil
+	}
+	host := make([]byte, len(b))
+	if err := c.Engine().Copy(host, b); err != nil {
+		return nil, fmt.Errorf("copy %d bytes from the GPU: %w", len(b), err)
+	}
+	return host, nil
 }
 
 // fail tells the other side about err, unless err is the other side's own,

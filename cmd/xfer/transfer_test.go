@@ -16,6 +16,7 @@ import (
 
 	"github.com/xferio/xfer/connector"
 	"github.com/xferio/xfer/internal/testutil"
+	"github.com/xferio/xfer/probe"
 )
 
 // TestTransferFlags checks the validation of transfer's flags in process.
@@ -41,7 +42,6 @@ func TestTransferFlags(t *testing.T) {
 		{"no role", func(f *transferFlags) { f.role = "" }, "--role is required"},
 		{"unknown role", func(f *transferFlags) { f.role = "both" }, `--role "both": must be producer or consumer`},
 		{"unknown mode", func(f *transferFlags) { f.mode = "fast" }, `--mode "fast": must be copy, zerocopy or gpu`},
-		{"gpu", func(f *transferFlags) { f.mode = modeGPU }, "CUDA is not available"},
 		{"gpu id without gpu", func(f *transferFlags) { f.gpuID = 1 }, "--gpu-id 1: only with --mode gpu"},
 		{"zero size", func(f *transferFlags) { f.sizeMB = 0 }, "--tensor-size-mb 0: must be between 1"},
 		{"negative size", func(f *transferFlags) { f.sizeMB = -5 }, "--tensor-size-mb -5"},
@@ -99,7 +99,6 @@ func TestTransferCommandErrors(t *testing.T) {
 		args []string
 		want string
 	}{
-		{[]string{"transfer", "--role", "producer", "--local-host", "127.0.0.1", "--mode", "gpu"}, "CUDA is not available"},
 		{[]string{"transfer", "--role", "producer"}, "--local-host is required"},
 		{[]string{"transfer", "--role", "sender", "--local-host", "127.0.0.1"}, `--role "sender"`},
 		{[]string{"transfer", "--role", "producer", "--local-host", "127.0.0.1", "--tensor-size-mb", "0"}, "--tensor-size-mb 0"},
@@ -371,9 +370,22 @@ func TestTransferWrongSecret(t *testing.T) {
 	}
 }
 
-// TestTransferGPU: --mode gpu fails at once, saying CUDA is not available
-// and what to do.
+// TestTransferGPU: where there is no CUDA, --mode gpu fails at once,
+// before anything is opened, saying CUDA is not available, why, and what
+// to do (tools/gpu/check.sh runs the mode on a GPU).
 func TestTransferGPU(t *testing.T) {
+	if probe.CUDA() == nil {
+		t.Skip("this host has CUDA")
+	}
+	f := transferFlags{role: "producer", mode: modeGPU, localHost: "127.0.0.1", localPort: 15500, remotePort: 15501, ctrlPort: 15502, sizeMB: 1, n: 1, timeout: time.Second}
+	if _, err := f.plan(); err == nil || !strings.Contains(err.Error(), "CUDA is not available") || !strings.Contains(err.Error(), "--mode copy") {
+		t.Fatalf("plan: %v", err)
+	}
+	var o, eb bytes.Buffer
+	args := []string{"transfer", "--role", "producer", "--local-host", "127.0.0.1", "--mode", "gpu"}
+	if code := run(t.Context(), args, &o, &eb); code == 0 || !strings.Contains(eb.String(), "CUDA is not available") {
+		t.Errorf("xfer %s: exit %d, stderr %q", strings.Join(args, " "), code, eb.String())
+	}
 	_, e, code := xferRun(t, cleanEnv(), "transfer", "--role", "consumer", "--local-host", "127.0.0.1", "--remote-host", "127.0.0.1",
 		"--remote-port", "15502", "--mode", "gpu", "--gpu-id", "1")
 	if code == 0 || !strings.Contains(e, "CUDA is not available") || !strings.Contains(e, "--mode copy") {

@@ -42,6 +42,9 @@ class ManagedBuffer:
         self.shape = tuple(meta.get("shape") or ()) if self.kind == KIND_TENSOR else (self.size,)
         self._arr = None
         self.address = 0
+        # None: the pool is host memory; else the GPU ("cuda:N") it is on,
+        # whose memory the CPU must not touch.
+        self.device = getattr(conn, "device", None)
         if self.size > 0:
             lib = _lib.lib()
             ptr, n = ctypes.c_void_p(), ctypes.c_int64()
@@ -81,12 +84,21 @@ class ManagedBuffer:
         else:
             dt, shape = torch.uint8, (self.size,)
         if self._arr is None:
-            return torch.empty(shape, dtype=dt)
+            return torch.empty(shape, dtype=dt, device=self.device or "cpu")
+        if self.device is not None:
+            # The pool's GPU memory, shared with torch through the CUDA
+            # array interface: torch keeps the holder (and so the buffer)
+            # alive as long as the tensor and its views.
+            raw = torch.as_tensor(_CudaBytes(self._arr, self.address, self.size), device=self.device)
+            return raw.view(dt).reshape(shape)
         return torch.frombuffer(self._arr, dtype=dt).reshape(shape)
 
     def numpy(self):
-        """The value as a NumPy array on the pool's memory (no copy)."""
+        """The value as a NumPy array on the pool's memory (no copy), or,
+        for a pool on a GPU, a copy in host memory."""
         self._live()
+        if self.device is not None:
+            return self.tensor.cpu().numpy()
         np = dtypes.np
         if np is None:
             raise ImportError("xfer: numpy is not installed (apt-get install python3-numpy)")
@@ -99,8 +111,11 @@ class ManagedBuffer:
         return np.frombuffer(self._arr, dtype=dt).reshape(shape)
 
     def memoryview(self):
-        """The value's bytes as a writable memoryview (no copy)."""
+        """The value's bytes as a writable memoryview (no copy; a copy of
+        GPU memory, not writable through to it)."""
         self._live()
+        if self.device is not None:
+            return memoryview(self.tobytes())
         if self._arr is None:
             return memoryview(b"")
         return memoryview(self._arr).cast("B")
@@ -110,7 +125,16 @@ class ManagedBuffer:
         self._live()
         if self._arr is None:
             return b""
+        if self.device is not None:
+            return self._gpu_bytes().numpy().tobytes()
         return ctypes.string_at(self.address, self.size)
+
+    def _gpu_bytes(self):
+        """The value's bytes copied from the GPU into a CPU uint8 tensor."""
+        torch = dtypes.torch
+        if torch is None:
+            raise ImportError("xfer: torch is needed to read a GPU pool's memory")
+        return torch.as_tensor(_CudaBytes(self._arr, self.address, self.size), device=self.device).cpu()
 
     def release(self):
         """Hands the memory back to the pool. Idempotent."""
@@ -137,6 +161,17 @@ class ManagedBuffer:
         state = "released" if self.released else f"at {self.address:#x}"
         what = f"{self.dtype} {list(self.shape)}" if self.kind == KIND_TENSOR else KIND_NAMES.get(self.kind, "?")
         return f"<xfer.ManagedBuffer {what}, {self.size} bytes, {state}>"
+
+
+class _CudaBytes:
+    """size bytes of GPU memory at address, as the CUDA array interface
+    describes them to torch; it holds owner (the buffer's ctypes array,
+    whose finalizer hands the memory back to the pool)."""
+
+    def __init__(self, owner, address, size):
+        self._owner = owner
+        self.__cuda_array_interface__ = {"shape": (size,), "typestr": "|u1", "data": (address, False),
+                                         "version": 3, "strides": None, "stream": None}
 
 
 def nbytes_of(dtype_name, shape):

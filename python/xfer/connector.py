@@ -25,7 +25,7 @@ DEFAULTS = {
     "protocol": "auto",           # rdma, tcp, shm or auto
     "device_name": None,          # the RDMA device (default: $RDMA_DEVICE_NAME)
     "memory_pool_size": 64 * MiB,  # the registered pool, in bytes
-    "memory_pool_device": "cpu",  # only "cpu": GPU pools are not supported
+    "memory_pool_device": "cpu",  # where the pool lives: "cpu", or a GPU: "cuda" or "cuda:N"
     "role": "dual",               # sender, receiver or dual
     "sender_host": None,          # the producer a get without metadata dials
     "sender_zmq_port": None,      # its port
@@ -73,13 +73,7 @@ def _translate(config):
     role = str(c["role"]).lower()
     if role not in ROLES:
         raise errors.InvalidError(f"xfer: config: role {c['role']!r}: want sender, receiver or dual")
-    dev = str(c["memory_pool_device"]).lower()
-    if dev != "cpu":
-        cuda = dtypes.torch is not None and dtypes.torch.cuda.is_available()
-        why = "CUDA is not available" if not cuda else "this build of xfer registers host memory only"
-        raise errors.InvalidError(
-            f"xfer: config: memory_pool_device {c['memory_pool_device']!r}: {why}; use memory_pool_device 'cpu' "
-            "(tensors on a GPU are put from host memory: .cpu())")
+    device = _pool_device(c["memory_pool_device"])
     try:
         pool = int(c["memory_pool_size"])
         port = int(c["zmq_port"])
@@ -93,6 +87,7 @@ def _translate(config):
         "role": ROLES[role],
         "transport": str(c["protocol"]).lower(),
         "memory_mb": max(1, -(-pool // MiB)),
+        "memory_device": device or "host",
         "device": c["device_name"] or os.environ.get("RDMA_DEVICE_NAME", ""),
         "secret": c["secret"] or os.environ.get("XFER_SECRET", ""),
         "pull": str(c["pull"]),
@@ -111,6 +106,20 @@ def _translate(config):
             raise errors.InvalidError("xfer: config: sender_host and sender_zmq_port go together")
         out["producer"] = _join(c["sender_host"], int(c["sender_zmq_port"]))
     return out, c
+
+
+def _pool_device(v):
+    """memory_pool_device as the library names it: None for host memory,
+    else "cuda:N"."""
+    dev = str(v).strip().lower()
+    if dev in ("cpu", "host", ""):
+        return None
+    if dev in ("cuda", "gpu"):
+        return "cuda:0"
+    for p in ("cuda:", "gpu:"):
+        if dev.startswith(p) and dev[len(p):].isdigit():
+            return "cuda:" + str(int(dev[len(p):]))
+    raise errors.InvalidError(f"xfer: config: memory_pool_device {v!r}: want 'cpu', 'cuda' or 'cuda:N'")
 
 
 def _join(host, port):
@@ -154,6 +163,8 @@ class Connector:
 
     def __init__(self, config=None):
         cfg, self.config = _translate(dict(config or {}))
+        # Where the pool's buffers live: None (host memory) or "cuda:N".
+        self.device = _pool_device(self.config["memory_pool_device"])
         self._pickle = bool(self.config["pickle_trusted_peers_only"])
         self._get_timeout = self.config["get_timeout"]
         self._put_timeout = self.config["put_timeout"]
@@ -234,8 +245,10 @@ class Connector:
     def put(self, from_stage, to_stage, put_key, data, *, consumers=0, retain=False, ttl=None):
         """Stores data for consumers under (from_stage, to_stage, put_key).
 
-        data: a CPU torch tensor or NumPy array (copied into the pool once,
-        or not at all if it came from alloc_tensor), bytes-like, a
+        data: a torch tensor, on the CPU or a CUDA GPU, or a NumPy array
+        (copied into the pool once, with the GPU's copy engines where
+        either side is GPU memory, or not at all if it came from
+        alloc_tensor), bytes-like, a
         ManagedBuffer from alloc_buffer, or plain data (dict with str keys,
         list, tuple, str, int, float, bool, None; with
         pickle_trusted_peers_only, any picklable object).
@@ -268,8 +281,8 @@ class Connector:
         shape = ()
         dtype = b""
         if torch is not None and isinstance(data, torch.Tensor):
-            if data.device.type != "cpu":
-                raise errors.InvalidError(f"xfer: put of a tensor on {data.device}: the pool is host memory: put .cpu()")
+            if data.device.type not in ("cpu", "cuda"):
+                raise errors.InvalidError(f"xfer: put of a tensor on {data.device}: xfer moves CPU and CUDA memory: put .cpu()")
             a = self._alloc_of(data.data_ptr(), data.dtype, tuple(data.shape), data.is_contiguous())
             if a is not None:
                 return self._put_buffer(a, fb, fl, tb, tl, kb, kl, opts)

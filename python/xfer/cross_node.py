@@ -135,8 +135,16 @@ def rate(n, secs):
 
 def run(args, out=sys.stdout, err=sys.stderr):
     if args.mode == "gpu":
-        raise Fail("--mode gpu: CUDA is not available: this build of xfer has no GPU memory support; "
-                   "--mode copy or --mode zerocopy move the same tensors through host memory")
+        try:
+            import torch
+            cuda = torch.cuda.is_available()
+        except ImportError:
+            cuda = False
+        if not cuda:
+            raise Fail("--mode gpu: CUDA is not available (torch sees no GPU); "
+                       "--mode copy or --mode zerocopy move the same tensors through host memory")
+        if not 0 <= args.gpu_id < torch.cuda.device_count():
+            raise Fail(f"--gpu-id {args.gpu_id}: this host has {torch.cuda.device_count()} GPU(s)")
     if not 1 <= args.tensor_size_mb <= 256 << 10:
         raise Fail(f"--tensor-size-mb {args.tensor_size_mb}: must be between 1 and {256 << 10}")
     if args.num_transfers < 1:
@@ -162,6 +170,8 @@ def run(args, out=sys.stdout, err=sys.stderr):
            "zmq_port": args.local_port, "protocol": args.transport, "memory_pool_size": mb * MiB,
            "pull": args.pull, "wait_for_memory": True, "get_timeout": args.timeout, "put_timeout": args.timeout,
            "secret": args.secret}
+    if args.mode == "gpu":
+        cfg["memory_pool_device"] = f"cuda:{args.gpu_id}"
 
     def say(s):
         print(f"xfer cross_node: {s}", file=err, flush=True)
@@ -214,7 +224,7 @@ def produce(args, c, dtype, shape, size, results, say, out):
                 put = time.perf_counter() - t0
                 t.view(torch.uint8).random_(0, 256)
                 if not args.benchmark:
-                    digest = hashlib.md5(t.numpy().view("u1")).hexdigest()
+                    digest = hashlib.md5(t.cpu().numpy().view("u1")).hexdigest()
                 t1 = time.perf_counter()
                 ok, _, meta = c.put(FROM, TO, key, t)
                 put += time.perf_counter() - t1

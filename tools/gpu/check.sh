@@ -19,10 +19,22 @@
 #   2. the engine's GPU tests (the GPU pool; every pair of memory kinds
 #      over tcp and shm, 1 byte to 9 MiB; concurrency; registering memory
 #      allocated elsewhere);
-#   3. two processes (xfer bench and the xfer serve it starts), both pools
+#   3. the connector's GPU tests (vLLM-Omni's TestGPUPool in Go: host and
+#      GPU tensors put into a GPU pool and got into another, 4 B to 64 MiB;
+#      concurrent puts and gets) and the probe's list of GPUs;
+#   4. two processes (xfer bench and the xfer serve it starts), both pools
 #      on the GPU, every byte verified: shm (CUDA IPC) and tcp (staging),
 #      WRITE and READ of 1 byte, 1 MiB and 1 GiB;
-#   4. the benchmarks, ROUNDS interleaved rounds (default 3): torch's
+#   5. xfer transfer --mode gpu, producer and consumer as two processes,
+#      every tensor's MD5 checked: 1 MiB and 1 GiB over shm and tcp; and a
+#      producer SIGKILLed mid-run, whose consumer must fail with an error
+#      within its --timeout, not hang;
+#   6. the same from Python (python3 with torch): the binding's GPU tests
+#      (vLLM-Omni's TestGPUPool: a pool on the GPU, CPU and CUDA tensors
+#      put, a get that is a CUDA tensor on the receiver's pool; zero copy;
+#      ManagedBuffer views; concurrency) and xfer.cross_node --mode gpu as
+#      two processes over shm and tcp;
+#   7. the benchmarks, ROUNDS interleaved rounds (default 3): torch's
 #      device-to-device copy of 256 MiB against xfer bench WRITE and READ
 #      of 256 MiB over shm between GPU pools; xfer bench WRITE of 256 MiB
 #      over tcp between GPU pools against the same between host pools.
@@ -35,7 +47,11 @@ build)
 	rm -rf .gpu && mkdir -p .gpu/bin
 	go build -trimpath -ldflags='-s -w' -o .gpu/bin/xfer ./cmd/xfer &&
 		go test -c -trimpath -ldflags='-s -w' -o .gpu/bin/xfer.test . &&
-		go test -c -trimpath -ldflags='-s -w' -o .gpu/bin/cuda.test ./internal/cuda || exit 1
+		go test -c -trimpath -ldflags='-s -w' -o .gpu/bin/cuda.test ./internal/cuda &&
+		go test -c -trimpath -ldflags='-s -w' -o .gpu/bin/connector.test ./connector &&
+		go test -c -trimpath -ldflags='-s -w' -o .gpu/bin/probe.test ./probe &&
+		CGO_ENABLED=1 go build -trimpath -ldflags='-s -w' -buildmode=c-shared -o .gpu/bin/libxfer.so ./cmd/libxfer || exit 1
+	rm -f .gpu/bin/libxfer.h
 	tar -C .gpu -czf .gpu/bin.tgz bin && rm -rf .gpu/bin
 	ls -l .gpu/bin.tgz
 	exit 0
@@ -96,11 +112,62 @@ fi
 export XFER_REQUIRE_CUDA=1
 step cuda "$BIN/cuda.test" -test.v -test.count=1 -test.timeout=5m
 step engine "$BIN/xfer.test" -test.v -test.count=1 -test.timeout=5m -test.run 'GPU'
+step connector "$BIN/connector.test" -test.v -test.count=1 -test.timeout=5m -test.run 'GPU'
+step probe "$BIN/probe.test" -test.v -test.count=1 -test.run 'GPUs'
 for tr in shm tcp; do
 	for op in write read; do
 		step "twoproc-$tr-$op" "$BIN/xfer" bench --memory cuda:0 --transport "$tr" --op "$op" --verify \
-			--size 1,1MiB,1GiB --iters 8 --depth 1 --memory-mb 2100
+			--size 1,1MiB,1GiB --iters 4 --depth 1 --memory-mb 2100
 	done
+done
+
+# xfer transfer --mode gpu: a producer and a consumer.
+transfer_pair() { # transport MiB transfers
+	local common=(--mode gpu --transport "$1" --tensor-size-mb "$2" --num-transfers "$3" --timeout 60s
+		--local-host 127.0.0.1 --remote-host 127.0.0.1 --ctrl-port 15602)
+	"$BIN/xfer" transfer --role producer --local-port 15600 --remote-port 15601 "${common[@]}" &
+	local producer=$! rc=0
+	"$BIN/xfer" transfer --role consumer --local-port 15601 --remote-port 15600 "${common[@]}" || rc=$?
+	wait "$producer" || rc=$?
+	return "$rc"
+}
+# A producer killed mid-run: the consumer must fail, saying why, in time.
+killed_producer() { # transport
+	local common=(--mode gpu --transport "$1" --tensor-size-mb 256 --num-transfers 10000 --timeout 10s
+		--local-host 127.0.0.1 --remote-host 127.0.0.1 --ctrl-port 15702)
+	"$BIN/xfer" transfer --role producer --local-port 15700 --remote-port 15701 "${common[@]}" >/dev/null 2>&1 &
+	local producer=$!
+	timeout 60 "$BIN/xfer" transfer --role consumer --local-port 15701 --remote-port 15700 "${common[@]}" >"$LOG/killed-$1.out" 2>&1 &
+	local consumer=$!
+	sleep 4
+	kill -9 "$producer"
+	local rc=0
+	wait "$consumer" || rc=$?
+	cat "$LOG/killed-$1.out"
+	echo "consumer exit $rc"
+	# It must fail (not 0), by itself (not timeout's 124), without a panic.
+	[ "$rc" -ne 0 ] && [ "$rc" -ne 124 ] && ! grep -q -e panic -e 'goroutine ' "$LOG/killed-$1.out"
+}
+for tr in shm tcp; do
+	step "transfer-$tr-1m" transfer_pair "$tr" 1 20
+	step "transfer-$tr-1g" transfer_pair "$tr" 1024 3
+	step "killed-producer-$tr" killed_producer "$tr"
+done
+
+# Python: the binding's library, built here, goes where the package loads it.
+cp "$BIN/libxfer.so" python/xfer/libxfer.so
+step python env -C python XFER_REQUIRE_CUDA=1 "$PY" -m pytest -q -rs -p no:cacheprovider tests/test_xfer_connector.py -k 'GPU or gpu'
+cross_node_pair() { # transport
+	local common=(--mode gpu --transport "$1" --tensor-size-mb 64 --num-transfers 3 --timeout 60
+		--local-host 127.0.0.1 --remote-host 127.0.0.1 --ctrl-port 15802)
+	PYTHONPATH=python "$PY" -m xfer.cross_node --role producer --local-port 15800 --remote-port 15801 "${common[@]}" &
+	local producer=$! rc=0
+	PYTHONPATH=python "$PY" -m xfer.cross_node --role consumer --local-port 15801 --remote-port 15800 "${common[@]}" || rc=$?
+	wait "$producer" || rc=$?
+	return "$rc"
+}
+for tr in shm tcp; do
+	step "python-cross-node-$tr" cross_node_pair "$tr"
 done
 
 # Benchmarks: interleaved rounds, one JSON row each.
