@@ -5,10 +5,13 @@ import (
 	"runtime"
 	"testing"
 
+	"github.com/xferio/xfer/internal/cuda"
 	"github.com/xferio/xfer/internal/testmain"
 )
 
-func TestMain(m *testing.M) { testmain.Run(m) }
+func TestMain(m *testing.M) {
+	testmain.Run(m, testmain.IgnoreFD("the CUDA driver keeps descriptors of its own for the life of the process (GPU tests)", cuda.DriverFD))
+}
 
 // TestFeatureCache: nil and not-supported answers are cached, inconclusive
 // ones are not.

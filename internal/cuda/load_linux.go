@@ -50,6 +50,7 @@ func load(lib string) error {
 		return initError(newError(rc, "cuInit"))
 	}
 	driverVersion = v
+	driverLoaded.Store(true)
 	return nil
 }
 

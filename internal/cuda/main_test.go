@@ -1,7 +1,6 @@
 package cuda
 
 import (
-	"strings"
 	"testing"
 
 	"github.com/xferio/xfer/internal/testmain"
@@ -14,6 +13,5 @@ import (
 // which the driver may cache after the last context is released.
 func TestMain(m *testing.M) {
 	_ = Load()
-	testmain.Run(m, testmain.IgnoreFD("the CUDA driver keeps the GPU's device files (/dev/nvidia*) open",
-		func(target string) bool { return strings.HasPrefix(target, "/dev/nvidia") }))
+	testmain.Run(m, testmain.IgnoreFD("the CUDA driver keeps descriptors of its own for the life of the process", DriverFD))
 }

@@ -1,0 +1,25 @@
+package cuda
+
+import (
+	"strings"
+	"sync/atomic"
+)
+
+// driverLoaded is set once Load has initialised the driver in this
+// process.
+var driverLoaded atomic.Bool
+
+// DriverFD reports whether a file descriptor whose target (as
+// /proc/self/fd shows it) is target may be one that the CUDA driver
+// keeps open for the life of the process: its device files (/dev/nvidia*)
+// and, once it is initialised, the eventfds, pipes and sockets it opens
+// for its own threads, which outlive every context. It is false in a
+// process where the driver was never initialised, so that a test binary's
+// descriptor check stays strict on a machine without a GPU.
+func DriverFD(target string) bool {
+	if !driverLoaded.Load() {
+		return false
+	}
+	return strings.HasPrefix(target, "/dev/nvidia") || target == "anon_inode:[eventfd]" ||
+		strings.HasPrefix(target, "pipe:") || strings.HasPrefix(target, "socket:")
+}
