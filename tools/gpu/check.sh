@@ -13,32 +13,32 @@
 # xfer says: "CUDA is not available", and why.
 #
 # The run, in order (each step's log is NAME.log in logs.tgz; summary.txt
-# says which passed):
+# says which passed; the slowest step comes last, so that a run cut short
+# still has the rest):
 #   1. the driver binding (internal/cuda) with XFER_REQUIRE_CUDA=1, so that
 #      a test that cannot reach the GPU fails instead of skipping;
 #   2. the engine's GPU tests (the GPU pool; every pair of memory kinds
 #      over tcp and shm, 1 byte to 9 MiB; concurrency; registering memory
-#      allocated elsewhere);
-#   3. the connector's GPU tests (vLLM-Omni's TestGPUPool in Go: host and
-#      GPU tensors put into a GPU pool and got into another, 4 B to 64 MiB;
-#      concurrent puts and gets) and the probe's list of GPUs;
-#   4. two processes (xfer bench and the xfer serve it starts), both pools
-#      on the GPU, every byte verified: shm (CUDA IPC) and tcp (staging),
-#      WRITE and READ of 1 byte, 1 MiB and 1 GiB;
-#   5. xfer transfer --mode gpu, producer and consumer as two processes,
+#      allocated elsewhere), the connector's (vLLM-Omni's TestGPUPool in
+#      Go: host and GPU tensors put into a GPU pool and got into another,
+#      4 B to 64 MiB; concurrent puts and gets) and the probe's list of GPUs;
+#   3. xfer transfer --mode gpu, producer and consumer as two processes,
 #      every tensor's MD5 checked: 1 MiB and 1 GiB over shm and tcp; and a
 #      producer SIGKILLed mid-run, whose consumer must fail with an error
 #      within its --timeout, not hang;
-#   6. the same from Python (python3 with torch): the binding's GPU tests
+#   4. the same from Python (python3 with torch): the binding's GPU tests
 #      (vLLM-Omni's TestGPUPool: a pool on the GPU, CPU and CUDA tensors
 #      put, a get that is a CUDA tensor on the receiver's pool; zero copy;
 #      ManagedBuffer views; concurrency) and xfer.cross_node --mode gpu as
 #      two processes over shm and tcp;
-#   7. the benchmarks, ROUNDS interleaved rounds (default 3): torch's
+#   5. the benchmarks, ROUNDS interleaved rounds (default 3): torch's
 #      device-to-device copy of 256 MiB against xfer bench WRITE and READ
-#      of 256 MiB over shm between GPU pools; xfer bench WRITE of 256 MiB
-#      over tcp between GPU pools against the same between host pools.
-#      results.jsonl holds every row.
+#      of 256 MiB over shm between GPU pools; xfer bench WRITE and READ of
+#      256 MiB over tcp between GPU pools against the same between host
+#      pools. results.jsonl holds every row;
+#   6. two processes (xfer bench and the xfer serve it starts), both pools
+#      on the GPU, every byte verified: shm (CUDA IPC) and tcp (staging),
+#      WRITE and READ of 1 byte, 1 MiB and 1 GiB.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 
@@ -114,12 +114,6 @@ step cuda "$BIN/cuda.test" -test.v -test.count=1 -test.timeout=5m
 step engine "$BIN/xfer.test" -test.v -test.count=1 -test.timeout=5m -test.run 'GPU'
 step connector "$BIN/connector.test" -test.v -test.count=1 -test.timeout=5m -test.run 'GPU'
 step probe "$BIN/probe.test" -test.v -test.count=1 -test.run 'GPUs'
-for tr in shm tcp; do
-	for op in write read; do
-		step "twoproc-$tr-$op" "$BIN/xfer" bench --memory cuda:0 --transport "$tr" --op "$op" --verify \
-			--size 1,1MiB,1GiB --iters 4 --depth 1 --memory-mb 2100
-	done
-done
 
 # xfer transfer --mode gpu: a producer and a consumer.
 transfer_pair() { # transport MiB transfers
@@ -186,6 +180,13 @@ for round in $(seq 1 "$ROUNDS"); do
 	row tcp-host-write "$BIN/xfer" bench --json --transport tcp --op write --size 256MiB --depth 2 --duration 3s --memory-mb 600
 	row tcp-gpu-read "$BIN/xfer" bench --json --memory cuda:0 --transport tcp --op read --size 256MiB --depth 2 --duration 3s --memory-mb 600
 	row tcp-host-read "$BIN/xfer" bench --json --transport tcp --op read --size 256MiB --depth 2 --duration 3s --memory-mb 600
+done
+# The slowest last: every byte of 1 GiB verified through host copies.
+for tr in shm tcp; do
+	for op in write read; do
+		step "twoproc-$tr-$op" "$BIN/xfer" bench --memory cuda:0 --transport "$tr" --op "$op" --verify \
+			--size 1,1MiB,1GiB --iters 2 --depth 1 --memory-mb 2100
+	done
 done
 "$PY" - "$R" <<'PY' | tee -a "$SUM"
 import json, statistics, sys
