@@ -271,6 +271,11 @@ func (e *Engine) NewRegion(size int, access Access) (*Region, error) {
 	if err != nil {
 		return nil, err
 	}
+	return e.adopt(mr, access)
+}
+
+// adopt registers mr, which the engine owns: it is closed if that fails.
+func (e *Engine) adopt(mr *mem.Region, access Access) (*Region, error) {
 	r, err := e.regions.add(e, mr, access)
 	if err != nil {
 		mr.Close()

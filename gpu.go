@@ -20,12 +20,10 @@ const (
 	stageChunk = 4 << 20
 )
 
-// gpus is an engine's GPU state: the devices' contexts, opened on first
-// use, and the staging memory.
+// gpus is an engine's GPU state: the devices' contexts and idle streams,
+// opened on first use, and the staging memory.
 type gpus struct {
-	mu      sync.Mutex
-	ctxs    map[int]*cuda.Context
-	streams map[int][]*cuda.Stream // idle streams, per device
+	cuda.Contexts
 
 	stagingOnce sync.Once
 	staging     *mem.Pool
@@ -35,52 +33,7 @@ type gpus struct {
 }
 
 // cudaContext returns the context of GPU n, retaining it on first use.
-func (e *Engine) cudaContext(n int) (*cuda.Context, error) {
-	g := &e.gpu
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	if c := g.ctxs[n]; c != nil {
-		return c, nil
-	}
-	c, err := cuda.Retain(n)
-	if err != nil {
-		return nil, err
-	}
-	if g.ctxs == nil {
-		g.ctxs = map[int]*cuda.Context{}
-	}
-	g.ctxs[n] = c
-	return c, nil
-}
-
-// stream takes an idle stream of GPU n, or makes one.
-func (e *Engine) stream(n int) (*cuda.Stream, error) {
-	g := &e.gpu
-	g.mu.Lock()
-	if s := g.streams[n]; len(s) > 0 {
-		st := s[len(s)-1]
-		g.streams[n] = s[:len(s)-1]
-		g.mu.Unlock()
-		return st, nil
-	}
-	g.mu.Unlock()
-	c, err := e.cudaContext(n)
-	if err != nil {
-		return nil, err
-	}
-	return c.NewStream()
-}
-
-// putStream gives back a stream that stream returned.
-func (e *Engine) putStream(n int, s *cuda.Stream) {
-	g := &e.gpu
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	if g.streams == nil {
-		g.streams = map[int][]*cuda.Stream{}
-	}
-	g.streams[n] = append(g.streams[n], s)
-}
+func (e *Engine) cudaContext(n int) (*cuda.Context, error) { return e.gpu.Get(n) }
 
 // stagingPool is the pinned host memory that staged operations take their
 // pieces from, registered with the engine (so that rdma can post from it)
@@ -148,23 +101,7 @@ func (e *Engine) closeStaging() error {
 
 // closeGPU releases the streams and the contexts; the engine calls it
 // once every region is closed (device memory is freed in its context).
-func (e *Engine) closeGPU() error {
-	g := &e.gpu
-	var errs []error
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	for _, ss := range g.streams {
-		for _, s := range ss {
-			errs = append(errs, s.Close())
-		}
-	}
-	g.streams = nil
-	for _, c := range g.ctxs {
-		errs = append(errs, c.Close())
-	}
-	g.ctxs = nil
-	return errors.Join(errs...)
-}
+func (e *Engine) closeGPU() error { return e.gpu.Close() }
 
 // NewDeviceRegion allocates size bytes of memory on GPU n (cuMemAlloc) and
 // registers them with the given rights. Its Bytes are device addresses:
@@ -180,12 +117,7 @@ func (e *Engine) NewDeviceRegion(n, size int, access Access) (*Region, error) {
 	if err != nil {
 		return nil, err
 	}
-	r, err := e.regions.add(e, mr, access)
-	if err != nil {
-		mr.Close()
-		return nil, err
-	}
-	return r, nil
+	return e.adopt(mr, access)
 }
 
 // newDevicePool allocates the default pool's memory on GPU n.

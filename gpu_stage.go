@@ -47,11 +47,15 @@ func (e *Engine) runStaged(ep transport.Endpoint, op *transport.Op) (err error) 
 		return fmt.Errorf("%s from %s: staging memory: %w", op.Kind, loc, ErrClosed)
 	}
 	defer sreg.h.Unpin()
-	st, err := e.stream(loc.Device)
+	c, err := e.cudaContext(loc.Device)
 	if err != nil {
 		return fmt.Errorf("%s from %s: %w", op.Kind, loc, err)
 	}
-	defer e.putStream(loc.Device, st)
+	st, err := e.gpu.Stream(c)
+	if err != nil {
+		return fmt.Errorf("%s from %s: %w", op.Kind, loc, err)
+	}
+	defer e.gpu.PutStream(c, st)
 
 	dev, n := addrOf(op.Local), len(op.Local)
 	read := op.Kind == transport.OpRead

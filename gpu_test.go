@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
-	"os"
 	"strings"
 	"sync"
 	"testing"
@@ -15,24 +14,9 @@ import (
 	"unsafe"
 
 	"github.com/xferio/xfer"
+	"github.com/xferio/xfer/internal/testutil"
 	"github.com/xferio/xfer/mem"
 )
-
-// requireCUDA skips a test that needs a CUDA GPU where there is none, and
-// fails it instead when XFER_REQUIRE_CUDA=1 (the GPU machine's run), so
-// that a broken driver binding cannot pass as a skip there.
-func requireCUDA(t *testing.T) {
-	t.Helper()
-	e, err := xfer.Open(context.Background(), xfer.Config{MemoryDevice: mem.CUDA(0), MemoryMB: 1})
-	if err == nil {
-		e.Close()
-		return
-	}
-	if os.Getenv("XFER_REQUIRE_CUDA") == "1" {
-		t.Fatalf("XFER_REQUIRE_CUDA=1 but: %v", err)
-	}
-	t.Skipf("needs a CUDA GPU: %v", err)
-}
 
 // TestGPUNotAvailable is what a host without CUDA says: every way to ask
 // for GPU memory fails with ErrCUDANotAvailable and says why and what to
@@ -177,7 +161,7 @@ func pattern(n int, seed uint64) []byte {
 // 1 MiB and 9 MiB plus 3 bytes (pieces and a remainder), MD5 verified
 // through the remote side's own copy.
 func TestGPUTransfers(t *testing.T) {
-	requireCUDA(t)
+	testutil.RequireCUDA(t)
 	const size = 16 << 20
 	for _, pol := range []xfer.Policy{xfer.PolicyTCP, xfer.PolicySHM} {
 		t.Run(string(pol), func(t *testing.T) {
@@ -247,7 +231,7 @@ func copyInto(p *gpuPair, dst, src []byte) error { return p.cli.Copy(dst, src) }
 // batches and from goroutines, on a GPU pool: no piece of one may land in
 // another.
 func TestGPUConcurrent(t *testing.T) {
-	requireCUDA(t)
+	testutil.RequireCUDA(t)
 	for _, pol := range []xfer.Policy{xfer.PolicyTCP, xfer.PolicySHM} {
 		t.Run(string(pol), func(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
@@ -324,7 +308,7 @@ func TestGPUConcurrent(t *testing.T) {
 // another region's allocation, as a framework's tensor would be) and
 // refuses memory the driver does not know as GPU memory.
 func TestGPURegisterDevice(t *testing.T) {
-	requireCUDA(t)
+	testutil.RequireCUDA(t)
 	ctx := context.Background()
 	e, err := xfer.Open(ctx, xfer.Config{MemoryMB: 1})
 	if err != nil {

@@ -6,28 +6,12 @@ import (
 	"crypto/md5"
 	"errors"
 	"fmt"
-	"os"
 	"sync"
 	"testing"
 
-	"github.com/xferio/xfer"
+	"github.com/xferio/xfer/internal/testutil"
 	"github.com/xferio/xfer/mem"
 )
-
-// requireGPU skips a test that needs a CUDA GPU where there is none, and
-// fails it instead under XFER_REQUIRE_CUDA=1 (the GPU machine's run).
-func requireGPU(t *testing.T) {
-	t.Helper()
-	e, err := xfer.Open(context.Background(), xfer.Config{MemoryDevice: mem.CUDA(0), MemoryMB: 1})
-	if err == nil {
-		e.Close()
-		return
-	}
-	if os.Getenv("XFER_REQUIRE_CUDA") == "1" {
-		t.Fatalf("XFER_REQUIRE_CUDA=1 but: %v", err)
-	}
-	t.Skipf("needs a CUDA GPU: %v", err)
-}
 
 // gpuPair is a producer and a consumer whose pools are both on GPU 0.
 func gpuPair(t *testing.T, tp tport, pull Pull, mb int) (*Connector, *Connector) {
@@ -55,7 +39,7 @@ func hostCopy(t *testing.T, c *Connector, b []byte) []byte {
 // by READ, of 1 element, 1 MiB and 64 MiB, MD5 verified; an object
 // decodes from GPU memory.
 func TestGPUPool(t *testing.T) {
-	requireGPU(t)
+	testutil.RequireCUDA(t)
 	eachPull(t, func(t *testing.T, tp tport, pull Pull) {
 		p, c := gpuPair(t, tp, pull, 200)
 		ctx := ctxT(t)
@@ -124,7 +108,7 @@ func checkGPUGet(t *testing.T, ctx context.Context, c *Connector, key string, wa
 // TestGPUConcurrentPutGet: producers and consumers of GPU pools at work
 // together, each value checked.
 func TestGPUConcurrentPutGet(t *testing.T) {
-	requireGPU(t)
+	testutil.RequireCUDA(t)
 	eachTransport(t, func(t *testing.T, tp tport) {
 		p, c := gpuPair(t, tp, PullWrite, 256)
 		ctx := ctxT(t)

@@ -1,7 +1,6 @@
 package shm
 
 import (
-	"errors"
 	"fmt"
 	"os"
 	"sync"
@@ -28,13 +27,12 @@ import (
 // gpuState is the shm transport's CUDA state, shared by its endpoints: the
 // devices' contexts and idle streams, and the IPC handles opened.
 type gpuState struct {
+	ctxs cuda.Contexts
 	once sync.Once
 	err  error // why CUDA cannot be used here, or nil
 
-	mu      sync.Mutex
-	ctxs    map[int]*cuda.Context
-	streams map[*cuda.Context][]*cuda.Stream
-	opened  map[ipcKey]*ipcOpen
+	mu     sync.Mutex
+	opened map[ipcKey]*ipcOpen
 }
 
 type ipcKey struct {
@@ -62,49 +60,7 @@ func (g *gpuState) context(n int) (*cuda.Context, error) {
 	if err := g.available(); err != nil {
 		return nil, err
 	}
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	if c := g.ctxs[n]; c != nil {
-		return c, nil
-	}
-	c, err := cuda.Retain(n)
-	if err != nil {
-		return nil, err
-	}
-	if g.ctxs == nil {
-		g.ctxs = map[int]*cuda.Context{}
-	}
-	g.ctxs[n] = c
-	return c, nil
-}
-
-// copy copies n bytes from src to dst, either or both on a GPU, on a
-// stream of c's, and waits for it.
-func (g *gpuState) copy(c *cuda.Context, dst, src uintptr, n int) error {
-	g.mu.Lock()
-	var st *cuda.Stream
-	if ss := g.streams[c]; len(ss) > 0 {
-		st = ss[len(ss)-1]
-		g.streams[c] = ss[:len(ss)-1]
-	}
-	g.mu.Unlock()
-	if st == nil {
-		var err error
-		if st, err = c.NewStream(); err != nil {
-			return err
-		}
-	}
-	err := st.CopyAsync(dst, src, n)
-	if err == nil {
-		err = st.Sync()
-	}
-	g.mu.Lock()
-	if g.streams == nil {
-		g.streams = map[*cuda.Context][]*cuda.Stream{}
-	}
-	g.streams[c] = append(g.streams[c], st)
-	g.mu.Unlock()
-	return err
+	return g.ctxs.Get(n)
 }
 
 // open maps the allocation of process pid that handle names.
@@ -150,21 +106,7 @@ func (g *gpuState) close(o *ipcOpen) {
 
 // release frees the streams and the contexts; Transport.Close calls it
 // once the endpoints are closed.
-func (g *gpuState) release() error {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	var errs []error
-	for _, ss := range g.streams {
-		for _, s := range ss {
-			errs = append(errs, s.Close())
-		}
-	}
-	for _, c := range g.ctxs {
-		errs = append(errs, c.Close())
-	}
-	g.streams, g.ctxs = nil, nil
-	return errors.Join(errs...)
-}
+func (g *gpuState) release() error { return g.ctxs.Close() }
 
 // exportDevice completes the answer to a peer that attaches a GPU region:
 // the IPC handle of its allocation. Where there is none to give, the
@@ -275,7 +217,7 @@ func (e *Endpoint) copyDevice(op *transport.Op, a *attachment, off, n uint64) er
 	if op.Kind == transport.OpRead {
 		dst, src = local, remote
 	}
-	if err := e.t.gpu.copy(c, dst, src, int(n)); err != nil {
+	if err := e.t.gpu.ctxs.Copy(c, dst, src, int(n)); err != nil {
 		return fmt.Errorf("shm %s of %d bytes: %w", op.Kind, n, err)
 	}
 	return nil
