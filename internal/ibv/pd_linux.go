@@ -110,6 +110,34 @@ func (pd *PD) RegMR(b []byte, access Access) (*MR, error) {
 	}, nil
 }
 
+// RegDmabufMR registers length bytes at offset of the DMA-BUF fd (GPU
+// memory that a driver exports, or a udmabuf of host memory) with
+// ibv_reg_dmabuf_mr. The MR is addressed at iova: its SGEs and the
+// peer's remote addresses use iova+off, as they use the address of memory
+// registered with RegMR. The caller keeps fd open until Close. A library
+// without the call (rdma-core before 34) fails with ENOSYS, a device that
+// cannot map DMA-BUFs with the kernel's error (EOPNOTSUPP, EINVAL); both
+// wrap ErrNotSupported.
+func (pd *PD) RegDmabufMR(offset uint64, length int, iova uint64, fd int, access Access) (*MR, error) {
+	if pd == nil || pd.c == nil {
+		return nil, ErrClosed
+	}
+	if length <= 0 || fd < 0 {
+		return nil, fmt.Errorf("ibv_reg_dmabuf_mr %d bytes of fd %d on %s: %w", length, fd, pd.ctx.name, syscall.EINVAL)
+	}
+	m, err := C.xibv_reg_dmabuf_mr(pd.c, C.uint64_t(offset), C.size_t(length), C.uint64_t(iova), C.int(fd), C.int(access))
+	if m == nil {
+		e := errnoErr(err, syscall.EINVAL)
+		if e == syscall.ENOSYS || e == syscall.EOPNOTSUPP || e == syscall.EPROTONOSUPPORT {
+			return nil, fmt.Errorf("ibv_reg_dmabuf_mr %s on %s: %w (%w)", sizeString(length), pd.ctx.name, ErrNotSupported, e)
+		}
+		return nil, fmt.Errorf("ibv_reg_dmabuf_mr %s on %s: %w", sizeString(length), pd.ctx.name, e)
+	}
+	live.mrs.Add(1)
+	pd.children.Add(1)
+	return &MR{LKey: uint32(m.lkey), RKey: uint32(m.rkey), Addr: uintptr(iova), Len: length, c: m, pd: pd}, nil
+}
+
 // SGE returns the scatter/gather element for n bytes at offset off in the MR.
 func (mr *MR) SGE(off, n int) SGE {
 	return SGE{Addr: uint64(mr.Addr) + uint64(off), Len: uint32(n), LKey: mr.LKey}

@@ -25,6 +25,11 @@ type MR struct {
 // RegMR reports that this build cannot use verbs.
 func (pd *PD) RegMR(b []byte, access Access) (*MR, error) { return nil, errUnsupported("ibv_reg_mr") }
 
+// RegDmabufMR reports that this build cannot use verbs.
+func (pd *PD) RegDmabufMR(offset uint64, length int, iova uint64, fd int, access Access) (*MR, error) {
+	return nil, errUnsupported("ibv_reg_dmabuf_mr")
+}
+
 // SGE returns the scatter/gather element for n bytes at offset off in the MR.
 func (mr *MR) SGE(off, n int) SGE {
 	return SGE{Addr: uint64(mr.Addr) + uint64(off), Len: uint32(n), LKey: mr.LKey}

@@ -135,6 +135,9 @@ int xibv_query_gid(struct ibv_context *ctx, int port, int index, union ibv_gid *
 struct ibv_pd *xibv_alloc_pd(struct ibv_context *ctx);
 int xibv_dealloc_pd(struct ibv_pd *pd);
 struct ibv_mr *xibv_reg_mr(struct ibv_pd *pd, uintptr_t addr, size_t length, int access);
+/* ibv_reg_dmabuf_mr; NULL with errno ENOSYS when the library has none. */
+struct ibv_mr *xibv_reg_dmabuf_mr(struct ibv_pd *pd, uint64_t offset, size_t length, uint64_t iova,
+				  int fd, int access);
 int xibv_dereg_mr(struct ibv_mr *mr);
 struct ibv_comp_channel *xibv_create_comp_channel(struct ibv_context *ctx);
 int xibv_destroy_comp_channel(struct ibv_comp_channel *ch);

@@ -96,6 +96,9 @@ static const struct sym verbs_syms[] = {
 
 /* Optional: ibv_get_device_index appeared in rdma-core 27; NULL before. */
 static int (*get_device_index)(struct ibv_device *device);
+/* Optional: ibv_reg_dmabuf_mr appeared in rdma-core 34 (IBVERBS_1.12). */
+static struct ibv_mr *(*reg_dmabuf_mr)(struct ibv_pd *pd, uint64_t offset, size_t length,
+				       uint64_t iova, int fd, int access);
 
 int xibv_load_verbs(const char *lib, struct xibv_verbs_fns *t, char *err, size_t errlen)
 {
@@ -106,6 +109,9 @@ int xibv_load_verbs(const char *lib, struct xibv_verbs_fns *t, char *err, size_t
 		if (h) {
 			const struct sym s = { "ibv_get_device_index", "IBVERBS_1.9", 0 };
 			get_device_index = (int (*)(struct ibv_device *))bind_sym(h, &s);
+			const struct sym d = { "ibv_reg_dmabuf_mr", "IBVERBS_1.12", 0 };
+			reg_dmabuf_mr = (struct ibv_mr * (*)(struct ibv_pd *, uint64_t, size_t, uint64_t,
+							     int, int))bind_sym(h, &d);
 		}
 	}
 	return rc;
@@ -331,6 +337,16 @@ int xibv_dealloc_pd(struct ibv_pd *pd) { return xibv.dealloc_pd(pd); }
 struct ibv_mr *xibv_reg_mr(struct ibv_pd *pd, uintptr_t addr, size_t length, int access)
 {
 	return xibv.reg_mr(pd, (void *)addr, length, access);
+}
+
+struct ibv_mr *xibv_reg_dmabuf_mr(struct ibv_pd *pd, uint64_t offset, size_t length, uint64_t iova,
+				  int fd, int access)
+{
+	if (!reg_dmabuf_mr) {
+		errno = ENOSYS;
+		return NULL;
+	}
+	return reg_dmabuf_mr(pd, offset, length, iova, fd, access);
 }
 
 int xibv_dereg_mr(struct ibv_mr *mr) { return xibv.dereg_mr(mr); }

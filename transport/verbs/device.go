@@ -14,8 +14,10 @@ import (
 	"time"
 	"unsafe"
 
+	"github.com/xferio/xfer/internal/cuda"
 	"github.com/xferio/xfer/internal/ibv"
 	"github.com/xferio/xfer/internal/rdmacm"
+	"github.com/xferio/xfer/internal/sys"
 	"github.com/xferio/xfer/internal/wire"
 	"github.com/xferio/xfer/mem"
 	"github.com/xferio/xfer/transport"
@@ -45,6 +47,14 @@ type device struct {
 	// made on first use, whole, and dropped when the engine deregisters the
 	// region (Transport.RegionRemoved).
 	mrs map[*mem.Handle]*ibv.MR
+	// dmabufs are the DMA-BUF descriptors behind the registrations of GPU
+	// regions, closed after their MRs.
+	dmabufs map[*mem.Handle]int
+	// gpu holds the GPUs' contexts (DMA-BUF exports); gpuHow is how GPU
+	// memory was last registered (gpu.go).
+	gpu    cuda.Contexts
+	gpuMu  sync.Mutex
+	gpuHow string
 	// eps are the endpoints on the device, connecting or connected; gone
 	// is set once the device is being removed.
 	eps map[*Endpoint]*epState
@@ -260,12 +270,16 @@ func (d *device) free() {
 		if d.gone == nil {
 			d.gone = fmt.Errorf("rdma device %s closed", d.info.Name)
 		}
-		mrs := d.mrs
-		d.mrs = nil
+		mrs, dmabufs := d.mrs, d.dmabufs
+		d.mrs, d.dmabufs = nil, nil
 		d.mu.Unlock()
 		for _, mr := range mrs {
 			mr.Close()
 		}
+		for _, fd := range dmabufs {
+			sys.Close(fd)
+		}
+		d.gpu.Close()
 		if d.pd != nil {
 			d.pd.Close()
 		}
@@ -435,11 +449,22 @@ func (d *device) mr(h *mem.Handle) (*ibv.MR, error) {
 	if h == nil {
 		return nil, fmt.Errorf("rdma: %w", transport.ErrNotRegistered)
 	}
-	if loc := h.Location(); !loc.IsHost() {
-		// The engine stages local GPU memory through host memory; a GPU
-		// region that peers reach one-sidedly needs the NIC to reach it.
-		return nil, fmt.Errorf("rdma: region %d is %s memory, which %s cannot register (GPUDirect RDMA needs nvidia-peermem or DMA-BUF): %w",
-			h.ID(), loc, d.info.Name, transport.ErrNotSupported)
+	if !h.Location().IsHost() {
+		m, fd, err := d.regDevice(h, ibv.AccessLocalWrite|ibv.AccessRemoteWrite|ibv.AccessRemoteRead)
+		if err != nil {
+			return nil, err
+		}
+		if d.mrs == nil {
+			d.mrs = make(map[*mem.Handle]*ibv.MR)
+		}
+		if fd >= 0 {
+			if d.dmabufs == nil {
+				d.dmabufs = make(map[*mem.Handle]int)
+			}
+			d.dmabufs[h] = fd
+		}
+		d.mrs[h] = m
+		return m, nil
 	}
 	m, err := d.pd.RegMR(h.Bytes(), ibv.AccessLocalWrite|ibv.AccessRemoteWrite|ibv.AccessRemoteRead)
 	if err != nil {
@@ -459,6 +484,10 @@ func (d *device) forget(h *mem.Handle) {
 	if m := d.mrs[h]; m != nil {
 		m.Close()
 		delete(d.mrs, h)
+	}
+	if fd, ok := d.dmabufs[h]; ok {
+		sys.Close(fd)
+		delete(d.dmabufs, h)
 	}
 }
 

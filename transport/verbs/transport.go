@@ -745,6 +745,9 @@ type DeviceInUse struct {
 	GIDIndex int    `json:"gid_index"`
 	GIDType  string `json:"gid_type"`   // "RoCE v2", "IB", ...
 	MTU      int    `json:"active_mtu"` // bytes
+	// GPUMemory is how the device last registered a GPU region: as a
+	// DMA-BUF, by address (nvidia-peermem), or none; empty before any.
+	GPUMemory string `json:"gpu_memory,omitempty"`
 }
 
 // InUse reports the device the transport has open, without opening one:
@@ -757,5 +760,6 @@ func (t *Transport) InUse() (DeviceInUse, bool) {
 	if d == nil || d.removed() {
 		return DeviceInUse{}, false
 	}
-	return DeviceInUse{Device: d.info.Name, Port: d.port.Num, GIDIndex: d.gid.Index, GIDType: d.gid.Type, MTU: d.mtu}, true
+	return DeviceInUse{Device: d.info.Name, Port: d.port.Num, GIDIndex: d.gid.Index, GIDType: d.gid.Type, MTU: d.mtu,
+		GPUMemory: d.gpuMemory()}, true
 }
