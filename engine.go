@@ -143,6 +143,9 @@ func Open(ctx context.Context, cfg Config) (_ *Engine, err error) {
 			}
 		}
 	}()
+	if l, ok := e.transports["rdma"].(interface{ SetLogger(*slog.Logger) }); ok {
+		l.SetLogger(e.log)
+	}
 	if extraTransport != nil {
 		t := extraTransport()
 		e.transports[t.Name()] = t

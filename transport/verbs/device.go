@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net"
 	"net/netip"
 	"os"
@@ -52,9 +53,11 @@ type device struct {
 	dmabufs map[*mem.Handle]int
 	// gpu holds the GPUs' contexts (DMA-BUF exports); gpuHow is how GPU
 	// memory was last registered (gpu.go).
-	gpu    cuda.Contexts
-	gpuMu  sync.Mutex
-	gpuHow string
+	gpu     cuda.Contexts
+	gpuMu   sync.Mutex
+	gpuHow  string
+	gpuSeen map[string]bool // the ways logged already
+	log     *slog.Logger    // nil: no logging
 	// eps are the endpoints on the device, connecting or connected; gone
 	// is set once the device is being removed.
 	eps map[*Endpoint]*epState

@@ -63,11 +63,22 @@ func (d *device) regDevice(h *mem.Handle, access ibv.Access) (*ibv.MR, int, erro
 		h.ID(), loc, d.info.Name, viaDMABuf, err, transport.ErrNotSupported)
 }
 
-// gpuPath records how GPU memory was last registered, for DeviceInUse.
+// gpuPath records how GPU memory was last registered, for DeviceInUse,
+// and logs each way the first time it is taken.
 func (d *device) gpuPath(how string) {
 	d.gpuMu.Lock()
+	first := !d.gpuSeen[how]
+	if first {
+		if d.gpuSeen == nil {
+			d.gpuSeen = map[string]bool{}
+		}
+		d.gpuSeen[how] = true
+	}
 	d.gpuHow = how
 	d.gpuMu.Unlock()
+	if first && d.log != nil {
+		d.log.Info("rdma: how this device registers GPU memory with the NIC", "device", d.info.Name, "how", how)
+	}
 }
 
 // gpuMemory is how GPU memory was last registered, or "" before any.

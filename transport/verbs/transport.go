@@ -6,6 +6,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net"
 	"net/netip"
 	"os"
@@ -32,6 +33,16 @@ type Transport struct {
 	mu  sync.Mutex
 	dev *device
 	old []*device // removed devices, closed with the transport
+	log *slog.Logger
+}
+
+// SetLogger gives the transport a logger for what it decides on its own
+// (how it registers GPU memory); without one it logs nothing. Call it
+// before the transport is used.
+func (t *Transport) SetLogger(l *slog.Logger) {
+	t.mu.Lock()
+	t.log = l
+	t.mu.Unlock()
 }
 
 var (
@@ -80,6 +91,7 @@ func (t *Transport) device() (*device, error) {
 	if err != nil {
 		return nil, err
 	}
+	d.log = t.log
 	t.dev = d
 	return d, nil
 }
