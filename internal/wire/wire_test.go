@@ -131,6 +131,16 @@ func TestRegionDesc(t *testing.T) {
 	if _, err := DecodeRegionDesc(AppendRegionDesc(nil, &wrap)); !errors.Is(err, ErrMalformed) {
 		t.Fatal("wrapping range accepted")
 	}
+	gpu := d
+	gpu.Kind, gpu.Device = 1, 2
+	if g, err := DecodeRegionDesc(AppendRegionDesc(nil, &gpu)); err != nil || g != gpu {
+		t.Fatalf("GPU descriptor: %+v, %v", g, err)
+	}
+	for _, bad := range []RegionDesc{{ID: 1, Access: 1, Kind: 2}, {ID: 1, Access: 1, Device: 1}} {
+		if _, err := DecodeRegionDesc(AppendRegionDesc(nil, &bad)); !errors.Is(err, ErrMalformed) {
+			t.Errorf("descriptor of kind %d device %d accepted", bad.Kind, bad.Device)
+		}
+	}
 	none := d
 	none.Access = 0
 	if _, err := DecodeRegionDesc(AppendRegionDesc(nil, &none)); !errors.Is(err, ErrMalformed) {
@@ -148,6 +158,30 @@ func TestAttachInfo(t *testing.T) {
 	}
 	if _, err := DecodeAttachInfo(b[:5]); err == nil {
 		t.Fatal("short attach info accepted")
+	}
+	// A GPU region: its kind, device, IPC handle and offset travel.
+	gpu := AttachInfo{PID: 7, FD: -1, Base: 1 << 40, Len: 1 << 20, Key: 9, Kind: 1, Device: 3, IPCOffset: 4096}
+	gpu.IPC[0], gpu.IPC[63] = 0xab, 0xcd
+	gpu.Put(b[:])
+	if g, err := DecodeAttachInfo(b[:]); err != nil || g != gpu {
+		t.Fatalf("GPU attach info: %+v, %v", g, err)
+	}
+	for name, bad := range map[string]AttachInfo{
+		"unknown kind":         {FD: -1, Len: 1, Kind: 2},
+		"IPC handle for host":  {FD: -1, Len: 1, IPC: gpu.IPC},
+		"device for host":      {FD: -1, Len: 1, Device: 1},
+		"IPC offset for host":  {FD: -1, Len: 1, IPCOffset: 8},
+		"memfd for GPU memory": {FD: 3, Len: 1, Kind: 1},
+	} {
+		bad.Put(b[:])
+		if _, err := DecodeAttachInfo(b[:]); !errors.Is(err, ErrMalformed) {
+			t.Errorf("%s: %v, want ErrMalformed", name, err)
+		}
+	}
+	gpu.Put(b[:])
+	b[38] = 1
+	if _, err := DecodeAttachInfo(b[:]); !errors.Is(err, ErrMalformed) {
+		t.Error("reserved bytes set: accepted")
 	}
 }
 
