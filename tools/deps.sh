@@ -19,7 +19,7 @@ command -v etcd >/dev/null 2>&1 || need+=(etcd-server)
 { command -v prometheus && command -v promtool; } >/dev/null 2>&1 || need+=(prometheus)
 [ -x /usr/bin/python3 ] || need+=(python3)
 command -v gcc >/dev/null 2>&1 || need+=(gcc) # cgo builds libxfer.so (make python)
-/sbin/ldconfig -p 2>/dev/null | grep -q 'libibverbs\.so\.1 ' || need+=(libibverbs1 ibverbs-providers)
+/sbin/ldconfig -p 2>/dev/null | grep 'libibverbs\.so\.1 ' >/dev/null || need+=(libibverbs1 ibverbs-providers) # not grep -q: its early exit fails the pipe under pipefail
 for m in numpy:python3-numpy torch:python3-torch pytest:python3-pytest; do
   /usr/bin/python3 -c "import ${m%%:*}" >/dev/null 2>&1 || need+=("${m#*:}")
 done
