@@ -56,6 +56,12 @@ class ManagedBuffer:
             # view holds it) or at release().
             self._arr = (ctypes.c_char * n.value).from_address(ptr.value)
             self._fin = weakref.finalize(self._arr, _release, handle)
+            # The array (and so every view) keeps the connector, and its
+            # pool mapped, alive: a connector closed while views live
+            # unmaps the pool only once the last of them is gone.
+            self._arr._conn = conn
+            conn._view()
+            weakref.finalize(self._arr, conn._unview).atexit = False
         else:
             self._fin = weakref.finalize(self, _release, handle)
         self._fin.atexit = False

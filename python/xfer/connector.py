@@ -172,6 +172,8 @@ class Connector:
         self._allocs = {}  # address -> _Alloc
         self._keys = {}  # put_key -> {(from_stage, to_stage)}
         self._handle = 0
+        self._live = 0  # views of the pool alive (ManagedBuffer arrays)
+        self._deferred = 0  # the handle whose close waits for the last view
         lib = _lib.lib()
         b = json.dumps(cfg).encode()
         h = ctypes.c_int64()
@@ -193,17 +195,44 @@ class Connector:
         return not self._handle
 
     def close(self):
-        """Closes the connector: stored values are dropped and the pool is
-        unmapped (views of it must not be used after). Idempotent."""
+        """Closes the connector: every later call fails with ClosedError,
+        and stored values are dropped. The pool is unmapped at once, or,
+        while tensors, arrays or buffers handed out still point into it,
+        once the last of them is garbage: a view never outlives its
+        memory. Idempotent."""
         with self._lock:
             h, self._handle = self._handle, 0
             self._allocs.clear()
             self._keys.clear()
+            if h and self._live > 0:
+                self._deferred, h = h, 0
         if not h or os.getpid() != self._pid:
             return
+        self._close_handle(h)
+
+    def _close_handle(self, h):
         lib = _lib.lib()
         call = _lib.Call()
         call.check(lib.xfer_close(h, call.err, _lib.ERR_LEN))
+
+    def _view(self):
+        """A view of the pool was made (ManagedBuffer)."""
+        with self._lock:
+            self._live += 1
+
+    def _unview(self):
+        """A view of the pool is gone: the last one completes a deferred
+        close (a finalizer: never raises)."""
+        with self._lock:
+            self._live -= 1
+            h = 0
+            if self._live == 0 and self._deferred:
+                h, self._deferred = self._deferred, 0
+        if h and os.getpid() == self._pid:
+            try:
+                self._close_handle(h)
+            except errors.XferError:
+                pass
 
     def __enter__(self):
         return self
