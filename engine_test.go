@@ -30,17 +30,25 @@ func TestConfigValidation(t *testing.T) {
 	}
 }
 
+// noDevice is an RDMA device that exists on no host, so that the tests of
+// an unusable rdma transport hold on a host with RDMA devices too.
+const noDevice = "xfer-no-such-device"
+
 func TestRDMAPolicyFailsClearly(t *testing.T) {
-	_, err := xfer.Open(context.Background(), xfer.Config{Transport: xfer.PolicyRDMA})
+	cfg := xfer.Config{Transport: xfer.PolicyRDMA}
+	cfg.RDMA.Device = noDevice
+	_, err := xfer.Open(context.Background(), cfg)
 	if !errors.Is(err, xfer.ErrNotSupported) || !strings.Contains(err.Error(), "rdma") {
-		t.Fatalf("rdma policy: %v", err)
+		t.Fatalf("rdma policy with device %s: %v", noDevice, err)
 	}
 }
 
 func TestAutoNeverPicksUnavailableRDMA(t *testing.T) {
-	p := xfertest.NewPair(t, xfertest.Options{Policy: xfer.PolicyAuto}, "")
+	var cfg xfer.Config
+	cfg.RDMA.Device = noDevice
+	p := xfertest.NewPair(t, xfertest.Options{Policy: xfer.PolicyAuto, Config: cfg}, "")
 	if tr := p.Peer.Transport(); tr == "rdma" {
-		t.Fatalf("auto picked %s", tr)
+		t.Fatalf("auto picked %s with device %s", tr, noDevice)
 	}
 }
 

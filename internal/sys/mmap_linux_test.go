@@ -3,6 +3,9 @@ package sys
 import (
 	"bytes"
 	"errors"
+	"os"
+	"slices"
+	"strings"
 	"testing"
 
 	"golang.org/x/sys/unix"
@@ -82,9 +85,28 @@ func TestBracketed(t *testing.T) {
 	}
 }
 
+// TestTHPMode: each mode is the bracketed word of its sysfs file, one of
+// the kernel's words, or "" exactly when the file cannot be read (a kernel
+// without THP).
 func TestTHPMode(t *testing.T) {
-	// The files are absent on kernels built without THP; then "" is right.
-	t.Logf("THP %q, shmem THP %q", THPMode(), ShmemTHPMode())
+	for _, c := range []struct {
+		got, path string
+		words     []string
+	}{
+		{THPMode(), "/sys/kernel/mm/transparent_hugepage/enabled", []string{"always", "madvise", "never"}},
+		{ShmemTHPMode(), "/sys/kernel/mm/transparent_hugepage/shmem_enabled", []string{"always", "within_size", "advise", "never", "deny", "force"}},
+	} {
+		b, err := os.ReadFile(c.path)
+		if err != nil {
+			if c.got != "" {
+				t.Errorf("%s cannot be read (%v), but the mode is %q", c.path, err, c.got)
+			}
+			continue
+		}
+		if want := bracketed(string(b)); c.got != want || !slices.Contains(c.words, c.got) {
+			t.Errorf("%s holds %q: mode %q, want %q, one of %v", c.path, strings.TrimSpace(string(b)), c.got, want, c.words)
+		}
+	}
 }
 
 func TestParseMeminfo(t *testing.T) {
