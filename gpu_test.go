@@ -7,6 +7,8 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"os"
+	"os/exec"
 	"strings"
 	"sync"
 	"testing"
@@ -22,6 +24,16 @@ import (
 // for GPU memory fails with ErrCUDANotAvailable and says why and what to
 // do; nothing else in the engine changes.
 func TestGPUNotAvailable(t *testing.T) {
+	if testutil.FakeCUDAInUse() {
+		// This process has the stand-in driver: ask a child without it.
+		cmd := exec.Command(os.Args[0], "-test.run=^TestGPUNotAvailable$", "-test.v", "-test.count=1")
+		cmd.Env = append(os.Environ(), testutil.EnvNoFakeCUDA+"=1")
+		out, err := cmd.CombinedOutput()
+		if err != nil || !strings.Contains(string(out), "--- PASS: TestGPUNotAvailable") {
+			t.Fatalf("in a process without CUDA: %v\n%s", err, out)
+		}
+		return
+	}
 	ctx := context.Background()
 	_, err := xfer.Open(ctx, xfer.Config{MemoryDevice: mem.CUDA(0)})
 	if err == nil {

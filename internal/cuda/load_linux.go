@@ -16,9 +16,23 @@ import (
 	"unsafe"
 )
 
-// libCUDA is the soname the package opens; a variable so that tests can
-// point it elsewhere.
-var libCUDA = "libcuda.so.1"
+// driverLib is the NVIDIA driver's soname; libCUDA is the library the
+// package opens: driverLib, unless a test pointed it elsewhere.
+const driverLib = "libcuda.so.1"
+
+var libCUDA = driverLib
+
+// HasDriver reports whether the NVIDIA driver's libcuda.so.1 loads here
+// (it binds the functions into a scratch table and initialises nothing).
+func HasDriver() bool { return tryLoad(driverLib) == nil }
+
+// realDriver reports whether Load opens the NVIDIA driver.
+func realDriver() bool { return libCUDA == driverLib }
+
+// SetLibrary makes Load open path instead of the driver: for tests that run
+// the GPU paths against a stand-in driver (internal/testutil.UseFakeCUDA)
+// on machines without a GPU. It must be called before the first Load.
+func SetLibrary(path string) { libCUDA = path }
 
 // minDriverVersion is the oldest driver the package supports, as
 // cuDriverGetVersion reports it: CUDA 11.0 added cuDevicePrimaryCtxRelease_v2

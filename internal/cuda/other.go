@@ -8,6 +8,12 @@ package cuda
 // Load reports that this build cannot use CUDA.
 func Load() error { return &UnavailableError{Reason: unsupportedReason, Fix: unsupportedFix} }
 
+// HasDriver reports false: this build cannot load the driver.
+func HasDriver() bool { return false }
+
+// SetLibrary does nothing: this build loads no library.
+func SetLibrary(path string) {}
+
 // DriverVersion reports that this build cannot use CUDA.
 func DriverVersion() (major, minor int, err error) { return 0, 0, Load() }
 
@@ -105,3 +111,6 @@ func (e *Event) Done() (bool, error) { return false, Load() }
 
 // Close does nothing. It is idempotent and nil-safe.
 func (e *Event) Close() error { return nil }
+
+// realDriver reports false: this build loads no driver.
+func realDriver() bool { return false }

@@ -1,7 +1,11 @@
 package testutil
 
 import (
+	"fmt"
 	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
 	"testing"
 
 	"github.com/xferio/xfer/internal/cuda"
@@ -33,4 +37,48 @@ func RequireCUDA(tb testing.TB) {
 		return
 	}
 	tb.Skip(reason)
+}
+
+// EnvNoFakeCUDA, when "1", keeps UseFakeCUDA from loading the stand-in
+// driver: for a child test process that checks what a host without CUDA
+// says.
+const EnvNoFakeCUDA = "XFER_NO_FAKE_CUDA"
+
+var fakeInUse bool
+
+// FakeCUDAInUse reports whether UseFakeCUDA loaded the stand-in driver.
+func FakeCUDAInUse() bool { return fakeInUse }
+
+// UseFakeCUDA, on a machine without the NVIDIA driver, builds the stand-in
+// driver of internal/cuda/testdata/fakecuda.c with gcc and makes the CUDA
+// binding load it, so that the GPU tests run there too: its "device
+// memory" faults when the CPU touches it, as a GPU's does. It does nothing
+// where the driver is present, under XFER_REQUIRE_CUDA=1 (the GPU
+// machine's run) or XFER_NO_FAKE_CUDA=1, or where gcc fails (the GPU tests
+// then skip, saying why). Call it from TestMain before any test, and call
+// the cleanup it returns once they are done.
+func UseFakeCUDA() (cleanup func()) {
+	cleanup = func() {}
+	if os.Getenv(EnvRequireCUDA) == "1" || os.Getenv(EnvNoFakeCUDA) == "1" || cuda.HasDriver() {
+		return cleanup
+	}
+	_, self, _, ok := runtime.Caller(0)
+	if !ok {
+		return cleanup
+	}
+	src := filepath.Join(filepath.Dir(self), "..", "cuda", "testdata", "fakecuda.c")
+	dir, err := os.MkdirTemp("", "xfer-fakecuda-")
+	if err != nil {
+		return cleanup
+	}
+	lib := filepath.Join(dir, "libcuda-fake.so")
+	out, err := exec.Command("gcc", "-shared", "-fPIC", "-O1", "-o", lib, src).CombinedOutput()
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "testutil: the stand-in CUDA driver did not build, GPU tests will skip: %v\n%s", err, out)
+		os.RemoveAll(dir)
+		return cleanup
+	}
+	cuda.SetLibrary(lib)
+	fakeInUse = true
+	return func() { os.RemoveAll(dir) }
 }
