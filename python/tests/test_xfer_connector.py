@@ -54,6 +54,21 @@ class TestBasicConnector:
         ok, size, meta = sender.put("s0", "s1", "n", np.arange(10, dtype=np.uint16))
         assert ok and size == 20 and meta["dtype"] == "U16"
 
+    def test_int_stage_ids(self, tcp_pair):
+        # vLLM-Omni numbers its stages: ints name the same stages as their text.
+        s, r = tcp_pair
+        ok, _, meta = s.put(0, 1, "k", b"v")
+        assert ok and meta["key"] == "0/1/k"
+        assert r.get("0", "1", "k", meta)[0] == b"v"
+        with pytest.raises(TypeError, match="str or an int"):
+            s.put(0.5, 1, "k", b"v")
+        with pytest.raises(TypeError, match="str or an int"):
+            s.put(True, 1, "k", b"v")
+        with pytest.raises(TypeError):
+            s.put(0, 1, 7, b"v")  # keys are strings
+        s.put(0, 1, "k2", b"w")
+        assert s.cleanup("k2") is True and s.cleanup("k2", 0, 1) is False
+
     def test_put_bytes(self, sender):
         ok, size, meta = sender.put("s0", "s1", "b", b"hello")
         assert ok and size == 5 and meta["kind"] == 1

@@ -123,3 +123,13 @@ def enc(s):
         raise TypeError(f"xfer: want a str, got {type(s).__name__}")
     b = s.encode("utf-8")
     return b, len(b)
+
+
+def enc_stage(s):
+    """A stage ID as enc encodes it: a str, or an int (vLLM-Omni numbers its
+    stages), which is its decimal text."""
+    if isinstance(s, int) and not isinstance(s, bool):
+        s = str(s)
+    if not isinstance(s, str):
+        raise TypeError(f"xfer: a stage ID is a str or an int, not {type(s).__name__}")
+    return enc(s)

@@ -298,8 +298,8 @@ class Connector:
         return True, size, meta
 
     def _put(self, from_stage, to_stage, put_key, data, opts):
-        fb, fl = _lib.enc(from_stage)
-        tb, tl = _lib.enc(to_stage)
+        fb, fl = _lib.enc_stage(from_stage)
+        tb, tl = _lib.enc_stage(to_stage)
         kb, kl = _lib.enc(put_key)
         torch, np = dtypes.torch, dtypes.np
         if isinstance(data, ManagedBuffer):
@@ -440,8 +440,8 @@ class Connector:
         """Gets the value into the pool and returns it as a ManagedBuffer
         (release it when done, or use it in a with block). Raises
         NotFoundError or XferTimeoutError when there is no value in time."""
-        fb, fl = _lib.enc(from_stage)
-        tb, tl = _lib.enc(to_stage)
+        fb, fl = _lib.enc_stage(from_stage)
+        tb, tl = _lib.enc_stage(to_stage)
         kb, kl = _lib.enc(get_key)
         if timeout == -1:
             timeout = self._get_timeout
@@ -539,8 +539,8 @@ class Connector:
         kb, kl = _lib.enc(put_key)
         lib = _lib.lib()
         for f, t in pairs:
-            fb, fl = _lib.enc(f)
-            tb, tl = _lib.enc(t)
+            fb, fl = _lib.enc_stage(f)
+            tb, tl = _lib.enc_stage(t)
             e = ctypes.c_int32()
             call = _lib.Call()
             call.check(lib.xfer_cleanup(self._h(), fb, fl, tb, tl, kb, kl, ctypes.byref(e), call.err, _lib.ERR_LEN))
