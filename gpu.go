@@ -29,7 +29,10 @@ type gpus struct {
 	staging     *mem.Pool
 	stagingReg  *Region
 	stagingErr  error
-	pinnedBy    *cuda.Context // the context that pinned the staging memory
+	// stagingMu guards staging and pinnedBy for Status, which reads them
+	// from any goroutine.
+	stagingMu sync.Mutex
+	pinnedBy  *cuda.Context // the context that pinned the staging memory
 }
 
 // cudaContext returns the context of GPU n, retaining it on first use.
@@ -58,7 +61,9 @@ func (e *Engine) stagingPool(dev int) (*mem.Pool, *Region, error) {
 			// copies.
 			e.log.Warn("staging memory for GPU transfers is not pinned: the GPU's copies run slower", "err", err)
 		} else {
+			g.stagingMu.Lock()
 			g.pinnedBy = c
+			g.stagingMu.Unlock()
 		}
 		r, err := e.regions.add(e, mr, AccessReadWrite)
 		if err != nil {
@@ -74,17 +79,21 @@ func (e *Engine) stagingPool(dev int) (*mem.Pool, *Region, error) {
 			g.stagingErr = err
 			return
 		}
+		g.stagingMu.Lock()
 		g.staging, g.stagingReg = p, r
+		g.stagingMu.Unlock()
 	})
 	return g.staging, g.stagingReg, g.stagingErr
 }
 
 func (g *gpus) unpin(b []byte) error {
-	if g.pinnedBy == nil {
-		return nil
-	}
+	g.stagingMu.Lock()
 	c := g.pinnedBy
 	g.pinnedBy = nil
+	g.stagingMu.Unlock()
+	if c == nil {
+		return nil
+	}
 	return c.HostUnregister(b)
 }
 
@@ -97,6 +106,24 @@ func (e *Engine) closeStaging() error {
 		return nil
 	}
 	return errors.Join(g.staging.Close(), g.unpin(g.stagingReg.Bytes()), g.stagingReg.Close())
+}
+
+// gpuStatus is the GPU part of Status, or nil before the engine used a
+// GPU.
+func (e *Engine) gpuStatus() *GPUStatus {
+	devs := e.gpu.Devices()
+	if len(devs) == 0 {
+		return nil
+	}
+	s := &GPUStatus{Devices: devs}
+	g := &e.gpu
+	g.stagingMu.Lock()
+	defer g.stagingMu.Unlock()
+	if g.staging != nil {
+		st := g.staging.Stats()
+		s.StagingBytes, s.StagingUsedBytes, s.StagingPinned = st.Capacity, st.InUse, g.pinnedBy != nil
+	}
+	return s
 }
 
 // closeGPU releases the streams and the contexts; the engine calls it

@@ -312,6 +312,17 @@ func TestGPUConcurrent(t *testing.T) {
 			for err := range errs {
 				t.Error(err)
 			}
+			// The status says where the pool is, and the pinned staging
+			// memory, none of it held now: tcp stages every operation, shm
+			// those posted while the peer's region was being attached.
+			st := cli.Status()
+			if st.Pool.Memory != "cuda:0" || st.GPU == nil || len(st.GPU.Devices) != 1 || st.GPU.Devices[0] != 0 {
+				t.Fatalf("status: pool in %q, GPU %+v", st.Pool.Memory, st.GPU)
+			}
+			staged := st.GPU.StagingBytes > 0
+			if pol == xfer.PolicyTCP && !staged || st.GPU.StagingUsedBytes != 0 || staged && !st.GPU.StagingPinned {
+				t.Errorf("status over %s: GPU %+v", pol, *st.GPU)
+			}
 		})
 	}
 }

@@ -32,6 +32,22 @@ type Status struct {
 	Pool PoolStatus `json:"pool"`
 	// Regions is the number of registered regions, the pool's included.
 	Regions int `json:"regions"`
+	// GPU is the engine's GPU side, once it has used a GPU.
+	GPU *GPUStatus `json:"gpu,omitempty"`
+}
+
+// GPUStatus describes an engine's use of GPUs: the devices it has opened
+// and the pinned host memory that stages GPU memory for transports that
+// move host memory only (tcp, and rdma's local operations).
+type GPUStatus struct {
+	Devices []int `json:"devices"`
+	// StagingBytes is the staging memory's size (0 before the first
+	// staged operation), StagingUsedBytes what operations in flight hold,
+	// and StagingPinned whether the driver pinned it (unpinned staging
+	// works, slower).
+	StagingBytes     uint64 `json:"staging_bytes"`
+	StagingUsedBytes uint64 `json:"staging_used_bytes"`
+	StagingPinned    bool   `json:"staging_pinned"`
 }
 
 // TransportStatus says whether a transport can be used on this host.
@@ -83,6 +99,8 @@ type PoolStatus struct {
 	Fragmentation float64 `json:"fragmentation"`
 	Allocated     int     `json:"allocated_buffers"`
 	Failures      uint64  `json:"failed_allocs"`
+	// Memory is where the pool lives: "host" or "cuda:N".
+	Memory string `json:"memory"`
 }
 
 // Status returns the engine's status. It does not open an rdma device that
@@ -132,7 +150,9 @@ func (e *Engine) Status() Status {
 	})
 	ps := e.pool.Stats()
 	s.Pool = PoolStatus{Capacity: ps.Capacity, Used: ps.InUse, Free: ps.Free, LargestFree: ps.LargestFree,
-		Fragmentation: ps.Fragmentation, Allocated: ps.Allocated, Failures: ps.Failures}
+		Fragmentation: ps.Fragmentation, Allocated: ps.Allocated, Failures: ps.Failures,
+		Memory: e.region.Location().String()}
+	s.GPU = e.gpuStatus()
 	return s
 }
 

@@ -2,6 +2,7 @@ package cuda
 
 import (
 	"errors"
+	"slices"
 	"sync"
 )
 
@@ -32,6 +33,18 @@ func (s *Contexts) Get(n int) (*Context, error) {
 	}
 	s.ctxs[n] = c
 	return c, nil
+}
+
+// Devices lists the devices whose contexts the set holds, in order.
+func (s *Contexts) Devices() []int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make([]int, 0, len(s.ctxs))
+	for n := range s.ctxs {
+		out = append(out, n)
+	}
+	slices.Sort(out)
+	return out
 }
 
 // Stream takes an idle stream of c, or makes one. Give it back with
