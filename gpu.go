@@ -188,7 +188,6 @@ func addrOf(b []byte) uintptr { return uintptr(unsafe.Pointer(unsafe.SliceData(b
 // staged is a host copy of part of a device region, handed to a transport
 // as a remote access's memory (transport.Resolved.Staged).
 type staged struct {
-	e      *Engine
 	ctx    *cuda.Context
 	dev    uintptr // the device bytes it stands for
 	buf    []byte
@@ -223,7 +222,7 @@ func (e *Engine) stageRemote(h *mem.Handle, off, n uint64, want Access) (*staged
 	if err != nil {
 		return nil, err
 	}
-	s := &staged{e: e, ctx: c, dev: uintptr(h.Base() + off)}
+	s := &staged{ctx: c, dev: uintptr(h.Base() + off)}
 	if pool, _, err := e.stagingPool(dev); err == nil && n <= uint64(pool.Region().Len()) {
 		if b, err := pool.Alloc(int(n)); err == nil {
 			s.pooled, s.buf = b, b.Bytes()

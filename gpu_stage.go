@@ -79,7 +79,8 @@ func (e *Engine) runStaged(ep transport.Endpoint, op *transport.Op) (err error) 
 		}
 		pool.Free(p.buf)
 	}
-	for off := 0; (off < n || n == 0 && off == 0) && first == nil; {
+	// One piece at least: an empty write-with-notify still notifies.
+	for off := 0; first == nil; {
 		m := min(stageChunk, n-off)
 		b, aerr := pool.Alloc(max(m, 1))
 		if aerr != nil {
@@ -123,7 +124,7 @@ func (e *Engine) runStaged(ep transport.Endpoint, op *transport.Op) (err error) 
 		ep.Post([]*transport.Op{&p.t})
 		inflight = append(inflight, p)
 		off += m
-		if n == 0 {
+		if off >= n {
 			break
 		}
 	}

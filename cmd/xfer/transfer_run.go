@@ -277,7 +277,7 @@ func consume(ctx context.Context, c *connector.Connector, plan transferPlan, out
 			return fail(fmt.Errorf("transfer %d: got %d bytes, want %d", i, size, plan.size))
 		}
 		if !plan.benchmark {
-			host, err := hostBytes(c, b.Bytes())
+			host, err := b.HostBytes()
 			if err != nil {
 				b.Release()
 				return fail(fmt.Errorf("transfer %d: %w", i, err))
@@ -287,7 +287,7 @@ func consume(ctx context.Context, c *connector.Connector, plan transferPlan, out
 			r.MD5, r.MD5OK = &s, &ok
 		}
 		if i == plan.n && plan.out != "" {
-			if err := writeTensorFile(c, plan.out, b, meta, r.MD5); err != nil {
+			if err := writeTensorFile(plan.out, b, meta, r.MD5); err != nil {
 				b.Release()
 				return fail(fmt.Errorf("--out %s: %w", plan.out, err))
 			}
@@ -308,7 +308,7 @@ func consume(ctx context.Context, c *connector.Connector, plan transferPlan, out
 // one tensor, "tensor", with the key, the producer and the MD5 (when
 // checked) as metadata: what a Python program reads with
 // safetensors.numpy.load_file or safetensors.torch.load_file.
-func writeTensorFile(c *connector.Connector, path string, b *connector.Buffer, meta connector.Meta, sum *string) error {
+func writeTensorFile(path string, b *connector.Buffer, meta connector.Meta, sum *string) error {
 	t, err := b.Tensor()
 	if err != nil {
 		return err
@@ -324,6 +324,10 @@ func writeTensorFile(c *connector.Connector, path string, b *connector.Buffer, m
 	if n != int64(len(t.Data)) {
 		return fmt.Errorf("the header describes %d bytes of data, the tensor has %d", n, len(t.Data))
 	}
+	data, err := b.HostBytes() // a copy when the pool is on a GPU
+	if err != nil {
+		return err
+	}
 	f, err := os.Create(path)
 	if err != nil {
 		return err
@@ -332,28 +336,11 @@ func writeTensorFile(c *connector.Connector, path string, b *connector.Buffer, m
 		f.Close()
 		return err
 	}
-	data, err := hostBytes(c, t.Data)
-	if err != nil {
-		f.Close()
-		return err
-	}
 	if _, err := f.Write(data); err != nil {
 		f.Close()
 		return err
 	}
 	return f.Close()
-}
-
-// hostBytes is b, or a copy of it in host memory when it is GPU memory.
-func hostBytes(c *connector.Connector, b []byte) ([]byte, error) {
-	if c.Engine().DefaultRegion().Location().IsHost() {
-		return b, nil
-	}
-	host := make([]byte, len(b))
-	if err := c.Engine().Copy(host, b); err != nil {
-		return nil, fmt.Errorf("copy %d bytes from the GPU: %w", len(b), err)
-	}
-	return host, nil
 }
 
 // fail tells the other side about err, unless err is the other side's own,
