@@ -89,7 +89,25 @@ func truncate(s string) string {
 	return s
 }
 
-var knownTransports = map[string]bool{"tcp": true, "shm": true, "rdma": true}
+// maxTransportName bounds a transport's name in an entry.
+const maxTransportName = 16
+
+// checkTransportName reports whether name looks like a transport's name:
+// 1 to maxTransportName lower-case letters, digits, '-' or '_'. The
+// directory does not keep a list of the engine's transports: an entry may
+// name one that a newer engine has, and an engine ignores names it does not
+// know.
+func checkTransportName(name string) bool {
+	if name == "" || len(name) > maxTransportName {
+		return false
+	}
+	for _, c := range name {
+		if !('a' <= c && c <= 'z' || '0' <= c && c <= '9' || c == '-' || c == '_') {
+			return false
+		}
+	}
+	return true
+}
 
 // Check reports whether e is well-formed.
 func (e *Entry) Check() error {
@@ -108,8 +126,8 @@ func (e *Entry) Check() error {
 		return invalid("node %s: %d transports: at most %d", e.NodeID, len(e.Transports), MaxTransports)
 	}
 	for _, t := range e.Transports {
-		if !knownTransports[t] {
-			return invalid("node %s: transport %q: want tcp, shm or rdma", e.NodeID, truncate(t))
+		if !checkTransportName(t) {
+			return invalid("node %s: transport %q: want 1 to %d lower-case letters, digits, '-' or '_'", e.NodeID, truncate(t), maxTransportName)
 		}
 	}
 	if len(e.Exports) > MaxExports {

@@ -22,6 +22,11 @@ func TestEntryRoundTrip(t *testing.T) {
 	if got.NodeID != "n1" || got.Addrs[0] != "[fe80::1]:7471" || got.RDMA.PSN != 77 || got.Exports[0].Len != 1<<20 {
 		t.Fatalf("%+v", got)
 	}
+	// A transport this version does not know is kept: an engine ignores
+	// names it does not know.
+	if got, err := Unmarshal([]byte(`{"node_id":"n","addrs":["h:1"],"transports":["gpu_direct","tcp"]}`)); err != nil || got.Transports[0] != "gpu_direct" {
+		t.Fatalf("%+v, %v", got, err)
+	}
 	// A newer node's extra fields are ignored.
 	if _, err := Unmarshal([]byte(`{"node_id":"n","addrs":["h:1"],"zone":"eu"}`)); err != nil {
 		t.Fatal(err)
@@ -30,21 +35,24 @@ func TestEntryRoundTrip(t *testing.T) {
 
 func TestEntryInvalid(t *testing.T) {
 	for name, s := range map[string]string{
-		"not json":       `nope`,
-		"trailing":       `{"node_id":"n","addrs":["h:1"]} {}`,
-		"no id":          `{"addrs":["h:1"]}`,
-		"long id":        `{"node_id":"` + strings.Repeat("x", 129) + `","addrs":["h:1"]}`,
-		"no addrs":       `{"node_id":"n"}`,
-		"port 0":         `{"node_id":"n","addrs":["h:0"]}`,
-		"port 70000":     `{"node_id":"n","addrs":["h:70000"]}`,
-		"bad gid":        `{"node_id":"n","addrs":["h:1"],"rdma":{"gid":"zz"}}`,
-		"no lid nor gid": `{"node_id":"n","addrs":["h:1"],"rdma":{"qpn":1}}`,
-		"empty export":   `{"node_id":"n","addrs":["h:1"],"exports":[{"name":""}]}`,
-		"wrong type":     `{"node_id":5,"addrs":["h:1"]}`,
-		"service name":   `{"node_id":"n","addrs":["h:1"],"services":{"K V":"h:2"}}`,
-		"service addr":   `{"node_id":"n","addrs":["h:1"],"services":{"kv":"h"}}`,
-		"service port":   `{"node_id":"n","addrs":["h:1"],"services":{"kv":"h:0"}}`,
-		"too big":        `{"node_id":"n","addrs":["h:1"],"x":"` + strings.Repeat("a", MaxEntrySize) + `"}`,
+		"not json":        `nope`,
+		"trailing":        `{"node_id":"n","addrs":["h:1"]} {}`,
+		"no id":           `{"addrs":["h:1"]}`,
+		"long id":         `{"node_id":"` + strings.Repeat("x", 129) + `","addrs":["h:1"]}`,
+		"no addrs":        `{"node_id":"n"}`,
+		"port 0":          `{"node_id":"n","addrs":["h:0"]}`,
+		"port 70000":      `{"node_id":"n","addrs":["h:70000"]}`,
+		"bad gid":         `{"node_id":"n","addrs":["h:1"],"rdma":{"gid":"zz"}}`,
+		"no lid nor gid":  `{"node_id":"n","addrs":["h:1"],"rdma":{"qpn":1}}`,
+		"empty export":    `{"node_id":"n","addrs":["h:1"],"exports":[{"name":""}]}`,
+		"wrong type":      `{"node_id":5,"addrs":["h:1"]}`,
+		"service name":    `{"node_id":"n","addrs":["h:1"],"services":{"K V":"h:2"}}`,
+		"transport name":  `{"node_id":"n","addrs":["h:1"],"transports":["TCP"]}`,
+		"long transport":  `{"node_id":"n","addrs":["h:1"],"transports":["` + strings.Repeat("t", 17) + `"]}`,
+		"empty transport": `{"node_id":"n","addrs":["h:1"],"transports":[""]}`,
+		"service addr":    `{"node_id":"n","addrs":["h:1"],"services":{"kv":"h"}}`,
+		"service port":    `{"node_id":"n","addrs":["h:1"],"services":{"kv":"h:0"}}`,
+		"too big":         `{"node_id":"n","addrs":["h:1"],"x":"` + strings.Repeat("a", MaxEntrySize) + `"}`,
 	} {
 		if _, err := Unmarshal([]byte(s)); !errors.Is(err, ErrInvalid) {
 			t.Errorf("%s: %v, want ErrInvalid", name, err)

@@ -226,7 +226,7 @@ func TestCoordinatorBadRequests(t *testing.T) {
 		{"/nodes/a/rdma/endpoint", `{"node_id":"b","addrs":["h:1"]}`, `for node "b"`},
 		{"/nodes/a/rdma/endpoint", `{"node_id":"a","addrs":["nohost"]}`, "host:port"},
 		{"/nodes/a/rdma/endpoint", `{"node_id":"a","addrs":["h:1"],"rdma":{"qpn":16777216,"gid":"::1"}}`, "2^24"},
-		{"/nodes/a/rdma/endpoint", `{"node_id":"a","addrs":["h:1"],"transports":["carrier-pigeon"]}`, "transport"},
+		{"/nodes/a/rdma/endpoint", `{"node_id":"a","addrs":["h:1"],"transports":["Carrier Pigeon"]}`, "transport"},
 		{"/nodes/a/rdma/endpoint?ttl=1h", `{"node_id":"a","addrs":["h:1"]}`, "ttl"},
 		{"/nodes/a%20b/rdma/endpoint", `{"node_id":"a b","addrs":["h:1"]}`, "node id"},
 	} {

@@ -31,6 +31,36 @@ func (k Kind) String() string {
 	return "kind(" + strconv.Itoa(int(k)) + ")"
 }
 
+// Kinds is a set of memory kinds: those a transport moves itself, say.
+type Kinds uint8
+
+// KindSet returns the set of the kinds given.
+func KindSet(kinds ...Kind) Kinds {
+	var s Kinds
+	for _, k := range kinds {
+		s |= 1 << k
+	}
+	return s
+}
+
+// Has reports whether k is in s.
+func (s Kinds) Has(k Kind) bool { return k < 8 && s&(1<<k) != 0 }
+
+// String lists the kinds, comma-separated: "host,cuda".
+func (s Kinds) String() string {
+	var names []string
+	for k := Kind(0); k < 8; k++ {
+		if s.Has(k) {
+			names = append(names, k.String())
+		}
+	}
+	return strings.Join(names, ",")
+}
+
+// MarshalText implements encoding.TextMarshaler (String), for status
+// documents.
+func (s Kinds) MarshalText() ([]byte, error) { return []byte(s.String()), nil }
+
 // Location says where memory lives: its kind and, for GPU memory, the
 // device's ordinal. The zero Location is host memory.
 type Location struct {

@@ -50,3 +50,19 @@ func FuzzParseLocation(f *testing.F) {
 		}
 	})
 }
+
+func TestKinds(t *testing.T) {
+	s := KindSet(KindHost, KindCUDA)
+	if !s.Has(KindHost) || !s.Has(KindCUDA) || s.Has(Kind(5)) || s.Has(Kind(200)) {
+		t.Fatalf("KindSet(host, cuda) = %08b", s)
+	}
+	if got := s.String(); got != "host,cuda" {
+		t.Fatalf("String = %q", got)
+	}
+	if h := KindSet(KindHost); h.Has(KindCUDA) || h.String() != "host" {
+		t.Fatalf("KindSet(host) = %08b %q", h, h)
+	}
+	if got := KindSet().String(); got != "" {
+		t.Fatalf("empty set = %q", got)
+	}
+}
