@@ -12,8 +12,7 @@ import (
 
 	"github.com/xferio/xfer/directory"
 	"github.com/xferio/xfer/mem"
-	"github.com/xferio/xfer/transport/tcp"
-	"github.com/xferio/xfer/transport/verbs"
+	"github.com/xferio/xfer/transport"
 )
 
 // Policy chooses the transport used for a peer.
@@ -31,18 +30,20 @@ const (
 	PolicyRDMA Policy = "rdma"
 )
 
-// ParsePolicy parses "auto", "tcp", "shm" or "rdma" ("" means auto).
+// ParsePolicy parses "auto" or a transport's name: "rdma", "shm" or "tcp"
+// ("" means auto).
 func ParsePolicy(s string) (Policy, error) {
-	switch p := Policy(strings.ToLower(strings.TrimSpace(s))); p {
-	case "":
+	p := Policy(strings.ToLower(strings.TrimSpace(s)))
+	switch {
+	case p == "":
 		return PolicyAuto, nil
-	case PolicyAuto, PolicyTCP, PolicySHM, PolicyRDMA:
+	case p == PolicyAuto || transportRowOf(string(p)) != nil:
 		return p, nil
 	}
 	return "", fmt.Errorf("transport %q: %w", s, errPolicy)
 }
 
-var errPolicy = errors.New("must be one of auto, tcp, shm, rdma")
+var errPolicy = errors.New("must be one of auto, " + strings.Join(transportNames(), ", "))
 
 // MarshalText implements encoding.TextMarshaler ("" is auto).
 func (p Policy) MarshalText() ([]byte, error) {
@@ -198,17 +199,25 @@ type Config struct {
 	HandshakeTimeout time.Duration `yaml:"handshake_timeout"`
 	// TCP configures the tcp transport's connections (conns, poll_spin);
 	// its poll_spin also applies to the control connection of shm and rdma.
-	// Default: tcp.Config's defaults.
-	TCP tcp.Config `yaml:"tcp"`
+	// Default: TCPConfig's defaults.
+	TCP TCPConfig `yaml:"tcp"`
 	// RDMA configures the rdma transport (device, port, gid_index, queue
-	// sizes, polling). Default: verbs.Config's defaults, which open the
+	// sizes, polling). Default: RDMAConfig's defaults, which open the
 	// first device with an ACTIVE port. The library reads no environment
 	// variables; the xfer command lets XFER_DEVICE, and RDMA_DEVICE_NAME
 	// when nothing else names a device, set RDMA.Device.
-	RDMA verbs.Config `yaml:"rdma"`
+	RDMA RDMAConfig `yaml:"rdma"`
 	// Logger receives the engine's logs. Not a config file key. Default: a
 	// text logger on standard error at warn level.
 	Logger *slog.Logger `yaml:"-"`
+	// ExtraTransport, when set, gives the engine one more transport than
+	// its table has: Open calls it once, Dial offers the transport first
+	// and the handshake accepts it whatever the policy. It is for running
+	// engines over a transport that is not built in, such as the
+	// in-memory twin of package transport/twin in tests; the engine treats
+	// it as moving host memory over one connection. Its name must not be a
+	// built-in transport's. Not a config file key. Default: none.
+	ExtraTransport func() transport.Transport `yaml:"-"`
 	// Metrics, when set, is where the engine registers its Prometheus
 	// metrics (xfer_ops_total, xfer_op_duration_seconds, ...; the list is
 	// in docs/OPERATIONS.md); Close unregisters them. The engine never
@@ -272,8 +281,8 @@ func (c Config) withDefaults() (Config, error) {
 	if c.MemoryDevice.Kind > mem.KindCUDA || c.MemoryDevice.Device < 0 || c.MemoryDevice.Device > 255 {
 		return c, fmt.Errorf("config: memory_device %s: must be host or cuda:N with N from 0 to 255", c.MemoryDevice)
 	}
-	if c.Memory == MemoryPrivate && c.Transport == PolicySHM {
-		return c, fmt.Errorf("config: memory private: the shm transport needs memfd memory (memory: memfd or auto)")
+	if r := transportRowOf(string(c.Transport)); c.Memory == MemoryPrivate && r != nil && r.caps.MapsMemory {
+		return c, fmt.Errorf("config: memory private: the %s transport needs memfd memory (memory: memfd or auto)", r.name)
 	}
 	switch {
 	case c.MaxMessage == 0:

@@ -15,17 +15,7 @@ import (
 	"github.com/xferio/xfer/internal/wire"
 	"github.com/xferio/xfer/mem"
 	"github.com/xferio/xfer/transport"
-	"github.com/xferio/xfer/transport/shm"
-	"github.com/xferio/xfer/transport/tcp"
-	"github.com/xferio/xfer/transport/verbs"
 )
-
-// extraTransport, when set, gives every engine opened afterwards one more
-// transport, which its Dial offers first and its handshake accepts whatever
-// the policy. Only tests set it, through export_test.go: it runs engines
-// over the in-memory twin of package transport/twin. It must not change
-// while engines open.
-var extraTransport func() transport.Transport
 
 // Engine is one process's endpoint of xfer: it owns registered memory,
 // listens for peers, and dials them.
@@ -40,7 +30,7 @@ type Engine struct {
 	pool    *mem.Pool
 
 	transports map[string]transport.Transport
-	extra      string // the name of the transport extraTransport added, if any
+	extra      string // the name of Config.ExtraTransport's transport, if any
 
 	ln       net.Listener
 	addr     string
@@ -128,10 +118,9 @@ func Open(ctx context.Context, cfg Config) (_ *Engine, err error) {
 		return nil, err
 	}
 	e.hostID = hostID()
-	e.transports = map[string]transport.Transport{
-		"tcp":  tcp.New(),
-		"shm":  shm.New(),
-		"rdma": verbs.New(cfg.RDMA),
+	e.transports = make(map[string]transport.Transport, len(transportTable)+1)
+	for _, r := range transportTable {
+		e.transports[r.name] = r.open(&cfg)
 	}
 	defer func() {
 		if err != nil { // release what the transports opened (shm's probe memfd, an rdma device)
@@ -143,15 +132,22 @@ func Open(ctx context.Context, cfg Config) (_ *Engine, err error) {
 			}
 		}
 	}()
-	if l, ok := e.transports["rdma"].(interface{ SetLogger(*slog.Logger) }); ok {
-		l.SetLogger(e.log)
+	for _, t := range e.transports {
+		if l, ok := t.(transport.LogSetter); ok {
+			l.SetLogger(e.log)
+		}
 	}
-	if extraTransport != nil {
-		t := extraTransport()
+	if cfg.ExtraTransport != nil {
+		t := cfg.ExtraTransport()
+		if e.transports[t.Name()] != nil {
+			return nil, fmt.Errorf("open: extra transport %q: the name of a transport this build has", t.Name())
+		}
 		e.transports[t.Name()] = t
 		e.extra = t.Name()
 	}
-	if cfg.Transport == PolicyRDMA || cfg.Transport == PolicySHM {
+	if cfg.Transport != PolicyAuto && cfg.Transport != PolicyTCP {
+		// A policy that names one transport other than tcp (which is
+		// always there) fails now, not at the first Dial.
 		if err := e.transports[string(cfg.Transport)].Available(); err != nil {
 			return nil, fmt.Errorf("open: transport %s: %w", cfg.Transport, err)
 		}
@@ -251,7 +247,7 @@ func (e *Engine) Free(b Buffer) error { return e.pool.Free(b.Buffer) }
 
 // sharedMemory reports whether the engine's memory is a memfd (Config.Memory):
 // by default under the auto and shm policies, so that same-host peers can
-// map it (the shm transport); the tcp transport then also sends WRITEs from
+// map it (a transport that maps memory: shm); the tcp transport then also sends WRITEs from
 // it without copying them into the socket (sendfile). Under tcp and rdma it
 // is private memory with transparent huge pages by default, which a
 // receiving socket copies into faster than into a memfd's small pages
@@ -263,7 +259,7 @@ func (c Config) sharedMemory() bool {
 	case MemoryPrivate:
 		return false
 	}
-	return c.Transport == PolicyAuto || c.Transport == PolicySHM
+	return policyMapsMemory(c.Transport)
 }
 
 // NewRegion maps size bytes (huge pages as configured) and registers them
@@ -596,4 +592,13 @@ func hostID() [16]byte {
 	sum := sha256Sum([]byte(s))
 	copy(id[:], sum[:16])
 	return id
+}
+
+// closedOr returns ErrClosed once the engine is closing (Close deregisters
+// the memory an operation in flight may name), err otherwise.
+func (e *Engine) closedOr(err error) error {
+	if e.ctx.Err() != nil {
+		return fmt.Errorf("engine closed: %w", ErrClosed)
+	}
+	return err
 }

@@ -174,10 +174,16 @@ func (e *Engine) RegisterDevice(p uintptr, size int, access Access) (*Region, er
 
 // staging reports whether op, posted with its local region pinned, must
 // be staged through host memory: its local memory is on a GPU and ep does
-// not move it itself.
-func staging(ep transport.Endpoint, op *transport.Op) bool {
-	if op.Region.Location().IsHost() {
+// not move it itself, because its transport does not move that kind of
+// memory (the table's caps) or cannot move this operation now (its
+// DeviceMover says no: no DMA-BUF, the peer's GPU out of reach).
+func (e *Engine) staging(ep transport.Endpoint, op *transport.Op) bool {
+	loc := op.Region.Location()
+	if loc.IsHost() {
 		return false
+	}
+	if !e.caps(ep.Transport()).Memory.Has(loc.Kind) {
+		return true
 	}
 	m, ok := ep.(transport.DeviceMover)
 	return !ok || !m.MovesDevice(op)

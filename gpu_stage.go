@@ -121,7 +121,7 @@ func (e *Engine) runStaged(ep transport.Endpoint, op *transport.Op) (err error) 
 		}
 		p.t = transport.Op{Kind: kind, Local: local, Imm: op.Imm, Done: p, Region: sreg.h,
 			Remote: transport.RemoteAddr{Region: op.Remote.Region, Addr: op.Remote.Addr + uint64(off), Key: op.Remote.Key}}
-		ep.Post([]*transport.Op{&p.t})
+		ep.Post([]*transport.Op{&p.t}, false)
 		inflight = append(inflight, p)
 		off += m
 		if off >= n {

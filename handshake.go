@@ -172,7 +172,7 @@ func (e *Engine) acceptPeer(nc net.Conn, h *wire.Hello) (*Peer, error) {
 	}
 	remote.Blob = offerBlob(h, t.Name())
 	conns := 1
-	if t.Name() != "rdma" {
+	if e.caps(t.Name()).Streams {
 		conns = clamp(int(h.Conns), 1, e.cfg.TCP.Conns)
 	}
 	w := wire.Welcome{Transport: t.Name(), Blob: t.LocalBlob(), Conns: uint16(conns),
@@ -322,12 +322,9 @@ func (e *Engine) Dial(ctx context.Context, addr string) (*Peer, error) {
 
 // offers lists the transports to propose, best first, under the policy.
 func (e *Engine) offers(exclude map[string]error) ([]wire.TransportOffer, error) {
-	var names []string
-	switch e.cfg.Transport {
-	case PolicyAuto:
-		names = []string{"rdma", "shm", "tcp"}
-	default:
-		names = []string{string(e.cfg.Transport)}
+	names := []string{string(e.cfg.Transport)}
+	if e.cfg.Transport == PolicyAuto {
+		names = transportNames()
 	}
 	if e.extra != "" {
 		names = append([]string{e.extra}, names...)
@@ -397,17 +394,6 @@ func (e *Engine) connect(ctx context.Context, p *Peer) (transport.Endpoint, erro
 // setupRetries is how many times a dialer tries again after a transient
 // setup failure (transport.ErrTransient) before it gives up.
 const setupRetries = 2
-
-// rank orders the transports as auto prefers them, best first.
-func rank(name string) int {
-	switch name {
-	case "rdma":
-		return 0
-	case "shm":
-		return 1
-	}
-	return 2
-}
 
 func (e *Engine) connectOnce(ctx context.Context, p *Peer, exclude map[string]error) (ep transport.Endpoint, tname string, err error) {
 	addr := p.dialAddr
@@ -487,7 +473,7 @@ func (e *Engine) connectOnce(ctx context.Context, p *Peer, exclude map[string]er
 	if t == nil || exclude[w.Transport] != nil || !offered(&hello, w.Transport) {
 		return nil, "", fmt.Errorf("dial %s: %w: peer chose transport %q, which was not offered", addr, ErrProtocol, w.Transport)
 	}
-	if w.Conns < 1 || int(w.Conns) > e.cfg.TCP.Conns && w.Transport != "rdma" || w.MaxMessage == 0 || w.RecvDepth == 0 {
+	if w.Conns < 1 || int(w.Conns) > e.cfg.TCP.Conns && e.caps(w.Transport).Streams || w.MaxMessage == 0 || w.RecvDepth == 0 {
 		return nil, "", fmt.Errorf("dial %s: %w: bad welcome parameters", addr, ErrProtocol)
 	}
 	nc.SetDeadline(time.Time{})
@@ -582,18 +568,4 @@ func ctxErr(ctx context.Context, err error) error {
 		return fmt.Errorf("%w (%v)", ctx.Err(), err)
 	}
 	return err
-}
-
-// Exports lists the descriptors of the regions the engine exports (what a
-// Welcome advertises). The rdma transport sends their rkeys with its queue
-// pair numbers, so that a peer's first access to one needs no attach.
-func (h peerHost) Exports() []wire.RegionDesc {
-	e := h.p.e
-	e.exportMu.RLock()
-	defer e.exportMu.RUnlock()
-	out := make([]wire.RegionDesc, 0, len(e.exports))
-	for _, x := range e.exports {
-		out = append(out, x.Desc)
-	}
-	return out
 }

@@ -267,3 +267,41 @@ func TestCheckLayout(t *testing.T) {
 		}
 	}
 }
+
+// tableFile is the one file of the root package that may import the
+// concrete transports: the transport table. Every other file iterates it.
+const tableFile = "transports.go"
+
+// TestTransportTable enforces the table: no non-test file of the root
+// package but tableFile imports a transport package (transports lists
+// them), so that adding a transport means its package and one row.
+func TestTransportTable(t *testing.T) {
+	files, err := filepath.Glob("*.go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var table bool
+	for _, path := range files {
+		if strings.HasSuffix(path, "_test.go") {
+			continue
+		}
+		f, err := parser.ParseFile(token.NewFileSet(), path, nil, parser.ImportsOnly)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, im := range f.Imports {
+			p, _ := strconv.Unquote(im.Path.Value)
+			if _, ok := underAny(strings.TrimPrefix(p, module+"/"), transports); !ok || !strings.HasPrefix(p, module+"/") {
+				continue
+			}
+			if path == tableFile {
+				table = true
+				continue
+			}
+			t.Errorf("%s imports %s: only %s, the transport table, may import a transport package", path, p, tableFile)
+		}
+	}
+	if !table {
+		t.Errorf("%s imports no transport package: is the table still there?", tableFile)
+	}
+}

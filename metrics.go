@@ -12,7 +12,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/xferio/xfer/transport"
-	"github.com/xferio/xfer/transport/verbs"
 )
 
 // The operations the metrics name (their op label), indexed by opIndex.
@@ -157,15 +156,16 @@ func (c *connStats) opsAndBytes() (ops, bytes uint64) {
 // generator (math/rand/v2). Neither is an atomic shared between cores.
 const latencyEvery = 16
 
-// latencyEveryShm is latencyEvery on shm, where a small operation is a
-// copy of about 100 ns, less than the clock's two reads: one in 16 would
-// still cost about 10% of it, one in 128 about 1%.
-const latencyEveryShm = 128
+// latencyEveryCopy is latencyEvery on a transport that maps the peer's
+// memory (shm), where a small operation is a copy of about 100 ns, less
+// than the clock's two reads: one in 16 would still cost about 10% of it,
+// one in 128 about 1%.
+const latencyEveryCopy = 128
 
-// sampleEvery is latencyEvery for the transport named.
-func sampleEvery(transportName string) uint8 {
-	if transportName == "shm" {
-		return latencyEveryShm
+// sampleEvery is latencyEvery for a transport with caps c.
+func sampleEvery(c transport.Caps) uint8 {
+	if c.MapsMemory {
+		return latencyEveryCopy
 	}
 	return latencyEvery
 }
@@ -236,7 +236,8 @@ func newEngineMetrics(e *Engine, reg prometheus.Registerer) (*engineMetrics, err
 	for name := range e.transports {
 		m.forTransport(name)
 	}
-	for _, t := range []string{"rdma", "shm"} {
+	names := transportNames()
+	for _, t := range names[:len(names)-1] { // the last one has nothing to fall back to
 		for _, r := range []string{reasonUnusable, reasonSetupFailed, reasonReconnected} {
 			m.fallback.WithLabelValues(t, r)
 		}
@@ -279,7 +280,7 @@ func (m *engineMetrics) forTransport(name string) *transportMetrics {
 func (m *engineMetrics) newConn(ep transport.Endpoint, old *connStats) *connStats {
 	name := ep.Transport()
 	t := m.forTransport(name)
-	c := &connStats{transport: name, lat: &t.lat, every: sampleEvery(name)}
+	c := &connStats{transport: name, lat: &t.lat, every: sampleEvery(m.e.caps(name))}
 	if n, ok := ep.(transport.Counter); ok {
 		c.counter = n
 	}
@@ -385,8 +386,8 @@ func (m *engineMetrics) Collect(ch chan<- prometheus.Metric) {
 // deviceOf names the device a transport uses: the rdma device it has
 // open, "" for the others.
 func (e *Engine) deviceOf(transportName string) string {
-	if v, ok := e.transports[transportName].(*verbs.Transport); ok {
-		if d, ok := v.InUse(); ok {
+	if u, ok := e.transports[transportName].(transport.DeviceUser); ok {
+		if d, ok := u.InUse(); ok {
 			return d.Device
 		}
 	}
@@ -455,83 +456,4 @@ func sampleStart(every uint8) time.Time {
 		return time.Now()
 	}
 	return time.Time{}
-}
-
-// unposted counts an operation of kind op on connection c that failed
-// before it was posted, and its failure.
-func (p *Peer) unposted(c *connStats, op int, err error) {
-	if c != nil {
-		c.ops[op].Add(1)
-	}
-	p.e.metrics.opFailed(p, op, err)
-}
-
-// opDone records the end of an operation of kind op, of n bytes, posted
-// on connection c (nil when it never connected), started at start (zero:
-// not timed): its latency, its bytes unless the endpoint counts them, or
-// its failure.
-func (p *Peer) opDone(c *connStats, op int, n int, start time.Time, err error) {
-	if err != nil {
-		p.e.metrics.opFailed(p, op, err)
-		return
-	}
-	if c == nil {
-		return
-	}
-	if !start.IsZero() {
-		c.lat[op].Observe(time.Since(start).Seconds())
-	}
-	if c.counter != nil {
-		return
-	}
-	if op == mRead {
-		c.received.Add(uint64(n))
-	} else {
-		c.sent.Add(uint64(n))
-	}
-}
-
-// recvStart returns the time to measure a Recv from: one in latencyEvery
-// at random (a Recv is counted when it returns a message).
-func recvStart() time.Time { return sampleStart(latencyEvery) }
-
-// recvDone records the end of a Recv of n bytes started at start.
-func (p *Peer) recvDone(n int, start time.Time, err error) {
-	if err != nil {
-		p.e.metrics.opFailed(p, mRecv, err)
-		return
-	}
-	c := p.stats.conn.Load()
-	if c == nil {
-		return
-	}
-	if !start.IsZero() {
-		c.lat[mRecv].Observe(time.Since(start).Seconds())
-	}
-	c.ops[mRecv].Add(1)
-	c.received.Add(uint64(n))
-}
-
-// handled counts a message of n bytes delivered to the peer's handler
-// (Peer.Handle): a recv without a latency, since nobody waited in Recv.
-func (p *Peer) handled(n int) {
-	if c := p.stats.conn.Load(); c != nil {
-		c.ops[mRecv].Add(1)
-		c.received.Add(uint64(n))
-	}
-}
-
-// served counts a peer's one-sided access of n bytes that this engine
-// resolved (transport.Host.Resolve): a write into its memory or a read.
-func (p *Peer) served(want Access, n uint64) {
-	c := p.stats.conn.Load()
-	if c == nil {
-		return // the endpoint serves a moment before the peer publishes it
-	}
-	i := 0
-	if want == AccessRead {
-		i = 1
-	}
-	c.served[i].Add(1)
-	c.servedBytes[i].Add(n)
 }

@@ -18,9 +18,15 @@ import (
 // "target" and a client engine dialed to it over pol; the client registers
 // its metrics on reg and the server on srvReg, each when not nil.
 func metricsPair(tb testing.TB, pol xfer.Policy, reg, srvReg prometheus.Registerer) (cli *xfer.Engine, p *xfer.Peer, desc xfer.RegionDesc) {
+	return metricsPairWith(tb, xfer.Config{Transport: pol}, reg, srvReg)
+}
+
+// metricsPairWith is metricsPair with base as both engines' config.
+func metricsPairWith(tb testing.TB, base xfer.Config, reg, srvReg prometheus.Registerer) (cli *xfer.Engine, p *xfer.Peer, desc xfer.RegionDesc) {
 	tb.Helper()
 	ctx := context.Background()
-	scfg := xfer.Config{Transport: pol, Listen: "127.0.0.1:0", MemoryMB: 8}
+	scfg := base
+	scfg.Listen, scfg.MemoryMB = "127.0.0.1:0", 8
 	if srvReg != nil {
 		scfg.Metrics = srvReg
 	}
@@ -34,7 +40,8 @@ func metricsPair(tb testing.TB, pol xfer.Policy, reg, srvReg prometheus.Register
 		tb.Fatal(err)
 	}
 	srv.Export("target", target)
-	cfg := xfer.Config{Transport: pol, MemoryMB: 8}
+	cfg := base
+	cfg.MemoryMB = 8
 	if reg != nil {
 		cfg.Metrics = reg
 	}
@@ -97,11 +104,12 @@ func TestMetrics(t *testing.T) {
 	}{{"tcp", xfer.PolicyTCP, false}, {"shm", xfer.PolicySHM, false}, {"twin", xfer.PolicyTCP, true}} {
 		t.Run(tc.name, func(t *testing.T) {
 			pol := tc.pol
+			base := xfer.Config{Transport: pol}
 			if tc.twin {
-				useTwin(t)
+				base = withTwin(base)
 			}
 			reg, srvReg := prometheus.NewRegistry(), prometheus.NewRegistry()
-			cli, p, desc := metricsPair(t, pol, reg, srvReg)
+			cli, p, desc := metricsPairWith(t, base, reg, srvReg)
 			ctx := context.Background()
 			buf, err := cli.Alloc(1000)
 			if err != nil {

@@ -232,7 +232,7 @@ func (e *Engine) offeredTransports() []string {
 		return []string{string(e.cfg.Transport)}
 	}
 	var ts []string
-	for _, t := range []string{"rdma", "shm", "tcp"} {
+	for _, t := range transportNames() {
 		if tr := e.transports[t]; tr != nil && tr.Available() == nil {
 			ts = append(ts, t)
 		}

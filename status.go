@@ -6,7 +6,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/xferio/xfer/transport/verbs"
+	"github.com/xferio/xfer/transport"
 )
 
 // Status is a snapshot of an engine for operators: what `xfer status` and
@@ -57,8 +57,12 @@ type TransportStatus struct {
 	// Reason is why it is not available (the probe's error), or why the
 	// policy excludes it.
 	Reason string `json:"reason,omitempty"`
-	// Device is the rdma device, port and GID the transport has open.
-	Device *verbs.DeviceInUse `json:"device,omitempty"`
+	// Caps are what the transport can do: same host only, several
+	// connections, the memory kinds it moves itself, and who enforces a
+	// region's rights against a peer.
+	Caps transport.Caps `json:"caps"`
+	// Device is the device, port and GID the transport has open (rdma's).
+	Device *transport.DeviceInUse `json:"device,omitempty"`
 }
 
 // PeerStatus describes one peer. Ops, Bytes and LastError are kept only
@@ -115,16 +119,16 @@ func (e *Engine) Status() Status {
 		RecentFallbacks: e.stats.recentFallbacks(),
 		Regions:         e.regions.count(),
 	}
-	for _, name := range []string{"rdma", "shm", "tcp"} {
+	for _, name := range transportNames() {
 		t := e.transports[name]
-		ts := TransportStatus{Name: name, Available: true}
+		ts := TransportStatus{Name: name, Available: true, Caps: e.caps(name)}
 		if err := t.Available(); err != nil {
 			ts.Available, ts.Reason = false, err.Error()
 		} else if e.cfg.Transport != PolicyAuto && Policy(name) != e.cfg.Transport {
 			ts.Reason = "not used: the policy is " + string(e.cfg.Transport)
 		}
-		if v, ok := t.(*verbs.Transport); ok {
-			if d, ok := v.InUse(); ok {
+		if u, ok := t.(transport.DeviceUser); ok {
+			if d, ok := u.InUse(); ok {
 				ts.Device = &d
 			}
 		}
@@ -153,30 +157,6 @@ func (e *Engine) Status() Status {
 		Fragmentation: ps.Fragmentation, Allocated: ps.Allocated, Failures: ps.Failures,
 		Memory: e.region.Location().String()}
 	s.GPU = e.gpuStatus()
-	return s
-}
-
-func (p *Peer) status() PeerStatus {
-	s := PeerStatus{Addr: p.String(), ID: p.ID().String(), Ops: p.stats.prevOps.Load(), Bytes: p.stats.prevBytes.Load()}
-	if c := p.stats.conn.Load(); c != nil {
-		ops, bytes := c.opsAndBytes()
-		s.Ops += ops
-		s.Bytes += bytes
-	}
-	if ep := p.current(); ep != nil {
-		s.Transport = ep.Transport()
-		select {
-		case <-ep.Done():
-		default:
-			s.Connected = true
-		}
-	}
-	if t := p.stats.upSince.Load(); t != 0 {
-		s.UpSince = time.Unix(0, t).UTC()
-	}
-	p.stats.mu.Lock()
-	s.LastError, s.LastErrorAt = p.stats.lastErr, p.stats.lastErrAt
-	p.stats.mu.Unlock()
 	return s
 }
 

@@ -12,10 +12,11 @@ import (
 	"github.com/xferio/xfer/xfertest"
 )
 
-// useTwin makes the engines the test opens run over the in-memory twin
-// transport.
-func useTwin(t *testing.T) {
-	t.Cleanup(xfer.UseTransport(func() transport.Transport { return twin.New() }))
+// withTwin returns cfg with the in-memory twin transport added: engines
+// opened with it connect over the twin, whatever their policy.
+func withTwin(cfg xfer.Config) xfer.Config {
+	cfg.ExtraTransport = func() transport.Transport { return twin.New() }
+	return cfg
 }
 
 // The engine runs the end-to-end conformance suite over the twin: the
@@ -23,15 +24,13 @@ func useTwin(t *testing.T) {
 // runs over tcp, shm and rdma from their packages; the twin is never the
 // only test of a feature.)
 func TestTwinConformance(t *testing.T) {
-	useTwin(t)
-	xfertest.Run(t, xfertest.Options{Policy: xfer.PolicyTCP, Want: "twin"})
+	xfertest.Run(t, xfertest.Options{Policy: xfer.PolicyTCP, Want: "twin", Config: withTwin(xfer.Config{})})
 }
 
 // A WRITE, a READ, a write-with-notify and a SEND round trip between two
 // engines over the twin.
 func TestTwinRoundTrip(t *testing.T) {
-	useTwin(t)
-	p := xfertest.NewPair(t, xfertest.Options{Policy: xfer.PolicyTCP}, "")
+	p := xfertest.NewPair(t, xfertest.Options{Policy: xfer.PolicyTCP, Config: withTwin(xfer.Config{})}, "")
 	if got := p.Peer.Transport(); got != "twin" {
 		t.Fatalf("transport %q, want twin", got)
 	}

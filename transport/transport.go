@@ -6,7 +6,6 @@ import (
 	"net"
 	"time"
 
-	"github.com/xferio/xfer/internal/wire"
 	"github.com/xferio/xfer/mem"
 )
 
@@ -70,26 +69,23 @@ type Completer interface {
 	OpDone(op *Op)
 }
 
-// Op is one operation posted to an Endpoint. The caller owns the Op and the
-// memory Local refers to until the Completer has been called for it; the
-// endpoint neither retains nor modifies the Op afterwards.
+// Op is one operation posted to an Endpoint. Every field is the caller's:
+// an endpoint reads them and sets Err, and keeps whatever it needs to
+// track the operation in state of its own. The caller owns the Op and the
+// memory Local refers to until the Completer has been called for it (or
+// Cancel returned true); the endpoint neither retains nor modifies the Op
+// afterwards.
 type Op struct {
 	Kind   OpKind
 	Local  []byte // must lie in memory registered with the local engine
 	Remote RemoteAddr
 	Imm    uint32
 	Done   Completer
-	Err    error
+	// Err is the operation's outcome, set by the endpoint before it calls
+	// Done.OpDone.
+	Err error
 	// Tag is the caller's; transports never read or change it.
 	Tag int
-	// Waited tells that the poster waits for this operation as soon as
-	// Post returns (a synchronous call). A transport may then poll for its
-	// completion inside Post, in the poster's goroutine, rather than wake
-	// it later; without it, Post returns as soon as the operation is
-	// posted, so that the poster can post more behind it.
-	Waited bool
-	// Seq belongs to the endpoint while the op is posted.
-	Seq uint64
 	// Region is the registered region that holds Local, pinned by the
 	// caller until the operation completes. Transports that register
 	// memory with a device (rdma) register it once, whole, and find the
@@ -103,26 +99,54 @@ type Op struct {
 
 // Endpoint is one connection to one peer, over one transport.
 //
-// Post is batch-first: it accepts many operations at once and returns without
-// waiting for them. Operations posted to one Endpoint complete in any order,
-// except that an OpWriteImm's notification is delivered only after its data
-// is in place, and OpSend messages arrive in posting order.
+// The contract every transport keeps, and the conformance suite
+// (transporttest) checks:
 //
-// After Close, or after the endpoint fails, every operation not yet complete
-// is completed with an error that matches net.ErrClosed (or the failure), and
-// Post completes new operations with that error at once.
+//   - Every posted operation reaches one end state: its Completer is called
+//     exactly once, with Op.Err nil (done: a WRITE's bytes are at the
+//     target, a READ's in Local, a SEND in the peer's receive queue) or an
+//     error; or Cancel returned true for it and the Completer is never
+//     called. No operation is left without one of the two, also when the
+//     endpoint fails or is closed.
+//   - An error is one of: a transport.AccessError (matching
+//     ErrRemoteAccess) when the target refused the access (unknown region,
+//     wrong key, out of range, no right), with nothing touched; ErrTooLarge
+//     for an operation above the transport's limit, failed at once;
+//     errors.ErrUnsupported for an unknown kind; and, once the endpoint is
+//     down, its failure (a LinkError) or an error matching net.ErrClosed
+//     after Close.
+//   - Operations posted to one Endpoint complete in any order, except that
+//     an OpWriteImm's notification is delivered only after its data is in
+//     place, and OpSend messages arrive in posting order.
+//   - Post is batch-first: it takes many operations at once and returns
+//     without waiting for them. After Close, or after the endpoint failed,
+//     Post completes new operations with the endpoint's error at once.
+//   - Completers and the Host's Deliver and Notify may run inside Post (a
+//     transport may find completions in the poster's goroutine) and on the
+//     endpoint's goroutines. They must not block and must not call Post.
+//
+// Memory: Local belongs to the endpoint from Post until the end state; the
+// endpoint never touches it afterwards. Memory a Host resolves for a peer
+// belongs to the endpoint until it calls Release.
 type Endpoint interface {
 	// Post submits operations. It may block while the connection applies
-	// backpressure, and it does not wait for completions, with one
-	// exception: on rdma a Post of a single small operation may poll the
-	// completion queue itself for up to a millisecond, when no poller is
-	// busy, to save the poller's wake-up. Completers and message handlers
-	// may therefore run inside Post: do not call it while holding a lock
-	// they take. It must not be called from a Completer.
-	Post(ops []*Op)
-	// Cancel abandons op if it has not completed yet. When it returns true,
-	// OpDone will not be called for op and the endpoint no longer touches its
-	// memory. When it returns false, OpDone has been or will be called.
+	// backpressure (send credits, a full send queue); it does not wait for
+	// completions. wait tells that the poster waits for these operations
+	// as soon as Post returns (a synchronous call): a transport may then
+	// find their completions in the poster's goroutine, for a bounded time
+	// (rdma polls its completion queue, for up to about a millisecond,
+	// when no other goroutine is polling), rather than hand them over from
+	// a goroutine of its own. Without wait, Post returns as soon as the
+	// operations are posted, so that the poster can post more behind them.
+	Post(ops []*Op, wait bool)
+	// Cancel abandons op if the endpoint can still take it back. When it
+	// returns true, op's Completer will never be called, and the endpoint
+	// no longer touches Local or the remote memory for it. When it returns
+	// false, the Completer has been or will be called, as for any
+	// operation. What can be taken back depends on the transport: an
+	// operation whose request has not left the host (tcp, shm: waiting for
+	// an answer or for send credit, and not sent by reference), and none
+	// on rdma, where the NIC owns posted work requests until they complete.
 	Cancel(op *Op) bool
 	// Consumed tells the endpoint that n delivered messages have been taken
 	// from the receive queue, so the peer may send n more.
@@ -144,7 +168,13 @@ type Endpoint interface {
 // Poller is implemented by endpoints whose completions a waiting
 // goroutine can find itself, polling the completion queue, sooner than a
 // poller goroutine would hand them over: rdma's. A caller that is about to
-// wait for operations it posted (a batch) calls PollUntil first.
+// wait for operations it posted earlier (a batch, waited for after it was
+// submitted) calls PollUntil first.
+//
+// It stays apart from Post's wait flag because the two happen at different
+// times: Post's flag covers a call that waits at once, while a batch is
+// submitted, then waited for whenever its owner chooses, by which time
+// Post has long returned.
 type Poller interface {
 	// PollUntil polls, in the caller's goroutine, until w reports done,
 	// for a bounded time (up to about a millisecond), dispatching whatever
@@ -213,7 +243,15 @@ func (c *Counts) Add(o Counts) {
 // their rkeys with its queue pair numbers, so that a peer's first access to
 // one needs no attach round trip.
 type Exporter interface {
-	Exports() []wire.RegionDesc
+	Exports() []RegionKey
+}
+
+// RegionKey names a local region that peers may access: its ID, its key and
+// the rights it grants them.
+type RegionKey struct {
+	ID     uint32
+	Key    uint64
+	Access Access
 }
 
 // Resolved is memory of a local region that a remote peer is allowed to

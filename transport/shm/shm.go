@@ -184,7 +184,7 @@ func (t *Transport) Connect(ctx context.Context, p transport.Params) (transport.
 		sys.Close(pidfd)
 		return nil, err
 	}
-	e.s = s
+	e.Stream = s
 	return e, nil
 }
 
@@ -192,9 +192,13 @@ func (t *Transport) Connect(ctx context.Context, p transport.Params) (transport.
 // peer's mapped regions; everything else (sends, notifications, attach
 // requests, regions without a memfd) travels over its stream.
 type Endpoint struct {
-	t     *Transport
-	log   *slog.Logger
-	s     *stream.Stream
+	t   *Transport
+	log *slog.Logger
+	// The stream carries what is not a copy: SENDs, notifications,
+	// attaches, revokes and credits; its methods are the endpoint's but
+	// for Post, Counts and Close. (Its Cancel serves: a copy is done when
+	// Post returns, so only what waits on the stream can be cancelled.)
+	*stream.Stream
 	pidfd int
 
 	mu        sync.Mutex
@@ -250,7 +254,7 @@ func (a *attachment) release() {
 }
 
 // Post runs one-sided operations as copies and passes the rest on.
-func (e *Endpoint) Post(ops []*transport.Op) {
+func (e *Endpoint) Post(ops []*transport.Op, wait bool) {
 	for i, op := range ops {
 		switch op.Kind {
 		case transport.OpWrite, transport.OpWriteImm, transport.OpRead:
@@ -265,34 +269,9 @@ func (e *Endpoint) Post(ops []*transport.Op) {
 				op.Kind, &transport.AccessError{Kind: transport.UnknownRegion, Region: op.Remote.Region, Addr: op.Remote.Addr, Len: uint64(len(op.Local))}))
 			continue
 		}
-		e.s.Post(ops[i : i+1])
+		e.Stream.Post(ops[i:i+1], wait)
 	}
 }
-
-// Cancel abandons op if it is still waiting on the stream (a copy is done
-// when Post returns).
-func (e *Endpoint) Cancel(op *transport.Op) bool { return e.s.Cancel(op) }
-
-// Consumed returns receive credits to the peer.
-func (e *Endpoint) Consumed(n int) { e.s.Consumed(n) }
-
-// Revoke tells the peer that a local region is gone, so that it unmaps it.
-func (e *Endpoint) Revoke(id uint32) { e.s.Revoke(id) }
-
-// AppendSend encodes a message straight into the stream's send queue
-// (transport.Appender).
-func (e *Endpoint) AppendSend(max int, fill func(b []byte) []byte) (bool, error) {
-	return e.s.AppendSend(max, fill)
-}
-
-// Done is closed when the endpoint is down.
-func (e *Endpoint) Done() <-chan struct{} { return e.s.Done() }
-
-// Err reports why the endpoint is down.
-func (e *Endpoint) Err() error { return e.s.Err() }
-
-// Transport is "shm".
-func (e *Endpoint) Transport() string { return "shm" }
 
 // copyOp performs op as a copy; false means it must take the stream path.
 func (e *Endpoint) copyOp(op *transport.Op) bool {
@@ -334,7 +313,7 @@ func (e *Endpoint) copyOp(op *transport.Op) bool {
 		return true
 	}
 	if op.Kind == transport.OpWriteImm {
-		if err := e.s.Notify(transport.Notification{Value: op.Imm, Region: op.Remote.Region, Addr: op.Remote.Addr, Len: n}); err != nil {
+		if err := e.Stream.Notify(transport.Notification{Value: op.Imm, Region: op.Remote.Region, Addr: op.Remote.Addr, Len: n}); err != nil {
 			complete(op, err)
 			return true
 		}
@@ -399,7 +378,7 @@ func (e *Endpoint) Counts() transport.Counts {
 	e.mu.Lock()
 	c := transport.Counts{Ops: e.ops, Sent: e.sent, Received: e.received}
 	e.mu.Unlock()
-	c.Add(e.s.Counts())
+	c.Add(e.Stream.Counts())
 	return c
 }
 
@@ -445,7 +424,7 @@ func (e *Endpoint) attachment(id uint32, key uint64, want transport.Access) (*at
 	}
 	gen := e.revokes
 	e.mu.Unlock()
-	info, err := e.s.Attach(context.Background(), id, key, want)
+	info, err := e.Stream.Attach(context.Background(), id, key, want)
 	if err != nil {
 		var ae *transport.AccessError
 		if errors.As(err, &ae) {
@@ -523,7 +502,7 @@ func (e *Endpoint) closedErr() error {
 
 // Close closes the stream and unmaps every attachment.
 func (e *Endpoint) Close() error {
-	err := e.s.Close() // fails the background attaches' round trips
+	err := e.Stream.Close() // fails the background attaches' round trips
 	e.mu.Lock()
 	if e.closed {
 		e.mu.Unlock()

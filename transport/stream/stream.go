@@ -210,8 +210,9 @@ func complete(op *transport.Op, err error) {
 	op.Done.OpDone(op)
 }
 
-// Post submits operations.
-func (e *Stream) Post(ops []*transport.Op) {
+// Post submits operations. Their completions come from the stream's
+// readers whether or not the poster waits.
+func (e *Stream) Post(ops []*transport.Op, wait bool) {
 	if len(ops) > 1 && len(ops) <= maxHeldReads && smallReads(ops) {
 		// Several small READs, as a pipeline or a batch of page fetches
 		// posts them: their requests leave in one system call, not one
@@ -293,7 +294,6 @@ func (e *Stream) post(op *transport.Op) {
 		return
 	}
 	h.ID = e.seq.Add(1)
-	op.Seq = h.ID
 	// A WRITE completes once the target answered, having read the data:
 	// until then the memory is the operation's, and the kernel may send it
 	// from the region's memfd without a copy. Such a WRITE cannot be
@@ -446,15 +446,22 @@ func (e *Stream) addCredits(n int) {
 	e.mu.Unlock()
 }
 
-// Cancel abandons op if it is still pending.
+// Cancel abandons op if it is still pending. It looks op up by value, a
+// walk of the pending table: cancelling is the rare path (a caller's
+// context ended), and the table stays keyed by frame ID, which every
+// answer looks up, rather than carry a second index that every operation
+// would pay for.
 func (e *Stream) Cancel(op *transport.Op) bool {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	if p, ok := e.pending[op.Seq]; ok && p == op {
-		if _, ok := e.byRef[op.Seq]; ok {
+	for id, p := range e.pending {
+		if p != op {
+			continue
+		}
+		if _, ok := e.byRef[id]; ok {
 			return false // the kernel may still be sending its memory
 		}
-		delete(e.pending, op.Seq)
+		delete(e.pending, id)
 		return true
 	}
 	for i, w := range e.sendWait {
@@ -496,7 +503,6 @@ func (e *Stream) Attach(ctx context.Context, id uint32, key uint64, want transpo
 	buf := make([]byte, wire.AttachInfoLen)
 	op := &transport.Op{Kind: opAttach, Local: buf, Remote: transport.RemoteAddr{Region: id, Key: key}, Done: w}
 	h := wire.Header{Type: wire.FrameAttach, Region: id, Key: key, Access: uint8(want), ID: e.seq.Add(1)}
-	op.Seq = h.ID
 	e.mu.Lock()
 	if e.err != nil {
 		err := e.err

@@ -90,7 +90,7 @@ func TestWriteByReferenceNotCancelled(t *testing.T) {
 	byRef := &transport.Op{Kind: transport.OpWrite, Local: src.Bytes()[:sendFileMin], Region: region, Done: done}
 	copied := &transport.Op{Kind: transport.OpWrite, Local: src.Bytes()[sendFileMin : sendFileMin+4096], Region: region,
 		Remote: transport.RemoteAddr{Addr: sendFileMin}, Done: done}
-	ep.Post([]*transport.Op{byRef, copied})
+	ep.Post([]*transport.Op{byRef, copied}, false)
 	if ep.Cancel(byRef) {
 		t.Fatal("a WRITE sent by reference was cancelled before the target answered")
 	}

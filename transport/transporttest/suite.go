@@ -61,6 +61,8 @@ func Run(t *testing.T, o Options) {
 		{"BadAccess", testBadAccess},
 		{"Revoke", testRevoke},
 		{"Cancel", testCancel},
+		{"UnknownKind", testUnknownKind},
+		{"PostWait", testPostWait},
 		{"Close", testClose},
 		{"Appender", testAppender},
 		{"Counter", testCounter},
@@ -191,7 +193,7 @@ func do(t testing.TB, s *Side, kind transport.OpKind, local []byte, remote trans
 	t.Helper()
 	c := newTracker()
 	op := s.Host.Op(kind, local, remote, imm, c)
-	s.Endpoint.Post([]*transport.Op{op})
+	s.Endpoint.Post([]*transport.Op{op}, false)
 	c.wait(t, op)
 	return op.Err
 }
@@ -372,7 +374,7 @@ func testBatch(t *testing.T, o Options) {
 	if woff > 4<<20 || roff > 4<<20 {
 		t.Fatalf("batch spans %d and %d bytes: more than the regions' halves", woff, roff)
 	}
-	p.Dialer.Endpoint.Post(ops)
+	p.Dialer.Endpoint.Post(ops, false)
 	c.wait(t, ops...)
 	for i, op := range ops {
 		if op.Err != nil {
@@ -396,7 +398,7 @@ func testBatch(t *testing.T, o Options) {
 	for _, w := range writes {
 		ops = append(ops, p.Dialer.Host.Op(transport.OpRead, back.Bytes()[w.off:w.off+w.n], dst.At(uint64(w.off)), 0, c2))
 	}
-	p.Dialer.Endpoint.Post(ops)
+	p.Dialer.Endpoint.Post(ops, false)
 	c2.wait(t, ops...)
 	for i, w := range writes {
 		if ops[i].Err != nil {
@@ -441,7 +443,7 @@ func testConcurrent(t *testing.T, o Options) {
 					at := remote.At(uint64(w*span + span - n))
 					c := newTracker()
 					wr := s.Host.Op(transport.OpWrite, out[:n], at, 0, c)
-					s.Endpoint.Post([]*transport.Op{wr})
+					s.Endpoint.Post([]*transport.Op{wr}, false)
 					if err := c.await(wr); err != nil {
 						errc <- err
 						return
@@ -451,7 +453,7 @@ func testConcurrent(t *testing.T, o Options) {
 						return
 					}
 					rd := s.Host.Op(transport.OpRead, in[:n], at, 0, c)
-					s.Endpoint.Post([]*transport.Op{rd})
+					s.Endpoint.Post([]*transport.Op{rd}, false)
 					if err := c.await(rd); err != nil {
 						errc <- err
 						return
@@ -480,7 +482,7 @@ func testConcurrent(t *testing.T, o Options) {
 				copy(b, m)
 				op := s.Host.Op(transport.OpSend, b, transport.RemoteAddr{}, 0, c)
 				ops = append(ops, op)
-				s.Endpoint.Post([]*transport.Op{op})
+				s.Endpoint.Post([]*transport.Op{op}, false)
 			}
 			if err := c.await(ops...); err != nil {
 				errc <- err
@@ -563,7 +565,7 @@ func testSendOrder(t *testing.T, o Options) {
 			copy(local, m)
 			ops = append(ops, p.Dialer.Host.Op(transport.OpSend, local, transport.RemoteAddr{}, 0, c))
 		}
-		p.Dialer.Endpoint.Post(ops)
+		p.Dialer.Endpoint.Post(ops, false)
 		all = append(all, ops...)
 	}
 	c.wait(t, all...)
@@ -615,7 +617,7 @@ func testSendCredits(t *testing.T, o Options) {
 		copy(local, m)
 		ops = append(ops, p.Dialer.Host.Op(transport.OpSend, local, transport.RemoteAddr{}, 0, c))
 	}
-	p.Dialer.Endpoint.Post(ops)
+	p.Dialer.Endpoint.Post(ops, false)
 	// Nobody consumes: exactly depth messages arrive, no more.
 	deadline := time.Now().Add(timeout)
 	for p.Acceptor.Host.Queued() < depth {
@@ -822,6 +824,59 @@ func downSoon(s *Side) bool {
 	return true
 }
 
+// An operation of a kind the contract does not define completes once, at
+// once, with an error matching errors.ErrUnsupported, and the endpoint
+// stays up.
+func testUnknownKind(t *testing.T, o Options) {
+	p := o.pair(t, nil)
+	dst := p.Acceptor.Host.NewRegion(4096, transport.AccessReadWrite)
+	local := p.Dialer.Host.NewRegion(4096, transport.AccessReadWrite)
+	for _, kind := range []transport.OpKind{0, transport.NumOpKinds, 200} {
+		err := do(t, p.Dialer, kind, local.Bytes()[:64], dst.At(0), 0)
+		if !errors.Is(err, errors.ErrUnsupported) {
+			t.Errorf("kind %d: %v, want errors.ErrUnsupported", kind, err)
+		}
+	}
+	mustUp(t, p.Dialer)
+	if err := do(t, p.Dialer, transport.OpWrite, local.Bytes()[:64], dst.At(0), 0); err != nil {
+		t.Fatalf("a WRITE after the unknown kinds: %v", err)
+	}
+}
+
+// Post with wait (a caller that waits at once) keeps the same contract as
+// without: each operation completes exactly once, with its data in place,
+// alone or in a batch.
+func testPostWait(t *testing.T, o Options) {
+	p := o.pair(t, nil)
+	const n = 64 << 10
+	dst := p.Acceptor.Host.NewRegion(n, transport.AccessReadWrite)
+	local := p.Dialer.Host.NewRegion(2*n, transport.AccessReadWrite)
+	Fill(local.Bytes()[:n], 17)
+	c := newTracker()
+	op := p.Dialer.Host.Op(transport.OpWrite, local.Bytes()[:n], dst.At(0), 0, c)
+	p.Dialer.Endpoint.Post([]*transport.Op{op}, true)
+	c.wait(t, op)
+	if op.Err != nil {
+		t.Fatalf("write: %v", op.Err)
+	}
+	c = newTracker()
+	var ops []*transport.Op
+	for i := range 8 {
+		ops = append(ops, p.Dialer.Host.Op(transport.OpRead, local.Bytes()[n+i*(n/8):n+(i+1)*(n/8)], dst.At(uint64(i*(n/8))), 0, c))
+	}
+	p.Dialer.Endpoint.Post(ops, true)
+	for _, op := range ops {
+		c.wait(t, op)
+		if op.Err != nil {
+			t.Fatalf("read: %v", op.Err)
+		}
+	}
+	c.check(t)
+	if !bytes.Equal(local.Bytes()[n:], local.Bytes()[:n]) {
+		t.Fatal("the READs posted with wait returned other bytes than the WRITE wrote")
+	}
+}
+
 func testCancel(t *testing.T, o Options) {
 	p := o.pair(t, func(c *PairConfig) { c.RecvDepth = 2 })
 	const n = 1 << 20
@@ -831,7 +886,7 @@ func testCancel(t *testing.T, o Options) {
 	// An operation that completed cannot be cancelled.
 	c := newTracker()
 	op := p.Dialer.Host.Op(transport.OpRead, local.Bytes()[:64], dst.At(0), 0, c)
-	p.Dialer.Endpoint.Post([]*transport.Op{op})
+	p.Dialer.Endpoint.Post([]*transport.Op{op}, false)
 	c.wait(t, op)
 	if p.Dialer.Endpoint.Cancel(op) {
 		t.Fatal("Cancel of a completed operation returned true")
@@ -843,7 +898,7 @@ func testCancel(t *testing.T, o Options) {
 	for i := range 32 {
 		ops = append(ops, p.Dialer.Host.Op(transport.OpRead, local.Bytes()[i*n:(i+1)*n], dst.At(0), 0, c))
 	}
-	p.Dialer.Endpoint.Post(ops)
+	p.Dialer.Endpoint.Post(ops, false)
 	var cancelled, kept []*transport.Op
 	for i := len(ops) - 1; i >= 0; i-- {
 		if p.Dialer.Endpoint.Cancel(ops[i]) {
@@ -885,13 +940,13 @@ func testCancel(t *testing.T, o Options) {
 		binary.LittleEndian.PutUint64(b, uint64(i))
 		sends = append(sends, p.Dialer.Host.Op(transport.OpSend, b, transport.RemoteAddr{}, 0, c))
 	}
-	p.Dialer.Endpoint.Post(sends[:3]) // the third waits: depth 2
+	p.Dialer.Endpoint.Post(sends[:3], false) // the third waits: depth 2
 	deadline := time.Now().Add(timeout)
 	for p.Acceptor.Host.Queued() < 2 && time.Now().Before(deadline) {
 		time.Sleep(time.Millisecond)
 	}
 	third := p.Dialer.Endpoint.Cancel(sends[2])
-	p.Dialer.Endpoint.Post(sends[3:])
+	p.Dialer.Endpoint.Post(sends[3:], false)
 	var got []uint64
 	for range 3 {
 		got = append(got, binary.LittleEndian.Uint64(recv(t, p.Acceptor)))
@@ -942,7 +997,7 @@ func testCloseInFlight(t *testing.T, o Options) {
 	for i := range 6 { // 2 go out, 4 wait for credits that never come
 		sends = append(sends, p.Dialer.Host.Op(transport.OpSend, local.Bytes()[32*n+i*64:32*n+i*64+64], transport.RemoteAddr{}, 0, c))
 	}
-	p.Dialer.Endpoint.Post(sends)
+	p.Dialer.Endpoint.Post(sends, false)
 	deadline := time.Now().Add(timeout)
 	for p.Acceptor.Host.Queued() < 2 {
 		if time.Now().After(deadline) {
@@ -951,7 +1006,7 @@ func testCloseInFlight(t *testing.T, o Options) {
 		time.Sleep(time.Millisecond)
 	}
 	time.Sleep(20 * time.Millisecond) // the others settle waiting for credit
-	p.Dialer.Endpoint.Post(ops)
+	p.Dialer.Endpoint.Post(ops, false)
 	if err := p.Dialer.Endpoint.Close(); err != nil {
 		t.Fatalf("Close: %v", err)
 	}
@@ -989,7 +1044,7 @@ func testCloseInFlight(t *testing.T, o Options) {
 			s.Host.Op(transport.OpWriteImm, b[128:192], dst.At(0), 1, c),
 			s.Host.Op(transport.OpSend, b[192:256], transport.RemoteAddr{}, 0, c),
 		}
-		s.Endpoint.Post(late)
+		s.Endpoint.Post(late, false)
 		for _, op := range late {
 			if k := c.times(op); k != 1 {
 				t.Fatalf("%s %s: completed %d times when Post returned, want once", what, op.Kind, k)

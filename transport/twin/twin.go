@@ -183,7 +183,7 @@ func (e *Endpoint) Err() error {
 // Post queues operations for the endpoint's goroutine. A SEND larger than
 // Params.MaxMessage, and every operation posted once the endpoint is down,
 // completes at once with an error.
-func (e *Endpoint) Post(ops []*transport.Op) {
+func (e *Endpoint) Post(ops []*transport.Op, wait bool) {
 	var now []*transport.Op
 	e.mu.Lock()
 	for _, op := range ops {

@@ -314,9 +314,9 @@ func (e *Endpoint) closeQPs() {
 
 // Post submits operations.
 //
-// A Post of one operation that completes with one signalled request (a
-// WRITE or READ of at most a slice, a message) polls the CQ itself, in the
-// caller's goroutine, until that operation completes or syncPollMax passes,
+// A Post with wait of one operation that completes with one signalled
+// request (a WRITE or READ of at most a slice, a message) polls the CQ
+// itself, in the caller's goroutine, until that operation completes or syncPollMax passes,
 // when no other goroutine is polling the CQ at that moment: a caller that
 // waits for the operation (Peer.Write) then finds it done when Post returns,
 // without the poller goroutine's wake-up and hand-off.
@@ -325,7 +325,7 @@ func (e *Endpoint) closeQPs() {
 // all of them as one chain (one ibv_post_send per queue pair, up to
 // groupMax requests), as a Post of one large operation does, rather than
 // a chain per operation and queue pair: see postBatch.
-func (e *Endpoint) Post(ops []*transport.Op) {
+func (e *Endpoint) Post(ops []*transport.Op, wait bool) {
 	var b *postBatch
 	if len(ops) > 1 {
 		b = e.newBatch()
@@ -343,7 +343,7 @@ func (e *Endpoint) Post(ops []*transport.Op) {
 		default:
 			complete(op, fmt.Errorf("rdma: operation kind %d: %w", op.Kind, errors.ErrUnsupported))
 		}
-		if posted && len(ops) == 1 && op.Waited {
+		if posted && len(ops) == 1 && wait {
 			e.pollFor(slot, gen)
 		}
 	}
@@ -465,7 +465,6 @@ func (e *Endpoint) alloc(op *transport.Op, signalled int) (uint32, uint32, error
 	p := &e.pend[slot]
 	p.gen = (p.gen + 1) & genMask
 	p.op, p.remaining, p.err = op, signalled, nil
-	op.Seq = uint64(slot) | uint64(p.gen)<<32
 	return slot, p.gen, nil
 }
 

@@ -335,7 +335,7 @@ func (e *Endpoint) exportKeys(h transport.Host) []wire.RegionKey {
 		if len(keys) == wire.MaxExports {
 			break
 		}
-		res, err := h.Lookup(d.ID, d.Key, transport.Access(d.Access))
+		res, err := h.Lookup(d.ID, d.Key, d.Access)
 		if err != nil {
 			continue // closed since it was exported
 		}
@@ -344,7 +344,7 @@ func (e *Endpoint) exportKeys(h transport.Host) []wire.RegionKey {
 		if err != nil {
 			continue
 		}
-		keys = append(keys, wire.RegionKey{ID: d.ID, Access: d.Access, Base: res.Region.Base(), Len: res.Region.Len(), Key: d.Key, RKey: mr.RKey})
+		keys = append(keys, wire.RegionKey{ID: d.ID, Access: uint8(d.Access), Base: res.Region.Base(), Len: res.Region.Len(), Key: d.Key, RKey: mr.RKey})
 	}
 	e.sent = keys
 	return keys
@@ -751,16 +751,12 @@ func (t *Transport) Close() error {
 }
 
 // DeviceInUse describes the device, port and GID the transport has open.
-type DeviceInUse struct {
-	Device   string `json:"device"` // "mlx5_0", "rxe0"
-	Port     int    `json:"port"`
-	GIDIndex int    `json:"gid_index"`
-	GIDType  string `json:"gid_type"`   // "RoCE v2", "IB", ...
-	MTU      int    `json:"active_mtu"` // bytes
-	// GPUMemory is how the device last registered a GPU region: as a
-	// DMA-BUF, by address (nvidia-peermem), or none; empty before any.
-	GPUMemory string `json:"gpu_memory,omitempty"`
-}
+type DeviceInUse = transport.DeviceInUse
+
+var (
+	_ transport.DeviceUser = (*Transport)(nil)
+	_ transport.LogSetter  = (*Transport)(nil)
+)
 
 // InUse reports the device the transport has open, without opening one:
 // false until the transport was first used, and after its device was

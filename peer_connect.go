@@ -1,0 +1,118 @@
+package xfer
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/xferio/xfer/transport"
+)
+
+// A dialed peer's connection: made on first use, made again after it
+// fails, and watched while it is up.
+
+// markRevokes notes the engine's revoke count before a connection starts:
+// setEndpoint replays later revokes to the new endpoint.
+func (p *Peer) markRevokes() {
+	p.e.mu.Lock()
+	p.mark.Store(p.e.revSeq)
+	p.e.mu.Unlock()
+}
+
+func (p *Peer) setEndpoint(ep transport.Endpoint) *epBox {
+	b := &epBox{ep: ep}
+	if m := p.e.metrics; m != nil {
+		b.conn = m.newConn(ep, p.stats.conn.Load())
+		old := p.stats.conn.Swap(b.conn)
+		if old != nil {
+			ops, bytes := old.opsAndBytes()
+			p.stats.prevOps.Add(ops)
+			p.stats.prevBytes.Add(bytes)
+		}
+	}
+	p.stats.upSince.Store(time.Now().UnixNano())
+	p.ep.Store(b)
+	p.e.replayRevokes(p, ep)
+	return b
+}
+
+// endpoint returns a live endpoint, with its counters, dialing again if
+// this engine dialed the peer and the last connection failed.
+func (p *Peer) endpoint(ctx context.Context) (*epBox, error) {
+	for {
+		var ep transport.Endpoint
+		if b := p.ep.Load(); b != nil {
+			ep = b.ep
+			select {
+			case <-ep.Done():
+			default:
+				return b, nil
+			}
+		}
+		p.mu.Lock()
+		if p.closed {
+			p.mu.Unlock()
+			return nil, fmt.Errorf("peer %s: %w", p, ErrClosed)
+		}
+		if p.dialAddr == "" {
+			p.mu.Unlock()
+			if ep == nil {
+				return nil, fmt.Errorf("peer %s: not connected: %w", p, ErrClosed)
+			}
+			return nil, ep.Err()
+		}
+		if p.dialing != nil {
+			ch := p.dialing
+			p.mu.Unlock()
+			select {
+			case <-ch:
+				continue
+			case <-ctx.Done():
+				return nil, ctx.Err()
+			}
+		}
+		ch := make(chan struct{})
+		p.dialing = ch
+		p.mu.Unlock()
+		if ep != nil {
+			ep.Close()
+			p.e.log.Info("reconnecting to peer", "peer", p.dialAddr, "after", ep.Err())
+		}
+		p.markRevokes()
+		nep, err := p.e.connect(ctx, p)
+		p.mu.Lock()
+		p.dialing = nil
+		close(ch)
+		closed := p.closed
+		p.mu.Unlock()
+		if err != nil {
+			return nil, err
+		}
+		if closed {
+			nep.Close()
+			return nil, fmt.Errorf("peer %s: %w", p, ErrClosed)
+		}
+		b := p.setEndpoint(nep)
+		p.watch(nep)
+		return b, nil
+	}
+}
+
+// watch releases ep's resources (its queue pairs, rings, buffers and
+// goroutines) as soon as it fails, rather than when the peer is next used or
+// closed: a peer that went away may never be used again. A peer this engine
+// accepted cannot reconnect, so it also leaves the engine's peers; its
+// operations keep failing with the link's error. A dialed peer dials again
+// on its next operation.
+func (p *Peer) watch(ep transport.Endpoint) {
+	go func() {
+		select {
+		case <-ep.Done():
+			ep.Close()
+			if p.dialAddr == "" {
+				p.e.removePeer(p)
+			}
+		case <-p.done:
+		}
+	}()
+}

@@ -1,0 +1,148 @@
+package xfer
+
+import (
+	"context"
+	"fmt"
+	"time"
+)
+
+// The receive side of a peer: its queue of SENDs, and the handlers that
+// take messages and notifications instead.
+
+// Recv waits for the next message from this peer and copies it into buf.
+// When buf is too small, it returns an error matching ErrTooLarge that states
+// the size needed, and keeps the message for the next Recv.
+func (p *Peer) Recv(ctx context.Context, buf []byte) (n int, err error) {
+	if p.e.metrics != nil {
+		start := recvStart()
+		defer func() { p.recvDone(n, start, err) }()
+	}
+	for {
+		p.inboxMu.Lock()
+		msg := p.stash
+		if msg != nil {
+			p.stash = nil
+		} else if len(p.inbox) > 0 {
+			msg = p.inbox[0]
+			p.inbox[0] = nil
+			p.inbox = p.inbox[1:]
+		}
+		if msg != nil {
+			if len(msg) > len(buf) {
+				p.stash = msg
+				p.inboxMu.Unlock()
+				return 0, fmt.Errorf("recv: message of %d bytes, buffer of %d: %w", len(msg), len(buf), ErrTooLarge)
+			}
+			more := len(p.inbox) > 0
+			p.inboxMu.Unlock()
+			if more {
+				p.wake()
+			}
+			if ep := p.current(); ep != nil {
+				ep.Consumed(1)
+			}
+			return copy(buf, msg), nil
+		}
+		p.inboxMu.Unlock()
+		var epDone <-chan struct{}
+		if ep := p.current(); ep != nil && p.dialAddr == "" {
+			epDone = ep.Done()
+		}
+		select {
+		case <-p.signal:
+		case <-ctx.Done():
+			return 0, ctx.Err()
+		case <-p.done:
+			return 0, fmt.Errorf("recv from %s: %w", p, ErrClosed)
+		case <-epDone:
+			return 0, fmt.Errorf("recv from %s: %w", p, p.current().Err())
+		}
+	}
+}
+
+// Handle makes f receive the peer's messages, in order, instead of Recv:
+// first those already waiting for Recv, then each as it arrives. f runs on
+// the transport's receive path, one message at a time, so it must not block
+// (hand slow work to a goroutine) and must not keep msg after it returns.
+// It saves a goroutine hand-off per message; services with their own
+// request loop (the kv package) use it. Call Handle once, before any Recv.
+func (p *Peer) Handle(f func(msg []byte)) {
+	p.inboxMu.Lock()
+	defer p.inboxMu.Unlock()
+	// Deliver waits on inboxMu while the queue drains, so order holds.
+	var n int
+	if p.stash != nil {
+		f(p.stash)
+		p.stash = nil
+		n++
+	}
+	for _, m := range p.inbox {
+		f(m)
+		n++
+	}
+	p.inbox = nil
+	p.handler.Store(&f)
+	if ep := p.current(); ep != nil && n > 0 {
+		ep.Consumed(n)
+	}
+}
+
+// HandleNotify makes f receive the notifications of this peer's
+// write-with-notify operations (WriteNotify on the other side) instead of
+// Engine.WaitNotify, each once its data is in place. f runs on the
+// transport's receive path, so it must not block; it saves the hand-off
+// to the goroutine that waits in WaitNotify, and lets a request/response
+// protocol answer a request with the write of its data alone (the kv
+// package's GETs). Notifications that arrived before HandleNotify wait in
+// the engine's queue. Call it once, before the peer is asked to notify.
+func (p *Peer) HandleNotify(f func(Notification)) {
+	p.notify.Store(&f)
+}
+
+// Queued is the number of messages waiting for Recv.
+func (p *Peer) Queued() int {
+	p.inboxMu.Lock()
+	defer p.inboxMu.Unlock()
+	n := len(p.inbox)
+	if p.stash != nil {
+		n++
+	}
+	return n
+}
+
+func (p *Peer) wake() {
+	select {
+	case p.signal <- struct{}{}:
+	default:
+	}
+}
+
+// recvStart returns the time to measure a Recv from: one in latencyEvery
+// at random (a Recv is counted when it returns a message).
+func recvStart() time.Time { return sampleStart(latencyEvery) }
+
+// recvDone records the end of a Recv of n bytes started at start.
+func (p *Peer) recvDone(n int, start time.Time, err error) {
+	if err != nil {
+		p.e.metrics.opFailed(p, mRecv, err)
+		return
+	}
+	c := p.stats.conn.Load()
+	if c == nil {
+		return
+	}
+	if !start.IsZero() {
+		c.lat[mRecv].Observe(time.Since(start).Seconds())
+	}
+	c.ops[mRecv].Add(1)
+	c.received.Add(uint64(n))
+}
+
+// handled counts a message of n bytes delivered to the peer's handler
+// (Peer.Handle): a recv without a latency, since nobody waited in Recv.
+func (p *Peer) handled(n int) {
+	if c := p.stats.conn.Load(); c != nil {
+		c.ops[mRecv].Add(1)
+		c.received.Add(uint64(n))
+	}
+}

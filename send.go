@@ -1,0 +1,219 @@
+package xfer
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"sync"
+	"time"
+
+	"github.com/xferio/xfer/transport"
+)
+
+// The synchronous operations of a peer: WRITE, READ, write-with-notify
+// and SEND, each posted to the peer's endpoint and waited for.
+
+// OpKind is the kind of an operation in a batch.
+type OpKind = transport.OpKind
+
+// Operation kinds.
+const (
+	OpWrite       = transport.OpWrite
+	OpRead        = transport.OpRead
+	OpWriteNotify = transport.OpWriteImm
+	OpSend        = transport.OpSend
+)
+
+// call is one synchronous operation; calls are pooled so that a steady
+// stream of Write and Read allocates nothing.
+type call struct {
+	op   transport.Op
+	ops  [1]*transport.Op
+	done chan struct{}
+	// sample counts down to the next operation timed for the latency
+	// histograms: one in the connection's every (sampleEvery) of those
+	// each call carries, with no atomic and no random draw (the metrics).
+	sample uint8
+}
+
+var callPool = sync.Pool{New: func() any {
+	c := &call{done: make(chan struct{}, 1), sample: uint8(1 + rand.N(latencyEvery))}
+	c.ops[0] = &c.op
+	c.op.Done = c
+	return c
+}}
+
+func (c *call) OpDone(*transport.Op) { c.done <- struct{}{} }
+
+// timed reports whether this operation is one of those timed for the
+// latency histograms.
+func (c *call) timed(every uint8) bool {
+	c.sample--
+	if c.sample == 0 {
+		c.sample = every
+		return true
+	}
+	return false
+}
+
+// do runs one operation and waits for it. With metrics, their hooks are
+// called on each return path rather than deferred: a deferred closure
+// costs more than the metrics' whole budget on a 64-byte shm WRITE.
+func (p *Peer) do(ctx context.Context, kind OpKind, local []byte, remote RemoteAddr, imm uint32) error {
+	b, err := p.endpoint(ctx)
+	if err != nil {
+		if p.e.metrics != nil {
+			p.e.metrics.opFailed(p, opIndex(kind), err)
+		}
+		return err
+	}
+	ep, conn := b.ep, b.conn // conn is nil without metrics
+	op := opIndex(kind)
+	c := callPool.Get().(*call)
+	var start time.Time
+	if conn != nil && c.timed(conn.every) {
+		start = time.Now()
+	}
+	lr, err := p.e.regions.pinLocal(local)
+	if err != nil {
+		callPool.Put(c)
+		err = fmt.Errorf("%s: %w", kind, p.e.closedOr(err))
+		if conn != nil {
+			p.unposted(conn, op, err)
+		}
+		return err
+	}
+	if conn != nil && conn.counter == nil {
+		conn.ops[op].Add(1) // an endpoint that does not count its own
+	}
+	c.op.Kind, c.op.Local, c.op.Remote, c.op.Imm, c.op.Err, c.op.Region = kind, local, remote, imm, nil, lr
+	staged := p.e.staging(ep, &c.op)
+	if staged {
+		p.e.postStaged(ep, &c.op)
+	} else {
+		ep.Post(c.ops[:], true)
+	}
+	if done := ctx.Done(); done != nil {
+		select {
+		case <-c.done:
+		case <-done:
+			if staged || !ep.Cancel(&c.op) {
+				<-c.done
+				break
+			}
+			c.op.Local, c.op.Region = nil, nil
+			callPool.Put(c)
+			lr.Unpin()
+			err = fmt.Errorf("%s: %w", kind, ctx.Err())
+			if conn != nil {
+				p.opDone(conn, op, len(local), start, err)
+			}
+			return err
+		}
+	} else {
+		<-c.done
+	}
+	err = c.op.Err
+	c.op.Local, c.op.Err, c.op.Region = nil, nil, nil
+	callPool.Put(c)
+	lr.Unpin()
+	if conn != nil {
+		p.opDone(conn, op, len(local), start, err)
+	}
+	return err
+}
+
+// Write copies src, which must lie in registered memory, to the peer's
+// memory at dst, and returns once it is in place. When ctx ends first,
+// Write cancels the operation where the transport can and returns ctx's
+// error. Over tcp, a WRITE of 64 KiB or more from memfd-backed memory (the
+// engine's own under the auto and shm policies, or with memory: memfd)
+// leaves by reference, the
+// kernel reading src until the peer has it: it cannot be cancelled, and
+// Write then waits for the peer's answer or the connection's failure.
+func (p *Peer) Write(ctx context.Context, src []byte, dst RemoteAddr) error {
+	return p.do(ctx, OpWrite, src, dst, 0)
+}
+
+// Read copies the peer's memory at src into dst, which must lie in
+// registered memory.
+func (p *Peer) Read(ctx context.Context, dst []byte, src RemoteAddr) error {
+	return p.do(ctx, OpRead, dst, src, 0)
+}
+
+// WriteNotify is Write, and then the peer receives a Notification carrying
+// value (Engine.WaitNotify) once the data is in place.
+func (p *Peer) WriteNotify(ctx context.Context, src []byte, dst RemoteAddr, value uint32) error {
+	return p.do(ctx, OpWriteNotify, src, dst, value)
+}
+
+// Send delivers msg as one message to the peer's receive queue (Peer.Recv on
+// the other side). Messages arrive in order. Send waits while the peer's
+// queue is full. msg must lie in registered memory and be at most the
+// negotiated max_message.
+func (p *Peer) Send(ctx context.Context, msg []byte) error {
+	return p.do(ctx, OpSend, msg, RemoteAddr{}, 0)
+}
+
+// TrySendAppend sends one message that fill appends to b, encoded straight
+// into the transport's send queue: no buffer of registered memory, no
+// batch, no wait for a completion. It is the fast path of small
+// request/response protocols such as the kv package's, on tcp and shm.
+//
+// It reports false, without calling fill, when the message cannot go that
+// way at once: on rdma (messages leave from registered memory), while no
+// connection is up, with no receive credit left at the peer, or with max
+// above the transport's limit for such messages (16 KiB). The caller then
+// sends the message with Send. fill must append at most max bytes, must
+// not block, and must not call the peer's methods. An error means the
+// connection failed, or fill appended more than max bytes; nothing was sent.
+func (p *Peer) TrySendAppend(max int, fill func(b []byte) []byte) (bool, error) {
+	ep := p.current()
+	if ep == nil {
+		return false, nil // Send dials
+	}
+	select {
+	case <-ep.Done():
+		return false, nil // Send redials, or words the failure
+	default:
+	}
+	a, ok := ep.(transport.Appender)
+	if !ok {
+		return false, nil
+	}
+	return a.AppendSend(max, fill)
+}
+
+// unposted counts an operation of kind op on connection c that failed
+// before it was posted, and its failure.
+func (p *Peer) unposted(c *connStats, op int, err error) {
+	if c != nil {
+		c.ops[op].Add(1)
+	}
+	p.e.metrics.opFailed(p, op, err)
+}
+
+// opDone records the end of an operation of kind op, of n bytes, posted
+// on connection c (nil when it never connected), started at start (zero:
+// not timed): its latency, its bytes unless the endpoint counts them, or
+// its failure.
+func (p *Peer) opDone(c *connStats, op int, n int, start time.Time, err error) {
+	if err != nil {
+		p.e.metrics.opFailed(p, op, err)
+		return
+	}
+	if c == nil {
+		return
+	}
+	if !start.IsZero() {
+		c.lat[op].Observe(time.Since(start).Seconds())
+	}
+	if c.counter != nil {
+		return
+	}
+	if op == mRead {
+		c.received.Add(uint64(n))
+	} else {
+		c.sent.Add(uint64(n))
+	}
+}
