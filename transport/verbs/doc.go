@@ -24,6 +24,11 @@
 // transport.ErrNotSupported that says what is missing, and the engine's
 // auto policy uses shm or tcp.
 //
+// The internals are described in full in ../../docs/RDMA.md (docs/RDMA.md
+// of the module): the binding, memory registration (GPU memory included),
+// how queue pairs are connected, posting, completion polling and device
+// removal.
+//
 // # Threading
 //
 // Completions are polled per device, not per peer: a device has at most
