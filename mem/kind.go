@@ -61,6 +61,26 @@ func (s Kinds) String() string {
 // documents.
 func (s Kinds) MarshalText() ([]byte, error) { return []byte(s.String()), nil }
 
+// UnmarshalText implements encoding.TextUnmarshaler: a comma-separated
+// list of kinds as String writes it ("" is the empty set).
+func (s *Kinds) UnmarshalText(text []byte) error {
+	var set Kinds
+	if len(text) > 0 {
+		for _, name := range strings.Split(string(text), ",") {
+			switch strings.TrimSpace(name) {
+			case "host":
+				set |= KindSet(KindHost)
+			case "cuda":
+				set |= KindSet(KindCUDA)
+			default:
+				return fmt.Errorf("memory kind %q: want host or cuda", name)
+			}
+		}
+	}
+	*s = set
+	return nil
+}
+
 // Location says where memory lives: its kind and, for GPU memory, the
 // device's ordinal. The zero Location is host memory.
 type Location struct {

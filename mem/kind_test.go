@@ -66,3 +66,21 @@ func TestKinds(t *testing.T) {
 		t.Fatalf("empty set = %q", got)
 	}
 }
+
+// FuzzKindsText: UnmarshalText accepts exactly what String can write back
+// the same.
+func FuzzKindsText(f *testing.F) {
+	for _, s := range []string{"", "host", "cuda", "host,cuda", "cuda,host", "gpu", ",", "host,,cuda"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		var k Kinds
+		if err := k.UnmarshalText([]byte(s)); err != nil {
+			return
+		}
+		var back Kinds
+		if err := back.UnmarshalText([]byte(k.String())); err != nil || back != k {
+			t.Fatalf("%q: %08b, its String %q reads back as %08b, %v", s, k, k.String(), back, err)
+		}
+	})
+}

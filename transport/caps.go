@@ -1,6 +1,7 @@
 package transport
 
 import (
+	"fmt"
 	"log/slog"
 
 	"github.com/xferio/xfer/mem"
@@ -66,6 +67,17 @@ func (r Rights) String() string {
 
 // MarshalText implements encoding.TextMarshaler (String).
 func (r Rights) MarshalText() ([]byte, error) { return []byte(r.String()), nil }
+
+// UnmarshalText implements encoding.TextUnmarshaler: a name String gives.
+func (r *Rights) UnmarshalText(text []byte) error {
+	for v := RightsByPeer; v <= RightsByNIC; v++ {
+		if v.String() == string(text) {
+			*r = v
+			return nil
+		}
+	}
+	return fmt.Errorf("rights %q: want peer, owner, kernel or nic", text)
+}
 
 // DeviceInUse describes the device, port and GID a transport has open (an
 // rdma device).
