@@ -52,6 +52,7 @@ func (p *Peer) submit(b *Batch, ops []Op, waited bool) {
 		b.finish()
 		return
 	}
+	b.peer = p
 	box, err := p.endpoint(context.Background())
 	var ep transport.Endpoint
 	if err == nil {
@@ -108,6 +109,7 @@ type Batch struct {
 	ptrs      []*transport.Op
 	ep        transport.Endpoint
 	remaining atomic.Int64
+	peer      *Peer      // the peer it was submitted to
 	p         *Peer      // set when the engine has metrics
 	conn      *connStats // the connection's counters, for the metrics
 	start     time.Time  // when it was submitted, for the metrics (zero: not timed)
@@ -143,7 +145,7 @@ func (b *Batch) reset(n int) {
 		b.tops, b.pins, b.ptrs = make([]transport.Op, n), make([]*mem.Handle, n), make([]*transport.Op, 0, n)
 	}
 	b.ep, b.first, b.errOnce = nil, nil, sync.Once{}
-	b.p, b.conn, b.start = nil, nil, time.Time{}
+	b.peer, b.p, b.conn, b.start = nil, nil, nil, time.Time{}
 	b.remaining.Store(int64(n))
 }
 
@@ -152,6 +154,9 @@ func (b *Batch) finish() { b.done <- struct{}{} }
 
 // OpDone implements transport.Completer.
 func (b *Batch) OpDone(t *transport.Op) {
+	if t.Err != nil && b.peer != nil {
+		t.Err = b.peer.stalled(b.ep, t.Kind, t.Err)
+	}
 	b.ops[t.Tag].Err = t.Err
 	if b.p != nil {
 		b.p.opDone(b.conn, opIndex(t.Kind), len(t.Local), b.start, t.Err)

@@ -197,6 +197,18 @@ type Config struct {
 	// HandshakeTimeout bounds Dial's handshake and an inbound peer's
 	// handshake. Default: 10s (DefaultHandshakeTimeout).
 	HandshakeTimeout time.Duration `yaml:"handshake_timeout"`
+	// OpTimeout bounds how long a peer may make no progress while this
+	// engine has operations outstanding with it: no byte acknowledged or
+	// received, no completion. Past it the peer is stalled (stopped, hung,
+	// cut off without a reset): its connection is closed, and every
+	// operation outstanding on it fails with an error that matches
+	// ErrStalled and names the peer and the timeout; a dialed peer
+	// reconnects on its next operation. A large operation on a slow link
+	// is not cut short, since its bytes keep moving. It applies whatever
+	// the operation's context says (a context deadline bounds one call;
+	// this bounds the peer's silence). Default: 10s (DefaultOpTimeout);
+	// at least 10ms; negative turns the check off.
+	OpTimeout time.Duration `yaml:"op_timeout"`
 	// TCP configures the tcp transport's connections (conns, poll_spin);
 	// its poll_spin also applies to the control connection of shm and rdma.
 	// Default: TCPConfig's defaults.
@@ -235,9 +247,14 @@ const (
 	MaxMaxMessage           = 16 << 20
 	DefaultRecvDepth        = 128
 	DefaultHandshakeTimeout = 10 * time.Second
-	DefaultDirectoryTTL     = 10 * time.Second
-	maxMemoryMB             = 1 << 20
-	maxRecvDepth            = 1 << 16
+	// DefaultOpTimeout is Config.OpTimeout's default.
+	DefaultOpTimeout = 10 * time.Second
+	// minOpTimeout is the shortest Config.OpTimeout: the watchdog looks
+	// at each peer eight times per timeout.
+	minOpTimeout        = 10 * time.Millisecond
+	DefaultDirectoryTTL = 10 * time.Second
+	maxMemoryMB         = 1 << 20
+	maxRecvDepth        = 1 << 16
 )
 
 // Clone returns a copy of c that shares nothing with it but the Logger and
@@ -301,6 +318,12 @@ func (c Config) withDefaults() (Config, error) {
 		c.HandshakeTimeout = DefaultHandshakeTimeout
 	case c.HandshakeTimeout < 0:
 		return c, fmt.Errorf("config: handshake_timeout %v: must be positive", c.HandshakeTimeout)
+	}
+	switch {
+	case c.OpTimeout == 0:
+		c.OpTimeout = DefaultOpTimeout
+	case c.OpTimeout > 0 && c.OpTimeout < minOpTimeout:
+		return c, fmt.Errorf("config: op_timeout %v: must be at least %v, or negative for none", c.OpTimeout, minOpTimeout)
 	}
 	if c.TCP, err = c.TCP.WithDefaults(); err != nil {
 		return c, err

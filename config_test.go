@@ -91,6 +91,7 @@ var configDefaults = map[string]any{
 	"MaxMessage":       64 << 10,
 	"RecvDepth":        128,
 	"HandshakeTimeout": 10 * time.Second,
+	"OpTimeout":        10 * time.Second,
 	"Logger":           nonNil{},
 	"Metrics":          nil,
 	"ExtraTransport":   nil,
@@ -134,6 +135,7 @@ var configInvalid = map[string]struct {
 	"MaxMessage":       {func(c *Config) { c.MaxMessage = 1 << 30 }, "max_message 1073741824"},
 	"RecvDepth":        {func(c *Config) { c.RecvDepth = -5 }, "recv_depth -5"},
 	"HandshakeTimeout": {func(c *Config) { c.HandshakeTimeout = -time.Second }, "handshake_timeout -1s"},
+	"OpTimeout":        {func(c *Config) { c.OpTimeout = time.Millisecond }, "op_timeout 1ms"},
 
 	"TCP.Conns":    {func(c *Config) { c.TCP.Conns = 1000 }, "tcp.conns 1000"},
 	"TCP.PollSpin": {func(c *Config) { c.TCP.PollSpin = 2 * time.Second }, "tcp.poll_spin 2s"},

@@ -199,6 +199,10 @@ func Open(ctx context.Context, cfg Config) (_ *Engine, err error) {
 		e.wg.Add(1)
 		go e.acceptLoop()
 	}
+	if cfg.OpTimeout > 0 {
+		e.wg.Add(1)
+		go e.watchdog()
+	}
 	if err := e.openNode(ctx); err != nil {
 		e.Close()
 		return nil, err

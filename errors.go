@@ -52,6 +52,11 @@ var (
 	// ErrPeerLost means the connection to a peer failed. It also matches
 	// ErrClosed.
 	ErrPeerLost = transport.ErrPeerLost
+	// ErrStalled means a peer made no progress for Config.OpTimeout while
+	// operations were outstanding with it, and the engine closed its
+	// connection; the error is a *StallError, which also matches
+	// os.ErrDeadlineExceeded and ErrPeerLost.
+	ErrStalled = errors.New("peer stalled")
 	// ErrTransient means a connection setup failed in a way a fresh attempt
 	// may not (the peer's rdma_cm refused or dropped it). Dial has already
 	// tried again (Engine.SetupRetries); an error that still matches it

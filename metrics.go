@@ -69,6 +69,7 @@ type engineMetrics struct {
 	lat      *prometheus.HistogramVec // op, transport
 	fallback *prometheus.CounterVec   // transport, reason
 	retries  *prometheus.CounterVec   // transport, reason
+	stalls   *prometheus.CounterVec   // transport
 
 	// The counters of operations and bytes live in each connection's
 	// connStats, plain atomics, and are summed when Prometheus scrapes:
@@ -212,6 +213,10 @@ func newEngineMetrics(e *Engine, reg prometheus.Registerer) (*engineMetrics, err
 			Name: "xfer_setup_retries_total",
 			Help: "Connection setups that failed transiently and were tried again, by transport and reason.",
 		}, []string{"transport", "reason"}),
+		stalls: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "xfer_peer_stalls_total",
+			Help: "Connections closed because their peer made no progress for op_timeout while operations were outstanding, by transport.",
+		}, []string{"transport"}),
 		peersDesc: prometheus.NewDesc("xfer_peers_connected",
 			"Peers with a live connection, by transport and device (the rdma device; empty for tcp and shm).",
 			[]string{"transport", "device"}, nil),
@@ -222,7 +227,7 @@ func newEngineMetrics(e *Engine, reg prometheus.Registerer) (*engineMetrics, err
 			"How splintered the pool's free space is: 1 - largest free block / free bytes (0: one block).", nil, nil),
 		regionsDesc: prometheus.NewDesc("xfer_registered_regions", "Regions registered with the engine, its pool's included.", nil, nil),
 	}
-	cs := []prometheus.Collector{m.errs, m.lat, m.fallback, m.retries, m}
+	cs := []prometheus.Collector{m.errs, m.lat, m.fallback, m.retries, m.stalls, m}
 	for i, c := range cs {
 		if err := reg.Register(c); err != nil {
 			for _, d := range cs[:i] {
@@ -244,6 +249,7 @@ func newEngineMetrics(e *Engine, reg prometheus.Registerer) (*engineMetrics, err
 	}
 	for name := range e.transports {
 		m.retries.WithLabelValues(name, reasonTransient)
+		m.stalls.WithLabelValues(name)
 	}
 	return m, nil
 }
@@ -251,7 +257,7 @@ func newEngineMetrics(e *Engine, reg prometheus.Registerer) (*engineMetrics, err
 // unregister removes the engine's collectors (Engine.Close), so that a new
 // engine can register on the same registry.
 func (m *engineMetrics) unregister(reg prometheus.Registerer) {
-	for _, c := range []prometheus.Collector{m.errs, m.lat, m.fallback, m.retries, m} {
+	for _, c := range []prometheus.Collector{m.errs, m.lat, m.fallback, m.retries, m.stalls, m} {
 		reg.Unregister(c)
 	}
 }
@@ -399,6 +405,8 @@ func errorKind(err error) string {
 	switch {
 	case errors.Is(err, context.Canceled):
 		return "canceled"
+	case errors.Is(err, ErrStalled):
+		return "stalled"
 	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, os.ErrDeadlineExceeded):
 		return "timeout"
 	case errors.Is(err, ErrRemoteAccess):

@@ -114,6 +114,9 @@ func (p *Peer) do(ctx context.Context, kind OpKind, local []byte, remote RemoteA
 		<-c.done
 	}
 	err = c.op.Err
+	if err != nil {
+		err = p.stalled(ep, kind, err)
+	}
 	c.op.Local, c.op.Err, c.op.Region = nil, nil, nil
 	callPool.Put(c)
 	lr.Unpin()

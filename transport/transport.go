@@ -185,6 +185,19 @@ type Poller interface {
 	PollUntil(w Waiter)
 }
 
+// Progresser is implemented by endpoints that can tell whether their peer
+// is making progress. The engine's op_timeout watchdog asks it every few
+// seconds: a peer with operations outstanding whose count has not moved
+// for op_timeout is stalled (stopped, hung, or cut off without a reset),
+// and its endpoint is closed so that every operation reaches an end state.
+type Progresser interface {
+	// Progress returns a count that grows whenever bytes move between the
+	// endpoint and its peer (bytes the peer acknowledged or sent,
+	// completions the NIC reported), and how many posted operations are
+	// outstanding. It must not block; it is called from any goroutine.
+	Progress() (moved uint64, pending int)
+}
+
 // Waiter is what PollUntil waits for.
 type Waiter interface {
 	// Done reports, without blocking, whether what is waited for is done.

@@ -78,15 +78,17 @@ type Stream struct {
 	// and a lock already.
 	ops            [transport.NumOpKinds]atomic.Uint64
 	sent, received atomic.Uint64
+	reads          atomic.Uint64 // socket reads that returned data (Progress)
 
 	done chan struct{}
 	wg   sync.WaitGroup
 }
 
 var (
-	_ transport.Endpoint = (*Stream)(nil)
-	_ transport.Appender = (*Stream)(nil)
-	_ transport.Counter  = (*Stream)(nil)
+	_ transport.Endpoint   = (*Stream)(nil)
+	_ transport.Appender   = (*Stream)(nil)
+	_ transport.Counter    = (*Stream)(nil)
+	_ transport.Progresser = (*Stream)(nil)
 )
 
 // New builds a stream over p.Conn plus p.Conns-1 extra connections and
@@ -446,6 +448,25 @@ func (e *Stream) addCredits(n int) {
 	e.mu.Unlock()
 }
 
+// Progress implements transport.Progresser: the reads that returned data,
+// plus, on TCP sockets, the bytes the peer acknowledged and sent (the
+// kernel's TCP_INFO: that covers a large WRITE that is still being
+// written), and the operations waiting for an answer or for send credit.
+func (e *Stream) Progress() (moved uint64, pending int) {
+	moved = e.reads.Load()
+	for _, c := range e.conns {
+		if c.rc != nil {
+			if n, err := sys.TCPMoved(c.rc); err == nil {
+				moved += n
+			}
+		}
+	}
+	e.mu.Lock()
+	pending = len(e.pending) + len(e.sendWait)
+	e.mu.Unlock()
+	return moved, pending
+}
+
 // Cancel abandons op if it is still pending. It looks op up by value, a
 // walk of the pending table: cancelling is the rare path (a caller's
 // context ended), and the table stays keyed by frame ID, which every
@@ -577,6 +598,7 @@ func (e *Stream) takePending(id uint64) *transport.Op {
 type conn struct {
 	e  *Stream
 	nc net.Conn
+	rc syscall.RawConn // nil when the connection has no file descriptor
 	s  *sender
 	rd *sys.Reader // nil when the connection has no file descriptor
 
@@ -593,6 +615,7 @@ func newConn(e *Stream, nc net.Conn, spin time.Duration) *conn {
 	var raw *sys.Writer
 	if sc, ok := nc.(syscall.Conn); ok {
 		if rc, err := sc.SyscallConn(); err == nil {
+			c.rc = rc
 			raw = sys.NewWriter(rc)
 			c.rd = sys.NewReader(rc, spin)
 		}
@@ -925,6 +948,9 @@ func (c *conn) read(b []byte) (int, error) {
 	}
 	if n == 0 && err == nil {
 		err = io.ErrNoProgress
+	}
+	if n > 0 {
+		c.e.reads.Add(1)
 	}
 	return n, err
 }

@@ -107,12 +107,36 @@ type Endpoint struct {
 	ringSlots  int
 	maxMessage int
 	rr         atomic.Uint32
-	done       chan struct{}
-	once       sync.Once
-	freed      sync.Once
+	// completions counts the work completions handled (Progress): one
+	// atomic add beside the completion's own work.
+	completions atomic.Uint64
+	done        chan struct{}
+	once        sync.Once
+	freed       sync.Once
 }
 
-var _ transport.Endpoint = (*Endpoint)(nil)
+var (
+	_ transport.Endpoint   = (*Endpoint)(nil)
+	_ transport.Progresser = (*Endpoint)(nil)
+)
+
+// Progress implements transport.Progresser: the work completions handled
+// and the control stream's progress; and the operations posted and not
+// yet completed (those waiting for SEND credit among them).
+func (e *Endpoint) Progress() (moved uint64, pending int) {
+	moved = e.completions.Load()
+	if e.s != nil {
+		m, _ := e.s.Progress()
+		moved += m
+	}
+	e.mu.Lock()
+	pending = len(e.pend) - len(e.freeIDs)
+	e.mu.Unlock()
+	e.cmu.Lock()
+	pending += len(e.sendWait)
+	e.cmu.Unlock()
+	return moved, pending
+}
 
 // pending is one posted operation waiting for its signalled completions.
 type pending struct {
@@ -983,6 +1007,7 @@ func (e *Endpoint) recvWR(slot uint32) ibv.RecvWR {
 // It reports whether the completion is one no caller can poll for: a
 // message, or a failure (see cqGroup.napping).
 func (e *Endpoint) handle(wc *ibv.WC) (unwaited bool) {
+	e.completions.Add(1)
 	if wc.ID&recvFlag != 0 {
 		e.handleRecv(wc)
 		return true

@@ -1,0 +1,242 @@
+package xfer_test
+
+import (
+	"context"
+	"errors"
+	"io"
+	"net"
+	"os"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/xferio/xfer"
+)
+
+// relay is a TCP relay between a client and a server on loopback that the
+// test can freeze (it stops reading and writing, as a stopped or hung peer
+// does, without closing anything) or slow down (it forwards at most rate
+// bytes per second).
+type relay struct {
+	ln     net.Listener
+	target string
+	rate   int // bytes per second; 0: as fast as it can
+
+	mu     sync.Mutex
+	frozen bool
+	thaw   chan struct{} // closed when the relay thaws
+	conns  []net.Conn
+	wg     sync.WaitGroup
+}
+
+func newRelay(t *testing.T, target string, rate int) *relay {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := &relay{ln: ln, target: target, rate: rate, thaw: make(chan struct{})}
+	close(r.thaw)
+	r.wg.Add(1)
+	go r.accept()
+	t.Cleanup(r.close)
+	return r
+}
+
+func (r *relay) addr() string { return r.ln.Addr().String() }
+
+func (r *relay) accept() {
+	defer r.wg.Done()
+	for {
+		c, err := r.ln.Accept()
+		if err != nil {
+			return
+		}
+		s, err := net.Dial("tcp", r.target)
+		if err != nil {
+			c.Close()
+			continue
+		}
+		r.mu.Lock()
+		r.conns = append(r.conns, c, s)
+		r.mu.Unlock()
+		r.wg.Add(2)
+		go r.pipe(s, c)
+		go r.pipe(c, s)
+	}
+}
+
+// pipe copies from src to dst, waiting while the relay is frozen.
+func (r *relay) pipe(dst, src net.Conn) {
+	defer r.wg.Done()
+	buf := make([]byte, 64<<10)
+	for {
+		r.mu.Lock()
+		thaw := r.thaw
+		r.mu.Unlock()
+		<-thaw
+		n, err := src.Read(buf)
+		if n > 0 {
+			r.mu.Lock()
+			thaw = r.thaw
+			r.mu.Unlock()
+			<-thaw // frozen while the read was under way: hold the bytes
+			if _, werr := dst.Write(buf[:n]); werr != nil {
+				return
+			}
+			if r.rate > 0 {
+				time.Sleep(time.Duration(n) * time.Second / time.Duration(r.rate))
+			}
+		}
+		if err != nil {
+			if err == io.EOF {
+				if tc, ok := dst.(*net.TCPConn); ok {
+					tc.CloseWrite()
+				}
+			}
+			return
+		}
+	}
+}
+
+func (r *relay) freeze() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if !r.frozen {
+		r.frozen, r.thaw = true, make(chan struct{})
+	}
+}
+
+func (r *relay) unfreeze() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.frozen {
+		r.frozen = false
+		close(r.thaw)
+	}
+}
+
+func (r *relay) close() {
+	r.unfreeze()
+	r.ln.Close()
+	r.mu.Lock()
+	for _, c := range r.conns {
+		c.Close()
+	}
+	r.mu.Unlock()
+	r.wg.Wait()
+}
+
+// stallPair opens a server and a client over tcp, the client dialing the
+// server through a relay, with the client's op_timeout.
+func stallPair(t *testing.T, opTimeout time.Duration, rate int) (*xfer.Engine, *xfer.Peer, xfer.RegionDesc, *relay) {
+	t.Helper()
+	ctx := context.Background()
+	srv, err := xfer.Open(ctx, xfer.Config{Transport: xfer.PolicyTCP, Listen: "127.0.0.1:0", MemoryMB: 8})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { srv.Close() })
+	target, err := srv.NewRegion(64<<20, xfer.AccessReadWrite)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv.Export("target", target)
+	r := newRelay(t, srv.Addr(), rate)
+	cli, err := xfer.Open(ctx, xfer.Config{Transport: xfer.PolicyTCP, MemoryMB: 72, OpTimeout: opTimeout})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cli.Close() })
+	p, err := cli.Dial(ctx, r.addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	desc, _ := p.Region("target")
+	return cli, p, desc, r
+}
+
+// A peer that stops (its relay freezes: no byte moves, nothing is closed)
+// fails the operations outstanding with it once op_timeout passes with no
+// progress, with an error that names the peer, the operation and the
+// timeout; a context without a deadline does not keep them waiting. Once
+// the peer moves again, the next operation reconnects.
+func TestOpTimeoutStalledPeer(t *testing.T) {
+	const timeout = 300 * time.Millisecond
+	cli, p, desc, r := stallPair(t, timeout, 0)
+	ctx := context.Background()
+	buf, err := cli.Alloc(64 << 20)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// written again, once the relay moves again: the next operation
+	// reconnects.
+	writeAgain := func() {
+		t.Helper()
+		r.unfreeze()
+		for i := 0; ; i++ {
+			err := p.Write(ctx, buf.Bytes()[:1<<20], desc.At(0))
+			if err == nil {
+				return
+			}
+			if i == 100 {
+				t.Fatalf("the peer moves again, but writes still fail: %v", err)
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+	writeAgain()
+
+	// A batch: every operation ends, with the stall's error.
+	r.freeze()
+	b := p.Submit([]xfer.Op{
+		{Kind: xfer.OpWrite, Local: buf.Bytes()[:32<<20], Remote: desc.At(0)},
+		{Kind: xfer.OpRead, Local: buf.Bytes()[32<<20:], Remote: desc.At(32 << 20)},
+	})
+	if err := b.Wait(ctx); !errors.Is(err, xfer.ErrStalled) {
+		t.Fatalf("a batch to a stopped peer: %v, want ErrStalled", err)
+	}
+	writeAgain()
+
+	// A synchronous write.
+	r.freeze()
+	start := time.Now()
+	err = p.Write(ctx, buf.Bytes(), desc.At(0)) // 64 MiB: more than the sockets hold
+	took := time.Since(start)
+	var se *xfer.StallError
+	if !errors.As(err, &se) || !errors.Is(err, xfer.ErrStalled) || !errors.Is(err, os.ErrDeadlineExceeded) {
+		t.Fatalf("write to a stopped peer: %v (%T), want a StallError", err, err)
+	}
+	for _, want := range []string{"write", r.addr(), "op_timeout", timeout.String()} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error %q does not name %q", err, want)
+		}
+	}
+	if took < timeout || took > 20*timeout {
+		t.Errorf("the write failed after %v: want op_timeout (%v) and a little more", took, timeout)
+	}
+	writeAgain()
+}
+
+// A large operation on a slow link is not cut short: its bytes keep
+// moving, though it takes several times op_timeout.
+func TestOpTimeoutSlowLink(t *testing.T) {
+	const timeout = 200 * time.Millisecond
+	cli, p, desc, _ := stallPair(t, timeout, 4<<20) // 4 MiB/s
+	ctx := context.Background()
+	buf, err := cli.Alloc(8 << 20)
+	if err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	if err := p.Write(ctx, buf.Bytes(), desc.At(0)); err != nil {
+		t.Fatalf("an 8 MiB write at 4 MiB/s with op_timeout %v: %v", timeout, err)
+	}
+	if err := p.Read(ctx, buf.Bytes(), desc.At(0)); err != nil {
+		t.Fatalf("an 8 MiB read at 4 MiB/s with op_timeout %v: %v", timeout, err)
+	}
+	if took := time.Since(start); took < 2*timeout {
+		t.Logf("the relay was faster than it should be (%v): the test proves less", took)
+	}
+}
