@@ -21,12 +21,12 @@ type Peer struct {
 	closed  bool
 	dialing chan struct{} // closed when a dial in progress ends
 
-	ep   atomic.Pointer[epBox]
+	ep atomic.Pointer[epBox]
 	// stall is set when the watchdog closed an endpoint whose peer made
 	// no progress (Config.OpTimeout); wd is the watchdog's own state.
 	stall atomic.Pointer[stallRec]
 	wd    watchdogState
-	mark atomic.Uint64 // the engine's revoke count when the connection began
+	mark  atomic.Uint64 // the engine's revoke count when the connection began
 
 	stats peerStats
 

@@ -2,8 +2,8 @@ package xfer
 
 import (
 	"errors"
-	"os"
 	"fmt"
+	"os"
 	"time"
 
 	"github.com/xferio/xfer/transport"
