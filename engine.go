@@ -199,6 +199,7 @@ func Open(ctx context.Context, cfg Config) (_ *Engine, err error) {
 		e.wg.Add(1)
 		go e.acceptLoop()
 	}
+	e.checkNamedDevices()
 	if cfg.OpTimeout > 0 {
 		e.wg.Add(1)
 		go e.watchdog()

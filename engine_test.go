@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"log/slog"
 	"math"
 	"math/rand/v2"
 	"strings"
@@ -11,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/xferio/xfer"
 	"github.com/xferio/xfer/xfertest"
 )
@@ -49,6 +51,50 @@ func TestAutoNeverPicksUnavailableRDMA(t *testing.T) {
 	p := xfertest.NewPair(t, xfertest.Options{Policy: xfer.PolicyAuto, Config: cfg}, "")
 	if tr := p.Peer.Transport(); tr == "rdma" {
 		t.Fatalf("auto picked %s with device %s", tr, noDevice)
+	}
+}
+
+// Under auto, a configured rdma device that cannot be opened is not
+// ignored in silence: Open warns, counts a fallback (reason unavailable)
+// and shows it in the status, and the engine goes on without rdma.
+func TestAutoWarnsOfMissingNamedDevice(t *testing.T) {
+	var logs bytes.Buffer
+	reg := prometheus.NewRegistry()
+	cfg := xfer.Config{Logger: slog.New(slog.NewTextHandler(&logs, nil)), Metrics: reg}
+	cfg.RDMA.Device = noDevice
+	e, err := xfer.Open(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close()
+	if !strings.Contains(logs.String(), "level=WARN") || !strings.Contains(logs.String(), noDevice) {
+		t.Errorf("no warning that names %s:\n%s", noDevice, logs.String())
+	}
+	st := e.Status()
+	if st.Fallbacks != 1 || len(st.RecentFallbacks) != 1 || st.RecentFallbacks[0].Reason != "unavailable" || st.RecentFallbacks[0].Transport != "rdma" {
+		t.Errorf("status: %d fallbacks, recent %+v; want one, rdma unavailable", st.Fallbacks, st.RecentFallbacks)
+	}
+	fams, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got float64 = -1
+	for _, f := range fams {
+		if f.GetName() != "xfer_fallbacks_total" {
+			continue
+		}
+		for _, m := range f.GetMetric() {
+			labels := map[string]string{}
+			for _, l := range m.GetLabel() {
+				labels[l.GetName()] = l.GetValue()
+			}
+			if labels["transport"] == "rdma" && labels["reason"] == "unavailable" {
+				got = m.GetCounter().GetValue()
+			}
+		}
+	}
+	if got != 1 {
+		t.Errorf("xfer_fallbacks_total{transport=rdma,reason=unavailable} = %v, want 1", got)
 	}
 }
 

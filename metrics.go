@@ -50,6 +50,10 @@ const (
 	// reasonReconnected: a peer reconnected on a lesser transport than it
 	// had (its rdma device went away, say).
 	reasonReconnected = "reconnected_lesser"
+	// reasonUnavailable: the configuration names the transport's device
+	// (rdma.device), and the transport cannot open it, so the auto policy
+	// goes without it from the start.
+	reasonUnavailable = "unavailable"
 	// reasonTransient: a setup failed transiently and was tried again
 	// (xfer_setup_retries_total).
 	reasonTransient = "transient"
@@ -207,7 +211,7 @@ func newEngineMetrics(e *Engine, reg prometheus.Registerer) (*engineMetrics, err
 		}, []string{"op", "transport"}),
 		fallback: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "xfer_fallbacks_total",
-			Help: "Peers that got a lesser transport than the auto policy preferred, by the transport given up and the reason (unusable, setup_failed, reconnected_lesser).",
+			Help: "Peers that got a lesser transport than the auto policy preferred, by the transport given up and the reason (unusable, setup_failed, reconnected_lesser, unavailable).",
 		}, []string{"transport", "reason"}),
 		retries: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "xfer_setup_retries_total",
@@ -243,7 +247,7 @@ func newEngineMetrics(e *Engine, reg prometheus.Registerer) (*engineMetrics, err
 	}
 	names := transportNames()
 	for _, t := range names[:len(names)-1] { // the last one has nothing to fall back to
-		for _, r := range []string{reasonUnusable, reasonSetupFailed, reasonReconnected} {
+		for _, r := range []string{reasonUnusable, reasonSetupFailed, reasonReconnected, reasonUnavailable} {
 			m.fallback.WithLabelValues(t, r)
 		}
 	}

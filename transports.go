@@ -27,6 +27,10 @@ type transportRow struct {
 	// section is the yaml key of its settings in Config ("" when it has
 	// none); the config loader finds the section by this key.
 	section string
+	// device returns the device the configuration names for it ("" when
+	// none, or when it has no devices): under the auto policy, a named
+	// device that cannot be opened is a warning and a fallback.
+	device func(cfg *Config) string
 	// caps is what it can do.
 	caps transport.Caps
 }
@@ -39,6 +43,7 @@ var transportTable = []transportRow{
 		name:    "rdma",
 		open:    func(cfg *Config) transport.Transport { return verbs.New(cfg.RDMA) },
 		section: "rdma",
+		device:  func(cfg *Config) string { return cfg.RDMA.Device },
 		caps: transport.Caps{
 			Memory: mem.KindSet(mem.KindHost, mem.KindCUDA), // GPU memory where the NIC reaches it (DMA-BUF, peermem)
 			Rights: transport.RightsByPeer,                  // every MR grants read and write
@@ -132,4 +137,28 @@ func (e *Engine) caps(name string) transport.Caps {
 		return r.caps
 	}
 	return transport.Caps{Memory: mem.KindSet(mem.KindHost), Rights: transport.RightsByOwner}
+}
+
+// checkNamedDevices warns, under the auto policy, of each transport whose
+// configured device cannot be opened: auto goes on without it, but a
+// device named on purpose and not used is worth a warning and a fallback
+// (reason unavailable), not silence. Under a policy that names the
+// transport, Open fails instead.
+func (e *Engine) checkNamedDevices() {
+	if e.cfg.Transport != PolicyAuto {
+		return
+	}
+	for _, r := range transportTable {
+		if r.device == nil {
+			continue
+		}
+		dev := r.device(&e.cfg)
+		if dev == "" {
+			continue
+		}
+		if err := e.transports[r.name].Available(); err != nil {
+			e.fellBack("", r.name, reasonUnavailable, err.Error(), "the configured device cannot be used; the auto policy goes on without "+r.name,
+				"device", dev, "reason", err)
+		}
+	}
 }
