@@ -239,6 +239,13 @@ func (c Config) Clone() Config {
 	return c
 }
 
+// WithDefaults validates c and returns it with every default filled in,
+// its own and each transport's, as Open uses it; c is not changed. Its
+// errors name the key ("config: memory_mb -1: ..."). It opens nothing: a
+// device or a directory that cannot be reached is Open's error, not its.
+// Package config checks a decoded document with it.
+func (c Config) WithDefaults() (Config, error) { return c.withDefaults() }
+
 // withDefaults validates c and fills in defaults, its own and each
 // transport's. Errors name the key.
 func (c Config) withDefaults() (Config, error) {
