@@ -81,7 +81,7 @@ func (d Document) Check() error {
 	if _, err := ParseLogLevel(d.LogLevel); err != nil {
 		return fmt.Errorf("config: log_level %q: %w", d.LogLevel, err)
 	}
-	if err := checkLogFormat(d.LogFormat); err != nil {
+	if _, err := ParseLogFormat(d.LogFormat); err != nil {
 		return fmt.Errorf("config: log_format %q: %w", d.LogFormat, err)
 	}
 	if d.ChunkSize < 0 {
@@ -129,12 +129,15 @@ func ParseLogLevel(s string) (slog.Level, error) {
 	return 0, fmt.Errorf("must be debug, info, warn or error")
 }
 
-func checkLogFormat(s string) error {
-	switch strings.ToLower(strings.TrimSpace(s)) {
-	case "", "text", "json":
-		return nil
+// ParseLogFormat parses text or json, in any case; "" is text.
+func ParseLogFormat(s string) (string, error) {
+	switch f := strings.ToLower(strings.TrimSpace(s)); f {
+	case "", "text":
+		return "text", nil
+	case "json":
+		return f, nil
 	}
-	return fmt.Errorf("must be text or json")
+	return "", fmt.Errorf("must be text or json")
 }
 
 // NewLogger returns a logger writing to w at the named level ("" is warn),
@@ -144,12 +147,13 @@ func NewLogger(w io.Writer, level, format string) (*slog.Logger, error) {
 	if err != nil {
 		return nil, fmt.Errorf("log_level %q: %w", level, err)
 	}
+	f, err := ParseLogFormat(format)
+	if err != nil {
+		return nil, fmt.Errorf("log_format %q: %w", format, err)
+	}
 	opts := &slog.HandlerOptions{Level: l}
-	switch strings.ToLower(strings.TrimSpace(format)) {
-	case "", "text":
-		return slog.New(slog.NewTextHandler(w, opts)), nil
-	case "json":
+	if f == "json" {
 		return slog.New(slog.NewJSONHandler(w, opts)), nil
 	}
-	return nil, fmt.Errorf("log_format %q: must be text or json", format)
+	return slog.New(slog.NewTextHandler(w, opts)), nil
 }

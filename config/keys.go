@@ -206,7 +206,8 @@ func otherKeys() []Key {
 	return []Key{
 		str(KeyLogLevel, every, func(d *Document) *string { return &d.LogLevel },
 			lower(func(s string) error { _, err := ParseLogLevel(s); return err })),
-		str(KeyLogFormat, every, func(d *Document) *string { return &d.LogFormat }, lower(checkLogFormat)),
+		str(KeyLogFormat, every, func(d *Document) *string { return &d.LogFormat },
+			lower(func(s string) error { _, err := ParseLogFormat(s); return err })),
 		// An address: the listen checks it.
 		str(KeyMetricsListen, Command, func(d *Document) *string { return &d.MetricsListen },
 			func(s string) (string, error) { return strings.TrimSpace(s), nil }),
