@@ -181,6 +181,9 @@ func (d *decoder) amstKey(sk, sv *node) {
 // in) to their sum when it is smaller.
 func (d *decoder) finishAMST() {
 	mb := d.doc.Engine.MemoryMB
+	if d.amstMB == 0 || mb < 0 {
+		return // no buffers; or a memory_mb that Check refuses
+	}
 	if mb == 0 {
 		mb = xfer.DefaultMemoryMB
 	}

@@ -63,6 +63,9 @@ func TestProductionKeys(t *testing.T) {
 		{"memory_mb: 512\n" + amst("rdma_send_buffer_mb: 100\n    rdma_recv_buffer_mb: 100"), func(c xfer.Config) bool { return c.MemoryMB == 512 }},
 		{amst("rdma_send_buffer_mb: 300") + "memory_mb: 128\n", func(c xfer.Config) bool { return c.MemoryMB == 300 }},
 		{"transport:\n  amst:\n", func(c xfer.Config) bool { return reflect.DeepEqual(c, xfer.Config{}) }},
+		// A bad memory_mb stays bad, for Check to refuse.
+		{"memory_mb: -1\n", func(c xfer.Config) bool { return c.MemoryMB == -1 }},
+		{"memory_mb: -1\n" + amst("rdma_send_buffer_mb: 100"), func(c xfer.Config) bool { return c.MemoryMB == -1 }},
 		// Beside our own keys.
 		{amst("rdma_device: rxe0") + "listen: :0\ntcp:\n  conns: 2\n", func(c xfer.Config) bool {
 			return c.RDMA.Device == "rxe0" && c.Listen == ":0" && c.TCP.Conns == 2
