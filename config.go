@@ -124,8 +124,8 @@ func (m *MemoryBacking) UnmarshalText(text []byte) error {
 // settings are fields of Config; each transport that has settings of its
 // own brings its Config (TCP, RDMA), with its defaults and validation in
 // its package. In a config file these are the tcp and rdma mappings, and
-// cmd/xfer also accepts their keys at the top level as they were before
-// (conns, poll_spin, rdma_device, ...).
+// package config also accepts their keys at the top level as they were
+// before (conns, poll_spin, rdma_device, ...).
 //
 // The settings every transport shares (max_message, recv_depth,
 // handshake_timeout) stay fields of Config itself: the engine negotiates
