@@ -113,7 +113,7 @@ func (d *decoder) root(root *node) {
 				d.topKeys(), strings.Join(Sections(), ", "))
 			continue
 		}
-		if _, ok := sections[k.value]; ok {
+		if isSectionName(k.value) {
 			d.section(k, val)
 			continue
 		}
@@ -249,7 +249,7 @@ func (d *decoder) known(where string) string {
 		return "known keys: " + d.topKeys() + "; or the mappings " + strings.Join(Sections(), ", ")
 	case where == amstPath:
 		return "known keys: " + amstKnown()
-	case sections[where] != "" || where == "tcp":
+	case isSectionName(where):
 		return "known keys: " + d.sectionKeys(where)
 	}
 	return "known keys: " + d.topKeys()
@@ -300,7 +300,7 @@ func (d *decoder) hint(name, where string) string {
 // It is "" when name is no key of the program in any mapping.
 func (d *decoder) placed(name, where string) string {
 	// rdma: {rdma_device: x}: the prefix is the top level's.
-	if prefix, ok := sections[where]; ok && prefix != "" {
+	if prefix := flatPrefix(where); isSectionName(where) && prefix != "" {
 		if sub, ok := strings.CutPrefix(name, prefix); ok {
 			if _, ok := d.nested[where+"."+sub]; ok {
 				return fmt.Sprintf("did you mean %s? (%s is its name at the top level)", sub, name)

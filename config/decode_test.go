@@ -3,6 +3,7 @@ package config
 import (
 	"errors"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -190,20 +191,29 @@ func TestEveryField(t *testing.T) {
 	}
 }
 
-// Every nested config of xfer.Config has a top-level prefix in sections,
-// and no top-level key collides with another, in any program.
+// Every nested config of xfer.Config is a section, with its top-level
+// prefix, and no top-level key collides with another, in any program.
 func TestSections(t *testing.T) {
 	typ := reflect.TypeFor[xfer.Config]()
+	var want []string
 	for i := range typ.NumField() {
 		f := typ.Field(i)
 		if key := yamlKey(f); key != "" && isSection(f.Type) {
-			if _, ok := sections[key]; !ok {
-				t.Errorf("xfer.Config.%s (%s): no entry in sections", f.Name, key)
-			}
+			want = append(want, key)
 		}
 	}
-	if got := strings.Join(Sections(), ","); got != "tcp,rdma" {
-		t.Errorf("Sections() = %s", got)
+	if got := Sections(); !reflect.DeepEqual(got, want) || !slices.Contains(got, "tcp") || !slices.Contains(got, "rdma") {
+		t.Errorf("Sections() = %v, want xfer.Config's nested configs %v", got, want)
+	}
+	for section, prefix := range map[string]string{"tcp": "", "rdma": "rdma_", "future": "future_"} {
+		if got := flatPrefix(section); got != prefix {
+			t.Errorf("flatPrefix(%s) = %q, want %q", section, got, prefix)
+		}
+	}
+	for section := range flatPrefixes {
+		if !slices.Contains(want, section) {
+			t.Errorf("flatPrefixes names %s, which is no nested config of xfer.Config", section)
+		}
 	}
 	for _, p := range []Program{Command, Library} {
 		flat := map[string]string{}
@@ -211,7 +221,7 @@ func TestSections(t *testing.T) {
 			if other, dup := flat[k.Flat]; dup {
 				t.Errorf("%v: top-level key %s names both %s and %s", p, k.Flat, other, k.Name)
 			}
-			if _, isSection := sections[k.Flat]; isSection {
+			if isSectionName(k.Flat) {
 				t.Errorf("%v: top-level key %s is a section's name", p, k.Flat)
 			}
 			flat[k.Flat] = k.Name

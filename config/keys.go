@@ -25,15 +25,26 @@ import (
 // not the engine's (the log keys, metrics_listen, the connector's) are
 // listed in otherKeys.
 
-// sections maps the yaml key of each nested config of xfer.Config to the
-// prefix its keys take at the top level: tcp's keys keep their old
-// unprefixed names (conns, poll_spin), rdma's had rdma_ (rdma_device). A
-// nested config without an entry here makes the table panic (and
-// TestSections fail): this is the one place a new section is named.
-var sections = map[string]string{
-	"tcp":  "",
-	"rdma": "rdma_",
+// flatPrefixes maps the yaml key of a nested config of xfer.Config to the
+// prefix its keys take at the top level, where it is not the section's
+// name and '_' (rdma: rdma_device): tcp's keys keep their old unprefixed
+// names (conns, poll_spin). A new nested config needs no entry: its keys
+// are picked up by reflection, at the top level as SECTION_KEY. This is
+// the one place a section's top-level form is named.
+var flatPrefixes = map[string]string{
+	"tcp": "",
 }
+
+// flatPrefix is the prefix a section's keys take at the top level.
+func flatPrefix(section string) string {
+	if p, ok := flatPrefixes[section]; ok {
+		return p
+	}
+	return section + "_"
+}
+
+// isSectionName reports whether name is a nested config's key.
+func isSectionName(name string) bool { return slices.Contains(Sections(), name) }
 
 // EnvPrefix is the prefix of the environment variables that the xfer
 // command reads for the keys: XFER_MEMORY_MB for memory_mb.
@@ -155,10 +166,7 @@ func buildTable() []Key {
 			out = append(out, Key{Name: key, Flat: key, programs: every, index: []int{i}})
 			continue
 		}
-		prefix, ok := sections[key]
-		if !ok {
-			panic(fmt.Sprintf("xfer.Config.%s: nested config %q has no entry in sections (config/keys.go)", sf.Name, key))
-		}
+		prefix := flatPrefix(key)
 		for j := range sf.Type.NumField() {
 			sub := yamlKey(sf.Type.Field(j))
 			if sub == "" {
