@@ -12,6 +12,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/xferio/xfer"
+	"github.com/xferio/xfer/config"
 	"github.com/xferio/xfer/mem"
 	"github.com/xferio/xfer/transport/tcp"
 	"github.com/xferio/xfer/transport/verbs"
@@ -253,5 +254,26 @@ func TestProductionConfigEndToEnd(t *testing.T) {
 		if err := json.Unmarshal([]byte(l), &rec); err != nil || rec["level"] == nil {
 			t.Errorf("log line %q is not a JSON record: %v", l, err)
 		}
+	}
+}
+
+// The variables of config's keys are all distinct, and none is one the
+// command reads for something else (XFER_CONFIG, XFER_DEVICE) or leaves to
+// the tests.
+func TestConfigEnvNames(t *testing.T) {
+	seen := map[string]string{envConfigFile: "--config", envDevice: "the device override"}
+	for _, n := range envTestOnly {
+		seen[n] = "the tests"
+	}
+	for _, k := range config.Keys(config.Command) {
+		for _, n := range k.Env() {
+			if other, dup := seen[n]; dup {
+				t.Errorf("%s names both %s and %s", n, k.Name, other)
+			}
+			seen[n] = k.Name
+		}
+	}
+	if len(seen) < 30 {
+		t.Errorf("only %d variables: config.Keys is broken", len(seen))
 	}
 }
