@@ -125,8 +125,8 @@ func (m *MemoryBacking) UnmarshalText(text []byte) error {
 // settings are fields of Config; each transport that has settings of its
 // own brings its Config (TCP, RDMA), with its defaults and validation in
 // its package. In a config file these are the tcp and rdma mappings, and
-// cmd/xfer also accepts their keys at the top level as they were before
-// (conns, poll_spin, rdma_device, ...).
+// package config also accepts their keys at the top level as they were
+// before (conns, poll_spin, rdma_device, ...).
 //
 // The settings every transport shares (max_message, recv_depth,
 // handshake_timeout) stay fields of Config itself: the engine negotiates
@@ -264,6 +264,13 @@ func (c Config) Clone() Config {
 	c.RDMA = c.RDMA.Clone()
 	return c
 }
+
+// WithDefaults validates c and returns it with every default filled in,
+// its own and each transport's, as Open uses it; c is not changed. Its
+// errors name the key ("config: memory_mb -1: ..."). It opens nothing: a
+// device or a directory that cannot be reached is Open's error, not its.
+// Package config checks a decoded document with it.
+func (c Config) WithDefaults() (Config, error) { return c.withDefaults() }
 
 // withDefaults validates c and fills in defaults, its own and each
 // transport's. Errors name the key.

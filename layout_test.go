@@ -25,7 +25,7 @@ func TestPackageBoundaries(t *testing.T) {
 		if d.IsDir() && (strings.HasPrefix(d.Name(), ".") || d.Name() == "testdata") && path != "." {
 			return filepath.SkipDir
 		}
-		if d.IsDir() || !strings.HasSuffix(path, ".go") || strings.HasSuffix(path, "_test.go") {
+		if d.IsDir() || !strings.HasSuffix(path, ".go") {
 			return nil
 		}
 		f, err := parser.ParseFile(token.NewFileSet(), path, nil, parser.ImportsOnly)
@@ -33,6 +33,17 @@ func TestPackageBoundaries(t *testing.T) {
 			return err
 		}
 		dir := filepath.ToSlash(filepath.Dir(path))
+		if strings.HasSuffix(path, "_test.go") {
+			// Tests may import what their package may not, but no
+			// command's test decodes YAML either.
+			for _, im := range f.Imports {
+				p, _ := strconv.Unquote(im.Path.Value)
+				if under(dir, "cmd") && isYAML(p) {
+					t.Errorf("%s imports %s: %s", path, p, noYAML)
+				}
+			}
+			return nil
+		}
 		for _, im := range f.Imports {
 			p, _ := strconv.Unquote(im.Path.Value)
 			imports[dir] = append(imports[dir], p)
@@ -71,6 +82,16 @@ var cgoPackages = []string{"internal/ibv", "internal/cuda", "cmd/libxfer"}
 // ibvImporters are the only packages that may use the cgo binding.
 var ibvImporters = []string{"transport/verbs", "probe", "internal/rdmacm"}
 
+// yamlLibraries are the YAML modules a command might reach for; package
+// config decodes the configuration file for every command.
+var yamlLibraries = []string{"gopkg.in/yaml.", "github.com/goccy/go-yaml", "sigs.k8s.io/yaml", "github.com/ghodss/yaml", "go.yaml.in/yaml"}
+
+const noYAML = "commands decode no YAML: package config owns the configuration file (the command adds environment variables and flags)"
+
+func isYAML(im string) bool {
+	return slices.ContainsFunc(yamlLibraries, func(p string) bool { return strings.HasPrefix(im, p) })
+}
+
 // layers says, for each layer (a directory and everything under it; the
 // longest match wins), which packages of this module it may import (by
 // path prefix; "" is the root package). Dependencies point one way:
@@ -92,7 +113,11 @@ var layers = map[string][]string{
 	// and resolves node IDs with it: it imports no package of this module
 	// (the standard library, the etcd client).
 	"directory": {},
-	"cmd":       {"", "mem", "transport", "probe", "kv", "connector", "pages", "directory"},
+	// The configuration document (its keys, YAML and JSON decoding,
+	// defaults and validation) sits beside the commands, above the
+	// services: its keys are the engine's and the connector's.
+	"config": {"", "mem", "connector"},
+	"cmd":    {"", "mem", "transport", "probe", "kv", "connector", "pages", "directory", "config"},
 	// The project's own helpers: tools/bench/regmr measures ibv_reg_mr
 	// through the binding itself, so tools may use internal packages.
 	"tools": {"", "mem", "transport", "probe", "internal/"},
@@ -144,6 +169,9 @@ func checkImport(dir, im string, pending map[string]string) string {
 			return `only internal/ibv (and the C ABI, cmd/libxfer) may import "C"`
 		}
 		return ""
+	}
+	if under(dir, "cmd") && isYAML(im) {
+		return noYAML
 	}
 	first, _, _ := strings.Cut(im, "/")
 	if dir == "internal/wire" && strings.Contains(first, ".") {
@@ -231,8 +259,9 @@ func TestCheckLayout(t *testing.T) {
 		"kv":              {m(""), m("mem"), m("probe"), m("kv/kvpb"), m("directory"), "google.golang.org/grpc"},
 		"kv/kvpb":         {"google.golang.org/protobuf/proto"},
 		"connector":       {m(""), m("mem")},
-		"cmd/xfer":        {m(""), m("kv"), m("probe"), m("transport"), "github.com/spf13/cobra"},
-		"cmd/libxfer":     {"C", m("connector")},
+		"cmd/xfer":        {m(""), m("kv"), m("probe"), m("transport"), m("config"), "github.com/spf13/cobra"},
+		"cmd/libxfer":     {"C", m("connector"), m("config")},
+		"config":          {m(""), m("connector"), m("mem"), "gopkg.in/yaml.v3", "encoding/json"},
 	}
 	if v := checkLayout(allowed, map[string]string{"transport/shm": "transport/tcp"}); len(v) > 0 {
 		t.Errorf("allowed imports reported:\n%s", strings.Join(v, "\n"))
@@ -259,6 +288,12 @@ func TestCheckLayout(t *testing.T) {
 		{"internal/sys", m("mem"), "against the layering"},
 		{"transport", m(""), "against the layering"},
 		{"somewhere/new", m("mem"), "in no layer"},
+		{"cmd/xfer", "gopkg.in/yaml.v3", "commands decode no YAML"},
+		{"cmd/libxfer", "sigs.k8s.io/yaml", "commands decode no YAML"},
+		{"config", m("kv"), "against the layering"},
+		{"config", m("transport/verbs"), "against the layering"},
+		{"connector", m("config"), "services use the public xfer API"},
+		{".", m("config"), "against the layering"},
 	}
 	for _, f := range forbidden {
 		v := checkLayout(map[string][]string{f.dir: {f.im}}, nil)

@@ -15,6 +15,13 @@
 // call panics across the boundary: each export recovers and reports a
 // panic as CodeInternal.
 //
+// Configuration: xfer_open takes a JSON object, the document of package
+// config's Library program: the xfer command's config file as JSON (every
+// engine key, flat or nested, and the log keys) plus the connector's keys
+// (role, producer, ttl_seconds, pull, chunk_size, wait_for_memory, and
+// device, another name of rdma.device). A refused document's error names
+// every unknown key, each with its line.
+//
 // Handles: a connector and a buffer are named by integers (never Go
 // pointers). The only pointers handed out point into the connector's
 // registered pool, which is mmap'd memory, not the Go heap; they are valid

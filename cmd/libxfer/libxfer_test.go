@@ -4,10 +4,14 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"fmt"
+	"log/slog"
 	"strings"
 	"testing"
+	"time"
 	"unsafe"
 
+	"github.com/xferio/xfer/config"
 	"github.com/xferio/xfer/connector"
 )
 
@@ -37,10 +41,67 @@ func TestParseConfig(t *testing.T) {
 	for _, bad := range []string{
 		``, `[]`, `{"role":"sender"}`, `{"transport":"udp"}`, `{"memory_mb":-1}`, `{"chunk_size":-5}`,
 		`{"pull":"push"}`, `{"nope":1}`, `{} {}`, `{"ttl_seconds":1e300}`, `{"memory_device":"tpu:0"}`,
+		`{"device":"a","rdma_device":"b"}`, `{"conns":-1}`, `{"role":"producer","role":"consumer"}`, `{"log_format":"xml"}`,
 	} {
 		if _, err := parseConfig([]byte(bad)); codeOf(err) != CodeInvalid {
 			t.Errorf("config %q: %v (code %d), want CodeInvalid", bad, err, codeOf(err))
 		}
+	}
+}
+
+// The JSON takes the config file's document: every engine key, flat or
+// nested, beside the connector's own keys.
+func TestParseConfigEngineKeys(t *testing.T) {
+	for _, doc := range []string{
+		`{"role":"consumer","conns":3,"rdma_gid_index":1,"rdma_use_cm":true,"handshake_timeout":"2s","log_level":"debug"}`,
+		`{"role":"consumer","tcp":{"conns":3},"rdma":{"gid_index":1,"use_cm":true},"handshake_timeout":"2s","log_level":"debug"}`,
+	} {
+		cfg, err := parseConfig([]byte(doc))
+		if err != nil {
+			t.Fatalf("%s: %v", doc, err)
+		}
+		n, ok := cfg.Engine.RDMA.GIDIndex.Index()
+		if cfg.Role != connector.RoleConsumer || cfg.Engine.TCP.Conns != 3 || !ok || n != 1 || !cfg.Engine.RDMA.UseCM ||
+			cfg.Engine.HandshakeTimeout != 2*time.Second || cfg.Logger == nil || !cfg.Logger.Enabled(t.Context(), slog.LevelDebug) {
+			t.Errorf("%s: parsed %+v", doc, cfg)
+		}
+	}
+	// Every key of the document is known to the ABI (null: its default).
+	for _, k := range config.Keys(config.Library) {
+		for _, name := range []string{k.Flat, k.Name} {
+			doc := fmt.Sprintf(`{%q:null}`, name)
+			if k.Section == "" && name != k.Flat {
+				continue // an alias (device): its canonical name is another key's
+			}
+			if k.Section != "" && name == k.Name {
+				doc = fmt.Sprintf(`{%q:{%q:null}}`, k.Section, k.Sub)
+			}
+			if _, err := parseConfig([]byte(doc)); err != nil {
+				t.Errorf("key %s: %s: %v", k.Name, doc, err)
+			}
+		}
+	}
+}
+
+// A refused document names every unknown key with its line, and says
+// where a misplaced one belongs.
+func TestParseConfigErrors(t *testing.T) {
+	_, err := parseConfig([]byte("{\"role\": \"producer\",\n \"conn\": 3,\n \"gid_index\": 1,\n \"metrics_listen\": \":9464\"}"))
+	for _, want := range []string{
+		"libxfer: config:2: unknown key \"conn\": did you mean conns?\n",
+		"config:3: unknown key \"gid_index\": it belongs in rdma: {gid_index: ...}, or rdma_gid_index at the top level\n",
+		"config:4: unknown key \"metrics_listen\": metrics_listen is a key of the xfer command's config file",
+	} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("error %v\nwant it to contain %q", err, want)
+		}
+	}
+	if codeOf(err) != CodeInvalid || !errors.Is(err, config.ErrUnknownKey) {
+		t.Errorf("error %v: code %d", err, codeOf(err))
+	}
+	_, err = parseConfig([]byte(`{"rdma":{"mtu":9000}}`))
+	if codeOf(err) != CodeInvalid || !strings.Contains(err.Error(), "rdma.mtu 9000") {
+		t.Errorf("mtu 9000: %v", err)
 	}
 }
 

@@ -240,6 +240,8 @@ func TestEndToEndConfigErrors(t *testing.T) {
 	bad := filepath.Join(dir, "bad.yaml")
 	os.WriteFile(unknown, []byte("transport: tcp\nmemroy_mb: 64\n"), 0o600)
 	os.WriteFile(bad, []byte("memory_mb: abc\n"), 0o600)
+	misplaced := filepath.Join(dir, "misplaced.yaml")
+	os.WriteFile(misplaced, []byte("dwcp:\n  log_level: info\nmemroy_mb: 64\n"), 0o600)
 	for _, tc := range []struct {
 		name string
 		env  []string
@@ -248,9 +250,12 @@ func TestEndToEndConfigErrors(t *testing.T) {
 	}{
 		{"unknown key", nil, []string{"--config", unknown, "bench"}, `unknown.yaml:2: unknown key "memroy_mb"`},
 		{"bad value", nil, []string{"bench", "--config", bad}, `bad.yaml:1: memory_mb: "abc": not an integer`},
+		// Every unknown key at once, with where a misplaced one belongs.
+		{"misplaced", nil, []string{"--config", misplaced, "bench"}, "misplaced.yaml:1: unknown key \"dwcp\": dwcp.log_level (line 2): log_level is a top-level key" +
+			": write it at the top level\n" + misplaced + ":3: unknown key \"memroy_mb\": did you mean memory_mb?"},
 		{"XFER_CONFIG", []string{envConfigFile + "=" + unknown}, []string{"serve", "--listen", ":0"}, `unknown key "memroy_mb"`},
 		{"bad env", []string{envPrefix + "MEMORY_MB=abc"}, []string{"serve", "--listen", ":0"}, `XFER_MEMORY_MB="abc": not an integer`},
-		{"bad flag", nil, []string{"bench", "--transport", "foo"}, `--transport="foo": not one of auto, tcp, shm, rdma`},
+		{"bad flag", nil, []string{"bench", "--transport", "foo"}, `--transport="foo": not one of auto, rdma, shm, tcp`},
 		{"no listen", nil, []string{"serve"}, "serve needs an address to listen on"},
 		// The serve child refuses its configuration: bench reports why.
 		{"child fails", nil, []string{"bench", "--memory-mb", "2000000", "--size", "64", "--iters", "1"}, "serve exited before listening"},

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+
+	"github.com/xferio/xfer/config"
 )
 
 // envTestOnly are XFER_ variables that the project's tests and benchmark
@@ -12,9 +14,9 @@ var envTestOnly = []string{"XFER_TEST_DEVICE", "XFER_TEST_ADDR", "XFER_TEST_CHIL
 
 // knownEnv lists every XFER_ variable the command reads.
 func knownEnv() []string {
-	known := append([]string{envConfigFile, envDevice}, cliEnv()...)
-	for _, f := range configFields() {
-		known = append(known, f.env()...)
+	known := []string{envConfigFile, envDevice}
+	for _, k := range config.Keys(config.Command) {
+		known = append(known, k.Env()...)
 	}
 	return known
 }
@@ -32,44 +34,10 @@ func unknownEnv(environ []string) []string {
 			continue
 		}
 		msg := fmt.Sprintf("%s is not a setting of xfer: it is ignored", name)
-		if s := closest(name, known); s != "" {
+		if s := config.Suggest(name, known); s != "" {
 			msg += fmt.Sprintf(" (did you mean %s?)", s)
 		}
 		warnings = append(warnings, msg)
 	}
 	return warnings
-}
-
-// closest returns the name in names nearest to s, if it is within a third
-// of s's length in edits.
-func closest(s string, names []string) string {
-	best, bestD := "", len(s)/3+1
-	for _, n := range names {
-		if d := editDistance(s, n); d < bestD {
-			best, bestD = n, d
-		}
-	}
-	return best
-}
-
-// editDistance is the Levenshtein distance between a and b (a dozen lines
-// here rather than a dependency for one suggestion).
-func editDistance(a, b string) int {
-	prev := make([]int, len(b)+1)
-	cur := make([]int, len(b)+1)
-	for j := range prev {
-		prev[j] = j
-	}
-	for i := 1; i <= len(a); i++ {
-		cur[0] = i
-		for j := 1; j <= len(b); j++ {
-			cost := 1
-			if a[i-1] == b[j-1] {
-				cost = 0
-			}
-			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
-		}
-		prev, cur = cur, prev
-	}
-	return prev[len(b)]
 }

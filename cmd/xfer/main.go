@@ -67,7 +67,7 @@ func newRootCmd(stdout, stderr io.Writer) *cobra.Command {
 		Short: "Move bytes between processes and hosts with the xfer engine",
 		Long: "xfer runs and measures the xfer transfer engine.\n\n" +
 			"Configuration comes from a YAML file (--config, or $" + envConfigFile + ") with the keys\n" +
-			"  " + configKeys() + "\n" +
+			"  " + fileKeys() + "\n" +
 			"where the tcp and rdma keys may also be written as mappings:\n" +
 			"  tcp: {conns: 3, poll_spin: 20us}\n" +
 			"  rdma: {device: rxe0, gid_index: auto}\n" +
@@ -134,18 +134,19 @@ func (g *globals) config(fs *pflag.FlagSet) (xfer.Config, error) {
 			fmt.Fprintf(g.stderr, "xfer: warning: %s\n", w)
 		}
 	})
-	cfg, cli, err := loadSettings(g.configFile(), os.LookupEnv, fs)
+	doc, err := loadSettings(g.configFile(), os.LookupEnv, fs)
+	cfg := doc.Engine
 	if err != nil {
 		return cfg, err
 	}
 	// log_level and log_format from the file or the environment (a flag
 	// given on the command line wins, as loadSettings applied it last).
-	if cli.LogLevel != "" || cli.LogFormat != "" {
-		if cli.LogLevel != "" {
-			g.logLevel = cli.LogLevel
+	if doc.LogLevel != "" || doc.LogFormat != "" {
+		if doc.LogLevel != "" {
+			g.logLevel = doc.LogLevel
 		}
-		if cli.LogFormat != "" {
-			g.logFormat = cli.LogFormat
+		if doc.LogFormat != "" {
+			g.logFormat = doc.LogFormat
 		}
 		if g.log, err = newLogger(g.stderr, g.logLevel, g.logFormat); err != nil {
 			return cfg, err

@@ -17,6 +17,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/spf13/pflag"
+
+	"github.com/xferio/xfer/config"
 )
 
 // The operations endpoint: the commands that run (serve, kv serve, pages
@@ -39,7 +41,7 @@ const opsBanner = "xfer: metrics and status on http://"
 
 // addOpsFlags adds --metrics-listen and --pprof to a command that serves.
 func addOpsFlags(fs *pflag.FlagSet) {
-	fs.String("metrics-listen", "", "`address` to serve "+metricsPath+", "+statusPath+", "+healthzPath+" and "+readyzPath+" on, e.g. :9464 (config key "+keyMetricsListen+"; default: none)")
+	fs.String("metrics-listen", "", "`address` to serve "+metricsPath+", "+statusPath+", "+healthzPath+" and "+readyzPath+" on, e.g. :9464 (config key "+config.KeyMetricsListen+"; default: none)")
 	fs.Bool("pprof", false, "also serve Go's profiler under "+pprofPath+" on --metrics-listen")
 }
 
@@ -47,8 +49,8 @@ func addOpsFlags(fs *pflag.FlagSet) {
 // else XFER_METRICS_LISTEN, else the config file's metrics_listen; "" for
 // none.
 func (g *globals) metricsListen(fs *pflag.FlagSet) (string, error) {
-	_, cli, err := loadSettings(g.configFile(), os.LookupEnv, fs)
-	return cli.MetricsListen, err
+	doc, err := loadSettings(g.configFile(), os.LookupEnv, fs)
+	return doc.MetricsListen, err
 }
 
 // opsServer serves the operations endpoint. A nil *opsServer (no

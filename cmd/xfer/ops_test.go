@@ -251,7 +251,7 @@ func TestMetricsListenConfig(t *testing.T) {
 			t.Errorf("%+v: %q, %v; want %q", tc, got, err, tc.want)
 		}
 		// The engine's configuration accepts the file with the key.
-		if _, _, err := loadSettings(tc.file, func(string) (string, bool) { return "", false }, nil); err != nil {
+		if _, err := loadSettings(tc.file, func(string) (string, bool) { return "", false }, nil); err != nil {
 			t.Errorf("loadSettings(%s): %v", tc.file, err)
 		}
 	}

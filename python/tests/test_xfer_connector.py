@@ -43,6 +43,33 @@ class TestBasicConnector:
         with pytest.raises(xfer.InvalidError, match="memory_pool_size"):
             xfer.Connector({"memory_pool_size": 0})
 
+    def test_engine_config(self):
+        # Every key of xfer's config file passes through "engine": flat or
+        # nested, and it takes effect (memory_mb sizes the pool).
+        for engine in ({"memory_mb": 8, "conns": 1, "rdma_gid_index": 1, "rdma_use_cm": True, "handshake_timeout": "3s"},
+                       {"memory_mb": 8, "tcp": {"conns": 1}, "rdma": {"gid_index": 1, "use_cm": True}, "log_level": "warn"}):
+            with xfer.Connector({"role": "sender", "protocol": "tcp", "engine": engine}) as c:
+                assert c.health()["pool_bytes"] == 8 * MiB
+        s, r = make_pair("tcp", engine={"conns": 1, "recv_depth": 16})
+        with s, r:
+            ok, _, meta = s.put("a", "b", "k", b"over one connection")
+            assert ok and r.get("a", "b", "k", metadata=meta)[0] == b"over one connection"
+
+    def test_engine_config_refused(self):
+        # A bad engine key is the library's error: the key, its line, where it belongs.
+        with pytest.raises(xfer.InvalidError, match=r'unknown key "gid_idx" in rdma: did you mean gid_index\?'):
+            xfer.Connector({"role": "sender", "protocol": "tcp", "engine": {"rdma": {"gid_idx": 1}}})
+        with pytest.raises(xfer.InvalidError, match=r'unknown key "gid_index": it belongs in rdma'):
+            xfer.Connector({"role": "sender", "protocol": "tcp", "engine": {"gid_index": 1}})
+        with pytest.raises(xfer.InvalidError, match=r'conns: "many": not an integer'):
+            xfer.Connector({"role": "sender", "protocol": "tcp", "engine": {"conns": "many"}})
+        with pytest.raises(xfer.InvalidError, match="engine key 'transport' and the key 'protocol'"):
+            xfer.Connector({"protocol": "tcp", "engine": {"transport": "shm"}})
+        with pytest.raises(xfer.InvalidError, match="memory_pool_device"):
+            xfer.Connector({"engine": {"memory_device": "cuda:0"}})
+        with pytest.raises(xfer.InvalidError, match="engine"):
+            xfer.Connector({"engine": ["conns", 1]})
+
     def test_put_tensor(self, sender):
         t = torch.randn(4, 8)
         ok, size, meta = sender.put("s0", "s1", "t", t)

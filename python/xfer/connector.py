@@ -37,6 +37,17 @@ DEFAULTS = {
     "get_timeout": 30.0,          # seconds a get waits for its value (None: forever)
     "put_timeout": 30.0,          # seconds a put may wait for pool memory
     "pickle_trusted_peers_only": False,  # allow pickle for objects that are not plain data
+    "engine": None,               # xfer's own keys, as in its config file: {"conns": 1, "rdma": {"gid_index": 3}}
+}
+
+# The library's keys that the keys above set, with the keys that set each:
+# an engine mapping may set one of them only where the connector key was
+# not given.
+_DERIVED = {
+    "role": ("role",), "transport": ("protocol",), "memory_mb": ("memory_pool_size",),
+    "device": ("device_name",), "secret": ("secret",), "pull": ("pull",),
+    "wait_for_memory": ("wait_for_memory",), "ttl_seconds": ("ttl_seconds",), "listen": ("host", "zmq_port"),
+    "advertise": ("advertise_host",), "producer": ("sender_host", "sender_zmq_port"),
 }
 
 ROLES = {"sender": "producer", "producer": "producer", "receiver": "consumer", "consumer": "consumer",
@@ -88,11 +99,20 @@ def _translate(config):
         "transport": str(c["protocol"]).lower(),
         "memory_mb": max(1, -(-pool // MiB)),
         "memory_device": device or "host",
-        "device": c["device_name"] or os.environ.get("RDMA_DEVICE_NAME", ""),
-        "secret": c["secret"] or os.environ.get("XFER_SECRET", ""),
         "pull": str(c["pull"]),
         "wait_for_memory": bool(c["wait_for_memory"]),
     }
+    engine = c["engine"] or {}
+    if not isinstance(engine, dict):
+        raise errors.InvalidError(f"xfer: config: engine: want a dict of xfer's config keys, got {type(engine).__name__}")
+    names_device = "rdma_device" in engine or "device" in engine or (
+        isinstance(engine.get("rdma"), dict) and "device" in engine["rdma"])
+    dev = c["device_name"] or ("" if names_device else os.environ.get("RDMA_DEVICE_NAME", ""))
+    if dev:
+        out["device"] = dev
+    secret = c["secret"] or os.environ.get("XFER_SECRET", "")
+    if secret:
+        out["secret"] = secret
     try:
         out["ttl_seconds"] = float(c["ttl_seconds"])
     except (TypeError, ValueError):
@@ -105,6 +125,15 @@ def _translate(config):
         if not (c["sender_host"] and c["sender_zmq_port"]):
             raise errors.InvalidError("xfer: config: sender_host and sender_zmq_port go together")
         out["producer"] = _join(c["sender_host"], int(c["sender_zmq_port"]))
+    for k, v in engine.items():
+        # The binding hands out the pool's memory as host or CUDA tensors:
+        # only memory_pool_device, which it reads too, may move the pool.
+        if k == "memory_device" or (k == "memory" and str(v).strip().lower().startswith(("cuda", "gpu"))):
+            raise errors.InvalidError(f"xfer: config: engine key {k!r}: set the pool's device with memory_pool_device")
+        given = [g for g in _DERIVED.get(k, ()) if config.get(g) is not None]
+        if given:
+            raise errors.InvalidError(f"xfer: config: engine key {k!r} and the key {given[0]!r} set the same option: use one")
+        out[k] = v
     return out, c
 
 
@@ -175,7 +204,10 @@ class Connector:
         self._live = 0  # views of the pool alive (ManagedBuffer arrays)
         self._deferred = 0  # the handle whose close waits for the last view
         lib = _lib.lib()
-        b = json.dumps(cfg).encode()
+        try:
+            b = json.dumps(cfg, allow_nan=False).encode()
+        except (TypeError, ValueError) as e:
+            raise errors.InvalidError(f"xfer: config: engine: {e}") from None
         h = ctypes.c_int64()
         call = _lib.Call()
         call.check(lib.xfer_open(b, len(b), ctypes.byref(h), call.err, _lib.ERR_LEN))
