@@ -92,7 +92,10 @@ var layers = map[string][]string{
 	// and resolves node IDs with it: it imports no package of this module
 	// (the standard library, the etcd client).
 	"directory": {},
-	"cmd":       {"", "mem", "transport", "probe", "kv", "connector", "pages", "directory"},
+	// Leaves that hold no xfer concept, for the command and the layers
+	// that print or read sizes: the standard library only.
+	"bytesize": {},
+	"cmd":      {"", "mem", "transport", "probe", "kv", "connector", "pages", "directory", "bytesize"},
 	// The project's own helpers: tools/bench/regmr measures ibv_reg_mr
 	// through the binding itself, so tools may use internal packages.
 	"tools": {"", "mem", "transport", "probe", "internal/"},

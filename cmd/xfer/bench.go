@@ -13,6 +13,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/xferio/xfer"
+	"github.com/xferio/xfer/bytesize"
 )
 
 const (
@@ -121,7 +122,7 @@ func (f benchFlags) plan(itersSet bool) (benchPlan, error) {
 		return p, errors.New("--verify works with write and read")
 	}
 	var err error
-	if p.sizes, err = ParseSizeList(f.sizes); err != nil {
+	if p.sizes, err = bytesize.ParseList(f.sizes); err != nil {
 		return p, fmt.Errorf("--size: %w", err)
 	}
 	for _, s := range p.sizes {
@@ -173,7 +174,7 @@ func bench(ctx context.Context, g *globals, cfg xfer.Config, plan benchPlan) (er
 		if err != nil && plan.op == opSend && errors.Is(err, xfer.ErrTooLarge) {
 			// The connection's limit is the smaller of both sides'.
 			err = fmt.Errorf("%w\nsends of %s need max_message of at least that on both sides: --max-message %d here, and on the peer xfer serve --max-message %d (or max_message in their configs)",
-				err, FormatSize(plan.maxSize), plan.maxSize, plan.maxSize)
+				err, bytesize.Format(plan.maxSize), plan.maxSize, plan.maxSize)
 		}
 	}()
 	if cfg.MemoryMB == 0 {
@@ -183,11 +184,11 @@ func bench(ctx context.Context, g *globals, cfg xfer.Config, plan benchPlan) (er
 		// Both sides must accept messages of the largest size.
 		switch {
 		case plan.maxSize > xfer.MaxMaxMessage:
-			return fmt.Errorf("--op send: size %s is larger than the largest message (%s)", FormatSize(plan.maxSize), FormatSize(xfer.MaxMaxMessage))
+			return fmt.Errorf("--op send: size %s is larger than the largest message (%s)", bytesize.Format(plan.maxSize), bytesize.Format(xfer.MaxMaxMessage))
 		case cfg.MaxMessage == 0 && plan.maxSize > xfer.DefaultMaxMessage:
 			cfg.MaxMessage = int(plan.maxSize)
 		case cfg.MaxMessage != 0 && int64(cfg.MaxMessage) < plan.maxSize:
-			return fmt.Errorf("--op send: size %s is larger than max_message (%d)", FormatSize(plan.maxSize), cfg.MaxMessage)
+			return fmt.Errorf("--op send: size %s is larger than max_message (%d)", bytesize.Format(plan.maxSize), cfg.MaxMessage)
 		}
 	}
 
@@ -233,7 +234,7 @@ func bench(ctx context.Context, g *globals, cfg xfer.Config, plan benchPlan) (er
 	}
 	if need := int64(plan.depth) * slotStride(plan.maxSize); plan.op != opSend && need > int64(remote.Len) {
 		return fmt.Errorf("--depth %d × %s needs %s in the peer's region, which has %s: give the peer a larger --memory-mb",
-			plan.depth, FormatSize(plan.maxSize), FormatSize(need), FormatSize(int64(remote.Len)))
+			plan.depth, bytesize.Format(plan.maxSize), bytesize.Format(need), bytesize.Format(int64(remote.Len)))
 	}
 	g.log.Info("bench", "peer", addr, "transport", p.Transport(), "op", plan.op, "depth", plan.depth)
 
@@ -290,7 +291,7 @@ func measure(ctx context.Context, g *globals, r *runner, cpu cpuMeter, plan benc
 		return sizeResult{}, fmt.Errorf("warm-up: %w", err)
 	}
 	cpu0, ok0 := cpu.read()
-	hide := showProgress(g.stderr, fmt.Sprintf("%s %s", plan.op, FormatSize(size)), plan.lim, r.completed)
+	hide := showProgress(g.stderr, fmt.Sprintf("%s %s", plan.op, bytesize.Format(size)), plan.lim, r.completed)
 	ops, elapsed, lat, err := r.run(ctx, size, plan.lim)
 	hide()
 	cpu1, ok1 := cpu.read()
@@ -310,7 +311,7 @@ func allocBuffers(e *xfer.Engine, n int, size int64, poolMB int) ([][]byte, erro
 	for i := range bufs {
 		b, err := e.Alloc(int(size))
 		if err != nil {
-			return nil, fmt.Errorf("allocate buffer %d of %s from the %d MiB pool: %w (raise --memory-mb)", i+1, FormatSize(size), poolMB, err)
+			return nil, fmt.Errorf("allocate buffer %d of %s from the %d MiB pool: %w (raise --memory-mb)", i+1, bytesize.Format(size), poolMB, err)
 		}
 		bufs[i] = b.Bytes()[:size]
 	}

@@ -13,6 +13,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/xferio/xfer"
+	"github.com/xferio/xfer/bytesize"
 	"github.com/xferio/xfer/mem"
 	"github.com/xferio/xfer/probe"
 )
@@ -579,10 +580,10 @@ func checkCUDA(r *doctorReport, nvidia int) {
 		}
 		bar1 := "BAR1 unknown"
 		if g.BAR1Bytes > 0 {
-			bar1 = "BAR1 " + FormatSize(int64(g.BAR1Bytes))
+			bar1 = "BAR1 " + bytesize.Format(int64(g.BAR1Bytes))
 		}
 		r.ok("cuda", "cuda:%d %s: %s, compute %s, %s, %s, driver %d.%d", g.Ordinal, g.Name,
-			FormatSize(int64(g.MemoryBytes)), g.Compute, dmabuf, bar1, g.DriverMajor, g.DriverMinor)
+			bytesize.Format(int64(g.MemoryBytes)), g.Compute, dmabuf, bar1, g.DriverMajor, g.DriverMinor)
 	}
 }
 

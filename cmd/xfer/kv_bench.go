@@ -15,6 +15,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/xferio/xfer"
+	"github.com/xferio/xfer/bytesize"
 	"github.com/xferio/xfer/kv"
 )
 
@@ -124,7 +125,7 @@ func newKVBenchCmd(g *globals) *cobra.Command {
 			}
 			fmt.Fprintf(g.stdout, "%-4s %-9s %-5s %11s %12s %10s %10s %10s\n", "op", "transport", "conc", "value", "ops/s", "GB/s", "p50 µs", "p99 µs")
 			fmt.Fprintf(g.stdout, "%-4s %-9s %-5d %11s %12.0f %10.3f %10.1f %10.1f\n", res.Op, res.Transport, res.Concurrency,
-				FormatSize(res.ValueSize), res.OpsPerSec, res.BytesPerSec/1e9, float64(res.LatP50Ns)/1e3, float64(res.LatP99Ns)/1e3)
+				bytesize.Format(res.ValueSize), res.OpsPerSec, res.BytesPerSec/1e9, float64(res.LatP50Ns)/1e3, float64(res.LatP99Ns)/1e3)
 			return nil
 		},
 	}
@@ -212,7 +213,7 @@ func kvBench(ctx context.Context, g *globals, clients []kvStore, bk benchKeys, v
 	}
 	per := uint64(max(size, 64))
 	if fit := int(st.Capacity / 2 / per); keys > fit {
-		fmt.Fprintf(g.stderr, "xfer kv bench: %d keys of %s do not fit half the server's pool (%s): using %d\n", keys, FormatSize(size), HumanSize(int64(st.Capacity)), max(fit, 1))
+		fmt.Fprintf(g.stderr, "xfer kv bench: %d keys of %s do not fit half the server's pool (%s): using %d\n", keys, bytesize.Format(size), bytesize.Human(int64(st.Capacity)), max(fit, 1))
 		keys = max(fit, 1)
 	}
 	// Half the free space, as half the pool above: a PUT over a key holds
@@ -221,10 +222,10 @@ func kvBench(ctx context.Context, g *globals, clients []kvStore, bk benchKeys, v
 		fit := int(free / 2 / per)
 		if fit < 1 {
 			return kvBenchRecord{}, fmt.Errorf("the server holds %d keys and has %s free, less than one %s value: the benchmark would evict your values (--allow-evict lets it)",
-				st.Keys, HumanSize(int64(free)), FormatSize(size))
+				st.Keys, bytesize.Human(int64(free)), bytesize.Format(size))
 		}
 		fmt.Fprintf(g.stderr, "xfer kv bench: the server holds %d keys of yours and has %s free: using %d keys so that none is evicted (--allow-evict lets it use more)\n",
-			st.Keys, HumanSize(int64(free)), fit)
+			st.Keys, bytesize.Human(int64(free)), fit)
 		keys = fit
 	}
 	if !bk.keep {
@@ -287,7 +288,7 @@ func kvBench(ctx context.Context, g *globals, clients []kvStore, bk benchKeys, v
 	for _, w := range ws {
 		w.lat.reset()
 	}
-	hide := showProgress(g.stderr, "kv "+op+" "+FormatSize(size), limit{iters: ops}, done.Load)
+	hide := showProgress(g.stderr, "kv "+op+" "+bytesize.Format(size), limit{iters: ops}, done.Load)
 	var wg sync.WaitGroup
 	errs := make(chan error, len(ws))
 	start := time.Now()

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/xferio/xfer"
+	"github.com/xferio/xfer/bytesize"
 	"github.com/xferio/xfer/connector"
 	"github.com/xferio/xfer/mem"
 )
@@ -232,7 +233,7 @@ func consume(ctx context.Context, c *connector.Connector, plan transferPlan, out
 	case hello.Transfers != plan.n:
 		return fail(fmt.Errorf("the producer makes %d transfers and the consumer expects %d: give both the same --num-transfers", hello.Transfers, plan.n))
 	case hello.Bytes != plan.size:
-		return fail(fmt.Errorf("the producer sends tensors of %s and the consumer expects %s: give both the same --tensor-size-mb", FormatSize(hello.Bytes), FormatSize(plan.size)))
+		return fail(fmt.Errorf("the producer sends tensors of %s and the consumer expects %s: give both the same --tensor-size-mb", bytesize.Format(hello.Bytes), bytesize.Format(plan.size)))
 	case hello.Benchmark != plan.benchmark:
 		return fail(fmt.Errorf("--benchmark is on one side only: give it to both or neither"))
 	}
