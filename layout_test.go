@@ -95,7 +95,8 @@ var layers = map[string][]string{
 	// Leaves that hold no xfer concept, for the command and the layers
 	// that print or read sizes: the standard library only.
 	"bytesize": {},
-	"cmd":      {"", "mem", "transport", "probe", "kv", "connector", "pages", "directory", "bytesize"},
+	"cputime":  {"internal/sys"},
+	"cmd":      {"", "mem", "transport", "probe", "kv", "connector", "pages", "directory", "bytesize", "cputime"},
 	// The project's own helpers: tools/bench/regmr measures ibv_reg_mr
 	// through the binding itself, so tools may use internal packages.
 	"tools": {"", "mem", "transport", "probe", "internal/"},

@@ -14,6 +14,7 @@ import (
 
 	"github.com/xferio/xfer"
 	"github.com/xferio/xfer/bytesize"
+	"github.com/xferio/xfer/cputime"
 )
 
 const (
@@ -192,7 +193,7 @@ func bench(ctx context.Context, g *globals, cfg xfer.Config, plan benchPlan) (er
 		}
 	}
 
-	addr, cpu := plan.peer, cpuMeter{}
+	addr, cpu := plan.peer, cputime.Meter{}
 	if addr == "" && plan.peerNode == "" {
 		t, err := startLocalTarget(ctx, g, cfg)
 		if err != nil {
@@ -203,7 +204,7 @@ func bench(ctx context.Context, g *globals, cfg xfer.Config, plan benchPlan) (er
 				err = serr
 			}
 		}()
-		addr, cpu.pid = t.addr, t.pid()
+		addr, cpu.PID = t.addr, t.pid()
 	}
 
 	client := cfg
@@ -268,7 +269,7 @@ func bench(ctx context.Context, g *globals, cfg xfer.Config, plan benchPlan) (er
 			return err
 		}
 	}
-	if cpu.pid == 0 {
+	if cpu.PID == 0 {
 		err = out.note("cpu s/GB counts this process only: the peer %s is external", addr)
 	} else {
 		err = out.note("cpu s/GB counts both processes: bench and the serve it started")
@@ -286,15 +287,15 @@ func bench(ctx context.Context, g *globals, cfg xfer.Config, plan benchPlan) (er
 }
 
 // measure warms up, then runs one size and summarises it.
-func measure(ctx context.Context, g *globals, r *runner, cpu cpuMeter, plan benchPlan, size int64) (sizeResult, error) {
+func measure(ctx context.Context, g *globals, r *runner, cpu cputime.Meter, plan benchPlan, size int64) (sizeResult, error) {
 	if _, _, _, err := r.run(ctx, size, limit{iters: warmupOps}); err != nil {
 		return sizeResult{}, fmt.Errorf("warm-up: %w", err)
 	}
-	cpu0, ok0 := cpu.read()
+	cpu0, ok0 := cpu.Read()
 	hide := showProgress(g.stderr, fmt.Sprintf("%s %s", plan.op, bytesize.Format(size)), plan.lim, r.completed)
 	ops, elapsed, lat, err := r.run(ctx, size, plan.lim)
 	hide()
-	cpu1, ok1 := cpu.read()
+	cpu1, ok1 := cpu.Read()
 	if err != nil {
 		return sizeResult{}, err
 	}

@@ -98,23 +98,3 @@ func (r sizeResult) CPUPerGB() (v float64, ok bool) {
 	}
 	return r.CPU.Seconds() / (float64(r.Bytes()) / 1e9), true
 }
-
-// cpuMeter reads the CPU time used by this process and, when pid is not 0,
-// by the serve process bench started.
-type cpuMeter struct{ pid int }
-
-// read returns the CPU time so far; ok is false where it cannot be measured.
-func (m cpuMeter) read() (d time.Duration, ok bool) {
-	self, err := selfCPU()
-	if err != nil {
-		return 0, false
-	}
-	if m.pid == 0 {
-		return self, true
-	}
-	child, err := processCPU(m.pid)
-	if err != nil {
-		return 0, false
-	}
-	return self + child, true
-}
