@@ -54,8 +54,8 @@ func TestPackageBoundaries(t *testing.T) {
 }
 
 // services are the packages built only on the public API: the root package
-// xfer, mem, probe, directory, their own subpackages and third-party
-// modules.
+// xfer, mem, probe, directory, latency, their own subpackages and
+// third-party modules.
 var services = []string{"kv", "connector", "pages"}
 
 // transports are the transport packages, siblings that never import each
@@ -96,7 +96,9 @@ var layers = map[string][]string{
 	// that print or read sizes: the standard library only.
 	"bytesize": {},
 	"cputime":  {"internal/sys"},
-	"cmd":      {"", "mem", "transport", "probe", "kv", "connector", "pages", "directory", "bytesize", "cputime"},
+	// The latency histogram of the benchmarks and of the pages client.
+	"latency": {},
+	"cmd":     {"", "mem", "transport", "probe", "kv", "connector", "pages", "directory", "bytesize", "cputime", "latency"},
 	// The project's own helpers: tools/bench/regmr measures ibv_reg_mr
 	// through the binding itself, so tools may use internal packages.
 	"tools": {"", "mem", "transport", "probe", "internal/"},
@@ -168,10 +170,10 @@ func checkImport(dir, im string, pending map[string]string) string {
 		return "commands import public packages only"
 	}
 	if svc, ok := underAny(dir, services); ok {
-		if rel == "" || under(rel, "mem") || under(rel, "probe") || under(rel, "directory") || under(rel, svc) {
+		if rel == "" || under(rel, "mem") || under(rel, "probe") || under(rel, "directory") || under(rel, "latency") || under(rel, svc) {
 			return ""
 		}
-		return "services use the public xfer API, mem, probe and directory only"
+		return "services use the public xfer API, mem, probe, directory and latency only"
 	}
 	if under(dir, "transport/stream") {
 		if _, ok := underAny(rel, transports); ok {
@@ -235,6 +237,7 @@ func TestCheckLayout(t *testing.T) {
 		"kv":              {m(""), m("mem"), m("probe"), m("kv/kvpb"), m("directory"), "google.golang.org/grpc"},
 		"kv/kvpb":         {"google.golang.org/protobuf/proto"},
 		"connector":       {m(""), m("mem")},
+		"pages":           {m(""), m("latency")},
 		"cmd/xfer":        {m(""), m("kv"), m("probe"), m("transport"), "github.com/spf13/cobra"},
 		"cmd/libxfer":     {"C", m("connector")},
 	}
@@ -250,6 +253,8 @@ func TestCheckLayout(t *testing.T) {
 		{"kv", m("internal/ibv"), "internal/ibv may be imported only by"},
 		{"kv", m("transport"), "services use the public xfer API"},
 		{"pages", m("transport/tcp"), "services use the public xfer API"},
+		{"pages", m("cputime"), "services use the public xfer API"},
+		{"latency", m("mem"), "against the layering"},
 		{"transport/shm", m("transport/tcp"), "transports do not import each other"},
 		{"transport/tcp", m("transport/verbs"), "transports do not import each other"},
 		{"transport/verbs/removal", m("transport/tcp"), "transports do not import each other"},

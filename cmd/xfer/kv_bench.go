@@ -17,6 +17,7 @@ import (
 	"github.com/xferio/xfer"
 	"github.com/xferio/xfer/bytesize"
 	"github.com/xferio/xfer/kv"
+	"github.com/xferio/xfer/latency"
 )
 
 // kvBenchRecord is the line "kv bench --json" prints.
@@ -180,7 +181,7 @@ func kvBench(ctx context.Context, g *globals, clients []kvStore, bk benchKeys, v
 		c     kvStore
 		buf   xfer.Buffer
 		check []byte
-		lat   latencies
+		lat   *latency.Histogram
 	}
 	ws := make([]*worker, len(clients))
 	for i, c := range clients {
@@ -188,7 +189,7 @@ func kvBench(ctx context.Context, g *globals, clients []kvStore, bk benchKeys, v
 		if err != nil {
 			return kvBenchRecord{}, fmt.Errorf("client buffer: %w", err)
 		}
-		ws[i] = &worker{c: c, buf: buf, check: make([]byte, size), lat: newLatencies()}
+		ws[i] = &worker{c: c, buf: buf, check: make([]byte, size), lat: new(latency.Histogram)}
 	}
 	// The key names are made before the run, as redis-benchmark's are, so
 	// that formatting them is not timed (up to a million of them; more are
@@ -259,12 +260,12 @@ func kvBench(ctx context.Context, g *globals, clients []kvStore, bk benchKeys, v
 		if op == "put" {
 			t0 := time.Now()
 			err := w.c.PutBuffer(ctx, key(k), w.buf, int(size))
-			w.lat.record(time.Since(t0))
+			w.lat.Record(time.Since(t0))
 			return err
 		}
 		t0 := time.Now()
 		n, err := w.c.GetInto(ctx, key(k), w.buf)
-		w.lat.record(time.Since(t0))
+		w.lat.Record(time.Since(t0))
 		if err != nil {
 			return err
 		}
@@ -286,7 +287,7 @@ func kvBench(ctx context.Context, g *globals, clients []kvStore, bk benchKeys, v
 		}
 	}
 	for _, w := range ws {
-		w.lat.reset()
+		w.lat.Reset()
 	}
 	hide := showProgress(g.stderr, "kv "+op+" "+bytesize.Format(size), limit{iters: ops}, done.Load)
 	var wg sync.WaitGroup
@@ -320,16 +321,16 @@ func kvBench(ctx context.Context, g *globals, clients []kvStore, bk benchKeys, v
 	if err := <-errs; err != nil {
 		return kvBenchRecord{}, err
 	}
-	lat := newLatencies()
+	lat := new(latency.Histogram)
 	for _, w := range ws {
-		lat.merge(w.lat)
+		lat.Merge(w.lat)
 		w.c.Engine().Free(w.buf)
 	}
 	sec := elapsed.Seconds()
 	return kvBenchRecord{
 		Op: op, Transport: clients[0].Transport(), ValueSize: size, Concurrency: len(clients), Clients: distinct(clients),
 		Ops: ops, Seconds: sec, OpsPerSec: float64(ops) / sec, BytesPerSec: float64(ops*size) / sec,
-		LatP50Ns: int64(lat.quantile(50)), LatP99Ns: int64(lat.quantile(99)), LatMaxNs: int64(lat.max()),
+		LatP50Ns: int64(lat.Quantile(50)), LatP99Ns: int64(lat.Quantile(99)), LatMaxNs: int64(lat.Max()),
 		Verified: verify && op == "get",
 	}, nil
 }
