@@ -84,7 +84,7 @@ var layers = map[string][]string{
 	"internal/testmain": {},
 	"internal/testutil": {"internal/cuda"},
 	"mem":               {"internal/sys", "internal/cuda"},
-	"probe":             {"internal/ibv", "internal/cuda", "internal/sys"},
+	"probe":             {"internal/ibv", "internal/cuda", "internal/sys", "bytesize"},
 	"transport":         {"transport", "mem", "internal/"},
 	"xfertest":          {"", "transport", "mem", "internal/sys"},
 	".":                 {"transport", "mem", "directory", "internal/"},
