@@ -12,6 +12,7 @@ import (
 
 	"github.com/xferio/xfer"
 	"github.com/xferio/xfer/connector"
+	"github.com/xferio/xfer/connector/transferctl"
 	"github.com/xferio/xfer/probe"
 )
 
@@ -19,7 +20,7 @@ import (
 // script of vLLM-Omni's Mooncake connector guide, which it mirrors.
 const (
 	transferDefaultPort     = 15500
-	transferDefaultCtrlPort = 15501
+	transferDefaultCtrlPort = transferctl.DefaultPort
 	transferDefaultSizeMB   = 100
 	transferDefaultN        = 3
 	transferDefaultTimeout  = 60 * time.Second
