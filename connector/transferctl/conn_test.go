@@ -16,12 +16,7 @@ import (
 // the producer's (accepted) and the consumer's (dialed).
 func pair(t *testing.T, timeout time.Duration) (producer, consumer *Conn) {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := ln.Addr().String()
-	ln.Close()
+	addr := freeAddr(t)
 	ctx := context.Background()
 	type res struct {
 		c   net.Conn

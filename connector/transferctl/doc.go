@@ -19,8 +19,11 @@
 //
 // Each message is one JSON object (RFC 8259) encoded in UTF-8 and followed
 // by one line feed (0x0A). The object holds no raw line feed: JSON escapes
-// those inside strings, and writers emit compact JSON (Go's encoding/json,
-// Python's json.dumps with separators=(",", ":")). A message, line feed
+// those inside strings, and writers emit compact JSON with members in the
+// order listed below, zero values left out, and text other than ASCII as
+// UTF-8 rather than \u escapes (Go's encoding/json without HTML escaping,
+// Python's json.dumps with separators=(",", ":") and ensure_ascii=False),
+// so that the two write the same bytes for the same message. A message, line feed
 // included, is at most [MaxLine] (65536) bytes; a reader refuses a longer
 // one. There is no other header, length or checksum.
 //

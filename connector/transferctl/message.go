@@ -1,6 +1,7 @@
 package transferctl
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 
@@ -51,16 +52,19 @@ type Msg struct {
 	Error string `json:"error,omitempty"`
 }
 
-// Encode returns m as one line: compact JSON and a line feed.
+// Encode returns m as one line: compact JSON, UTF-8 as it is (no HTML
+// escapes), and a line feed.
 func Encode(m Msg) ([]byte, error) {
-	b, err := json.Marshal(m)
-	if err != nil {
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(m); err != nil { // compact, and ends in a line feed
 		return nil, fmt.Errorf("control channel: encoding a %q message: %w", m.Type, err)
 	}
-	if len(b)+1 > MaxLine {
-		return nil, fmt.Errorf("control channel: a %q message of %d bytes, more than %d", m.Type, len(b)+1, MaxLine)
+	if b.Len() > MaxLine {
+		return nil, fmt.Errorf("control channel: a %q message of %d bytes, more than %d", m.Type, b.Len(), MaxLine)
 	}
-	return append(b, '\n'), nil
+	return b.Bytes(), nil
 }
 
 // Decode parses one line (its line feed optional) into a message. It
