@@ -231,15 +231,18 @@ func TestCheckLayout(t *testing.T) {
 		"transport/tcp":   {m("transport"), m("transport/stream"), m("internal/wire"), m("mem")},
 		"transport/shm":   {m("transport/stream"), m("transport/tcp")}, // pending below
 		"transport/verbs": {m("internal/ibv"), m("internal/rdmacm"), m("transport/stream")},
-		"probe":           {m("internal/ibv"), m("internal/sys")},
+		"probe":           {m("internal/ibv"), m("internal/sys"), m("bytesize")},
 		".":               {m("transport/verbs"), m("internal/wire"), m("mem"), m("directory")},
 		"directory":       {"go.etcd.io/etcd/client/v3", "net/http"},
 		"kv":              {m(""), m("mem"), m("probe"), m("kv/kvpb"), m("directory"), "google.golang.org/grpc"},
 		"kv/kvpb":         {"google.golang.org/protobuf/proto"},
 		"connector":       {m(""), m("mem")},
 		"pages":           {m(""), m("latency")},
-		"cmd/xfer":        {m(""), m("kv"), m("probe"), m("transport"), "github.com/spf13/cobra"},
-		"cmd/libxfer":     {"C", m("connector")},
+		"cmd/xfer": {m(""), m("kv"), m("probe"), m("transport"), m("bytesize"), m("cputime"), m("latency"),
+			m("connector/transferctl"), "github.com/spf13/cobra"},
+		"connector/transferctl": {m("connector")},
+		"cputime":               {m("internal/sys")},
+		"cmd/libxfer":           {"C", m("connector")},
 	}
 	if v := checkLayout(allowed, map[string]string{"transport/shm": "transport/tcp"}); len(v) > 0 {
 		t.Errorf("allowed imports reported:\n%s", strings.Join(v, "\n"))
@@ -255,6 +258,8 @@ func TestCheckLayout(t *testing.T) {
 		{"pages", m("transport/tcp"), "services use the public xfer API"},
 		{"pages", m("cputime"), "services use the public xfer API"},
 		{"latency", m("mem"), "against the layering"},
+		{"bytesize", m("internal/sys"), "against the layering"},
+		{"probe", m("latency"), "against the layering"},
 		{"transport/shm", m("transport/tcp"), "transports do not import each other"},
 		{"transport/tcp", m("transport/verbs"), "transports do not import each other"},
 		{"transport/verbs/removal", m("transport/tcp"), "transports do not import each other"},

@@ -16,6 +16,7 @@ import dataclasses
 import json
 import socket
 import time
+from typing import Optional
 
 DEFAULT_PORT = 15501
 MAX_LINE = 64 << 10
@@ -51,10 +52,10 @@ class Msg:
     pull: str = ""
     # put and got
     seq: int = 0
-    meta: dict = None
+    meta: Optional[dict] = None
     md5: str = ""
     put_seconds: float = 0.0
-    md5_ok: bool = None
+    md5_ok: Optional[bool] = None
     seconds: float = 0.0
     transport: str = ""
     # error
