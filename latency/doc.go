@@ -4,8 +4,9 @@
 //
 // A [Histogram] holds latencies from 1 ns to [Max] with three significant
 // digits; a latency outside that range is clamped into it. Recording
-// allocates nothing once the histogram is in use (its counts are allocated
-// on the first record), so it may sit on a hot path.
+// allocates nothing once the histogram is in use (a zero Histogram
+// allocates its counts on the first record, one from [New] up front), so
+// it may sit on a hot path.
 //
 // A Histogram is for one goroutine: the benchmarks give each worker its
 // own and [Histogram.Merge] them at the end. A [Locked] is a Histogram

@@ -69,7 +69,7 @@ type runner struct {
 func newRunner(peer transferer, op string, remote xfer.RegionDesc, bufs, checks [][]byte) *runner {
 	r := &runner{peer: peer, op: op, remote: remote, bufs: bufs, checks: checks, verify: checks != nil}
 	for range bufs {
-		r.lats = append(r.lats, new(latency.Histogram))
+		r.lats = append(r.lats, latency.New())
 	}
 	return r
 }
@@ -150,7 +150,7 @@ func (r *runner) run(ctx context.Context, size int64, lim limit) (ops int64, ela
 	if err := context.Cause(ctx); err != nil {
 		return 0, elapsed, nil, err
 	}
-	lat = new(latency.Histogram)
+	lat = latency.New()
 	for _, l := range r.lats {
 		lat.Merge(l)
 	}

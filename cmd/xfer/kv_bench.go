@@ -189,7 +189,7 @@ func kvBench(ctx context.Context, g *globals, clients []kvStore, bk benchKeys, v
 		if err != nil {
 			return kvBenchRecord{}, fmt.Errorf("client buffer: %w", err)
 		}
-		ws[i] = &worker{c: c, buf: buf, check: make([]byte, size), lat: new(latency.Histogram)}
+		ws[i] = &worker{c: c, buf: buf, check: make([]byte, size), lat: latency.New()}
 	}
 	// The key names are made before the run, as redis-benchmark's are, so
 	// that formatting them is not timed (up to a million of them; more are
@@ -321,7 +321,7 @@ func kvBench(ctx context.Context, g *globals, clients []kvStore, bk benchKeys, v
 	if err := <-errs; err != nil {
 		return kvBenchRecord{}, err
 	}
-	lat := new(latency.Histogram)
+	lat := latency.New()
 	for _, w := range ws {
 		lat.Merge(w.lat)
 		w.c.Engine().Free(w.buf)
