@@ -4,8 +4,8 @@
 // transfer, the metadata of a tensor and the verdict on it. The tensors
 // themselves move on the engines' data plane, through the connector; this
 // channel only orchestrates the two tools, so that either side may be Go or
-// Python. This file defines the wire format; python/xfer/_transferctl.py
-// follows it.
+// Python. This documentation defines the wire format;
+// python/xfer/_transferctl.py follows it.
 //
 // # Connection
 //
@@ -63,7 +63,8 @@
 //	  md5_ok       boolean  whether the bytes got match md5; null or absent
 //	                        under benchmark
 //	  seconds      number   how long the consumer's get took, in seconds
-//	  transport    string   the transport the get used: "tcp", "shm" or "rdma"
+//	  transport    string   the transport the get used: "tcp", "shm" or "rdma";
+//	                        absent when the consumer cannot tell
 //
 //	error  either side, in place of any message due
 //	  error        string   why this side gives up, for people
@@ -90,7 +91,7 @@
 //
 // [Accept] and [Dial] make the connection; [NewConn] wraps it in a [Conn],
 // whose Send and Recv exchange [Msg]s and whose Fail tells the other side
-// why this one gives up. A Conn is for one goroutine; Close it, once the
-// run is over, before the connection it wraps is of no more use (Close
-// closes it).
+// why this one gives up. [Encode] and [Decode] are the framing alone. A
+// Conn is for one goroutine; it owns the connection it wraps, and its
+// Close, idempotent, closes both.
 package transferctl
