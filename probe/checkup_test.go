@@ -102,3 +102,80 @@ func TestCheckupGPU(t *testing.T) {
 		t.Errorf("an NVIDIA GPU with nvidia-peermem: %+v", r.Checks)
 	}
 }
+
+// has reports whether r holds a check named check with the status whose
+// message (and, when fix is not "", fix) contain the given texts.
+func has(r *Report, check, status, msg, fix string) bool {
+	for _, c := range find(r, check, status) {
+		if strings.Contains(c.Message, msg) && strings.Contains(c.Fix, fix) {
+			return true
+		}
+	}
+	return false
+}
+
+// TestCheckDevices runs the device, port, GID and MTU checks on devices
+// described here, against configs that ask for what they cannot give: each
+// mismatch fails or warns with its fix, and the RoCE v2 GID to use is
+// named.
+func TestCheckDevices(t *testing.T) {
+	gid := func(i int, typ string, linkLocal bool, last byte) GID {
+		g := GID{Index: i, Type: typ, Netdev: "xfertest0", LinkLocal: linkLocal, IPv4Mapped: !linkLocal}
+		if linkLocal {
+			g.GID = [16]byte{0: 0xfe, 1: 0x80, 15: last}
+		} else {
+			g.GID = [16]byte{10: 0xff, 11: 0xff, 12: 10, 15: last}
+		}
+		return g
+	}
+	roce := Device{Name: "roce9", Transport: "InfiniBand", MaxSGE: 30, MaxQPWR: 1024, Ports: []Port{{
+		Num: 1, State: "ACTIVE", LinkLayer: "Ethernet", ActiveMTU: 1024, MaxMTU: 4096,
+		GIDs: []GID{gid(0, "RoCE v2", true, 1), gid(1, "RoCE v1", false, 2), gid(3, "RoCE v2", false, 3)},
+	}}}
+	ib := Device{Name: "ib9", Transport: "InfiniBand", Ports: []Port{{Num: 1, State: "DOWN", LinkLayer: "InfiniBand"}}}
+
+	r := &Report{}
+	checkDevices(r, CheckConfig{Device: "roce9", MaxSGE: 64, MaxSendWR: 4096, MTU: 2048, GIDIndex: 0, GIDIndexSet: true}, []Device{roce, ib})
+	for _, w := range []struct{ check, status, msg, fix string }{
+		{"devices", StatusOK, "devices: roce9, ib9", ""},
+		{"config", StatusFail, "the configured rdma_max_sge 64 is above roce9's max_sge 30", "set rdma_max_sge to 30 or less"},
+		{"config", StatusFail, "the configured rdma_max_send_wr 4096 is above roce9's max_qp_wr 1024", "set rdma_max_send_wr to 1024 or less"},
+		{"port", StatusOK, "roce9 port 1 ACTIVE, RoCE (Ethernet)", ""},
+		{"mtu", StatusWarn, "the configured rdma_mtu 2048 is above it", "set rdma_mtu to 1024 or less"},
+		{"gid", StatusOK, "0 fe80:0000:0000:0000:0000:0000:0000:0001 RoCE v2 xfertest0", ""},
+		{"config", StatusWarn, "the configured gid_index 0 is RoCE v2 link-local", "rdma_gid_index: auto"},
+		{"gid", StatusOK, "RoCE v2 GID index 3", ""},
+	} {
+		if !has(r, w.check, w.status, w.msg, w.fix) {
+			t.Errorf("no %s %s check saying %q with the fix %q in %+v", w.status, w.check, w.msg, w.fix, r.Checks)
+		}
+	}
+	if len(find(r, "port", StatusWarn)) != 0 {
+		t.Errorf("ib9's port was checked though the config names roce9: %+v", r.Checks)
+	}
+
+	r = &Report{}
+	checkDevices(r, CheckConfig{Device: "nosuch0", Port: 2}, []Device{roce, ib})
+	if !has(r, "config", StatusFail, "the configured device nosuch0 does not exist here", "set rdma_device to one of roce9, ib9") ||
+		!has(r, "config", StatusFail, "the configured port 2 is not an ACTIVE port", "") {
+		t.Errorf("a config naming a device and a port not there: %+v", r.Checks)
+	}
+
+	r = &Report{}
+	checkDevices(r, CheckConfig{}, []Device{ib})
+	if !has(r, "port", StatusWarn, "ib9 port 1 is DOWN", "systemctl start opensm") || !has(r, "port", StatusFail, "no ACTIVE port on any device", "") {
+		t.Errorf("an InfiniBand device whose port is down: %+v", r.Checks)
+	}
+
+	r = &Report{}
+	checkDevices(r, CheckConfig{GIDIndex: 7, GIDIndexSet: true}, []Device{roce})
+	if !has(r, "config", StatusFail, "the configured gid_index 7 is not in the GID table", "") || r.Failed != 1 {
+		t.Errorf("a gid_index not in the table: %+v", r.Checks)
+	}
+	roce.Ports[0].GIDs = roce.Ports[0].GIDs[:2] // no routable RoCE v2 entry left
+	r = &Report{}
+	checkDevices(r, CheckConfig{}, []Device{roce})
+	if !has(r, "gid", StatusFail, "roce9 port 1 has no routable RoCE v2 GID", "ip addr add <address>/<prefix> dev xfertest0") {
+		t.Errorf("a RoCE port without a routable RoCE v2 GID: %+v", r.Checks)
+	}
+}
