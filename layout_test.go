@@ -65,8 +65,8 @@ func TestPackageBoundaries(t *testing.T) {
 }
 
 // services are the packages built only on the public API: the root package
-// xfer, mem, probe, directory, their own subpackages and third-party
-// modules.
+// xfer, mem, probe, directory, latency, their own subpackages and
+// third-party modules.
 var services = []string{"kv", "connector", "pages"}
 
 // transports are the transport packages, siblings that never import each
@@ -105,7 +105,7 @@ var layers = map[string][]string{
 	"internal/testmain": {},
 	"internal/testutil": {"internal/cuda"},
 	"mem":               {"internal/sys", "internal/cuda"},
-	"probe":             {"internal/ibv", "internal/cuda", "internal/sys"},
+	"probe":             {"internal/ibv", "internal/cuda", "internal/sys", "bytesize"},
 	"transport":         {"transport", "mem", "internal/"},
 	"xfertest":          {"", "transport", "mem", "internal/sys"},
 	".":                 {"transport", "mem", "directory", "internal/"},
@@ -117,7 +117,13 @@ var layers = map[string][]string{
 	// defaults and validation) sits beside the commands, above the
 	// services: its keys are the engine's and the connector's.
 	"config": {"", "mem", "connector"},
-	"cmd":    {"", "mem", "transport", "probe", "kv", "connector", "pages", "directory", "config"},
+	// Leaves that hold no xfer concept, for the command and the layers
+	// that print or read sizes: the standard library only.
+	"bytesize": {},
+	"cputime":  {"internal/sys"},
+	// The latency histogram of the benchmarks and of the pages client.
+	"latency": {},
+	"cmd":     {"", "mem", "transport", "probe", "kv", "connector", "pages", "directory", "config", "bytesize", "cputime", "latency"},
 	// The project's own helpers: tools/bench/regmr measures ibv_reg_mr
 	// through the binding itself, so tools may use internal packages.
 	"tools": {"", "mem", "transport", "probe", "internal/"},
@@ -192,10 +198,10 @@ func checkImport(dir, im string, pending map[string]string) string {
 		return "commands import public packages only"
 	}
 	if svc, ok := underAny(dir, services); ok {
-		if rel == "" || under(rel, "mem") || under(rel, "probe") || under(rel, "directory") || under(rel, svc) {
+		if rel == "" || under(rel, "mem") || under(rel, "probe") || under(rel, "directory") || under(rel, "latency") || under(rel, svc) {
 			return ""
 		}
-		return "services use the public xfer API, mem, probe and directory only"
+		return "services use the public xfer API, mem, probe, directory and latency only"
 	}
 	if under(dir, "transport/stream") {
 		if _, ok := underAny(rel, transports); ok {
@@ -253,15 +259,19 @@ func TestCheckLayout(t *testing.T) {
 		"transport/tcp":   {m("transport"), m("transport/stream"), m("internal/wire"), m("mem")},
 		"transport/shm":   {m("transport/stream"), m("transport/tcp")}, // pending below
 		"transport/verbs": {m("internal/ibv"), m("internal/rdmacm"), m("transport/stream")},
-		"probe":           {m("internal/ibv"), m("internal/sys")},
+		"probe":           {m("internal/ibv"), m("internal/sys"), m("bytesize")},
 		".":               {m("transport/verbs"), m("internal/wire"), m("mem"), m("directory")},
 		"directory":       {"go.etcd.io/etcd/client/v3", "net/http"},
 		"kv":              {m(""), m("mem"), m("probe"), m("kv/kvpb"), m("directory"), "google.golang.org/grpc"},
 		"kv/kvpb":         {"google.golang.org/protobuf/proto"},
 		"connector":       {m(""), m("mem")},
-		"cmd/xfer":        {m(""), m("kv"), m("probe"), m("transport"), m("config"), "github.com/spf13/cobra"},
-		"cmd/libxfer":     {"C", m("connector"), m("config")},
-		"config":          {m(""), m("connector"), m("mem"), "gopkg.in/yaml.v3", "encoding/json"},
+		"pages":           {m(""), m("latency")},
+		"cmd/xfer": {m(""), m("kv"), m("probe"), m("transport"), m("config"), m("bytesize"), m("cputime"), m("latency"),
+			m("connector/transferctl"), "github.com/spf13/cobra"},
+		"connector/transferctl": {m("connector")},
+		"cputime":               {m("internal/sys")},
+		"cmd/libxfer":           {"C", m("connector"), m("config")},
+		"config":                {m(""), m("connector"), m("mem"), "gopkg.in/yaml.v3", "encoding/json"},
 	}
 	if v := checkLayout(allowed, map[string]string{"transport/shm": "transport/tcp"}); len(v) > 0 {
 		t.Errorf("allowed imports reported:\n%s", strings.Join(v, "\n"))
@@ -275,6 +285,10 @@ func TestCheckLayout(t *testing.T) {
 		{"kv", m("internal/ibv"), "internal/ibv may be imported only by"},
 		{"kv", m("transport"), "services use the public xfer API"},
 		{"pages", m("transport/tcp"), "services use the public xfer API"},
+		{"pages", m("cputime"), "services use the public xfer API"},
+		{"latency", m("mem"), "against the layering"},
+		{"bytesize", m("internal/sys"), "against the layering"},
+		{"probe", m("latency"), "against the layering"},
 		{"transport/shm", m("transport/tcp"), "transports do not import each other"},
 		{"transport/tcp", m("transport/verbs"), "transports do not import each other"},
 		{"transport/verbs/removal", m("transport/tcp"), "transports do not import each other"},

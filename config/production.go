@@ -100,7 +100,7 @@ func (d *decoder) amst(k, val *node) {
 		if k.kind != scalarNode || k.value != amstSection {
 			d.problem(k.line, amstParent+"."+k.value, ErrUnknownKey, nil,
 				"transport: a mapping holds the %s section of the production layout (transport: {%s: {enable_rdma: ..., rdma_device: ...}}); "+
-					"or write transport: auto, tcp, shm or rdma", amstSection, amstSection)
+					"or write transport: auto or one of "+strings.Join(xfer.TransportNames(), ", "), amstSection, amstSection)
 			continue
 		}
 		switch v.kind {

@@ -9,9 +9,8 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/HdrHistogram/hdrhistogram-go"
-
 	"github.com/xferio/xfer"
+	"github.com/xferio/xfer/latency"
 )
 
 // Errors.
@@ -46,10 +45,10 @@ type Client struct {
 	nodes atomic.Pointer[[]*node] // sorted by base, never overlapping; replaced, never changed
 
 	cache *cache
-	lat   histogram
+	lat   latency.Locked
 
 	shardMu sync.Mutex
-	shards  []*histogram // the open pipelines' own, merged into Latency
+	shards  []*latency.Locked // the open pipelines' own, merged into Latency
 }
 
 // node is a server mapped at [base, end).
@@ -204,13 +203,13 @@ func (c *Client) FetchPage(ctx context.Context, gpa uint64, buf []byte) error {
 	}
 	t0 := time.Now()
 	if c.cache != nil && c.cache.take(gpa, buf) {
-		c.lat.record(time.Since(t0))
+		c.lat.Record(time.Since(t0))
 		return nil
 	}
 	if err := n.peer.Read(ctx, buf, src); err != nil {
 		return fmt.Errorf("pages: fetch GPA %#x from %s: %w", gpa, n.addr, err)
 	}
-	c.lat.record(time.Since(t0))
+	c.lat.Record(time.Since(t0))
 	return nil
 }
 
@@ -285,7 +284,7 @@ func (c *Client) batch(ctx context.Context, kind xfer.OpKind, gpas []uint64, buf
 					ok++
 				}
 			}
-			c.lat.recordN(time.Since(t0), ok)
+			c.lat.RecordN(time.Since(t0), ok)
 		}
 	}
 	return first
@@ -317,23 +316,23 @@ func (c *Client) Latency() Latency {
 	c.shardMu.Lock()
 	defer c.shardMu.Unlock()
 	if len(c.shards) == 0 {
-		return c.lat.snapshot()
+		return c.lat.Summary()
 	}
-	all := hdrhistogram.New(1, int64(maxLatency), 3)
-	c.lat.mergeInto(all)
+	var all latency.Histogram
+	c.lat.AddTo(&all)
 	for _, h := range c.shards {
-		h.mergeInto(all)
+		h.AddTo(&all)
 	}
-	return summarize(all)
+	return all.Summary()
 }
 
 // ResetLatency forgets the recorded latencies.
 func (c *Client) ResetLatency() {
 	c.shardMu.Lock()
 	defer c.shardMu.Unlock()
-	c.lat.reset()
+	c.lat.Reset()
 	for _, h := range c.shards {
-		h.reset()
+		h.Reset()
 	}
 }
 

@@ -239,22 +239,3 @@ func TestHugePages(t *testing.T) {
 		t.Fatalf("a 4 KiB client added a 2 MiB server: %v", err)
 	}
 }
-
-func TestHistogram(t *testing.T) {
-	var h histogram
-	if l := h.snapshot(); l.Count != 0 {
-		t.Fatalf("empty: %+v", l)
-	}
-	for i := 1; i <= 1000; i++ {
-		h.record(time.Duration(i) * time.Microsecond)
-	}
-	l := h.snapshot()
-	within := func(got, want time.Duration) bool { return got >= want*999/1000 && got <= want*1001/1000 }
-	if l.Count != 1000 || !within(l.P50, 500*time.Microsecond) || !within(l.P99, 990*time.Microsecond) || !within(l.Max, time.Millisecond) {
-		t.Fatalf("%+v: want p50 500 µs, p99 990 µs, max 1 ms", l)
-	}
-	h.reset()
-	if l := h.snapshot(); l.Count != 0 || l.P99 != 0 {
-		t.Fatalf("after reset: %+v", l)
-	}
-}

@@ -7,9 +7,8 @@ import (
 	"slices"
 	"time"
 
-	"github.com/HdrHistogram/hdrhistogram-go"
-
 	"github.com/xferio/xfer"
+	"github.com/xferio/xfer/latency"
 )
 
 // Errors of a Pipeline.
@@ -42,9 +41,9 @@ var (
 // InFlight is 0), or closes the client, and then calls Close.
 type Pipeline struct {
 	c     *Client
-	lat   *histogram // this pipeline's, merged into the client's Latency
-	slots []slot     // a ring: the oldest fetch in flight is slots[head]
-	ops   []xfer.Op  // ops[i] is slots[i]'s READ, in its group's submission
+	lat   *latency.Locked // this pipeline's, merged into the client's Latency
+	slots []slot          // a ring: the oldest fetch in flight is slots[head]
+	ops   []xfer.Op       // ops[i] is slots[i]'s READ, in its group's submission
 	head  int
 	n     int // fetches in flight (started, not yet returned by Next)
 	queue int // of which the newest queue are not yet posted
@@ -70,7 +69,7 @@ func (c *Client) NewPipeline(depth int) (*Pipeline, error) {
 	if depth < 1 {
 		return nil, fmt.Errorf("pages: a pipeline of depth %d: want 1 or more", depth)
 	}
-	p := &Pipeline{c: c, lat: new(histogram), slots: make([]slot, depth), ops: make([]xfer.Op, depth)}
+	p := &Pipeline{c: c, lat: new(latency.Locked), slots: make([]slot, depth), ops: make([]xfer.Op, depth)}
 	c.shardMu.Lock()
 	c.shards = append(c.shards, p.lat)
 	c.shardMu.Unlock()
@@ -89,12 +88,7 @@ func (p *Pipeline) Close() {
 		return
 	}
 	c.shards = slices.Delete(c.shards, i, i+1)
-	c.lat.mu.Lock()
-	if c.lat.h == nil {
-		c.lat.h = hdrhistogram.New(1, int64(maxLatency), 3)
-	}
-	p.lat.mergeInto(c.lat.h)
-	c.lat.mu.Unlock()
+	c.lat.Merge(p.lat)
 }
 
 // Depth is how many fetches the pipeline keeps in flight at most.
@@ -189,6 +183,6 @@ func (p *Pipeline) Next(ctx context.Context) (gpa uint64, buf []byte, err error)
 	if err != nil && !s.cached {
 		return gpa, buf, fmt.Errorf("pages: fetch GPA %#x from %s: %w", gpa, s.node.addr, err)
 	}
-	p.lat.record(time.Since(s.t0))
+	p.lat.Record(time.Since(s.t0))
 	return gpa, buf, nil
 }

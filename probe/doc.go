@@ -18,9 +18,16 @@
 // process: the first call does the work and later calls return the same
 // value. An inconclusive one is not cached, so a later call probes again.
 //
-// Listings are not cached: [Devices] and [MemlockLimit] read the current
-// state on every call, since devices come and go (`rdma link add`) and
-// limits change.
+// [Checkup] runs `xfer doctor`'s production checklist of an RDMA host on
+// top of these: kernel modules, devices, ports, GIDs and MTUs, device
+// files, memlock, huge pages, GPUs and the CUDA driver, each compared with
+// a [CheckConfig] (the pool and the RDMA settings in use). It returns a
+// [Report] of structured findings, each failure with the command that
+// fixes it; printing it is the caller's business.
+//
+// Listings are not cached: [Devices], [MemlockLimit] and [Checkup] read
+// the current state on every call, since devices come and go (`rdma link
+// add`) and limits change.
 //
 // Every function is safe for concurrent use. Nothing returned holds a
 // resource: there is nothing to close.

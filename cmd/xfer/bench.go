@@ -13,6 +13,8 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/xferio/xfer"
+	"github.com/xferio/xfer/bytesize"
+	"github.com/xferio/xfer/cputime"
 )
 
 const (
@@ -79,7 +81,8 @@ func newBenchCmd(g *globals) *cobra.Command {
 	fs.StringVar(&f.peer, "peer", "", "`address` of a running xfer serve (default: start one on 127.0.0.1)")
 	fs.StringVar(&f.peerNode, "peer-node", "", "node `ID` of a running xfer serve, looked up in --directory")
 	fs.String("directory", "", "directory `URL` to find --peer-node in: http://HOST:PORT or etcd://HOST:2379/PREFIX")
-	fs.String("transport", string(xfer.PolicyAuto), "transport `policy`: auto, tcp, shm or rdma")
+	fs.String("transport", string(xfer.PolicyAuto), "transport `policy`: "+policies)
+	addOpTimeoutFlag(fs)
 	fs.StringVar(&f.op, "op", opWrite, "operation: write, read or send")
 	fs.StringVar(&f.sizes, "size", defaultSizes, "comma-separated message `sizes` (64, 4KiB, 1MiB, ...)")
 	fs.DurationVar(&f.duration, "duration", 2*time.Second, "how long to run each size")
@@ -121,7 +124,7 @@ func (f benchFlags) plan(itersSet bool) (benchPlan, error) {
 		return p, errors.New("--verify works with write and read")
 	}
 	var err error
-	if p.sizes, err = ParseSizeList(f.sizes); err != nil {
+	if p.sizes, err = bytesize.ParseList(f.sizes); err != nil {
 		return p, fmt.Errorf("--size: %w", err)
 	}
 	for _, s := range p.sizes {
@@ -173,7 +176,7 @@ func bench(ctx context.Context, g *globals, cfg xfer.Config, plan benchPlan) (er
 		if err != nil && plan.op == opSend && errors.Is(err, xfer.ErrTooLarge) {
 			// The connection's limit is the smaller of both sides'.
 			err = fmt.Errorf("%w\nsends of %s need max_message of at least that on both sides: --max-message %d here, and on the peer xfer serve --max-message %d (or max_message in their configs)",
-				err, FormatSize(plan.maxSize), plan.maxSize, plan.maxSize)
+				err, bytesize.Format(plan.maxSize), plan.maxSize, plan.maxSize)
 		}
 	}()
 	if cfg.MemoryMB == 0 {
@@ -183,15 +186,15 @@ func bench(ctx context.Context, g *globals, cfg xfer.Config, plan benchPlan) (er
 		// Both sides must accept messages of the largest size.
 		switch {
 		case plan.maxSize > xfer.MaxMaxMessage:
-			return fmt.Errorf("--op send: size %s is larger than the largest message (%s)", FormatSize(plan.maxSize), FormatSize(xfer.MaxMaxMessage))
+			return fmt.Errorf("--op send: size %s is larger than the largest message (%s)", bytesize.Format(plan.maxSize), bytesize.Format(xfer.MaxMaxMessage))
 		case cfg.MaxMessage == 0 && plan.maxSize > xfer.DefaultMaxMessage:
 			cfg.MaxMessage = int(plan.maxSize)
 		case cfg.MaxMessage != 0 && int64(cfg.MaxMessage) < plan.maxSize:
-			return fmt.Errorf("--op send: size %s is larger than max_message (%d)", FormatSize(plan.maxSize), cfg.MaxMessage)
+			return fmt.Errorf("--op send: size %s is larger than max_message (%d)", bytesize.Format(plan.maxSize), cfg.MaxMessage)
 		}
 	}
 
-	addr, cpu := plan.peer, cpuMeter{}
+	addr, cpu := plan.peer, cputime.Meter{}
 	if addr == "" && plan.peerNode == "" {
 		t, err := startLocalTarget(ctx, g, cfg)
 		if err != nil {
@@ -202,7 +205,7 @@ func bench(ctx context.Context, g *globals, cfg xfer.Config, plan benchPlan) (er
 				err = serr
 			}
 		}()
-		addr, cpu.pid = t.addr, t.pid()
+		addr, cpu.PID = t.addr, t.pid()
 	}
 
 	client := cfg
@@ -233,7 +236,7 @@ func bench(ctx context.Context, g *globals, cfg xfer.Config, plan benchPlan) (er
 	}
 	if need := int64(plan.depth) * slotStride(plan.maxSize); plan.op != opSend && need > int64(remote.Len) {
 		return fmt.Errorf("--depth %d × %s needs %s in the peer's region, which has %s: give the peer a larger --memory-mb",
-			plan.depth, FormatSize(plan.maxSize), FormatSize(need), FormatSize(int64(remote.Len)))
+			plan.depth, bytesize.Format(plan.maxSize), bytesize.Format(need), bytesize.Format(int64(remote.Len)))
 	}
 	g.log.Info("bench", "peer", addr, "transport", p.Transport(), "op", plan.op, "depth", plan.depth)
 
@@ -267,7 +270,7 @@ func bench(ctx context.Context, g *globals, cfg xfer.Config, plan benchPlan) (er
 			return err
 		}
 	}
-	if cpu.pid == 0 {
+	if cpu.PID == 0 {
 		err = out.note("cpu s/GB counts this process only: the peer %s is external", addr)
 	} else {
 		err = out.note("cpu s/GB counts both processes: bench and the serve it started")
@@ -285,15 +288,15 @@ func bench(ctx context.Context, g *globals, cfg xfer.Config, plan benchPlan) (er
 }
 
 // measure warms up, then runs one size and summarises it.
-func measure(ctx context.Context, g *globals, r *runner, cpu cpuMeter, plan benchPlan, size int64) (sizeResult, error) {
+func measure(ctx context.Context, g *globals, r *runner, cpu cputime.Meter, plan benchPlan, size int64) (sizeResult, error) {
 	if _, _, _, err := r.run(ctx, size, limit{iters: warmupOps}); err != nil {
 		return sizeResult{}, fmt.Errorf("warm-up: %w", err)
 	}
-	cpu0, ok0 := cpu.read()
-	hide := showProgress(g.stderr, fmt.Sprintf("%s %s", plan.op, FormatSize(size)), plan.lim, r.completed)
+	cpu0, ok0 := cpu.Read()
+	hide := showProgress(g.stderr, fmt.Sprintf("%s %s", plan.op, bytesize.Format(size)), plan.lim, r.completed)
 	ops, elapsed, lat, err := r.run(ctx, size, plan.lim)
 	hide()
-	cpu1, ok1 := cpu.read()
+	cpu1, ok1 := cpu.Read()
 	if err != nil {
 		return sizeResult{}, err
 	}
@@ -310,7 +313,7 @@ func allocBuffers(e *xfer.Engine, n int, size int64, poolMB int) ([][]byte, erro
 	for i := range bufs {
 		b, err := e.Alloc(int(size))
 		if err != nil {
-			return nil, fmt.Errorf("allocate buffer %d of %s from the %d MiB pool: %w (raise --memory-mb)", i+1, FormatSize(size), poolMB, err)
+			return nil, fmt.Errorf("allocate buffer %d of %s from the %d MiB pool: %w (raise --memory-mb)", i+1, bytesize.Format(size), poolMB, err)
 		}
 		bufs[i] = b.Bytes()[:size]
 	}

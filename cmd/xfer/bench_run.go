@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/xferio/xfer"
+	"github.com/xferio/xfer/latency"
 )
 
 // transferer is the part of *xfer.Peer the benchmark drives.
@@ -60,15 +61,15 @@ type runner struct {
 	copyDev        func(dst, src []byte) error
 	hbufs, hchecks [][]byte
 
-	lats  []latencies // per worker, reused from run to run
-	round uint64      // counts runs, so that no two runs write the same patterns
+	lats  []*latency.Histogram // per worker, reused from run to run
+	round uint64               // counts runs, so that no two runs write the same patterns
 	done  atomic.Int64
 }
 
 func newRunner(peer transferer, op string, remote xfer.RegionDesc, bufs, checks [][]byte) *runner {
 	r := &runner{peer: peer, op: op, remote: remote, bufs: bufs, checks: checks, verify: checks != nil}
 	for range bufs {
-		r.lats = append(r.lats, newLatencies())
+		r.lats = append(r.lats, latency.New())
 	}
 	return r
 }
@@ -124,11 +125,11 @@ func (r *runner) completed() int64 { return r.done.Load() }
 // run performs operations of size bytes until lim and returns how many were
 // done, how long they took, and their latencies. The first error stops every
 // worker and is returned.
-func (r *runner) run(ctx context.Context, size int64, lim limit) (ops int64, elapsed time.Duration, lat latencies, err error) {
+func (r *runner) run(ctx context.Context, size int64, lim limit) (ops int64, elapsed time.Duration, lat *latency.Histogram, err error) {
 	r.round++
 	r.done.Store(0)
 	for _, l := range r.lats {
-		l.reset()
+		l.Reset()
 	}
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
@@ -147,13 +148,13 @@ func (r *runner) run(ctx context.Context, size int64, lim limit) (ops int64, ela
 	wg.Wait()
 	elapsed = time.Since(start)
 	if err := context.Cause(ctx); err != nil {
-		return 0, elapsed, latencies{}, err
+		return 0, elapsed, nil, err
 	}
-	lat = newLatencies()
+	lat = latency.New()
 	for _, l := range r.lats {
-		lat.merge(l)
+		lat.Merge(l)
 	}
-	return lat.count(), elapsed, lat, nil
+	return lat.Count(), elapsed, lat, nil
 }
 
 func (r *runner) worker(ctx context.Context, w int, size int64, lim limit, start time.Time, claimed *atomic.Int64) error {
@@ -183,7 +184,7 @@ func (r *runner) worker(ctx context.Context, w int, size int64, lim limit, start
 }
 
 // one performs worker w's operation number k.
-func (r *runner) one(ctx context.Context, w int, k uint64, buf, check []byte, slot xfer.RemoteAddr, lat latencies) error {
+func (r *runner) one(ctx context.Context, w int, k uint64, buf, check []byte, slot xfer.RemoteAddr, lat *latency.Histogram) error {
 	size := int64(len(buf))
 	seed := patternSeed(size, r.round<<40|k, w)
 	switch r.op {
@@ -197,7 +198,7 @@ func (r *runner) one(ctx context.Context, w int, k uint64, buf, check []byte, sl
 		if err := r.peer.Write(ctx, buf, slot); err != nil {
 			return fmt.Errorf("write %d bytes: %w", size, err)
 		}
-		lat.record(time.Since(t0))
+		lat.Record(time.Since(t0))
 		if r.verify {
 			// A read that does nothing must not pass.
 			if err := r.clear(w, check); err != nil {
@@ -226,7 +227,7 @@ func (r *runner) one(ctx context.Context, w int, k uint64, buf, check []byte, sl
 		if err := r.peer.Read(ctx, buf, slot); err != nil {
 			return fmt.Errorf("read %d bytes: %w", size, err)
 		}
-		lat.record(time.Since(t0))
+		lat.Record(time.Since(t0))
 		if r.verify {
 			return r.compareHost(w, check, buf, k)
 		}
@@ -235,7 +236,7 @@ func (r *runner) one(ctx context.Context, w int, k uint64, buf, check []byte, sl
 		if err := r.peer.Send(ctx, buf); err != nil {
 			return fmt.Errorf("send %d bytes: %w", size, err)
 		}
-		lat.record(time.Since(t0))
+		lat.Record(time.Since(t0))
 	default:
 		return fmt.Errorf("unknown op %q", r.op)
 	}

@@ -91,11 +91,11 @@ func TestRunnerIters(t *testing.T) {
 			if err != nil {
 				t.Fatalf("%s %d: %v", op, size, err)
 			}
-			if ops != 333 || lat.count() != 333 || r.completed() != 333 {
-				t.Errorf("%s %d: ops %d, latencies %d, completed %d; want 333", op, size, ops, lat.count(), r.completed())
+			if ops != 333 || lat.Count() != 333 || r.completed() != 333 {
+				t.Errorf("%s %d: ops %d, latencies %d, completed %d; want 333", op, size, ops, lat.Count(), r.completed())
 			}
-			if elapsed <= 0 || lat.quantile(50) <= 0 {
-				t.Errorf("%s %d: elapsed %v, p50 %v", op, size, elapsed, lat.quantile(50))
+			if elapsed <= 0 || lat.Quantile(50) <= 0 {
+				t.Errorf("%s %d: elapsed %v, p50 %v", op, size, elapsed, lat.Quantile(50))
 			}
 		}
 	}

@@ -3,51 +3,8 @@ package main
 import (
 	"time"
 
-	"github.com/HdrHistogram/hdrhistogram-go"
+	"github.com/xferio/xfer/latency"
 )
-
-// Latencies are recorded in nanoseconds, from 1ns to maxLatency, with three
-// significant digits.
-const (
-	maxLatency = time.Minute
-	latencySig = 3
-)
-
-// latencies is a histogram of operation latencies. Each worker records into
-// its own and the results are merged, so the hot path takes no lock.
-type latencies struct{ h *hdrhistogram.Histogram }
-
-func newLatencies() latencies {
-	return latencies{hdrhistogram.New(1, int64(maxLatency), latencySig)}
-}
-
-// record adds one latency, clamped to the histogram's range.
-func (l latencies) record(d time.Duration) {
-	v := min(max(int64(d), 1), int64(maxLatency))
-	_ = l.h.RecordValue(v) // cannot fail: v is in range
-}
-
-// merge adds o's counts to l.
-func (l latencies) merge(o latencies) { l.h.Merge(o.h) }
-
-func (l latencies) reset() { l.h.Reset() }
-
-func (l latencies) count() int64 { return l.h.TotalCount() }
-
-// quantile returns the latency at q percent (0 < q <= 100); 0 when empty.
-func (l latencies) quantile(q float64) time.Duration {
-	if l.count() == 0 {
-		return 0
-	}
-	return time.Duration(l.h.ValueAtQuantile(q))
-}
-
-func (l latencies) max() time.Duration {
-	if l.count() == 0 {
-		return 0
-	}
-	return time.Duration(l.h.Max())
-}
 
 // sizeResult is the outcome of one message size.
 type sizeResult struct {
@@ -67,15 +24,15 @@ type sizeResult struct {
 }
 
 // newSizeResult summarises a run of ops operations of size bytes.
-func newSizeResult(op string, size, ops int64, elapsed time.Duration, lat latencies) sizeResult {
+func newSizeResult(op string, size, ops int64, elapsed time.Duration, lat *latency.Histogram) sizeResult {
 	return sizeResult{
 		Op:      op,
 		Size:    size,
 		Ops:     ops,
 		Elapsed: elapsed,
-		P50:     lat.quantile(50),
-		P99:     lat.quantile(99),
-		Max:     lat.max(),
+		P50:     lat.Quantile(50),
+		P99:     lat.Quantile(99),
+		Max:     lat.Max(),
 	}
 }
 
@@ -97,24 +54,4 @@ func (r sizeResult) CPUPerGB() (v float64, ok bool) {
 		return 0, false
 	}
 	return r.CPU.Seconds() / (float64(r.Bytes()) / 1e9), true
-}
-
-// cpuMeter reads the CPU time used by this process and, when pid is not 0,
-// by the serve process bench started.
-type cpuMeter struct{ pid int }
-
-// read returns the CPU time so far; ok is false where it cannot be measured.
-func (m cpuMeter) read() (d time.Duration, ok bool) {
-	self, err := selfCPU()
-	if err != nil {
-		return 0, false
-	}
-	if m.pid == 0 {
-		return self, true
-	}
-	child, err := processCPU(m.pid)
-	if err != nil {
-		return 0, false
-	}
-	return self + child, true
 }

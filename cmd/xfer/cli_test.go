@@ -61,17 +61,6 @@ func TestKVPutStdin(t *testing.T) {
 	}
 }
 
-func TestHumanSize(t *testing.T) {
-	for n, want := range map[int64]string{
-		0: "0 B", 512: "512 B", 1 << 10: "1 KiB", 1536: "1.50 KiB", 64 << 20: "64 MiB",
-		179026929120: "166.73 GiB", 3 << 40: "3 TiB",
-	} {
-		if got := HumanSize(n); got != want {
-			t.Errorf("HumanSize(%d) = %q, want %q", n, got, want)
-		}
-	}
-}
-
 // TestKVBenchLeavesUserData: kv bench writes keys of its own, evicts none
 // of the user's and deletes its keys at the end.
 func TestKVBenchLeavesUserData(t *testing.T) {

@@ -123,3 +123,9 @@ func applyFlags(doc *config.Document, fs *pflag.FlagSet) error {
 	}
 	return nil
 }
+
+// addOpTimeoutFlag adds --op-timeout (op_timeout) to a command that opens
+// an engine.
+func addOpTimeoutFlag(fs *pflag.FlagSet) {
+	fs.Duration("op-timeout", xfer.DefaultOpTimeout, "fail the operations outstanding with a peer that moves no byte for this `long` (its connection is closed); negative: never")
+}

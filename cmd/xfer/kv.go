@@ -17,6 +17,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/xferio/xfer"
+	"github.com/xferio/xfer/bytesize"
 	"github.com/xferio/xfer/directory"
 	"github.com/xferio/xfer/kv"
 )
@@ -113,12 +114,13 @@ func newKVServeCmd(g *globals) *cobra.Command {
 	fs := cmd.Flags()
 	fs.String("listen", kvDefaultListen, "gRPC `address` to serve on")
 	fs.String("data-listen", "", "data-plane `address` clients connect their engine to (default: the config's listen key, else the --listen host on any port)")
-	fs.String("transport", string(xfer.PolicyAuto), "data-plane transport `policy`: auto, tcp, shm or rdma")
+	fs.String("transport", string(xfer.PolicyAuto), "data-plane transport `policy`: "+policies)
+	addOpTimeoutFlag(fs)
 	fs.Int("memory-mb", kvDefaultMemoryMB, "size of the value pool in `MiB`")
 	fs.Int("devices", 1, "number of RDMA `devices` (NICs) the data plane uses, one engine each (one protection domain per device)")
 	fs.String("full", string(kv.Evict), "when the pool is full: evict (least recently used values) or reject (PUT fails)")
 	fs.String("max-value", "", "largest value, e.g. 64MiB (default: the pool)")
-	fs.String("inline-max", "", fmt.Sprintf("largest value sent inside requests and responses, 0 for never (default %s on tcp, %s on shm and rdma)", FormatSize(kv.DefaultInlineMax), FormatSize(kv.DefaultInlineMaxSHM)))
+	fs.String("inline-max", "", fmt.Sprintf("largest value sent inside requests and responses, 0 for never (default %s on tcp, %s on shm and rdma)", bytesize.Format(kv.DefaultInlineMax), bytesize.Format(kv.DefaultInlineMaxSHM)))
 	fs.String("secret", "", "shared `secret` of the data plane (prefer "+envPrefix+"SECRET: flags show in ps)")
 	directoryFlags(fs)
 	addOpsFlags(fs)
@@ -130,7 +132,7 @@ func sizeFlag(fs *pflag.FlagSet, name string) (int64, error) {
 	if s == "" {
 		return 0, nil
 	}
-	n, err := ParseSize(s)
+	n, err := bytesize.Parse(s)
 	if err != nil {
 		return 0, fmt.Errorf("--%s: %w", name, err)
 	}
@@ -165,7 +167,8 @@ func kvServe(ctx context.Context, g *globals, addr string, opts kv.ServerOptions
 // kvClientFlags are the flags of the client commands.
 func kvClientFlags(fs *pflag.FlagSet) {
 	fs.String("server-addr", kvDefaultServer, "KV server `address`: HOST:PORT or http://HOST:PORT")
-	fs.String("transport", string(xfer.PolicyAuto), "data-plane transport `policy`: auto, tcp, shm or rdma")
+	fs.String("transport", string(xfer.PolicyAuto), "data-plane transport `policy`: "+policies)
+	addOpTimeoutFlag(fs)
 	fs.Int("buffer-mb", kvDefaultBufferMB, "size of the client's registered buffer pool in `MiB`")
 	fs.Duration("timeout", 30*time.Second, "give up on the command after this `duration`")
 	fs.Duration("wait", 0, "wait up to this `duration` for a server that is not up yet (starting or restarting); 0: fail at once when nothing answers")
@@ -455,12 +458,12 @@ func newKVStatsCmd(g *globals) *cobra.Command {
 }
 
 func printKVStats(w io.Writer, st kv.Stats) {
-	fmt.Fprintf(w, "keys            %d (%s of values)\n", st.Keys, HumanSize(int64(st.ValueBytes)))
-	fmt.Fprintf(w, "pool            %s of %s in use, fragmentation %.2f\n", HumanSize(int64(st.PoolUsed)), HumanSize(int64(st.Capacity)), st.Fragmentation)
+	fmt.Fprintf(w, "keys            %d (%s of values)\n", st.Keys, bytesize.Human(int64(st.ValueBytes)))
+	fmt.Fprintf(w, "pool            %s of %s in use, fragmentation %.2f\n", bytesize.Human(int64(st.PoolUsed)), bytesize.Human(int64(st.Capacity)), st.Fragmentation)
 	fmt.Fprintf(w, "requests        %d gets (%d hits, %d misses), %d puts, %d deletes\n", st.Gets, st.Hits, st.Misses, st.Puts, st.Deletes)
 	fmt.Fprintf(w, "full policy     %s: %d evictions, %d puts rejected\n", st.FullPolicy, st.Evictions, st.RejectedFull)
 	fmt.Fprintf(w, "aborted puts    %d\n", st.AbortedPuts)
-	fmt.Fprintf(w, "bytes moved     %s on the data plane, %s inline\n", HumanSize(int64(st.DataPlaneBytes)), HumanSize(int64(st.InlineBytes)))
+	fmt.Fprintf(w, "bytes moved     %s on the data plane, %s inline\n", bytesize.Human(int64(st.DataPlaneBytes)), bytesize.Human(int64(st.InlineBytes)))
 }
 
 // without returns a flag set with the flags of fs except the named ones,

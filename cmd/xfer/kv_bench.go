@@ -15,7 +15,9 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/xferio/xfer"
+	"github.com/xferio/xfer/bytesize"
 	"github.com/xferio/xfer/kv"
+	"github.com/xferio/xfer/latency"
 )
 
 // kvBenchRecord is the line "kv bench --json" prints.
@@ -124,7 +126,7 @@ func newKVBenchCmd(g *globals) *cobra.Command {
 			}
 			fmt.Fprintf(g.stdout, "%-4s %-9s %-5s %11s %12s %10s %10s %10s\n", "op", "transport", "conc", "value", "ops/s", "GB/s", "p50 µs", "p99 µs")
 			fmt.Fprintf(g.stdout, "%-4s %-9s %-5d %11s %12.0f %10.3f %10.1f %10.1f\n", res.Op, res.Transport, res.Concurrency,
-				FormatSize(res.ValueSize), res.OpsPerSec, res.BytesPerSec/1e9, float64(res.LatP50Ns)/1e3, float64(res.LatP99Ns)/1e3)
+				bytesize.Format(res.ValueSize), res.OpsPerSec, res.BytesPerSec/1e9, float64(res.LatP50Ns)/1e3, float64(res.LatP99Ns)/1e3)
 			return nil
 		},
 	}
@@ -179,7 +181,7 @@ func kvBench(ctx context.Context, g *globals, clients []kvStore, bk benchKeys, v
 		c     kvStore
 		buf   xfer.Buffer
 		check []byte
-		lat   latencies
+		lat   *latency.Histogram
 	}
 	ws := make([]*worker, len(clients))
 	for i, c := range clients {
@@ -187,7 +189,7 @@ func kvBench(ctx context.Context, g *globals, clients []kvStore, bk benchKeys, v
 		if err != nil {
 			return kvBenchRecord{}, fmt.Errorf("client buffer: %w", err)
 		}
-		ws[i] = &worker{c: c, buf: buf, check: make([]byte, size), lat: newLatencies()}
+		ws[i] = &worker{c: c, buf: buf, check: make([]byte, size), lat: latency.New()}
 	}
 	// The key names are made before the run, as redis-benchmark's are, so
 	// that formatting them is not timed (up to a million of them; more are
@@ -212,7 +214,7 @@ func kvBench(ctx context.Context, g *globals, clients []kvStore, bk benchKeys, v
 	}
 	per := uint64(max(size, 64))
 	if fit := int(st.Capacity / 2 / per); keys > fit {
-		fmt.Fprintf(g.stderr, "xfer kv bench: %d keys of %s do not fit half the server's pool (%s): using %d\n", keys, FormatSize(size), HumanSize(int64(st.Capacity)), max(fit, 1))
+		fmt.Fprintf(g.stderr, "xfer kv bench: %d keys of %s do not fit half the server's pool (%s): using %d\n", keys, bytesize.Format(size), bytesize.Human(int64(st.Capacity)), max(fit, 1))
 		keys = max(fit, 1)
 	}
 	// Half the free space, as half the pool above: a PUT over a key holds
@@ -221,10 +223,10 @@ func kvBench(ctx context.Context, g *globals, clients []kvStore, bk benchKeys, v
 		fit := int(free / 2 / per)
 		if fit < 1 {
 			return kvBenchRecord{}, fmt.Errorf("the server holds %d keys and has %s free, less than one %s value: the benchmark would evict your values (--allow-evict lets it)",
-				st.Keys, HumanSize(int64(free)), FormatSize(size))
+				st.Keys, bytesize.Human(int64(free)), bytesize.Format(size))
 		}
 		fmt.Fprintf(g.stderr, "xfer kv bench: the server holds %d keys of yours and has %s free: using %d keys so that none is evicted (--allow-evict lets it use more)\n",
-			st.Keys, HumanSize(int64(free)), fit)
+			st.Keys, bytesize.Human(int64(free)), fit)
 		keys = fit
 	}
 	if !bk.keep {
@@ -258,12 +260,12 @@ func kvBench(ctx context.Context, g *globals, clients []kvStore, bk benchKeys, v
 		if op == "put" {
 			t0 := time.Now()
 			err := w.c.PutBuffer(ctx, key(k), w.buf, int(size))
-			w.lat.record(time.Since(t0))
+			w.lat.Record(time.Since(t0))
 			return err
 		}
 		t0 := time.Now()
 		n, err := w.c.GetInto(ctx, key(k), w.buf)
-		w.lat.record(time.Since(t0))
+		w.lat.Record(time.Since(t0))
 		if err != nil {
 			return err
 		}
@@ -285,9 +287,9 @@ func kvBench(ctx context.Context, g *globals, clients []kvStore, bk benchKeys, v
 		}
 	}
 	for _, w := range ws {
-		w.lat.reset()
+		w.lat.Reset()
 	}
-	hide := showProgress(g.stderr, "kv "+op+" "+FormatSize(size), limit{iters: ops}, done.Load)
+	hide := showProgress(g.stderr, "kv "+op+" "+bytesize.Format(size), limit{iters: ops}, done.Load)
 	var wg sync.WaitGroup
 	errs := make(chan error, len(ws))
 	start := time.Now()
@@ -319,16 +321,16 @@ func kvBench(ctx context.Context, g *globals, clients []kvStore, bk benchKeys, v
 	if err := <-errs; err != nil {
 		return kvBenchRecord{}, err
 	}
-	lat := newLatencies()
+	lat := latency.New()
 	for _, w := range ws {
-		lat.merge(w.lat)
+		lat.Merge(w.lat)
 		w.c.Engine().Free(w.buf)
 	}
 	sec := elapsed.Seconds()
 	return kvBenchRecord{
 		Op: op, Transport: clients[0].Transport(), ValueSize: size, Concurrency: len(clients), Clients: distinct(clients),
 		Ops: ops, Seconds: sec, OpsPerSec: float64(ops) / sec, BytesPerSec: float64(ops*size) / sec,
-		LatP50Ns: int64(lat.quantile(50)), LatP99Ns: int64(lat.quantile(99)), LatMaxNs: int64(lat.max()),
+		LatP50Ns: int64(lat.Quantile(50)), LatP99Ns: int64(lat.Quantile(99)), LatMaxNs: int64(lat.Max()),
 		Verified: verify && op == "get",
 	}, nil
 }

@@ -163,3 +163,7 @@ func (g *globals) configFile() string {
 	}
 	return os.Getenv(envConfigFile)
 }
+
+// policies lists the transport policies for help texts: auto, then the
+// transports this build has, best first.
+var policies = string(xfer.PolicyAuto) + ", " + strings.Join(xfer.TransportNames(), ", ")

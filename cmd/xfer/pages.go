@@ -16,6 +16,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/xferio/xfer"
+	"github.com/xferio/xfer/bytesize"
 	"github.com/xferio/xfer/directory"
 	"github.com/xferio/xfer/pages"
 )
@@ -35,7 +36,7 @@ func newPagesCmd(g *globals) *cobra.Command {
 }
 
 func parsePageSize(s string) (int, error) {
-	n, err := ParseSize(s)
+	n, err := bytesize.Parse(s)
 	if err != nil {
 		return 0, fmt.Errorf("--page-size %q: %w", s, err)
 	}
@@ -65,7 +66,7 @@ func newPagesServeCmd(g *globals) *cobra.Command {
 			if cfg.Listen == "" {
 				return errors.New("pages serve needs an address to listen on: --listen HOST:PORT (or :0)")
 			}
-			n, err := ParseSize(size)
+			n, err := bytesize.Parse(size)
 			if err != nil {
 				return fmt.Errorf("--size %q: %w", size, err)
 			}
@@ -88,7 +89,8 @@ func newPagesServeCmd(g *globals) *cobra.Command {
 	}
 	fs := cmd.Flags()
 	fs.String("listen", "", "`address` to accept clients on, e.g. :7472 (required)")
-	fs.String("transport", string(xfer.PolicyAuto), "transport `policy`: auto, tcp, shm or rdma")
+	fs.String("transport", string(xfer.PolicyAuto), "transport `policy`: "+policies)
+	addOpTimeoutFlag(fs)
 	fs.String("secret", "", "shared `secret` clients must know (prefer "+envPrefix+"SECRET)")
 	fs.StringVar(&size, "size", "1GiB", "size of the address space")
 	fs.StringVar(&pageSize, "page-size", "4KiB", "page size: 4KiB or 2MiB")
@@ -201,7 +203,7 @@ func newPagesBenchCmd(g *globals) *cobra.Command {
 			}
 			fmt.Fprintf(g.stdout, " transport  page    depth  pattern        pages     pages/s   p50 µs   p99 µs  p99.9 µs   max µs\n")
 			fmt.Fprintf(g.stdout, " %-9s  %-6s %5d  %-7s %12d %11.0f %8.1f %8.1f %9.1f %8.1f\n",
-				res.Transport, FormatSize(int64(res.PageSize)), res.Depth, res.Pattern, res.Pages, res.PagesPerS, res.P50us, res.P99us, res.P999us, res.MaxUs)
+				res.Transport, bytesize.Format(int64(res.PageSize)), res.Depth, res.Pattern, res.Pages, res.PagesPerS, res.P50us, res.P99us, res.P999us, res.MaxUs)
 			return nil
 		},
 	}
@@ -209,7 +211,8 @@ func newPagesBenchCmd(g *globals) *cobra.Command {
 	fs.StringVar(&peer, "peer", "", "page server `address`")
 	fs.StringVar(&dirURL, "directory", "", "directory `URL` to find --peer-node in")
 	fs.StringVar(&peerNode, "peer-node", "", "the page server's node `ID` in the directory")
-	fs.String("transport", string(xfer.PolicyAuto), "transport `policy`: auto, tcp, shm or rdma")
+	fs.String("transport", string(xfer.PolicyAuto), "transport `policy`: "+policies)
+	addOpTimeoutFlag(fs)
 	fs.String("secret", "", "shared `secret` of the server (prefer "+envPrefix+"SECRET)")
 	fs.StringVar(&pageSize, "page-size", "4KiB", "page size: 4KiB or 2MiB (the server's)")
 	fs.Int64Var(&npages, "pages", 0, "fetch among the first `N` pages (default: all the server's)")

@@ -16,6 +16,8 @@ import (
 	"gonum.org/v1/plot/vg/draw"
 	"gonum.org/v1/plot/vg/vgimg"
 	"gonum.org/v1/plot/vg/vgsvg"
+
+	"github.com/xferio/xfer/bytesize"
 )
 
 // plotFormat returns "png" or "svg" from path's extension.
@@ -114,7 +116,7 @@ func newSizePlot(results []sizeResult) *plot.Plot {
 		}
 	}
 	for s := range measured {
-		ticks = append(ticks, plot.Tick{Value: float64(s), Label: FormatSize(s)})
+		ticks = append(ticks, plot.Tick{Value: float64(s), Label: bytesize.Format(s)})
 	}
 	p.X.Tick.Marker = plot.ConstantTicks(ticks)
 	p.Add(plotter.NewGrid())

@@ -46,7 +46,8 @@ func newServeCmd(g *globals) *cobra.Command {
 	}
 	fs := cmd.Flags()
 	fs.String("listen", "", "`address` to accept peers on, e.g. 127.0.0.1:7471 or :0 (required)")
-	fs.String("transport", string(xfer.PolicyAuto), "transport `policy`: auto, tcp, shm or rdma")
+	fs.String("transport", string(xfer.PolicyAuto), "transport `policy`: "+policies)
+	addOpTimeoutFlag(fs)
 	fs.Int("memory-mb", xfer.DefaultMemoryMB, "size of the registered pool in `MiB`")
 	fs.String("memory", "", "`where` the pool lives: cuda:N for GPU N's memory (needs a CUDA driver), or host memory backed by auto, memfd or private (default auto)")
 	fs.Int("max-message", xfer.DefaultMaxMessage, "largest message peers may send, in `bytes`")

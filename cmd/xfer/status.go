@@ -14,6 +14,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/xferio/xfer"
+	"github.com/xferio/xfer/bytesize"
 	"github.com/xferio/xfer/probe"
 )
 
@@ -196,7 +197,7 @@ func printStatus(w io.Writer, d statusDoc) {
 			if !p.UpSince.IsZero() {
 				since = p.UpSince.Format(time.RFC3339)
 			}
-			fmt.Fprintf(tw, "%s\t%s\t%v\t%s\t%d\t%s\t%s\n", p.Addr, orDash(p.Transport), p.Connected, since, p.Ops, FormatSize(int64(p.Bytes)), orDash(p.LastError))
+			fmt.Fprintf(tw, "%s\t%s\t%v\t%s\t%d\t%s\t%s\n", p.Addr, orDash(p.Transport), p.Connected, since, p.Ops, bytesize.Format(int64(p.Bytes)), orDash(p.LastError))
 		}
 		if len(e.Peers) == 0 {
 			fmt.Fprintln(tw, "(none)")
@@ -208,7 +209,7 @@ func printStatus(w io.Writer, d statusDoc) {
 		}
 		p := e.Pool
 		fmt.Fprintf(w, "pool: %s used, %s free of %s, largest free %s, fragmentation %.2f, %d buffers, %d failed allocations\n",
-			FormatSize(int64(p.Used)), FormatSize(int64(p.Free)), FormatSize(int64(p.Capacity)), FormatSize(int64(p.LargestFree)), p.Fragmentation, p.Allocated, p.Failures)
+			bytesize.Format(int64(p.Used)), bytesize.Format(int64(p.Free)), bytesize.Format(int64(p.Capacity)), bytesize.Format(int64(p.LargestFree)), p.Fragmentation, p.Allocated, p.Failures)
 	}
 	fmt.Fprintln(w)
 	if d.DevicesError != "" {

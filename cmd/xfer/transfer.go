@@ -12,6 +12,7 @@ import (
 
 	"github.com/xferio/xfer"
 	"github.com/xferio/xfer/connector"
+	"github.com/xferio/xfer/connector/transferctl"
 	"github.com/xferio/xfer/probe"
 )
 
@@ -19,7 +20,7 @@ import (
 // script of vLLM-Omni's Mooncake connector guide, which it mirrors.
 const (
 	transferDefaultPort     = 15500
-	transferDefaultCtrlPort = 15501
+	transferDefaultCtrlPort = transferctl.DefaultPort
 	transferDefaultSizeMB   = 100
 	transferDefaultN        = 3
 	transferDefaultTimeout  = 60 * time.Second
@@ -163,7 +164,8 @@ func newTransferCmd(g *globals) *cobra.Command {
 	fs.DurationVar(&f.timeout, "timeout", transferDefaultTimeout, "how long to wait for the other side, each of its messages, and each Get")
 	fs.StringVar(&f.out, "out", "", "consumer: write the last tensor received to `FILE` in the safetensors format")
 	fs.StringVar(&f.pull, "pull", "auto", "consumer: how a Get moves the tensor: auto, read (the consumer READs) or write (the producer WRITEs)")
-	fs.String("transport", string(xfer.PolicyAuto), "transport `policy`: auto, tcp, shm or rdma")
+	fs.String("transport", string(xfer.PolicyAuto), "transport `policy`: "+policies)
+	addOpTimeoutFlag(fs)
 	fs.Int("memory-mb", 0, "registered pool of this side in `MiB` (default: twice the tensor plus 16 on the producer, the tensor plus 16 on the consumer)")
 	fs.String("secret", "", "shared `secret` of the data plane (prefer "+envPrefix+"SECRET: flags show in ps)")
 	return cmd

@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/schollz/progressbar/v3"
+
+	"github.com/xferio/xfer/bytesize"
 )
 
 // transferResult is one transfer as a side saw it. Seconds is the
@@ -104,7 +106,7 @@ func (o *transferOut) add(r transferResult, n int) error {
 	if o.json {
 		err = writeJSONLine(o.w, r)
 	} else {
-		line := fmt.Sprintf("transfer %d/%d: %s  get %.4f s (%.2f GB/s)", r.Transfer, n, FormatSize(r.Bytes), r.Seconds, r.GBps)
+		line := fmt.Sprintf("transfer %d/%d: %s  get %.4f s (%.2f GB/s)", r.Transfer, n, bytesize.Format(r.Bytes), r.Seconds, r.GBps)
 		if r.PutSeconds > 0 {
 			line += fmt.Sprintf("  put %.4f s (%.2f GB/s)", r.PutSeconds, r.PutBytesPerSec/1e9)
 		}
@@ -172,7 +174,7 @@ func (o *transferOut) summary(s transferSummary) (transferSummary, error) {
 	_, err := fmt.Fprintf(o.w, "%s: %d transfers of %s (%s tensors) over %s, mode %s, pull %s\n"+
 		"  get GB/s: median %.2f, min %.2f, max %.2f (%.2f GB/s over %.3f s of Gets)\n"+
 		"  put GB/s: %.2f; put + get: %.2f GB/s\n  %s\n",
-		s.Role, s.Transfers, FormatSize(s.TensorBytes), s.DType, s.Transport, s.Mode, s.Pull,
+		s.Role, s.Transfers, bytesize.Format(s.TensorBytes), s.DType, s.Transport, s.Mode, s.Pull,
 		s.GBpsMedian, s.GBpsMin, s.GBpsMax, s.BytesPerSec/1e9, s.Seconds,
 		s.PutBytesPerSec/1e9, s.E2EBytesPerSec/1e9, verdict)
 	return s, err

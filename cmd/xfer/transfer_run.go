@@ -15,7 +15,9 @@ import (
 	"time"
 
 	"github.com/xferio/xfer"
+	"github.com/xferio/xfer/bytesize"
 	"github.com/xferio/xfer/connector"
+	"github.com/xferio/xfer/connector/transferctl"
 	"github.com/xferio/xfer/mem"
 )
 
@@ -98,7 +100,7 @@ func peerTransport(c *connector.Connector) string {
 // atTransfer names transfer i in err, unless err is the other side's,
 // which names it already.
 func atTransfer(i int, err error) error {
-	var pe *peerError
+	var pe *transferctl.PeerError
 	if errors.As(err, &pe) {
 		return err
 	}
@@ -112,18 +114,18 @@ func md5Hex(b []byte) string {
 
 // produce is the producer's side; it sets the transport in sum.
 func produce(ctx context.Context, c *connector.Connector, plan transferPlan, out *transferOut, sum *transferSummary, say func(string)) error {
-	conn, err := acceptCtrl(ctx, net.JoinHostPort(plan.localHost, strconv.Itoa(plan.ctrlPort)), plan.timeout, say)
+	conn, err := transferctl.Accept(ctx, net.JoinHostPort(plan.localHost, strconv.Itoa(plan.ctrlPort)), plan.timeout, say)
 	if err != nil {
 		return err
 	}
-	cc := newCtrlConn(ctx, conn, plan.timeout, "consumer")
+	cc := transferctl.NewConn(ctx, conn, plan.timeout, "consumer")
 	defer cc.Close()
-	fail := cc.fail
-	hello := ctrlMsg{Type: "hello", Transfers: plan.n, Bytes: plan.size, DType: plan.dtype.String(), Mode: plan.mode, Benchmark: plan.benchmark}
-	if err := cc.send(hello); err != nil {
+	fail := cc.Fail
+	hello := transferctl.Msg{Type: transferctl.TypeHello, Transfers: plan.n, Bytes: plan.size, DType: plan.dtype.String(), Mode: plan.mode, Benchmark: plan.benchmark}
+	if err := cc.Send(hello); err != nil {
 		return err
 	}
-	ready, err := cc.recv("ready")
+	ready, err := cc.Recv(transferctl.TypeReady)
 	if err != nil {
 		return err
 	}
@@ -182,10 +184,10 @@ func produce(ctx context.Context, c *connector.Connector, plan transferPlan, out
 		if err != nil {
 			return fail(fmt.Errorf("transfer %d: put: %w", i, err))
 		}
-		if err := cc.send(ctrlMsg{Type: "put", Seq: i, Meta: &meta, MD5: md5sum, PutSeconds: put.Seconds()}); err != nil {
+		if err := cc.Send(transferctl.Msg{Type: transferctl.TypePut, Seq: i, Meta: &meta, MD5: md5sum, PutSeconds: put.Seconds()}); err != nil {
 			return err
 		}
-		got, err := cc.recv("got")
+		got, err := cc.Recv(transferctl.TypeGot)
 		if err != nil {
 			return fail(atTransfer(i, err))
 		}
@@ -216,14 +218,14 @@ func produce(ctx context.Context, c *connector.Connector, plan transferPlan, out
 // consume is the consumer's side; it sets the transport in sum, and the
 // producer's mode and dtype, which make the tensors.
 func consume(ctx context.Context, c *connector.Connector, plan transferPlan, out *transferOut, sum *transferSummary, say func(string)) error {
-	conn, err := dialCtrl(ctx, net.JoinHostPort(plan.remoteHost, strconv.Itoa(plan.ctrlPort)), plan.timeout, say)
+	conn, err := transferctl.Dial(ctx, net.JoinHostPort(plan.remoteHost, strconv.Itoa(plan.ctrlPort)), plan.timeout, say)
 	if err != nil {
 		return err
 	}
-	cc := newCtrlConn(ctx, conn, plan.timeout, "producer")
+	cc := transferctl.NewConn(ctx, conn, plan.timeout, "producer")
 	defer cc.Close()
-	fail := cc.fail
-	hello, err := cc.recv("hello")
+	fail := cc.Fail
+	hello, err := cc.Recv(transferctl.TypeHello)
 	if err != nil {
 		return err
 	}
@@ -232,16 +234,16 @@ func consume(ctx context.Context, c *connector.Connector, plan transferPlan, out
 	case hello.Transfers != plan.n:
 		return fail(fmt.Errorf("the producer makes %d transfers and the consumer expects %d: give both the same --num-transfers", hello.Transfers, plan.n))
 	case hello.Bytes != plan.size:
-		return fail(fmt.Errorf("the producer sends tensors of %s and the consumer expects %s: give both the same --tensor-size-mb", FormatSize(hello.Bytes), FormatSize(plan.size)))
+		return fail(fmt.Errorf("the producer sends tensors of %s and the consumer expects %s: give both the same --tensor-size-mb", bytesize.Format(hello.Bytes), bytesize.Format(plan.size)))
 	case hello.Benchmark != plan.benchmark:
 		return fail(fmt.Errorf("--benchmark is on one side only: give it to both or neither"))
 	}
-	if err := cc.send(ctrlMsg{Type: "ready", Pull: c.Pull().String()}); err != nil {
+	if err := cc.Send(transferctl.Msg{Type: transferctl.TypeReady, Pull: c.Pull().String()}); err != nil {
 		return err
 	}
 	producer := net.JoinHostPort(plan.remoteHost, strconv.Itoa(plan.remotePort))
 	for i := 1; i <= plan.n; i++ {
-		m, err := cc.recv("put")
+		m, err := cc.Recv(transferctl.TypePut)
 		if err != nil {
 			return fail(atTransfer(i, err))
 		}
@@ -293,7 +295,7 @@ func consume(ctx context.Context, c *connector.Connector, plan transferPlan, out
 			}
 		}
 		b.Release()
-		if err := cc.send(ctrlMsg{Type: "got", Seq: i, MD5OK: r.MD5OK, Seconds: r.Seconds, Transport: peerTransport(c)}); err != nil {
+		if err := cc.Send(transferctl.Msg{Type: transferctl.TypeGot, Seq: i, MD5OK: r.MD5OK, Seconds: r.Seconds, Transport: peerTransport(c)}); err != nil {
 			return err
 		}
 		if err := out.add(r, plan.n); err != nil {
@@ -341,14 +343,4 @@ func writeTensorFile(path string, b *connector.Buffer, meta connector.Meta, sum 
 		return err
 	}
 	return f.Close()
-}
-
-// fail tells the other side about err, unless err is the other side's own,
-// and returns it.
-func (cc *ctrlConn) fail(err error) error {
-	var pe *peerError
-	if !errors.As(err, &pe) {
-		cc.sendError(err)
-	}
-	return err
 }

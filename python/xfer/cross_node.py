@@ -10,7 +10,9 @@ control channel at --remote-host:--ctrl-port and gets each tensor from
 --tensor-size-mb MiB with random bytes (copy: a torch tensor put with a
 copy; zerocopy: alloc_tensor, filled in place, put with none), sends its
 metadata and MD5 as one JSON line; the consumer gets it, checks the MD5,
-releases the buffer and answers. A mismatch makes both sides exit 1.
+releases the buffer and answers. A mismatch makes both sides exit 1. The
+control channel's messages are those of xfer._transferctl, which follows
+the wire format defined in connector/transferctl/doc.go.
 
 On one host, swap the ports and share --ctrl-port:
   python -m xfer.cross_node --role producer --local-host 127.0.0.1 --remote-host 127.0.0.1 --local-port 15500 --remote-port 15502
@@ -22,17 +24,16 @@ import hashlib
 import json
 import os
 import re
-import socket
 import statistics
 import struct
 import sys
 import time
 
 import xfer
+from xfer._transferctl import DEFAULT_PORT, GOT, HELLO, PUT, READY, Conn, Fail, Msg, accept, dial
 
 FROM, TO = "producer", "consumer"
 MiB = 1 << 20
-MAX_LINE = 64 << 10
 
 
 def parse_duration(s):
@@ -58,7 +59,7 @@ def parser():
     p.add_argument("--remote-host", help="the other side's address (required on the consumer)")
     p.add_argument("--local-port", type=int, default=15500, help="port this side's engine listens on")
     p.add_argument("--remote-port", type=int, default=15500, help="port of the producer's engine")
-    p.add_argument("--ctrl-port", type=int, default=15501, help="port of the control channel, on the producer's host")
+    p.add_argument("--ctrl-port", type=int, default=DEFAULT_PORT, help="port of the control channel, on the producer's host")
     p.add_argument("--tensor-size-mb", type=int, default=100, help="size of each tensor in MiB")
     p.add_argument("--num-transfers", type=int, default=3, help="number of transfers")
     p.add_argument("--mode", default="copy", choices=["copy", "zerocopy", "gpu"],
@@ -78,55 +79,6 @@ def parser():
                         "the tensor plus 16 on the consumer)")
     p.add_argument("--secret", default=None, help="shared secret of the data plane (prefer $XFER_SECRET)")
     return p
-
-
-class Fail(Exception):
-    pass
-
-
-class Ctrl:
-    """The control channel: JSON objects, one per line, over TCP."""
-
-    def __init__(self, sock, timeout, peer):
-        self.sock, self.peer = sock, peer
-        sock.settimeout(timeout)
-        self.f = sock.makefile("rb")
-        self.timeout = timeout
-
-    def send(self, **m):
-        self.sock.sendall(json.dumps(m, separators=(",", ":")).encode() + b"\n")
-
-    def recv(self, want):
-        try:
-            line = self.f.readline(MAX_LINE + 1)
-        except socket.timeout:
-            raise Fail(f"control channel: no {want!r} message from the {self.peer} within --timeout {self.timeout}s")
-        if not line:
-            raise Fail(f"control channel: the {self.peer} closed the connection (did it exit?)")
-        if len(line) > MAX_LINE:
-            raise Fail(f"control channel: a message from the {self.peer} longer than {MAX_LINE} bytes")
-        try:
-            m = json.loads(line)
-        except ValueError as e:
-            raise Fail(f"control channel: a malformed message from the {self.peer}: {e}")
-        if not isinstance(m, dict):
-            raise Fail(f"control channel: a malformed message from the {self.peer}: not an object")
-        if m.get("type") == want:
-            return m
-        if m.get("type") == "error":
-            raise Fail(f"the {self.peer} failed: {m.get('error')}")
-        raise Fail(f"control channel: the {self.peer} sent a {m.get('type')!r} message where a {want!r} was due")
-
-    def fail(self, err):
-        try:
-            self.send(type="error", error=str(err))
-        except OSError:
-            pass
-        return Fail(str(err))
-
-    def close(self):
-        self.f.close()
-        self.sock.close()
 
 
 def rate(n, secs):
@@ -190,23 +142,14 @@ def run(args, out=sys.stdout, err=sys.stderr):
 
 def produce(args, c, dtype, shape, size, results, say, out):
     import torch
-    ls = socket.create_server((args.local_host, args.ctrl_port), reuse_port=False)
-    ls.settimeout(args.timeout)
-    say(f"waiting for the consumer on {args.local_host}:{args.ctrl_port} (up to {args.timeout}s)")
+    sock = accept(args.local_host, args.ctrl_port, args.timeout, say)
+    cc = Conn(sock, args.timeout, "consumer")
     try:
-        sock, _ = ls.accept()
-    except socket.timeout:
-        raise Fail(f"control channel: no consumer connected to {args.local_host}:{args.ctrl_port} "
-                   f"within --timeout {args.timeout}s")
-    finally:
-        ls.close()
-    cc = Ctrl(sock, args.timeout, "consumer")
-    try:
-        cc.send(type="hello", transfers=args.num_transfers, bytes=size, dtype=dtype, mode=args.mode,
-                benchmark=args.benchmark)
-        ready = cc.recv("ready")
+        cc.send(Msg(type=HELLO, transfers=args.num_transfers, bytes=size, dtype=dtype, mode=args.mode,
+                    benchmark=args.benchmark))
+        ready = cc.recv(READY)
         tdt = torch.float32 if dtype == "F32" else torch.uint8
-        summary = {"mode": args.mode, "dtype": dtype, "pull": ready.get("pull", ""), "transport": ""}
+        summary = {"mode": args.mode, "dtype": dtype, "pull": ready.pull, "transport": ""}
         heap = torch.empty(shape, dtype=tdt) if args.mode == "copy" else None
         for i in range(1, args.num_transfers + 1):
             key = f"tensor-{i}"
@@ -231,21 +174,18 @@ def produce(args, c, dtype, shape, size, results, say, out):
                 del t
             if not ok:
                 raise cc.fail(f"transfer {i}: put: no room in the pool (--memory-mb)")
-            msg = {"type": "put", "seq": i, "meta": meta, "put_seconds": put}
-            if digest:
-                msg["md5"] = digest
-            cc.send(**msg)
-            got = cc.recv("got")
-            if got.get("seq") != i:
-                raise cc.fail(f"transfer {i}: the consumer answered for transfer {got.get('seq')}")
-            if not args.benchmark and got.get("md5_ok") is None:
+            cc.send(Msg(type=PUT, seq=i, meta=meta, md5=digest or "", put_seconds=put))
+            got = cc.recv(GOT)
+            if got.seq != i:
+                raise cc.fail(f"transfer {i}: the consumer answered for transfer {got.seq}")
+            if not args.benchmark and got.md5_ok is None:
                 raise cc.fail(f"transfer {i}: the consumer sent no MD5 verdict")
-            summary["transport"] = got.get("transport", "")
-            secs = float(got.get("seconds", 0))
+            summary["transport"] = got.transport
+            secs = float(got.seconds)
             add(args, results, out, {"role": "producer", "transfer": i, "bytes": size, "seconds": secs,
                                      "bytes_per_sec": rate(size, secs), "gbps": rate(size, secs) / 1e9,
                                      "put_seconds": put, "put_bytes_per_sec": rate(size, put),
-                                     "md5": digest, "md5_ok": got.get("md5_ok")})
+                                     "md5": digest, "md5_ok": got.md5_ok})
         return summary
     except Fail as e:
         raise cc.fail(e) from None
@@ -254,47 +194,33 @@ def produce(args, c, dtype, shape, size, results, say, out):
 
 
 def consume(args, c, size, results, say, out):
-    addr = (args.remote_host, args.ctrl_port)
-    deadline = time.monotonic() + args.timeout
-    said = False
-    while True:
-        try:
-            sock = socket.create_connection(addr, timeout=args.timeout)
-            break
-        except OSError as e:
-            if time.monotonic() >= deadline:
-                raise Fail(f"control channel: no producer answered on {addr[0]}:{addr[1]} within --timeout "
-                           f"{args.timeout}s (last: {e})")
-            if not said:
-                say(f"waiting for the producer on {addr[0]}:{addr[1]} (up to {args.timeout}s)")
-                said = True
-            time.sleep(0.2)
-    cc = Ctrl(sock, args.timeout, "producer")
+    sock = dial(args.remote_host, args.ctrl_port, args.timeout, say)
+    cc = Conn(sock, args.timeout, "producer")
     try:
-        hello = cc.recv("hello")
-        if hello.get("transfers") != args.num_transfers:
-            raise cc.fail(f"the producer makes {hello.get('transfers')} transfers and the consumer expects "
+        hello = cc.recv(HELLO)
+        if hello.transfers != args.num_transfers:
+            raise cc.fail(f"the producer makes {hello.transfers} transfers and the consumer expects "
                           f"{args.num_transfers}: give both the same --num-transfers")
-        if hello.get("bytes") != size:
-            raise cc.fail(f"the producer sends tensors of {hello.get('bytes')} bytes and the consumer expects {size}: "
+        if hello.bytes != size:
+            raise cc.fail(f"the producer sends tensors of {hello.bytes} bytes and the consumer expects {size}: "
                           "give both the same --tensor-size-mb")
-        if bool(hello.get("benchmark")) != args.benchmark:
+        if hello.benchmark != args.benchmark:
             raise cc.fail("--benchmark is on one side only: give it to both or neither")
         pull = "write" if args.pull == "auto" else args.pull
-        cc.send(type="ready", pull=pull)
-        summary = {"mode": hello.get("mode", ""), "dtype": hello.get("dtype", ""), "pull": pull,
+        cc.send(Msg(type=READY, pull=pull))
+        summary = {"mode": hello.mode, "dtype": hello.dtype, "pull": pull,
                    "transport": "" if args.transport == "auto" else args.transport}
         producer = f"{args.remote_host}:{args.remote_port}"
         last = None
         for i in range(1, args.num_transfers + 1):
-            m = cc.recv("put")
-            meta = m.get("meta")
-            if m.get("seq") != i:
-                raise cc.fail(f"transfer {i}: the producer sent transfer {m.get('seq')}")
+            m = cc.recv(PUT)
+            meta = m.meta
+            if m.seq != i:
+                raise cc.fail(f"transfer {i}: the producer sent transfer {m.seq}")
             if not isinstance(meta, dict):
                 raise cc.fail(f"transfer {i}: the producer sent no metadata")
-            if not args.benchmark and len(m.get("md5") or "") != 32:
-                raise cc.fail(f"transfer {i}: the producer sent no MD5 ({m.get('md5')!r})")
+            if not args.benchmark and len(m.md5) != 32:
+                raise cc.fail(f"transfer {i}: the producer sent no MD5 ({m.md5!r})")
             meta = dict(meta, producer=producer)  # the data plane is where the flags say
             parts = str(meta.get("key", "")).split("/", 2)
             if len(parts) != 3:
@@ -311,12 +237,12 @@ def consume(args, c, size, results, say, out):
                 digest, ok = None, None
                 if not args.benchmark:
                     digest = hashlib.md5(buf.memoryview()).hexdigest()
-                    ok = digest == m.get("md5")
+                    ok = digest == m.md5
                 if i == args.num_transfers and args.out:
                     write_safetensors(args.out, buf, meta, digest)
                 last = buf.meta
-            cc.send(type="got", seq=i, md5_ok=ok, seconds=secs, transport=summary["transport"])
-            put = float(m.get("put_seconds", 0))
+            cc.send(Msg(type=GOT, seq=i, md5_ok=ok, seconds=secs, transport=summary["transport"]))
+            put = float(m.put_seconds)
             add(args, results, out, {"role": "consumer", "transfer": i, "bytes": size, "seconds": secs,
                                      "bytes_per_sec": rate(size, secs), "gbps": rate(size, secs) / 1e9,
                                      "put_seconds": put, "put_bytes_per_sec": rate(size, put),

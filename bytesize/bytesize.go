@@ -1,4 +1,4 @@
-package main
+package bytesize
 
 import (
 	"fmt"
@@ -6,7 +6,7 @@ import (
 	"strings"
 )
 
-// sizeUnits are the binary multipliers ParseSize accepts, matched without
+// sizeUnits are the binary multipliers Parse accepts, matched without
 // regard to case. "KB", "MB" and so on are refused rather than guessed: they
 // mean 1000 to some readers and 1024 to others.
 var sizeUnits = map[string]int64{
@@ -22,15 +22,15 @@ var sizeUnits = map[string]int64{
 	"tib": 1 << 40,
 }
 
-// maxSizeText bounds the input ParseSize looks at, so that a hostile string
+// maxSizeText bounds the input Parse looks at, so that a hostile string
 // cannot make it build enormous integers.
 const maxSizeText = 64
 
-// ParseSize parses a byte count: a decimal number with an optional binary
+// Parse parses a byte count: a decimal number with an optional binary
 // unit, e.g. "64", "4K", "4KiB", "1.5MiB", "1GiB". K, M, G and T are powers of
 // 1024. A fraction is accepted only when the result is a whole number of
 // bytes ("1.5KiB" is 1536, "1.3" is an error).
-func ParseSize(s string) (int64, error) {
+func Parse(s string) (int64, error) {
 	t := strings.TrimSpace(s)
 	if t == "" {
 		return 0, fmt.Errorf("size %q: empty", s)
@@ -69,15 +69,15 @@ func ParseSize(s string) (int64, error) {
 	return q.Int64(), nil
 }
 
-// ParseSizeList parses a comma-separated list of sizes, e.g.
+// ParseList parses a comma-separated list of sizes, e.g.
 // "64,4KiB,1MiB,16MiB". Errors name the offending element.
-func ParseSizeList(s string) ([]int64, error) {
+func ParseList(s string) ([]int64, error) {
 	if strings.TrimSpace(s) == "" {
 		return nil, fmt.Errorf("size list %q: empty", s)
 	}
 	var out []int64
 	for i, elem := range strings.Split(s, ",") {
-		n, err := ParseSize(elem)
+		n, err := Parse(elem)
 		if err != nil {
 			return nil, fmt.Errorf("size list element %d: %w", i+1, err)
 		}
@@ -86,9 +86,9 @@ func ParseSizeList(s string) ([]int64, error) {
 	return out, nil
 }
 
-// FormatSize formats n with the largest binary unit that divides it exactly:
-// 4096 is "4KiB", 1536 is "1536B". ParseSize(FormatSize(n)) == n for n >= 0.
-func FormatSize(n int64) string {
+// Format formats n with the largest binary unit that divides it exactly:
+// 4096 is "4KiB", 1536 is "1536B". Parse(Format(n)) == n for n >= 0.
+func Format(n int64) string {
 	for _, u := range []struct {
 		name string
 		mult int64
@@ -100,10 +100,10 @@ func FormatSize(n int64) string {
 	return fmt.Sprintf("%dB", n)
 }
 
-// HumanSize formats n bytes for people: exact multiples as FormatSize does
+// Human formats n bytes for people: exact multiples as Format does
 // ("64MiB"), other sizes of 1 KiB or more with two decimals in the largest
 // unit that fits ("166.73 GiB"), and small ones in bytes ("512 B").
-func HumanSize(n int64) string {
+func Human(n int64) string {
 	if n < 1<<10 && n > -(1<<10) {
 		return fmt.Sprintf("%d B", n)
 	}

@@ -1,9 +1,10 @@
-package main
+package cputime
 
 import (
 	"bytes"
 	"encoding/binary"
 	"fmt"
+	"math"
 	"os"
 	"strconv"
 	"sync"
@@ -12,8 +13,8 @@ import (
 	"unsafe"
 )
 
-// selfCPU returns the user and system CPU time this process has used.
-func selfCPU() (time.Duration, error) {
+// Self returns the user and system CPU time this process has used.
+func Self() (time.Duration, error) {
 	var ru syscall.Rusage
 	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
 		return 0, fmt.Errorf("getrusage: %w", err)
@@ -21,17 +22,18 @@ func selfCPU() (time.Duration, error) {
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano()), nil
 }
 
-// processCPU returns the user and system CPU time process pid has used,
+// Process returns the user and system CPU time process pid has used,
 // from fields 14 and 15 (utime, stime) of /proc/<pid>/stat, in clock ticks.
-func processCPU(pid int) (time.Duration, error) {
+func Process(pid int) (time.Duration, error) {
 	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
 	if err != nil {
-		return 0, err
+		return 0, fmt.Errorf("CPU time of process %d: %w", pid, err)
 	}
 	return parseProcStat(b, clockTicks())
 }
 
-// parseProcStat extracts utime+stime from the contents of /proc/<pid>/stat.
+// parseProcStat extracts utime+stime from the contents of /proc/<pid>/stat;
+// ticksPerSec must be positive.
 // The command name (field 2) is in parentheses and may hold spaces and
 // parentheses itself, so fields are counted from the last ')'.
 func parseProcStat(b []byte, ticksPerSec int64) (time.Duration, error) {
@@ -48,6 +50,12 @@ func parseProcStat(b []byte, ticksPerSec int64) (time.Duration, error) {
 	s, err2 := strconv.ParseInt(string(f[stime]), 10, 64)
 	if err1 != nil || err2 != nil {
 		return 0, fmt.Errorf("/proc stat: bad utime %q or stime %q", f[utime], f[stime])
+	}
+	// Ticks are counted from boot; more than the ~292 years a Duration holds
+	// is a malformed file, not a process.
+	const maxTicks = math.MaxInt64 / int64(time.Second)
+	if u < 0 || s < 0 || u > maxTicks || s > maxTicks-u {
+		return 0, fmt.Errorf("/proc stat: utime %d or stime %d out of range", u, s)
 	}
 	return time.Duration((u + s) * int64(time.Second) / ticksPerSec), nil
 }

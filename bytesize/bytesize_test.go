@@ -1,11 +1,11 @@
-package main
+package bytesize
 
 import (
 	"strings"
 	"testing"
 )
 
-func TestParseSize(t *testing.T) {
+func TestParse(t *testing.T) {
 	for _, tc := range []struct {
 		in   string
 		want int64
@@ -29,14 +29,14 @@ func TestParseSize(t *testing.T) {
 		{"8.0", 8},
 		{"8388607TiB", 8388607 << 40},
 	} {
-		got, err := ParseSize(tc.in)
+		got, err := Parse(tc.in)
 		if err != nil || got != tc.want {
-			t.Errorf("ParseSize(%q) = %d, %v; want %d", tc.in, got, err, tc.want)
+			t.Errorf("Parse(%q) = %d, %v; want %d", tc.in, got, err, tc.want)
 		}
 	}
 }
 
-func TestParseSizeErrors(t *testing.T) {
+func TestParseErrors(t *testing.T) {
 	for _, tc := range []struct{ in, why string }{
 		{"", "empty"},
 		{"  ", "empty"},
@@ -55,15 +55,15 @@ func TestParseSizeErrors(t *testing.T) {
 		{"99999999999999999999", "too large"},
 		{strings.Repeat("9", 100), "too long"},
 	} {
-		got, err := ParseSize(tc.in)
+		got, err := Parse(tc.in)
 		if err == nil || !strings.Contains(err.Error(), tc.why) {
-			t.Errorf("ParseSize(%q) = %d, %v; want an error containing %q", tc.in, got, err, tc.why)
+			t.Errorf("Parse(%q) = %d, %v; want an error containing %q", tc.in, got, err, tc.why)
 		}
 	}
 }
 
-func TestParseSizeList(t *testing.T) {
-	got, err := ParseSizeList("64,4KiB, 1MiB ,16MiB")
+func TestParseList(t *testing.T) {
+	got, err := ParseList("64,4KiB, 1MiB ,16MiB")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -83,13 +83,13 @@ func TestParseSizeList(t *testing.T) {
 		{"64,1.5", `element 2: size "1.5"`},
 		{"", "empty"},
 	} {
-		if _, err := ParseSizeList(tc.in); err == nil || !strings.Contains(err.Error(), tc.want) {
-			t.Errorf("ParseSizeList(%q) error = %v, want it to contain %q", tc.in, err, tc.want)
+		if _, err := ParseList(tc.in); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("ParseList(%q) error = %v, want it to contain %q", tc.in, err, tc.want)
 		}
 	}
 }
 
-func TestFormatSize(t *testing.T) {
+func TestFormat(t *testing.T) {
 	for _, tc := range []struct {
 		in   int64
 		want string
@@ -104,32 +104,53 @@ func TestFormatSize(t *testing.T) {
 		{5 << 40, "5TiB"},
 		{(1 << 40) + 1024, "1073741825KiB"},
 	} {
-		if got := FormatSize(tc.in); got != tc.want {
-			t.Errorf("FormatSize(%d) = %q, want %q", tc.in, got, tc.want)
+		if got := Format(tc.in); got != tc.want {
+			t.Errorf("Format(%d) = %q, want %q", tc.in, got, tc.want)
 		}
 	}
 }
 
-// FuzzParseSize checks that ParseSize never panics, never returns a
-// negative size, and that what it accepts survives FormatSize.
-func FuzzParseSize(f *testing.F) {
+// FuzzParse checks that Parse never panics, never returns a
+// negative size, and that what it accepts survives Format.
+func FuzzParse(f *testing.F) {
 	for _, s := range []string{"64", "4KiB", "4k", "1.5KiB", "16MiB", "1GiB", "1.3", "", "-1", "1e3", "8388607TiB", "0.0009765625K"} {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, s string) {
-		n, err := ParseSize(s)
+		n, err := Parse(s)
 		if err != nil {
 			if n != 0 {
-				t.Fatalf("ParseSize(%q) = %d with error %v", s, n, err)
+				t.Fatalf("Parse(%q) = %d with error %v", s, n, err)
 			}
 			return
 		}
 		if n < 0 {
-			t.Fatalf("ParseSize(%q) = %d < 0", s, n)
+			t.Fatalf("Parse(%q) = %d < 0", s, n)
 		}
-		back, err := ParseSize(FormatSize(n))
+		back, err := Parse(Format(n))
 		if err != nil || back != n {
-			t.Fatalf("ParseSize(FormatSize(%d)) = %d, %v (FormatSize %q, input %q)", n, back, err, FormatSize(n), s)
+			t.Fatalf("Parse(Format(%d)) = %d, %v (Format %q, input %q)", n, back, err, Format(n), s)
 		}
 	})
+}
+
+func TestHuman(t *testing.T) {
+	for _, tc := range []struct {
+		in   int64
+		want string
+	}{
+		{0, "0 B"},
+		{512, "512 B"},
+		{-512, "-512 B"},
+		{1 << 10, "1 KiB"},
+		{1536, "1.50 KiB"},
+		{64 << 20, "64 MiB"},
+		{179026929120, "166.73 GiB"},
+		{3 << 40, "3 TiB"},
+		{-(2 << 20), "-2 MiB"},
+	} {
+		if got := Human(tc.in); got != tc.want {
+			t.Errorf("Human(%d) = %q, want %q", tc.in, got, tc.want)
+		}
+	}
 }

@@ -1,0 +1,97 @@
+// Package transferctl is the control channel of `xfer transfer` and of its
+// Python twin, `python -m xfer.cross_node`: the few messages with which a
+// producer and a consumer agree on a run and hand each other, transfer by
+// transfer, the metadata of a tensor and the verdict on it. The tensors
+// themselves move on the engines' data plane, through the connector; this
+// channel only orchestrates the two tools, so that either side may be Go or
+// Python. This documentation defines the wire format;
+// python/xfer/_transferctl.py follows it.
+//
+// # Connection
+//
+// One TCP connection per run. The producer listens on its --local-host and
+// --ctrl-port ([DefaultPort], 15501, unless told otherwise) and accepts one
+// connection; the consumer dials it, retrying until --timeout since the
+// producer may start later. Either side closes the connection when the run
+// ends or fails.
+//
+// # Framing
+//
+// Each message is one JSON object (RFC 8259) encoded in UTF-8 and followed
+// by one line feed (0x0A). The object holds no raw line feed: JSON escapes
+// those inside strings, and writers emit compact JSON with members in the
+// order listed below, zero values left out, and text other than ASCII as
+// UTF-8 rather than \u escapes (Go's encoding/json without HTML escaping,
+// Python's json.dumps with separators=(",", ":") and ensure_ascii=False),
+// so that the two write the same bytes for the same message. A message, line feed
+// included, is at most [MaxLine] (65536) bytes; a reader refuses a longer
+// one. There is no other header, length or checksum.
+//
+// Every message has a "type" member, a string naming it. Readers ignore
+// members they do not know, and take an absent member as its zero value
+// (0, "", false, null): writers may omit zero values, and Go's does.
+//
+// # Messages
+//
+// Members, with their JSON types, by message type:
+//
+//	hello  producer → consumer, first
+//	  transfers    number   how many transfers the run makes (--num-transfers)
+//	  bytes        number   the size of each tensor in bytes (--tensor-size-mb × 2^20)
+//	  dtype        string   the tensors' element type, safetensors' name: "F32", "U8"
+//	  mode         string   how the producer puts: "copy", "zerocopy" or "gpu"
+//	  benchmark    boolean  true under --benchmark: no MD5s are sent
+//
+//	ready  consumer → producer, the answer to hello
+//	  pull         string   how the consumer's gets move the data: "write" or "read"
+//
+//	put    producer → consumer, once per transfer
+//	  seq          number   the transfer, counted from 1
+//	  meta         object   the connector's metadata of the tensor (connector.Meta):
+//	                          producer  string  the producer engine's address, host:port
+//	                          key       string  "from/to/key": the stage IDs and the key
+//	                          size      number  bytes
+//	                          kind      number  2, a tensor (1: bytes, 3: an object)
+//	                          dtype     string  as in hello
+//	                          shape     array   of numbers, the tensor's dimensions
+//	  md5          string   32 lower-case hex digits: the MD5 of the tensor's bytes;
+//	                        absent under benchmark
+//	  put_seconds  number   how long the producer's put took, in seconds
+//
+//	got    consumer → producer, the answer to each put
+//	  seq          number   the put's seq
+//	  md5_ok       boolean  whether the bytes got match md5; null or absent
+//	                        under benchmark
+//	  seconds      number   how long the consumer's get took, in seconds
+//	  transport    string   the transport the get used: "tcp", "shm" or "rdma";
+//	                        absent when the consumer cannot tell
+//
+//	error  either side, in place of any message due
+//	  error        string   why this side gives up, for people
+//
+// # Conversation
+//
+// The producer sends hello; the consumer compares transfers, bytes and
+// benchmark with its own flags and answers ready, or error when they
+// differ. Then, for seq = 1 to transfers, the producer puts the tensor
+// and sends put, and the consumer gets it, checks its MD5 and answers got.
+// After the last got both sides close. A side that fails sends error
+// (best effort) and closes; a side that receives error, or a message of
+// another type than the one due, gives up. Each side waits at most
+// --timeout for each message due.
+//
+// An example run of one transfer, as Go writes it (meta shortened):
+//
+//	{"type":"hello","transfers":1,"bytes":4194304,"dtype":"F32","mode":"copy"}
+//	{"type":"ready","pull":"write"}
+//	{"type":"put","seq":1,"meta":{"producer":"10.0.0.1:15500","key":"producer/consumer/tensor-1",...},"md5":"9e107d9d372bb6826bd81d3542a419d6","put_seconds":0.0021}
+//	{"type":"got","seq":1,"md5_ok":true,"seconds":0.0013,"transport":"tcp"}
+//
+// # Use
+//
+// [Accept] and [Dial] make the connection; [NewConn] wraps it in a [Conn],
+// whose Send and Recv exchange [Msg]s and whose Fail tells the other side
+// why this one gives up. [Encode] and [Decode] are the framing alone. A
+// Conn is for one goroutine; it owns the connection it wraps, and its
+// Close, idempotent, closes both.
+package transferctl
