@@ -13,8 +13,8 @@ import (
 // The effective configuration is built in three layers, each overriding the
 // one before: the YAML file (--config, or $XFER_CONFIG), the environment
 // (XFER_<KEY>), and the command-line flags that were given explicitly.
-// Then XFER_DEVICE, if set, names the RDMA device, and RDMA_DEVICE_NAME
-// does when nothing else did.
+// RDMA_DEVICE_NAME, if set, names the RDMA device over the file (the
+// variable the other engines read), and XFER_DEVICE over every source.
 //
 // Package config owns the file: its keys (from the yaml tags of
 // xfer.Config and the configs it nests), the YAML decoding with errors
@@ -31,7 +31,7 @@ const envPrefix = config.EnvPrefix
 const envConfigFile = envPrefix + "CONFIG"
 
 // The variables that name the RDMA device: XFER_DEVICE overrides every
-// other source; RDMA_DEVICE_NAME applies when none set the device.
+// other source; RDMA_DEVICE_NAME overrides the file.
 const (
 	envDevice     = "XFER_DEVICE"
 	envDeviceName = "RDMA_DEVICE_NAME"
@@ -48,8 +48,8 @@ func fileKeys() string {
 
 // loadConfig builds the engine's configuration from the file at path (none
 // when path is empty), then the environment (read through lookupEnv), then
-// the flags in fs that were set on the command line, then XFER_DEVICE and
-// RDMA_DEVICE_NAME. A flag overrides a key when its name is the top-level
+// the flags in fs that were set on the command line; RDMA_DEVICE_NAME
+// names the device over the file, XFER_DEVICE over everything. A flag overrides a key when its name is the top-level
 // key with '-' for '_' (--memory-mb for memory_mb).
 func loadConfig(path string, lookupEnv func(string) (string, bool), fs *pflag.FlagSet) (xfer.Config, error) {
 	doc, err := loadSettings(path, lookupEnv, fs)
@@ -67,6 +67,9 @@ func loadSettings(path string, lookupEnv func(string) (string, bool), fs *pflag.
 			return doc, err
 		}
 	}
+	if v, _ := lookupEnv(envDeviceName); v != "" {
+		doc.Engine.RDMA.Device = v // over the file; XFER_RDMA_DEVICE and --rdma-device over it
+	}
 	if err := applyEnv(&doc, lookupEnv); err != nil {
 		return doc, err
 	}
@@ -76,8 +79,6 @@ func loadSettings(path string, lookupEnv func(string) (string, bool), fs *pflag.
 		}
 	}
 	if v, _ := lookupEnv(envDevice); v != "" {
-		doc.Engine.RDMA.Device = v
-	} else if v, _ := lookupEnv(envDeviceName); v != "" && doc.Engine.RDMA.Device == "" {
 		doc.Engine.RDMA.Device = v
 	}
 	return doc, nil

@@ -210,7 +210,7 @@ func TestConfigNestedEnv(t *testing.T) {
 }
 
 // XFER_DEVICE names the RDMA device over every other source;
-// RDMA_DEVICE_NAME only when nothing else named one.
+// RDMA_DEVICE_NAME over the config file, under XFER_RDMA_DEVICE.
 func TestConfigDeviceVariables(t *testing.T) {
 	file := writeConfig(t, "rdma:\n  device: file0\n")
 	for _, tc := range []struct {
@@ -220,11 +220,13 @@ func TestConfigDeviceVariables(t *testing.T) {
 	}{
 		{"", nil, ""},
 		{"", []string{"RDMA_DEVICE_NAME", "name0"}, "name0"},
-		{file, []string{"RDMA_DEVICE_NAME", "name0"}, "file0"},
+		{file, []string{"RDMA_DEVICE_NAME", "name0"}, "name0"},
+		{file, []string{"XFER_RDMA_DEVICE", "env0", "RDMA_DEVICE_NAME", "name0"}, "env0"},
 		{"", []string{"XFER_RDMA_DEVICE", "env0", "RDMA_DEVICE_NAME", "name0"}, "env0"},
 		{file, []string{"XFER_DEVICE", "dev0"}, "dev0"},
 		{file, []string{"XFER_DEVICE", "dev0", "XFER_RDMA_DEVICE", "env0", "RDMA_DEVICE_NAME", "name0"}, "dev0"},
-		{file, []string{"XFER_DEVICE", "", "RDMA_DEVICE_NAME", "name0"}, "file0"},
+		{file, []string{"XFER_DEVICE", "", "RDMA_DEVICE_NAME", "name0"}, "name0"},
+		{file, []string{"XFER_DEVICE", "", "RDMA_DEVICE_NAME", ""}, "file0"},
 	} {
 		cfg, err := loadConfig(tc.path, env(tc.env...), nil)
 		if err != nil || cfg.RDMA.Device != tc.want {
