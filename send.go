@@ -5,8 +5,10 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"sync"
+	"sync/atomic"
 	"time"
 
+	"github.com/xferio/xfer/mem"
 	"github.com/xferio/xfer/transport"
 )
 
@@ -30,6 +32,13 @@ type call struct {
 	op   transport.Op
 	ops  [1]*transport.Op
 	done chan struct{}
+	// state is callRunning while the caller waits, then callDone (OpDone
+	// wakes it) or callAbandoned (its context ended and the transport
+	// could not take the operation back: OpDone releases what the
+	// operation holds, lr and release, and returns the call to the pool).
+	state   atomic.Uint32
+	lr      *mem.Handle // an abandoned operation's pinned region
+	release func()      // an abandoned operation's hold on the pool's bytes
 	// sample counts down to the next operation timed for the latency
 	// histograms: one in the connection's every (sampleEvery) of those
 	// each call carries, with no atomic and no random draw (the metrics).
@@ -43,7 +52,27 @@ var callPool = sync.Pool{New: func() any {
 	return c
 }}
 
-func (c *call) OpDone(*transport.Op) { c.done <- struct{}{} }
+// The states of a call.
+const (
+	callRunning uint32 = iota
+	callDone
+	callAbandoned
+)
+
+func (c *call) OpDone(*transport.Op) {
+	if c.state.CompareAndSwap(callRunning, callDone) {
+		c.done <- struct{}{}
+		return
+	}
+	// Abandoned: the caller has returned. The transport is done with the
+	// memory now: release it.
+	lr, release := c.lr, c.release
+	c.lr, c.release = nil, nil
+	c.op.Local, c.op.Err, c.op.Region = nil, nil, nil
+	release()
+	lr.Unpin()
+	callPool.Put(c)
+}
 
 // timed reports whether this operation is one of those timed for the
 // latency histograms.
@@ -70,6 +99,7 @@ func (p *Peer) do(ctx context.Context, kind OpKind, local []byte, remote RemoteA
 	ep, conn := b.ep, b.conn // conn is nil without metrics
 	op := opIndex(kind)
 	c := callPool.Get().(*call)
+	c.state.Store(callRunning)
 	var start time.Time
 	if conn != nil && c.timed(conn.every) {
 		start = time.Now()
@@ -98,7 +128,14 @@ func (p *Peer) do(ctx context.Context, kind OpKind, local []byte, remote RemoteA
 		case <-c.done:
 		case <-done:
 			if staged || !ep.Cancel(&c.op) {
-				<-c.done
+				if p.abandon(c, lr, local) {
+					err = fmt.Errorf("%s: %w (abandoned: the transport still owns the buffer; see Peer.Write)", kind, ctx.Err())
+					if conn != nil {
+						p.opDone(conn, op, len(local), start, err)
+					}
+					return err
+				}
+				<-c.done // it completed meanwhile
 				break
 			}
 			c.op.Local, c.op.Region = nil, nil
@@ -126,14 +163,41 @@ func (p *Peer) do(ctx context.Context, kind OpKind, local []byte, remote RemoteA
 	return err
 }
 
+// abandon gives up waiting for c's operation, which the transport could
+// not take back, unless it completed meanwhile (false: c.done has its
+// token). The operation keeps its region pinned (lr) and, when local lies
+// in the engine's pool, its bytes held (mem.Pool.Hold), so that they are
+// not handed out again while the transport may still touch them; OpDone
+// releases both once the transport is done (the operation completes, or
+// its connection fails and flushes it).
+func (p *Peer) abandon(c *call, lr *mem.Handle, local []byte) bool {
+	release, _ := p.e.pool.Hold(local)
+	c.lr, c.release = lr, release
+	if c.state.CompareAndSwap(callRunning, callAbandoned) {
+		return true
+	}
+	c.lr, c.release = nil, nil
+	release()
+	return false
+}
+
 // Write copies src, which must lie in registered memory, to the peer's
-// memory at dst, and returns once it is in place. When ctx ends first,
-// Write cancels the operation where the transport can and returns ctx's
-// error. Over tcp, a WRITE of 64 KiB or more from memfd-backed memory (the
-// engine's own under the auto and shm policies, or with memory: memfd)
-// leaves by reference, the
-// kernel reading src until the peer has it: it cannot be cancelled, and
-// Write then waits for the peer's answer or the connection's failure.
+// memory at dst, and returns once it is in place.
+//
+// When ctx ends first, Write returns ctx's error at once. The transport
+// takes the operation back where it can (tcp and shm: one not yet sent).
+// Where it cannot (rdma, whose NIC owns posted work; over tcp, a WRITE of
+// 64 KiB or more from memfd-backed memory, which leaves by reference, the
+// kernel reading src until the peer has it), the operation is abandoned:
+// it goes on without the caller until it completes or its connection
+// fails (Config.OpTimeout bounds that), and the bytes at dst are then
+// undefined. Until then the engine keeps src's region registered and,
+// for the engine's pool, keeps src's bytes from being handed out again,
+// even once their Buffer is freed. So after an abandoned call, free the
+// Buffer rather than reuse it; memory of a region of your own must not be
+// reused until the region's Close returns (Close waits for the operation).
+// The same holds for Read's dst, which the NIC may still write into, and
+// for WriteNotify and Send.
 func (p *Peer) Write(ctx context.Context, src []byte, dst RemoteAddr) error {
 	return p.do(ctx, OpWrite, src, dst, 0)
 }

@@ -240,3 +240,63 @@ func TestOpTimeoutSlowLink(t *testing.T) {
 		t.Logf("the relay was faster than it should be (%v): the test proves less", took)
 	}
 }
+
+// A call whose context ends returns at once, also when the transport
+// cannot take the operation back (over tcp, a WRITE sent by reference from
+// memfd memory: the kernel reads it until the peer has it). The abandoned
+// operation keeps its bytes: freed, they stay in use, not handed out
+// again, until the transport is done with them.
+func TestAbandonedWriteHoldsItsBytes(t *testing.T) {
+	ctx := context.Background()
+	srv, err := xfer.Open(ctx, xfer.Config{Transport: xfer.PolicyTCP, Listen: "127.0.0.1:0", MemoryMB: 8})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Close()
+	target, err := srv.NewRegion(4<<20, xfer.AccessReadWrite)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv.Export("target", target)
+	r := newRelay(t, srv.Addr(), 0)
+	cli, err := xfer.Open(ctx, xfer.Config{Transport: xfer.PolicyTCP, MemoryMB: 8, Memory: xfer.MemoryMemfd, OpTimeout: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cli.Close()
+	p, err := cli.Dial(ctx, r.addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	desc, _ := p.Region("target")
+	buf, err := cli.Alloc(256 << 10) // by reference, and small enough for the sockets' buffers
+	if err != nil {
+		t.Fatal(err)
+	}
+	pool := cli.Pool()
+	r.freeze()
+	cctx, cancel := context.WithTimeout(ctx, 200*time.Millisecond)
+	defer cancel()
+	err = p.Write(cctx, buf.Bytes(), desc.At(0))
+	if !errors.Is(err, context.DeadlineExceeded) || !strings.Contains(err.Error(), "abandoned") {
+		t.Fatalf("write past its deadline: %v, want an abandoned DeadlineExceeded", err)
+	}
+	if err := pool.Free(buf.Buffer); err != nil {
+		t.Fatal(err)
+	}
+	if s := pool.Stats(); s.InUse != 256<<10 {
+		t.Fatalf("after the abandoned WRITE's buffer was freed: %d bytes in use, want its 256 KiB held", s.InUse)
+	}
+	if b, err := cli.Alloc(int(pool.Stats().Capacity)); err == nil {
+		pool.Free(b.Buffer)
+		t.Fatal("the bytes of an abandoned WRITE were handed out again")
+	}
+	// Once the peer moves again the WRITE completes, and they come back.
+	r.unfreeze()
+	for i := 0; pool.Stats().InUse != 0; i++ {
+		if i == 500 {
+			t.Fatalf("the abandoned WRITE's bytes never came back: %d bytes in use", pool.Stats().InUse)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math/bits"
 	"sync"
+	"unsafe"
 
 	"github.com/google/btree"
 )
@@ -93,6 +94,12 @@ type Pool struct {
 	allocs   uint64
 	frees    uint64
 	failures uint64
+
+	// Held ranges (Hold) and the blocks freed while a hold covered them,
+	// kept out of the free lists until no hold does: offsets and sizes.
+	// Both are short: holds are rare (abandoned operations).
+	holds []extent
+	limbo []extent
 }
 
 // NewPool makes a Pool that manages the memory of r. The Pool does not own
@@ -286,10 +293,101 @@ func (p *Pool) Free(b Buffer) error {
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	if len(p.holds) > 0 || len(p.limbo) > 0 {
+		if err := p.freeHeldLocked(b.off, b.n); err != errNotHeld {
+			if err != nil {
+				return fmt.Errorf("free %d bytes at offset %d: %w", b.n, b.off, err)
+			}
+			return nil
+		}
+	}
 	if err := p.freeLocked(b.off, b.n); err != nil {
 		return fmt.Errorf("free %d bytes at offset %d: %w", b.n, b.off, err)
 	}
 	return nil
+}
+
+// errNotHeld: a block that no hold covers, freed as usual.
+var errNotHeld = errors.New("not held")
+
+// freeHeldLocked frees the block at off of n bytes into limbo when a hold
+// overlaps it; errNotHeld when none does.
+func (p *Pool) freeHeldLocked(off, n int) error {
+	size := alignUp(n, p.minAlign)
+	for _, l := range p.limbo {
+		if l.off == off {
+			return ErrDoubleFree
+		}
+	}
+	e := extent{off, size}
+	if !p.heldLocked(e) {
+		return errNotHeld
+	}
+	if got, ok := p.used[off]; !ok || got != size {
+		return p.misfreeLocked(off, n)
+	}
+	p.limbo = append(p.limbo, e)
+	return nil
+}
+
+// heldLocked reports whether a hold overlaps e.
+func (p *Pool) heldLocked(e extent) bool {
+	for _, h := range p.holds {
+		if h.off < e.off+e.size && e.off < h.off+h.size {
+			return true
+		}
+	}
+	return false
+}
+
+// Hold keeps the bytes of b, which lie in the Pool's memory, from being
+// handed out again until release is called, even when the Buffer they
+// belong to is freed meanwhile: that Free succeeds, but its block stays
+// out of the free lists (and counted in use) until no hold overlaps it.
+// It is for memory a device may still touch after its owner gave up on
+// an operation: an abandoned RDMA operation's buffer, until its queue
+// pair has completed or flushed it. ok is false, and release does
+// nothing, when b does not lie in the Pool's memory. release is
+// idempotent.
+func (p *Pool) Hold(b []byte) (release func(), ok bool) {
+	if len(b) == 0 {
+		return func() {}, false
+	}
+	addr := uintptr(unsafe.Pointer(unsafe.SliceData(b)))
+	if addr < p.base+uintptr(p.start) || addr+uintptr(len(b)) > p.base+uintptr(p.end) {
+		return func() {}, false
+	}
+	h := extent{int(addr - p.base), len(b)}
+	p.mu.Lock()
+	p.holds = append(p.holds, h)
+	p.mu.Unlock()
+	var once sync.Once
+	return func() { once.Do(func() { p.unhold(h) }) }, true
+}
+
+// unhold drops one hold h and frees the blocks in limbo that no hold
+// covers any more.
+func (p *Pool) unhold(h extent) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for i, x := range p.holds {
+		if x == h {
+			p.holds = append(p.holds[:i], p.holds[i+1:]...)
+			break
+		}
+	}
+	kept := p.limbo[:0]
+	for _, e := range p.limbo {
+		if p.heldLocked(e) {
+			kept = append(kept, e)
+			continue
+		}
+		_ = p.freeLocked(e.off, e.size) // in used since freeHeldLocked checked it
+	}
+	for i := len(kept); i < len(p.limbo); i++ {
+		p.limbo[i] = extent{}
+	}
+	p.limbo = kept
 }
 
 func (p *Pool) freeLocked(off, n int) error {

@@ -601,3 +601,76 @@ func BenchmarkAllocFreeParallel(b *testing.B) {
 		}
 	})
 }
+
+// A held range is not handed out again while held, even after its Buffer
+// was freed; once released, its block is free again. Frees of blocks no
+// hold covers work as usual meanwhile, and double frees are still caught.
+func TestPoolHold(t *testing.T) {
+	r, err := NewRegion(RegionOptions{Size: 1 << 20})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	p, err := NewPool(r, PoolOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	a, err := p.Alloc(512 << 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := p.Alloc(256 << 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	release, ok := p.Hold(a.Bytes()[4096:8192])
+	if !ok {
+		t.Fatal("Hold of the pool's own bytes: not ok")
+	}
+	if _, ok := p.Hold(make([]byte, 10)); ok {
+		t.Fatal("Hold of heap bytes: ok")
+	}
+	if err := p.Free(a); err != nil {
+		t.Fatalf("free of a held block: %v", err)
+	}
+	if err := p.Free(a); !errors.Is(err, ErrDoubleFree) {
+		t.Fatalf("second free of a held block: %v, want ErrDoubleFree", err)
+	}
+	if err := p.Free(b); err != nil { // not held: free at once
+		t.Fatal(err)
+	}
+	// Nothing may come from a's bytes while they are held.
+	var got []Buffer
+	for {
+		c, err := p.Alloc(64 << 10)
+		if err != nil {
+			break
+		}
+		got = append(got, c)
+		lo, hi := addrOf(c.Bytes()), addrOf(c.Bytes())+uintptr(c.Len())
+		if alo := addrOf(a.Bytes()); lo < alo+uintptr(a.Len()) && alo < hi {
+			t.Fatalf("a held block was handed out again: [%#x, %#x)", lo, hi)
+		}
+	}
+	if len(got) == 0 {
+		t.Fatal("the free block b left could not be allocated")
+	}
+	for _, c := range got {
+		if err := p.Free(c); err != nil {
+			t.Fatal(err)
+		}
+	}
+	release()
+	release() // idempotent
+	if s := p.Stats(); s.InUse != 0 || s.Allocated != 0 {
+		t.Fatalf("after the release: %d bytes in %d blocks in use, want none", s.InUse, s.Allocated)
+	}
+	if c, err := p.Alloc(1<<20 - 4096); err != nil {
+		t.Fatalf("the whole pool after the release: %v", err)
+	} else {
+		p.Free(c)
+	}
+}
+
+func addrOf(b []byte) uintptr { return uintptr(unsafe.Pointer(unsafe.SliceData(b))) }
