@@ -83,7 +83,7 @@ var layers = map[string][]string{
 	"internal/cuda":     {"internal/sys"},
 	"internal/rdmacm":   {"internal/ibv", "internal/sys"},
 	"internal/testmain": {},
-	"internal/testutil": {"internal/cuda"},
+	"internal/testutil": {"internal/cuda", "internal/testmain"},
 	"mem":               {"internal/sys", "internal/cuda"},
 	"probe":             {"internal/ibv", "internal/cuda", "internal/sys"},
 	"transport":         {"transport", "mem", "internal/"},
