@@ -31,32 +31,22 @@ func opsServe(t *testing.T, args ...string) (addr, ops string) {
 	t.Helper()
 	cmd := exec.Command(xferBinary(t), append([]string{"serve", "--listen", "127.0.0.1:0", "--transport", "tcp", "--metrics-listen", "127.0.0.1:0"}, args...)...)
 	cmd.Env = cleanEnv()
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
 	errPipe, err := cmd.StderrPipe()
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
+	line := testutil.StartProcess(t, cmd)
+	addr, ok := strings.CutPrefix(strings.TrimSpace(line), serveBanner)
+	if !ok {
+		t.Fatalf("serve printed %q", line)
 	}
-	t.Cleanup(func() {
-		cmd.Process.Kill()
-		cmd.Wait()
-	})
-	line, err := bufio.NewReader(errPipe).ReadString('\n')
-	ops, ok := strings.CutPrefix(strings.TrimSpace(line), opsBanner)
+	errs := bufio.NewReader(errPipe)
+	line, err = errs.ReadString('\n')
+	ops, ok = strings.CutPrefix(strings.TrimSpace(line), opsBanner)
 	if err != nil || !ok {
 		t.Fatalf("serve printed %q on stderr: %v", line, err)
 	}
-	go io.Copy(io.Discard, errPipe)
-	line, err = bufio.NewReader(out).ReadString('\n')
-	addr, ok = strings.CutPrefix(strings.TrimSpace(line), serveBanner)
-	if err != nil || !ok {
-		t.Fatalf("serve printed %q: %v", line, err)
-	}
+	go io.Copy(io.Discard, errs)
 	return addr, ops
 }
 

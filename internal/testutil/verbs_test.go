@@ -18,6 +18,15 @@ type fakeTB struct {
 	skipped    string
 	failed     string
 	returned   bool // the function under test returned normally
+	cleanups   []func()
+}
+
+// Cleanup records f; run calls the recorded functions, last first, once
+// the code under test is done.
+func (f *fakeTB) Cleanup(fn func()) {
+	f.mu.Lock()
+	f.cleanups = append(f.cleanups, fn)
+	f.mu.Unlock()
 }
 
 func (f *fakeTB) Helper() {}
@@ -47,6 +56,9 @@ func (f *fakeTB) run(fn func(testing.TB)) {
 		f.mu.Unlock()
 	}()
 	<-done
+	for i := len(f.cleanups) - 1; i >= 0; i-- {
+		f.cleanups[i]()
+	}
 }
 
 // env sets up a fake /sys/class/infiniband with the given devices (nil: the
