@@ -12,7 +12,9 @@
 // prometheus package. For the packages with GPU tests, RunWithCUDA is their
 // TestMain: without the NVIDIA driver the tests run against a stand-in
 // driver (UseFakeCUDA), and CUDADriverFDs exempts the driver's own
-// descriptors from internal/testmain's leak check.
+// descriptors from internal/testmain's leak check. StartProcess starts a
+// daemon for a test (an xfer binary, a child test process) and stops it
+// when the test ends.
 //
 // The package is plain Go (no cgo): it looks only at the environment and at
 // /sys/class/infiniband. It is safe for concurrent use; its one state, set
