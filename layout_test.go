@@ -18,19 +18,10 @@ const module = "github.com/xferio/xfer"
 // checkLayout). It reads the imports of every package's non-test files.
 func TestPackageBoundaries(t *testing.T) {
 	imports := map[string][]string{} // package dir → imports (non-test files)
-	err := filepath.WalkDir(".", func(path string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		if d.IsDir() && (strings.HasPrefix(d.Name(), ".") || d.Name() == "testdata") && path != "." {
-			return filepath.SkipDir
-		}
-		if d.IsDir() || !strings.HasSuffix(path, ".go") || strings.HasSuffix(path, "_test.go") {
-			return nil
-		}
+	for _, path := range goSources(t) {
 		f, err := parser.ParseFile(token.NewFileSet(), path, nil, parser.ImportsOnly)
 		if err != nil {
-			return err
+			t.Fatal(err)
 		}
 		dir := filepath.ToSlash(filepath.Dir(path))
 		for _, im := range f.Imports {
@@ -40,10 +31,6 @@ func TestPackageBoundaries(t *testing.T) {
 		if _, ok := imports[dir]; !ok {
 			imports[dir] = nil
 		}
-		return nil
-	})
-	if err != nil {
-		t.Fatal(err)
 	}
 	if len(imports) < 10 {
 		t.Fatalf("found only %d packages: the walk is broken", len(imports))
@@ -51,6 +38,28 @@ func TestPackageBoundaries(t *testing.T) {
 	for _, v := range checkLayout(imports, nil) {
 		t.Error(v)
 	}
+}
+
+// goSources lists the module's Go files, less the tests and what is under
+// testdata or a hidden directory, by their paths from the module root.
+func goSources(t *testing.T) []string {
+	t.Helper()
+	var paths []string
+	err := filepath.WalkDir(".", func(path string, d fs.DirEntry, err error) error {
+		switch {
+		case err != nil:
+			return err
+		case d.IsDir() && (strings.HasPrefix(d.Name(), ".") || d.Name() == "testdata") && path != ".":
+			return filepath.SkipDir
+		case !d.IsDir() && strings.HasSuffix(path, ".go") && !strings.HasSuffix(path, "_test.go"):
+			paths = append(paths, path)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return paths
 }
 
 // services are the packages built only on the public API: the root package
