@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/xferio/xfer"
+	"github.com/xferio/xfer/xfertest"
 )
 
 // TestSubmitInto reuses one Batch for submissions of different lengths,
@@ -18,30 +19,12 @@ func TestSubmitInto(t *testing.T) {
 		t.Run(string(policy), func(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 			defer cancel()
-			a, err := xfer.Open(ctx, xfer.Config{Listen: "127.0.0.1:0", Transport: policy, MemoryMB: 4})
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer a.Close()
-			target, err := a.NewRegion(64<<10, xfer.AccessReadWrite)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer target.Close()
-			for i := range target.Bytes() {
+			pair := xfertest.NewPair(t, xfertest.Options{Policy: policy}, "")
+			b, p, target := pair.Client, pair.Peer, pair.Target
+			for i := range target.Bytes()[:64<<10] {
 				target.Bytes()[i] = byte(i * 31)
 			}
-			a.Export("t", target)
-			b, err := xfer.Open(ctx, xfer.Config{Transport: policy, MemoryMB: 4})
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer b.Close()
-			p, err := b.Dial(ctx, a.Addr())
-			if err != nil {
-				t.Fatal(err)
-			}
-			d, _ := p.Region("t")
+			d, _ := p.Region("target")
 			local, err := b.Alloc(16 << 10)
 			if err != nil {
 				t.Fatal(err)

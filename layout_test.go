@@ -18,19 +18,10 @@ const module = "github.com/xferio/xfer"
 // checkLayout). It reads the imports of every package's non-test files.
 func TestPackageBoundaries(t *testing.T) {
 	imports := map[string][]string{} // package dir → imports (non-test files)
-	err := filepath.WalkDir(".", func(path string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		if d.IsDir() && (strings.HasPrefix(d.Name(), ".") || d.Name() == "testdata") && path != "." {
-			return filepath.SkipDir
-		}
-		if d.IsDir() || !strings.HasSuffix(path, ".go") {
-			return nil
-		}
+	for _, path := range goSources(t, true) {
 		f, err := parser.ParseFile(token.NewFileSet(), path, nil, parser.ImportsOnly)
 		if err != nil {
-			return err
+			t.Fatal(err)
 		}
 		dir := filepath.ToSlash(filepath.Dir(path))
 		if strings.HasSuffix(path, "_test.go") {
@@ -42,7 +33,7 @@ func TestPackageBoundaries(t *testing.T) {
 					t.Errorf("%s imports %s: %s", path, p, noYAML)
 				}
 			}
-			return nil
+			continue
 		}
 		for _, im := range f.Imports {
 			p, _ := strconv.Unquote(im.Path.Value)
@@ -51,10 +42,6 @@ func TestPackageBoundaries(t *testing.T) {
 		if _, ok := imports[dir]; !ok {
 			imports[dir] = nil
 		}
-		return nil
-	})
-	if err != nil {
-		t.Fatal(err)
 	}
 	if len(imports) < 10 {
 		t.Fatalf("found only %d packages: the walk is broken", len(imports))
@@ -62,6 +49,29 @@ func TestPackageBoundaries(t *testing.T) {
 	for _, v := range checkLayout(imports, nil) {
 		t.Error(v)
 	}
+}
+
+// goSources lists the module's Go files, less what is under testdata or a
+// hidden directory, and less the tests unless tests is set, by their paths
+// from the module root.
+func goSources(t *testing.T, tests bool) []string {
+	t.Helper()
+	var paths []string
+	err := filepath.WalkDir(".", func(path string, d fs.DirEntry, err error) error {
+		switch {
+		case err != nil:
+			return err
+		case d.IsDir() && (strings.HasPrefix(d.Name(), ".") || d.Name() == "testdata") && path != ".":
+			return filepath.SkipDir
+		case !d.IsDir() && strings.HasSuffix(path, ".go") && (tests || !strings.HasSuffix(path, "_test.go")):
+			paths = append(paths, path)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return paths
 }
 
 // services are the packages built only on the public API: the root package
@@ -79,8 +89,9 @@ var transports = []string{"transport/tcp", "transport/shm", "transport/verbs"}
 // Python binding, which must export C functions and so needs cgo itself).
 var cgoPackages = []string{"internal/ibv", "internal/cuda", "cmd/libxfer"}
 
-// ibvImporters are the only packages that may use the cgo binding.
-var ibvImporters = []string{"transport/verbs", "probe", "internal/rdmacm"}
+// ibvImporters are the only packages that may use the cgo binding
+// (internal/testmain/rdmaleak only for its count of live objects).
+var ibvImporters = []string{"transport/verbs", "probe", "internal/rdmacm", "internal/testmain/rdmaleak"}
 
 // yamlLibraries are the YAML modules a command might reach for; package
 // config decodes the configuration file for every command.
@@ -103,7 +114,7 @@ var layers = map[string][]string{
 	"internal/cuda":     {"internal/sys"},
 	"internal/rdmacm":   {"internal/ibv", "internal/sys"},
 	"internal/testmain": {},
-	"internal/testutil": {"internal/cuda"},
+	"internal/testutil": {"internal/cuda", "internal/testmain"},
 	"mem":               {"internal/sys", "internal/cuda"},
 	"probe":             {"internal/ibv", "internal/cuda", "internal/sys", "bytesize"},
 	"transport":         {"transport", "mem", "internal/"},
@@ -127,6 +138,9 @@ var layers = map[string][]string{
 	// The project's own helpers: tools/bench/regmr measures ibv_reg_mr
 	// through the binding itself, so tools may use internal packages.
 	"tools": {"", "mem", "transport", "probe", "internal/"},
+	// The leak checks of the test binaries that use RDMA count the
+	// bindings' live objects.
+	"internal/testmain/rdmaleak": {"internal/testmain", "internal/ibv", "internal/rdmacm"},
 }
 
 // checkLayout returns every violation of the layout rules in imports

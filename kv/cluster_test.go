@@ -1,7 +1,6 @@
 package kv
 
 import (
-	"bufio"
 	"cmp"
 	"context"
 	"errors"
@@ -16,6 +15,7 @@ import (
 
 	"github.com/xferio/xfer"
 	"github.com/xferio/xfer/directory"
+	"github.com/xferio/xfer/internal/testutil"
 	"github.com/xferio/xfer/internal/testutil/etcdtest"
 )
 
@@ -65,20 +65,8 @@ func startClusterServer(t *testing.T, dir, id string, ttl time.Duration, policy 
 	dev := cmp.Or(rdmaDevice, "-")
 	cmd.Env = append(os.Environ(), clusterServerEnv+"="+strings.Join([]string{dir, id, ttl.String(), string(policy), dev}, " "))
 	cmd.Stderr = os.Stderr
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		cmd.Process.Kill()
-		cmd.Wait()
-	})
-	line, err := bufio.NewReader(out).ReadString('\n')
-	if err != nil || line != "ready\n" {
-		t.Fatalf("server %s: %q, %v", id, line, err)
+	if line := testutil.StartProcess(t, cmd); line != "ready" {
+		t.Fatalf("server %s printed %q, want ready", id, line)
 	}
 	return cmd
 }

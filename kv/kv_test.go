@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -116,6 +117,30 @@ func pattern(n int, seed byte) []byte {
 		b[i] = seed + byte(i*7) + byte(i>>9)
 	}
 	return b
+}
+
+// canary allocates n bytes of e's memory filled with fill, freed when the
+// test ends: a buffer that requests the server refuses must leave as it
+// was (see untouched).
+func canary(t *testing.T, e *xfer.Engine, n int, fill byte) xfer.Buffer {
+	t.Helper()
+	buf, err := e.Alloc(n)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { e.Free(buf) })
+	for i := range buf.Bytes() {
+		buf.Bytes()[i] = fill
+	}
+	return buf
+}
+
+// untouched fails the test if a byte of a canary is no longer fill.
+func untouched(t *testing.T, buf xfer.Buffer, fill byte, what string) {
+	t.Helper()
+	if i := slices.IndexFunc(buf.Bytes(), func(b byte) bool { return b != fill }); i >= 0 {
+		t.Fatalf("byte %d of %s changed", i, what)
+	}
 }
 
 var transports = []xfer.Policy{xfer.PolicyTCP, xfer.PolicySHM}
@@ -231,14 +256,7 @@ func TestZeroCopyBuffers(t *testing.T) {
 			if err != nil || got != n || !bytes.Equal(dst.Bytes()[:n], pattern(n, 3)) {
 				t.Fatalf("GetInto: %d, %v (data equal: %v)", got, err, bytes.Equal(dst.Bytes()[:n], pattern(n, 3)))
 			}
-			small, err := c.Engine().Alloc(DefaultInlineMax + 100)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer c.Engine().Free(small)
-			for i := range small.Bytes() {
-				small.Bytes()[i] = 0xEE
-			}
+			small := canary(t, c.Engine(), DefaultInlineMax+100, 0xEE)
 			_, err = c.GetInto(ctx, "z", small)
 			var tooSmall *BufferTooSmallError
 			if !errors.As(err, &tooSmall) || tooSmall.Needed != n || tooSmall.Have != uint64(small.Len()) {
@@ -247,11 +265,7 @@ func TestZeroCopyBuffers(t *testing.T) {
 			if !strings.Contains(err.Error(), fmt.Sprint(n)) {
 				t.Errorf("error %q does not state the size needed", err)
 			}
-			for _, b := range small.Bytes() {
-				if b != 0xEE {
-					t.Fatal("a refused GET touched the buffer")
-				}
-			}
+			untouched(t, small, 0xEE, "the buffer of a refused GET")
 		})
 	}
 }
@@ -313,14 +327,7 @@ func TestBadRequests(t *testing.T) {
 
 	// Requests the Client never sends, straight to the gRPC service.
 	rpc := c.rpc
-	buf, err := c.Engine().Alloc(128 << 10)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Engine().Free(buf)
-	for i := range buf.Bytes() {
-		buf.Bytes()[i] = 0x5A
-	}
+	buf := canary(t, c.Engine(), 128<<10, 0x5A)
 	desc := buf.Desc()
 	enc := func(d xfer.RegionDesc) []byte { b, _ := d.MarshalBinary(); return b }
 	outside := desc
@@ -382,11 +389,7 @@ func TestBadRequests(t *testing.T) {
 		}
 		check(tc.name, err, nil, "")
 	}
-	for i, b := range buf.Bytes() {
-		if b != 0x5A {
-			t.Fatalf("byte %d of the client's buffer changed by refused requests", i)
-		}
-	}
+	untouched(t, buf, 0x5A, "the client's buffer")
 
 	// A malformed gRPC request: bytes that are not a protobuf message.
 	conn, err := grpc.NewClient("passthrough:///"+s.addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
@@ -773,19 +776,12 @@ func TestDataPlaneRequestsNameOwnBuffers(t *testing.T) {
 	if err := a.Put(ctx, "k", pattern(100<<10, 1)); err != nil {
 		t.Fatal(err)
 	}
-	victim, err := b.Engine().Alloc(128 << 10)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer b.Engine().Free(victim)
-	for i := range victim.Bytes() {
-		victim.Bytes()[i] = 0x77
-	}
+	victim := canary(t, b.Engine(), 128<<10, 0x77)
 	desc, _ := victim.Desc().MarshalBinary()
 	a.mu.Lock()
 	sess := a.sess
 	a.mu.Unlock()
-	_, err = a.call(ctx, sess, &kvpb.Request{Op: &kvpb.Request_Get{Get: &kvpb.GetRequest{Key: []byte("k"), Buffer: desc}}}, nil, nil)
+	_, err := a.call(ctx, sess, &kvpb.Request{Op: &kvpb.Request_Get{Get: &kvpb.GetRequest{Key: []byte("k"), Buffer: desc}}}, nil, nil)
 	if status.Code(err) != codes.InvalidArgument || !strings.Contains(err.Error(), "not to the sender") {
 		t.Fatalf("get into another engine's buffer: %v", err)
 	}
@@ -793,11 +789,7 @@ func TestDataPlaneRequestsNameOwnBuffers(t *testing.T) {
 	if status.Code(err) != codes.InvalidArgument {
 		t.Fatalf("put from another engine's buffer: %v", err)
 	}
-	for i, v := range victim.Bytes() {
-		if v != 0x77 {
-			t.Fatalf("byte %d of the other engine's buffer changed", i)
-		}
-	}
+	untouched(t, victim, 0x77, "the other engine's buffer")
 	if _, err := a.Get(ctx, "stolen"); !errors.Is(err, ErrNotFound) {
 		t.Fatalf("the refused put stored a value: %v", err)
 	}

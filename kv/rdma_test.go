@@ -85,14 +85,7 @@ func TestRDMA(t *testing.T) {
 		if err := c.Put(ctx, "k", v); err != nil {
 			t.Fatal(err)
 		}
-		buf, err := c.Engine().Alloc(128 << 10)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer c.Engine().Free(buf)
-		for i := range buf.Bytes() {
-			buf.Bytes()[i] = 0x5A
-		}
+		buf := canary(t, c.Engine(), 128<<10, 0x5A)
 		for name, mutate := range map[string]func(*xfer.RegionDesc){
 			"wrong key":    func(d *xfer.RegionDesc) { d.Key ^= 0x5555 },
 			"out of range": func(d *xfer.RegionDesc) { d.Addr += 1 << 30 },
@@ -105,11 +98,7 @@ func TestRDMA(t *testing.T) {
 				t.Errorf("%s: %v, want INVALID_ARGUMENT refused", name, err)
 			}
 		}
-		for i, b := range buf.Bytes() {
-			if b != 0x5A {
-				t.Fatalf("byte %d of the client's buffer changed", i)
-			}
-		}
+		untouched(t, buf, 0x5A, "the client's buffer")
 		got, err := c.Get(ctx, "k")
 		if err != nil || !bytes.Equal(got, v) {
 			t.Fatalf("get after refused requests: %v", err)

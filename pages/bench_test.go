@@ -17,16 +17,7 @@ func BenchmarkFetchPage4K(b *testing.B) {
 		b.Run(string(policy), func(b *testing.B) {
 			ctx := context.Background()
 			const size = 64 << 20
-			s := newServer(b, policy, size, 1)
-			c := newClient(b, policy)
-			if err := c.AddNode(ctx, s.Addr(), 0); err != nil {
-				b.Fatal(err)
-			}
-			bufs, err := c.Alloc(1)
-			if err != nil {
-				b.Fatal(err)
-			}
-			defer c.Free(bufs)
+			c, bufs, _ := newCluster(b, policy, size, 1, 1)
 			buf := bufs[0].Bytes()
 			rng := rand.New(rand.NewPCG(1, 2))
 			for range 100 { // warm the connection
@@ -53,16 +44,7 @@ func BenchmarkFetchPages4K(b *testing.B) {
 		b.Run(string(policy), func(b *testing.B) {
 			ctx := context.Background()
 			const size, depth = 64 << 20, 32
-			s := newServer(b, policy, size, 1)
-			c := newClient(b, policy)
-			if err := c.AddNode(ctx, s.Addr(), 0); err != nil {
-				b.Fatal(err)
-			}
-			bufs, err := c.Alloc(depth)
-			if err != nil {
-				b.Fatal(err)
-			}
-			defer c.Free(bufs)
+			c, bufs, _ := newCluster(b, policy, size, depth, 1)
 			pb := make([][]byte, depth)
 			for i := range pb {
 				pb[i] = bufs[i].Bytes()
@@ -90,16 +72,7 @@ func BenchmarkPipeline4K(b *testing.B) {
 		b.Run(string(policy), func(b *testing.B) {
 			ctx := context.Background()
 			const size, depth = 64 << 20, 32
-			s := newServer(b, policy, size, 1)
-			c := newClient(b, policy)
-			if err := c.AddNode(ctx, s.Addr(), 0); err != nil {
-				b.Fatal(err)
-			}
-			bufs, err := c.Alloc(depth)
-			if err != nil {
-				b.Fatal(err)
-			}
-			defer c.Free(bufs)
+			c, bufs, _ := newCluster(b, policy, size, depth, 1)
 			workers := min(depth, 2*runtime.GOMAXPROCS(0))
 			var next atomic.Int64
 			b.SetBytes(PageSize4K)

@@ -61,25 +61,40 @@ func newClient(t testing.TB, policy xfer.Policy) *Client {
 	return c
 }
 
+// newCluster starts a server of size bytes for each seed (stamped with it)
+// and a client that adds them one after the other from GPA 0, with n page
+// buffers. The test's end frees the buffers and closes the client and the
+// servers.
+func newCluster(t testing.TB, policy xfer.Policy, size int64, n int, seeds ...uint64) (*Client, []xfer.Buffer, []*Server) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	srv := make([]*Server, len(seeds))
+	for i, seed := range seeds {
+		srv[i] = newServer(t, policy, size, seed)
+	}
+	c := newClient(t, policy)
+	for i, s := range srv {
+		if err := c.AddNode(ctx, s.Addr(), uint64(i)*uint64(size)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	bufs, err := c.Alloc(n)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Free(bufs) })
+	return c, bufs, srv
+}
+
 func TestPages(t *testing.T) {
 	for _, policy := range policies(t) {
 		t.Run(string(policy), func(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 			defer cancel()
 			const size = 1 << 20 // 256 pages per node
-			a, b := newServer(t, policy, size, 0xa), newServer(t, policy, size, 0xb)
-			c := newClient(t, policy)
-			if err := c.AddNode(ctx, a.Addr(), 0); err != nil {
-				t.Fatal(err)
-			}
-			if err := c.AddNode(ctx, b.Addr(), size); err != nil {
-				t.Fatal(err)
-			}
-			bufs, err := c.Alloc(4)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer c.Free(bufs)
+			c, bufs, srv := newCluster(t, policy, size, 4, 0xa, 0xb)
+			a, b := srv[0], srv[1]
 			page := func(s *Server, i int) []byte { return s.Memory()[i*PageSize4K : (i+1)*PageSize4K] }
 
 			// One page from each node.
@@ -145,16 +160,8 @@ func TestPages(t *testing.T) {
 func TestBadInput(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	s := newServer(t, xfer.PolicyTCP, 64<<10, 1)
-	c := newClient(t, xfer.PolicyTCP)
-	if err := c.AddNode(ctx, s.Addr(), 0); err != nil {
-		t.Fatal(err)
-	}
-	bufs, err := c.Alloc(1)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Free(bufs)
+	c, bufs, srv := newCluster(t, xfer.PolicyTCP, 64<<10, 1, 1)
+	s := srv[0]
 	buf := bufs[0].Bytes()
 	if err := c.FetchPage(ctx, 100, buf); !errors.Is(err, ErrUnaligned) {
 		t.Errorf("unaligned GPA: %v", err)
@@ -190,7 +197,7 @@ func TestBadInput(t *testing.T) {
 	fctx, fcancel := context.WithTimeout(ctx, 2*time.Second)
 	defer fcancel()
 	start := time.Now()
-	err = c.FetchPage(fctx, 0, buf)
+	err := c.FetchPage(fctx, 0, buf)
 	if err == nil {
 		t.Fatal("a fetch from a closed server succeeded")
 	}

@@ -20,19 +20,8 @@ func TestPagesPipeline(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 			defer cancel()
 			const size, depth, total = 1 << 20, 8, 300
-			a, b := newServer(t, policy, size, 0xa), newServer(t, policy, size, 0xb)
-			c := newClient(t, policy)
-			if err := c.AddNode(ctx, a.Addr(), 0); err != nil {
-				t.Fatal(err)
-			}
-			if err := c.AddNode(ctx, b.Addr(), size); err != nil {
-				t.Fatal(err)
-			}
-			bufs, err := c.Alloc(depth)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer c.Free(bufs)
+			c, bufs, srv := newCluster(t, policy, size, depth, 0xa, 0xb)
+			a, b := srv[0], srv[1]
 			want := func(gpa uint64) []byte {
 				s := a
 				if gpa >= size {
@@ -233,16 +222,8 @@ func TestPagesPipelineAllocs(t *testing.T) {
 func TestPagesPipelineNodeGone(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	s := newServer(t, xfer.PolicyTCP, 64<<10, 1)
-	c := newClient(t, xfer.PolicyTCP)
-	if err := c.AddNode(ctx, s.Addr(), 0); err != nil {
-		t.Fatal(err)
-	}
-	bufs, err := c.Alloc(1)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Free(bufs)
+	c, bufs, srv := newCluster(t, xfer.PolicyTCP, 64<<10, 1, 1)
+	s := srv[0]
 	p, err := c.NewPipeline(1)
 	if err != nil {
 		t.Fatal(err)

@@ -5,12 +5,12 @@ import (
 	"runtime"
 	"testing"
 
-	"github.com/xferio/xfer/internal/cuda"
 	"github.com/xferio/xfer/internal/testmain"
+	"github.com/xferio/xfer/internal/testutil"
 )
 
 func TestMain(m *testing.M) {
-	testmain.Run(m, testmain.IgnoreFD("the CUDA driver keeps descriptors of its own for the life of the process (GPU tests)", cuda.DriverFD))
+	testmain.Run(m, testutil.CUDADriverFDs())
 }
 
 // TestFeatureCache: nil and not-supported answers are cached, inconclusive

@@ -333,7 +333,7 @@ func testHandle(t *testing.T, o Options) {
 	msg := alloc(t, p.Client, 8)
 	const early, total = 5, 1000 // more than the receive depth (128)
 	send := func(i int) {
-		putU64(msg.Bytes(), uint64(i))
+		binary.LittleEndian.PutUint64(msg.Bytes(), uint64(i))
 		if err := p.Peer.Send(ctx, msg.Bytes()); err != nil {
 			t.Fatalf("send %d: %v", i, err)
 		}
@@ -356,7 +356,7 @@ func testHandle(t *testing.T, o Options) {
 			t.Errorf("message of %d bytes", len(m))
 			return
 		}
-		got = append(got, getU64(m))
+		got = append(got, binary.LittleEndian.Uint64(m))
 		if len(got) == total {
 			close(done)
 		}
@@ -390,7 +390,7 @@ func testSendFlowControl(t *testing.T, o Options) {
 	go func() {
 		for i := range total {
 			b := msg.Bytes()[i*8 : i*8+8]
-			putU64(b, uint64(i))
+			binary.LittleEndian.PutUint64(b, uint64(i))
 			if err := p.Peer.Send(ctx, b); err != nil {
 				errc <- err
 				return
@@ -404,8 +404,8 @@ func testSendFlowControl(t *testing.T, o Options) {
 			time.Sleep(2 * time.Millisecond) // a slow consumer: senders must wait, not overflow
 		}
 		n, err := sp.Recv(ctx, buf)
-		if err != nil || n != 8 || getU64(buf) != uint64(i) {
-			t.Fatalf("message %d: n=%d err=%v got %d (out of order or lost)", i, n, err, getU64(buf))
+		if err != nil || n != 8 || binary.LittleEndian.Uint64(buf) != uint64(i) {
+			t.Fatalf("message %d: n=%d err=%v got %d (out of order or lost)", i, n, err, binary.LittleEndian.Uint64(buf))
 		}
 	}
 	if err := <-errc; err != nil {
@@ -443,7 +443,7 @@ func testSendAppend(t *testing.T, o Options) {
 			t.Fatalf("TrySendAppend %d reported false after calling fill", seq)
 		}
 		if !ok {
-			putU64(msg.Bytes(), seq)
+			binary.LittleEndian.PutUint64(msg.Bytes(), seq)
 			if err := p.Peer.Send(ctx, msg.Bytes()); err != nil {
 				t.Fatalf("send %d: %v", seq, err)
 			}
@@ -475,8 +475,8 @@ func testSendAppend(t *testing.T, o Options) {
 		buf := make([]byte, 16)
 		for i := range total {
 			n, err := sp.Recv(ctx, buf)
-			if err == nil && (n != 8 || getU64(buf) != uint64(i)) {
-				err = fmt.Errorf("message %d: %d bytes holding %d (out of order or lost)", i, n, getU64(buf))
+			if err == nil && (n != 8 || binary.LittleEndian.Uint64(buf) != uint64(i)) {
+				err = fmt.Errorf("message %d: %d bytes holding %d (out of order or lost)", i, n, binary.LittleEndian.Uint64(buf))
 			}
 			if err != nil {
 				errc <- err
@@ -491,38 +491,12 @@ func testSendAppend(t *testing.T, o Options) {
 	if fast {
 		// A fill longer than its bound: refused, nothing sent, the
 		// connection up.
-		long := func(b []byte) []byte { return append(b, make([]byte, 9)...) }
-		for {
-			ok, err := p.Peer.TrySendAppend(8, long)
-			if err != nil {
-				if ok {
-					t.Fatal("TrySendAppend reported both success and an error")
-				}
-				break
-			}
-			if ok {
-				t.Fatal("TrySendAppend sent a message longer than its bound")
-			}
-			time.Sleep(time.Millisecond) // no credit yet
-		}
+		transporttest.RefusesLongFill(t, "TrySendAppend", p.Peer.TrySendAppend)
 	}
 	send()
 	if err := <-errc; err != nil {
 		t.Fatal(err)
 	}
-}
-
-func putU64(b []byte, v uint64) {
-	for i := range 8 {
-		b[i] = byte(v >> (8 * i))
-	}
-}
-
-func getU64(b []byte) (v uint64) {
-	for i := range 8 {
-		v |= uint64(b[i]) << (8 * i)
-	}
-	return v
 }
 
 func testBatch(t *testing.T, o Options) {

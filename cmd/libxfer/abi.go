@@ -12,6 +12,8 @@ import "C"
 import (
 	"fmt"
 	"unsafe"
+
+	"github.com/xferio/xfer/connector"
 )
 
 // The exports. Each converts its arguments, calls the pure-Go function of
@@ -87,6 +89,15 @@ func writeOut(b []byte, out *C.char, n C.size_t, outLen *C.int64_t) error {
 	return nil
 }
 
+// writeMeta writes m as JSON into the caller's buffer (see writeOut).
+func writeMeta(m connector.Meta, out *C.char, n C.size_t, outLen *C.int64_t) error {
+	b, err := metaJSON(m)
+	if err != nil {
+		return err
+	}
+	return writeOut(b, out, n, outLen)
+}
+
 //export xfer_abi_version
 func xfer_abi_version() C.int32_t { return ABIVersion }
 
@@ -135,11 +146,7 @@ func xfer_put(h C.int64_t, from *C.char, fromLen C.int64_t, to *C.char, toLen C.
 	if err != nil {
 		return
 	}
-	b, err := metaJSON(m)
-	if err != nil {
-		return
-	}
-	err = writeOut(b, metaOut, metaCap, metaLen)
+	err = writeMeta(m, metaOut, metaCap, metaLen)
 	return
 }
 
@@ -175,11 +182,7 @@ func xfer_put_buffer(h C.int64_t, buf C.int64_t, from *C.char, fromLen C.int64_t
 	if err != nil {
 		return
 	}
-	b, err := metaJSON(m)
-	if err != nil {
-		return
-	}
-	err = writeOut(b, metaOut, metaCap, metaLen)
+	err = writeMeta(m, metaOut, metaCap, metaLen)
 	return
 }
 
@@ -194,11 +197,7 @@ func xfer_get(h C.int64_t, from *C.char, fromLen C.int64_t, to *C.char, toLen C.
 	if err != nil {
 		return
 	}
-	b, err := metaJSON(m)
-	if err == nil {
-		err = writeOut(b, metaOut, metaCap, metaLen)
-	}
-	if err != nil {
+	if err = writeMeta(m, metaOut, metaCap, metaLen); err != nil {
 		releaseBuffer(bh)
 		return
 	}

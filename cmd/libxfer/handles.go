@@ -67,10 +67,16 @@ func openConn(cfgJSON []byte) (int64, error) {
 	return h, nil
 }
 
-func lookupConn(h int64) (*connector.Connector, error) {
+// lookup returns the entry of handle h in table (conns or buffers).
+func lookup[T any](table map[int64]*T, h int64) (*T, bool) {
 	handleMu.Lock()
 	defer handleMu.Unlock()
-	c, ok := conns[h]
+	e, ok := table[h]
+	return e, ok
+}
+
+func lookupConn(h int64) (*connector.Connector, error) {
+	c, ok := lookup(conns, h)
 	if !ok {
 		// Handles are never reused: one not open was closed (or is bogus).
 		return nil, fmt.Errorf("libxfer: connector handle %d: closed (or never opened): %w", h, net.ErrClosed)
@@ -113,13 +119,16 @@ func addBuffer(ch int64, b *connector.Buffer) (int64, error) {
 }
 
 func lookupBuffer(h int64) (*connector.Buffer, error) {
-	handleMu.Lock()
-	defer handleMu.Unlock()
-	b, ok := buffers[h]
+	b, ok := lookup(buffers, h)
 	if !ok {
-		return nil, fmt.Errorf("libxfer: buffer handle %d: not live (released, published, or its connector closed): %w", h, connector.ErrReleased)
+		return nil, notLive(h)
 	}
 	return b.b, nil
+}
+
+// notLive is the error for a buffer handle h that is not in the table.
+func notLive(h int64) error {
+	return fmt.Errorf("libxfer: buffer handle %d: not live (released, published, or its connector closed): %w", h, connector.ErrReleased)
 }
 
 // takeBuffer forgets the handle and returns its buffer.
@@ -147,16 +156,21 @@ func releaseBuffer(h int64) error {
 	return b.Release()
 }
 
-// checkNames refuses stage names and keys the connector would, as bad
-// input.
-func checkNames(from, to, key string) error {
+// lookupStage is lookupConn for a call on key from stage from to stage to
+// (a put, a get, a cleanup): it also refuses the stage names and keys the
+// connector would, as bad input.
+func lookupStage(h int64, from, to, key string) (*connector.Connector, error) {
+	c, err := lookupConn(h)
+	if err != nil {
+		return nil, err
+	}
 	switch {
 	case strings.Contains(from, "/") || strings.Contains(to, "/"):
-		return fmt.Errorf("libxfer: stages %q and %q: a stage name may not contain '/': %w", from, to, errInvalid)
+		return nil, fmt.Errorf("libxfer: stages %q and %q: a stage name may not contain '/': %w", from, to, errInvalid)
 	case key == "":
-		return fmt.Errorf("libxfer: empty key: %w", errInvalid)
+		return nil, fmt.Errorf("libxfer: empty key: %w", errInvalid)
 	}
-	return nil
+	return c, nil
 }
 
 // timeoutCtx is a context bounded by ms milliseconds (none for ms <= 0).
@@ -172,6 +186,14 @@ type putOptions struct {
 	consumers int   // 0: the connector's default (one)
 	retain    bool  // keep until cleanup
 	ttlMS     int64 // 0: the connector's TTL; negative: never
+}
+
+// check refuses options no put takes.
+func (o putOptions) check() error {
+	if o.consumers < 0 {
+		return fmt.Errorf("libxfer: consumers %d: must not be negative: %w", o.consumers, errInvalid)
+	}
+	return nil
 }
 
 func (o putOptions) list() []connector.PutOption {
@@ -191,15 +213,12 @@ func (o putOptions) list() []connector.PutOption {
 // put stores a value: bytes, a tensor (dtype and shape), an object (data
 // is its JSON) or a pickled object. data is copied into the pool.
 func put(h int64, from, to, key string, kind int32, dtype string, shape []int64, data []byte, o putOptions, timeoutMS int64) (connector.Meta, error) {
-	c, err := lookupConn(h)
+	c, err := lookupStage(h, from, to, key)
 	if err != nil {
 		return connector.Meta{}, err
 	}
-	if err := checkNames(from, to, key); err != nil {
+	if err := o.check(); err != nil {
 		return connector.Meta{}, err
-	}
-	if o.consumers < 0 {
-		return connector.Meta{}, fmt.Errorf("libxfer: consumers %d: must not be negative: %w", o.consumers, errInvalid)
 	}
 	var v any
 	switch kind {
@@ -275,21 +294,16 @@ func alloc(h int64, dtype string, shape []int64, n int64, timeoutMS int64) (int6
 
 // putBuffer publishes an allocated buffer without a copy; the handle ends.
 func putBuffer(h, bh int64, from, to, key string, o putOptions, timeoutMS int64) (connector.Meta, error) {
-	c, err := lookupConn(h)
+	c, err := lookupStage(h, from, to, key)
 	if err != nil {
 		return connector.Meta{}, err
 	}
-	if err := checkNames(from, to, key); err != nil {
+	if err := o.check(); err != nil {
 		return connector.Meta{}, err
 	}
-	if o.consumers < 0 {
-		return connector.Meta{}, fmt.Errorf("libxfer: consumers %d: must not be negative: %w", o.consumers, errInvalid)
-	}
-	handleMu.Lock()
-	e, ok := buffers[bh]
-	handleMu.Unlock()
+	e, ok := lookup(buffers, bh)
 	if !ok {
-		return connector.Meta{}, fmt.Errorf("libxfer: buffer handle %d: not live (released, published, or its connector closed): %w", bh, connector.ErrReleased)
+		return connector.Meta{}, notLive(bh)
 	}
 	if e.conn != h {
 		return connector.Meta{}, fmt.Errorf("libxfer: buffer handle %d belongs to connector %d, not %d: %w", bh, e.conn, h, errInvalid)
@@ -311,11 +325,8 @@ func putBuffer(h, bh int64, from, to, key string, o putOptions, timeoutMS int64)
 // metadata. metaJSON is the producer's metadata (JSON of connector.Meta),
 // possibly partial, or empty for none.
 func get(h int64, from, to, key string, metaJSON []byte, timeoutMS int64, noWait bool) (int64, connector.Meta, error) {
-	c, err := lookupConn(h)
+	c, err := lookupStage(h, from, to, key)
 	if err != nil {
-		return 0, connector.Meta{}, err
-	}
-	if err := checkNames(from, to, key); err != nil {
 		return 0, connector.Meta{}, err
 	}
 	var meta *connector.Meta
@@ -398,11 +409,8 @@ func bufferObject(bh int64) ([]byte, bool, error) {
 
 // cleanup deletes a stored value; it reports whether there was one.
 func cleanup(h int64, from, to, key string) (bool, error) {
-	c, err := lookupConn(h)
+	c, err := lookupStage(h, from, to, key)
 	if err != nil {
-		return false, err
-	}
-	if err := checkNames(from, to, key); err != nil {
 		return false, err
 	}
 	return c.Cleanup(from, to, key)

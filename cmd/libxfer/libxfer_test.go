@@ -244,6 +244,26 @@ func TestHandles(t *testing.T) {
 	if _, err := put(ch, "a", "b", "k", kindBytes, "", nil, []byte("x"), putOptions{}, 0); codeOf(err) != CodeRole {
 		t.Errorf("a consumer's put: %v, want CodeRole", err)
 	}
+	if _, _, err := get(ch, "a", "b", "", nil, 0, true); codeOf(err) != CodeInvalid {
+		t.Errorf("get of an empty key: %v, want CodeInvalid", err)
+	}
+	if _, err := cleanup(ph, "a", "b/c", "k"); codeOf(err) != CodeInvalid {
+		t.Errorf("cleanup with a stage with '/': %v, want CodeInvalid", err)
+	}
+	if _, err := put(ph, "a", "b", "k", kindBytes, "", nil, nil, putOptions{consumers: -1}, 0); codeOf(err) != CodeInvalid {
+		t.Errorf("put for -1 consumers: %v, want CodeInvalid", err)
+	}
+	ah, err = alloc(ph, "", nil, 8, 1000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := putBuffer(ph, ah, "a", "b", "k", putOptions{consumers: -1}, 0); codeOf(err) != CodeInvalid {
+		t.Errorf("put_buffer for -1 consumers: %v, want CodeInvalid", err)
+	}
+	if _, n, err := bufferData(ah); err != nil || n != 8 {
+		t.Errorf("a buffer whose put_buffer was refused: %d bytes, %v; want it still live", n, err)
+	}
+	releaseBuffer(ah)
 	m, err = put(ph, "a", "b", "last", kindBytes, "", nil, []byte("abc"), putOptions{}, 10000)
 	if err != nil {
 		t.Fatal(err)

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bufio"
 	"bytes"
 	"net"
 	"os"
@@ -88,25 +87,7 @@ func TestKVBenchLeavesUserData(t *testing.T) {
 // startServe runs "xfer serve" on a loopback port and returns its address.
 func startServe(t *testing.T, args ...string) string {
 	t.Helper()
-	cmd := exec.Command(xferBinary(t), append([]string{"serve", "--listen", "127.0.0.1:0"}, args...)...)
-	cmd.Env = cleanEnv()
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		cmd.Process.Kill()
-		cmd.Wait()
-	})
-	line, err := bufio.NewReader(out).ReadString('\n')
-	addr, ok := strings.CutPrefix(strings.TrimSpace(line), serveBanner)
-	if err != nil || !ok {
-		t.Fatalf("serve printed %q: %v", line, err)
-	}
-	return addr
+	return startDaemon(t, serveBanner, append([]string{"serve", "--listen", "127.0.0.1:0"}, args...)...)
 }
 
 // TestBenchSendTooLarge: a send larger than the peer's max_message names
@@ -133,24 +114,10 @@ func TestKVServeAddresses(t *testing.T) {
 	if err := os.WriteFile(cfgFile, []byte("listen: "+data+"\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	cmd := exec.Command(xferBinary(t), "--config", cfgFile, "kv", "serve", "--listen", "127.0.0.1:0", "--memory-mb", "16")
-	cmd.Env = cleanEnv()
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
-	line, _ := bufio.NewReader(out).ReadString('\n')
-	rest, ok := strings.CutPrefix(line, kvBanner)
-	if !ok {
-		t.Fatalf("kv serve printed %q", line)
-	}
+	rest := startDaemon(t, kvBanner, "--config", cfgFile, "kv", "serve", "--listen", "127.0.0.1:0", "--memory-mb", "16")
 	grpcAddr := strings.Fields(rest)[0]
 	if grpcAddr == data || !strings.Contains(rest, "data plane "+data) {
-		t.Fatalf("kv serve with listen: %s in its config and --listen 127.0.0.1:0: %q; want gRPC on a port of its own and the data plane on %s", data, line, data)
+		t.Fatalf("kv serve with listen: %s in its config and --listen 127.0.0.1:0: %q; want gRPC on a port of its own and the data plane on %s", data, rest, data)
 	}
 	if o, e, code := xferRun(t, cleanEnv(), "kv", "put", "--server-addr", grpcAddr, "k", "v"); code != 0 {
 		t.Fatalf("put: exit %d: %s %s", code, o, e)

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -11,10 +10,10 @@ import (
 	"os/exec"
 	"slices"
 	"strings"
-	"syscall"
 	"testing"
 
 	"github.com/xferio/xfer/directory"
+	"github.com/xferio/xfer/internal/testutil"
 	"github.com/xferio/xfer/internal/testutil/etcdtest"
 	"github.com/xferio/xfer/kv"
 )
@@ -116,21 +115,10 @@ func startDaemon(t *testing.T, banner string, args ...string) string {
 	cmd := exec.Command(xferBinary(t), args...)
 	cmd.Env = cleanEnv()
 	cmd.Stderr = os.Stderr
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		cmd.Process.Signal(syscall.SIGTERM)
-		cmd.Wait()
-	})
-	line, err := bufio.NewReader(out).ReadString('\n')
+	line := testutil.StartProcess(t, cmd)
 	rest, ok := strings.CutPrefix(strings.TrimSpace(line), banner)
-	if err != nil || !ok {
-		t.Fatalf("xfer %s printed %q: %v", strings.Join(args, " "), line, err)
+	if !ok {
+		t.Fatalf("xfer %s printed %q", strings.Join(args, " "), line)
 	}
 	return rest
 }

@@ -31,33 +31,53 @@ func opsServe(t *testing.T, args ...string) (addr, ops string) {
 	t.Helper()
 	cmd := exec.Command(xferBinary(t), append([]string{"serve", "--listen", "127.0.0.1:0", "--transport", "tcp", "--metrics-listen", "127.0.0.1:0"}, args...)...)
 	cmd.Env = cleanEnv()
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
 	errPipe, err := cmd.StderrPipe()
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
+	line := testutil.StartProcess(t, cmd)
+	addr, ok := strings.CutPrefix(strings.TrimSpace(line), serveBanner)
+	if !ok {
+		t.Fatalf("serve printed %q", line)
 	}
-	t.Cleanup(func() {
-		cmd.Process.Kill()
-		cmd.Wait()
-	})
-	line, err := bufio.NewReader(errPipe).ReadString('\n')
-	ops, ok := strings.CutPrefix(strings.TrimSpace(line), opsBanner)
+	errs := bufio.NewReader(errPipe)
+	line, err = errs.ReadString('\n')
+	ops, ok = strings.CutPrefix(strings.TrimSpace(line), opsBanner)
 	if err != nil || !ok {
 		t.Fatalf("serve printed %q on stderr: %v", line, err)
 	}
-	go io.Copy(io.Discard, errPipe)
-	line, err = bufio.NewReader(out).ReadString('\n')
-	addr, ok = strings.CutPrefix(strings.TrimSpace(line), serveBanner)
-	if err != nil || !ok {
-		t.Fatalf("serve printed %q: %v", line, err)
-	}
+	go io.Copy(io.Discard, errs)
 	return addr, ops
+}
+
+// runReady runs the command args (with --metrics-listen) in this process
+// until ctx ends. It returns the address of the command's operations
+// endpoint once /readyz answers 200 (the endpoint listens before the
+// command serves; the test's own timeout bounds the wait), and the channel
+// the command's exit code comes on.
+func runReady(t *testing.T, ctx context.Context, args ...string) (ops string, exit <-chan int) {
+	t.Helper()
+	pr, pw := io.Pipe()
+	done := make(chan int, 1)
+	go func() {
+		done <- run(ctx, args, io.Discard, pw)
+		pw.Close()
+	}()
+	line, err := bufio.NewReader(pr).ReadString('\n')
+	if err != nil {
+		t.Fatal(err)
+	}
+	ops, ok := strings.CutPrefix(strings.TrimSpace(line), opsBanner)
+	if !ok {
+		t.Fatalf("stderr: %q", line)
+	}
+	go io.Copy(io.Discard, pr)
+	for {
+		if code, _ := httpGet(t, "http://"+ops+readyzPath); code == 200 {
+			return ops, done
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
 }
 
 func httpGet(t *testing.T, u string) (int, []byte) {
@@ -179,29 +199,7 @@ func TestOpsEndpoint(t *testing.T) {
 func TestOpsEndpointPprof(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	pr, pw := io.Pipe()
-	exit := make(chan int, 1)
-	go func() {
-		exit <- run(ctx, []string{"coordinator", "--listen", "127.0.0.1:0", "--metrics-listen", "127.0.0.1:0", "--pprof"}, io.Discard, pw)
-		pw.Close()
-	}()
-	line, err := bufio.NewReader(pr).ReadString('\n')
-	if err != nil {
-		t.Fatal(err)
-	}
-	ops, ok := strings.CutPrefix(strings.TrimSpace(line), opsBanner)
-	if !ok {
-		t.Fatalf("stderr: %q", line)
-	}
-	go io.Copy(io.Discard, pr)
-	// The endpoint listens before the coordinator does; /readyz says when
-	// it serves (bounded by the test's own timeout).
-	for {
-		if code, _ := httpGet(t, "http://"+ops+readyzPath); code == 200 {
-			break
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	ops, exit := runReady(t, ctx, "coordinator", "--listen", "127.0.0.1:0", "--metrics-listen", "127.0.0.1:0", "--pprof")
 	if code, b := httpGet(t, "http://"+ops+pprofPath); code != 200 || !bytes.Contains(b, []byte("goroutine")) {
 		t.Errorf("%s with --pprof: %d", pprofPath, code)
 	}
@@ -372,29 +370,7 @@ func TestOpsEndpointServices(t *testing.T) {
 		t.Run(tc.status, func(t *testing.T) {
 			ctx, cancel := context.WithCancel(context.Background())
 			defer cancel()
-			pr, pw := io.Pipe()
-			exit := make(chan int, 1)
-			go func() {
-				exit <- run(ctx, append(tc.args, "--metrics-listen", "127.0.0.1:0"), io.Discard, pw)
-				pw.Close()
-			}()
-			line, err := bufio.NewReader(pr).ReadString('\n')
-			if err != nil {
-				t.Fatal(err)
-			}
-			ops, ok := strings.CutPrefix(strings.TrimSpace(line), opsBanner)
-			if !ok {
-				t.Fatalf("stderr: %q", line)
-			}
-			go io.Copy(io.Discard, pr)
-			// /readyz turns 200 once the command serves: wait for it,
-			// bounded by the test's own timeout.
-			for {
-				if code, _ := httpGet(t, "http://"+ops+readyzPath); code == 200 {
-					break
-				}
-				time.Sleep(20 * time.Millisecond)
-			}
+			ops, exit := runReady(t, ctx, append(tc.args, "--metrics-listen", "127.0.0.1:0")...)
 			_, body := httpGet(t, "http://"+ops+metricsPath)
 			mfs := parseExposition(t, body)
 			for _, name := range tc.want {

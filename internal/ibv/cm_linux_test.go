@@ -5,7 +5,6 @@ package ibv_test
 import (
 	"bytes"
 	"net/netip"
-	"os"
 	"testing"
 	"time"
 
@@ -36,7 +35,7 @@ func (c *cmConn) Close()                { c.close() }
 // own channel, driven in one goroutine.
 func connectCM(tb testing.TB, ctx *ibv.Context, a, b *ibv.QP, rd int) ibv.CMConn {
 	tb.Helper()
-	addr := cmTestAddr(tb)
+	addr := testutil.RequireRDMAAddr(tb)
 	srv, err := rdmacm.NewChannel()
 	if err != nil {
 		tb.Fatal(err)
@@ -167,21 +166,4 @@ func connectCM(tb testing.TB, ctx *ibv.Context, a, b *ibv.QP, rd int) ibv.CMConn
 		established = false
 	}
 	return &cmConn{dropped: dropped, close: teardown}
-}
-
-// cmTestAddr is the IP address rdma_cm binds and connects to.
-func cmTestAddr(tb testing.TB) netip.Addr {
-	tb.Helper()
-	s := os.Getenv("XFER_TEST_ADDR")
-	if s == "" {
-		s = os.Getenv("RDMA_VM_IP")
-	}
-	if s == "" {
-		testutil.SkipOrFail(tb, "no IP address of an RDMA netdev for rdma_cm: set XFER_TEST_ADDR")
-	}
-	a, err := netip.ParseAddr(s)
-	if err != nil {
-		tb.Fatalf("XFER_TEST_ADDR / RDMA_VM_IP %q: %v", s, err)
-	}
-	return a
 }

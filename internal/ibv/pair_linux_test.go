@@ -187,12 +187,11 @@ func newPair(tb testing.TB, opts pairOpts) *pair {
 	return newManualPair(tb, d, opts)
 }
 
-// newCMPair connects two QPs of d through the kernel's rdma_cm.
-func newCMPair(tb testing.TB, d *testDevice, opts pairOpts) *pair {
+// newQPs creates the resources of a pair on d (see setup) and its two QPs,
+// in RESET, for newCMPair or newManualPair to connect. The test's end
+// closes them.
+func newQPs(tb testing.TB, d *testDevice, opts pairOpts) *pair {
 	tb.Helper()
-	if ConnectCM == nil {
-		tb.Fatal("ConnectCM is not set: cm_linux_test.go sets it")
-	}
 	p := &pair{tb: tb, info: d.info, bufA: mmap(tb, bufSize), bufB: mmap(tb, bufSize)}
 	tb.Cleanup(p.close)
 	p.setup(d.ctx, opts)
@@ -203,6 +202,16 @@ func newCMPair(tb testing.TB, d *testDevice, opts pairOpts) *pair {
 	if p.b, err = p.pd.CreateQP(p.attrB()); err != nil {
 		tb.Fatal(err)
 	}
+	return p
+}
+
+// newCMPair connects two QPs of d through the kernel's rdma_cm.
+func newCMPair(tb testing.TB, d *testDevice, opts pairOpts) *pair {
+	tb.Helper()
+	if ConnectCM == nil {
+		tb.Fatal("ConnectCM is not set: cm_linux_test.go sets it")
+	}
+	p := newQPs(tb, d, opts)
 	p.cm = ConnectCM(tb, d.ctx, p.a, p.b, min(16, p.info.MaxQPRdAtom, p.info.MaxQPInitRdAtom))
 	for _, q := range []*QP{p.a, p.b} {
 		s, err := q.State()
@@ -222,16 +231,7 @@ func newCMPair(tb testing.TB, d *testDevice, opts pairOpts) *pair {
 // RoCE and the LID on InfiniBand, path MTU the smaller active MTU), RTS.
 func newManualPair(tb testing.TB, d *testDevice, opts pairOpts) *pair {
 	tb.Helper()
-	p := &pair{tb: tb, info: d.info, bufA: mmap(tb, bufSize), bufB: mmap(tb, bufSize)}
-	tb.Cleanup(p.close)
-	p.setup(d.ctx, opts)
-	var err error
-	if p.a, err = p.pd.CreateQP(p.attrA()); err != nil {
-		tb.Fatal(err)
-	}
-	if p.b, err = p.pd.CreateQP(p.attrB()); err != nil {
-		tb.Fatal(err)
-	}
+	p := newQPs(tb, d, opts)
 	for _, q := range []*QP{p.a, p.b} {
 		if s, err := q.State(); err != nil || s != QPSReset {
 			tb.Fatalf("new QP %#x: state %v, %v; want RESET", q.Num(), s, err)

@@ -8,6 +8,7 @@
 #include <arpa/inet.h>
 #include <dlfcn.h>
 #include <errno.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -169,6 +170,21 @@ static int norm(int rc)
 	return rc < 0 ? -rc : rc;
 }
 
+/*
+ * refused records a chain of k work requests, the first done of the batch
+ * posted before it, that the provider refused at its element idx (where
+ * it named none, or one out of the chain: its first). The elements before
+ * idx are posted, idx is the bad one. It returns the provider's errno.
+ */
+static int refused(struct xibv_ring *r, int done, int k, ptrdiff_t idx, int rc)
+{
+	if (idx < 0 || idx > k)
+		idx = 0;
+	r->posted = done + (int)idx;
+	r->bad = done + (int)idx;
+	return norm(rc);
+}
+
 int xibv_post_send(struct ibv_qp *qp, struct xibv_ring *r, const struct xfer_send_wr *wrs, int n)
 {
 	r->posted = 0;
@@ -203,14 +219,8 @@ int xibv_post_send(struct ibv_qp *qp, struct xibv_ring *r, const struct xfer_sen
 		}
 		struct ibv_send_wr *bad = NULL;
 		int rc = qp->context->ops.post_send(qp, r->swr, &bad);
-		if (rc) {
-			int idx = bad ? (int)(bad - r->swr) : 0;
-			if (idx < 0 || idx > k)
-				idx = 0;
-			r->posted = done + idx;
-			r->bad = done + idx;
-			return norm(rc);
-		}
+		if (rc)
+			return refused(r, done, k, bad ? bad - r->swr : 0, rc);
 		done += k;
 	}
 	r->posted = n;
@@ -231,7 +241,12 @@ static int fill_recv(struct xibv_ring *r, const struct xfer_recv_wr *wrs, int k)
 	return k;
 }
 
-int xibv_post_recv(struct ibv_qp *qp, struct xibv_ring *r, const struct xfer_recv_wr *wrs, int n)
+/*
+ * post_recv posts wrs to the receive queue of qp, or to srq where qp is
+ * NULL, in chains of at most r->rcap.
+ */
+static int post_recv(struct ibv_qp *qp, struct ibv_srq *srq, struct xibv_ring *r,
+		     const struct xfer_recv_wr *wrs, int n)
 {
 	int done = 0;
 	r->posted = 0;
@@ -242,46 +257,25 @@ int xibv_post_recv(struct ibv_qp *qp, struct xibv_ring *r, const struct xfer_rec
 			k = r->rcap;
 		fill_recv(r, wrs + done, k);
 		struct ibv_recv_wr *bad = NULL;
-		int rc = qp->context->ops.post_recv(qp, r->rwr, &bad);
-		if (rc) {
-			int idx = bad ? (int)(bad - r->rwr) : 0;
-			if (idx < 0 || idx > k)
-				idx = 0;
-			r->posted = done + idx;
-			r->bad = done + idx;
-			return norm(rc);
-		}
+		int rc = qp ? qp->context->ops.post_recv(qp, r->rwr, &bad)
+			    : srq->context->ops.post_srq_recv(srq, r->rwr, &bad);
+		if (rc)
+			return refused(r, done, k, bad ? bad - r->rwr : 0, rc);
 		done += k;
 	}
 	r->posted = n;
 	return 0;
 }
 
+int xibv_post_recv(struct ibv_qp *qp, struct xibv_ring *r, const struct xfer_recv_wr *wrs, int n)
+{
+	return post_recv(qp, NULL, r, wrs, n);
+}
+
 int xibv_post_srq_recv(struct ibv_srq *srq, struct xibv_ring *r, const struct xfer_recv_wr *wrs,
 		       int n)
 {
-	int done = 0;
-	r->posted = 0;
-	r->bad = -1;
-	while (done < n) {
-		int k = n - done;
-		if (k > r->rcap)
-			k = r->rcap;
-		fill_recv(r, wrs + done, k);
-		struct ibv_recv_wr *bad = NULL;
-		int rc = srq->context->ops.post_srq_recv(srq, r->rwr, &bad);
-		if (rc) {
-			int idx = bad ? (int)(bad - r->rwr) : 0;
-			if (idx < 0 || idx > k)
-				idx = 0;
-			r->posted = done + idx;
-			r->bad = done + idx;
-			return norm(rc);
-		}
-		done += k;
-	}
-	r->posted = n;
-	return 0;
+	return post_recv(NULL, srq, r, wrs, n);
 }
 
 int xibv_poll_cq(struct ibv_cq *cq, struct ibv_wc *buf, int n, struct xfer_wc *out)

@@ -52,37 +52,6 @@ type ID struct {
 	rd     int // responder resources and initiator depth for Accept
 }
 
-// Event is an event of a [Channel].
-type Event struct {
-	Type EventType
-	// ID is the ID the event is for. For EventConnectRequest it is a new
-	// ID for the incoming connection, which the receiver owns: Accept (or
-	// Reject) and eventually Close it.
-	ID *ID
-	// Status is the event's status: a negative errno for the error events,
-	// the transport's reject reason for EventRejected, else 0.
-	Status int
-	// PrivateData is the peer's private data of a connection event. On
-	// InfiniBand and RoCE it is padded with zeros to the size of the CM
-	// message.
-	PrivateData []byte
-	// ResponderResources and InitiatorDepth are the peer's, for
-	// EventConnectRequest.
-	ResponderResources, InitiatorDepth int
-}
-
-// Err returns the event's status as an error: a syscall.Errno for a
-// negative Status, nil for 0.
-func (e *Event) Err() error {
-	switch {
-	case e.Status < 0:
-		return syscall.Errno(-e.Status)
-	case e.Status > 0:
-		return fmt.Errorf("%v status %d", e.Type, e.Status)
-	}
-	return nil
-}
-
 // The kernel's rdma_cm ABI (include/uapi/rdma/rdma_user_cm.h): a command is
 // written to the device as a header and a command struct; the kernel writes
 // its response to the address the command carries. TestKCMABI checks these
@@ -420,16 +389,6 @@ func (id *ID) Listen(backlog int) error {
 		return fmt.Errorf("rdma_cm listen: %w", err)
 	}
 	return nil
-}
-
-// Addr is what the kernel says about a bound or resolved ID.
-type Addr struct {
-	NodeGUID string // of the device, formatted as DeviceInfo.NodeGUID
-	// DeviceIndex is the kernel's index of the device, or -1 when the
-	// kernel does not say (before Linux 5.8).
-	DeviceIndex int
-	Port        int    // the device's port
-	SrcPort     uint16 // the local port of the address
 }
 
 // Query returns the ID's device, port and local address.

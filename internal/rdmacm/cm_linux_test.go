@@ -199,23 +199,6 @@ func openTestDevice(tb testing.TB) *testDevice {
 	return &testDevice{ctx: ctx, info: info}
 }
 
-// testAddr is the IP address rdma_cm binds and connects to.
-func testAddr(tb testing.TB) netip.Addr {
-	tb.Helper()
-	s := os.Getenv("XFER_TEST_ADDR")
-	if s == "" {
-		s = os.Getenv("RDMA_VM_IP")
-	}
-	if s == "" {
-		testutil.SkipOrFail(tb, "no IP address of an RDMA netdev for rdma_cm: set XFER_TEST_ADDR")
-	}
-	a, err := netip.ParseAddr(s)
-	if err != nil {
-		tb.Fatalf("XFER_TEST_ADDR / RDMA_VM_IP %q: %v", s, err)
-	}
-	return a
-}
-
 // closeAll closes what a test opened, in the order given, and fails the
 // test on an error.
 func closeAll(tb testing.TB, cs ...interface{ Close() error }) {
@@ -269,7 +252,7 @@ func TestConnect(t *testing.T) {
 
 func testConnect(t *testing.T, useSRQ bool) {
 	d := openTestDevice(t)
-	addr := testAddr(t)
+	addr := testutil.RequireRDMAAddr(t)
 	const size = 1 << 16
 	bufA, bufB := mmap(t, size), mmap(t, size)
 	srv, err := NewChannel()
@@ -489,7 +472,7 @@ func mmap(tb testing.TB, size int) []byte {
 // TestReject: a rejected connect reports REJECTED; nothing is left open.
 func TestReject(t *testing.T) {
 	d := openTestDevice(t)
-	addr := testAddr(t)
+	addr := testutil.RequireRDMAAddr(t)
 	ch, err := NewChannel()
 	if err != nil {
 		t.Fatal(err)
@@ -600,7 +583,7 @@ func TestChannelWait(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	addr := testAddr(t)
+	addr := testutil.RequireRDMAAddr(t)
 	w, err := WatchRemoval(addr, d.ctx)
 	if err != nil {
 		t.Fatal(err)

@@ -16,26 +16,6 @@ type Channel struct{ _ [0]func() }
 // ID is an ID of a Channel; this build has none.
 type ID struct{ _ [0]func() }
 
-// Event is an event of a Channel.
-type Event struct {
-	Type                               EventType
-	ID                                 *ID
-	Status                             int
-	PrivateData                        []byte
-	ResponderResources, InitiatorDepth int
-}
-
-// Err returns the event's status as an error.
-func (e *Event) Err() error { return nil }
-
-// Addr is what the kernel says about a bound or resolved ID.
-type Addr struct {
-	NodeGUID    string
-	DeviceIndex int
-	Port        int
-	SrcPort     uint16
-}
-
 // NewChannel reports that this build cannot use rdma_cm.
 func NewChannel() (*Channel, error) { return nil, errUnsupported("open the rdma_cm device") }
 

@@ -52,15 +52,6 @@ func THPMode() string { return "" }
 // ShmemTHPMode returns "": transparent huge pages are a Linux feature.
 func ShmemTHPMode() string { return "" }
 
-// HugeTLB describes the kernel's pool of explicit huge pages of the default
-// size. See the Linux version for the fields.
-type HugeTLB struct {
-	Total    int
-	Free     int
-	Reserved int
-	PageSize int
-}
-
 // HugeTLBPages reports the explicit huge page pool. It is only supported on
 // Linux.
 func HugeTLBPages() (HugeTLB, error) {

@@ -18,7 +18,8 @@
 //     that a goroutine is closing. Where /proc/self/fd does not exist (off
 //     Linux) this check is skipped;
 //   - each check the package adds with [Check], such as internal/ibv's
-//     count of live verbs objects.
+//     count of live verbs objects, which every binary that uses RDMA adds
+//     with internal/testmain/rdmaleak.
 //
 // A failed test run is reported as it is: its leaks are not checked, since
 // a test that fails half way may leave anything behind.

@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/xferio/xfer/internal/cuda"
+	"github.com/xferio/xfer/internal/testmain"
 )
 
 // EnvRequireCUDA, when "1" (as tools/gpu/check.sh sets it on a GPU
@@ -81,4 +82,19 @@ func UseFakeCUDA() (cleanup func()) {
 	cuda.SetLibrary(lib)
 	fakeInUse = true
 	return func() { os.RemoveAll(dir) }
+}
+
+// RunWithCUDA is the TestMain of a package with GPU tests: testmain.Run,
+// with the GPU tests against the stand-in driver where the NVIDIA driver
+// is missing (UseFakeCUDA), and the driver's own descriptors exempt from
+// the leak check (CUDADriverFDs).
+func RunWithCUDA(m *testing.M) {
+	testmain.Run(m, testmain.After(UseFakeCUDA()), CUDADriverFDs())
+}
+
+// CUDADriverFDs exempts from testmain's descriptor check those that the
+// CUDA driver opens for the life of the process (see cuda.DriverFD), for
+// packages whose tests may load it.
+func CUDADriverFDs() testmain.Option {
+	return testmain.IgnoreFD("the CUDA driver keeps descriptors of its own for the life of the process (GPU tests)", cuda.DriverFD)
 }

@@ -1,8 +1,10 @@
 package testutil
 
 import (
+	"cmp"
 	"errors"
 	"io/fs"
+	"net/netip"
 	"os"
 	"slices"
 	"strings"
@@ -17,6 +19,12 @@ const (
 	EnvTestDevice = "XFER_TEST_DEVICE"
 	// EnvRDMAVM is set to 1 by tools/rdma-vm inside its guest.
 	EnvRDMAVM = "RDMA_VM"
+	// EnvTestAddr is the IP address of an RDMA netdev, which rdma_cm binds
+	// and connects to.
+	EnvTestAddr = "XFER_TEST_ADDR"
+	// EnvRDMAVMIP is the guest's own address, which tools/rdma-vm sets; it
+	// stands in for XFER_TEST_ADDR there.
+	EnvRDMAVMIP = "RDMA_VM_IP"
 )
 
 // sysClassInfiniband is where the kernel lists RDMA devices; a variable so
@@ -62,6 +70,23 @@ func RequireVerbs(tb testing.TB) string {
 		return ""
 	}
 	return dev
+}
+
+// RequireRDMAAddr returns the IP address rdma_cm tests bind and connect
+// to: XFER_TEST_ADDR, else RDMA_VM_IP. Without either it skips the test (or
+// fails it; see SkipOrFail); an address that does not parse fails it.
+func RequireRDMAAddr(tb testing.TB) netip.Addr {
+	tb.Helper()
+	s := cmp.Or(os.Getenv(EnvTestAddr), os.Getenv(EnvRDMAVMIP))
+	if s == "" {
+		SkipOrFail(tb, "no IP address of an RDMA netdev for rdma_cm: set "+EnvTestAddr)
+		return netip.Addr{}
+	}
+	a, err := netip.ParseAddr(s)
+	if err != nil {
+		tb.Fatalf("%s / %s %q: %v", EnvTestAddr, EnvRDMAVMIP, s, err)
+	}
+	return a
 }
 
 // SkipOrFail skips the test with reason or, when XFER_REQUIRE_VERBS=1, fails

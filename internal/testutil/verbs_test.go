@@ -18,6 +18,15 @@ type fakeTB struct {
 	skipped    string
 	failed     string
 	returned   bool // the function under test returned normally
+	cleanups   []func()
+}
+
+// Cleanup records f; run calls the recorded functions, last first, once
+// the code under test is done.
+func (f *fakeTB) Cleanup(fn func()) {
+	f.mu.Lock()
+	f.cleanups = append(f.cleanups, fn)
+	f.mu.Unlock()
 }
 
 func (f *fakeTB) Helper() {}
@@ -47,6 +56,9 @@ func (f *fakeTB) run(fn func(testing.TB)) {
 		f.mu.Unlock()
 	}()
 	<-done
+	for i := len(f.cleanups) - 1; i >= 0; i-- {
+		f.cleanups[i]()
+	}
 }
 
 // env sets up a fake /sys/class/infiniband with the given devices (nil: the
@@ -144,6 +156,44 @@ func TestSkipOrFail(t *testing.T) {
 			}
 			if want := "XFER_REQUIRE_VERBS=1 but port 1 of rxe0 is down"; f.failed != want || f.skipped != "" {
 				t.Fatalf("want Fatalf %q; got failed=%q skipped=%q", want, f.failed, f.skipped)
+			}
+		})
+	}
+}
+
+func TestRequireRDMAAddr(t *testing.T) {
+	for _, tc := range []struct {
+		addr, vmIP, require string
+		want                string // the address returned, when neither skipped nor failed
+		skip, fail          string // substring of the reason, "" when not expected
+	}{
+		{addr: "10.0.0.2", vmIP: "10.0.0.9", want: "10.0.0.2"},
+		{vmIP: "fe80::1", want: "fe80::1"},
+		{skip: "set XFER_TEST_ADDR"},
+		{require: "1", fail: "XFER_REQUIRE_VERBS=1 but no IP address"},
+		{addr: "rxe0", fail: `XFER_TEST_ADDR / RDMA_VM_IP "rxe0"`},
+	} {
+		t.Run(fmt.Sprintf("%q,%q,%q", tc.addr, tc.vmIP, tc.require), func(t *testing.T) {
+			for k, v := range map[string]string{EnvTestAddr: tc.addr, EnvRDMAVMIP: tc.vmIP, EnvRequireVerbs: tc.require} {
+				t.Setenv(k, v)
+				if v == "" {
+					os.Unsetenv(k)
+				}
+			}
+			f := &fakeTB{}
+			var got string
+			f.run(func(tb testing.TB) { got = RequireRDMAAddr(tb).String() })
+			switch {
+			case tc.fail != "":
+				if !strings.Contains(f.failed, tc.fail) || f.returned {
+					t.Fatalf("want Fatalf containing %q; got failed=%q skipped=%q returned=%v", tc.fail, f.failed, f.skipped, f.returned)
+				}
+			case tc.skip != "":
+				if !strings.Contains(f.skipped, tc.skip) || f.returned {
+					t.Fatalf("want Skip containing %q; got skipped=%q failed=%q returned=%v", tc.skip, f.skipped, f.failed, f.returned)
+				}
+			case !f.returned || got != tc.want:
+				t.Fatalf("want %s returned; got %q returned=%v failed=%q skipped=%q", tc.want, got, f.returned, f.failed, f.skipped)
 			}
 		})
 	}

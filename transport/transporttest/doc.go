@@ -37,6 +37,10 @@
 //     and LocalBlob, the acceptor checks Usable, and both sides call
 //     Connect at once with Params like the engine's, extra connections
 //     included.
+//   - Fill and RefusesLongFill, which the end-to-end suite (xfertest) shares:
+//     a seeded pattern to check data by, and the check that an append-send
+//     refuses a fill longer than its bound, whether a transport's endpoint
+//     or an engine's peer does it.
 //
 // Threading: Host is safe for concurrent use, and its Deliver and Notify
 // never block. Lifetimes: everything NewPair and NewHost create is closed

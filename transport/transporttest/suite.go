@@ -106,6 +106,33 @@ func Fill(b []byte, seed uint64) {
 	}
 }
 
+// RefusesLongFill checks that appendSend (an endpoint's AppendSend, or an
+// engine peer's TrySendAppend) refuses a fill that writes more than its
+// bound of 8 bytes: an error, never true. While it reports false (no credit
+// left) it is tried again, for up to the suite's timeout. That nothing of
+// the long fill arrived is for the caller to check, by what arrives next.
+func RefusesLongFill(tb testing.TB, name string, appendSend func(max int, fill func(b []byte) []byte) (bool, error)) {
+	tb.Helper()
+	long := func(b []byte) []byte { return append(b, make([]byte, 9)...) }
+	deadline := time.Now().Add(timeout)
+	for {
+		ok, err := appendSend(8, long)
+		if err != nil {
+			if ok {
+				tb.Fatalf("%s reported both success and an error", name)
+			}
+			return
+		}
+		if ok {
+			tb.Fatalf("%s sent a message longer than its bound", name)
+		}
+		if time.Now().After(deadline) {
+			tb.Fatalf("%s: no credit came back in %v", name, timeout)
+		}
+		time.Sleep(time.Millisecond) // no credit back yet
+	}
+}
+
 // tracker is the Completer of the suite's operations: it counts every
 // OpDone, so that a second completion of one operation is caught.
 type tracker struct {
@@ -1125,24 +1152,8 @@ func testAppender(t *testing.T, o Options) {
 		}
 	}
 	// A fill longer than its bound: an error, and nothing sent.
-	long := func(b []byte) []byte { return append(b, make([]byte, 9)...) }
+	RefusesLongFill(t, "AppendSend", a.AppendSend)
 	deadline := time.Now().Add(timeout)
-	for {
-		ok, err := a.AppendSend(8, long)
-		if err != nil {
-			if ok {
-				t.Fatal("AppendSend reported both success and an error")
-			}
-			break
-		}
-		if ok {
-			t.Fatal("AppendSend sent a message longer than its bound")
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("no credit came back")
-		}
-		time.Sleep(time.Millisecond) // no credit back yet
-	}
 	for {
 		ok, err := a.AppendSend(8, fill)
 		if err != nil {

@@ -155,19 +155,23 @@ func (c Config) WithDefaults() (Config, error) {
 	default:
 		return c, fmt.Errorf("%smtu %d: must be 256, 512, 1024, 2048 or 4096", keyPrefix, c.MTU)
 	}
+	// The counts: zero means the default, and each has a bound. A key
+	// carries its prefix: a config file key, or a field without one.
 	for _, p := range []struct {
-		key string
-		v   *int
-		def int
+		key      string
+		v        *int
+		def, max int
 	}{
-		{"max_inline_data", &c.MaxInlineData, DefaultMaxInlineData},
-		{"max_send_wr", &c.MaxSendWR, DefaultMaxSendWR},
-		{"max_recv_wr", &c.MaxRecvWR, DefaultMaxRecvWR},
-		{"max_sge", &c.MaxSGE, DefaultMaxSGE},
+		{keyPrefix + "max_inline_data", &c.MaxInlineData, DefaultMaxInlineData, maxQueueParam},
+		{keyPrefix + "max_send_wr", &c.MaxSendWR, DefaultMaxSendWR, maxQueueParam},
+		{keyPrefix + "max_recv_wr", &c.MaxRecvWR, DefaultMaxRecvWR, maxQueueParam},
+		{keyPrefix + "max_sge", &c.MaxSGE, DefaultMaxSGE, maxQueueParam},
+		{internalKey + "QPsPerPeer", &c.QPsPerPeer, DefaultQPsPerPeer, maxQPsPerPeer},
+		{internalKey + "SliceSize", &c.SliceSize, DefaultSliceSize, maxSliceSize},
 	} {
 		switch {
-		case *p.v < 0 || *p.v > maxQueueParam:
-			return c, fmt.Errorf("%s%s %d: must be between 0 (default %d) and %d", keyPrefix, p.key, *p.v, p.def, maxQueueParam)
+		case *p.v < 0 || *p.v > p.max:
+			return c, fmt.Errorf("%s %d: must be between 0 (default %d) and %d", p.key, *p.v, p.def, p.max)
 		case *p.v == 0:
 			*p.v = p.def
 		}
@@ -177,39 +181,26 @@ func (c Config) WithDefaults() (Config, error) {
 		return c, fmt.Errorf("%sqp_type %q: %w", keyPrefix, c.QPType, err)
 	}
 	c.QPType = qp
-	switch {
-	case c.PollSpin > maxPollSpin:
-		return c, fmt.Errorf("%spoll_spin %v: at most %v (negative: never spin)", keyPrefix, c.PollSpin, maxPollSpin)
-	case c.PollSpin == 0:
-		c.PollSpin = DefaultPollSpin
-	case c.PollSpin < 0:
-		c.PollSpin = -1
-	}
-	switch {
-	case c.PollIdle > maxPollIdle:
-		return c, fmt.Errorf("%spoll_idle %v: at most %v (negative: never sleep)", keyPrefix, c.PollIdle, maxPollIdle)
-	case c.PollIdle == 0:
-		c.PollIdle = DefaultPollIdle
-	case c.PollIdle < 0:
-		c.PollIdle = -1
-	}
-	switch {
-	case c.PollNap > maxPollNap:
-		return c, fmt.Errorf("%spoll_nap %v: at most %v (negative: never nap)", keyPrefix, c.PollNap, maxPollNap)
-	case c.PollNap < 0:
-		c.PollNap = -1
-	}
-	switch {
-	case c.QPsPerPeer < 0 || c.QPsPerPeer > maxQPsPerPeer:
-		return c, fmt.Errorf("%sQPsPerPeer %d: must be between 0 (default %d) and %d", internalKey, c.QPsPerPeer, DefaultQPsPerPeer, maxQPsPerPeer)
-	case c.QPsPerPeer == 0:
-		c.QPsPerPeer = DefaultQPsPerPeer
-	}
-	switch {
-	case c.SliceSize < 0 || c.SliceSize > maxSliceSize:
-		return c, fmt.Errorf("%sSliceSize %d: must be between 0 (default %d) and %d", internalKey, c.SliceSize, DefaultSliceSize, maxSliceSize)
-	case c.SliceSize == 0:
-		c.SliceSize = DefaultSliceSize
+	// The poller's durations: zero is the default (poll_nap's is the
+	// device's, so it stays zero here), any negative one is -1, "never".
+	for _, p := range []struct {
+		key      string
+		v        *time.Duration
+		def, max time.Duration
+		never    string
+	}{
+		{"poll_spin", &c.PollSpin, DefaultPollSpin, maxPollSpin, "spin"},
+		{"poll_idle", &c.PollIdle, DefaultPollIdle, maxPollIdle, "sleep"},
+		{"poll_nap", &c.PollNap, 0, maxPollNap, "nap"},
+	} {
+		switch {
+		case *p.v > p.max:
+			return c, fmt.Errorf("%s%s %v: at most %v (negative: never %s)", keyPrefix, p.key, *p.v, p.max, p.never)
+		case *p.v == 0:
+			*p.v = p.def
+		case *p.v < 0:
+			*p.v = -1
+		}
 	}
 	return c, nil
 }

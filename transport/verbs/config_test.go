@@ -74,6 +74,34 @@ func TestConfigDefaultsIdempotent(t *testing.T) {
 	}
 }
 
+// TestConfigDefaults: the zero Config gets every documented default, except
+// poll_nap, whose default is the device's and so stays zero; a negative
+// duration becomes -1 (never), and a set value is kept.
+func TestConfigDefaults(t *testing.T) {
+	d, err := verbs.Config{}.WithDefaults()
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := verbs.Config{
+		MaxInlineData: verbs.DefaultMaxInlineData, MaxSendWR: verbs.DefaultMaxSendWR,
+		MaxRecvWR: verbs.DefaultMaxRecvWR, MaxSGE: verbs.DefaultMaxSGE,
+		PollSpin: verbs.DefaultPollSpin, PollIdle: verbs.DefaultPollIdle,
+		QPsPerPeer: verbs.DefaultQPsPerPeer, SliceSize: verbs.DefaultSliceSize,
+		QPType: "RC",
+	}
+	if d != want {
+		t.Errorf("defaults: %+v\nwant      %+v", d, want)
+	}
+	set := verbs.Config{MaxSGE: 3, QPsPerPeer: 5, SliceSize: 4096, PollIdle: time.Millisecond, PollNap: -time.Microsecond}
+	got, err := set.WithDefaults()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.MaxSGE != 3 || got.QPsPerPeer != 5 || got.SliceSize != 4096 || got.PollIdle != time.Millisecond || got.PollNap != -1 {
+		t.Errorf("%+v became %+v: a set value is kept, a negative duration is -1", set, got)
+	}
+}
+
 func TestGIDIndexText(t *testing.T) {
 	for _, tc := range []struct {
 		text string
