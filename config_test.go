@@ -114,6 +114,10 @@ var configDefaults = map[string]any{
 	"RDMA.PollIdle":        10 * time.Millisecond,
 	"RDMA.PollNap":         time.Duration(0), // stays 0: per device (50µs, none on iWARP)
 	"RDMA.UseCM":           false,
+	"RDMA.ACKTimeout":      14,
+	"RDMA.RetryCnt":        7,
+	"RDMA.RNRRetry":        7,
+	"RDMA.MinRNRTimer":     12,
 	"RDMA.QPsPerPeer":      2,
 	"RDMA.SliceSize":       1 << 20,
 }
@@ -151,6 +155,10 @@ var configInvalid = map[string]struct {
 	"RDMA.PollSpin":      {func(c *Config) { c.RDMA.PollSpin = time.Hour }, "rdma.poll_spin 1h0m0s"},
 	"RDMA.PollIdle":      {func(c *Config) { c.RDMA.PollIdle = time.Hour }, "rdma.poll_idle 1h0m0s"},
 	"RDMA.PollNap":       {func(c *Config) { c.RDMA.PollNap = time.Second }, "rdma.poll_nap 1s"},
+	"RDMA.ACKTimeout":    {func(c *Config) { c.RDMA.ACKTimeout = 32 }, "rdma.timeout 32"},
+	"RDMA.RetryCnt":      {func(c *Config) { c.RDMA.RetryCnt = 8 }, "rdma.retry_cnt 8"},
+	"RDMA.RNRRetry":      {func(c *Config) { c.RDMA.RNRRetry = 9 }, "rdma.rnr_retry 9"},
+	"RDMA.MinRNRTimer":   {func(c *Config) { c.RDMA.MinRNRTimer = -1 }, "rdma.min_rnr_timer -1"},
 	"RDMA.QPsPerPeer":    {func(c *Config) { c.RDMA.QPsPerPeer = -1 }, "QPsPerPeer -1"},
 	"RDMA.SliceSize":     {func(c *Config) { c.RDMA.SliceSize = -1 }, "SliceSize -1"},
 }

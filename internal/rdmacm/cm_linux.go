@@ -50,6 +50,41 @@ type ID struct {
 	handle uint32
 	open   bool
 	rd     int // responder resources and initiator depth for Accept
+	// retry and rnrRetry are the QP's retry counts the connection asks
+	// for (SetRetry); zero means 7.
+	retry, rnrRetry int
+}
+
+// SetRetry sets the retry counts Connect and Accept ask for: how many
+// times the QP retransmits before it fails a request (retry, 0 to 7) and
+// how many times it retries after a receiver-not-ready NAK (rnrRetry, 0 to
+// 7, where 7 means without end). Negative values are 0; without SetRetry
+// both are 7.
+func (id *ID) SetRetry(retry, rnrRetry int) {
+	id.retry, id.rnrRetry = retryCount(retry), retryCount(rnrRetry)
+}
+
+// retryCount is a retry count as SetRetry takes it, as the CM carries it:
+// 0 to 7, and -1 (stored for "none") becomes 0 there.
+func retryCount(n int) int {
+	switch {
+	case n < 0:
+		return -1
+	case n > 7:
+		return 7
+	}
+	return n
+}
+
+// wireRetry is a stored retry count as the CM's conn_param carries it.
+func wireRetry(n int) uint8 {
+	switch {
+	case n < 0:
+		return 0
+	case n == 0:
+		return 7
+	}
+	return uint8(n)
 }
 
 // The kernel's rdma_cm ABI (include/uapi/rdma/rdma_user_cm.h): a command is
@@ -510,7 +545,7 @@ func (id *ID) InitQP(qp *ibv.QP) error {
 }
 
 // connParam fills a struct rdma_ucm_conn_param at off of cmd.
-func connParam(cmd command, off int, qp *ibv.QP, pdata []byte, rd int) error {
+func connParam(cmd command, off int, qp *ibv.QP, pdata []byte, rd, retry, rnrRetry int) error {
 	if len(pdata) > ucmaMaxPData {
 		return fmt.Errorf("%d bytes of private data, at most %d fit: %w", len(pdata), ucmaMaxPData, syscall.EINVAL)
 	}
@@ -523,8 +558,8 @@ func connParam(cmd command, off int, qp *ibv.QP, pdata []byte, rd int) error {
 	cmd.u8(off+ucmaParamRespRes, uint8(rd))
 	cmd.u8(off+ucmaParamInitDep, uint8(rd))
 	cmd.u8(off+ucmaParamFlowCtl, 1)
-	cmd.u8(off+ucmaParamRetry, 7)
-	cmd.u8(off+ucmaParamRNRRetry, 7)
+	cmd.u8(off+ucmaParamRetry, wireRetry(retry))
+	cmd.u8(off+ucmaParamRNRRetry, wireRetry(rnrRetry))
 	cmd.u8(off+ucmaParamValid, 1)
 	return nil
 }
@@ -541,7 +576,7 @@ func (id *ID) Connect(qp *ibv.QP, privateData []byte, rd int) error {
 		return err
 	}
 	cmd := newCommand(ucmaCmdConnect, ucmaConnectLen)
-	if err := connParam(cmd, 0, qp, privateData, rd); err != nil {
+	if err := connParam(cmd, 0, qp, privateData, rd, id.retry, id.rnrRetry); err != nil {
 		return fmt.Errorf("rdma_cm connect: %w", err)
 	}
 	cmd.u32(ucmaConnectID, id.handle)
@@ -593,7 +628,7 @@ func (id *ID) Accept(qp *ibv.QP, privateData []byte, rd int) error {
 	}
 	cmd := newCommand(ucmaCmdAccept, ucmaAcceptLen)
 	cmd.u64(0, 1) // uid
-	if err := connParam(cmd, ucmaAcceptParam, qp, privateData, rd); err != nil {
+	if err := connParam(cmd, ucmaAcceptParam, qp, privateData, rd, id.retry, id.rnrRetry); err != nil {
 		return fmt.Errorf("rdma_cm accept: %w", err)
 	}
 	cmd.u32(ucmaAcceptID, id.handle)

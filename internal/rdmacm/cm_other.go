@@ -16,6 +16,9 @@ type Channel struct{ _ [0]func() }
 // ID is an ID of a Channel; this build has none.
 type ID struct{ _ [0]func() }
 
+// SetRetry does nothing here.
+func (id *ID) SetRetry(retry, rnrRetry int) {}
+
 // NewChannel reports that this build cannot use rdma_cm.
 func NewChannel() (*Channel, error) { return nil, errUnsupported("open the rdma_cm device") }
 

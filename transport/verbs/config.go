@@ -33,6 +33,15 @@ const (
 	DefaultQPsPerPeer = 2
 	// DefaultSliceSize is the largest piece a WRITE or READ is cut into.
 	DefaultSliceSize = 1 << 20
+	// DefaultACKTimeout is Config.ACKTimeout's default: 4.096 µs × 2^14,
+	// about 67 ms.
+	DefaultACKTimeout = 14
+	// DefaultRetryCnt and DefaultRNRRetry are the retry counts' defaults:
+	// the most the verbs API allows (7 for rnr_retry means without end).
+	DefaultRetryCnt = 7
+	DefaultRNRRetry = 7
+	// DefaultMinRNRTimer is Config.MinRNRTimer's default, 0.64 ms.
+	DefaultMinRNRTimer = 12
 )
 
 // Limits that Config.WithDefaults checks.
@@ -127,6 +136,25 @@ type Config struct {
 	// too; iWARP devices always use it. Default: false (the engine's own
 	// exchange of queue pair numbers over the handshaken connection).
 	UseCM bool `yaml:"use_cm"`
+	// ACKTimeout is each queue pair's local ACK timeout, as the verbs API
+	// encodes it: 4.096 µs × 2^n, n from 1 to 31 (the time a request waits
+	// for its acknowledgement before it is retransmitted). Default: 14
+	// (DefaultACKTimeout, about 67 ms). Through rdma_cm (use_cm, iWARP) the
+	// CM sets it from the path instead.
+	ACKTimeout int `yaml:"timeout"`
+	// RetryCnt is how many times a queue pair retransmits a request that
+	// was not acknowledged before it fails it (a retry-exceeded error),
+	// from 1 to 7. Default: 7; negative: none.
+	RetryCnt int `yaml:"retry_cnt"`
+	// RNRRetry is how many times a queue pair sends a request again after
+	// a receiver-not-ready NAK (the peer had no receive posted), from 1 to
+	// 7, where 7 means without end. Default: 7; negative: none.
+	RNRRetry int `yaml:"rnr_retry"`
+	// MinRNRTimer is how long a queue pair asks its peer to wait before it
+	// sends again after a receiver-not-ready NAK, as the verbs API encodes
+	// it: from 1 (0.01 ms) to 31 (491.52 ms). Default: 12
+	// (DefaultMinRNRTimer, 0.64 ms).
+	MinRNRTimer int `yaml:"min_rnr_timer"`
 	// QPsPerPeer is the number of RC queue pairs per peer; large transfers
 	// are cut into slices spread over them. Not a config file key.
 	// Default: 2 (DefaultQPsPerPeer); at most 64.
@@ -181,6 +209,31 @@ func (c Config) WithDefaults() (Config, error) {
 		return c, fmt.Errorf("%sqp_type %q: %w", keyPrefix, c.QPType, err)
 	}
 	c.QPType = qp
+	// The queue pairs' attributes, as the verbs API encodes them.
+	for _, p := range []struct {
+		key      string
+		v        *int
+		def, max int
+		never    bool // negative means none (-1)
+	}{
+		{"timeout", &c.ACKTimeout, DefaultACKTimeout, 31, false},
+		{"retry_cnt", &c.RetryCnt, DefaultRetryCnt, 7, true},
+		{"rnr_retry", &c.RNRRetry, DefaultRNRRetry, 7, true},
+		{"min_rnr_timer", &c.MinRNRTimer, DefaultMinRNRTimer, 31, false},
+	} {
+		switch {
+		case *p.v > p.max || *p.v < 0 && !p.never:
+			lo := "1"
+			if p.never {
+				lo = "1 (negative: none)"
+			}
+			return c, fmt.Errorf("%s%s %d: must be between %s and %d (default %d)", keyPrefix, p.key, *p.v, lo, p.max, p.def)
+		case *p.v == 0:
+			*p.v = p.def
+		case *p.v < 0:
+			*p.v = -1
+		}
+	}
 	// The poller's durations: zero is the default (poll_nap's is the
 	// device's, so it stays zero here), any negative one is -1, "never".
 	for _, p := range []struct {
@@ -301,3 +354,6 @@ func (q *QPType) UnmarshalText(text []byte) error {
 	*q = p
 	return nil
 }
+
+// count is a retry count as the verbs API takes it: -1 (none) is 0.
+func count(n int) int { return max(n, 0) }

@@ -87,15 +87,23 @@ func TestConfigDefaults(t *testing.T) {
 		MaxRecvWR: verbs.DefaultMaxRecvWR, MaxSGE: verbs.DefaultMaxSGE,
 		PollSpin: verbs.DefaultPollSpin, PollIdle: verbs.DefaultPollIdle,
 		QPsPerPeer: verbs.DefaultQPsPerPeer, SliceSize: verbs.DefaultSliceSize,
-		QPType: "RC",
+		QPType: "RC", ACKTimeout: verbs.DefaultACKTimeout, RetryCnt: verbs.DefaultRetryCnt,
+		RNRRetry: verbs.DefaultRNRRetry, MinRNRTimer: verbs.DefaultMinRNRTimer,
 	}
 	if d != want {
 		t.Errorf("defaults: %+v\nwant      %+v", d, want)
 	}
-	set := verbs.Config{MaxSGE: 3, QPsPerPeer: 5, SliceSize: 4096, PollIdle: time.Millisecond, PollNap: -time.Microsecond}
+	set := verbs.Config{MaxSGE: 3, QPsPerPeer: 5, SliceSize: 4096, PollIdle: time.Millisecond, PollNap: -time.Microsecond,
+		ACKTimeout: 20, RetryCnt: -5, RNRRetry: 3, MinRNRTimer: 1}
 	got, err := set.WithDefaults()
 	if err != nil {
 		t.Fatal(err)
+	}
+	if got.ACKTimeout != 20 || got.RetryCnt != -1 || got.RNRRetry != 3 || got.MinRNRTimer != 1 {
+		t.Errorf("QP attributes set: %+v", got)
+	}
+	if again, err := got.WithDefaults(); err != nil || again != got {
+		t.Errorf("WithDefaults twice: %+v, %v", again, err)
 	}
 	if got.MaxSGE != 3 || got.QPsPerPeer != 5 || got.SliceSize != 4096 || got.PollIdle != time.Millisecond || got.PollNap != -1 {
 		t.Errorf("%+v became %+v: a set value is kept, a negative duration is -1", set, got)

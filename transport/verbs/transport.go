@@ -290,11 +290,11 @@ func (e *Endpoint) connect(ctx context.Context, p transport.Params) (ep transpor
 	for i, q := range e.qps {
 		rtr := ibv.RTRAttr{RemoteQPN: remote.QPNs[i], RemotePSN: remote.PSNs[i], PathMTU: mtu, DLID: remote.LID,
 			IsGlobal: d.ethernet || remote.GID != [16]byte{}, DGID: remote.GID, SGIDIndex: int(local.GIDIndex), HopLimit: 64,
-			Port: d.port.Num, MaxDestRdAtomic: 16, MinRNRTimer: 12}
+			Port: d.port.Num, MaxDestRdAtomic: 16, MinRNRTimer: e.cfg.MinRNRTimer}
 		if err := q.qp.ToRTR(rtr); err != nil {
 			return nil, rtrError(err, &local, remote, mtu)
 		}
-		if err := q.qp.ToRTS(ibv.RTSAttr{PSN: local.PSNs[i], Timeout: 14, RetryCnt: 7, RNRRetry: 7, MaxRdAtomic: 16}); err != nil {
+		if err := q.qp.ToRTS(ibv.RTSAttr{PSN: local.PSNs[i], Timeout: e.cfg.ACKTimeout, RetryCnt: count(e.cfg.RetryCnt), RNRRetry: count(e.cfg.RNRRetry), MaxRdAtomic: 16}); err != nil {
 			return nil, fmt.Errorf("rdma: QP to RTS on %s: %w", d.info.Name, err)
 		}
 	}
@@ -546,6 +546,7 @@ func (e *Endpoint) connectCM(ctx context.Context, p transport.Params, local *wir
 			if err != nil {
 				return nil, err
 			}
+			id.SetRetry(e.cfg.RetryCnt, e.cfg.RNRRetry)
 			if err := id.Connect(qp, []byte{'x', 'f', byte(i)}, rd); err != nil {
 				err = fmt.Errorf("rdma: rdma_cm connect to %s: %w", dst, err)
 				if transientConnectErr(err) {
@@ -600,6 +601,7 @@ func (e *Endpoint) acceptCM(ctx context.Context, n, rd int, newQP func(*rdmacm.I
 			if err != nil {
 				return err
 			}
+			id.SetRetry(e.cfg.RetryCnt, e.cfg.RNRRetry)
 			if err := id.Accept(qp, nil, rd); err != nil {
 				return fmt.Errorf("rdma: %w", err)
 			}
