@@ -65,6 +65,9 @@ type engineStats struct {
 	warnMu sync.Mutex
 	warned map[warnKey]struct{} // fallbacks already logged at Warn
 	recent []FallbackEvent      // the latest fallbacks, for Status; guarded by warnMu
+
+	failovers atomic.Uint64
+	recentFO  []FailoverEvent // the latest failovers, for Status; guarded by warnMu
 }
 
 // warnKey is what a fallback warning is logged once for: a peer (its

@@ -54,6 +54,9 @@ const (
 	// (rdma.device), and the transport cannot open it, so the auto policy
 	// goes without it from the start.
 	reasonUnavailable = "unavailable"
+	// reasonConnLost: an operation's connection was lost, and the
+	// operation was repeated on a new one (xfer_failovers_total).
+	reasonConnLost = "connection_lost"
 	// reasonTransient: a setup failed transiently and was tried again
 	// (xfer_setup_retries_total).
 	reasonTransient = "transient"
@@ -74,6 +77,7 @@ type engineMetrics struct {
 	fallback *prometheus.CounterVec   // transport, reason
 	retries  *prometheus.CounterVec   // transport, reason
 	stalls   *prometheus.CounterVec   // transport
+	failover *prometheus.CounterVec   // from, to, reason
 
 	// The counters of operations and bytes live in each connection's
 	// connStats, plain atomics, and are summed when Prometheus scrapes:
@@ -221,6 +225,10 @@ func newEngineMetrics(e *Engine, reg prometheus.Registerer) (*engineMetrics, err
 			Name: "xfer_peer_stalls_total",
 			Help: "Connections closed because their peer made no progress for op_timeout while operations were outstanding, by transport.",
 		}, []string{"transport"}),
+		failover: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "xfer_failovers_total",
+			Help: "Operations whose connection was lost and that were repeated on a new one, by the transport lost, the one they were repeated on, and the reason (connection_lost).",
+		}, []string{"from", "to", "reason"}),
 		peersDesc: prometheus.NewDesc("xfer_peers_connected",
 			"Peers with a live connection, by transport and device (the rdma device; empty for tcp and shm).",
 			[]string{"transport", "device"}, nil),
@@ -231,7 +239,7 @@ func newEngineMetrics(e *Engine, reg prometheus.Registerer) (*engineMetrics, err
 			"How splintered the pool's free space is: 1 - largest free block / free bytes (0: one block).", nil, nil),
 		regionsDesc: prometheus.NewDesc("xfer_registered_regions", "Regions registered with the engine, its pool's included.", nil, nil),
 	}
-	cs := []prometheus.Collector{m.errs, m.lat, m.fallback, m.retries, m.stalls, m}
+	cs := []prometheus.Collector{m.errs, m.lat, m.fallback, m.retries, m.stalls, m.failover, m}
 	for i, c := range cs {
 		if err := reg.Register(c); err != nil {
 			for _, d := range cs[:i] {
@@ -261,7 +269,7 @@ func newEngineMetrics(e *Engine, reg prometheus.Registerer) (*engineMetrics, err
 // unregister removes the engine's collectors (Engine.Close), so that a new
 // engine can register on the same registry.
 func (m *engineMetrics) unregister(reg prometheus.Registerer) {
-	for _, c := range []prometheus.Collector{m.errs, m.lat, m.fallback, m.retries, m.stalls, m} {
+	for _, c := range []prometheus.Collector{m.errs, m.lat, m.fallback, m.retries, m.stalls, m.failover, m} {
 		reg.Unregister(c)
 	}
 }
@@ -448,6 +456,20 @@ func (e *Engine) fellBack(peer, t, reason, detail, msg string, args ...any) {
 	}
 	e.stats.recordFallback(FallbackEvent{Time: time.Now(), Peer: peer, Transport: t, Reason: reason, Detail: detail})
 	e.warnFallback(peer, t+": "+detail, msg, args...)
+}
+
+// failedOver records that an operation of kind, whose connection on
+// transport from was lost, completed on transport to after attempts posts:
+// counted, shown in the status, and logged at Warn once per peer and pair
+// of transports.
+func (p *Peer) failedOver(from, to string, kind OpKind, attempts int) {
+	e := p.e
+	e.stats.recordFailover(FailoverEvent{Time: time.Now(), Peer: p.String(), From: from, To: to, Op: kind.String(), Attempts: attempts + 1})
+	if m := e.metrics; m != nil {
+		m.failover.WithLabelValues(from, to, reasonConnLost).Inc()
+	}
+	e.warnFallback(p.String(), "failover "+from+" to "+to, "connection lost under an operation; it was repeated on a new connection",
+		"op", kind, "from", from, "to", to)
 }
 
 // setupRetried counts a transient setup failure that is tried again.

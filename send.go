@@ -2,6 +2,7 @@ package xfer
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"sync"
@@ -89,14 +90,58 @@ func (c *call) timed(every uint8) bool {
 // called on each return path rather than deferred: a deferred closure
 // costs more than the metrics' whole budget on a 64-byte shm WRITE.
 func (p *Peer) do(ctx context.Context, kind OpKind, local []byte, remote RemoteAddr, imm uint32) error {
+	var from string
+	var lost error // the first attempt's error, when it is repeated
+	for attempt := 0; ; attempt++ {
+		tr, err := p.doOnce(ctx, kind, local, remote, imm)
+		if err == nil {
+			if attempt > 0 {
+				p.failedOver(from, tr, kind, attempt)
+			}
+			return nil
+		}
+		if attempt == maxFailovers || !p.repeatable(ctx, kind, err) {
+			if lost != nil {
+				return fmt.Errorf("%w; repeated on a new connection (%d attempts): %w", lost, attempt+1, err)
+			}
+			return err
+		}
+		if attempt == 0 {
+			from, lost = tr, err
+		}
+		p.e.log.Debug("connection lost under an operation; repeating it on a new connection", "peer", p, "op", kind, "transport", tr, "reason", err)
+	}
+}
+
+// maxFailovers is how many times an operation that is safe to repeat is
+// repeated after its connection was lost.
+const maxFailovers = 3
+
+// repeatable reports whether an operation of kind that failed with err
+// may be posted again, on a new connection: its connection was lost (not
+// stalled: a peer that stopped would stop the new one too), the peer is
+// one this engine dialed (it reconnects), the caller still waits, and the
+// operation is safe to repeat. A READ is; so is a WRITE, of the same bytes
+// (the caller does not touch them while it waits) to the same place.
+// WriteNotify and Send are not: the peer may have had the notification or
+// the message already.
+func (p *Peer) repeatable(ctx context.Context, kind OpKind, err error) bool {
+	return (kind == OpWrite || kind == OpRead) && p.dialAddr != "" && ctx.Err() == nil &&
+		errors.Is(err, ErrPeerLost) && !errors.Is(err, ErrStalled)
+}
+
+// doOnce is one attempt of do; it also returns the transport it posted on
+// ("" when it posted nothing).
+func (p *Peer) doOnce(ctx context.Context, kind OpKind, local []byte, remote RemoteAddr, imm uint32) (string, error) {
 	b, err := p.endpoint(ctx)
 	if err != nil {
 		if p.e.metrics != nil {
 			p.e.metrics.opFailed(p, opIndex(kind), err)
 		}
-		return err
+		return "", err
 	}
 	ep, conn := b.ep, b.conn // conn is nil without metrics
+	tr := ep.Transport()
 	op := opIndex(kind)
 	c := callPool.Get().(*call)
 	c.state.Store(callRunning)
@@ -111,7 +156,7 @@ func (p *Peer) do(ctx context.Context, kind OpKind, local []byte, remote RemoteA
 		if conn != nil {
 			p.unposted(conn, op, err)
 		}
-		return err
+		return tr, err
 	}
 	if conn != nil && conn.counter == nil {
 		conn.ops[op].Add(1) // an endpoint that does not count its own
@@ -133,7 +178,7 @@ func (p *Peer) do(ctx context.Context, kind OpKind, local []byte, remote RemoteA
 					if conn != nil {
 						p.opDone(conn, op, len(local), start, err)
 					}
-					return err
+					return tr, err
 				}
 				<-c.done // it completed meanwhile
 				break
@@ -145,7 +190,7 @@ func (p *Peer) do(ctx context.Context, kind OpKind, local []byte, remote RemoteA
 			if conn != nil {
 				p.opDone(conn, op, len(local), start, err)
 			}
-			return err
+			return tr, err
 		}
 	} else {
 		<-c.done
@@ -160,7 +205,7 @@ func (p *Peer) do(ctx context.Context, kind OpKind, local []byte, remote RemoteA
 	if conn != nil {
 		p.opDone(conn, op, len(local), start, err)
 	}
-	return err
+	return tr, err
 }
 
 // abandon gives up waiting for c's operation, which the transport could

@@ -1,6 +1,7 @@
 package xfer_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"io"
@@ -298,5 +299,66 @@ func TestAbandonedWriteHoldsItsBytes(t *testing.T) {
 			t.Fatalf("the abandoned WRITE's bytes never came back: %d bytes in use", pool.Stats().InUse)
 		}
 		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// cut closes every connection the relay carries, as a broken link or a
+// removed device ends a connection under its operations.
+func (r *relay) cut() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, c := range r.conns {
+		c.Close()
+	}
+	r.conns = nil
+}
+
+// An operation that is safe to repeat (a WRITE, a READ) whose connection
+// is lost under it is repeated on a new connection, and the caller never
+// sees the break; the status and the log say so. One that is not (a
+// write-with-notify) fails with ErrPeerLost.
+func TestFailoverRepeatsSafeOperations(t *testing.T) {
+	ctx := context.Background()
+	cli, p, desc, r := stallPair(t, time.Minute, 0)
+	buf, err := cli.Alloc(16 << 20)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range buf.Bytes() {
+		buf.Bytes()[i] = byte(i * 13)
+	}
+	for _, kind := range []string{"write", "read"} {
+		r.freeze()
+		done := make(chan error, 1)
+		go func() {
+			if kind == "write" {
+				done <- p.Write(ctx, buf.Bytes()[:8<<20], desc.At(0))
+			} else {
+				done <- p.Read(ctx, buf.Bytes()[8<<20:], desc.At(0))
+			}
+		}()
+		time.Sleep(100 * time.Millisecond) // under way, held by the frozen relay
+		r.cut()
+		r.unfreeze()
+		if err := <-done; err != nil {
+			t.Fatalf("%s across a lost connection: %v", kind, err)
+		}
+	}
+	if !bytes.Equal(buf.Bytes()[:8<<20], buf.Bytes()[8<<20:]) {
+		t.Fatal("the READ repeated after the break returned other bytes than the WRITE repeated after the break wrote")
+	}
+	st := cli.Status()
+	if st.Failovers != 2 || len(st.RecentFailovers) != 2 || st.RecentFailovers[0].From != "tcp" || st.RecentFailovers[0].Op != "write" {
+		t.Errorf("status: %d failovers, %+v; want the write's and the read's", st.Failovers, st.RecentFailovers)
+	}
+	// A write-with-notify is not repeated.
+	r.freeze()
+	done := make(chan error, 1)
+	go func() { done <- p.WriteNotify(ctx, buf.Bytes()[:8<<20], desc.At(0), 7) }()
+	time.Sleep(100 * time.Millisecond)
+	r.cut()
+	r.unfreeze()
+	if err := <-done; !errors.Is(err, xfer.ErrPeerLost) {
+		t.Fatalf("write-with-notify across a lost connection: %v, want ErrPeerLost", err)
 	}
 }

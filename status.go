@@ -28,6 +28,11 @@ type Status struct {
 	Fallbacks       uint64          `json:"fallbacks"`
 	SetupRetries    uint64          `json:"setup_retries"`
 	RecentFallbacks []FallbackEvent `json:"recent_fallbacks"`
+	// Failovers counts the operations that lost their connection and were
+	// repeated on a new one (xfer_failovers_total); RecentFailovers are
+	// the latest, oldest first (at most 32).
+	Failovers       uint64          `json:"failovers"`
+	RecentFailovers []FailoverEvent `json:"recent_failovers"`
 	// Pool is the default pool.
 	Pool PoolStatus `json:"pool"`
 	// Regions is the number of registered regions, the pool's included.
@@ -94,6 +99,18 @@ type FallbackEvent struct {
 	Detail    string    `json:"detail"`    // the error
 }
 
+// FailoverEvent is one failover: an operation whose connection was lost,
+// repeated on a new connection to the same peer (on the next transport of
+// the policy when its own went away: a removed rdma device, say).
+type FailoverEvent struct {
+	Time     time.Time `json:"time"`
+	Peer     string    `json:"peer"`
+	From     string    `json:"from"`     // the transport the connection was lost on
+	To       string    `json:"to"`       // the transport it was repeated on
+	Op       string    `json:"op"`       // read or write
+	Attempts int       `json:"attempts"` // the posts it took, the first included
+}
+
 // PoolStatus is the default pool's state, in bytes.
 type PoolStatus struct {
 	Capacity      uint64  `json:"capacity_bytes"`
@@ -117,6 +134,8 @@ func (e *Engine) Status() Status {
 		Fallbacks:       e.stats.fallbacks.Load(),
 		SetupRetries:    e.stats.setupRetries.Load(),
 		RecentFallbacks: e.stats.recentFallbacks(),
+		Failovers:       e.stats.failovers.Load(),
+		RecentFailovers: e.stats.recentFailovers(),
 		Regions:         e.regions.count(),
 	}
 	for _, name := range transportNames() {
@@ -190,6 +209,22 @@ func (s *engineStats) recordFallback(ev FallbackEvent) {
 		s.recent = append(s.recent[:0], s.recent[1:]...)
 	}
 	s.recent = append(s.recent, ev)
+}
+
+func (s *engineStats) recordFailover(ev FailoverEvent) {
+	s.failovers.Add(1)
+	s.warnMu.Lock()
+	defer s.warnMu.Unlock()
+	if len(s.recentFO) >= maxRecentFallbacks {
+		s.recentFO = append(s.recentFO[:0], s.recentFO[1:]...)
+	}
+	s.recentFO = append(s.recentFO, ev)
+}
+
+func (s *engineStats) recentFailovers() []FailoverEvent {
+	s.warnMu.Lock()
+	defer s.warnMu.Unlock()
+	return slices.Clone(s.recentFO)
 }
 
 func (s *engineStats) recentFallbacks() []FallbackEvent {
