@@ -1,6 +1,9 @@
 package wire
 
-import "fmt"
+import (
+	"fmt"
+	"net"
+)
 
 // VerbsInfo is what the rdma transport's two sides tell each other to
 // connect their queue pairs: which device, port and GID they use, their
@@ -160,5 +163,5 @@ func DecodeVerbsInfo(body []byte) (*VerbsInfo, error) {
 }
 
 func (v *VerbsInfo) String() string {
-	return fmt.Sprintf("device %s port %d gid index %d mtu %d lid %d", v.Device, v.Port, v.GIDIndex, v.MTU, v.LID)
+	return fmt.Sprintf("device %s port %d gid index %d gid %s mtu %d lid %d", v.Device, v.Port, v.GIDIndex, net.IP(v.GID[:]), v.MTU, v.LID)
 }

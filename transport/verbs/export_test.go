@@ -79,3 +79,6 @@ func DeviceMaxSGE(t *Transport) int {
 	}
 	return d.info.MaxSGE
 }
+
+// RTRError is rtrError, for its test.
+var RTRError = rtrError

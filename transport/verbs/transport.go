@@ -732,7 +732,9 @@ func rtrError(err error, l, r *wire.VerbsInfo, mtu int) error {
 	if len(diff) > 0 {
 		d = "differs: " + strings.Join(diff, ", ")
 	}
-	return fmt.Errorf("rdma: failed to modify QP to RTR: %w; local %s, remote %s; %s", err, l, r, d)
+	// ErrNotSupported: this pair of devices cannot be connected, so the
+	// auto policy falls back to the next transport rather than fail.
+	return fmt.Errorf("rdma: %w: failed to modify QP to RTR: %w; local %s, remote %s; %s", transport.ErrNotSupported, err, l, r, d)
 }
 
 func yield() { runtime.Gosched() }
