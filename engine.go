@@ -520,8 +520,8 @@ func (e *Engine) removePeer(p *Peer) {
 		e.metrics.retire(p.stats.conn.Load())
 	}
 	delete(e.peers, p)
-	if p.dialAddr != "" && e.dialed[p.dialAddr] == p {
-		delete(e.dialed, p.dialAddr)
+	if p.dialAddr != "" && e.dialed[p.dialKey] == p {
+		delete(e.dialed, p.dialKey)
 	}
 }
 

@@ -315,3 +315,40 @@ func integrity(t *testing.T, pol xfer.Policy) {
 	}
 	t.Logf("%s: %d transfers checked in %v", pol, total, time.Since(start).Round(time.Millisecond))
 }
+
+// WithTransport dials one peer under a policy of its own: an engine under
+// auto keeps that peer on tcp, while a Dial without it gets shm from the
+// same server; each is cached apart, and a bad policy is an error.
+func TestDialWithTransport(t *testing.T) {
+	ctx := context.Background()
+	srv, err := xfer.Open(ctx, xfer.Config{Listen: "127.0.0.1:0", MemoryMB: 8})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Close()
+	cli, err := xfer.Open(ctx, xfer.Config{MemoryMB: 8})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cli.Close()
+	tp, err := cli.Dial(ctx, srv.Addr(), xfer.WithTransport(xfer.PolicyTCP))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := tp.Transport(); got != "tcp" {
+		t.Fatalf("WithTransport(tcp): the peer is on %q", got)
+	}
+	ap, err := cli.Dial(ctx, srv.Addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ap == tp || ap.Transport() != "shm" {
+		t.Fatalf("a Dial without the option: the same peer (%v) or not shm (%q)", ap == tp, ap.Transport())
+	}
+	if again, err := cli.Dial(ctx, srv.Addr(), xfer.WithTransport("tcp")); err != nil || again != tp {
+		t.Fatalf("a second Dial with tcp: %v, same peer %v", err, again == tp)
+	}
+	if _, err := cli.Dial(ctx, srv.Addr(), xfer.WithTransport("carrier-pigeon")); err == nil || !strings.Contains(err.Error(), "carrier-pigeon") {
+		t.Fatalf("a bad policy: %v", err)
+	}
+}

@@ -284,16 +284,27 @@ func clamp(v, lo, hi int) int { return max(lo, min(v, hi)) }
 
 // Dial returns a peer connected to the engine listening at addr, after a
 // versioned handshake that authenticates both sides when a secret is
-// configured and negotiates the transport. Peers are cached per address: a
-// second Dial returns the same peer while it is up. A peer whose connection
-// failed is dialed again by its next operation.
-func (e *Engine) Dial(ctx context.Context, addr string) (*Peer, error) {
+// configured and negotiates the transport. Peers are cached per address
+// (and policy): a second Dial returns the same peer while it is up. A
+// peer whose connection failed is dialed again by its next operation.
+// Options change how this peer is dialed (WithTransport).
+func (e *Engine) Dial(ctx context.Context, addr string, opts ...DialOption) (*Peer, error) {
+	o := dialOptions{policy: e.cfg.Transport}
+	for _, opt := range opts {
+		if err := opt(&o); err != nil {
+			return nil, fmt.Errorf("dial %s: %w", addr, err)
+		}
+	}
+	key := addr
+	if o.policy != e.cfg.Transport {
+		key = addr + " (transport " + string(o.policy) + ")"
+	}
 	e.mu.Lock()
 	if e.closed {
 		e.mu.Unlock()
 		return nil, fmt.Errorf("dial %s: %w", addr, ErrClosed)
 	}
-	if p := e.dialed[addr]; p != nil {
+	if p := e.dialed[key]; p != nil {
 		e.mu.Unlock()
 		if _, err := p.endpoint(ctx); err != nil {
 			return nil, err
@@ -302,16 +313,17 @@ func (e *Engine) Dial(ctx context.Context, addr string) (*Peer, error) {
 	}
 	e.mu.Unlock()
 	p := e.newPeer(addr, transport.PeerInfo{}, nil)
+	p.policy, p.dialKey = o.policy, key
 	if _, err := p.endpoint(ctx); err != nil {
 		return nil, err
 	}
 	e.mu.Lock()
-	if old := e.dialed[addr]; old != nil {
+	if old := e.dialed[key]; old != nil {
 		e.mu.Unlock()
 		p.Close()
 		return old, nil
 	}
-	e.dialed[addr] = p
+	e.dialed[key] = p
 	e.mu.Unlock()
 	if err := e.addPeer(p); err != nil {
 		p.Close()
@@ -320,10 +332,31 @@ func (e *Engine) Dial(ctx context.Context, addr string) (*Peer, error) {
 	return p, nil
 }
 
-// offers lists the transports to propose, best first, under the policy.
-func (e *Engine) offers(exclude map[string]error) ([]wire.TransportOffer, error) {
-	names := []string{string(e.cfg.Transport)}
-	if e.cfg.Transport == PolicyAuto {
+// DialOption changes how Dial dials one peer.
+type DialOption func(*dialOptions) error
+
+type dialOptions struct {
+	policy Policy
+}
+
+// WithTransport dials the peer under policy instead of the engine's
+// (Config.Transport): "tcp" keeps a peer on tcp while the others use
+// rdma, say. The peer on the other side still applies its own policy.
+func WithTransport(policy Policy) DialOption {
+	return func(o *dialOptions) error {
+		p, err := ParsePolicy(string(policy))
+		if err != nil {
+			return err
+		}
+		o.policy = p
+		return nil
+	}
+}
+
+// offers lists the transports to propose, best first, under policy.
+func (e *Engine) offers(policy Policy, exclude map[string]error) ([]wire.TransportOffer, error) {
+	names := []string{string(policy)}
+	if policy == PolicyAuto {
 		names = transportNames()
 	}
 	if e.extra != "" {
@@ -344,7 +377,7 @@ func (e *Engine) offers(exclude map[string]error) ([]wire.TransportOffer, error)
 		out = append(out, wire.TransportOffer{Name: n, Blob: t.LocalBlob()})
 	}
 	if len(out) == 0 {
-		return nil, fmt.Errorf("%w under policy %s: %w", ErrNoTransport, e.cfg.Transport, errors.Join(errs...))
+		return nil, fmt.Errorf("%w under policy %s: %w", ErrNoTransport, policy, errors.Join(errs...))
 	}
 	return out, nil
 }
@@ -375,7 +408,7 @@ func (e *Engine) connect(ctx context.Context, p *Peer) (transport.Endpoint, erro
 		if err == nil {
 			// A peer that had a better transport and reconnects on a lesser
 			// one (its rdma device was removed, say) fell back too.
-			if len(exclude) == 0 && e.cfg.Transport == PolicyAuto && prev != "" && rank(ep.Transport()) > rank(prev) {
+			if len(exclude) == 0 && p.policy == PolicyAuto && prev != "" && rank(ep.Transport()) > rank(prev) {
 				e.fellBack(p.dialAddr, prev, reasonReconnected, "reconnected on "+ep.Transport(), "peer reconnected on a lesser transport; falling back", "had", prev, "now", ep.Transport())
 			}
 			return ep, nil
@@ -383,7 +416,7 @@ func (e *Engine) connect(ctx context.Context, p *Peer) (transport.Endpoint, erro
 		if retries > 0 {
 			err = fmt.Errorf("%w (attempt %d)", err, retries+1)
 		}
-		if name == "" || e.cfg.Transport != PolicyAuto || !errors.Is(err, ErrNotSupported) || exclude[name] != nil {
+		if name == "" || p.policy != PolicyAuto || !errors.Is(err, ErrNotSupported) || exclude[name] != nil {
 			return nil, err
 		}
 		e.fellBack(p.dialAddr, name, reasonSetupFailed, err.Error(), "transport failed to come up; falling back", "transport", name, "reason", err)
@@ -397,7 +430,7 @@ const setupRetries = 2
 
 func (e *Engine) connectOnce(ctx context.Context, p *Peer, exclude map[string]error) (ep transport.Endpoint, tname string, err error) {
 	addr := p.dialAddr
-	offers, err := e.offers(exclude)
+	offers, err := e.offers(p.policy, exclude)
 	if err != nil {
 		return nil, "", fmt.Errorf("dial %s: %w", addr, err)
 	}
@@ -416,7 +449,7 @@ func (e *Engine) connectOnce(ctx context.Context, p *Peer, exclude map[string]er
 	stop := context.AfterFunc(ctx, func() { nc.SetDeadline(time.Unix(1, 0)) })
 	defer stop()
 	hello := wire.Hello{MinVersion: wire.VersionMin, MaxVersion: wire.VersionMax, Caps: wire.CapAuth | wire.CapNotify | wire.CapAttach,
-		ID: e.id, HostID: e.hostID, PID: uint32(os.Getpid()), Policy: string(e.cfg.Transport),
+		ID: e.id, HostID: e.hostID, PID: uint32(os.Getpid()), Policy: string(p.policy),
 		Conns: uint16(e.cfg.TCP.Conns), MaxMessage: uint32(e.cfg.MaxMessage), RecvDepth: uint32(e.cfg.RecvDepth),
 		Listen: e.addr, Transports: offers}
 	if _, err := rand.Read(hello.Nonce[:]); err != nil {

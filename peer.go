@@ -14,6 +14,8 @@ import (
 type Peer struct {
 	e        *Engine
 	dialAddr string // set for peers this engine dialed: they reconnect
+	dialKey  string // the key of the engine's cache of dialed peers
+	policy   Policy // the policy it is dialed under (WithTransport), else the engine's
 
 	mu      sync.Mutex // guards remote, exports, dialing and closed
 	remote  transport.PeerInfo
@@ -48,7 +50,7 @@ type epBox struct {
 }
 
 func (e *Engine) newPeer(dialAddr string, remote transport.PeerInfo, exports []wire.Export) *Peer {
-	p := &Peer{e: e, dialAddr: dialAddr, signal: make(chan struct{}, 1), done: make(chan struct{})}
+	p := &Peer{e: e, dialAddr: dialAddr, dialKey: dialAddr, policy: e.cfg.Transport, signal: make(chan struct{}, 1), done: make(chan struct{})}
 	p.markRevokes()
 	p.setRemote(remote, exports)
 	return p
