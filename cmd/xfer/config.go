@@ -128,5 +128,5 @@ func applyFlags(doc *config.Document, fs *pflag.FlagSet) error {
 // addOpTimeoutFlag adds --op-timeout (op_timeout) to a command that opens
 // an engine.
 func addOpTimeoutFlag(fs *pflag.FlagSet) {
-	fs.Duration("op-timeout", xfer.DefaultOpTimeout, "fail the operations outstanding with a peer that moves no byte for this `long` (its connection is closed); negative: never")
+	fs.Duration("op-timeout", xfer.DefaultOpTimeout, "fail the operations outstanding with a peer that moves no byte for this `duration` (its connection is closed); negative: never")
 }
