@@ -7,8 +7,11 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
+
+	"github.com/xferio/xfer/internal/testutil"
 )
 
 // TestUnknownSubcommand: a typo in a subcommand of a group (xfer kv) exits
@@ -121,5 +124,49 @@ func TestKVServeAddresses(t *testing.T) {
 	}
 	if o, e, code := xferRun(t, cleanEnv(), "kv", "put", "--server-addr", grpcAddr, "k", "v"); code != 0 {
 		t.Fatalf("put: exit %d: %s %s", code, o, e)
+	}
+}
+
+// TestBenchStoppedPeer: a bench whose peer is stopped (SIGSTOP) mid-run
+// fails within its --op-timeout, with an error that names the peer and
+// the timeout, instead of waiting for the peer to come back.
+func TestBenchStoppedPeer(t *testing.T) {
+	cmd := exec.Command(xferBinary(t), "serve", "--listen", "127.0.0.1:0", "--transport", "tcp")
+	cmd.Env = cleanEnv()
+	cmd.Stderr = os.Stderr
+	addr, ok := strings.CutPrefix(strings.TrimSpace(testutil.StartProcess(t, cmd)), serveBanner)
+	if !ok {
+		t.Fatalf("xfer serve did not announce its address")
+	}
+	t.Cleanup(func() { cmd.Process.Signal(syscall.SIGCONT) }) // before StartProcess stops it
+	bench := exec.Command(xferBinary(t), "bench", "--peer", addr, "--transport", "tcp", "--size", "1MiB", "--duration", "60s", "--op-timeout", "1s")
+	bench.Env = cleanEnv()
+	var stderr bytes.Buffer
+	bench.Stderr = &stderr
+	if err := bench.Start(); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(time.Second) // the bench is under way
+	if err := cmd.Process.Signal(syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	stopped := time.Now()
+	done := make(chan error, 1)
+	go func() { done <- bench.Wait() }()
+	select {
+	case err := <-done:
+		if err == nil {
+			t.Fatalf("the bench succeeded against a stopped peer: %s", stderr.String())
+		}
+		t.Logf("the bench failed %v after the peer stopped", time.Since(stopped).Round(time.Millisecond))
+	case <-time.After(30 * time.Second):
+		bench.Process.Kill()
+		<-done
+		t.Fatalf("the bench still runs 30s after its peer stopped, with --op-timeout 1s: %s", stderr.String())
+	}
+	for _, want := range []string{addr, "op_timeout", "1s"} {
+		if !strings.Contains(stderr.String(), want) {
+			t.Errorf("the bench's error does not name %q: %s", want, stderr.String())
+		}
 	}
 }
