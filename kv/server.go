@@ -16,6 +16,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/keepalive"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 
@@ -49,6 +50,19 @@ const (
 	// its length and still pays the wake-up. Measured in docs/TUNING.md
 	// ("The KV service's poll_spin").
 	DefaultPollSpin = 50 * time.Microsecond
+	// DefaultIdleTimeout is how long Serve keeps a client's gRPC
+	// connection that has no RPC in flight (ServerOptions.IdleTimeout). A
+	// client whose connection was closed dials again at its next call.
+	DefaultIdleTimeout = time.Minute
+	// keepaliveTime and keepaliveTimeout: Serve pings a connection that
+	// has been quiet this long, and closes it when the ping is not
+	// answered in time: a client that vanished (its host died, a
+	// partition) does not hold a connection for the kernel's hours.
+	keepaliveTime    = 30 * time.Second
+	keepaliveTimeout = 10 * time.Second
+	// handshakeTimeout bounds a new connection's HTTP/2 handshake: a
+	// connection that never speaks gRPC is closed after it.
+	handshakeTimeout = 10 * time.Second
 	// defaultPeerWait is how long a request waits for its client's
 	// data-plane connection to be accepted, which can trail the client's
 	// Dial by a moment.
@@ -79,6 +93,12 @@ type ServerOptions struct {
 	Devices int
 	// Logger receives the server's logs. Default: slog.Default().
 	Logger *slog.Logger
+	// IdleTimeout is how long Serve keeps a client's gRPC connection open
+	// with no RPC in flight before it closes it (gracefully, with a
+	// GOAWAY); it also bounds the handshake of a new connection, at most
+	// 10 s. Serve also pings quiet connections every 30 s and closes
+	// those that do not answer in 10 s. Default: DefaultIdleTimeout.
+	IdleTimeout time.Duration
 	// Metrics, when set, is where the server registers its Prometheus
 	// metrics (xfer_kv_*, docs/OPERATIONS.md), and its engines theirs
 	// unless Engine.Metrics names another registerer; with more than one
@@ -289,7 +309,7 @@ func (s *Server) Serve(ctx context.Context, lis net.Listener, opts ...grpc.Serve
 		s.Close()
 		return err
 	}
-	g := grpc.NewServer(opts...)
+	g := grpc.NewServer(append(s.grpcLimits(), opts...)...)
 	s.Register(g)
 	errc := make(chan error, 1)
 	go func() { errc <- g.Serve(lis) }()
@@ -310,6 +330,23 @@ func (s *Server) Serve(ctx context.Context, lis net.Listener, opts ...grpc.Serve
 		err = cerr
 	}
 	return err
+}
+
+// grpcLimits are the gRPC server options by which Serve closes the
+// connections of idle and vanished clients; options passed to Serve come
+// after them, and win.
+func (s *Server) grpcLimits() []grpc.ServerOption {
+	idle := s.opts.IdleTimeout
+	if idle <= 0 {
+		idle = DefaultIdleTimeout
+	}
+	return []grpc.ServerOption{
+		grpc.KeepaliveParams(keepalive.ServerParameters{MaxConnectionIdle: idle, Time: keepaliveTime, Timeout: keepaliveTimeout}),
+		// Clients may ping (gRPC's keepalive) as often as every 10 s, even
+		// without an RPC in flight, without being sent away for it.
+		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 10 * time.Second, PermitWithoutStream: true}),
+		grpc.ConnectionTimeout(min(idle, handshakeTimeout)),
+	}
 }
 
 // Advertise lists addr, where the server's gRPC service is reachable, in
