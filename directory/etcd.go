@@ -88,12 +88,13 @@ func (d *etcdDir) Register(ctx context.Context, e Entry) error {
 		return d.update(ctx, e.NodeID, raw, lid)
 	}
 	d.mu.Unlock()
+	sent := time.Now() // the lease runs from a moment after this
 	lid, err := d.claim(ctx, e.NodeID, raw, 0)
 	if err != nil {
 		return err
 	}
 	kctx, stop := context.WithCancel(d.ctx)
-	l = &lease{id: lid, raw: raw, stop: stop, done: make(chan struct{}), st: newRegState(e.NodeID)}
+	l = &lease{id: lid, raw: raw, stop: stop, done: make(chan struct{}), st: newRegState(e.NodeID, sent)}
 	d.mu.Lock()
 	if d.closed {
 		d.mu.Unlock()
@@ -190,9 +191,11 @@ func (d *etcdDir) keep(ctx context.Context, id string, l *lease) {
 			raw := l.raw
 			d.mu.Unlock()
 			cctx, cancel := context.WithTimeout(ctx, d.o.DialTimeout)
+			sent := time.Now()
 			nid, err := d.claim(cctx, id, raw, lid)
 			cancel()
 			if err == nil {
+				l.st.renewed(sent)
 				d.mu.Lock()
 				l.id = nid
 				d.mu.Unlock()
@@ -233,6 +236,7 @@ func (d *etcdDir) alive(ctx context.Context, l *lease, lid clientv3.LeaseID, ttl
 				return // the lease expired, or ctx ended
 			}
 			last = time.Now()
+			l.st.renewed(last)
 			if l.st.get().State == Retrying {
 				l.st.set(Registered, nil)
 				d.o.Logger.Info("directory: the etcd lease is renewed again", "node", l.st.get().NodeID)

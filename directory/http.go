@@ -123,11 +123,12 @@ func (d *httpDir) Register(ctx context.Context, e Entry) error {
 		return err
 	}
 	inc := newIncarnation()
+	sent := time.Now()
 	if _, err := d.post(ctx, e.NodeID, raw, inc); err != nil {
 		return err
 	}
 	bctx, stop := context.WithCancel(d.ctx)
-	b = &beat{raw: raw, inc: inc, stop: stop, done: make(chan struct{}), st: newRegState(e.NodeID)}
+	b = &beat{raw: raw, inc: inc, stop: stop, done: make(chan struct{}), st: newRegState(e.NodeID, sent)}
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if d.closed {
@@ -162,6 +163,7 @@ func (d *httpDir) heartbeat(ctx context.Context, id string, b *beat) {
 		raw := b.raw
 		d.mu.Unlock()
 		rctx, cancel := context.WithTimeout(ctx, d.o.TTL/3)
+		sent := time.Now()
 		created, err := d.post(rctx, id, raw, b.inc)
 		cancel()
 		if ctx.Err() != nil {
@@ -179,6 +181,7 @@ func (d *httpDir) heartbeat(ctx context.Context, id string, b *beat) {
 			continue
 		}
 		fails, last = 0, time.Now()
+		b.st.renewed(sent)
 		if created {
 			b.st.set(Lost, nil)
 			b.st.set(Registered, nil)

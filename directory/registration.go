@@ -38,6 +38,10 @@ type Registration struct {
 	// Reregistrations counts how often the entry was lost and registered
 	// again.
 	Reregistrations uint64 `json:"reregistrations"`
+	// Renewed is when the latest renewal that got through was sent (the
+	// coordinator) or answered (etcd): the entry lives until at least
+	// Renewed + the TTL, less the time the answer took to come back.
+	Renewed time.Time `json:"renewed"`
 	// LastError is the latest failure of a renewal or re-registration,
 	// while State is not Registered.
 	LastError string `json:"last_error,omitempty"`
@@ -93,8 +97,19 @@ type regState struct {
 	r  Registration
 }
 
-func newRegState(id string) *regState {
-	return &regState{r: Registration{NodeID: id, State: Registered, Since: time.Now()}}
+// newRegState starts the state of a registration whose first renewal was
+// sent at renewed.
+func newRegState(id string, renewed time.Time) *regState {
+	return &regState{r: Registration{NodeID: id, State: Registered, Since: time.Now(), Renewed: renewed}}
+}
+
+// renewed records a renewal that got through, sent or answered at t.
+func (s *regState) renewed(t time.Time) {
+	s.mu.Lock()
+	if t.After(s.r.Renewed) {
+		s.r.Renewed = t
+	}
+	s.mu.Unlock()
 }
 
 // set moves to state s (err says why, when s is not Registered) and

@@ -133,6 +133,11 @@ type Server struct {
 	planeReqs, inlineReqs             atomic.Uint64 // requests whose value moved each way
 	metrics                           prometheus.Collector
 
+	// fence guards the answers of a server in a cluster (set by
+	// Advertise); nil: a server on its own.
+	fence     atomic.Pointer[fence]
+	fenceOnce sync.Once
+
 	closeOnce sync.Once
 }
 
@@ -361,6 +366,13 @@ func (s *Server) Advertise(ctx context.Context, addr string) error {
 	if err := s.e.SetService(ctx, ServiceName, addr); err != nil {
 		return fmt.Errorf("kv: advertise %s: %w", addr, err)
 	}
+	// In a cluster now: answer only the keys it owns, while it knows it
+	// does (fence.go).
+	s.fenceOnce.Do(func() {
+		f := newFence(s, s.e.Directory(), s.e.NodeID(), s.e.Config().DirectoryTTL)
+		s.fence.Store(f)
+		s.wg.Go(func() { f.run(s.ctx) })
+	})
 	return nil
 }
 
@@ -565,7 +577,7 @@ func (a *answer) send(s *Server, p *xfer.Peer) bool {
 // transfer: the value inline, straight from its slot into the response. It
 // reports whether it answered.
 func (s *Server) serveSmallGet(p *xfer.Peer, msgs *msgBufs, ans *answer, id uint64, key []byte, inlineMax uint64, serverID []byte) bool {
-	if s.checkSession(serverID) != nil || s.checkKey(key) != nil {
+	if s.checkSession(serverID) != nil || s.checkKey(key) != nil || !s.fence.Load().mayRead(key) {
 		return false // the full path words the error
 	}
 	sl := s.st.acquire(key)
@@ -875,7 +887,10 @@ func (s *Server) get(ctx context.Context, req *kvpb.GetRequest, id uint64, notif
 			return nil, false, err
 		}
 	}
-	sl := s.st.acquire(req.Key)
+	var sl *slot
+	if s.fence.Load().mayRead(req.Key) {
+		sl = s.st.acquire(req.Key)
+	}
 	if sl == nil {
 		s.misses.Add(1)
 		return nil, false, status.Errorf(codes.NotFound, "not found: key %q", req.Key)
@@ -956,6 +971,11 @@ func (s *Server) Put(ctx context.Context, req *kvpb.PutRequest) (*kvpb.PutRespon
 	if n > s.opts.MaxValue {
 		return nil, s.tooLarge(uint64(n))
 	}
+	f := s.fence.Load()
+	gen, err := f.admit(req.Key)
+	if err != nil {
+		return nil, err
+	}
 	b, evicted, err := s.st.reserve(ctx, n)
 	if err != nil {
 		if errors.Is(err, errFull) {
@@ -985,7 +1005,12 @@ func (s *Server) Put(ctx context.Context, req *kvpb.PutRequest) (*kvpb.PutRespon
 		s.planeBytes.Add(uint64(n))
 		s.planeReqs.Add(1)
 	}
+	if err := f.hold(req.Key, gen); err != nil {
+		s.st.abort(b)
+		return nil, err
+	}
 	ver := s.st.commit(req.Key, b, n)
+	f.release()
 	return &kvpb.PutResponse{Version: ver, Evicted: uint32(evicted)}, nil
 }
 
@@ -1003,7 +1028,17 @@ func (s *Server) Delete(ctx context.Context, req *kvpb.DeleteRequest) (*kvpb.Del
 	if err := s.checkKey(req.Key); err != nil {
 		return nil, err
 	}
-	if !s.st.remove(req.Key) {
+	f := s.fence.Load()
+	gen, err := f.admit(req.Key)
+	if err != nil {
+		return nil, err
+	}
+	if err := f.hold(req.Key, gen); err != nil {
+		return nil, err
+	}
+	removed := s.st.remove(req.Key)
+	f.release()
+	if !removed {
 		return nil, status.Errorf(codes.NotFound, "not found: key %q", req.Key)
 	}
 	return &kvpb.DeleteResponse{}, nil
