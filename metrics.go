@@ -9,6 +9,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/xferio/xfer/directory"
+
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/xferio/xfer/transport"
@@ -89,6 +91,7 @@ type engineMetrics struct {
 
 	opsDesc, sentDesc, receivedDesc, servedDesc, servedBytesDesc                  *prometheus.Desc
 	peersDesc, poolUsedDesc, poolFreeDesc, poolCapDesc, poolFragDesc, regionsDesc *prometheus.Desc
+	dirStateDesc, dirReregDesc                                                    *prometheus.Desc
 }
 
 // connStats are one connection's (one endpoint's) counters. An endpoint
@@ -238,6 +241,11 @@ func newEngineMetrics(e *Engine, reg prometheus.Registerer) (*engineMetrics, err
 		poolFragDesc: prometheus.NewDesc("xfer_pool_fragmentation_ratio",
 			"How splintered the pool's free space is: 1 - largest free block / free bytes (0: one block).", nil, nil),
 		regionsDesc: prometheus.NewDesc("xfer_registered_regions", "Regions registered with the engine, its pool's included.", nil, nil),
+		dirStateDesc: prometheus.NewDesc("xfer_directory_registration",
+			"1 for the state the engine's directory entry is in (registered, retrying: renewals failing, lost: registering again), 0 for the others; only with a node ID.",
+			[]string{"state"}, nil),
+		dirReregDesc: prometheus.NewDesc("xfer_directory_reregistrations_total",
+			"How often the engine's directory entry was lost (lease expired, process paused, coordinator restarted) and registered again.", nil, nil),
 	}
 	cs := []prometheus.Collector{m.errs, m.lat, m.fallback, m.retries, m.stalls, m.failover, m}
 	for i, c := range cs {
@@ -342,6 +350,8 @@ func (m *engineMetrics) Describe(ch chan<- *prometheus.Desc) {
 	ch <- m.poolCapDesc
 	ch <- m.poolFragDesc
 	ch <- m.regionsDesc
+	ch <- m.dirStateDesc
+	ch <- m.dirReregDesc
 }
 
 // Collect implements prometheus.Collector: connected peers, the pool and
@@ -399,6 +409,16 @@ func (m *engineMetrics) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(m.poolCapDesc, prometheus.GaugeValue, float64(ps.Capacity))
 	ch <- prometheus.MustNewConstMetric(m.poolFragDesc, prometheus.GaugeValue, ps.Fragmentation)
 	ch <- prometheus.MustNewConstMetric(m.regionsDesc, prometheus.GaugeValue, float64(e.regions.count()))
+	if r, ok := e.registration(); ok {
+		for _, st := range []directory.RegState{directory.Registered, directory.Retrying, directory.Lost} {
+			v := 0.0
+			if r.State == st {
+				v = 1
+			}
+			ch <- prometheus.MustNewConstMetric(m.dirStateDesc, prometheus.GaugeValue, v, string(st))
+		}
+		counter(m.dirReregDesc, r.Reregistrations)
+	}
 }
 
 // deviceOf names the device a transport uses: the rdma device it has

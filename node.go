@@ -66,7 +66,9 @@ func (e *Engine) closeNode() error {
 	n.pub.Lock() // let a Publish under way finish before the entry goes
 	defer n.pub.Unlock()
 	var err error
-	if n.id != "" {
+	// Only an entry this engine registered: when another node holds the
+	// ID (Open failed for that), its entry is not this engine's to remove.
+	if _, ok := e.registration(); ok {
 		ctx, cancel := context.WithTimeout(context.Background(), min(e.cfg.HandshakeTimeout, deregisterTimeout))
 		err = n.dir.Deregister(ctx, n.id)
 		cancel()
@@ -75,6 +77,20 @@ func (e *Engine) closeNode() error {
 		}
 	}
 	return errors.Join(err, n.dir.Close())
+}
+
+// registration is the state of the engine's entry in its directory, when
+// it registered one.
+func (e *Engine) registration() (directory.Registration, bool) {
+	if e.node.dir == nil || e.node.id == "" {
+		return directory.Registration{}, false
+	}
+	for _, r := range e.node.dir.Registrations() {
+		if r.NodeID == e.node.id {
+			return r, true
+		}
+	}
+	return directory.Registration{}, false
 }
 
 // NodeID is the engine's node ID in the directory (Config.NodeID), or "".

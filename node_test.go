@@ -10,6 +10,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
 	"github.com/xferio/xfer"
 	"github.com/xferio/xfer/directory"
 	"github.com/xferio/xfer/internal/testutil/etcdtest"
@@ -162,6 +165,11 @@ func TestDirectoryForgedEntry(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer forger.Close()
+			// Registration is create-if-absent, so the attacker, with
+			// write access to the directory, removes the entry first.
+			if err := forger.Deregister(ctx, "mem-1"); err != nil {
+				t.Fatal(err)
+			}
 			if err := forger.Register(ctx, directory.Entry{NodeID: "mem-1", Addrs: []string{m.Addr()}, Transports: []string{"tcp"}, Exports: []directory.Export{{Name: "pages", Len: 4096}}}); err != nil {
 				t.Fatal(err)
 			}
@@ -305,5 +313,122 @@ func TestDirectoryEtcdDown(t *testing.T) {
 	t.Logf("Close with the directory gone: %v in %v", err, time.Since(start))
 	if err == nil {
 		t.Error("Close reported no error though its entry could not be removed")
+	}
+}
+
+// TestDirectoryOneOwner: a second engine that claims a live node ID fails
+// to open, with an error naming the ID and the holder's address; the
+// holder keeps its entry, and once it closes the ID can be registered
+// again.
+func TestDirectoryOneOwner(t *testing.T) {
+	for name, backend := range directoryBackends(t) {
+		t.Run(name, func(t *testing.T) {
+			url := backend(t)
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			a, err := xfer.Open(ctx, xfer.Config{Listen: "127.0.0.1:0", Directory: url, NodeID: "dup", Transport: xfer.PolicyTCP, MemoryMB: 4})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer a.Close()
+			b, err := xfer.Open(ctx, xfer.Config{Listen: "127.0.0.1:0", Directory: url, NodeID: "dup", Transport: xfer.PolicyTCP, MemoryMB: 4})
+			if err == nil {
+				b.Close()
+				t.Fatal("a second engine opened with a live node ID")
+			}
+			if !errors.Is(err, directory.ErrTaken) || !strings.Contains(err.Error(), "dup") || !strings.Contains(err.Error(), a.Addr()) {
+				t.Fatalf("second engine: %v; want ErrTaken naming dup and %s", err, a.Addr())
+			}
+			c := openNode(t, xfer.Config{Directory: url})
+			for range 10 {
+				if ent, err := c.LookupNode(ctx, "dup"); err != nil || ent.Addrs[0] != a.Addr() {
+					t.Fatalf("lookup: %+v, %v; want the holder at %s", ent, err, a.Addr())
+				}
+			}
+			if err := a.Close(); err != nil {
+				t.Fatal(err)
+			}
+			d := openNode(t, xfer.Config{Listen: "127.0.0.1:0", Directory: url, NodeID: "dup"})
+			if ent, err := c.LookupNode(ctx, "dup"); err != nil || ent.Addrs[0] != d.Addr() {
+				t.Fatalf("lookup after the restart: %+v, %v; want %s", ent, err, d.Addr())
+			}
+		})
+	}
+}
+
+// TestDirectoryEntryHeals: etcd stops for longer than the entry's TTL and
+// starts again on its data; the engine's lease was lost, and it registers
+// again: the status and the metrics say so, and the node can be dialed.
+func TestDirectoryEntryHeals(t *testing.T) {
+	x := etcdtest.StartRestartable(t)
+	url := "etcd://" + x.Host + "/" + t.Name()
+	reg := prometheus.NewRegistry()
+	srv := openNode(t, xfer.Config{Directory: url, NodeID: "ek", Listen: "127.0.0.1:0", DirectoryTTL: 2 * time.Second, Metrics: reg})
+	state := func() directory.Registration {
+		d := srv.Status().Directory
+		if d == nil || d.URL != url || d.Registration == nil {
+			t.Fatalf("status: directory %+v", d)
+		}
+		return *d.Registration
+	}
+	if r := state(); r.State != directory.Registered || r.Reregistrations != 0 {
+		t.Fatalf("after Open: %+v", r)
+	}
+	x.Stop()
+	waitUntil(t, 30*time.Second, "lost", func() bool { return state().State == directory.Lost })
+	if got := testutil.ToFloat64(stateGauge(t, reg, "lost")); got != 1 {
+		t.Fatalf("xfer_directory_registration{state=lost} = %v, want 1", got)
+	}
+	x.Start()
+	waitUntil(t, 30*time.Second, "registered again", func() bool {
+		r := state()
+		return r.State == directory.Registered && r.Reregistrations == 1
+	})
+	if got := testutil.ToFloat64(stateGauge(t, reg, "registered")); got != 1 {
+		t.Fatalf("xfer_directory_registration{state=registered} = %v, want 1", got)
+	}
+	if n, err := testutil.GatherAndCount(reg, "xfer_directory_reregistrations_total"); err != nil || n != 1 {
+		t.Fatalf("xfer_directory_reregistrations_total: %d series, %v", n, err)
+	}
+	cli := openNode(t, xfer.Config{Directory: url})
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	time.Sleep(3 * time.Second) // beyond the TTL: the lease etcd restored has expired
+	if _, err := cli.DialNode(ctx, "ek"); err != nil {
+		t.Fatalf("dial the node after the restart: %v", err)
+	}
+}
+
+// stateGauge is the engine's xfer_directory_registration series for state.
+func stateGauge(t *testing.T, reg *prometheus.Registry, state string) prometheus.Collector {
+	t.Helper()
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() != "xfer_directory_registration" {
+			continue
+		}
+		for _, m := range mf.Metric {
+			if m.GetLabel()[0].GetValue() == state {
+				g := prometheus.NewGauge(prometheus.GaugeOpts{Name: "g"})
+				g.Set(m.GetGauge().GetValue())
+				return g
+			}
+		}
+	}
+	t.Fatalf("no xfer_directory_registration{state=%q}", state)
+	return nil
+}
+
+func waitUntil(t *testing.T, within time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(within)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: not within %v", what, within)
+		}
+		time.Sleep(50 * time.Millisecond)
 	}
 }

@@ -6,6 +6,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/xferio/xfer/directory"
+
 	"github.com/xferio/xfer/transport"
 )
 
@@ -39,6 +41,19 @@ type Status struct {
 	Regions int `json:"regions"`
 	// GPU is the engine's GPU side, once it has used a GPU.
 	GPU *GPUStatus `json:"gpu,omitempty"`
+	// Directory is the engine's place in its directory (Config.Directory),
+	// unless it is p2p.
+	Directory *DirectoryStatus `json:"directory,omitempty"`
+}
+
+// DirectoryStatus is an engine's directory and, when it has a node ID,
+// the state of its entry there.
+type DirectoryStatus struct {
+	URL string `json:"url"`
+	// Registration is the entry's state (registered; retrying: renewals
+	// are failing; lost: it is being registered again), when and why it
+	// entered it, and how often it was lost and registered again.
+	Registration *directory.Registration `json:"registration,omitempty"`
 }
 
 // GPUStatus describes an engine's use of GPUs: the devices it has opened
@@ -176,6 +191,12 @@ func (e *Engine) Status() Status {
 		Fragmentation: ps.Fragmentation, Allocated: ps.Allocated, Failures: ps.Failures,
 		Memory: e.region.Location().String()}
 	s.GPU = e.gpuStatus()
+	if e.node.dir != nil {
+		s.Directory = &DirectoryStatus{URL: e.node.url}
+		if r, ok := e.registration(); ok {
+			s.Directory.Registration = &r
+		}
+	}
 	return s
 }
 

@@ -14,14 +14,22 @@ import (
 
 // The coordinator's HTTP API (JSON bodies; errors are {"error": "..."}):
 //
-//	POST   /nodes/{id}/rdma/endpoint   register or refresh (heartbeat) an entry; ?ttl=10s
+//	POST   /nodes/{id}/rdma/endpoint   register (201) or refresh (204) an entry; ?ttl=10s&incarnation=X
 //	GET    /nodes/{id}/rdma/endpoint   the entry, or 404
 //	GET    /nodes                      {"nodes": [entry, ...]}, sorted by node ID
-//	DELETE /nodes/{id}                 remove an entry, or 404
+//	DELETE /nodes/{id}                 remove an entry (?incarnation=X: only that one's), or 404
 //	GET    /healthz                    200 "ok"
 //
 // The path keeps the shape of the coordinators RDMA deployments already
-// run, where a node posts its endpoint (QPN, LID, GID, PSN) for its peers.
+// run, where a node posts its endpoint (QPN, LID, GID, PSN) for its peers;
+// the RDMA guide's bare endpoint body is accepted too (endpoint.go).
+//
+// An incarnation is a random ID a client picks when it registers a node.
+// A live entry created with one is refreshed, replaced or removed only by
+// a request with the same one: another gets 409 and the holder's
+// addresses ({"error": ..., "holder": [...]}). That is how one node owns
+// its ID, and how a node that lost its entry never removes a later
+// incarnation's.
 
 // Bounds of the TTL a node may ask for.
 const (
@@ -43,9 +51,15 @@ type Coordinator struct {
 
 type record struct {
 	entry   Entry
-	raw     json.RawMessage
+	raw     json.RawMessage // the entry, as listed
+	answer  []byte          // what a GET answers
+	bare    bool            // a bare endpoint (the RDMA guide's format), not listed
+	inc     string          // the incarnation that created it, or ""
 	expires time.Time
 }
+
+// maxIncarnation bounds an incarnation's length.
+const maxIncarnation = 64
 
 // CoordinatorOptions configure a Coordinator.
 type CoordinatorOptions struct {
@@ -115,33 +129,74 @@ func (c *Coordinator) post(w http.ResponseWriter, r *http.Request) {
 		}
 		ttl = d
 	}
+	inc := r.URL.Query().Get("incarnation")
+	if len(inc) > maxIncarnation {
+		httpError(w, http.StatusBadRequest, fmt.Errorf("incarnation of %d bytes: at most %d", len(inc), maxIncarnation))
+		return
+	}
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, MaxEntrySize))
 	if err != nil {
 		httpError(w, http.StatusRequestEntityTooLarge, fmt.Errorf("entry: %w", err))
 		return
 	}
-	e, err := Unmarshal(body)
-	if err != nil {
-		httpError(w, http.StatusBadRequest, err)
-		return
-	}
-	if e.NodeID != id {
-		httpError(w, http.StatusBadRequest, fmt.Errorf("the entry is for node %q, the path for %q", e.NodeID, id))
-		return
-	}
-	raw, err := e.Marshal()
-	if err != nil {
-		httpError(w, http.StatusBadRequest, err)
-		return
+	rec := &record{inc: inc, expires: c.now().Add(ttl)}
+	if isBareEndpoint(body) {
+		ep, answer, err := decodeBareEndpoint(id, body)
+		if err != nil {
+			httpError(w, http.StatusBadRequest, err)
+			return
+		}
+		rec.entry, rec.answer, rec.bare = Entry{NodeID: id, RDMA: &ep}, answer, true
+	} else {
+		e, err := Unmarshal(body)
+		if err != nil {
+			httpError(w, http.StatusBadRequest, err)
+			return
+		}
+		if e.NodeID != id {
+			httpError(w, http.StatusBadRequest, fmt.Errorf("the entry is for node %q, the path for %q", e.NodeID, id))
+			return
+		}
+		raw, err := e.Marshal()
+		if err != nil {
+			httpError(w, http.StatusBadRequest, err)
+			return
+		}
+		rec.entry, rec.raw, rec.answer = e, raw, entryAnswer(e, raw)
 	}
 	c.mu.Lock()
-	_, had := c.nodes[id]
-	c.nodes[id] = &record{entry: e, raw: raw, expires: c.now().Add(ttl)}
-	c.mu.Unlock()
-	if !had {
-		c.log.Info("coordinator: node registered", "node", id, "addrs", strings.Join(e.Addrs, ","), "ttl", ttl)
+	old := c.nodes[id]
+	if old != nil && c.now().After(old.expires) {
+		c.log.Info("coordinator: entry expired", "node", id)
+		delete(c.nodes, id)
+		old = nil
 	}
-	w.WriteHeader(http.StatusNoContent)
+	if old != nil && old.inc != inc {
+		holder := old.entry.Addrs
+		c.mu.Unlock()
+		c.log.Info("coordinator: refused a registration of a node ID another node holds", "node", id, "holder", strings.Join(holder, ","))
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusConflict)
+		json.NewEncoder(w).Encode(struct {
+			Error  string   `json:"error"`
+			Holder []string `json:"holder"`
+		}{(&TakenError{NodeID: id, Holder: holder}).Error(), holder})
+		return
+	}
+	c.nodes[id] = rec
+	c.mu.Unlock()
+	switch {
+	case rec.bare:
+		// The RDMA guide's coordinator answers 200 and this.
+		c.log.Info("coordinator: rdma endpoint registered", "node", id, "qpn", rec.entry.RDMA.QPN)
+		w.Header().Set("Content-Type", "application/json")
+		io.WriteString(w, `{"status":"registered"}`+"\n")
+	case old == nil:
+		c.log.Info("coordinator: node registered", "node", id, "addrs", strings.Join(rec.entry.Addrs, ","), "ttl", ttl)
+		w.WriteHeader(http.StatusCreated)
+	default:
+		w.WriteHeader(http.StatusNoContent)
+	}
 }
 
 func (c *Coordinator) get(w http.ResponseWriter, r *http.Request) {
@@ -155,15 +210,17 @@ func (c *Coordinator) get(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	w.Header().Set("Content-Type", "application/json")
-	w.Write(rec.raw)
+	w.Write(rec.answer)
 }
 
 func (c *Coordinator) list(w http.ResponseWriter, _ *http.Request) {
 	c.mu.Lock()
 	c.expireLocked()
 	ids := make([]string, 0, len(c.nodes))
-	for id := range c.nodes {
-		ids = append(ids, id)
+	for id, rec := range c.nodes {
+		if !rec.bare {
+			ids = append(ids, id)
+		}
 	}
 	slices.Sort(ids)
 	out := struct {
@@ -179,9 +236,15 @@ func (c *Coordinator) list(w http.ResponseWriter, _ *http.Request) {
 
 func (c *Coordinator) delete(w http.ResponseWriter, r *http.Request) {
 	id := r.PathValue("id")
+	inc := r.URL.Query().Get("incarnation")
 	c.mu.Lock()
 	c.expireLocked()
-	_, ok := c.nodes[id]
+	rec, ok := c.nodes[id]
+	if ok && inc != "" && rec.inc != inc {
+		c.mu.Unlock()
+		httpError(w, http.StatusConflict, fmt.Errorf("node %q: the entry is another incarnation's", truncate(id)))
+		return
+	}
 	delete(c.nodes, id)
 	c.mu.Unlock()
 	if !ok {

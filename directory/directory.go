@@ -16,11 +16,22 @@ import (
 // methods are safe for concurrent use.
 type Directory interface {
 	// Register publishes e and keeps it alive (a lease, heartbeats) until
-	// Deregister or Close. Registering the same node again replaces its
+	// Deregister or Close; when the entry is lost (a lease that expired
+	// while the backend or this process was unreachable, a coordinator
+	// that restarted) it registers it again, with backoff. Registration is
+	// create-if-absent: an ID that another live node holds is an error
+	// matching ErrTaken (a *TakenError naming the holder's addresses).
+	// Registering the same node again through the same client replaces its
 	// entry.
 	Register(ctx context.Context, e Entry) error
-	// Deregister removes node id's entry at once.
+	// Deregister removes node id's entry at once: the entry this client
+	// registered, never one that another node (or a later incarnation of
+	// this one) wrote. For an ID this client did not register, it removes
+	// whatever entry is there (an operator's removal).
 	Deregister(ctx context.Context, id string) error
+	// Registrations reports the state of the nodes this client registered,
+	// sorted by node ID.
+	Registrations() []Registration
 	// Lookup returns node id's entry, or an error matching ErrNotFound.
 	Lookup(ctx context.Context, id string) (Entry, error)
 	// List returns the live entries, sorted by node ID.
@@ -171,4 +182,5 @@ func (p2p) List(context.Context) ([]Entry, error) { return nil, ErrNoDirectory }
 func (p2p) Watch(context.Context) (<-chan Event, error) {
 	return nil, ErrNoDirectory
 }
-func (p2p) Close() error { return nil }
+func (p2p) Registrations() []Registration { return nil }
+func (p2p) Close() error                  { return nil }

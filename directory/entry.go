@@ -149,18 +149,24 @@ func (e *Entry) Check() error {
 			return err
 		}
 	}
-	if r := e.RDMA; r != nil {
-		if r.QPN >= 1<<24 || r.PSN >= 1<<24 {
-			return invalid("node %s: rdma endpoint: qpn %d and psn %d must be below 2^24", e.NodeID, r.QPN, r.PSN)
+	if e.RDMA != nil {
+		return e.RDMA.check(e.NodeID)
+	}
+	return nil
+}
+
+// check reports whether r, node's endpoint, is well-formed.
+func (r *RDMAEndpoint) check(node string) error {
+	if r.QPN >= 1<<24 || r.PSN >= 1<<24 {
+		return invalid("node %s: rdma endpoint: qpn %d and psn %d must be below 2^24", node, r.QPN, r.PSN)
+	}
+	if r.GID != "" {
+		if a, err := netip.ParseAddr(r.GID); err != nil || !a.Is6() && !a.Is4() {
+			return invalid("node %s: rdma endpoint: gid %q: want an IPv6-form GID", node, truncate(r.GID))
 		}
-		if r.GID != "" {
-			if a, err := netip.ParseAddr(r.GID); err != nil || !a.Is6() && !a.Is4() {
-				return invalid("node %s: rdma endpoint: gid %q: want an IPv6-form GID", e.NodeID, truncate(r.GID))
-			}
-		}
-		if r.GID == "" && r.LID == 0 {
-			return invalid("node %s: rdma endpoint: neither a LID nor a GID", e.NodeID)
-		}
+	}
+	if r.GID == "" && r.LID == 0 {
+		return invalid("node %s: rdma endpoint: neither a LID nor a GID", node)
 	}
 	return nil
 }

@@ -9,6 +9,7 @@ import (
 	"sync"
 	"time"
 
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 )
@@ -24,14 +25,21 @@ type etcdDir struct {
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
 
+	regMu  sync.Mutex // serialises Register and Deregister
 	mu     sync.Mutex
 	closed bool
 	leases map[string]*lease // this client's registrations, by node ID
 }
 
+// lease is one of this client's registrations: its entry, the lease it is
+// bound to, and the goroutine that keeps the lease alive and, when it is
+// lost, registers the entry again with a new one.
 type lease struct {
-	id   clientv3.LeaseID
+	id   clientv3.LeaseID // guarded by etcdDir.mu
+	raw  []byte           // the latest entry; guarded by etcdDir.mu
 	stop context.CancelFunc
+	done chan struct{} // closed when keep returns
+	st   *regState
 }
 
 func openEtcd(ctx context.Context, endpoints []string, prefix string, o Options) (*etcdDir, error) {
@@ -69,58 +77,197 @@ func (d *etcdDir) Register(ctx context.Context, e Entry) error {
 	if err != nil {
 		return err
 	}
-	g, err := d.cli.Grant(ctx, d.ttlSeconds())
-	if err != nil {
-		return fmt.Errorf("directory: register node %s: lease: %w", e.NodeID, err)
+	d.regMu.Lock()
+	defer d.regMu.Unlock()
+	d.mu.Lock()
+	l := d.leases[e.NodeID]
+	if l != nil {
+		l.raw = raw
+		lid := l.id
+		d.mu.Unlock()
+		return d.update(ctx, e.NodeID, raw, lid)
 	}
-	if _, err := d.cli.Put(ctx, d.key(e.NodeID), string(raw), clientv3.WithLease(g.ID)); err != nil {
-		d.cli.Revoke(context.WithoutCancel(ctx), g.ID)
-		return fmt.Errorf("directory: register node %s: %w", e.NodeID, err)
+	d.mu.Unlock()
+	sent := time.Now() // the lease runs from a moment after this
+	lid, err := d.claim(ctx, e.NodeID, raw, 0)
+	if err != nil {
+		return err
 	}
 	kctx, stop := context.WithCancel(d.ctx)
-	alive, err := d.cli.KeepAlive(kctx, g.ID)
-	if err != nil {
-		stop()
-		d.cli.Revoke(context.WithoutCancel(ctx), g.ID)
-		return fmt.Errorf("directory: register node %s: keep the lease alive: %w", e.NodeID, err)
-	}
+	l = &lease{id: lid, raw: raw, stop: stop, done: make(chan struct{}), st: newRegState(e.NodeID, sent)}
 	d.mu.Lock()
-	old := d.leases[e.NodeID]
-	d.leases[e.NodeID] = &lease{id: g.ID, stop: stop}
-	closed := d.closed
-	d.mu.Unlock()
-	if old != nil {
-		// The new entry is in place: let the old lease go.
-		old.stop()
-		d.cli.Revoke(context.WithoutCancel(ctx), old.id)
-	}
-	if closed {
+	if d.closed {
+		d.mu.Unlock()
 		stop()
+		d.cli.Revoke(context.WithoutCancel(ctx), lid)
 		return ErrClosed
 	}
-	d.wg.Go(func() {
-		for range alive {
-		}
-		// The channel closes when kctx ends (Deregister, Close) or when the
-		// lease could not be renewed: then the entry is gone.
-		if kctx.Err() == nil {
-			d.o.Logger.Warn("directory: the etcd lease of this node's entry was lost; the entry expired", "node", e.NodeID)
-		}
-	})
+	d.leases[e.NodeID] = l
+	d.wg.Go(func() { d.keep(kctx, e.NodeID, l) })
+	d.mu.Unlock()
 	return nil
+}
+
+// update replaces this client's entry of node id, bound to lease lid, with
+// raw, if the key still holds the entry of that lease. When it does not
+// (the lease was lost), keep registers raw again.
+func (d *etcdDir) update(ctx context.Context, id string, raw []byte, lid clientv3.LeaseID) error {
+	key := d.key(id)
+	r, err := d.cli.Txn(ctx).If(clientv3.Compare(clientv3.LeaseValue(key), "=", lid)).
+		Then(clientv3.OpPut(key, string(raw), clientv3.WithLease(lid))).Commit()
+	if err != nil {
+		return fmt.Errorf("directory: register node %s: %w", id, err)
+	}
+	if !r.Succeeded {
+		return fmt.Errorf("directory: register node %s: its lease was lost; the entry is being registered again, with this update", id)
+	}
+	return nil
+}
+
+// claim creates node id's entry, raw, bound to a new lease, if the key is
+// absent or bound to lease old (this client's lost lease, when etcd has
+// not expired it yet); else the ID is another node's and claim returns a
+// *TakenError.
+func (d *etcdDir) claim(ctx context.Context, id string, raw []byte, old clientv3.LeaseID) (clientv3.LeaseID, error) {
+	g, err := d.cli.Grant(ctx, d.ttlSeconds())
+	if err != nil {
+		return 0, fmt.Errorf("directory: register node %s: lease: %w", id, err)
+	}
+	key := d.key(id)
+	fail := func(err error) (clientv3.LeaseID, error) {
+		d.cli.Revoke(context.WithoutCancel(ctx), g.ID)
+		return 0, err
+	}
+	r, err := d.cli.Txn(ctx).If(clientv3.Compare(clientv3.CreateRevision(key), "=", 0)).
+		Then(clientv3.OpPut(key, string(raw), clientv3.WithLease(g.ID))).
+		Else(clientv3.OpGet(key)).Commit()
+	if err != nil {
+		return fail(fmt.Errorf("directory: register node %s: %w", id, err))
+	}
+	if r.Succeeded {
+		return g.ID, nil
+	}
+	kvs := r.Responses[0].GetResponseRange().Kvs
+	if len(kvs) == 0 {
+		return fail(fmt.Errorf("directory: register node %s: the key changed under the registration; try again", id))
+	}
+	if old == 0 || clientv3.LeaseID(kvs[0].Lease) != old {
+		return fail(takenBy(id, kvs[0].Value))
+	}
+	r, err = d.cli.Txn(ctx).If(clientv3.Compare(clientv3.LeaseValue(key), "=", old)).
+		Then(clientv3.OpPut(key, string(raw), clientv3.WithLease(g.ID))).Commit()
+	if err != nil || !r.Succeeded {
+		return fail(fmt.Errorf("directory: register node %s: the key changed under the registration (%v); try again", id, err))
+	}
+	d.cli.Revoke(context.WithoutCancel(ctx), old)
+	return g.ID, nil
+}
+
+// keep keeps l's lease alive until ctx ends (Deregister, Close). When the
+// lease is lost (not renewed within its TTL: etcd unreachable, this
+// process paused), the entry is gone: keep registers it again with a new
+// lease, with backoff, until it succeeds or ctx ends.
+func (d *etcdDir) keep(ctx context.Context, id string, l *lease) {
+	defer close(l.done)
+	ttl := time.Duration(d.ttlSeconds()) * time.Second
+	for {
+		d.mu.Lock()
+		lid := l.id
+		d.mu.Unlock()
+		d.alive(ctx, l, lid, ttl)
+		if ctx.Err() != nil {
+			return
+		}
+		lost := errors.New("the etcd lease was not renewed within its TTL: the entry expired")
+		l.st.set(Lost, lost)
+		d.o.Logger.Warn("directory: the etcd lease of this node's entry was lost; registering it again", "node", id)
+		for n := 0; ; n++ {
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(backoff(n, ttl)):
+			}
+			d.mu.Lock()
+			raw := l.raw
+			d.mu.Unlock()
+			cctx, cancel := context.WithTimeout(ctx, d.o.DialTimeout)
+			sent := time.Now()
+			nid, err := d.claim(cctx, id, raw, lid)
+			cancel()
+			if err == nil {
+				l.st.renewed(sent)
+				d.mu.Lock()
+				l.id = nid
+				d.mu.Unlock()
+				if ctx.Err() != nil {
+					return // Deregister or Close revokes l.id
+				}
+				l.st.set(Registered, nil)
+				d.o.Logger.Info("directory: registered again with a new lease", "node", id)
+				break
+			}
+			if ctx.Err() != nil {
+				return
+			}
+			if n == 0 || errors.Is(err, ErrTaken) {
+				d.o.Logger.Warn("directory: registering again failed; retrying", "node", id, "err", err)
+			}
+			l.st.set(Lost, err)
+		}
+	}
+}
+
+// alive keeps lease lid alive until ctx ends or the lease is lost, and
+// keeps l's state: Retrying while renewals do not get through.
+func (d *etcdDir) alive(ctx context.Context, l *lease, lid clientv3.LeaseID, ttl time.Duration) {
+	kctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	ch, err := d.cli.KeepAlive(kctx, lid)
+	if err != nil {
+		return
+	}
+	t := time.NewTicker(max(ttl/4, 50*time.Millisecond))
+	defer t.Stop()
+	last := time.Now()
+	for {
+		select {
+		case r, ok := <-ch:
+			if !ok || r == nil {
+				return // the lease expired, or ctx ended
+			}
+			last = time.Now()
+			l.st.renewed(last)
+			if l.st.get().State == Retrying {
+				l.st.set(Registered, nil)
+				d.o.Logger.Info("directory: the etcd lease is renewed again", "node", l.st.get().NodeID)
+			}
+		case <-t.C:
+			// etcd renews every third of the TTL: two thirds without a
+			// renewal means it does not answer.
+			if time.Since(last) > 2*ttl/3 && l.st.get().State == Registered {
+				l.st.set(Retrying, errors.New("the etcd lease has not been renewed for "+time.Since(last).Round(time.Millisecond).String()))
+				d.o.Logger.Warn("directory: the etcd lease is not being renewed", "node", l.st.get().NodeID)
+			}
+		}
+	}
 }
 
 func (d *etcdDir) Deregister(ctx context.Context, id string) error {
 	if err := CheckNodeID(id); err != nil {
 		return err
 	}
+	d.regMu.Lock()
+	defer d.regMu.Unlock()
 	d.mu.Lock()
 	l := d.leases[id]
 	delete(d.leases, id)
 	d.mu.Unlock()
 	if l != nil {
+		// Revoking the lease deletes only the keys bound to it: this
+		// client's entry, never one another node wrote since.
 		l.stop()
-		if _, err := d.cli.Revoke(ctx, l.id); err != nil {
+		<-l.done
+		if err := d.revoke(ctx, l.id); err != nil {
 			return fmt.Errorf("directory: deregister node %s: %w", id, err)
 		}
 		return nil
@@ -133,6 +280,25 @@ func (d *etcdDir) Deregister(ctx context.Context, id string) error {
 		return fmt.Errorf("directory: deregister node %s: %w", id, ErrNotFound)
 	}
 	return nil
+}
+
+// revoke revokes lease lid; one that expired already is not an error.
+func (d *etcdDir) revoke(ctx context.Context, lid clientv3.LeaseID) error {
+	if _, err := d.cli.Revoke(ctx, lid); err != nil && !errors.Is(err, rpctypes.ErrLeaseNotFound) {
+		return err
+	}
+	return nil
+}
+
+func (d *etcdDir) Registrations() []Registration {
+	d.mu.Lock()
+	out := make([]Registration, 0, len(d.leases))
+	for _, l := range d.leases {
+		out = append(out, l.st.get())
+	}
+	d.mu.Unlock()
+	slices.SortFunc(out, func(a, b Registration) int { return strings.Compare(a.NodeID, b.NodeID) })
+	return out
 }
 
 func (d *etcdDir) Lookup(ctx context.Context, id string) (Entry, error) {
@@ -270,13 +436,12 @@ func (d *etcdDir) Close() error {
 	ctx, cancel := context.WithTimeout(context.Background(), d.o.DialTimeout)
 	defer cancel()
 	var errs []error
+	d.wg.Wait()
 	for id, l := range leases {
-		l.stop()
-		if _, err := d.cli.Revoke(ctx, l.id); err != nil {
+		if err := d.revoke(ctx, l.id); err != nil {
 			errs = append(errs, fmt.Errorf("directory: deregister node %s: %w", id, err))
 		}
 	}
-	d.wg.Wait()
 	if err := d.cli.Close(); err != nil && !errors.Is(err, context.Canceled) {
 		errs = append(errs, err)
 	}

@@ -45,38 +45,68 @@ func TestEtcdServerBinary(t *testing.T) {
 	client := fmt.Sprintf("127.0.0.1:%d", freePort(t))
 	peer := fmt.Sprintf("http://127.0.0.1:%d", freePort(t))
 	dir := t.TempDir()
-	cmd := exec.Command(bin, "--name", "t", "--data-dir", filepath.Join(dir, "data"),
-		"--listen-client-urls", "http://"+client, "--advertise-client-urls", "http://"+client,
-		"--listen-peer-urls", peer, "--initial-advertise-peer-urls", peer, "--initial-cluster", "t="+peer,
-		"--log-level", "error")
 	log, err := os.Create(filepath.Join(dir, "etcd.log"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer log.Close()
-	cmd.Stdout, cmd.Stderr = log, log
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		cmd.Process.Kill()
-		cmd.Wait()
-	})
-	// Wait until it answers.
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		d, err := Open(context.Background(), "etcd://"+client+"/probe", Options{DialTimeout: time.Second})
-		if err == nil {
-			d.Close()
-			break
+	var cmd *exec.Cmd
+	kill := func() {
+		if cmd != nil {
+			cmd.Process.Kill()
+			cmd.Wait()
+			cmd = nil
 		}
-		if time.Now().After(deadline) {
-			b, _ := os.ReadFile(log.Name())
-			t.Fatalf("%s did not answer in 30 s: %v\n%s", bin, err, b)
-		}
-		time.Sleep(100 * time.Millisecond)
 	}
-	suite(t, func(t *testing.T, ttl time.Duration) Directory {
+	t.Cleanup(kill)
+	start := func() {
+		cmd = exec.Command(bin, "--name", "t", "--data-dir", filepath.Join(dir, "data"),
+			"--listen-client-urls", "http://"+client, "--advertise-client-urls", "http://"+client,
+			"--listen-peer-urls", peer, "--initial-advertise-peer-urls", peer, "--initial-cluster", "t="+peer,
+			"--log-level", "error")
+		cmd.Stdout, cmd.Stderr = log, log
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		// Wait until it answers.
+		deadline := time.Now().Add(30 * time.Second)
+		for {
+			d, err := Open(context.Background(), "etcd://"+client+"/probe", Options{DialTimeout: time.Second})
+			if err == nil {
+				d.Close()
+				break
+			}
+			if time.Now().After(deadline) {
+				b, _ := os.ReadFile(log.Name())
+				t.Fatalf("%s did not answer in 30 s: %v\n%s", bin, err, b)
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+	}
+	start()
+	open := func(t *testing.T, ttl time.Duration) Directory {
 		return mustOpen(t, "etcd://"+client+"/"+t.Name(), ttl)
+	}
+	suite(t, open)
+	healSuite(t, open)
+
+	// Killed for longer than the TTL, and started again on its data: the
+	// lease is lost, and the node registers again.
+	t.Run("KilledAndRestarted", func(t *testing.T) {
+		d := open(t, 2*time.Second)
+		if err := d.Register(context.Background(), entry("ek", "10.0.0.1:1")); err != nil {
+			t.Fatal(err)
+		}
+		kill()
+		waitFor(t, 20*time.Second, "the lease is lost", func() bool { return registration(t, d, "ek").State == Lost })
+		start()
+		waitFor(t, 30*time.Second, "registered again", func() bool {
+			r := registration(t, d, "ek")
+			return r.State == Registered && r.Reregistrations == 1
+		})
+		time.Sleep(3 * time.Second) // the lease etcd restored has expired by now
+		if got, err := open(t, time.Second).Lookup(context.Background(), "ek"); err != nil || got.Addrs[0] != "10.0.0.1:1" {
+			t.Fatalf("lookup after the restart: %+v, %v", got, err)
+		}
 	})
 }

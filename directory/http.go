@@ -4,10 +4,13 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
 	"net/url"
+	"slices"
+	"strings"
 	"sync"
 	"time"
 )
@@ -21,13 +24,24 @@ type httpDir struct {
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
 
+	regMu  sync.Mutex // serialises Register and Deregister
 	mu     sync.Mutex
 	closed bool
-	beats  map[string]context.CancelFunc // heartbeats, by node ID
+	beats  map[string]*beat // this client's registrations, by node ID
+}
+
+// beat is one of this client's registrations: its entry, the incarnation
+// that the coordinator lets refresh and remove it, and its heartbeat.
+type beat struct {
+	raw  []byte // the latest entry; guarded by httpDir.mu
+	inc  string
+	stop context.CancelFunc
+	done chan struct{} // closed when heartbeat returns
+	st   *regState
 }
 
 func openHTTP(u *url.URL, o Options) *httpDir {
-	d := &httpDir{base: u, o: o, beats: map[string]context.CancelFunc{}}
+	d := &httpDir{base: u, o: o, beats: map[string]*beat{}}
 	d.ctx, d.cancel = context.WithCancel(context.Background())
 	return d
 }
@@ -49,22 +63,46 @@ func (d *httpDir) do(ctx context.Context, method, path string, body []byte) (*ht
 	return resp, nil
 }
 
-func (d *httpDir) post(ctx context.Context, e Entry, raw []byte) error {
-	path := "/nodes/" + url.PathEscape(e.NodeID) + "/rdma/endpoint"
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, d.url(path)+"?ttl="+d.o.TTL.String(), bytes.NewReader(raw))
+// post registers or refreshes node id's entry as incarnation inc, and
+// reports whether the coordinator created it (it had no live entry).
+func (d *httpDir) post(ctx context.Context, id string, raw []byte, inc string) (created bool, _ error) {
+	q := url.Values{"ttl": {d.o.TTL.String()}, "incarnation": {inc}}
+	path := "/nodes/" + url.PathEscape(id) + "/rdma/endpoint"
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, d.url(path)+"?"+q.Encode(), bytes.NewReader(raw))
 	if err != nil {
-		return fmt.Errorf("directory: %w", err)
+		return false, fmt.Errorf("directory: %w", err)
 	}
 	req.Header.Set("Content-Type", "application/json")
 	resp, err := d.o.HTTPClient.Do(req)
 	if err != nil {
-		return fmt.Errorf("directory: register node %s at %s: %w", e.NodeID, d.base.Host, err)
+		return false, fmt.Errorf("directory: register node %s at %s: %w", id, d.base.Host, err)
 	}
 	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusNoContent && resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("directory: register node %s: %w", e.NodeID, errorBody(resp))
+	switch resp.StatusCode {
+	case http.StatusCreated:
+		return true, nil
+	case http.StatusNoContent, http.StatusOK:
+		return false, nil
+	case http.StatusConflict:
+		return false, takenAnswer(id, resp)
 	}
-	return nil
+	return false, fmt.Errorf("directory: register node %s: %w", id, errorBody(resp))
+}
+
+// takenAnswer decodes a coordinator's 409: the ID is another
+// incarnation's.
+func takenAnswer(id string, resp *http.Response) error {
+	var e struct {
+		Holder []string `json:"holder"`
+	}
+	json.NewDecoder(io.LimitReader(resp.Body, 64<<10)).Decode(&e)
+	te := &TakenError{NodeID: id}
+	for _, a := range e.Holder {
+		if checkAddr(id, a) == nil && len(te.Holder) < MaxAddrs {
+			te.Holder = append(te.Holder, a)
+		}
+	}
+	return te
 }
 
 func (d *httpDir) Register(ctx context.Context, e Entry) error {
@@ -72,45 +110,84 @@ func (d *httpDir) Register(ctx context.Context, e Entry) error {
 	if err != nil {
 		return err
 	}
-	if err := d.post(ctx, e, raw); err != nil {
+	d.regMu.Lock()
+	defer d.regMu.Unlock()
+	d.mu.Lock()
+	b := d.beats[e.NodeID]
+	if b != nil {
+		b.raw = raw
+	}
+	d.mu.Unlock()
+	if b != nil {
+		_, err := d.post(ctx, e.NodeID, raw, b.inc)
 		return err
 	}
+	inc := newIncarnation()
+	sent := time.Now()
+	if _, err := d.post(ctx, e.NodeID, raw, inc); err != nil {
+		return err
+	}
+	bctx, stop := context.WithCancel(d.ctx)
+	b = &beat{raw: raw, inc: inc, stop: stop, done: make(chan struct{}), st: newRegState(e.NodeID, sent)}
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if d.closed {
+		stop()
 		return ErrClosed
 	}
-	if stop := d.beats[e.NodeID]; stop != nil {
-		stop()
-	}
-	bctx, stop := context.WithCancel(d.ctx)
-	d.beats[e.NodeID] = stop
-	d.wg.Go(func() { d.heartbeat(bctx, e, raw) })
+	d.beats[e.NodeID] = b
+	d.wg.Go(func() { d.heartbeat(bctx, e.NodeID, b) })
 	return nil
 }
 
 // heartbeat posts the entry again every TTL/3, so that it outlives a lost
-// heartbeat or two.
-func (d *httpDir) heartbeat(ctx context.Context, e Entry, raw []byte) {
-	t := time.NewTicker(d.o.TTL / 3)
-	defer t.Stop()
-	failing := false
+// heartbeat or two; while posts fail it retries sooner, with backoff. A
+// post that creates the entry (it had expired: this process was paused or
+// cut off beyond its TTL, or the coordinator restarted) is a
+// re-registration; one refused because another node holds the ID leaves
+// the registration lost, and retried, until that node leaves.
+func (d *httpDir) heartbeat(ctx context.Context, id string, b *beat) {
+	defer close(b.done)
+	last, fails := time.Now(), 0
 	for {
+		wait := d.o.TTL / 3
+		if fails > 0 {
+			wait = backoff(fails-1, wait)
+		}
 		select {
 		case <-ctx.Done():
 			return
-		case <-t.C:
+		case <-time.After(wait):
 		}
+		d.mu.Lock()
+		raw := b.raw
+		d.mu.Unlock()
 		rctx, cancel := context.WithTimeout(ctx, d.o.TTL/3)
-		err := d.post(rctx, e, raw)
+		sent := time.Now()
+		created, err := d.post(rctx, id, raw, b.inc)
 		cancel()
-		switch {
-		case err != nil && ctx.Err() == nil && !failing:
-			d.o.Logger.Warn("directory: heartbeat failed; the entry expires unless one gets through", "node", e.NodeID, "err", err)
-			failing = true
-		case err == nil && failing:
-			d.o.Logger.Info("directory: heartbeat got through again", "node", e.NodeID)
-			failing = false
+		if ctx.Err() != nil {
+			return
+		}
+		if err != nil {
+			fails++
+			st := Retrying
+			if errors.Is(err, ErrTaken) || time.Since(last) > d.o.TTL {
+				st = Lost
+			}
+			if old := b.st.set(st, err); old != st {
+				d.o.Logger.Warn("directory: heartbeat failed", "node", id, "state", st, "err", err)
+			}
+			continue
+		}
+		fails, last = 0, time.Now()
+		b.st.renewed(sent)
+		if created {
+			b.st.set(Lost, nil)
+			b.st.set(Registered, nil)
+			d.o.Logger.Info("directory: the coordinator had no entry for this node (it expired, or the coordinator restarted): registered again", "node", id)
+		} else if b.st.set(Registered, nil) != Registered {
+			d.o.Logger.Info("directory: heartbeat got through again", "node", id)
 		}
 	}
 }
@@ -119,21 +196,55 @@ func (d *httpDir) Deregister(ctx context.Context, id string) error {
 	if err := CheckNodeID(id); err != nil {
 		return err
 	}
+	d.regMu.Lock()
+	defer d.regMu.Unlock()
 	d.mu.Lock()
-	if stop := d.beats[id]; stop != nil {
-		stop()
-		delete(d.beats, id)
-	}
+	b := d.beats[id]
+	delete(d.beats, id)
 	d.mu.Unlock()
-	resp, err := d.do(ctx, http.MethodDelete, "/nodes/"+url.PathEscape(id), nil)
+	inc := ""
+	if b != nil {
+		b.stop()
+		<-b.done
+		inc = b.inc
+	}
+	return d.remove(ctx, id, inc)
+}
+
+// remove deletes node id's entry: only incarnation inc's, when inc is set
+// (an entry another incarnation wrote since is left alone).
+func (d *httpDir) remove(ctx context.Context, id, inc string) error {
+	path := "/nodes/" + url.PathEscape(id)
+	if inc != "" {
+		path += "?" + url.Values{"incarnation": {inc}}.Encode()
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodDelete, d.base.String()+path, nil)
 	if err != nil {
-		return err
+		return fmt.Errorf("directory: %w", err)
+	}
+	resp, err := d.o.HTTPClient.Do(req)
+	if err != nil {
+		return fmt.Errorf("directory: deregister node %s at %s: %w", id, d.base.Host, err)
 	}
 	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusNoContent && resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("directory: deregister node %s: %w", id, errorBody(resp))
+	switch resp.StatusCode {
+	case http.StatusNoContent, http.StatusOK:
+		return nil
+	case http.StatusConflict:
+		return nil // another node's entry now: this one's is gone
 	}
-	return nil
+	return fmt.Errorf("directory: deregister node %s: %w", id, errorBody(resp))
+}
+
+func (d *httpDir) Registrations() []Registration {
+	d.mu.Lock()
+	out := make([]Registration, 0, len(d.beats))
+	for _, b := range d.beats {
+		out = append(out, b.st.get())
+	}
+	d.mu.Unlock()
+	slices.SortFunc(out, func(a, b Registration) int { return strings.Compare(a.NodeID, b.NodeID) })
+	return out
 }
 
 func (d *httpDir) Lookup(ctx context.Context, id string) (Entry, error) {
@@ -282,10 +393,8 @@ func (d *httpDir) Close() error {
 		return nil
 	}
 	d.closed = true
-	ids := make([]string, 0, len(d.beats))
-	for id := range d.beats {
-		ids = append(ids, id)
-	}
+	beats := d.beats
+	d.beats = map[string]*beat{}
 	d.mu.Unlock()
 	d.cancel()
 	d.wg.Wait()
@@ -293,8 +402,8 @@ func (d *httpDir) Close() error {
 	ctx, cancel := context.WithTimeout(context.Background(), d.o.DialTimeout)
 	defer cancel()
 	var first error
-	for _, id := range ids {
-		if err := d.Deregister(ctx, id); err != nil && first == nil {
+	for id, b := range beats {
+		if err := d.remove(ctx, id, b.inc); err != nil && first == nil {
 			first = err
 		}
 	}

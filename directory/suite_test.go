@@ -185,10 +185,10 @@ func kill(d Directory) {
 	switch d := d.(type) {
 	case *httpDir:
 		d.mu.Lock()
-		for _, stop := range d.beats {
-			stop()
+		for _, b := range d.beats {
+			b.stop()
 		}
-		d.beats = map[string]context.CancelFunc{}
+		d.beats = map[string]*beat{}
 		d.mu.Unlock()
 	case *etcdDir:
 		d.mu.Lock()

@@ -37,6 +37,11 @@ var (
 	ErrInvalid = errors.New("invalid request")
 	// ErrUnavailable: the server could not be reached in time.
 	ErrUnavailable = errors.New("server unavailable")
+	// ErrMoved: a server of a cluster refused a write because it does not
+	// own the key now (the placement is changing, or it is rejoining, or
+	// it lost touch with the directory). A Cluster looks again and retries
+	// by itself, for ClusterOptions.PlacementWait.
+	ErrMoved = errors.New("key not writable on this server now")
 )
 
 // unavailableError is gRPC's Unavailable status: the server could not be
@@ -617,6 +622,8 @@ func (c *Client) convert(err error) error {
 		return &serverError{msg, ErrInvalid}
 	case codes.Unavailable:
 		return &unavailableError{target: c.target, msg: msg}
+	case codes.Aborted:
+		return &serverError{msg, ErrMoved}
 	case codes.FailedPrecondition:
 		for _, d := range st.Details() {
 			if b, ok := d.(*kvpb.BufferTooSmall); ok {

@@ -39,7 +39,17 @@ type ClusterOptions struct {
 	// of the key placement, unless the directory reports it left or
 	// registered again first. Default: DefaultDownFor.
 	DownFor time.Duration
+	// PlacementWait is how long a write keeps being retried while servers
+	// refuse it because the placement is changing (ErrMoved: a server
+	// joining, leaving or rejoining); before each retry the cluster lists
+	// the directory again. Default: DefaultPlacementWait.
+	PlacementWait time.Duration
 }
+
+// DefaultPlacementWait is ClusterOptions.PlacementWait's default: longer
+// than a rejoining server's delay before it takes writes (twice the
+// smaller of half its directory TTL and 2 s).
+const DefaultPlacementWait = 10 * time.Second
 
 // Cluster is a client of every live KV server registered in a directory:
 // it places each key on one server by rendezvous (highest random weight)
@@ -52,7 +62,11 @@ type ClusterOptions struct {
 // the others from then on. A server that cannot be reached is left out at
 // once, for DownFor, without waiting for its entry to expire. The KV is a
 // cache: the values of a lost server are lost, and a GET of one of them
-// says "not found" (ErrNotFound) once the key maps to another server.
+// says "not found" (ErrNotFound) once the key maps to another server. The
+// servers fence their answers (fence.go), so that a GET never returns a
+// value older than the latest acknowledged write; a write that a server
+// refuses while the placement changes (ErrMoved) is retried for
+// PlacementWait.
 //
 // Its methods are safe for concurrent use.
 type Cluster struct {
@@ -93,6 +107,9 @@ func DialCluster(ctx context.Context, opts ClusterOptions) (*Cluster, error) {
 	}
 	if opts.DownFor <= 0 {
 		opts.DownFor = DefaultDownFor
+	}
+	if opts.PlacementWait <= 0 {
+		opts.PlacementWait = DefaultPlacementWait
 	}
 	c := &Cluster{opts: opts, e: opts.Client.Engine, log: opts.Client.Logger, members: map[string]*member{}}
 	if c.log == nil {
@@ -164,6 +181,34 @@ func (c *Cluster) watch(ch <-chan directory.Event) {
 			continue
 		}
 	}
+}
+
+// resync lists the directory and applies it at once, rather than when the
+// watch reports it.
+func (c *Cluster) resync(ctx context.Context) {
+	ents, err := c.dir.List(ctx)
+	if err != nil {
+		return
+	}
+	live := map[string]bool{}
+	for _, ent := range ents {
+		if ent.Services[ServiceName] != "" {
+			live[ent.NodeID] = true
+		}
+		c.join(ent)
+	}
+	c.mu.Lock()
+	var gone []string
+	for id := range c.members {
+		if !live[id] {
+			gone = append(gone, id)
+		}
+	}
+	c.mu.Unlock()
+	for _, id := range gone {
+		c.leave(id)
+	}
+	c.publish()
 }
 
 // join adds or updates a server (an entry without the kv service is not
@@ -245,7 +290,7 @@ func (m *member) client(ctx context.Context, opts ClientOptions) (*Client, error
 }
 
 // weight is key's rendezvous weight on a server whose ID hashes to seed.
-func weight(key string, seed uint64) uint64 {
+func weight[K string | []byte](key K, seed uint64) uint64 {
 	h := seed ^ 0xcbf29ce484222325
 	for i := 0; i < len(key); i++ {
 		h ^= uint64(key[i])
@@ -285,7 +330,8 @@ func (c *Cluster) do(ctx context.Context, key string, f func(*Client) error) err
 	}
 	var tried []*member
 	var last error
-	for {
+	var moved time.Time // when the first ErrMoved came
+	for n := 0; ; n++ {
 		m := c.pick(key, tried)
 		if m == nil {
 			if last != nil {
@@ -296,6 +342,24 @@ func (c *Cluster) do(ctx context.Context, key string, f func(*Client) error) err
 		cl, err := m.client(ctx, c.opts.Client)
 		if err == nil {
 			err = f(cl)
+		}
+		if errors.Is(err, ErrMoved) && ctx.Err() == nil {
+			// The server does not own the key now: the placement is
+			// changing. Look again, wait a little, and retry.
+			if moved.IsZero() {
+				moved = time.Now()
+			}
+			if time.Since(moved) > c.opts.PlacementWait {
+				return err
+			}
+			c.resync(ctx)
+			select {
+			case <-ctx.Done():
+				return err
+			case <-time.After(min(20*time.Millisecond<<min(n, 5), 500*time.Millisecond)):
+			}
+			tried = nil
+			continue
 		}
 		if err == nil || !errors.Is(err, ErrUnavailable) || ctx.Err() != nil {
 			return err

@@ -16,6 +16,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/keepalive"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 
@@ -49,6 +50,19 @@ const (
 	// its length and still pays the wake-up. Measured in docs/TUNING.md
 	// ("The KV service's poll_spin").
 	DefaultPollSpin = 50 * time.Microsecond
+	// DefaultIdleTimeout is how long Serve keeps a client's gRPC
+	// connection that has no RPC in flight (ServerOptions.IdleTimeout). A
+	// client whose connection was closed dials again at its next call.
+	DefaultIdleTimeout = time.Minute
+	// keepaliveTime and keepaliveTimeout: Serve pings a connection that
+	// has been quiet this long, and closes it when the ping is not
+	// answered in time: a client that vanished (its host died, a
+	// partition) does not hold a connection for the kernel's hours.
+	keepaliveTime    = 30 * time.Second
+	keepaliveTimeout = 10 * time.Second
+	// handshakeTimeout bounds a new connection's HTTP/2 handshake: a
+	// connection that never speaks gRPC is closed after it.
+	handshakeTimeout = 10 * time.Second
 	// defaultPeerWait is how long a request waits for its client's
 	// data-plane connection to be accepted, which can trail the client's
 	// Dial by a moment.
@@ -79,6 +93,12 @@ type ServerOptions struct {
 	Devices int
 	// Logger receives the server's logs. Default: slog.Default().
 	Logger *slog.Logger
+	// IdleTimeout is how long Serve keeps a client's gRPC connection open
+	// with no RPC in flight before it closes it (gracefully, with a
+	// GOAWAY); it also bounds the handshake of a new connection, at most
+	// 10 s. Serve also pings quiet connections every 30 s and closes
+	// those that do not answer in 10 s. Default: DefaultIdleTimeout.
+	IdleTimeout time.Duration
 	// Metrics, when set, is where the server registers its Prometheus
 	// metrics (xfer_kv_*, docs/OPERATIONS.md), and its engines theirs
 	// unless Engine.Metrics names another registerer; with more than one
@@ -112,6 +132,11 @@ type Server struct {
 	planeBytes, inlineBytes           atomic.Uint64
 	planeReqs, inlineReqs             atomic.Uint64 // requests whose value moved each way
 	metrics                           prometheus.Collector
+
+	// fence guards the answers of a server in a cluster (set by
+	// Advertise); nil: a server on its own.
+	fence     atomic.Pointer[fence]
+	fenceOnce sync.Once
 
 	closeOnce sync.Once
 }
@@ -289,7 +314,7 @@ func (s *Server) Serve(ctx context.Context, lis net.Listener, opts ...grpc.Serve
 		s.Close()
 		return err
 	}
-	g := grpc.NewServer(opts...)
+	g := grpc.NewServer(append(s.grpcLimits(), opts...)...)
 	s.Register(g)
 	errc := make(chan error, 1)
 	go func() { errc <- g.Serve(lis) }()
@@ -312,6 +337,23 @@ func (s *Server) Serve(ctx context.Context, lis net.Listener, opts ...grpc.Serve
 	return err
 }
 
+// grpcLimits are the gRPC server options by which Serve closes the
+// connections of idle and vanished clients; options passed to Serve come
+// after them, and win.
+func (s *Server) grpcLimits() []grpc.ServerOption {
+	idle := s.opts.IdleTimeout
+	if idle <= 0 {
+		idle = DefaultIdleTimeout
+	}
+	return []grpc.ServerOption{
+		grpc.KeepaliveParams(keepalive.ServerParameters{MaxConnectionIdle: idle, Time: keepaliveTime, Timeout: keepaliveTimeout}),
+		// Clients may ping (gRPC's keepalive) as often as every 10 s, even
+		// without an RPC in flight, without being sent away for it.
+		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 10 * time.Second, PermitWithoutStream: true}),
+		grpc.ConnectionTimeout(min(idle, handshakeTimeout)),
+	}
+}
+
 // Advertise lists addr, where the server's gRPC service is reachable, in
 // its engine's directory entry as the "kv" service (ServiceName); a
 // wildcard host becomes the engine's advertised host. Serve calls it; a
@@ -324,6 +366,13 @@ func (s *Server) Advertise(ctx context.Context, addr string) error {
 	if err := s.e.SetService(ctx, ServiceName, addr); err != nil {
 		return fmt.Errorf("kv: advertise %s: %w", addr, err)
 	}
+	// In a cluster now: answer only the keys it owns, while it knows it
+	// does (fence.go).
+	s.fenceOnce.Do(func() {
+		f := newFence(s, s.e.Directory(), s.e.NodeID(), s.e.Config().DirectoryTTL)
+		s.fence.Store(f)
+		s.wg.Go(func() { f.run(s.ctx) })
+	})
 	return nil
 }
 
@@ -528,7 +577,7 @@ func (a *answer) send(s *Server, p *xfer.Peer) bool {
 // transfer: the value inline, straight from its slot into the response. It
 // reports whether it answered.
 func (s *Server) serveSmallGet(p *xfer.Peer, msgs *msgBufs, ans *answer, id uint64, key []byte, inlineMax uint64, serverID []byte) bool {
-	if s.checkSession(serverID) != nil || s.checkKey(key) != nil {
+	if s.checkSession(serverID) != nil || s.checkKey(key) != nil || !s.fence.Load().mayRead(key) {
 		return false // the full path words the error
 	}
 	sl := s.st.acquire(key)
@@ -838,7 +887,10 @@ func (s *Server) get(ctx context.Context, req *kvpb.GetRequest, id uint64, notif
 			return nil, false, err
 		}
 	}
-	sl := s.st.acquire(req.Key)
+	var sl *slot
+	if s.fence.Load().mayRead(req.Key) {
+		sl = s.st.acquire(req.Key)
+	}
 	if sl == nil {
 		s.misses.Add(1)
 		return nil, false, status.Errorf(codes.NotFound, "not found: key %q", req.Key)
@@ -919,6 +971,11 @@ func (s *Server) Put(ctx context.Context, req *kvpb.PutRequest) (*kvpb.PutRespon
 	if n > s.opts.MaxValue {
 		return nil, s.tooLarge(uint64(n))
 	}
+	f := s.fence.Load()
+	gen, err := f.admit(req.Key)
+	if err != nil {
+		return nil, err
+	}
 	b, evicted, err := s.st.reserve(ctx, n)
 	if err != nil {
 		if errors.Is(err, errFull) {
@@ -948,7 +1005,12 @@ func (s *Server) Put(ctx context.Context, req *kvpb.PutRequest) (*kvpb.PutRespon
 		s.planeBytes.Add(uint64(n))
 		s.planeReqs.Add(1)
 	}
+	if err := f.hold(req.Key, gen); err != nil {
+		s.st.abort(b)
+		return nil, err
+	}
 	ver := s.st.commit(req.Key, b, n)
+	f.release()
 	return &kvpb.PutResponse{Version: ver, Evicted: uint32(evicted)}, nil
 }
 
@@ -966,7 +1028,17 @@ func (s *Server) Delete(ctx context.Context, req *kvpb.DeleteRequest) (*kvpb.Del
 	if err := s.checkKey(req.Key); err != nil {
 		return nil, err
 	}
-	if !s.st.remove(req.Key) {
+	f := s.fence.Load()
+	gen, err := f.admit(req.Key)
+	if err != nil {
+		return nil, err
+	}
+	if err := f.hold(req.Key, gen); err != nil {
+		return nil, err
+	}
+	removed := s.st.remove(req.Key)
+	f.release()
+	if !removed {
 		return nil, status.Errorf(codes.NotFound, "not found: key %q", req.Key)
 	}
 	return &kvpb.DeleteResponse{}, nil

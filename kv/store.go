@@ -210,7 +210,31 @@ func (st *store) counts() (keys int, bytes uint64) {
 	return len(st.m), st.bytes
 }
 
-// clear drops every value, for Close.
+// retain drops the values whose key keep rejects, and returns how many.
+func (st *store) retain(keep func(key string) bool) int {
+	st.mu.Lock()
+	var free []mem.Buffer
+	n := 0
+	for k, s := range st.m {
+		if keep(k) {
+			continue
+		}
+		n++
+		st.unlink(s)
+		s.refs--
+		if s.refs == 0 {
+			free = append(free, s.buf)
+		}
+	}
+	st.mu.Unlock()
+	for _, b := range free {
+		st.pool.Free(b)
+	}
+	return n
+}
+
+// clear drops every value (Close, and a clustered server that lost its
+// place).
 func (st *store) clear() {
 	st.mu.Lock()
 	var free []mem.Buffer

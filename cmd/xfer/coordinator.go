@@ -28,10 +28,13 @@ func newCoordinatorCmd(g *globals) *cobra.Command {
 			"with --directory http://HOST:PORT. Entries expire when their node stops sending\n" +
 			"heartbeats. It keeps entries in memory and is not highly available: for more\n" +
 			"than a small cluster, use an etcd cluster (--directory etcd://HOST:2379/PREFIX).\n\n" +
-			"  POST   /nodes/{id}/rdma/endpoint   register, or refresh (?ttl=10s)\n" +
+			"  POST   /nodes/{id}/rdma/endpoint   register, or refresh (?ttl=10s&incarnation=X)\n" +
 			"  GET    /nodes/{id}/rdma/endpoint   one entry\n" +
 			"  GET    /nodes                      every live entry\n" +
-			"  DELETE /nodes/{id}                 remove an entry\n\n" +
+			"  DELETE /nodes/{id}                 remove an entry (?incarnation=X: only that one's)\n\n" +
+			"A live entry belongs to the incarnation that created it: another gets 409 and the\n" +
+			"holder's addresses. The RDMA guide's format is taken too: a bare\n" +
+			"{\"qpn\",\"lid\",\"gid\",\"psn\"} endpoint posted under a (numeric) ID, answered by GET.\n\n" +
 			"Once it listens it prints one line to stdout:\n\n  " + coordinatorBanner + "HOST:PORT",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {

@@ -106,8 +106,12 @@ func newKVServeCmd(g *globals) *cobra.Command {
 				return err
 			}
 			defer ops.Close()
+			idle, _ := fs.GetDuration("idle-timeout")
+			if idle <= 0 {
+				return fmt.Errorf("--idle-timeout %v: must be positive", idle)
+			}
 			opts := kv.ServerOptions{Engine: cfg, Full: policy, MaxValue: int(maxValue), InlineMax: int(inlineMax), Devices: devices, Logger: g.log,
-				Metrics: ops.Registerer()}
+				Metrics: ops.Registerer(), IdleTimeout: idle}
 			return kvServe(cmd.Context(), g, grpcAddr, opts, ops)
 		},
 	}
@@ -121,6 +125,7 @@ func newKVServeCmd(g *globals) *cobra.Command {
 	fs.String("full", string(kv.Evict), "when the pool is full: evict (least recently used values) or reject (PUT fails)")
 	fs.String("max-value", "", "largest value, e.g. 64MiB (default: the pool)")
 	fs.String("inline-max", "", fmt.Sprintf("largest value sent inside requests and responses, 0 for never (default %s on tcp, %s on shm and rdma)", bytesize.Format(kv.DefaultInlineMax), bytesize.Format(kv.DefaultInlineMaxSHM)))
+	fs.Duration("idle-timeout", kv.DefaultIdleTimeout, "close a client's gRPC connection after this `duration` without a request (the client dials again at its next one); quiet connections are also pinged every 30 s and closed when the ping goes unanswered for 10 s")
 	fs.String("secret", "", "shared `secret` of the data plane (prefer "+envPrefix+"SECRET: flags show in ps)")
 	directoryFlags(fs)
 	addOpsFlags(fs)
@@ -172,6 +177,7 @@ func kvClientFlags(fs *pflag.FlagSet) {
 	fs.Int("buffer-mb", kvDefaultBufferMB, "size of the client's registered buffer pool in `MiB`")
 	fs.Duration("timeout", 30*time.Second, "give up on the command after this `duration`")
 	fs.Duration("wait", 0, "wait up to this `duration` for a server that is not up yet (starting or restarting); 0: fail at once when nothing answers")
+	fs.Duration("idle-timeout", kv.DefaultIdleTimeout, "close a client's gRPC connection after this `duration` without a request (the client dials again at its next one); quiet connections are also pinged every 30 s and closed when the ping goes unanswered for 10 s")
 	fs.String("secret", "", "shared `secret` of the data plane (prefer "+envPrefix+"SECRET)")
 	fs.String("requests", kv.RequestsData, "path of GET/PUT/DELETE requests: data (messages on the data-plane connection) or grpc (gRPC calls)")
 	fs.String("directory", "", "directory `URL` (http://HOST:PORT or etcd://HOST:2379/PREFIX): without --peer-node, spread keys over every KV server registered there")

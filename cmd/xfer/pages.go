@@ -215,7 +215,7 @@ func newPagesBenchCmd(g *globals) *cobra.Command {
 	addOpTimeoutFlag(fs)
 	fs.String("secret", "", "shared `secret` of the server (prefer "+envPrefix+"SECRET)")
 	fs.StringVar(&pageSize, "page-size", "4KiB", "page size: 4KiB or 2MiB (the server's)")
-	fs.Int64Var(&npages, "pages", 0, "fetch among the first `N` pages (default: all the server's)")
+	fs.Int64Var(&npages, "pages", 0, "fetch among the first `N` pages (default: all the server's; more than the server has is an error)")
 	fs.StringVar(&pattern, "pattern", "random", "which pages: random or seq")
 	fs.IntVar(&depth, "depth", 1, "fetches in flight")
 	fs.DurationVar(&duration, "duration", 5*time.Second, "how long to fetch")
@@ -239,7 +239,11 @@ func benchPages(ctx context.Context, cfg xfer.Config, peer string, ps int, npage
 	}
 	desc, _ := p.Region(pages.ExportName)
 	total := int64(desc.Len) / int64(ps)
-	if npages <= 0 || npages > total {
+	if npages > total {
+		return pagesResult{}, fmt.Errorf("--pages %d: the server at %s has only %d pages of %s: give at most %d, or leave --pages out to fetch among all of them",
+			npages, peer, total, bytesize.Format(int64(ps)), total)
+	}
+	if npages <= 0 {
 		npages = total
 	}
 	bufs, err := c.Alloc(depth)

@@ -59,6 +59,13 @@ func TestPagesCommands(t *testing.T) {
 	}
 	// Without --stamp, --verify fails and says why.
 	bare := startPagesServe(t, "--size", "1MiB")
+	// More pages than the server's 256 is an error naming both numbers,
+	// not a bench of 256 pages that says nothing.
+	var big strings.Builder
+	if code := run(context.Background(), []string{"pages", "bench", "--peer", bare, "--transport", "tcp", "--duration", "100ms", "--pages", "1000000"}, io.Discard, &big); code == 0 ||
+		!strings.Contains(big.String(), "--pages 1000000") || !strings.Contains(big.String(), "only 256 pages") {
+		t.Fatalf("--pages 1000000 against 256 pages: exit %d: %s", code, big.String())
+	}
 	var errb strings.Builder
 	if code := run(context.Background(), []string{"pages", "bench", "--peer", bare, "--transport", "tcp", "--duration", "100ms", "--verify"}, io.Discard, &errb); code == 0 || !strings.Contains(errb.String(), "--stamp") {
 		t.Fatalf("verify against an unstamped server: exit %d: %s", code, errb.String())

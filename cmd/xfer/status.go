@@ -179,6 +179,16 @@ func printStatus(w io.Writer, d statusDoc) {
 	fmt.Fprintf(w, ", %s, verbs built: %v; command: %s\n", d.Go, d.VerbsBuilt, d.Command)
 	for _, e := range d.Engines {
 		fmt.Fprintf(w, "\nengine %s  policy %s  addr %s  regions %d\n", e.ID, e.Policy, orDash(e.Addr), e.Regions)
+		if dir := e.Directory; dir != nil {
+			fmt.Fprintf(w, "directory %s", dir.URL)
+			if r := dir.Registration; r != nil {
+				fmt.Fprintf(w, "  node %s %s since %s  re-registered %d", r.NodeID, r.State, r.Since.Format(time.RFC3339), r.Reregistrations)
+				if r.LastError != "" {
+					fmt.Fprintf(w, "  (%s)", r.LastError)
+				}
+			}
+			fmt.Fprintln(w)
+		}
 		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 		fmt.Fprintln(tw, "TRANSPORT\tAVAILABLE\tDEVICE\tNOTE")
 		for _, t := range e.Transports {

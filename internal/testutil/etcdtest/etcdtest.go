@@ -43,34 +43,82 @@ func Start(t testing.TB) string {
 // more): a test of what its clients do when it is gone.
 func StartStoppable(t testing.TB) (host string, stop func()) {
 	t.Helper()
+	e := StartRestartable(t)
+	return e.Host, e.Stop
+}
+
+// Etcd is an etcd in this process that a test can stop and start again,
+// on the same address and data directory, as an operator restarts one.
+type Etcd struct {
+	Host string // the client endpoint, host:port
+
+	t      testing.TB
+	dir    string
+	client url.URL
+	peer   url.URL
+	mu     sync.Mutex
+	e      *embed.Etcd
+}
+
+// StartRestartable starts an etcd that Stop stops and Start starts again;
+// the test's end stops it.
+func StartRestartable(t testing.TB) *Etcd {
+	t.Helper()
+	x := &Etcd{t: t, dir: t.TempDir(),
+		client: url.URL{Scheme: "http", Host: fmt.Sprintf("127.0.0.1:%d", FreePort(t))},
+		peer:   url.URL{Scheme: "http", Host: fmt.Sprintf("127.0.0.1:%d", FreePort(t))}}
+	x.Host = x.client.Host
+	t.Cleanup(x.Stop)
+	x.Start()
+	return x
+}
+
+// Start starts the etcd, unless it runs, and waits until it is ready.
+func (x *Etcd) Start() {
+	x.t.Helper()
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	if x.e != nil {
+		return
+	}
 	cfg := embed.NewConfig()
 	cfg.Name = "test"
-	cfg.Dir = t.TempDir()
+	cfg.Dir = x.dir
 	cfg.ZapLoggerBuilder = embed.NewZapLoggerBuilder(zap.NewNop())
-	client := url.URL{Scheme: "http", Host: fmt.Sprintf("127.0.0.1:%d", FreePort(t))}
-	peer := url.URL{Scheme: "http", Host: fmt.Sprintf("127.0.0.1:%d", FreePort(t))}
-	cfg.ListenClientUrls, cfg.AdvertiseClientUrls = []url.URL{client}, []url.URL{client}
-	cfg.ListenPeerUrls, cfg.AdvertisePeerUrls = []url.URL{peer}, []url.URL{peer}
-	cfg.InitialCluster = cfg.Name + "=" + peer.String()
-	e, err := embed.StartEtcd(cfg)
+	cfg.ListenClientUrls, cfg.AdvertiseClientUrls = []url.URL{x.client}, []url.URL{x.client}
+	cfg.ListenPeerUrls, cfg.AdvertisePeerUrls = []url.URL{x.peer}, []url.URL{x.peer}
+	cfg.InitialCluster = cfg.Name + "=" + x.peer.String()
+	var e *embed.Etcd
+	var err error
+	// The ports of a stopped etcd may take a moment to be free again.
+	for i := 0; ; i++ {
+		if e, err = embed.StartEtcd(cfg); err == nil || i == 50 {
+			break
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
 	if err != nil {
-		t.Fatalf("start etcd: %v", err)
+		x.t.Fatalf("start etcd: %v", err)
 	}
-	var once sync.Once
-	stop = func() {
-		once.Do(func() {
-			e.Close()
-			<-e.Server.StopNotify()
-		})
-	}
-	t.Cleanup(stop)
 	select {
 	case <-e.Server.ReadyNotify():
 	case err := <-e.Err():
-		t.Fatalf("etcd: %v", err)
+		x.t.Fatalf("etcd: %v", err)
 	case <-time.After(30 * time.Second):
 		e.Server.Stop()
-		t.Fatal("etcd did not become ready in 30 s")
+		x.t.Fatal("etcd did not become ready in 30 s")
 	}
-	return client.Host, stop
+	x.e = e
+}
+
+// Stop stops the etcd, if it runs.
+func (x *Etcd) Stop() {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	if x.e == nil {
+		return
+	}
+	x.e.Close()
+	<-x.e.Server.StopNotify()
+	x.e = nil
 }

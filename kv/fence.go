@@ -1,0 +1,218 @@
+package kv
+
+import (
+	"context"
+	"hash/fnv"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/xferio/xfer/directory"
+)
+
+// fence keeps a server of a cluster (one whose engine registered a node
+// and that advertised its kv service) from answering with a value that a
+// newer, acknowledged write may have replaced elsewhere. docs/KV.md,
+// "Several servers", states the guarantee; in short:
+//
+//   - The server keeps its own view of the cluster: it lists the directory
+//     every period. It serves only while that view is fresh (its latest
+//     list started less than fresh ago) and its own lease is live (its
+//     last renewal, plus two thirds of the TTL, is ahead).
+//   - It answers a key only if it owns the key in its view (rendezvous
+//     hashing, as the clients place keys). A GET of a key it does not own,
+//     or while it may not serve, is "not found" without looking; a PUT or
+//     DELETE is refused with Aborted, and the cluster client looks again
+//     and retries.
+//   - When its view changes it drops the keys it no longer owns, and a PUT
+//     commits only if the view did not change since it was admitted.
+//   - When continuity breaks (no good list for longer than fresh: the
+//     process was paused, the directory unreachable; or its entry was lost
+//     and registered again), it drops every value, and takes writes again
+//     only 2 × fresh after its next good list, by when every server that
+//     serves has seen its entry (and dropped the keys it took over).
+type fence struct {
+	s      *Server
+	dir    directory.Directory
+	self   string
+	ttl    time.Duration
+	fresh  time.Duration
+	period time.Duration
+
+	mu        sync.RWMutex
+	started   bool
+	seeds     []uint64 // the servers of the view, by node ID order
+	ids       []string
+	selfIdx   int
+	gen       uint64    // bumped at each change of the view
+	lastGood  time.Time // the start of the latest good list
+	leaseTill time.Time // the lease is live until then, with margin
+	readyAt   time.Time // writes are taken from then on
+	rereg     uint64
+
+	breaks  atomic.Uint64 // continuity breaks: every value dropped
+	dropped atomic.Uint64 // values dropped because their key moved
+}
+
+// Bounds of fence.fresh: half the TTL, at most maxFresh.
+const maxFresh = 2 * time.Second
+
+func newFence(s *Server, dir directory.Directory, self string, ttl time.Duration) *fence {
+	fresh := min(ttl/2, maxFresh)
+	return &fence{s: s, dir: dir, self: self, ttl: ttl, fresh: fresh, period: max(fresh/5, 10*time.Millisecond), selfIdx: -1}
+}
+
+// run refreshes the view until ctx ends.
+func (f *fence) run(ctx context.Context) {
+	t := time.NewTicker(f.period)
+	defer t.Stop()
+	for {
+		f.tick(ctx)
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// tick lists the directory once and applies what it found.
+func (f *fence) tick(ctx context.Context) {
+	start := time.Now()
+	var reg directory.Registration
+	ok := false
+	for _, r := range f.dir.Registrations() {
+		if r.NodeID == f.self {
+			reg, ok = r, true
+		}
+	}
+	lctx, cancel := context.WithTimeout(ctx, f.fresh)
+	ents, err := f.dir.List(lctx)
+	cancel()
+	end := time.Now()
+	if err != nil || !ok || reg.State != directory.Registered {
+		return // not a good list: the server fences itself once the last one is stale
+	}
+	var ids []string
+	for _, e := range ents {
+		if e.Services[ServiceName] != "" {
+			ids = append(ids, e.NodeID)
+		}
+	}
+	if !slices.Contains(ids, f.self) {
+		return // its entry is not (or not yet again) in the directory
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if !f.started || start.Sub(f.lastGood) > f.fresh || reg.Reregistrations != f.rereg {
+		if f.started {
+			f.breaks.Add(1)
+			f.s.log.Warn("kv: this server lost its place in the cluster for a while (paused, cut off from the directory, or its entry lost): dropping every value, and taking writes again after a delay",
+				"node", f.self, "since", f.lastGood, "delay", 2*f.fresh)
+		}
+		f.s.st.clear()
+		f.readyAt = end.Add(2 * f.fresh)
+		f.rereg = reg.Reregistrations
+		f.started = true
+	}
+	if !slices.Equal(ids, f.ids) {
+		f.ids = ids
+		f.seeds = f.seeds[:0]
+		for i, id := range ids {
+			h := fnv.New64a()
+			h.Write([]byte(id))
+			f.seeds = append(f.seeds, h.Sum64())
+			if id == f.self {
+				f.selfIdx = i
+			}
+		}
+		f.gen++
+		n := f.s.st.retain(func(key string) bool { return f.ownsLocked([]byte(key)) })
+		f.dropped.Add(uint64(n))
+		f.s.log.Debug("kv: the cluster changed", "node", f.self, "servers", ids, "dropped", n)
+	}
+	f.lastGood = start
+	f.leaseTill = reg.Renewed.Add(f.ttl * 2 / 3)
+}
+
+// ownsLocked reports whether this server owns key in its view.
+func (f *fence) ownsLocked(key []byte) bool {
+	best, bestW := -1, uint64(0)
+	for i, seed := range f.seeds {
+		if w := weight(key, seed); best < 0 || w > bestW {
+			best, bestW = i, w
+		}
+	}
+	return best == f.selfIdx
+}
+
+// servingLocked reports whether the view is fresh and the lease live.
+func (f *fence) servingLocked(now time.Time) bool {
+	return f.started && now.Sub(f.lastGood) <= f.fresh && now.Before(f.leaseTill)
+}
+
+// mayRead reports whether a GET of key may be answered from the store;
+// when not, the answer is "not found". nil: not in a cluster.
+func (f *fence) mayRead(key []byte) bool {
+	if f == nil {
+		return true
+	}
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	return f.servingLocked(time.Now()) && f.ownsLocked(key)
+}
+
+// admit admits a PUT or DELETE of key, and returns the view's generation
+// for commit; the error is what to answer instead.
+func (f *fence) admit(key []byte) (uint64, error) {
+	if f == nil {
+		return 0, nil
+	}
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	return f.gen, f.checkLocked(key)
+}
+
+func (f *fence) checkLocked(key []byte) error {
+	now := time.Now()
+	switch {
+	case !f.servingLocked(now):
+		return status.Errorf(codes.Aborted, "server %s is not serving: it lost touch with the directory, or its lease; try again", f.self)
+	case now.Before(f.readyAt):
+		return status.Errorf(codes.Aborted, "server %s (re)joined the cluster and takes writes in %v; try again", f.self, f.readyAt.Sub(now).Round(time.Millisecond))
+	case !f.ownsLocked(key):
+		return status.Errorf(codes.Aborted, "server %s does not own key %q in the cluster's current placement; look again", f.self, string(key))
+	}
+	return nil
+}
+
+// hold lets key's write commit if it may still happen: the view is the
+// one admit saw (generation gen), and the server still serves. On nil, the
+// caller commits and then calls release; the view cannot change between
+// the two. (Not a closure: the inline PUT's path allocates nothing more.)
+func (f *fence) hold(key []byte, gen uint64) error {
+	if f == nil {
+		return nil
+	}
+	f.mu.RLock()
+	if f.gen != gen {
+		f.mu.RUnlock()
+		return status.Errorf(codes.Aborted, "the cluster changed during the write of key %q; try again", string(key))
+	}
+	if err := f.checkLocked(key); err != nil {
+		f.mu.RUnlock()
+		return err
+	}
+	return nil
+}
+
+// release ends what hold began.
+func (f *fence) release() {
+	if f != nil {
+		f.mu.RUnlock()
+	}
+}
