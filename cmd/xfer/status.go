@@ -190,13 +190,13 @@ func printStatus(w io.Writer, d statusDoc) {
 			fmt.Fprintln(w)
 		}
 		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-		fmt.Fprintln(tw, "TRANSPORT\tAVAILABLE\tDEVICE\tNOTE")
+		fmt.Fprintln(tw, "TRANSPORT\tAVAILABLE\tMEMORY\tRIGHTS BY\tDEVICE\tNOTE")
 		for _, t := range e.Transports {
 			dev := "-"
 			if t.Device != nil {
 				dev = fmt.Sprintf("%s/%d gid %d (%s) mtu %d", t.Device.Device, t.Device.Port, t.Device.GIDIndex, t.Device.GIDType, t.Device.MTU)
 			}
-			fmt.Fprintf(tw, "%s\t%v\t%s\t%s\n", t.Name, t.Available, dev, orDash(t.Reason))
+			fmt.Fprintf(tw, "%s\t%v\t%s\t%s\t%s\t%s\n", t.Name, t.Available, orDash(t.Caps.Memory.String()), t.Caps.Rights, dev, orDash(t.Reason))
 		}
 		tw.Flush()
 		fmt.Fprintln(w)
@@ -216,6 +216,10 @@ func printStatus(w io.Writer, d statusDoc) {
 		fmt.Fprintf(w, "\nfallbacks %d, setup retries %d\n", e.Fallbacks, e.SetupRetries)
 		for _, f := range e.RecentFallbacks {
 			fmt.Fprintf(w, "  %s  %s  gave up %s: %s (%s)\n", f.Time.Format(time.RFC3339), f.Peer, f.Transport, f.Reason, f.Detail)
+		}
+		fmt.Fprintf(w, "failovers %d\n", e.Failovers)
+		for _, f := range e.RecentFailovers {
+			fmt.Fprintf(w, "  %s  %s  %s lost on %s, done on %s after %d attempts\n", f.Time.Format(time.RFC3339), f.Peer, f.Op, f.From, f.To, f.Attempts)
 		}
 		p := e.Pool
 		fmt.Fprintf(w, "pool: %s used, %s free of %s, largest free %s, fragmentation %.2f, %d buffers, %d failed allocations\n",
