@@ -15,8 +15,10 @@
 // descriptor of its memfd opened read-only (mem.Handle.FD), and mapped
 // read-only here: a store through the mapping faults, and the kernel
 // refuses a writable mapping of that descriptor. A write-only region is
-// mapped read-write (the kernel has no write-only mapping). And a peer
-// process that may take this one's files with
+// mapped read-write (the kernel has no write-only mapping). A mapping
+// covers whole pages of a memfd from its start, so a grant of part of a
+// region (which has no memfd of its own) is never mapped: its accesses
+// take the stream path, where the owner checks each. And a peer process that may take this one's files with
 // pidfd_getfd, which shm needs, may also take any other descriptor or
 // ptrace it: the kernel keeps a peer's engine, and code that holds only
 // the mapping, to a region's rights, not a hostile process of the same

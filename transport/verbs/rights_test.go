@@ -12,42 +12,57 @@ import (
 	"github.com/xferio/xfer/transport/transporttest"
 )
 
-// The NIC, not the engine, keeps a malicious peer to a region's rights. The
-// dialer plays the attacker: it learns the rkeys honestly (a READ attaches
-// each region), then posts raw RDMA WRITEs on its QP through internal/ibv,
-// past every check of its engine, with the read-only region's rkey, and
-// with a read-write region's rkey at addresses outside the region. The
-// target's NIC refuses each: the attacker's QP fails (on RoCE with a
-// remote access error; an iWARP responder terminates the connection), and
-// the target's memory is unchanged byte for byte.
+// The NIC, not the engine, keeps a malicious peer to a region's rights and
+// a grant's range. The dialer plays the attacker: it learns the rkeys
+// honestly (a READ attaches each region), then posts raw RDMA WRITEs on its
+// QP through internal/ibv, past every check of its engine: with the
+// read-only region's rkey, with a read-write region's rkey at addresses
+// outside the region, with a grant's rkey outside the grant (inside its
+// region), with a read-only grant's rkey, and with the rkey of a grant
+// that was closed. The target's NIC refuses each: the attacker's QP fails
+// (on RoCE with a remote access error; an iWARP responder terminates the
+// connection), and the target's memory is unchanged byte for byte.
 func TestMaliciousPeerRawWrites(t *testing.T) {
 	dev := testutil.RequireVerbs(t)
 	const size = 64 << 10
+	type target struct {
+		ro, rw, grant, roGrant *transporttest.Region
+	}
 	cases := []struct {
-		name string
-		rw   bool   // aim at the read-write region (else the read-only one)
-		off  int64  // from the region's base
-		n    uint32 // bytes written
+		name  string
+		key   func(tg target) *transporttest.Region // whose rkey
+		addr  func(tg target) uint64
+		n     uint32
+		close bool // close the key's region (a grant) before the write
 	}{
-		{"ReadOnlyKey", false, 0, 4096},
-		{"ReadOnlyKeyOneByte", false, size - 1, 1},
-		{"PastTheEnd", true, size - 2048, 4096},
-		{"AtTheEnd", true, size, 64},
-		{"BeforeTheBase", true, -4096, 4096},
+		{"ReadOnlyKey", func(tg target) *transporttest.Region { return tg.ro }, func(tg target) uint64 { return tg.ro.Base() }, 4096, false},
+		{"ReadOnlyKeyOneByte", func(tg target) *transporttest.Region { return tg.ro }, func(tg target) uint64 { return tg.ro.Base() + size - 1 }, 1, false},
+		{"PastTheEnd", func(tg target) *transporttest.Region { return tg.rw }, func(tg target) uint64 { return tg.rw.Base() + size - 2048 }, 4096, false},
+		{"AtTheEnd", func(tg target) *transporttest.Region { return tg.rw }, func(tg target) uint64 { return tg.rw.Base() + size }, 64, false},
+		{"BeforeTheBase", func(tg target) *transporttest.Region { return tg.rw }, func(tg target) uint64 { return tg.rw.Base() - 4096 }, 4096, false},
+		{"GrantKeyAtTheRegionsBase", func(tg target) *transporttest.Region { return tg.grant }, func(tg target) uint64 { return tg.rw.Base() }, 4096, false},
+		{"GrantKeyAcrossTheGrantsEnd", func(tg target) *transporttest.Region { return tg.grant }, func(tg target) uint64 { return tg.grant.Base() + 8<<10 - 2048 }, 4096, false},
+		{"ReadOnlyGrantKey", func(tg target) *transporttest.Region { return tg.roGrant }, func(tg target) uint64 { return tg.roGrant.Base() }, 64, false},
+		{"ClosedGrantKey", func(tg target) *transporttest.Region { return tg.grant }, func(tg target) uint64 { return tg.grant.Base() }, 4096, true},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			p := transporttest.NewPair(t, func(testing.TB) transport.Transport { return New(Config{Device: dev}) }, transporttest.PairConfig{})
-			ro := p.Acceptor.Host.NewRegion(size, transport.AccessRead)
-			rw := p.Acceptor.Host.NewRegion(size, transport.AccessReadWrite)
-			transporttest.Fill(ro.Bytes(), 1)
-			transporttest.Fill(rw.Bytes(), 2)
-			snap := map[*transporttest.Region][]byte{ro: bytes.Clone(ro.Bytes()), rw: bytes.Clone(rw.Bytes())}
+			var tg target
+			tg.ro = p.Acceptor.Host.NewRegion(size, transport.AccessRead)
+			tg.rw = p.Acceptor.Host.NewRegion(size, transport.AccessReadWrite)
+			tg.grant = tg.rw.Grant(16<<10, 8<<10, transport.AccessReadWrite)
+			tg.roGrant = tg.rw.Grant(32<<10, 4096, transport.AccessRead)
+			defer tg.grant.Close()
+			defer tg.roGrant.Close()
+			transporttest.Fill(tg.ro.Bytes(), 1)
+			transporttest.Fill(tg.rw.Bytes(), 2)
+			snap := map[*transporttest.Region][]byte{tg.ro: bytes.Clone(tg.ro.Bytes()), tg.rw: bytes.Clone(tg.rw.Bytes())}
 			local := p.Dialer.Host.NewRegion(size, transport.AccessReadWrite)
 
-			// Honest READs attach both regions: the attacker now holds
-			// their rkeys, as any peer they were exported to does.
-			for _, r := range []*transporttest.Region{ro, rw} {
+			// Honest READs attach every region and grant: the attacker
+			// now holds their rkeys, as any peer they were given to does.
+			for _, r := range []*transporttest.Region{tg.ro, tg.rw, tg.grant, tg.roGrant} {
 				if err := post(t, p.Dialer.Endpoint, transport.OpRead, local, r.At(0), 4096); err != nil {
 					t.Fatalf("honest read of region %d: %v", r.ID(), err)
 				}
@@ -55,15 +70,20 @@ func TestMaliciousPeerRawWrites(t *testing.T) {
 			transporttest.Fill(local.Bytes(), 3)
 
 			e := p.Dialer.Endpoint.(*Endpoint)
-			target := ro
-			if tc.rw {
-				target = rw
-			}
+			key := tc.key(tg)
 			e.mu.Lock()
-			a := e.att[target.ID()]
+			a := e.att[key.ID()]
 			e.mu.Unlock()
 			if a == nil {
 				t.Fatal("the honest read left no rkey")
+			}
+			if tc.close {
+				// The revoke reaches the attacker's engine, which would
+				// drop the rkey: the attacker kept a copy, and the grant's
+				// registration is gone by the time Close returns.
+				if err := key.Close(); err != nil {
+					t.Fatal(err)
+				}
 			}
 			lmr, err := e.dev.mr(local.Handle())
 			if err != nil {
@@ -71,7 +91,7 @@ func TestMaliciousPeerRawWrites(t *testing.T) {
 			}
 			wr := ibv.SendWR{Op: ibv.OpWrite, ID: e.ref, // unsignalled: only a failure completes
 				SGE:        ibv.SGE{Addr: uint64(addrOf(local.Bytes())), Len: tc.n, LKey: lmr.LKey},
-				RemoteAddr: uint64(int64(target.Base()) + tc.off), RKey: a.rkey}
+				RemoteAddr: tc.addr(tg), RKey: a.rkey}
 			e.life.RLock()
 			_, err = e.qps[0].qp.PostSend([]ibv.SendWR{wr})
 			e.life.RUnlock()
