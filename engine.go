@@ -169,7 +169,7 @@ func Open(ctx context.Context, cfg Config) (_ *Engine, err error) {
 	if err != nil {
 		return nil, fmt.Errorf("open: pool of %d MiB (memory_mb) in %s memory: %w", cfg.MemoryMB, cfg.MemoryDevice, err)
 	}
-	if e.region, err = e.regions.add(e, mr, AccessReadWrite); err != nil {
+	if e.region, err = e.regions.add(e, mr, AccessReadWrite, nil); err != nil {
 		mr.Close()
 		return nil, err
 	}
@@ -283,7 +283,7 @@ func (e *Engine) NewRegion(size int, access Access) (*Region, error) {
 
 // adopt registers mr, which the engine owns: it is closed if that fails.
 func (e *Engine) adopt(mr *mem.Region, access Access) (*Region, error) {
-	r, err := e.regions.add(e, mr, access)
+	r, err := e.regions.add(e, mr, access, nil)
 	if err != nil {
 		mr.Close()
 		return nil, err
@@ -299,7 +299,7 @@ func (e *Engine) Register(b []byte, access Access) (*Region, error) {
 	if err != nil {
 		return nil, err
 	}
-	return e.regions.add(e, mr, access)
+	return e.regions.add(e, mr, access, nil)
 }
 
 // Export advertises r under name to peers that connect from now on; they

@@ -65,7 +65,7 @@ func (e *Engine) stagingPool(dev int) (*mem.Pool, *Region, error) {
 			g.pinnedBy = c
 			g.stagingMu.Unlock()
 		}
-		r, err := e.regions.add(e, mr, AccessReadWrite)
+		r, err := e.regions.add(e, mr, AccessReadWrite, nil)
 		if err != nil {
 			g.unpin(mr.Bytes())
 			mr.Close()
@@ -169,7 +169,7 @@ func (e *Engine) RegisterDevice(p uintptr, size int, access Access) (*Region, er
 	if _, err := e.cudaContext(mr.Location().Device); err != nil {
 		return nil, fmt.Errorf("register device memory on %s: %w", mr.Location(), err)
 	}
-	return e.regions.add(e, mr, access)
+	return e.regions.add(e, mr, access, nil)
 }
 
 // staging reports whether op, posted with its local region pinned, must

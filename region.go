@@ -57,7 +57,8 @@ func (d RegionDesc) At(off uint64) RemoteAddr {
 }
 
 // Slice returns the descriptor of n bytes at off; it does not narrow the
-// rights the key grants (the key covers the whole registered region).
+// rights the key grants (the key covers the whole registered region):
+// Region.Grant does.
 func (d RegionDesc) Slice(off, n uint64) (RegionDesc, error) {
 	if off > d.Len || n > d.Len-off {
 		return RegionDesc{}, fmt.Errorf("slice [%d, +%d) of a %d-byte region: out of range", off, n, d.Len)
@@ -143,6 +144,13 @@ type Region struct {
 	mr   *mem.Region
 	h    *mem.Handle // what transports see of it: id, key, rights, memory, pins
 	once sync.Once
+
+	// parent is the region a grant is part of (nil for a region); grants
+	// are the open grants of a region, closed before it.
+	parent *Region
+	gmu    sync.Mutex
+	grants map[*Region]struct{}
+	closed bool // under gmu: no grant may be added
 }
 
 // ID is the region's number in its engine.
@@ -157,6 +165,55 @@ func (r *Region) Access() Access { return r.h.Access() }
 // Desc is the region's remote descriptor.
 func (r *Region) Desc() RegionDesc {
 	return RegionDesc{Owner: r.e.id, ID: r.h.ID(), Addr: r.h.Base(), Len: r.h.Len(), Key: r.h.Key(), Access: r.h.Access(), Memory: r.h.Location()}
+}
+
+// Grant registers n bytes at off of the region as a grant: a region of
+// their own, with its own ID and key and rights access (no more than the
+// region's), whose descriptor reaches those bytes only. The transports
+// keep a peer to it below the engine where they can:
+//   - rdma registers the grant's range alone, with its rights: the NIC
+//     refuses an access outside it with the grant's rkey;
+//   - tcp: the owner's engine checks every access, as for any region;
+//   - shm never maps a grant into the peer (a mapping covers whole pages
+//     of a memfd, from its start), so its accesses take the stream path,
+//     where the owner checks each.
+//
+// Close the grant to revoke it: peers are told, and its registration (its
+// rkey) is dropped once accesses in progress finish. Closing the region
+// closes its grants first. A grant is never the region of a local buffer:
+// local operations find the region itself. Grants of GPU memory are not
+// supported.
+func (r *Region) Grant(off, n uint64, access Access) (*Region, error) {
+	if r.parent != nil {
+		return nil, fmt.Errorf("grant [%d, +%d) of grant %d: grant from its region instead", off, n, r.h.ID())
+	}
+	if n == 0 || off > r.h.Len() || n > r.h.Len()-off {
+		return nil, fmt.Errorf("grant [%d, +%d) of region %d (%d bytes): out of range", off, n, r.h.ID(), r.h.Len())
+	}
+	if access == 0 || access&^r.h.Access() != 0 {
+		return nil, fmt.Errorf("grant of region %d: rights %s, but the region grants %s", r.h.ID(), access, r.h.Access())
+	}
+	if !r.h.Location().IsHost() {
+		return nil, fmt.Errorf("grant of region %d: %w: grants of GPU memory", r.h.ID(), ErrNotSupported)
+	}
+	r.gmu.Lock()
+	defer r.gmu.Unlock()
+	if r.closed {
+		return nil, fmt.Errorf("grant of region %d: %w", r.h.ID(), ErrClosed)
+	}
+	mr, err := mem.WrapRegion(r.mr.Bytes()[off : off+n])
+	if err != nil {
+		return nil, fmt.Errorf("grant of region %d: %w", r.h.ID(), err)
+	}
+	g, err := r.e.regions.add(r.e, mr, access, r)
+	if err != nil {
+		return nil, err
+	}
+	if r.grants == nil {
+		r.grants = make(map[*Region]struct{})
+	}
+	r.grants[g] = struct{}{}
+	return g, nil
 }
 
 // Location is where the region's memory lives: host memory or a GPU's.
@@ -174,6 +231,19 @@ func (r *Region) Close() error {
 	}
 	var err error
 	r.once.Do(func() {
+		r.gmu.Lock()
+		r.closed = true
+		grants := r.grants
+		r.grants = nil
+		r.gmu.Unlock()
+		for g := range grants {
+			err = errors.Join(err, g.Close())
+		}
+		if p := r.parent; p != nil {
+			p.gmu.Lock()
+			delete(p.grants, r)
+			p.gmu.Unlock()
+		}
 		r.h.Retire()
 		r.e.regions.remove(r)
 		r.e.revoke(r.h.ID())
@@ -183,7 +253,7 @@ func (r *Region) Close() error {
 				reg.RegionRemoved(r.h)
 			}
 		}
-		err = r.mr.Close()
+		err = errors.Join(err, r.mr.Close())
 	})
 	return err
 }
@@ -208,7 +278,9 @@ func (t *regionTable) load() *regionSnap {
 	return &regionSnap{}
 }
 
-func (t *regionTable) add(e *Engine, mr *mem.Region, access Access) (*Region, error) {
+// add registers mr with access: a region, or, with a parent, a grant of
+// part of it, which is reached by ID only (local buffers find the parent).
+func (t *regionTable) add(e *Engine, mr *mem.Region, access Access, parent *Region) (*Region, error) {
 	if access == 0 || access&^AccessReadWrite != 0 {
 		return nil, fmt.Errorf("register: access %d must be read, write or read-write", access)
 	}
@@ -219,20 +291,25 @@ func (t *regionTable) add(e *Engine, mr *mem.Region, access Access) (*Region, er
 	base, n := uint64(mr.Addr()), uint64(mr.Len())
 	t.mu.Lock()
 	old := t.load()
-	for _, o := range old.byAddr {
-		if base < o.h.Base()+o.h.Len() && o.h.Base() < base+n {
-			t.mu.Unlock()
-			return nil, fmt.Errorf("register [%#x, +%d): overlaps registered region %d", base, n, o.h.ID())
+	if parent == nil {
+		for _, o := range old.byAddr {
+			if base < o.h.Base()+o.h.Len() && o.h.Base() < base+n {
+				t.mu.Unlock()
+				return nil, fmt.Errorf("register [%#x, +%d): overlaps registered region %d", base, n, o.h.ID())
+			}
 		}
 	}
 	t.next++
-	r := &Region{e: e, mr: mr, h: mem.NewHandle(mr, t.next, binary.LittleEndian.Uint64(k[:]), access)}
-	s := &regionSnap{byID: make(map[uint32]*Region, len(old.byID)+1), byAddr: append(append([]*Region(nil), old.byAddr...), r)}
+	r := &Region{e: e, mr: mr, h: mem.NewHandle(mr, t.next, binary.LittleEndian.Uint64(k[:]), access), parent: parent}
+	s := &regionSnap{byID: make(map[uint32]*Region, len(old.byID)+1), byAddr: old.byAddr}
+	if parent == nil {
+		s.byAddr = append(append([]*Region(nil), old.byAddr...), r)
+		sort.Slice(s.byAddr, func(i, j int) bool { return s.byAddr[i].h.Base() < s.byAddr[j].h.Base() })
+	}
 	for id, o := range old.byID {
 		s.byID[id] = o
 	}
 	s.byID[r.h.ID()] = r
-	sort.Slice(s.byAddr, func(i, j int) bool { return s.byAddr[i].h.Base() < s.byAddr[j].h.Base() })
 	t.snap.Store(s)
 	t.mu.Unlock()
 	// No peer can name the region before its descriptor (and key) leaves
@@ -367,10 +444,19 @@ func (b Buffer) Remote() RemoteAddr {
 }
 
 // Desc is a descriptor covering exactly the buffer, to hand to a peer. The
-// key is the region's: it does not confine the peer to the buffer.
+// key is the region's: it does not confine the peer to the buffer (Grant
+// does).
 func (b Buffer) Desc() RegionDesc {
 	d := b.r.Desc()
 	d.Addr += uint64(b.Offset())
 	d.Len = uint64(b.Len())
 	return d
+}
+
+// Grant registers the buffer as a grant of its region (Region.Grant) with
+// rights access: the grant's descriptor confines a peer to the buffer's
+// bytes, below the engine where the transport can. Close the grant before
+// the buffer is freed, to revoke it.
+func (b Buffer) Grant(access Access) (*Region, error) {
+	return b.r.Grant(uint64(b.Offset()), uint64(b.Len()), access)
 }

@@ -46,7 +46,7 @@ var transportTable = []transportRow{
 		device:  func(cfg *Config) string { return cfg.RDMA.Device },
 		caps: transport.Caps{
 			Memory: mem.KindSet(mem.KindHost, mem.KindCUDA), // GPU memory where the NIC reaches it (DMA-BUF, peermem)
-			Rights: transport.RightsByPeer,                  // every MR grants read and write
+			Rights: transport.RightsByNIC,                   // each MR grants the region's rights, no more
 		},
 	},
 	{
@@ -56,7 +56,7 @@ var transportTable = []transportRow{
 			SameHost:   true,
 			MapsMemory: true,
 			Memory:     mem.KindSet(mem.KindHost, mem.KindCUDA), // CUDA IPC
-			Rights:     transport.RightsByPeer,                  // the peer maps the region read-write
+			Rights:     transport.RightsByKernel,                // a read-only region is mapped read-only (see transport/shm)
 		},
 	},
 	{

@@ -65,7 +65,14 @@ type Handle struct {
 // NewHandle describes region r registered as id, with key and access.
 func NewHandle(r *Region, id uint32, key uint64, access Access) *Handle {
 	b := r.Bytes()
-	return &Handle{id: id, key: key, access: access, mem: b, base: uint64(r.Addr()), fd: r.FD(), loc: r.Location()}
+	fd := r.FD()
+	if access&AccessWrite == 0 && fd >= 0 {
+		// Peers may not write: they get a descriptor the kernel lets them
+		// map for reading only (none at all if it cannot be opened, and
+		// then they go through the owner, which checks every access).
+		fd = r.ReadOnlyFD()
+	}
+	return &Handle{id: id, key: key, access: access, mem: b, base: uint64(r.Addr()), fd: fd, loc: r.Location()}
 }
 
 // ID is the region's number in its engine.
@@ -91,7 +98,10 @@ func (h *Handle) Len() uint64 { return uint64(len(h.mem)) }
 // engine stages it through host memory.
 func (h *Handle) Location() Location { return h.loc }
 
-// FD is the memfd the region maps from offset 0, or -1 when it has none.
+// FD is the memfd the region maps from offset 0, as peers may have it, or
+// -1 when it has none: for a region that grants peers no write, a
+// descriptor opened read-only (Region.ReadOnlyFD), which the kernel lets
+// no one map writable.
 func (h *Handle) FD() int { return h.fd }
 
 // Offset is where b, which must lie in the region, starts in it: the

@@ -4,6 +4,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/xferio/xfer/internal/sys"
 )
 
 // TestHandleDescribes: a handle states the region's number, key, rights,
@@ -30,6 +32,42 @@ func TestHandleDescribes(t *testing.T) {
 		if err := r.Close(); err != nil {
 			t.Fatal(err)
 		}
+	}
+}
+
+// TestHandleReadOnlyFD: a handle that grants peers no write carries a
+// descriptor of the memfd opened read-only, which the kernel lets no one
+// map writable; the region closes it (the test binary fails on a leaked
+// descriptor).
+func TestHandleReadOnlyFD(t *testing.T) {
+	r, err := NewRegion(RegionOptions{Size: 1 << 16, Shared: true, Name: "handle-test"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	ro := NewHandle(r, 1, 1, AccessRead)
+	ro2 := NewHandle(r, 2, 2, 0)
+	if ro.FD() < 0 || ro.FD() == r.FD() || ro2.FD() != ro.FD() {
+		t.Fatalf("read-only handles' fds %d and %d, the region's %d: want one other descriptor", ro.FD(), ro2.FD(), r.FD())
+	}
+	if m, err := sys.MmapShared(ro.FD(), 1<<16); err == nil {
+		sys.Munmap(m)
+		t.Fatal("the read-only handle's descriptor maps writable")
+	}
+	m, err := sys.MmapSharedReadOnly(ro.FD(), 1<<16)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.Bytes()[100] = 42
+	if m[100] != 42 {
+		t.Error("the read-only mapping does not show the region's memory")
+	}
+	sys.Munmap(m)
+	if err := r.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if r.ReadOnlyFD() != -1 {
+		t.Error("a closed region still has a read-only descriptor")
 	}
 }
 

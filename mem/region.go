@@ -3,6 +3,7 @@ package mem
 import (
 	"errors"
 	"fmt"
+	"sync"
 	"sync/atomic"
 	"unsafe"
 
@@ -45,6 +46,13 @@ type Region struct {
 	loc    Location
 	free   func() error // frees owned device memory
 	closed atomic.Bool
+
+	// roFD is fd opened again read-only, for peers that may only read
+	// (ReadOnlyFD); opened on first use, closed by Close.
+	roMu    sync.Mutex
+	roFD    int
+	roOpen  bool // roFD is open
+	roTried bool
 }
 
 // Location is where the region's memory lives: host memory, or a GPU's.
@@ -188,6 +196,29 @@ func (r *Region) FD() int {
 	return r.fd
 }
 
+// ReadOnlyFD returns a descriptor of the region's memfd opened read-only,
+// or -1 when the region has none (private or wrapped memory, after Close,
+// or a kernel without /proc). A peer given it can map the memory for
+// reading only: the kernel refuses it a writable shared mapping. It is
+// opened on first use, once, and the Region owns it: do not close it.
+func (r *Region) ReadOnlyFD() int {
+	r.roMu.Lock()
+	defer r.roMu.Unlock()
+	if r.closed.Load() || r.fd < 0 {
+		return -1
+	}
+	if !r.roTried {
+		r.roTried = true
+		if ro, err := sys.ReopenReadOnly(r.fd); err == nil {
+			r.roFD, r.roOpen = ro, true
+		}
+	}
+	if !r.roOpen {
+		return -1
+	}
+	return r.roFD
+}
+
 // Owned reports whether the Region mapped its memory itself, so that Close
 // unmaps it. It is false for WrapRegion.
 func (r *Region) Owned() bool { return r.owned }
@@ -215,7 +246,16 @@ func (r *Region) Contains(b []byte) (off int, ok bool) {
 // them. It is idempotent and safe on a nil Region. Every Pool and Buffer on
 // the region must be out of use before Close.
 func (r *Region) Close() error {
-	if r == nil || r.closed.Swap(true) || !r.owned {
+	if r == nil || r.closed.Swap(true) {
+		return nil
+	}
+	r.roMu.Lock()
+	if r.roOpen {
+		sys.Close(r.roFD)
+		r.roOpen = false
+	}
+	r.roMu.Unlock()
+	if !r.owned {
 		return nil
 	}
 	if r.free != nil {

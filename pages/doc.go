@@ -15,7 +15,10 @@
 //   - a Pipeline (NewPipeline) keeps up to depth fetches in flight for a
 //     stream of faults: Start queues one, Next returns the oldest once it
 //     is done, and a full pipeline allocates nothing per fetch;
-//   - WritePage writes a page back;
+//   - WritePage writes a page back, to a server that is Writable: by
+//     default a server exports its pages read-only, and the transport
+//     refuses a client's WRITE below the client's engine (the NIC on rdma,
+//     the kernel's read-only mapping on shm);
 //   - Prefetch starts reading pages into a small cache of the client's, from
 //     which a later FetchPage of the same page is a local copy.
 //

@@ -40,9 +40,15 @@ func stamp(mem []byte, pageSize int, seed uint64) {
 
 func newServer(t testing.TB, policy xfer.Policy, size int64, seed uint64) *Server {
 	t.Helper()
+	return newServerConfig(t, policy, ServerConfig{Size: size}, seed)
+}
+
+func newServerConfig(t testing.TB, policy xfer.Policy, sc ServerConfig, seed uint64) *Server {
+	t.Helper()
 	cfg := engineConfig(t, policy)
 	cfg.Listen = "127.0.0.1:0"
-	s, err := NewServer(context.Background(), ServerConfig{Engine: cfg, Size: size})
+	sc.Engine = cfg
+	s, err := NewServer(context.Background(), sc)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -93,8 +99,19 @@ func TestPages(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 			defer cancel()
 			const size = 1 << 20 // 256 pages per node
-			c, bufs, srv := newCluster(t, policy, size, 4, 0xa, 0xb)
-			a, b := srv[0], srv[1]
+			a, b := newServer(t, policy, size, 0xa), newServerConfig(t, policy, ServerConfig{Size: size, Writable: true}, 0xb)
+			c := newClient(t, policy)
+			if err := c.AddNode(ctx, a.Addr(), 0); err != nil {
+				t.Fatal(err)
+			}
+			if err := c.AddNode(ctx, b.Addr(), size); err != nil {
+				t.Fatal(err)
+			}
+			bufs, err := c.Alloc(4)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer c.Free(bufs)
 			page := func(s *Server, i int) []byte { return s.Memory()[i*PageSize4K : (i+1)*PageSize4K] }
 
 			// One page from each node.
@@ -126,9 +143,17 @@ func TestPages(t *testing.T) {
 				}
 			}
 
-			// A page written back lands in the server's memory.
+			// A page written back lands in the server's memory, if the
+			// server is writable; a read-only one refuses it.
 			for i := range pbufs[0] {
 				pbufs[0][i] = byte(i * 13)
+			}
+			before := bytes.Clone(page(a, 3))
+			if err := c.WritePage(ctx, 3*PageSize4K, pbufs[0]); !errors.Is(err, xfer.ErrRemoteAccess) {
+				t.Fatalf("WritePage to a read-only server: %v, want a remote access error", err)
+			}
+			if !bytes.Equal(page(a, 3), before) {
+				t.Fatal("WritePage to a read-only server changed its page")
 			}
 			if err := c.WritePage(ctx, size+3*PageSize4K, pbufs[0]); err != nil {
 				t.Fatal(err)

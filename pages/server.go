@@ -32,10 +32,16 @@ type ServerConfig struct {
 	Size int64
 	// PageSize is 4096 (the default) or 2 MiB.
 	PageSize int
+	// Writable lets clients WRITE pages back (Client.WritePage). Zero:
+	// the address space is exported read-only, and a client's WRITE is
+	// refused (ErrRemoteAccess) by the transport below the client's
+	// engine: the NIC's memory registration on rdma, the read-only
+	// mapping on shm, the server's engine on tcp.
+	Writable bool
 }
 
-// Server serves a guest-physical address space to clients' READs and
-// WRITEs.
+// Server serves a guest-physical address space to clients' READs (and
+// WRITEs, when it is writable).
 type Server struct {
 	eng      *xfer.Engine
 	region   *xfer.Region
@@ -73,7 +79,11 @@ func NewServer(ctx context.Context, cfg ServerConfig) (*Server, error) {
 	if err != nil {
 		return nil, fmt.Errorf("pages: %w", err)
 	}
-	r, err := eng.NewRegion(int(cfg.Size), xfer.AccessReadWrite)
+	access := xfer.AccessRead
+	if cfg.Writable {
+		access = xfer.AccessReadWrite
+	}
+	r, err := eng.NewRegion(int(cfg.Size), access)
 	if err != nil {
 		eng.Close()
 		return nil, fmt.Errorf("pages: address space of %d bytes: %w", cfg.Size, err)
@@ -84,7 +94,7 @@ func NewServer(ctx context.Context, cfg ServerConfig) (*Server, error) {
 	eng.Export(pageSizeExport(ps), r)
 	actx, cancel := context.WithCancel(context.Background())
 	s := &Server{eng: eng, region: r, pageSize: ps, cancel: cancel, done: make(chan struct{})}
-	// Clients only READ and WRITE: accept their connections and let the
+	// Clients only READ (and WRITE): accept their connections and let the
 	// engine serve them.
 	go func() {
 		defer close(s.done)

@@ -93,6 +93,7 @@ func Run(t *testing.T, o Options) {
 		{"BadAccess", testBadAccess},
 		{"NotRegistered", testNotRegistered},
 		{"Deregistered", testDeregistered},
+		{"Grant", testGrant},
 		{"UserRegisteredMemory", testUserRegistered},
 		{"Bidirectional", testBidirectional},
 		{"Concurrent", testConcurrent},
@@ -680,6 +681,136 @@ func testDeregistered(t *testing.T, o Options) {
 		}
 		time.Sleep(time.Millisecond)
 	}
+}
+
+// A grant confines a peer to its bytes and rights: an access outside it
+// with its key is refused and touches nothing, a read-only grant of a
+// read-write region refuses writes, and once closed it refuses everything,
+// while the region itself still works.
+func testGrant(t *testing.T, o Options) {
+	p := NewPair(t, o, "")
+	ctx := ctxT(t)
+	const size = 64 << 10
+	r, err := p.Server.NewRegion(size, xfer.AccessReadWrite)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	transporttest.Fill(r.Bytes(), 7)
+	g, err := r.Grant(16<<10, 8<<10, xfer.AccessReadWrite)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ro, err := r.Grant(32<<10, 4096, xfer.AccessRead)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d, rd := g.Desc(), r.Desc()
+	if d.Addr != rd.Addr+16<<10 || d.Len != 8<<10 || d.ID == rd.ID || d.Key == rd.Key || d.Access != xfer.AccessReadWrite {
+		t.Fatalf("grant's descriptor %+v of region %+v: want its own ID and key, 8 KiB at 16 KiB", d, rd)
+	}
+	src := alloc(t, p.Client, 8192)
+	transporttest.Fill(src.Bytes(), 8)
+	buf := src.Bytes()[:4096]
+	if err := p.Peer.Write(ctx, buf, d.At(4096)); err != nil {
+		t.Fatalf("write inside the grant: %v", err)
+	}
+	if !bytes.Equal(r.Bytes()[20<<10:24<<10], buf) {
+		t.Fatal("the write inside the grant did not land in the region")
+	}
+	dst := alloc(t, p.Client, 4096)
+	if err := p.Peer.Read(ctx, dst.Bytes(), ro.Desc().At(0)); err != nil || !bytes.Equal(dst.Bytes(), r.Bytes()[32<<10:36<<10]) {
+		t.Fatalf("read of the read-only grant: %v", err)
+	}
+
+	refused := func(what string, op func() error) {
+		t.Helper()
+		before := bytes.Clone(r.Bytes())
+		var err error
+		for range 10 {
+			// iWARP refuses a stale rkey by terminating the connection;
+			// the next try dials again and is refused cleanly.
+			if err = op(); !errors.Is(err, net.ErrClosed) {
+				break
+			}
+		}
+		if !errors.Is(err, xfer.ErrRemoteAccess) {
+			t.Fatalf("%s: %v, want ErrRemoteAccess", what, err)
+		}
+		if !bytes.Equal(before, r.Bytes()) {
+			t.Fatalf("%s: the region changed", what)
+		}
+	}
+	outside := map[string]xfer.RemoteAddr{
+		"across the grant's end": d.At(8<<10 - 2048),
+		"before the grant":       {Region: d.ID, Addr: d.Addr - 4096, Key: d.Key},
+		"at the region's base":   {Region: d.ID, Addr: rd.Addr, Key: d.Key},
+		"the region's key":       {Region: d.ID, Addr: d.Addr, Key: rd.Key},
+	}
+	for what, ra := range outside {
+		refused("write "+what, func() error { return p.Peer.Write(ctx, buf, ra) })
+		refused("read "+what, func() error { return p.Peer.Read(ctx, buf, ra) })
+	}
+	refused("write to the read-only grant", func() error { return p.Peer.Write(ctx, buf, ro.Desc().At(0)) })
+
+	// Closed, the grant refuses everything (the revoke travels
+	// asynchronously: within a short time); the region still works.
+	if err := g.Close(); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		err := p.Peer.Write(ctx, buf, d.At(0))
+		if errors.Is(err, xfer.ErrRemoteAccess) {
+			break
+		}
+		if err != nil && !errors.Is(err, net.ErrClosed) {
+			t.Fatalf("write to a closed grant: %v", err)
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("a closed grant is still writable")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	if err := p.Peer.Write(ctx, buf, rd.At(0)); err != nil {
+		t.Fatalf("write to the region after its grant closed: %v", err)
+	}
+
+	// Bad grants are refused; closing the region closes its grants.
+	for what, f := range map[string]func() (*xfer.Region, error){
+		"past the end": func() (*xfer.Region, error) { return r.Grant(size-4096, 8192, xfer.AccessRead) },
+		"empty":        func() (*xfer.Region, error) { return r.Grant(0, 0, xfer.AccessRead) },
+		"no rights":    func() (*xfer.Region, error) { return r.Grant(0, 4096, 0) },
+		"more rights":  func() (*xfer.Region, error) { return ro.Grant(0, 4096, xfer.AccessRead) },
+		"write of a read": func() (*xfer.Region, error) {
+			return mustRegion(t, p.Server, xfer.AccessRead).Grant(0, 4096, xfer.AccessWrite)
+		},
+		"of a closed grant": func() (*xfer.Region, error) { return g.Grant(0, 4096, xfer.AccessRead) },
+	} {
+		if x, err := f(); err == nil {
+			x.Close()
+			t.Errorf("grant %s: accepted", what)
+		}
+	}
+	if err := r.Close(); err != nil {
+		t.Fatal(err)
+	}
+	refused("read of a grant of a closed region", func() error { return p.Peer.Read(ctx, dst.Bytes(), ro.Desc().At(0)) })
+	if _, err := r.Grant(0, 4096, xfer.AccessRead); !errors.Is(err, xfer.ErrClosed) {
+		t.Errorf("grant of a closed region: %v, want ErrClosed", err)
+	}
+}
+
+// mustRegion registers a new region of 64 KiB with access, closed when the
+// test ends.
+func mustRegion(t *testing.T, e *xfer.Engine, access xfer.Access) *xfer.Region {
+	t.Helper()
+	r, err := e.NewRegion(64<<10, access)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { r.Close() })
+	return r
 }
 
 func testUserRegistered(t *testing.T, o Options) {

@@ -48,12 +48,13 @@ func parsePageSize(s string) (int, error) {
 
 func newPagesServeCmd(g *globals) *cobra.Command {
 	var size, pageSize string
-	var stamp bool
+	var stamp, writable bool
 	cmd := &cobra.Command{
 		Use:   "serve",
 		Short: "Serve an address space of pages until SIGINT or SIGTERM",
 		Long: "serve maps and registers --size bytes as a guest-physical address space and serves\n" +
-			"its pages to clients' READs and WRITEs. With --directory and --node-id its engine registers\n" +
+			"its pages to clients' READs; clients may WRITE pages back only with --writable (the address space is\n" +
+			"registered read-only otherwise, so that the NIC or the kernel refuses a write). With --directory and --node-id its engine registers\n" +
 			"itself (address, transports, exports) and leaves on exit, so that clients find it by node ID. With --stamp each page's first 8 bytes\n" +
 			"hold its offset, for `pages bench --verify` (this touches every page). Once it\n" +
 			"listens it prints one line to stdout:\n\n  " + pagesBanner + "HOST:PORT",
@@ -84,7 +85,7 @@ func newPagesServeCmd(g *globals) *cobra.Command {
 			}
 			defer ops.Close()
 			cfg.Metrics = ops.Registerer()
-			return servePages(cmd.Context(), g, pages.ServerConfig{Engine: cfg, Size: n, PageSize: ps}, stamp, ops)
+			return servePages(cmd.Context(), g, pages.ServerConfig{Engine: cfg, Size: n, PageSize: ps, Writable: writable}, stamp, ops)
 		},
 	}
 	fs := cmd.Flags()
@@ -96,6 +97,7 @@ func newPagesServeCmd(g *globals) *cobra.Command {
 	fs.StringVar(&pageSize, "page-size", "4KiB", "page size: 4KiB or 2MiB")
 	directoryFlags(fs)
 	fs.BoolVar(&stamp, "stamp", false, "write each page's offset into its first 8 bytes")
+	fs.BoolVar(&writable, "writable", false, "let clients write pages back (default: read-only)")
 	addOpsFlags(fs)
 	return cmd
 }

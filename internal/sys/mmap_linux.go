@@ -80,6 +80,33 @@ func MmapShared(fd, size int) ([]byte, error) {
 	return b, nil
 }
 
+// MmapSharedReadOnly maps the first size bytes of the file behind fd
+// read-only, with MAP_SHARED: a store into the mapping faults, and the
+// kernel refuses to make it writable (mprotect) when fd was opened
+// read-only (see [ReopenReadOnly]).
+func MmapSharedReadOnly(fd, size int) ([]byte, error) {
+	if size <= 0 {
+		return nil, fmt.Errorf("mmap fd %d read-only, %d bytes: %w", fd, size, unix.EINVAL)
+	}
+	b, err := unix.Mmap(fd, 0, size, unix.PROT_READ, unix.MAP_SHARED)
+	if err != nil {
+		return nil, fmt.Errorf("mmap fd %d read-only, %d bytes: %w", fd, size, err)
+	}
+	return b, nil
+}
+
+// ReopenReadOnly opens the file behind fd again, read-only, through
+// /proc/self/fd: a new descriptor of the same file whose holder cannot map
+// it writable (mmap PROT_WRITE with MAP_SHARED fails with EACCES) nor write
+// to it. Close it with [Close].
+func ReopenReadOnly(fd int) (int, error) {
+	ro, err := unix.Open(fmt.Sprintf("/proc/self/fd/%d", fd), unix.O_RDONLY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return -1, fmt.Errorf("reopen fd %d read-only: %w", fd, err)
+	}
+	return ro, nil
+}
+
 // Munmap unmaps memory returned by [MmapAnon] or [MmapShared]. b must be the
 // slice those functions returned, not a part of it.
 func Munmap(b []byte) error {

@@ -30,6 +30,17 @@ func MmapShared(fd, size int) ([]byte, error) {
 	return nil, fmt.Errorf("mmap fd %d, %d bytes: %w", fd, size, ErrNotSupported)
 }
 
+// MmapSharedReadOnly maps a file read-only. It is only supported on Linux.
+func MmapSharedReadOnly(fd, size int) ([]byte, error) {
+	return nil, fmt.Errorf("mmap fd %d read-only, %d bytes: %w", fd, size, ErrNotSupported)
+}
+
+// ReopenReadOnly opens a file again, read-only. It is only supported on
+// Linux.
+func ReopenReadOnly(fd int) (int, error) {
+	return -1, fmt.Errorf("reopen fd %d read-only: %w", fd, ErrNotSupported)
+}
+
 // Munmap unmaps memory. It is only supported on Linux.
 func Munmap(b []byte) error {
 	return fmt.Errorf("munmap %d bytes: %w", len(b), ErrNotSupported)

@@ -422,6 +422,11 @@ func (e *Endpoint) attachment(id uint32, key uint64, want transport.Access) (*at
 		e.mu.Unlock()
 		return a, nil
 	}
+	if a != nil && a.key == key {
+		// Ask for the rights the old mapping had as well: the new one
+		// replaces it, and is writable only if WRITE is among them.
+		want |= a.rights
+	}
 	gen := e.revokes
 	e.mu.Unlock()
 	info, err := e.Stream.Attach(context.Background(), id, key, want)
@@ -442,15 +447,12 @@ func (e *Endpoint) attachment(id uint32, key uint64, want transport.Access) (*at
 		return nil, e.closedErr()
 	}
 	if info.FD >= 0 {
-		na.mem, err = e.mapRegion(int(info.FD), info.Len)
+		na.mem, err = e.mapRegion(int(info.FD), info.Len, want&transport.AccessWrite != 0)
 		if err != nil {
 			return nil, err
 		}
 	}
 	if old := e.att[id]; old != nil {
-		if old.key == key && old.base == na.base && old.n == na.n {
-			na.rights |= old.rights
-		}
 		old.gone.Store(true)
 		old.release()
 	}
@@ -467,13 +469,21 @@ func (e *Endpoint) attachment(id uint32, key uint64, want transport.Access) (*at
 	return na, nil
 }
 
-func (e *Endpoint) mapRegion(fd int, n uint64) ([]byte, error) {
+// mapRegion maps the peer's memfd fd, n bytes, writable only when the
+// region grants WRITE. For a region that grants none, the peer passed a
+// descriptor opened read-only (mem.Handle.FD), so the kernel would refuse
+// a writable mapping anyway: a store through this one faults.
+func (e *Endpoint) mapRegion(fd int, n uint64, writable bool) ([]byte, error) {
 	mfd, err := sys.PidfdGetfd(e.pidfd, fd)
 	if err != nil {
 		return nil, fmt.Errorf("shm: map peer region: %w", err)
 	}
 	defer sys.Close(mfd)
-	m, err := sys.MmapShared(mfd, int(n))
+	mmap := sys.MmapSharedReadOnly
+	if writable {
+		mmap = sys.MmapShared
+	}
+	m, err := mmap(mfd, int(n))
 	if err != nil {
 		return nil, fmt.Errorf("shm: map peer region: %w", err)
 	}

@@ -61,7 +61,11 @@ func (h *Host) closeAll() {
 	h.mu.Lock()
 	rs := make([]*Region, 0, len(h.regions))
 	for _, r := range h.regions {
-		rs = append(rs, r)
+		if r.grant { // grants first: their memory is another region's
+			rs = append([]*Region{r}, rs...)
+		} else {
+			rs = append(rs, r)
+		}
 	}
 	h.mu.Unlock()
 	for _, r := range rs {
@@ -91,10 +95,11 @@ func (h *Host) Attach(ep transport.Endpoint, t transport.Transport) {
 
 // Region is registered memory of a Host.
 type Region struct {
-	h    *Host
-	mr   *mem.Region
-	hd   *mem.Handle // id, key, rights, pins
-	once sync.Once
+	h     *Host
+	mr    *mem.Region
+	hd    *mem.Handle // id, key, rights, pins
+	grant bool        // a part of another region (Grant): never a local buffer's
+	once  sync.Once
 }
 
 // NewRegion maps size bytes and registers them with the given rights.
@@ -118,6 +123,33 @@ func (h *Host) NewRegion(size int, access transport.Access) *Region {
 	}
 	h.mu.Unlock()
 	return r
+}
+
+// Grant registers n bytes at off of r as a region of their own, with
+// access (no more than r's), as an engine registers a grant: its own ID,
+// key and handle, no memfd (a peer cannot map a part of one), the memory
+// r's. Close it before r.
+func (r *Region) Grant(off, n int, access transport.Access) *Region {
+	h := r.h
+	h.tb.Helper()
+	mr, err := mem.WrapRegion(r.mr.Bytes()[off : off+n])
+	if err != nil {
+		h.tb.Fatal(err)
+	}
+	var k [8]byte
+	if _, err := rand.Read(k[:]); err != nil {
+		h.tb.Fatal(err)
+	}
+	g := &Region{h: h, mr: mr, grant: true}
+	h.mu.Lock()
+	h.next++
+	g.hd = mem.NewHandle(mr, h.next, binary.LittleEndian.Uint64(k[:]), access)
+	h.regions[g.hd.ID()] = g
+	for _, rg := range h.registrars {
+		rg.RegionAdded(g.hd)
+	}
+	h.mu.Unlock()
+	return g
 }
 
 // ID is the region's number in its host.
@@ -276,7 +308,7 @@ func (h *Host) holding(b []byte) *Region {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	for _, r := range h.regions {
-		if _, ok := r.mr.Contains(b); ok {
+		if _, ok := r.mr.Contains(b); ok && !r.grant {
 			return r
 		}
 	}

@@ -437,8 +437,26 @@ func (d *device) leave(e *Endpoint) {
 
 func addrOf(b []byte) uintptr { return uintptr(unsafe.Pointer(unsafe.SliceData(b))) }
 
+// mrAccess is what the registration of a region with rights a grants: the
+// NIC's own use (LocalWrite: the region may receive a READ's data) and, for
+// peers, no more than a. A read-only region's rkey cannot be used to write
+// into it, whatever the peer's engine does. One exception: on iWARP a
+// WRITE is complete only once a one-byte READ behind it on the same QP has
+// returned (the fence, see postGroup), so a write-only region is readable
+// through its rkey there.
+func mrAccess(a mem.Access, iwarp bool) ibv.Access {
+	acc := ibv.AccessLocalWrite
+	if a&mem.AccessRead != 0 || a&mem.AccessWrite != 0 && iwarp {
+		acc |= ibv.AccessRemoteRead
+	}
+	if a&mem.AccessWrite != 0 {
+		acc |= ibv.AccessRemoteWrite
+	}
+	return acc
+}
+
 // mr returns the registration of region h, registering the whole region
-// on first use. The caller holds a pin on h, so the engine cannot have
+// on first use, with the region's rights (mrAccess). The caller holds a pin on h, so the engine cannot have
 // deregistered it (RegionRemoved runs once the pins are gone).
 func (d *device) mr(h *mem.Handle) (*ibv.MR, error) {
 	d.mu.Lock()
@@ -453,7 +471,7 @@ func (d *device) mr(h *mem.Handle) (*ibv.MR, error) {
 		return nil, fmt.Errorf("rdma: %w", transport.ErrNotRegistered)
 	}
 	if !h.Location().IsHost() {
-		m, fd, err := d.regDevice(h, ibv.AccessLocalWrite|ibv.AccessRemoteWrite|ibv.AccessRemoteRead)
+		m, fd, err := d.regDevice(h, mrAccess(h.Access(), d.iwarp))
 		if err != nil {
 			return nil, err
 		}
@@ -469,7 +487,7 @@ func (d *device) mr(h *mem.Handle) (*ibv.MR, error) {
 		d.mrs[h] = m
 		return m, nil
 	}
-	m, err := d.pd.RegMR(h.Bytes(), ibv.AccessLocalWrite|ibv.AccessRemoteWrite|ibv.AccessRemoteRead)
+	m, err := d.pd.RegMR(h.Bytes(), mrAccess(h.Access(), d.iwarp))
 	if err != nil {
 		return nil, fmt.Errorf("rdma: register %d MiB on %s: %w%s", h.Len()>>20, d.info.Name, err, memlockHint(err))
 	}
