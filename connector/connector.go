@@ -185,7 +185,29 @@ type Connector struct {
 }
 
 type stats struct {
-	puts, gets, bytesPut, bytesGot, errors, timeouts, expired, served atomic.Int64
+	puts, gets, bytesPut, bytesGot, errors, timeouts, expired, served, peersLost atomic.Int64
+	// lastErr is the message of the last failed operation, cleared by the
+	// next one that succeeds ("" when none).
+	lastErr atomic.Pointer[string]
+}
+
+// failed records err as the last operation's failure. Waits that end
+// without a value (a key not put in time, a caller's deadline) are an
+// answer, not a fault, and clear it like a success.
+func (s *stats) failed(err error) {
+	if errors.Is(err, ErrNotFound) || errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) {
+		s.lastErr.Store(nil)
+		return
+	}
+	msg := err.Error()
+	s.lastErr.Store(&msg)
+}
+
+// succeeded clears the last failure.
+func (s *stats) succeeded() {
+	if s.lastErr.Load() != nil {
+		s.lastErr.Store(nil)
+	}
 }
 
 // Health is a snapshot of a connector's counters and pool.
@@ -205,6 +227,15 @@ type Health struct {
 	PoolSize int64  `json:"pool_bytes"`       // the pool's capacity
 	PoolUsed int64  `json:"pool_used_bytes"`  // bytes allocated in it
 	Closed   bool   `json:"closed,omitempty"` // Close was called
+	// PeersLost counts consumers whose connection failed while they had
+	// gets or claims open here.
+	PeersLost int64 `json:"peers_lost"`
+	// LastError is the last failed operation's message, until an
+	// operation succeeds.
+	LastError string `json:"last_error,omitempty"`
+	// Status is "healthy", "unhealthy" (Problems says why) or "closed".
+	Status   string   `json:"status"`
+	Problems []string `json:"problems,omitempty"`
 }
 
 // Open starts a connector and the engine it owns.
@@ -308,11 +339,37 @@ func (c *Connector) Health() Health {
 	}
 	h.Closed = c.closed
 	c.mu.Unlock()
+	h.PeersLost = c.stats.peersLost.Load()
+	if e := c.stats.lastErr.Load(); e != nil {
+		h.LastError = *e
+	}
 	if !h.Closed {
 		ps := c.eng.Pool().Stats()
 		h.PoolSize, h.PoolUsed = int64(ps.Capacity), int64(ps.InUse)
 	}
+	h.Status, h.Problems = h.judge()
 	return h
+}
+
+// judge says whether h is healthy, and if not why: a closed connector, a
+// pool with no byte free (the next put or get of a value fails or waits),
+// or a last operation that failed. Lost peers are counted, not judged: a
+// consumer that went away is the consumer's fault.
+func (h Health) judge() (string, []string) {
+	if h.Closed {
+		return "closed", []string{"the connector is closed"}
+	}
+	var p []string
+	if h.PoolSize > 0 && h.PoolUsed >= h.PoolSize {
+		p = append(p, fmt.Sprintf("the pool is full (%d of %d bytes in use)", h.PoolUsed, h.PoolSize))
+	}
+	if h.LastError != "" {
+		p = append(p, "the last operation failed: "+h.LastError)
+	}
+	if len(p) > 0 {
+		return "unhealthy", p
+	}
+	return "healthy", nil
 }
 
 // Close stops the connector: Gets in flight and every later call fail with

@@ -282,6 +282,22 @@ func xfer_cleanup(h C.int64_t, from *C.char, fromLen C.int64_t, to *C.char, toLe
 	return
 }
 
+//export xfer_stored
+func xfer_stored(h C.int64_t, from *C.char, fromLen C.int64_t, to *C.char, toLen C.int64_t, key *C.char, keyLen C.int64_t,
+	stored *C.int32_t, errBuf *C.char, errLen C.size_t) (code C.int32_t) {
+	var err error
+	defer func() { code = ret(err, errBuf, errLen) }()
+	defer guard("stored", &err)
+	ok, err := isStored(int64(h), goStr(from, fromLen), goStr(to, toLen), goStr(key, keyLen))
+	if err == nil && stored != nil {
+		*stored = 0
+		if ok {
+			*stored = 1
+		}
+	}
+	return
+}
+
 //export xfer_health
 func xfer_health(h C.int64_t, out *C.char, outCap C.size_t, outLen *C.int64_t, errBuf *C.char, errLen C.size_t) (code C.int32_t) {
 	var err error

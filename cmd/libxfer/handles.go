@@ -408,13 +408,34 @@ func cleanup(h int64, from, to, key string) (bool, error) {
 	return c.Cleanup(from, to, key)
 }
 
-// health is the connector's Health as JSON.
+// isStored reports whether a value is stored under the names now.
+func isStored(h int64, from, to, key string) (bool, error) {
+	c, err := lookupConn(h)
+	if err != nil {
+		return false, err
+	}
+	if err := checkNames(from, to, key); err != nil {
+		return false, err
+	}
+	return c.Stored(from, to, key)
+}
+
+// health is the connector's Health as JSON, with the pool's address
+// (pool_addr): the binding maps the whole pool as one array for code that
+// addresses it by offset, as Mooncake's connector does.
 func health(h int64) ([]byte, error) {
 	c, err := lookupConn(h)
 	if err != nil {
 		return nil, err
 	}
-	return json.Marshal(c.Health())
+	out := struct {
+		connector.Health
+		PoolAddr uint64 `json:"pool_addr,omitempty"`
+	}{Health: c.Health()}
+	if !out.Closed {
+		out.PoolAddr = uint64(c.Engine().Pool().Region().Addr())
+	}
+	return json.Marshal(out)
 }
 
 // metaJSON is m as JSON.
