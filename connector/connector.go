@@ -166,10 +166,11 @@ type Connector struct {
 	log  *slog.Logger
 	pull Pull
 
-	ctx    context.Context // ends at Close
-	cancel context.CancelFunc
-	wg     sync.WaitGroup
-	ctrl   *ctrlPool
+	ctx      context.Context // ends at Close (or Stop)
+	cancel   context.CancelFunc
+	wg       sync.WaitGroup
+	ctrl     *ctrlPool
+	stopOnce sync.Once
 
 	mu     sync.Mutex
 	closed bool
@@ -179,7 +180,7 @@ type Connector struct {
 	remote map[*xfer.Peer]*remote // producers this connector dialed
 
 	stats stats
-	down  atomic.Bool // Close began: memory is going away
+	down  atomic.Bool // Close (not Stop) began: memory is going away
 
 	chunkAuto bool // ChunkSize was left to its default
 }
@@ -377,11 +378,23 @@ func (h Health) judge() (string, []string) {
 // engine is closed with all its memory, which ends every Buffer the
 // connector handed out. It waits for the connector's goroutines. Idempotent.
 func (c *Connector) Close() error {
+	c.Stop()
+	c.down.Store(true)
+	return c.eng.Close()
+}
+
+// Stop is Close less closing the engine: Gets in flight and every later
+// call fail with an error matching net.ErrClosed and stored values are
+// dropped, but the pool stays mapped, so that memory handed out (a
+// Buffer's Bytes) may still be read and written until Close. It waits for
+// the connector's goroutines. Idempotent; Close after Stop closes the
+// engine.
+func (c *Connector) Stop() {
+	c.stopOnce.Do(c.stop)
+}
+
+func (c *Connector) stop() {
 	c.mu.Lock()
-	if c.closed {
-		c.mu.Unlock()
-		return nil
-	}
 	c.closed = true
 	remotes := make([]*remote, 0, len(c.remote))
 	for _, r := range c.remote {
@@ -393,7 +406,6 @@ func (c *Connector) Close() error {
 	c.claims = map[claimKey]*claim{}
 	c.mu.Unlock()
 	c.syncAll(remotes)
-	c.down.Store(true)
 	c.cancel()
 	// The goroutines end with c.ctx, and may still touch the engine's
 	// memory until they do (a control message copied into a registered
@@ -404,7 +416,6 @@ func (c *Connector) Close() error {
 	for range ctrlBlocks {
 		<-c.ctrl.free
 	}
-	return c.eng.Close()
 }
 
 // syncTimeout bounds the sync with each producer at Close.

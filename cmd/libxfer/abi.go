@@ -112,6 +112,15 @@ func xfer_close(h C.int64_t, errBuf *C.char, errLen C.size_t) (code C.int32_t) {
 	return
 }
 
+//export xfer_stop
+func xfer_stop(h C.int64_t, errBuf *C.char, errLen C.size_t) (code C.int32_t) {
+	var err error
+	defer func() { code = ret(err, errBuf, errLen) }()
+	defer guard("stop", &err)
+	err = stopConn(int64(h))
+	return
+}
+
 //export xfer_put
 func xfer_put(h C.int64_t, from *C.char, fromLen C.int64_t, to *C.char, toLen C.int64_t, key *C.char, keyLen C.int64_t,
 	kind C.int32_t, dtype *C.char, dtypeLen C.int64_t, shape *C.int64_t, ndim C.int32_t,

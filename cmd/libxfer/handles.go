@@ -25,10 +25,18 @@ var (
 	buffers    = map[int64]*buffer{}
 )
 
-// conn is an open connector and the buffers it handed out.
+// conn is an open connector and the buffers it handed out. Every call on
+// it counts itself in calls while it runs, and closeConn waits for them
+// before it closes the engine, which unmaps the pool: a call copying into
+// the pool (a put) never races the unmapping. ctx ends at close, and with
+// it every call's context, so that a call waiting (for memory, for a
+// value) ends then.
 type conn struct {
 	c       *connector.Connector
 	buffers map[int64]struct{}
+	calls   sync.WaitGroup
+	ctx     context.Context
+	cancel  context.CancelFunc
 }
 
 // buffer is a connector.Buffer handed out by a get or an alloc.
@@ -61,32 +69,37 @@ func openConn(cfgJSON []byte) (int64, error) {
 		return 0, err
 	}
 	h := newHandle()
+	e := &conn{c: c, buffers: map[int64]struct{}{}}
+	e.ctx, e.cancel = context.WithCancel(context.Background())
 	handleMu.Lock()
-	conns[h] = &conn{c: c, buffers: map[int64]struct{}{}}
+	conns[h] = e
 	handleMu.Unlock()
 	return h, nil
 }
 
-func lookupConn(h int64) (*connector.Connector, error) {
+// useConn is the open connector h, counted as in use until done is called.
+func useConn(h int64) (e *conn, done func(), err error) {
 	handleMu.Lock()
 	defer handleMu.Unlock()
-	c, ok := conns[h]
+	e, ok := conns[h]
 	if !ok {
 		// Handles are never reused: one not open was closed (or is bogus).
-		return nil, fmt.Errorf("libxfer: connector handle %d: closed (or never opened): %w", h, net.ErrClosed)
+		return nil, nil, fmt.Errorf("libxfer: connector handle %d: closed (or never opened): %w", h, net.ErrClosed)
 	}
-	return c.c, nil
+	e.calls.Add(1)
+	return e, e.calls.Done, nil
 }
 
 // closeConn closes a connector and forgets its buffers (their memory goes
-// with the pool). Closing a handle that is not open is not an error: close
-// is idempotent.
+// with the pool): it stops the connector, which fails the calls in flight,
+// waits for them to return, then closes the engine. Closing a handle that
+// is not open is not an error: close is idempotent.
 func closeConn(h int64) error {
 	handleMu.Lock()
-	c, ok := conns[h]
+	e, ok := conns[h]
 	if ok {
-		delete(conns, h)
-		for b := range c.buffers {
+		delete(conns, h) // no call starts on it from here on
+		for b := range e.buffers {
 			delete(buffers, b)
 		}
 	}
@@ -94,7 +107,24 @@ func closeConn(h int64) error {
 	if !ok {
 		return nil
 	}
-	return c.c.Close()
+	e.cancel()
+	e.c.Stop()
+	e.calls.Wait()
+	return e.c.Close()
+}
+
+// stopConn stops a connector without unmapping its pool (Connector.Stop):
+// for a caller that still has views of the pool, which closes it once
+// they are gone. Its buffers stay live until then.
+func stopConn(h int64) error {
+	e, done, err := useConn(h)
+	if err != nil {
+		return nil // closed already: nothing to stop
+	}
+	defer done()
+	e.cancel()
+	e.c.Stop()
+	return nil
 }
 
 // addBuffer records b as a handle of connector ch.
@@ -112,38 +142,44 @@ func addBuffer(ch int64, b *connector.Buffer) (int64, error) {
 	return h, nil
 }
 
-func lookupBuffer(h int64) (*connector.Buffer, error) {
+// useBuffer is the live buffer h, its connector counted as in use until
+// done is called.
+func useBuffer(h int64) (b *connector.Buffer, done func(), err error) {
 	handleMu.Lock()
 	defer handleMu.Unlock()
-	b, ok := buffers[h]
+	e, ok := buffers[h]
 	if !ok {
-		return nil, fmt.Errorf("libxfer: buffer handle %d: not live (released, published, or its connector closed): %w", h, connector.ErrReleased)
+		return nil, nil, fmt.Errorf("libxfer: buffer handle %d: not live (released, published, or its connector closed): %w", h, connector.ErrReleased)
 	}
-	return b.b, nil
+	c := conns[e.conn] // a live buffer's connector is open
+	c.calls.Add(1)
+	return e.b, c.calls.Done, nil
 }
 
-// takeBuffer forgets the handle and returns its buffer.
-func takeBuffer(h int64) (*connector.Buffer, bool) {
+// takeBuffer forgets the handle and returns its buffer, its connector
+// counted as in use until done is called.
+func takeBuffer(h int64) (b *connector.Buffer, done func(), ok bool) {
 	handleMu.Lock()
 	defer handleMu.Unlock()
-	b, ok := buffers[h]
+	e, ok := buffers[h]
 	if !ok {
-		return nil, false
+		return nil, nil, false
 	}
 	delete(buffers, h)
-	if c, ok := conns[b.conn]; ok {
-		delete(c.buffers, h)
-	}
-	return b.b, true
+	c := conns[e.conn] // a live buffer's connector is open
+	delete(c.buffers, h)
+	c.calls.Add(1)
+	return e.b, c.calls.Done, true
 }
 
 // releaseBuffer hands a buffer's memory back to its pool. Releasing a
 // handle that is not live is not an error: release is idempotent.
 func releaseBuffer(h int64) error {
-	b, ok := takeBuffer(h)
+	b, done, ok := takeBuffer(h)
 	if !ok {
 		return nil
 	}
+	defer done()
 	return b.Release()
 }
 
@@ -159,12 +195,13 @@ func checkNames(from, to, key string) error {
 	return nil
 }
 
-// timeoutCtx is a context bounded by ms milliseconds (none for ms <= 0).
-func timeoutCtx(ms int64) (context.Context, context.CancelFunc) {
+// timeoutCtx is a context that ends with the connector e, bounded by ms
+// milliseconds (none for ms <= 0).
+func timeoutCtx(e *conn, ms int64) (context.Context, context.CancelFunc) {
 	if ms <= 0 {
-		return context.WithCancel(context.Background())
+		return context.WithCancel(e.ctx)
 	}
-	return context.WithTimeout(context.Background(), time.Duration(ms)*time.Millisecond)
+	return context.WithTimeout(e.ctx, time.Duration(ms)*time.Millisecond)
 }
 
 // putOptions are a put's options.
@@ -191,10 +228,12 @@ func (o putOptions) list() []connector.PutOption {
 // put stores a value: bytes, a tensor (dtype and shape), an object (data
 // is its JSON) or a pickled object. data is copied into the pool.
 func put(h int64, from, to, key string, kind int32, dtype string, shape []int64, data []byte, o putOptions, timeoutMS int64) (connector.Meta, error) {
-	c, err := lookupConn(h)
+	e, done, err := useConn(h)
 	if err != nil {
 		return connector.Meta{}, err
 	}
+	defer done()
+	c := e.c
 	if err := checkNames(from, to, key); err != nil {
 		return connector.Meta{}, err
 	}
@@ -232,7 +271,7 @@ func put(h int64, from, to, key string, kind int32, dtype string, shape []int64,
 	default:
 		return connector.Meta{}, fmt.Errorf("libxfer: kind %d: want 1 (bytes), 2 (tensor), 3 (object) or 4 (pickle): %w", kind, errInvalid)
 	}
-	ctx, cancel := timeoutCtx(timeoutMS)
+	ctx, cancel := timeoutCtx(e, timeoutMS)
 	defer cancel()
 	_, m, err := c.Put(ctx, from, to, key, v, o.list()...)
 	return m, err
@@ -241,11 +280,13 @@ func put(h int64, from, to, key string, kind int32, dtype string, shape []int64,
 // alloc hands out pool memory for a value to fill in place: n bytes, or a
 // tensor of dtype and shape (dtype non-empty).
 func alloc(h int64, dtype string, shape []int64, n int64, timeoutMS int64) (int64, error) {
-	c, err := lookupConn(h)
+	e, done, err := useConn(h)
 	if err != nil {
 		return 0, err
 	}
-	ctx, cancel := timeoutCtx(timeoutMS)
+	defer done()
+	c := e.c
+	ctx, cancel := timeoutCtx(e, timeoutMS)
 	defer cancel()
 	var b *connector.Buffer
 	if dtype != "" {
@@ -275,10 +316,12 @@ func alloc(h int64, dtype string, shape []int64, n int64, timeoutMS int64) (int6
 
 // putBuffer publishes an allocated buffer without a copy; the handle ends.
 func putBuffer(h, bh int64, from, to, key string, o putOptions, timeoutMS int64) (connector.Meta, error) {
-	c, err := lookupConn(h)
+	e, done, err := useConn(h)
 	if err != nil {
 		return connector.Meta{}, err
 	}
+	defer done()
+	c := e.c
 	if err := checkNames(from, to, key); err != nil {
 		return connector.Meta{}, err
 	}
@@ -286,19 +329,20 @@ func putBuffer(h, bh int64, from, to, key string, o putOptions, timeoutMS int64)
 		return connector.Meta{}, fmt.Errorf("libxfer: consumers %d: must not be negative: %w", o.consumers, errInvalid)
 	}
 	handleMu.Lock()
-	e, ok := buffers[bh]
+	be, ok := buffers[bh]
 	handleMu.Unlock()
 	if !ok {
 		return connector.Meta{}, fmt.Errorf("libxfer: buffer handle %d: not live (released, published, or its connector closed): %w", bh, connector.ErrReleased)
 	}
-	if e.conn != h {
-		return connector.Meta{}, fmt.Errorf("libxfer: buffer handle %d belongs to connector %d, not %d: %w", bh, e.conn, h, errInvalid)
+	if be.conn != h {
+		return connector.Meta{}, fmt.Errorf("libxfer: buffer handle %d belongs to connector %d, not %d: %w", bh, be.conn, h, errInvalid)
 	}
-	b, ok := takeBuffer(bh)
+	b, bdone, ok := takeBuffer(bh)
 	if !ok {
 		return connector.Meta{}, fmt.Errorf("libxfer: buffer handle %d: released during the call: %w", bh, connector.ErrReleased)
 	}
-	ctx, cancel := timeoutCtx(timeoutMS)
+	defer bdone()
+	ctx, cancel := timeoutCtx(e, timeoutMS)
 	defer cancel()
 	_, m, err := c.PutBuffer(ctx, from, to, key, b, o.list()...)
 	if err != nil {
@@ -311,10 +355,12 @@ func putBuffer(h, bh int64, from, to, key string, o putOptions, timeoutMS int64)
 // metadata. metaJSON is the producer's metadata (JSON of connector.Meta),
 // possibly partial, or empty for none.
 func get(h int64, from, to, key string, metaJSON []byte, timeoutMS int64, noWait bool) (int64, connector.Meta, error) {
-	c, err := lookupConn(h)
+	e, done, err := useConn(h)
 	if err != nil {
 		return 0, connector.Meta{}, err
 	}
+	defer done()
+	c := e.c
 	if err := checkNames(from, to, key); err != nil {
 		return 0, connector.Meta{}, err
 	}
@@ -330,7 +376,7 @@ func get(h int64, from, to, key string, metaJSON []byte, timeoutMS int64, noWait
 	if noWait {
 		opts = append(opts, connector.NoWait())
 	}
-	ctx, cancel := timeoutCtx(timeoutMS)
+	ctx, cancel := timeoutCtx(e, timeoutMS)
 	defer cancel()
 	b, _, err := c.Get(ctx, from, to, key, meta, opts...)
 	if err != nil {
@@ -369,10 +415,11 @@ func parseMeta(b []byte) (connector.Meta, error) {
 
 // bufferData is the buffer's memory: its address in the pool and size.
 func bufferData(bh int64) (unsafe.Pointer, int64, error) {
-	b, err := lookupBuffer(bh)
+	b, done, err := useBuffer(bh)
 	if err != nil {
 		return nil, 0, err
 	}
+	defer done()
 	d := b.Bytes()
 	if len(d) == 0 {
 		return nil, 0, nil
@@ -382,10 +429,11 @@ func bufferData(bh int64) (unsafe.Pointer, int64, error) {
 
 // bufferObject decodes the object a buffer holds (see objectToJSON).
 func bufferObject(bh int64) ([]byte, bool, error) {
-	b, err := lookupBuffer(bh)
+	b, done, err := useBuffer(bh)
 	if err != nil {
 		return nil, false, err
 	}
+	defer done()
 	if b.Meta().Kind != connector.KindObject {
 		return nil, false, fmt.Errorf("libxfer: the buffer holds %v, not an object: %w", b.Meta().Kind, errInvalid)
 	}
@@ -398,10 +446,12 @@ func bufferObject(bh int64) ([]byte, bool, error) {
 
 // cleanup deletes a stored value; it reports whether there was one.
 func cleanup(h int64, from, to, key string) (bool, error) {
-	c, err := lookupConn(h)
+	e, done, err := useConn(h)
 	if err != nil {
 		return false, err
 	}
+	defer done()
+	c := e.c
 	if err := checkNames(from, to, key); err != nil {
 		return false, err
 	}
@@ -410,10 +460,12 @@ func cleanup(h int64, from, to, key string) (bool, error) {
 
 // isStored reports whether a value is stored under the names now.
 func isStored(h int64, from, to, key string) (bool, error) {
-	c, err := lookupConn(h)
+	e, done, err := useConn(h)
 	if err != nil {
 		return false, err
 	}
+	defer done()
+	c := e.c
 	if err := checkNames(from, to, key); err != nil {
 		return false, err
 	}
@@ -424,10 +476,12 @@ func isStored(h int64, from, to, key string) (bool, error) {
 // (pool_addr): the binding maps the whole pool as one array for code that
 // addresses it by offset, as Mooncake's connector does.
 func health(h int64) ([]byte, error) {
-	c, err := lookupConn(h)
+	e, done, err := useConn(h)
 	if err != nil {
 		return nil, err
 	}
+	defer done()
+	c := e.c
 	out := struct {
 		connector.Health
 		PoolAddr uint64 `json:"pool_addr,omitempty"`

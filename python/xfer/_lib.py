@@ -51,6 +51,7 @@ def _declare(lib):
         "xfer_abi_version": ([], i32),
         "xfer_open": ([s, i64, c_int64_p] + err, i32),
         "xfer_close": ([i64] + err, i32),
+        "xfer_stop": ([i64] + err, i32),
         "xfer_put": ([i64, s, i64, s, i64, s, i64, i32, s, i64, c_int64_p, i32, vp, i64, i32, i32, i64, i64,
                       s, sz, c_int64_p] + err, i32),
         "xfer_alloc": ([i64, s, i64, c_int64_p, i32, i64, i64, c_int64_p] + err, i32),

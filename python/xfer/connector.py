@@ -289,11 +289,19 @@ class Connector:
             h, self._handle = self._handle, 0
             self._allocs.clear()
             self._keys.clear()
+            stop = 0
             if h and self._live > 0:
-                self._deferred, h = h, 0
-        if not h or os.getpid() != self._pid:
+                self._deferred, h, stop = h, 0, h
+        if os.getpid() != self._pid:
             return
-        self._close_handle(h)
+        if stop:
+            # Views live: stop the connector now (calls in flight fail,
+            # stored values go), and unmap its pool when the last is gone.
+            lib = _lib.lib()
+            call = _lib.Call()
+            call.check(lib.xfer_stop(stop, call.err, _lib.ERR_LEN))
+        if h:
+            self._close_handle(h)
 
     def _close_handle(self, h):
         lib = _lib.lib()

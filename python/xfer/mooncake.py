@@ -588,7 +588,8 @@ class MooncakeTransferEngineConnector:
         (object, size) for other values, or None when the producer has no
         such value or the transfer failed. Raises RuntimeError once closed,
         and for a get without metadata before any sender is known."""
-        if self._closed:
+        pool = self.pool  # the views this get hands out keep it (and the memory) alive
+        if self._closed or pool is None:
             raise RuntimeError("Cannot get data: MooncakeTransferEngineConnector is closed")
         key = self._make_key(get_key, from_stage, to_stage)
         if not metadata:
@@ -628,15 +629,16 @@ class MooncakeTransferEngineConnector:
         self._metrics["gets"] += 1
         self._metrics["bytes_transferred"] += xb.size
         if xb.kind in (KIND_BYTES, KIND_TENSOR):
-            return self._wrap(xb), xb.size
+            return self._wrap(xb, pool), xb.size
         return self._conn.value_of(xb), xb.size
 
-    def _wrap(self, xb):
-        """A ManagedBuffer of this pool over the xfer buffer xb."""
+    def _wrap(self, xb, pool):
+        """A ManagedBuffer of pool (this connector's) over the xfer buffer
+        xb."""
         if xb.size == 0:
             xb.release()
-            return ManagedBuffer(_NoAllocator, 0, 0, self.pool)
-        return ManagedBuffer(self.allocator, self.allocator._adopt(xb), xb.size, self.pool)
+            return ManagedBuffer(_NoAllocator, 0, 0, pool)
+        return ManagedBuffer(self.allocator, self.allocator._adopt(xb), xb.size, pool)
 
     def get_with_deadline(self, from_stage, to_stage, get_key, metadata=None, *, deadline):
         """get, or None once time.monotonic() has passed deadline."""
