@@ -4,18 +4,14 @@ connector closed while views live unmaps the pool only once the last is
 gone. Each case runs in a child interpreter, so that a crash fails the
 test instead of killing the run."""
 
-import os
 import subprocess
 import sys
 import textwrap
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-PYDIR = os.path.abspath(os.path.join(HERE, ".."))
 
 
 def run_child(code):
-    r = subprocess.run([sys.executable, "-c", textwrap.dedent(code)], capture_output=True, timeout=120,
-                       env=dict(os.environ, PYTHONPATH=PYDIR))
+    r = subprocess.run([sys.executable, "-c", textwrap.dedent(code)], capture_output=True, timeout=120)
     assert r.returncode == 0, f"child exited {r.returncode} (-11: SIGSEGV)\nstdout: {r.stdout!r}\nstderr: {r.stderr!r}"
     return r.stdout.decode()
 
