@@ -300,3 +300,23 @@ def test_native_connector_reads_mooncake_metadata(monkeypatch):
         assert got == (b"native", 6)
         with pytest.raises(xfer.InvalidError, match="source_host"):
             r.get("a", "b", "k", {"source_host": "auto", "source_port": port})
+
+
+def test_metrics_reports(monkeypatch, caplog):
+    # MC_TE_METRIC turns on a report of throughput and pool use every
+    # MC_TE_METRIC_INTERVAL_SECONDS, until close.
+    monkeypatch.setenv("XFER_TRANSPORT", "tcp")
+    monkeypatch.setenv("MC_TE_METRIC", "1")
+    monkeypatch.setenv("MC_TE_METRIC_INTERVAL_SECONDS", "0.1")
+    with caplog.at_level(logging.INFO, logger="xfer.mooncake"):
+        with MooncakeTransferEngineConnector(config()) as c:
+            c.put("a", "b", "k", b"v" * 1000)
+            deadline = time.monotonic() + 20
+            while "metrics:" not in caplog.text and time.monotonic() < deadline:
+                time.sleep(0.05)
+    time.sleep(0.3)  # a report under way as close ran is out
+    reports = [r.getMessage() for r in caplog.records if "metrics:" in r.getMessage()]
+    assert reports and "puts 1" in reports[-1] and "of 16777216 bytes in use" in reports[-1]
+    n = len(reports)
+    time.sleep(0.3)
+    assert len([r for r in caplog.records if "metrics:" in r.getMessage()]) == n  # none after close

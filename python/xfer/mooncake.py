@@ -66,6 +66,38 @@ _PASSED = set(_XFER_DEFAULTS) - set(DEFAULTS)
 _AUTO_HOSTS = ("auto", "", "*", "0.0.0.0", "::")
 
 
+def _metric_interval():
+    """Mooncake's MC_TE_METRIC: when on ("1", "true", "yes", "on"), the
+    seconds between two reports (MC_TE_METRIC_INTERVAL_SECONDS, 5 by
+    default); None when off."""
+    if os.environ.get("MC_TE_METRIC", "").strip().lower() not in ("1", "true", "yes", "on"):
+        return None
+    try:
+        return max(0.1, float(os.environ.get("MC_TE_METRIC_INTERVAL_SECONDS", "5")))
+    except ValueError:
+        return 5.0
+
+
+def _report_metrics(conn, stop, interval, name):
+    """Logs the connector's throughput and pool use every interval seconds
+    until stop is set, as Mooncake's engine does under MC_TE_METRIC. It
+    holds the xfer connector, not the Mooncake one, so that the Mooncake
+    connector can still be garbage (whose close sets stop)."""
+    last = None
+    while not stop.wait(interval):
+        try:
+            h = conn._health()
+        except errors.XferError:
+            return
+        moved = h.get("bytes_put", 0) + h.get("bytes_got", 0)
+        rate = 0.0 if last is None else (moved - last) / interval / 1e6
+        last = moved
+        log.info("%s metrics: %.1f MB/s over the last %.1f s; puts %d, gets %d, served %d, errors %d, "
+                 "pool %d of %d bytes in use, peers lost %d, status %s", name, rate, interval, h.get("puts", 0),
+                 h.get("gets", 0), h.get("served", 0), h.get("errors", 0), h.get("pool_used_bytes", 0),
+                 h.get("pool_bytes", 0), h.get("peers_lost", 0), h.get("status", "?"))
+
+
 class TransferEngine:
     """Mooncake's ``mooncake.engine.TransferEngine`` as far as code around
     the connector uses it: initialize, get_rpc_port, register_memory,
@@ -453,6 +485,11 @@ class MooncakeTransferEngineConnector:
         self.allocator = _PoolAllocator(self._conn, self.base_ptr, int(h["pool_bytes"]))
         log.info("MooncakeTransferEngineConnector (xfer) at %s:%s, role %s, pool %d bytes on %s",
                  self.host, self.rpc_port, self.role, self.pool_size, self.pool_device)
+        interval = _metric_interval()
+        if interval is not None:
+            threading.Thread(target=_report_metrics, name="xfer-mooncake-metrics", daemon=True,
+                             args=(self._conn, self._stop_event, interval,
+                                   f"MooncakeTransferEngineConnector {self.host}:{self.rpc_port}")).start()
 
     def _map_pool(self, base, size):
         """The whole pool as one uint8 tensor (an array without torch). The
