@@ -320,3 +320,14 @@ def test_metrics_reports(monkeypatch, caplog):
     n = len(reports)
     time.sleep(0.3)
     assert len([r for r in caplog.records if "metrics:" in r.getMessage()]) == n  # none after close
+
+
+def test_missing_device_under_auto_warns(monkeypatch, caplog):
+    # A named RDMA device this host lacks: under auto, one warning, and the
+    # connector opens on another transport.
+    monkeypatch.delenv("XFER_TRANSPORT", raising=False)
+    monkeypatch.setenv("RDMA_DEVICE_NAME", "nosuchdev9")
+    with caplog.at_level(logging.WARNING, logger="xfer"):
+        with xfer.Connector({"role": "sender", "protocol": "auto", "host": "127.0.0.1"}) as c:
+            assert c.health()["status"] == "healthy"
+    assert "the RDMA device 'nosuchdev9' does not exist on this host" in caplog.text

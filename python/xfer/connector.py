@@ -115,10 +115,11 @@ def _translate(config):
     dev = c["device_name"] or ("" if names_device else os.environ.get("RDMA_DEVICE_NAME", ""))
     if dev:
         out["device"] = dev
-        if out["transport"] == "auto" and os.path.isdir("/sys/class/infiniband") and \
-                not os.path.exists(os.path.join("/sys/class/infiniband", dev)):
-            log.warning("xfer: the RDMA device %r does not exist on this host (devices: %s): protocol auto "
-                        "falls back to another transport", dev, ", ".join(sorted(os.listdir("/sys/class/infiniband"))) or "none")
+        ib = "/sys/class/infiniband"
+        if out["transport"] == "auto" and not os.path.exists(os.path.join(ib, dev)):
+            have = sorted(os.listdir(ib)) if os.path.isdir(ib) else []
+            log.warning("xfer: the RDMA device %r does not exist on this host (its devices: %s): protocol auto "
+                        "falls back to another transport", dev, ", ".join(have) or "none")
     secret = c["secret"] or os.environ.get("XFER_SECRET", "")
     if secret:
         out["secret"] = secret
