@@ -331,3 +331,10 @@ def test_missing_device_under_auto_warns(monkeypatch, caplog):
         with xfer.Connector({"role": "sender", "protocol": "auto", "host": "127.0.0.1"}) as c:
             assert c.health()["status"] == "healthy"
     assert "the RDMA device 'nosuchdev9' does not exist on this host" in caplog.text
+
+
+def test_too_large_names_memory_pool_size(caplog):
+    with caplog.at_level(logging.WARNING, logger="xfer"):
+        with xfer.Connector({"role": "sender", "protocol": "tcp", "host": "127.0.0.1", "memory_pool_size": MiB}) as c:
+            assert c.put("a", "b", "k", b"x" * (2 * MiB)) == (False, 0, None)
+    assert "raise memory_pool_size" in caplog.text and "Engine.MemoryMB" not in caplog.text

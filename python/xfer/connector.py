@@ -389,8 +389,8 @@ class Connector:
         try:
             size, meta = self._put(from_stage, to_stage, put_key, data, opts)
         except errors.TooLargeError as e:
-            log.warning("%s (the pool is memory_pool_size: %d bytes)", str(e).replace("raise Engine.MemoryMB", "raise memory_pool_size"),
-                        int(self.config["memory_pool_size"]))
+            # The library names its own setting; this connector's is memory_pool_size.
+            log.warning("%s", str(e).replace("raise Engine.MemoryMB", "raise memory_pool_size"))
             return False, 0, None
         except errors.PoolExhaustedError as e:
             log.warning("%s", e)
