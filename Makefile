@@ -73,29 +73,42 @@ fuzz:
 	done; echo $$n > $(TESTOUT)/fuzz.pass
 
 ## python: the Python binding. Builds libxfer.so (the connector's C ABI,
-## cmd/libxfer) into python/xfer/ and makes the package importable by
-## Debian's python3 with a .pth file in its site-packages (no package index,
-## no compiler at install time). PYTHON is /usr/bin/python3 on purpose: a
-## python3 earlier on PATH (pyenv) does not see Debian's numpy and torch.
-PYTHON ?= /usr/bin/python3
+## cmd/libxfer) into python/xfer/, then a wheel of the package carrying it
+## (PYWHEEL: no package index, no compiler at install time), and installs
+## that wheel into this checkout's own venv, PYVENV, made with
+## --system-site-packages so that Debian's numpy, torch and pytest are
+## visible. Nothing is written outside the checkout: `PYVENV/bin/python`
+## imports xfer with no PYTHONPATH, and `pip install PYWHEEL` puts it in
+## another venv (or a user site). PYTHON is /usr/bin/python3 on purpose: a
+## python3 earlier on PATH (pyenv) does not see Debian's packages.
+PYTHON  ?= /usr/bin/python3
+PYBUILD := $(CURDIR)/build/python
+PYVENV  ?= $(PYBUILD)/venv
+PYWHEEL := $(PYBUILD)/dist/xfer-$(shell sed -n 's/^version = "\(.*\)"/\1/p' python/pyproject.toml)-py3-none-any.whl
 
 python:
 	CGO_ENABLED=1 $(GO) build -buildmode=c-shared -o python/xfer/libxfer.so ./cmd/libxfer
 	rm -f python/xfer/libxfer.h
-	@site=$$($(PYTHON) -c 'import site; print(site.getsitepackages()[0])') && mkdir -p "$$site" && \
-	  echo "$(CURDIR)/python" > "$$site/xfer.pth" && \
-	  echo "python: $(PYTHON) imports xfer from $(CURDIR)/python ($$site/xfer.pth)"
+	rm -rf $(PYBUILD)/src $(PYBUILD)/dist && mkdir -p $(PYBUILD)/src
+	cp -r python/pyproject.toml python/xfer $(PYBUILD)/src/ && rm -rf $(PYBUILD)/src/xfer/__pycache__
+	$(PYTHON) -m pip wheel --quiet --no-index --no-deps --no-build-isolation -w $(PYBUILD)/dist $(PYBUILD)/src
+	test -x $(PYVENV)/bin/python || $(PYTHON) -m venv --system-site-packages $(PYVENV)
+	$(PYVENV)/bin/python -m pip install --quiet --no-index --no-deps --force-reinstall $(PYWHEEL)
+	@echo "python: $(PYWHEEL), installed in $(PYVENV) ($(PYVENV)/bin/python imports xfer)"
 
 ## python-test: the binding's pytest suite, less the slow tests
-## (PYTEST_MARK="" runs them too); its Go counterpart of xfer transfer is
-## built once for the cross-node tests. No tests collected (pytest's exit 5)
-## fails like any other failure.
+## (PYTEST_MARK="" runs them too), with PYVENV's python, which imports the
+## wheel make python installed there (never the machine-wide site's); its
+## Go counterpart of xfer transfer is built once for the cross-node tests.
+## They run from python/tests, so that python -m does not put the source
+## tree (python/, whose xfer/ is beside it) first on sys.path.
+## No tests collected (pytest's exit 5) fails like any other failure.
 PYTEST_MARK ?= not slow
 
 python-test: python
 	@mkdir -p $(TESTOUT)
 	$(GO) build -o $(TESTOUT)/xfer-py ./cmd/xfer
-	set -o pipefail; cd python && XFER_BINARY=$(TESTOUT)/xfer-py $(PYTHON) -m pytest -q -rs -m "$(PYTEST_MARK)" --junitxml=$(TESTOUT)/pytest.xml tests | tee $(TESTOUT)/pytest.log
+	set -o pipefail; cd python/tests && XFER_BINARY=$(TESTOUT)/xfer-py XFER_PACKAGE_PREFIX=$(PYVENV) XFER_WHEEL=$(PYWHEEL) $(PYVENV)/bin/python -m pytest -c ../pytest.ini --rootdir .. -q -rs -m "$(PYTEST_MARK)" --junitxml=$(TESTOUT)/pytest.xml . | tee $(TESTOUT)/pytest.log
 	@$(PYTHON) -c 'import sys, xml.etree.ElementTree as E; r = E.parse(sys.argv[1]).getroot(); s = r if r.tag == "testsuite" else r.find("testsuite"); n = lambda k: int(s.get(k, 0)); open(sys.argv[2], "w").write("%d\n" % (n("tests") - n("failures") - n("errors") - n("skipped"))); open(sys.argv[3], "w").write("%d\n" % n("skipped"))' $(TESTOUT)/pytest.xml $(TESTOUT)/pytest.pass $(TESTOUT)/pytest.skip
 
 ## bench: Go benchmarks (allocations per operation included).
@@ -151,7 +164,7 @@ bench-verbs: vm-setup
 	tools/bench/verbs.sh $(BENCH_ARGS)
 
 clean:
-	rm -f xfer python/xfer/libxfer.so
+	rm -rf xfer python/xfer/libxfer.so build/python
 
 ## RDMA verbs tests in a qemu VM with SoftRoCE (rxe) and SoftiWARP (siw),
 ## through the project's runner tools/rdma-vm (see tools/rdma-vm/README.md and

@@ -37,7 +37,8 @@ func (b *Buffer) Meta() Meta {
 func (b *Buffer) Size() int64 { return b.meta.Size }
 
 // Bytes is the value's memory, to read (or, before PutBuffer, to fill) in
-// place. It is nil after Release and after the connector's Close.
+// place. It is nil after Release and after the connector's Close (not
+// after Stop, which leaves the memory mapped).
 func (b *Buffer) Bytes() []byte {
 	b.mu.Lock()
 	defer b.mu.Unlock()

@@ -166,10 +166,11 @@ type Connector struct {
 	log  *slog.Logger
 	pull Pull
 
-	ctx    context.Context // ends at Close
-	cancel context.CancelFunc
-	wg     sync.WaitGroup
-	ctrl   *ctrlPool
+	ctx      context.Context // ends at Close (or Stop)
+	cancel   context.CancelFunc
+	wg       sync.WaitGroup
+	ctrl     *ctrlPool
+	stopOnce sync.Once
 
 	mu     sync.Mutex
 	closed bool
@@ -179,13 +180,35 @@ type Connector struct {
 	remote map[*xfer.Peer]*remote // producers this connector dialed
 
 	stats stats
-	down  atomic.Bool // Close began: memory is going away
+	down  atomic.Bool // Close (not Stop) began: memory is going away
 
 	chunkAuto bool // ChunkSize was left to its default
 }
 
 type stats struct {
-	puts, gets, bytesPut, bytesGot, errors, timeouts, expired, served atomic.Int64
+	puts, gets, bytesPut, bytesGot, errors, timeouts, expired, served, peersLost atomic.Int64
+	// lastErr is the message of the last failed operation, cleared by the
+	// next one that succeeds ("" when none).
+	lastErr atomic.Pointer[string]
+}
+
+// failed records err as the last operation's failure. Waits that end
+// without a value (a key not put in time, a caller's deadline) are an
+// answer, not a fault, and clear it like a success.
+func (s *stats) failed(err error) {
+	if errors.Is(err, ErrNotFound) || errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) {
+		s.lastErr.Store(nil)
+		return
+	}
+	msg := err.Error()
+	s.lastErr.Store(&msg)
+}
+
+// succeeded clears the last failure.
+func (s *stats) succeeded() {
+	if s.lastErr.Load() != nil {
+		s.lastErr.Store(nil)
+	}
 }
 
 // Health is a snapshot of a connector's counters and pool.
@@ -205,6 +228,15 @@ type Health struct {
 	PoolSize int64  `json:"pool_bytes"`       // the pool's capacity
 	PoolUsed int64  `json:"pool_used_bytes"`  // bytes allocated in it
 	Closed   bool   `json:"closed,omitempty"` // Close was called
+	// PeersLost counts consumers whose connection failed while they had
+	// gets or claims open here.
+	PeersLost int64 `json:"peers_lost"`
+	// LastError is the last failed operation's message, until an
+	// operation succeeds.
+	LastError string `json:"last_error,omitempty"`
+	// Status is "healthy", "unhealthy" (Problems says why) or "closed".
+	Status   string   `json:"status"`
+	Problems []string `json:"problems,omitempty"`
 }
 
 // Open starts a connector and the engine it owns.
@@ -308,11 +340,37 @@ func (c *Connector) Health() Health {
 	}
 	h.Closed = c.closed
 	c.mu.Unlock()
+	h.PeersLost = c.stats.peersLost.Load()
+	if e := c.stats.lastErr.Load(); e != nil {
+		h.LastError = *e
+	}
 	if !h.Closed {
 		ps := c.eng.Pool().Stats()
 		h.PoolSize, h.PoolUsed = int64(ps.Capacity), int64(ps.InUse)
 	}
+	h.Status, h.Problems = h.judge()
 	return h
+}
+
+// judge says whether h is healthy, and if not why: a closed connector, a
+// pool with no byte free (the next put or get of a value fails or waits),
+// or a last operation that failed. Lost peers are counted, not judged: a
+// consumer that went away is the consumer's fault.
+func (h Health) judge() (string, []string) {
+	if h.Closed {
+		return "closed", []string{"the connector is closed"}
+	}
+	var p []string
+	if h.PoolSize > 0 && h.PoolUsed >= h.PoolSize {
+		p = append(p, fmt.Sprintf("the pool is full (%d of %d bytes in use)", h.PoolUsed, h.PoolSize))
+	}
+	if h.LastError != "" {
+		p = append(p, "the last operation failed: "+h.LastError)
+	}
+	if len(p) > 0 {
+		return "unhealthy", p
+	}
+	return "healthy", nil
 }
 
 // Close stops the connector: Gets in flight and every later call fail with
@@ -320,11 +378,23 @@ func (c *Connector) Health() Health {
 // engine is closed with all its memory, which ends every Buffer the
 // connector handed out. It waits for the connector's goroutines. Idempotent.
 func (c *Connector) Close() error {
+	c.Stop()
+	c.down.Store(true)
+	return c.eng.Close()
+}
+
+// Stop is Close less closing the engine: Gets in flight and every later
+// call fail with an error matching net.ErrClosed and stored values are
+// dropped, but the pool stays mapped, so that memory handed out (a
+// Buffer's Bytes) may still be read and written until Close. It waits for
+// the connector's goroutines. Idempotent; Close after Stop closes the
+// engine.
+func (c *Connector) Stop() {
+	c.stopOnce.Do(c.stop)
+}
+
+func (c *Connector) stop() {
 	c.mu.Lock()
-	if c.closed {
-		c.mu.Unlock()
-		return nil
-	}
 	c.closed = true
 	remotes := make([]*remote, 0, len(c.remote))
 	for _, r := range c.remote {
@@ -336,7 +406,6 @@ func (c *Connector) Close() error {
 	c.claims = map[claimKey]*claim{}
 	c.mu.Unlock()
 	c.syncAll(remotes)
-	c.down.Store(true)
 	c.cancel()
 	// The goroutines end with c.ctx, and may still touch the engine's
 	// memory until they do (a control message copied into a registered
@@ -347,7 +416,6 @@ func (c *Connector) Close() error {
 	for range ctrlBlocks {
 		<-c.ctrl.free
 	}
-	return c.eng.Close()
 }
 
 // syncTimeout bounds the sync with each producer at Close.

@@ -91,8 +91,10 @@ func (c *Connector) Get(ctx context.Context, fromStage, toStage, key string, met
 		if ctx.Err() != nil {
 			c.stats.timeouts.Add(1)
 		}
+		c.stats.failed(err)
 		return nil, 0, err
 	}
+	c.stats.succeeded()
 	c.stats.gets.Add(1)
 	c.stats.bytesGot.Add(b.meta.Size)
 	return b, b.meta.Size, nil

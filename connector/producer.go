@@ -181,13 +181,16 @@ func (c *Connector) putCheck(fromStage, toStage, key string) (string, error) {
 	k, err := slotKey(fromStage, toStage, key)
 	if err != nil {
 		c.stats.errors.Add(1)
+		c.stats.failed(err)
 	}
 	return k, err
 }
 
 func (c *Connector) putErr(key string, err error) error {
 	c.stats.errors.Add(1)
-	return fmt.Errorf("connector: put %q: %w", key, err)
+	err = fmt.Errorf("connector: put %q: %w", key, err)
+	c.stats.failed(err)
+	return err
 }
 
 // publish stores buf, holding the value m, as the slot k, and serves the
@@ -223,6 +226,7 @@ func (c *Connector) publish(k string, m Meta, buf xfer.Buffer, opts []PutOption)
 	c.slots[k] = s
 	c.serveWaitersLocked(s)
 	c.mu.Unlock()
+	c.stats.succeeded()
 	c.stats.puts.Add(1)
 	c.stats.bytesPut.Add(m.Size)
 	out := m
@@ -247,6 +251,22 @@ func (c *Connector) Cleanup(fromStage, toStage, key string) (bool, error) {
 	if ok {
 		c.dropLocked(s)
 	}
+	return ok, nil
+}
+
+// Stored reports whether a value is stored under (fromStage, toStage, key)
+// now: put, and not yet taken by its consumers, cleaned up or expired.
+func (c *Connector) Stored(fromStage, toStage, key string) (bool, error) {
+	k, err := slotKey(fromStage, toStage, key)
+	if err != nil {
+		return false, err
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed {
+		return false, c.errClosed("stored")
+	}
+	_, ok := c.slots[k]
 	return ok, nil
 }
 
@@ -334,6 +354,18 @@ func (c *Connector) acceptLoop() {
 func (c *Connector) peerGone(p *xfer.Peer) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	lost := false
+	for _, ws := range c.wait {
+		for _, w := range ws {
+			lost = lost || w.peer == p
+		}
+	}
+	for k := range c.claims {
+		lost = lost || k.peer == p
+	}
+	if lost {
+		c.stats.peersLost.Add(1)
+	}
 	// Its waits first, so that ending its claims serves other consumers'.
 	for key, ws := range c.wait {
 		c.wait[key] = removeWaiters(ws, func(w *waiter) bool { return w.peer == p })
@@ -473,6 +505,7 @@ func (c *Connector) serveLocked(p *xfer.Peer, req request, s *slot) bool {
 		defer cancel()
 		if err := c.writeValue(ctx, p, data, req.dest, req.id); err != nil {
 			c.log.Warn("connector: writing a value to a consumer failed", "key", s.key, "peer", p.String(), "err", err)
+			c.stats.failed(fmt.Errorf("writing %q to %s: %w", s.key, p.String(), err))
 			c.mu.Lock()
 			c.endClaimLocked(k, false)
 			c.answerLocked(p, req.id, statusFailed, nil, xfer.RemoteAddr{}, "writing the value failed: "+err.Error())

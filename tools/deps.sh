@@ -4,8 +4,10 @@
 # Debian's etcd binary), prometheus (a real Prometheus scrapes xfer serve,
 # and its promtool checks the exposition and the recording rules), and
 # Debian's python3 with NumPy, PyTorch (CPU) and pytest for the Python
-# binding (/usr/bin/python3: a python3 earlier on PATH, e.g. pyenv's, does
-# not see Debian's packages). gcc: cgo builds the C ABI, libxfer.so.
+# binding, and pip, venv (ensurepip), setuptools and wheel, with which make
+# python builds its wheel and installs it into the checkout's venv offline
+# (/usr/bin/python3: a python3 earlier on PATH, e.g. pyenv's, does not see
+# Debian's packages). gcc: cgo builds the C ABI, libxfer.so.
 # libibverbs1 and its providers: the verbs binding's tests load the real
 # library (with no RDMA device here, they check what it says). Go modules
 # come with `go test` itself.
@@ -20,7 +22,7 @@ command -v etcd >/dev/null 2>&1 || need+=(etcd-server)
 [ -x /usr/bin/python3 ] || need+=(python3)
 command -v gcc >/dev/null 2>&1 || need+=(gcc) # cgo builds libxfer.so (make python)
 /sbin/ldconfig -p 2>/dev/null | grep 'libibverbs\.so\.1 ' >/dev/null || need+=(libibverbs1 ibverbs-providers) # not grep -q: its early exit fails the pipe under pipefail
-for m in numpy:python3-numpy torch:python3-torch pytest:python3-pytest; do
+for m in numpy:python3-numpy torch:python3-torch pytest:python3-pytest pip:python3-pip ensurepip:python3-venv setuptools:python3-setuptools wheel:python3-wheel; do
   /usr/bin/python3 -c "import ${m%%:*}" >/dev/null 2>&1 || need+=("${m#*:}")
 done
 

@@ -123,6 +123,15 @@ func xfer_close(h C.int64_t, errBuf *C.char, errLen C.size_t) (code C.int32_t) {
 	return
 }
 
+//export xfer_stop
+func xfer_stop(h C.int64_t, errBuf *C.char, errLen C.size_t) (code C.int32_t) {
+	var err error
+	defer func() { code = ret(err, errBuf, errLen) }()
+	defer guard("stop", &err)
+	err = stopConn(int64(h))
+	return
+}
+
 //export xfer_put
 func xfer_put(h C.int64_t, from *C.char, fromLen C.int64_t, to *C.char, toLen C.int64_t, key *C.char, keyLen C.int64_t,
 	kind C.int32_t, dtype *C.char, dtypeLen C.int64_t, shape *C.int64_t, ndim C.int32_t,
@@ -276,6 +285,22 @@ func xfer_cleanup(h C.int64_t, from *C.char, fromLen C.int64_t, to *C.char, toLe
 		*existed = 0
 		if ok {
 			*existed = 1
+		}
+	}
+	return
+}
+
+//export xfer_stored
+func xfer_stored(h C.int64_t, from *C.char, fromLen C.int64_t, to *C.char, toLen C.int64_t, key *C.char, keyLen C.int64_t,
+	stored *C.int32_t, errBuf *C.char, errLen C.size_t) (code C.int32_t) {
+	var err error
+	defer func() { code = ret(err, errBuf, errLen) }()
+	defer guard("stored", &err)
+	ok, err := isStored(int64(h), goStr(from, fromLen), goStr(to, toLen), goStr(key, keyLen))
+	if err == nil && stored != nil {
+		*stored = 0
+		if ok {
+			*stored = 1
 		}
 	}
 	return

@@ -25,10 +25,18 @@ var (
 	buffers    = map[int64]*buffer{}
 )
 
-// conn is an open connector and the buffers it handed out.
+// conn is an open connector and the buffers it handed out. Every call on
+// it counts itself in calls while it runs, and closeConn waits for them
+// before it closes the engine, which unmaps the pool: a call copying into
+// the pool (a put) never races the unmapping. ctx ends at close, and with
+// it every call's context, so that a call waiting (for memory, for a
+// value) ends then.
 type conn struct {
 	c       *connector.Connector
 	buffers map[int64]struct{}
+	calls   sync.WaitGroup
+	ctx     context.Context
+	cancel  context.CancelFunc
 }
 
 // buffer is a connector.Buffer handed out by a get or an alloc.
@@ -61,38 +69,37 @@ func openConn(cfgJSON []byte) (int64, error) {
 		return 0, err
 	}
 	h := newHandle()
+	e := &conn{c: c, buffers: map[int64]struct{}{}}
+	e.ctx, e.cancel = context.WithCancel(context.Background())
 	handleMu.Lock()
-	conns[h] = &conn{c: c, buffers: map[int64]struct{}{}}
+	conns[h] = e
 	handleMu.Unlock()
 	return h, nil
 }
 
-// lookup returns the entry of handle h in table (conns or buffers).
-func lookup[T any](table map[int64]*T, h int64) (*T, bool) {
+// useConn is the open connector h, counted as in use until done is called.
+func useConn(h int64) (e *conn, done func(), err error) {
 	handleMu.Lock()
 	defer handleMu.Unlock()
-	e, ok := table[h]
-	return e, ok
-}
-
-func lookupConn(h int64) (*connector.Connector, error) {
-	c, ok := lookup(conns, h)
+	e, ok := conns[h]
 	if !ok {
 		// Handles are never reused: one not open was closed (or is bogus).
-		return nil, fmt.Errorf("libxfer: connector handle %d: closed (or never opened): %w", h, net.ErrClosed)
+		return nil, nil, fmt.Errorf("libxfer: connector handle %d: closed (or never opened): %w", h, net.ErrClosed)
 	}
-	return c.c, nil
+	e.calls.Add(1)
+	return e, e.calls.Done, nil
 }
 
 // closeConn closes a connector and forgets its buffers (their memory goes
-// with the pool). Closing a handle that is not open is not an error: close
-// is idempotent.
+// with the pool): it stops the connector, which fails the calls in flight,
+// waits for them to return, then closes the engine. Closing a handle that
+// is not open is not an error: close is idempotent.
 func closeConn(h int64) error {
 	handleMu.Lock()
-	c, ok := conns[h]
+	e, ok := conns[h]
 	if ok {
-		delete(conns, h)
-		for b := range c.buffers {
+		delete(conns, h) // no call starts on it from here on
+		for b := range e.buffers {
 			delete(buffers, b)
 		}
 	}
@@ -100,7 +107,24 @@ func closeConn(h int64) error {
 	if !ok {
 		return nil
 	}
-	return c.c.Close()
+	e.cancel()
+	e.c.Stop()
+	e.calls.Wait()
+	return e.c.Close()
+}
+
+// stopConn stops a connector without unmapping its pool (Connector.Stop):
+// for a caller that still has views of the pool, which closes it once
+// they are gone. Its buffers stay live until then.
+func stopConn(h int64) error {
+	e, done, err := useConn(h)
+	if err != nil {
+		return nil // closed already: nothing to stop
+	}
+	defer done()
+	e.cancel()
+	e.c.Stop()
+	return nil
 }
 
 // addBuffer records b as a handle of connector ch.
@@ -118,12 +142,60 @@ func addBuffer(ch int64, b *connector.Buffer) (int64, error) {
 	return h, nil
 }
 
-func lookupBuffer(h int64) (*connector.Buffer, error) {
-	b, ok := lookup(buffers, h)
+// useBuffer is the live buffer h, its connector counted as in use until
+// done is called.
+func useBuffer(h int64) (b *connector.Buffer, done func(), err error) {
+	handleMu.Lock()
+	defer handleMu.Unlock()
+	e, ok := buffers[h]
 	if !ok {
-		return nil, notLive(h)
+		return nil, nil, notLive(h)
 	}
-	return b.b, nil
+	c := conns[e.conn] // a live buffer's connector is open
+	c.calls.Add(1)
+	return e.b, c.calls.Done, nil
+}
+
+// takeBuffer forgets the handle and returns its buffer, its connector
+// counted as in use until done is called.
+func takeBuffer(h int64) (b *connector.Buffer, done func(), ok bool) {
+	handleMu.Lock()
+	defer handleMu.Unlock()
+	e, ok := buffers[h]
+	if !ok {
+		return nil, nil, false
+	}
+	delete(buffers, h)
+	c := conns[e.conn] // a live buffer's connector is open
+	delete(c.buffers, h)
+	c.calls.Add(1)
+	return e.b, c.calls.Done, true
+}
+
+// releaseBuffer hands a buffer's memory back to its pool. Releasing a
+// handle that is not live is not an error: release is idempotent.
+func releaseBuffer(h int64) error {
+	b, done, ok := takeBuffer(h)
+	if !ok {
+		return nil
+	}
+	defer done()
+	return b.Release()
+}
+
+// useStage is useConn for a call on key from stage from to stage to (a
+// put, a get, a cleanup): it also refuses the stage names and keys the
+// connector would, as bad input.
+func useStage(h int64, from, to, key string) (*conn, func(), error) {
+	e, done, err := useConn(h)
+	if err != nil {
+		return nil, nil, err
+	}
+	if err := checkNames(from, to, key); err != nil {
+		done()
+		return nil, nil, err
+	}
+	return e, done, nil
 }
 
 // notLive is the error for a buffer handle h that is not in the table.
@@ -131,54 +203,25 @@ func notLive(h int64) error {
 	return fmt.Errorf("libxfer: buffer handle %d: not live (released, published, or its connector closed): %w", h, connector.ErrReleased)
 }
 
-// takeBuffer forgets the handle and returns its buffer.
-func takeBuffer(h int64) (*connector.Buffer, bool) {
-	handleMu.Lock()
-	defer handleMu.Unlock()
-	b, ok := buffers[h]
-	if !ok {
-		return nil, false
-	}
-	delete(buffers, h)
-	if c, ok := conns[b.conn]; ok {
-		delete(c.buffers, h)
-	}
-	return b.b, true
-}
-
-// releaseBuffer hands a buffer's memory back to its pool. Releasing a
-// handle that is not live is not an error: release is idempotent.
-func releaseBuffer(h int64) error {
-	b, ok := takeBuffer(h)
-	if !ok {
-		return nil
-	}
-	return b.Release()
-}
-
-// lookupStage is lookupConn for a call on key from stage from to stage to
-// (a put, a get, a cleanup): it also refuses the stage names and keys the
-// connector would, as bad input.
-func lookupStage(h int64, from, to, key string) (*connector.Connector, error) {
-	c, err := lookupConn(h)
-	if err != nil {
-		return nil, err
-	}
+// checkNames refuses stage names and keys the connector would, as bad
+// input.
+func checkNames(from, to, key string) error {
 	switch {
 	case strings.Contains(from, "/") || strings.Contains(to, "/"):
-		return nil, fmt.Errorf("libxfer: stages %q and %q: a stage name may not contain '/': %w", from, to, errInvalid)
+		return fmt.Errorf("libxfer: stages %q and %q: a stage name may not contain '/': %w", from, to, errInvalid)
 	case key == "":
-		return nil, fmt.Errorf("libxfer: empty key: %w", errInvalid)
+		return fmt.Errorf("libxfer: empty key: %w", errInvalid)
 	}
-	return c, nil
+	return nil
 }
 
-// timeoutCtx is a context bounded by ms milliseconds (none for ms <= 0).
-func timeoutCtx(ms int64) (context.Context, context.CancelFunc) {
+// timeoutCtx is a context that ends with the connector e, bounded by ms
+// milliseconds (none for ms <= 0).
+func timeoutCtx(e *conn, ms int64) (context.Context, context.CancelFunc) {
 	if ms <= 0 {
-		return context.WithCancel(context.Background())
+		return context.WithCancel(e.ctx)
 	}
-	return context.WithTimeout(context.Background(), time.Duration(ms)*time.Millisecond)
+	return context.WithTimeout(e.ctx, time.Duration(ms)*time.Millisecond)
 }
 
 // putOptions are a put's options.
@@ -186,14 +229,6 @@ type putOptions struct {
 	consumers int   // 0: the connector's default (one)
 	retain    bool  // keep until cleanup
 	ttlMS     int64 // 0: the connector's TTL; negative: never
-}
-
-// check refuses options no put takes.
-func (o putOptions) check() error {
-	if o.consumers < 0 {
-		return fmt.Errorf("libxfer: consumers %d: must not be negative: %w", o.consumers, errInvalid)
-	}
-	return nil
 }
 
 func (o putOptions) list() []connector.PutOption {
@@ -210,13 +245,23 @@ func (o putOptions) list() []connector.PutOption {
 	return opts
 }
 
+// check refuses options no put takes.
+func (o putOptions) check() error {
+	if o.consumers < 0 {
+		return fmt.Errorf("libxfer: consumers %d: must not be negative: %w", o.consumers, errInvalid)
+	}
+	return nil
+}
+
 // put stores a value: bytes, a tensor (dtype and shape), an object (data
 // is its JSON) or a pickled object. data is copied into the pool.
 func put(h int64, from, to, key string, kind int32, dtype string, shape []int64, data []byte, o putOptions, timeoutMS int64) (connector.Meta, error) {
-	c, err := lookupStage(h, from, to, key)
+	e, done, err := useStage(h, from, to, key)
 	if err != nil {
 		return connector.Meta{}, err
 	}
+	defer done()
+	c := e.c
 	if err := o.check(); err != nil {
 		return connector.Meta{}, err
 	}
@@ -251,7 +296,7 @@ func put(h int64, from, to, key string, kind int32, dtype string, shape []int64,
 	default:
 		return connector.Meta{}, fmt.Errorf("libxfer: kind %d: want 1 (bytes), 2 (tensor), 3 (object) or 4 (pickle): %w", kind, errInvalid)
 	}
-	ctx, cancel := timeoutCtx(timeoutMS)
+	ctx, cancel := timeoutCtx(e, timeoutMS)
 	defer cancel()
 	_, m, err := c.Put(ctx, from, to, key, v, o.list()...)
 	return m, err
@@ -260,11 +305,13 @@ func put(h int64, from, to, key string, kind int32, dtype string, shape []int64,
 // alloc hands out pool memory for a value to fill in place: n bytes, or a
 // tensor of dtype and shape (dtype non-empty).
 func alloc(h int64, dtype string, shape []int64, n int64, timeoutMS int64) (int64, error) {
-	c, err := lookupConn(h)
+	e, done, err := useConn(h)
 	if err != nil {
 		return 0, err
 	}
-	ctx, cancel := timeoutCtx(timeoutMS)
+	defer done()
+	c := e.c
+	ctx, cancel := timeoutCtx(e, timeoutMS)
 	defer cancel()
 	var b *connector.Buffer
 	if dtype != "" {
@@ -294,25 +341,30 @@ func alloc(h int64, dtype string, shape []int64, n int64, timeoutMS int64) (int6
 
 // putBuffer publishes an allocated buffer without a copy; the handle ends.
 func putBuffer(h, bh int64, from, to, key string, o putOptions, timeoutMS int64) (connector.Meta, error) {
-	c, err := lookupStage(h, from, to, key)
+	e, done, err := useStage(h, from, to, key)
 	if err != nil {
 		return connector.Meta{}, err
 	}
+	defer done()
+	c := e.c
 	if err := o.check(); err != nil {
 		return connector.Meta{}, err
 	}
-	e, ok := lookup(buffers, bh)
+	handleMu.Lock()
+	be, ok := buffers[bh]
+	handleMu.Unlock()
 	if !ok {
 		return connector.Meta{}, notLive(bh)
 	}
-	if e.conn != h {
-		return connector.Meta{}, fmt.Errorf("libxfer: buffer handle %d belongs to connector %d, not %d: %w", bh, e.conn, h, errInvalid)
+	if be.conn != h {
+		return connector.Meta{}, fmt.Errorf("libxfer: buffer handle %d belongs to connector %d, not %d: %w", bh, be.conn, h, errInvalid)
 	}
-	b, ok := takeBuffer(bh)
+	b, bdone, ok := takeBuffer(bh)
 	if !ok {
 		return connector.Meta{}, fmt.Errorf("libxfer: buffer handle %d: released during the call: %w", bh, connector.ErrReleased)
 	}
-	ctx, cancel := timeoutCtx(timeoutMS)
+	defer bdone()
+	ctx, cancel := timeoutCtx(e, timeoutMS)
 	defer cancel()
 	_, m, err := c.PutBuffer(ctx, from, to, key, b, o.list()...)
 	if err != nil {
@@ -325,10 +377,12 @@ func putBuffer(h, bh int64, from, to, key string, o putOptions, timeoutMS int64)
 // metadata. metaJSON is the producer's metadata (JSON of connector.Meta),
 // possibly partial, or empty for none.
 func get(h int64, from, to, key string, metaJSON []byte, timeoutMS int64, noWait bool) (int64, connector.Meta, error) {
-	c, err := lookupStage(h, from, to, key)
+	e, done, err := useStage(h, from, to, key)
 	if err != nil {
 		return 0, connector.Meta{}, err
 	}
+	defer done()
+	c := e.c
 	var meta *connector.Meta
 	if len(metaJSON) > 0 {
 		m, err := parseMeta(metaJSON)
@@ -341,7 +395,7 @@ func get(h int64, from, to, key string, metaJSON []byte, timeoutMS int64, noWait
 	if noWait {
 		opts = append(opts, connector.NoWait())
 	}
-	ctx, cancel := timeoutCtx(timeoutMS)
+	ctx, cancel := timeoutCtx(e, timeoutMS)
 	defer cancel()
 	b, _, err := c.Get(ctx, from, to, key, meta, opts...)
 	if err != nil {
@@ -380,10 +434,11 @@ func parseMeta(b []byte) (connector.Meta, error) {
 
 // bufferData is the buffer's memory: its address in the pool and size.
 func bufferData(bh int64) (unsafe.Pointer, int64, error) {
-	b, err := lookupBuffer(bh)
+	b, done, err := useBuffer(bh)
 	if err != nil {
 		return nil, 0, err
 	}
+	defer done()
 	d := b.Bytes()
 	if len(d) == 0 {
 		return nil, 0, nil
@@ -393,10 +448,11 @@ func bufferData(bh int64) (unsafe.Pointer, int64, error) {
 
 // bufferObject decodes the object a buffer holds (see objectToJSON).
 func bufferObject(bh int64) ([]byte, bool, error) {
-	b, err := lookupBuffer(bh)
+	b, done, err := useBuffer(bh)
 	if err != nil {
 		return nil, false, err
 	}
+	defer done()
 	if b.Meta().Kind != connector.KindObject {
 		return nil, false, fmt.Errorf("libxfer: the buffer holds %v, not an object: %w", b.Meta().Kind, errInvalid)
 	}
@@ -409,20 +465,42 @@ func bufferObject(bh int64) ([]byte, bool, error) {
 
 // cleanup deletes a stored value; it reports whether there was one.
 func cleanup(h int64, from, to, key string) (bool, error) {
-	c, err := lookupStage(h, from, to, key)
+	e, done, err := useStage(h, from, to, key)
 	if err != nil {
 		return false, err
 	}
-	return c.Cleanup(from, to, key)
+	defer done()
+	return e.c.Cleanup(from, to, key)
 }
 
-// health is the connector's Health as JSON.
+// isStored reports whether a value is stored under the names now.
+func isStored(h int64, from, to, key string) (bool, error) {
+	e, done, err := useStage(h, from, to, key)
+	if err != nil {
+		return false, err
+	}
+	defer done()
+	return e.c.Stored(from, to, key)
+}
+
+// health is the connector's Health as JSON, with the pool's address
+// (pool_addr): the binding maps the whole pool as one array for code that
+// addresses it by offset, as Mooncake's connector does.
 func health(h int64) ([]byte, error) {
-	c, err := lookupConn(h)
+	e, done, err := useConn(h)
 	if err != nil {
 		return nil, err
 	}
-	return json.Marshal(c.Health())
+	defer done()
+	c := e.c
+	out := struct {
+		connector.Health
+		PoolAddr uint64 `json:"pool_addr,omitempty"`
+	}{Health: c.Health()}
+	if !out.Closed {
+		out.PoolAddr = uint64(c.Engine().Pool().Region().Addr())
+	}
+	return json.Marshal(out)
 }
 
 // metaJSON is m as JSON.

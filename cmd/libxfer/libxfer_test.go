@@ -351,3 +351,68 @@ func FuzzObjectToJSON(f *testing.F) {
 		}
 	})
 }
+
+// TestCloseUnderCalls checks the order closeConn keeps: a get waiting
+// when the connector closes returns (closed), and no call starts on it
+// after; stopConn leaves a buffer's memory readable until closeConn; and
+// health carries the pool's address, whose memory a buffer is in.
+func TestCloseUnderCalls(t *testing.T) {
+	ph, err := openConn([]byte(`{"role":"producer","listen":"127.0.0.1:0","transport":"tcp","memory_mb":4}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer closeConn(ph)
+	hj, err := health(ph)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var h struct {
+		Addr     string `json:"addr"`
+		PoolAddr uint64 `json:"pool_addr"`
+		PoolSize int64  `json:"pool_bytes"`
+	}
+	if err := json.Unmarshal(hj, &h); err != nil || h.PoolAddr == 0 || h.PoolSize != 4<<20 {
+		t.Fatalf("health %s: %v", hj, err)
+	}
+	ch, err := openConn([]byte(`{"role":"consumer","transport":"tcp","memory_mb":4,"producer":"` + h.Addr + `"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	if _, err := put(ph, "a", "b", "k", kindBytes, "", nil, []byte("kept"), putOptions{}, 10000); err != nil {
+		t.Fatal(err)
+	}
+	bh, _, err := get(ch, "a", "b", "k", nil, 10000, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	waiting := make(chan error, 1)
+	go func() { _, _, err := get(ch, "a", "b", "never", nil, 0, false); waiting <- err }()
+	time.Sleep(50 * time.Millisecond)
+
+	if err := stopConn(ch); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-waiting; err == nil {
+		t.Fatal("a get waiting at stop succeeded")
+	}
+	p, n, err := bufferData(bh)
+	if err != nil || string(unsafe.Slice((*byte)(p), n)) != "kept" {
+		t.Fatalf("a buffer after stop: %q, %v", unsafe.Slice((*byte)(p), n), err)
+	}
+	if _, _, err := get(ch, "a", "b", "k", nil, 1000, true); err == nil {
+		t.Fatal("a get after stop succeeded")
+	}
+	if err := closeConn(ch); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := bufferData(bh); codeOf(err) != CodeReleased {
+		t.Fatalf("a buffer after close: %v, want CodeReleased", err)
+	}
+	if _, _, err := get(ch, "a", "b", "k", nil, 1000, true); codeOf(err) != CodeClosed {
+		t.Fatalf("a get after close: %v, want CodeClosed", err)
+	}
+	if err := stopConn(ch); err != nil {
+		t.Fatalf("stop after close: %v", err)
+	}
+}

@@ -1,15 +1,12 @@
 """Fixtures of the xfer binding's tests: real connectors over tcp (and
 shm) on loopback, ephemeral ports."""
 
-import os
-import sys
-
 import pytest
 
-# The package under test is this checkout's (make python builds its library).
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
-
-import xfer  # noqa: E402
+# The package under test is the one installed in the interpreter that runs
+# the tests: make python-test runs them with this checkout's venv, where
+# make python installed its wheel.
+import xfer
 
 MiB = 1 << 20
 

@@ -50,7 +50,7 @@ def run_pair(producer, consumer, transport, mode, go_xfer, extra=()):
     common = ["--local-host", "127.0.0.1", "--remote-host", "127.0.0.1", "--ctrl-port", str(ctrl),
               "--tensor-size-mb", "4", "--num-transfers", "2", "--transport", transport, "--json",
               "--timeout", "60s", *extra]
-    env = dict(os.environ, PYTHONPATH=os.path.join(ROOT, "python"))
+    env = dict(os.environ)
     prod = subprocess.Popen(command(producer, go_xfer) + ["--role", "producer", "--local-port", str(pp),
                             "--remote-port", str(cp), "--mode", mode] + common,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
@@ -88,7 +88,7 @@ def test_cross_node(producer, consumer, mode, transport, go_xfer):
 def test_mismatched_flags(go_xfer):
     # The sides disagree: both exit non-zero and say why.
     pp, cp, ctrl = free_ports(3)
-    env = dict(os.environ, PYTHONPATH=os.path.join(ROOT, "python"))
+    env = dict(os.environ)
     base = ["--local-host", "127.0.0.1", "--remote-host", "127.0.0.1", "--ctrl-port", str(ctrl), "--tensor-size-mb", "1",
             "--transport", "tcp", "--timeout", "30s"]
     prod = subprocess.Popen([go_xfer, "transfer", "--role", "producer", "--local-port", str(pp), "--remote-port", str(cp),
@@ -103,5 +103,5 @@ def test_mismatched_flags(go_xfer):
 
 def test_gpu_mode_says_cuda():
     r = subprocess.run([sys.executable, "-m", "xfer.cross_node", "--role", "producer", "--local-host", "127.0.0.1",
-                        "--mode", "gpu"], capture_output=True, env=dict(os.environ, PYTHONPATH=os.path.join(ROOT, "python")))
+                        "--mode", "gpu"], capture_output=True)
     assert r.returncode == 1 and b"CUDA is not available" in r.stderr

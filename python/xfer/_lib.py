@@ -14,7 +14,7 @@ import threading
 
 from . import errors
 
-ABI_VERSION = 1
+ABI_VERSION = 2
 ERR_LEN = 4096
 META_CAP = 64 << 10
 
@@ -51,6 +51,7 @@ def _declare(lib):
         "xfer_abi_version": ([], i32),
         "xfer_open": ([s, i64, c_int64_p] + err, i32),
         "xfer_close": ([i64] + err, i32),
+        "xfer_stop": ([i64] + err, i32),
         "xfer_put": ([i64, s, i64, s, i64, s, i64, i32, s, i64, c_int64_p, i32, vp, i64, i32, i32, i64, i64,
                       s, sz, c_int64_p] + err, i32),
         "xfer_alloc": ([i64, s, i64, c_int64_p, i32, i64, i64, c_int64_p] + err, i32),
@@ -60,6 +61,7 @@ def _declare(lib):
         "xfer_buffer_object": ([i64, ctypes.POINTER(vp), c_int64_p, c_int32_p] + err, i32),
         "xfer_buffer_release": ([i64] + err, i32),
         "xfer_cleanup": ([i64, s, i64, s, i64, s, i64, c_int32_p] + err, i32),
+        "xfer_stored": ([i64, s, i64, s, i64, s, i64, c_int32_p] + err, i32),
         "xfer_health": ([i64, s, sz, c_int64_p] + err, i32),
         "xfer_free": ([vp], None),
     }
@@ -85,12 +87,13 @@ def lib():
                 l = ctypes.CDLL(path)
             except OSError as e:
                 raise errors.XferError(f"xfer: loading {path}: {e}") from e
-            _declare(l)
+            l.xfer_abi_version.argtypes, l.xfer_abi_version.restype = [], ctypes.c_int32
             v = l.xfer_abi_version()
             if v != ABI_VERSION:
                 raise errors.XferError(
                     f"xfer: {path} speaks ABI version {v}, this package version {ABI_VERSION}: "
                     "rebuild the library and the package together (make python)")
+            _declare(l)
             _lib, _pid = l, os.getpid()
     return _lib
 

@@ -50,6 +50,10 @@ class ManagedBuffer:
             ptr, n = ctypes.c_void_p(), ctypes.c_int64()
             call = _lib.Call()
             call.check(lib.xfer_buffer_data(handle, ctypes.byref(ptr), ctypes.byref(n), call.err, _lib.ERR_LEN))
+            if not ptr.value or n.value != self.size:
+                # The connector closed while the buffer was handed out.
+                _release(handle)
+                raise errors.ClosedError("xfer: the connector closed while it handed out a buffer")
             self.address = ptr.value
             # A ctypes array at the pool's address: the views' buffer. The
             # buffer goes back to the pool when this array is garbage (every

@@ -2,11 +2,14 @@
 connector (the C ABI in libxfer.so)."""
 
 import ctypes
+import fcntl
 import json
 import logging
 import math
 import os
 import pickle
+import socket
+import struct
 import threading
 import time
 
@@ -38,6 +41,7 @@ DEFAULTS = {
     "put_timeout": 30.0,          # seconds a put may wait for pool memory
     "pickle_trusted_peers_only": False,  # allow pickle for objects that are not plain data
     "engine": None,               # xfer's own keys, as in its config file: {"conns": 1, "rdma": {"gid_index": 3}}
+    "stage_id": None,             # the stage this connector serves (vLLM-Omni injects it; kept, not used)
 }
 
 # The library's keys that the keys above set, with the keys that set each:
@@ -94,9 +98,10 @@ def _translate(config):
         raise errors.InvalidError(f"xfer: config: memory_pool_size {pool}: must be positive (bytes)")
     if not 0 <= port <= 65535:
         raise errors.InvalidError(f"xfer: config: zmq_port {port}: want 0 to 65535")
+    transport = os.environ.get("XFER_TRANSPORT") or str(c["protocol"])
     out = {
         "role": ROLES[role],
-        "transport": str(c["protocol"]).lower(),
+        "transport": transport.lower(),
         "memory_mb": max(1, -(-pool // MiB)),
         "memory_device": device or "host",
         "pull": str(c["pull"]),
@@ -110,6 +115,11 @@ def _translate(config):
     dev = c["device_name"] or ("" if names_device else os.environ.get("RDMA_DEVICE_NAME", ""))
     if dev:
         out["device"] = dev
+        ib = "/sys/class/infiniband"
+        if out["transport"] == "auto" and not os.path.exists(os.path.join(ib, dev)):
+            have = sorted(os.listdir(ib)) if os.path.isdir(ib) else []
+            log.warning("xfer: the RDMA device %r does not exist on this host (its devices: %s): protocol auto "
+                        "falls back to another transport", dev, ", ".join(have) or "none")
     secret = c["secret"] or os.environ.get("XFER_SECRET", "")
     if secret:
         out["secret"] = secret
@@ -117,6 +127,8 @@ def _translate(config):
         out["ttl_seconds"] = float(c["ttl_seconds"])
     except (TypeError, ValueError):
         raise errors.InvalidError(f"xfer: config: ttl_seconds {c['ttl_seconds']!r}: want a number") from None
+    if str(c["host"]).strip().lower() in ("auto", ""):
+        c["host"] = local_address()
     if out["role"] != "consumer":
         out["listen"] = _join(c["host"], port)
         if c["advertise_host"]:
@@ -135,6 +147,48 @@ def _translate(config):
             raise errors.InvalidError(f"xfer: config: engine key {k!r} and the key {given[0]!r} set the same option: use one")
         out[k] = v
     return out, c
+
+
+def local_address():
+    """This host's address, as "auto" means it: the source address of the
+    route to the outside (a UDP connect, which sends nothing and asks no
+    DNS), else the first IPv4 address of an interface that is up and not
+    loopback, else 127.0.0.1."""
+    try:
+        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+            s.connect(("192.0.2.1", 9))  # TEST-NET-1 (RFC 5737): routed like any outside address
+            addr = s.getsockname()[0]
+            if addr and not addr.startswith("0."):
+                return addr
+    except OSError:
+        pass
+    for _, name in socket.if_nameindex():
+        if name == "lo":
+            continue
+        try:
+            with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+                req = struct.pack("256s", name.encode()[:15])
+                addr = socket.inet_ntoa(fcntl.ioctl(s.fileno(), 0x8915, req)[20:24])  # SIOCGIFADDR
+        except OSError:
+            continue
+        if not addr.startswith("127."):
+            return addr
+    return "127.0.0.1"
+
+
+def mooncake_meta(metadata):
+    """metadata in xfer's form: Mooncake's connector's metadata
+    (source_host, source_port: the producer's address; data_size; and
+    is_fast_path, which xfer does not need: the producer says what the
+    value is) becomes a partial metadata that names the producer; xfer's
+    own passes unchanged."""
+    if not isinstance(metadata, dict) or "producer" in metadata or "source_host" not in metadata:
+        return metadata
+    host, port = metadata.get("source_host"), metadata.get("source_port")
+    if not host or not port or str(host).lower() == "auto":
+        raise errors.InvalidError(
+            f"xfer: get: Mooncake metadata {metadata!r}: source_host and source_port must name the producer")
+    return {"producer": _join(host, int(port))}
 
 
 def _pool_device(v):
@@ -236,11 +290,19 @@ class Connector:
             h, self._handle = self._handle, 0
             self._allocs.clear()
             self._keys.clear()
+            stop = 0
             if h and self._live > 0:
-                self._deferred, h = h, 0
-        if not h or os.getpid() != self._pid:
+                self._deferred, h, stop = h, 0, h
+        if os.getpid() != self._pid:
             return
-        self._close_handle(h)
+        if stop:
+            # Views live: stop the connector now (calls in flight fail,
+            # stored values go), and unmap its pool when the last is gone.
+            lib = _lib.lib()
+            call = _lib.Call()
+            call.check(lib.xfer_stop(stop, call.err, _lib.ERR_LEN))
+        if h:
+            self._close_handle(h)
 
     def _close_handle(self, h):
         lib = _lib.lib()
@@ -283,17 +345,21 @@ class Connector:
     # ---- health
 
     def health(self):
-        """The connector's counters and pool use, with a status."""
+        """The connector's counters and pool use, with its status:
+        "healthy"; "unhealthy", with the reasons in "problems" (the pool is
+        full, or the last operation failed: "last_error"); or "closed".
+        "peers_lost" counts consumers whose connection failed mid-get."""
         if not self._handle:
-            return {"status": "closed", "closed": True}
+            return {"status": "closed", "closed": True, "problems": ["the connector is closed"]}
+        return self._health()
+
+    def _health(self):
         lib = _lib.lib()
         out = ctypes.create_string_buffer(64 << 10)
         n = ctypes.c_int64()
         call = _lib.Call()
         call.check(lib.xfer_health(self._h(), out, len(out), ctypes.byref(n), call.err, _lib.ERR_LEN))
-        h = json.loads(out.value.decode())
-        h["status"] = "healthy"
-        return h
+        return json.loads(out.value.decode())
 
     @property
     def address(self):
@@ -322,7 +388,11 @@ class Connector:
         opts = (int(consumers), 1 if retain else 0, 0 if ttl is None else (-1 if ttl < 0 else _ms(ttl)))
         try:
             size, meta = self._put(from_stage, to_stage, put_key, data, opts)
-        except (errors.PoolExhaustedError, errors.TooLargeError) as e:
+        except errors.TooLargeError as e:
+            # The library names its own setting; this connector's is memory_pool_size.
+            log.warning("%s", str(e).replace("raise Engine.MemoryMB", "raise memory_pool_size"))
+            return False, 0, None
+        except errors.PoolExhaustedError as e:
             log.warning("%s", e)
             return False, 0, None
         with self._lock:
@@ -480,7 +550,7 @@ class Connector:
         if metadata is None:
             mb = b""
         elif isinstance(metadata, dict):
-            mb = json.dumps(metadata).encode()
+            mb = json.dumps(mooncake_meta(metadata)).encode()
         else:
             raise TypeError(f"xfer: get: metadata is a dict (what put returned) or None, not {type(metadata).__name__}")
         h = ctypes.c_int64()
@@ -555,6 +625,18 @@ class Connector:
         return json.loads(b)
 
     # ---- cleanup
+
+    def stored(self, from_stage, to_stage, put_key):
+        """Whether a value put here under (from_stage, to_stage, put_key) is
+        still stored: not yet taken by its consumers, cleaned up or
+        expired."""
+        fb, fl = _lib.enc_stage(from_stage)
+        tb, tl = _lib.enc_stage(to_stage)
+        kb, kl = _lib.enc(put_key)
+        out = ctypes.c_int32()
+        call = _lib.Call()
+        call.check(_lib.lib().xfer_stored(self._h(), fb, fl, tb, tl, kb, kl, ctypes.byref(out), call.err, _lib.ERR_LEN))
+        return bool(out.value)
 
     def cleanup(self, put_key, from_stage=None, to_stage=None):
         """Deletes what this connector put under put_key (between the given

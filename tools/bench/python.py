@@ -1,11 +1,11 @@
 #!/usr/bin/env python3
 """The Python binding against the Go connector: a 64 MiB tensor put and
-got through python/xfer (tools/bench/python_putget.py, with Debian's
-/usr/bin/python3) against BenchmarkPutGetTensor64M (connector/bench_test.go)
+got through python/xfer (tools/bench/python_putget.py, with the venv
+make python installs the package into) against BenchmarkPutGetTensor64M (connector/bench_test.go)
 doing the same in Go, on tcp and shm, in interleaved rounds.
 
 Goal: the Python put+get at 0.8x the Go connector's or more. Needs `make
-python` (the library) first; writes bench-out/python.json."""
+python` (the library, the wheel and the venv) first; writes bench-out/python.json."""
 
 import argparse
 import json
@@ -43,7 +43,8 @@ def main():
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--iters", type=int, default=20, help="put+get pairs per measurement")
     ap.add_argument("--transports", default="tcp,shm")
-    ap.add_argument("--python", default="/usr/bin/python3")
+    ap.add_argument("--python", default=os.path.join(ROOT, "build/python/venv/bin/python"),
+                    help="the interpreter that runs the binding: make python's venv by default")
     ap.add_argument("--out", default=results.default_path("python"))
     args = ap.parse_args()
     testbin = os.path.join(ROOT, "bench-out", "connector.test")
