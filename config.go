@@ -185,8 +185,16 @@ type Config struct {
 	MemoryDevice mem.Location `yaml:"memory_device"`
 	// Secret, when set, makes the handshake authenticate both sides with a
 	// challenge and response (HMAC-SHA256); the secret never crosses the
-	// wire. A peer that does not know it gets nothing. Default: none.
+	// wire, and the dialer proves it first: a peer that does not know it
+	// gets nothing that depends on it, nor this engine's identity. It must
+	// have at least MinSecretLen (16) bytes; GenerateSecret (`xfer
+	// secret`) makes one. Prefer SecretFile: a secret in a config file or
+	// on a command line is easily shown. Default: none.
 	Secret string `yaml:"secret"`
+	// SecretFile names a file that holds the secret (surrounding white
+	// space is ignored); WithDefaults and Open read it into Secret. With
+	// Secret also set, the two must agree. Default: none.
+	SecretFile string `yaml:"secret_file"`
 	// MaxMessage is the largest Send payload in bytes. Default: 64 KiB
 	// (DefaultMaxMessage); at most 16 MiB (MaxMaxMessage).
 	MaxMessage int `yaml:"max_message"`
@@ -267,7 +275,8 @@ func (c Config) Clone() Config {
 
 // WithDefaults validates c and returns it with every default filled in,
 // its own and each transport's, as Open uses it; c is not changed. Its
-// errors name the key ("config: memory_mb -1: ..."). It opens nothing: a
+// errors name the key ("config: memory_mb -1: ..."). It opens nothing but
+// secret_file, which it reads into Secret: a
 // device or a directory that cannot be reached is Open's error, not its.
 // Package config checks a decoded document with it.
 func (c Config) WithDefaults() (Config, error) { return c.withDefaults() }
@@ -281,6 +290,9 @@ func (c Config) withDefaults() (Config, error) {
 		return c, fmt.Errorf("config: %w", err)
 	}
 	if err := c.checkDirectory(); err != nil {
+		return c, err
+	}
+	if err := c.checkSecret(); err != nil {
 		return c, err
 	}
 	switch {

@@ -88,6 +88,7 @@ var configDefaults = map[string]any{
 	"Memory":           MemoryAuto,
 	"MemoryDevice":     mem.Host,
 	"Secret":           "",
+	"SecretFile":       "",
 	"MaxMessage":       64 << 10,
 	"RecvDepth":        128,
 	"HandshakeTimeout": 10 * time.Second,
@@ -127,6 +128,8 @@ var configInvalid = map[string]struct {
 	"Transport":        {func(c *Config) { c.Transport = "carrier-pigeon" }, `transport "carrier-pigeon"`},
 	"Directory":        {func(c *Config) { c.Directory = "zookeeper://z:2181" }, `directory "zookeeper://z:2181"`},
 	"NodeID":           {func(c *Config) { c.NodeID = "a b" }, `node_id "a b"`},
+	"Secret":           {func(c *Config) { c.Secret = "short" }, "secret: 5 bytes"},
+	"SecretFile":       {func(c *Config) { c.SecretFile = "/nonexistent/secret" }, "secret_file"},
 	"DirectoryTTL":     {func(c *Config) { c.DirectoryTTL = time.Millisecond }, "directory_ttl 1ms"},
 	"MemoryMB":         {func(c *Config) { c.MemoryMB = -1 }, "memory_mb -1"},
 	"HugePages":        {func(c *Config) { c.HugePages = 7 }, "huge_pages 7"},
@@ -158,7 +161,7 @@ var configInvalid = map[string]struct {
 // configAnyValue lists the fields that every value of their type is valid
 // for (an address or device name is checked when it is used).
 var configAnyValue = map[string]bool{
-	"Listen": true, "Advertise": true, "Secret": true, "Logger": true, "Metrics": true, "ExtraTransport": true,
+	"Listen": true, "Advertise": true, "Logger": true, "Metrics": true, "ExtraTransport": true,
 	"RDMA.Device": true, "RDMA.UseSRQ": true, "RDMA.UseEventChannel": true, "RDMA.UseCM": true,
 }
 

@@ -8,6 +8,7 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"net/netip"
 	"os"
 	"sync"
 	"sync/atomic"
@@ -50,8 +51,10 @@ type Engine struct {
 	notes noteQueue
 	gpu   gpus // GPU contexts and staging memory, made on first use
 
-	stats   engineStats
-	metrics *engineMetrics // nil without Config.Metrics
+	stats        engineStats
+	auth         authStats      // refusals, for AuthFailed and Status
+	allowedPeers []netip.Prefix // security.allowed_peers; none: every address
+	metrics      *engineMetrics // nil without Config.Metrics
 
 	ctx    context.Context // cancelled by Close
 	cancel context.CancelFunc

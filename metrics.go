@@ -69,11 +69,12 @@ var opBuckets = prometheus.ExponentialBucketsRange(1e-6, 10, 24)
 type engineMetrics struct {
 	e *Engine
 
-	errs     *prometheus.CounterVec   // op, kind
-	lat      *prometheus.HistogramVec // op, transport
-	fallback *prometheus.CounterVec   // transport, reason
-	retries  *prometheus.CounterVec   // transport, reason
-	stalls   *prometheus.CounterVec   // transport
+	errs         *prometheus.CounterVec   // op, kind
+	lat          *prometheus.HistogramVec // op, transport
+	fallback     *prometheus.CounterVec   // transport, reason
+	retries      *prometheus.CounterVec   // transport, reason
+	stalls       *prometheus.CounterVec   // transport
+	authFailures *prometheus.CounterVec   // plane, reason
 
 	// The counters of operations and bytes live in each connection's
 	// connStats, plain atomics, and are summed when Prometheus scrapes:
@@ -221,6 +222,10 @@ func newEngineMetrics(e *Engine, reg prometheus.Registerer) (*engineMetrics, err
 			Name: "xfer_peer_stalls_total",
 			Help: "Connections closed because their peer made no progress for op_timeout while operations were outstanding, by transport.",
 		}, []string{"transport"}),
+		authFailures: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "xfer_auth_failures_total",
+			Help: "Callers refused for authentication, by plane (peer: the handshake; kv, transfer: services on the engine) and reason (no_proof, bad_proof, malformed, not_allowed, timeout).",
+		}, []string{"plane", "reason"}),
 		peersDesc: prometheus.NewDesc("xfer_peers_connected",
 			"Peers with a live connection, by transport and device (the rdma device; empty for tcp and shm).",
 			[]string{"transport", "device"}, nil),
@@ -231,7 +236,7 @@ func newEngineMetrics(e *Engine, reg prometheus.Registerer) (*engineMetrics, err
 			"How splintered the pool's free space is: 1 - largest free block / free bytes (0: one block).", nil, nil),
 		regionsDesc: prometheus.NewDesc("xfer_registered_regions", "Regions registered with the engine, its pool's included.", nil, nil),
 	}
-	cs := []prometheus.Collector{m.errs, m.lat, m.fallback, m.retries, m.stalls, m}
+	cs := []prometheus.Collector{m.errs, m.lat, m.fallback, m.retries, m.stalls, m.authFailures, m}
 	for i, c := range cs {
 		if err := reg.Register(c); err != nil {
 			for _, d := range cs[:i] {
@@ -251,6 +256,9 @@ func newEngineMetrics(e *Engine, reg prometheus.Registerer) (*engineMetrics, err
 			m.fallback.WithLabelValues(t, r)
 		}
 	}
+	for _, r := range authReasons {
+		m.authFailures.WithLabelValues(PlanePeer, r)
+	}
 	for name := range e.transports {
 		m.retries.WithLabelValues(name, reasonTransient)
 		m.stalls.WithLabelValues(name)
@@ -261,7 +269,7 @@ func newEngineMetrics(e *Engine, reg prometheus.Registerer) (*engineMetrics, err
 // unregister removes the engine's collectors (Engine.Close), so that a new
 // engine can register on the same registry.
 func (m *engineMetrics) unregister(reg prometheus.Registerer) {
-	for _, c := range []prometheus.Collector{m.errs, m.lat, m.fallback, m.retries, m.stalls, m} {
+	for _, c := range []prometheus.Collector{m.errs, m.lat, m.fallback, m.retries, m.stalls, m.authFailures, m} {
 		reg.Unregister(c)
 	}
 }

@@ -156,7 +156,7 @@ func TestDirectoryForgedEntry(t *testing.T) {
 
 			// The attacker listens, without the secret, and overwrites
 			// mem-1's entry with its own address.
-			m := openNode(t, xfer.Config{Listen: "127.0.0.1:0", Secret: "a-guess"})
+			m := openNode(t, xfer.Config{Listen: "127.0.0.1:0", Secret: "a-guess-of-the-secret"})
 			forger, err := directory.Open(ctx, url, directory.Options{})
 			if err != nil {
 				t.Fatal(err)

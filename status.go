@@ -28,6 +28,11 @@ type Status struct {
 	Fallbacks       uint64          `json:"fallbacks"`
 	SetupRetries    uint64          `json:"setup_retries"`
 	RecentFallbacks []FallbackEvent `json:"recent_fallbacks"`
+	// AuthFailures count the callers refused since Open, by plane and
+	// reason (Engine.AuthFailed); RecentAuthFailures are the latest,
+	// oldest first (at most 32).
+	AuthFailures       []AuthFailureCount `json:"auth_failures"`
+	RecentAuthFailures []AuthFailure      `json:"recent_auth_failures"`
 	// Pool is the default pool.
 	Pool PoolStatus `json:"pool"`
 	// Regions is the number of registered regions, the pool's included.
@@ -119,6 +124,7 @@ func (e *Engine) Status() Status {
 		RecentFallbacks: e.stats.recentFallbacks(),
 		Regions:         e.regions.count(),
 	}
+	s.AuthFailures, s.RecentAuthFailures = e.auth.snapshot()
 	for _, name := range transportNames() {
 		t := e.transports[name]
 		ts := TransportStatus{Name: name, Available: true, Caps: e.caps(name)}

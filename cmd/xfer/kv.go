@@ -122,6 +122,7 @@ func newKVServeCmd(g *globals) *cobra.Command {
 	fs.String("max-value", "", "largest value, e.g. 64MiB (default: the pool)")
 	fs.String("inline-max", "", fmt.Sprintf("largest value sent inside requests and responses, 0 for never (default %s on tcp, %s on shm and rdma)", bytesize.Format(kv.DefaultInlineMax), bytesize.Format(kv.DefaultInlineMaxSHM)))
 	fs.String("secret", "", "shared `secret` of the data plane (prefer "+envPrefix+"SECRET: flags show in ps)")
+	fs.String("secret-file", "", "`file` that holds the shared secret (make one with: xfer secret > FILE)")
 	directoryFlags(fs)
 	addOpsFlags(fs)
 	return cmd
@@ -173,6 +174,7 @@ func kvClientFlags(fs *pflag.FlagSet) {
 	fs.Duration("timeout", 30*time.Second, "give up on the command after this `duration`")
 	fs.Duration("wait", 0, "wait up to this `duration` for a server that is not up yet (starting or restarting); 0: fail at once when nothing answers")
 	fs.String("secret", "", "shared `secret` of the data plane (prefer "+envPrefix+"SECRET)")
+	fs.String("secret-file", "", "`file` that holds the shared secret (make one with: xfer secret > FILE)")
 	fs.String("requests", kv.RequestsData, "path of GET/PUT/DELETE requests: data (messages on the data-plane connection) or grpc (gRPC calls)")
 	fs.String("directory", "", "directory `URL` (http://HOST:PORT or etcd://HOST:2379/PREFIX): without --peer-node, spread keys over every KV server registered there")
 	fs.String("peer-node", "", "talk to the KV server of node `ID` in --directory")

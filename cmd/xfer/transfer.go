@@ -168,6 +168,7 @@ func newTransferCmd(g *globals) *cobra.Command {
 	addOpTimeoutFlag(fs)
 	fs.Int("memory-mb", 0, "registered pool of this side in `MiB` (default: twice the tensor plus 16 on the producer, the tensor plus 16 on the consumer)")
 	fs.String("secret", "", "shared `secret` of the data plane (prefer "+envPrefix+"SECRET: flags show in ps)")
+	fs.String("secret-file", "", "`file` that holds the shared secret (make one with: xfer secret > FILE)")
 	return cmd
 }
 
