@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -108,6 +109,9 @@ func newKVServeCmd(g *globals) *cobra.Command {
 			defer ops.Close()
 			opts := kv.ServerOptions{Engine: cfg, Full: policy, MaxValue: int(maxValue), InlineMax: int(inlineMax), Devices: devices, Logger: g.log,
 				Metrics: ops.Registerer()}
+			if opts.TLS, err = kvTLS(fs, true); err != nil {
+				return err
+			}
 			return kvServe(cmd.Context(), g, grpcAddr, opts, ops)
 		},
 	}
@@ -121,8 +125,9 @@ func newKVServeCmd(g *globals) *cobra.Command {
 	fs.String("full", string(kv.Evict), "when the pool is full: evict (least recently used values) or reject (PUT fails)")
 	fs.String("max-value", "", "largest value, e.g. 64MiB (default: the pool)")
 	fs.String("inline-max", "", fmt.Sprintf("largest value sent inside requests and responses, 0 for never (default %s on tcp, %s on shm and rdma)", bytesize.Format(kv.DefaultInlineMax), bytesize.Format(kv.DefaultInlineMaxSHM)))
-	fs.String("secret", "", "shared `secret` of the data plane (prefer "+envPrefix+"SECRET: flags show in ps)")
+	fs.String("secret", "", "shared `secret` of the gRPC and data planes (prefer --secret-file: flags show in ps)")
 	fs.String("secret-file", "", "`file` that holds the shared secret (make one with: xfer secret > FILE)")
+	kvTLSFlags(fs, true)
 	directoryFlags(fs)
 	addOpsFlags(fs)
 	return cmd
@@ -175,6 +180,7 @@ func kvClientFlags(fs *pflag.FlagSet) {
 	fs.Duration("wait", 0, "wait up to this `duration` for a server that is not up yet (starting or restarting); 0: fail at once when nothing answers")
 	fs.String("secret", "", "shared `secret` of the data plane (prefer "+envPrefix+"SECRET)")
 	fs.String("secret-file", "", "`file` that holds the shared secret (make one with: xfer secret > FILE)")
+	kvTLSFlags(fs, false)
 	fs.String("requests", kv.RequestsData, "path of GET/PUT/DELETE requests: data (messages on the data-plane connection) or grpc (gRPC calls)")
 	fs.String("directory", "", "directory `URL` (http://HOST:PORT or etcd://HOST:2379/PREFIX): without --peer-node, spread keys over every KV server registered there")
 	fs.String("peer-node", "", "talk to the KV server of node `ID` in --directory")
@@ -281,6 +287,10 @@ func kvDial(cmd *cobra.Command, g *globals, bufferMB int) (kvStore, context.Cont
 		return nil, nil, nil, err
 	}
 	opts := kv.ClientOptions{EngineConfig: cfg, Requests: requests, Logger: g.log, FailFast: wait <= 0}
+	if opts.TLS, err = kvTLS(fs, false); err != nil {
+		cancel()
+		return nil, nil, nil, err
+	}
 	if cluster {
 		c, err := kv.DialCluster(ctx, kv.ClusterOptions{Directory: dirURL, Client: opts})
 		if err != nil {
@@ -479,4 +489,32 @@ func without(fs *pflag.FlagSet, names ...string) *pflag.FlagSet {
 		}
 	})
 	return out
+}
+
+// kvTLSFlags adds the gRPC plane's TLS flags: a server's certificate (or a
+// client's, for mutual TLS) and the authority that signed the other side's.
+func kvTLSFlags(fs *pflag.FlagSet, server bool) {
+	if server {
+		fs.String("tls-cert", "", "serve gRPC over TLS with this certificate `file` (PEM; with --tls-key)")
+		fs.String("tls-key", "", "the TLS certificate's key `file` (PEM)")
+		fs.String("tls-ca", "", "require client certificates signed by this CA `file` (PEM): mutual TLS")
+		return
+	}
+	fs.String("tls-ca", "", "speak gRPC over TLS, checking the server's certificate against this CA `file` (PEM)")
+	fs.String("tls-cert", "", "client certificate `file` for mutual TLS (PEM; with --tls-key)")
+	fs.String("tls-key", "", "the client certificate's key `file` (PEM)")
+	fs.String("tls-server-name", "", "`name` the server's certificate must carry (default: the host dialed)")
+}
+
+// kvTLS builds the TLS configuration the flags ask for, or nil for none.
+func kvTLS(fs *pflag.FlagSet, server bool) (*tls.Config, error) {
+	get := func(name string) string {
+		v, _ := fs.GetString(name)
+		return v
+	}
+	cert, key, ca, name := get("tls-cert"), get("tls-key"), get("tls-ca"), get("tls-server-name")
+	if cert == "" && key == "" && ca == "" && name == "" {
+		return nil, nil
+	}
+	return kv.LoadTLS(server, cert, key, ca, name)
 }
