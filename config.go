@@ -164,6 +164,12 @@ type Config struct {
 	// whole seconds): how long a node that died without closing stays
 	// listed. Between 100ms and 10m. Default: 10s.
 	DirectoryTTL time.Duration `yaml:"directory_ttl"`
+	// DirectoryTokenFile names a file holding the coordinator's token
+	// (the coordinator's --token-file), which the engine sends with its
+	// requests: a coordinator with a token refuses writes without it.
+	// etcd's users and passwords go in the directory URL
+	// (etcd://USER:PASSWORD@HOST:2379/PREFIX). Default: none.
+	DirectoryTokenFile string `yaml:"directory_token_file"`
 	// Transport is the transport policy. Default: auto.
 	Transport Policy `yaml:"transport"`
 	// MemoryMB is the size of the engine's default registered pool, in MiB.
@@ -354,6 +360,23 @@ func (c Config) withDefaults() (Config, error) {
 		c.Logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	}
 	return c, nil
+}
+
+// DirectoryToken returns the coordinator's token from
+// DirectoryTokenFile, or "" without one.
+func (c Config) DirectoryToken() (string, error) {
+	if c.DirectoryTokenFile == "" {
+		return "", nil
+	}
+	b, err := os.ReadFile(c.DirectoryTokenFile)
+	if err != nil {
+		return "", fmt.Errorf("directory_token_file: %w", err)
+	}
+	t := strings.TrimSpace(string(b))
+	if t == "" {
+		return "", fmt.Errorf("directory_token_file %s is empty: generate a token with `xfer secret > %s`", c.DirectoryTokenFile, c.DirectoryTokenFile)
+	}
+	return t, nil
 }
 
 // checkDirectory validates and fills in directory, node_id and

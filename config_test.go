@@ -77,25 +77,26 @@ type nonNil struct{}
 // gives it. Literal values, not the Default constants, so that changing a
 // default is a decision this table (and the README's sample) records.
 var configDefaults = map[string]any{
-	"Listen":           "",
-	"Advertise":        "",
-	"Directory":        "p2p",
-	"NodeID":           "",
-	"DirectoryTTL":     10 * time.Second,
-	"Transport":        PolicyAuto,
-	"MemoryMB":         64,
-	"HugePages":        mem.HugeAuto,
-	"Memory":           MemoryAuto,
-	"MemoryDevice":     mem.Host,
-	"Secret":           "",
-	"SecretFile":       "",
-	"MaxMessage":       64 << 10,
-	"RecvDepth":        128,
-	"HandshakeTimeout": 10 * time.Second,
-	"OpTimeout":        10 * time.Second,
-	"Logger":           nonNil{},
-	"Metrics":          nil,
-	"ExtraTransport":   nil,
+	"Listen":             "",
+	"Advertise":          "",
+	"Directory":          "p2p",
+	"NodeID":             "",
+	"DirectoryTTL":       10 * time.Second,
+	"Transport":          PolicyAuto,
+	"MemoryMB":           64,
+	"HugePages":          mem.HugeAuto,
+	"Memory":             MemoryAuto,
+	"MemoryDevice":       mem.Host,
+	"Secret":             "",
+	"SecretFile":         "",
+	"DirectoryTokenFile": "",
+	"MaxMessage":         64 << 10,
+	"RecvDepth":          128,
+	"HandshakeTimeout":   10 * time.Second,
+	"OpTimeout":          10 * time.Second,
+	"Logger":             nonNil{},
+	"Metrics":            nil,
+	"ExtraTransport":     nil,
 
 	"TCP.Conns":    3,
 	"TCP.PollSpin": 20 * time.Microsecond,
@@ -161,7 +162,7 @@ var configInvalid = map[string]struct {
 // configAnyValue lists the fields that every value of their type is valid
 // for (an address or device name is checked when it is used).
 var configAnyValue = map[string]bool{
-	"Listen": true, "Advertise": true, "Logger": true, "Metrics": true, "ExtraTransport": true,
+	"Listen": true, "Advertise": true, "DirectoryTokenFile": true, "Logger": true, "Metrics": true, "ExtraTransport": true,
 	"RDMA.Device": true, "RDMA.UseSRQ": true, "RDMA.UseEventChannel": true, "RDMA.UseCM": true,
 }
 

@@ -42,11 +42,19 @@ func (d *httpDir) do(ctx context.Context, method, path string, body []byte) (*ht
 	if body != nil {
 		req.Header.Set("Content-Type", "application/json")
 	}
+	d.authorize(req)
 	resp, err := d.o.HTTPClient.Do(req)
 	if err != nil {
 		return nil, fmt.Errorf("directory: coordinator %s: %w", d.base.Host, err)
 	}
 	return resp, nil
+}
+
+// authorize adds the coordinator's token, if there is one.
+func (d *httpDir) authorize(req *http.Request) {
+	if d.o.Token != "" {
+		req.Header.Set("Authorization", "Bearer "+d.o.Token)
+	}
 }
 
 func (d *httpDir) post(ctx context.Context, e Entry, raw []byte) error {
@@ -56,6 +64,7 @@ func (d *httpDir) post(ctx context.Context, e Entry, raw []byte) error {
 		return fmt.Errorf("directory: %w", err)
 	}
 	req.Header.Set("Content-Type", "application/json")
+	d.authorize(req)
 	resp, err := d.o.HTTPClient.Do(req)
 	if err != nil {
 		return fmt.Errorf("directory: register node %s at %s: %w", e.NodeID, d.base.Host, err)

@@ -231,7 +231,7 @@ func kvStats(ctx context.Context, s kvStore) (kv.Stats, error) {
 // --server-addr gives, the node --peer-node names in --directory (its
 // entry's kv service), or, with --directory alone, every server registered
 // there (cluster is true).
-func kvTarget(ctx context.Context, g *globals, fs *pflag.FlagSet) (addr, dirURL string, cluster bool, err error) {
+func kvTarget(ctx context.Context, g *globals, fs *pflag.FlagSet, token string) (addr, dirURL string, cluster bool, err error) {
 	addr, _ = fs.GetString("server-addr")
 	dirURL, _ = fs.GetString("directory")
 	peerNode, _ := fs.GetString("peer-node")
@@ -245,7 +245,7 @@ func kvTarget(ctx context.Context, g *globals, fs *pflag.FlagSet) (addr, dirURL 
 	case peerNode == "":
 		return "", dirURL, true, nil
 	}
-	d, err := directory.Open(ctx, dirURL, directory.Options{Logger: g.log})
+	d, err := directory.Open(ctx, dirURL, directory.Options{Logger: g.log, Token: token})
 	if err != nil {
 		return "", "", false, err
 	}
@@ -276,12 +276,16 @@ func kvDial(cmd *cobra.Command, g *globals, bufferMB int) (kvStore, context.Cont
 	}
 	cfg.MemoryMB = bufferMB
 	cfg.Listen = "" // a client only dials
-	cfg.Directory, cfg.NodeID = "", ""
+	token, err := cfg.DirectoryToken()
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	cfg.Directory, cfg.NodeID, cfg.DirectoryTokenFile = "", "", ""
 	timeout, _ := fs.GetDuration("timeout")
 	wait, _ := fs.GetDuration("wait")
 	requests, _ := fs.GetString("requests")
 	ctx, cancel := context.WithTimeout(cmd.Context(), timeout)
-	addr, dirURL, cluster, err := kvTarget(ctx, g, fs)
+	addr, dirURL, cluster, err := kvTarget(ctx, g, fs, token)
 	if err != nil {
 		cancel()
 		return nil, nil, nil, err
@@ -292,7 +296,7 @@ func kvDial(cmd *cobra.Command, g *globals, bufferMB int) (kvStore, context.Cont
 		return nil, nil, nil, err
 	}
 	if cluster {
-		c, err := kv.DialCluster(ctx, kv.ClusterOptions{Directory: dirURL, Client: opts})
+		c, err := kv.DialCluster(ctx, kv.ClusterOptions{Directory: dirURL, DirectoryToken: token, Client: opts})
 		if err != nil {
 			cancel()
 			return nil, nil, nil, err

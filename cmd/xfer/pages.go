@@ -183,7 +183,11 @@ func newPagesBenchCmd(g *globals) *cobra.Command {
 				if dirURL == "" {
 					return errors.New("--peer-node needs --directory URL to look the node up in")
 				}
-				d, err := directory.Open(ctx, dirURL, directory.Options{Logger: g.log})
+				token, err := cfg.DirectoryToken()
+				if err != nil {
+					return err
+				}
+				d, err := directory.Open(ctx, dirURL, directory.Options{Logger: g.log, Token: token})
 				if err != nil {
 					return err
 				}

@@ -34,6 +34,10 @@ type statusDoc struct {
 	// they could not be listed (no libibverbs).
 	Devices      []statusPort `json:"devices"`
 	DevicesError string       `json:"devices_error,omitempty"`
+	// AuthFailures is, for the coordinator (which has no engine), the
+	// requests it refused for want of its token; engines report theirs in
+	// Engines.
+	AuthFailures *uint64 `json:"auth_failures,omitempty"`
 }
 
 // statusPort is one port of an RDMA device as the status API shows it.
