@@ -211,6 +211,17 @@ func printStatus(w io.Writer, d statusDoc) {
 		for _, f := range e.RecentFallbacks {
 			fmt.Fprintf(w, "  %s  %s  gave up %s: %s (%s)\n", f.Time.Format(time.RFC3339), f.Peer, f.Transport, f.Reason, f.Detail)
 		}
+		var refused uint64
+		for _, f := range e.AuthFailures {
+			refused += f.Count
+		}
+		fmt.Fprintf(w, "refused callers %d\n", refused)
+		for _, f := range e.AuthFailures {
+			fmt.Fprintf(w, "  %s %s: %d\n", f.Plane, f.Reason, f.Count)
+		}
+		for _, f := range e.RecentAuthFailures {
+			fmt.Fprintf(w, "  %s  %s  %s %s: %s\n", f.Time.Format(time.RFC3339), f.Source, f.Plane, f.Reason, f.Detail)
+		}
 		p := e.Pool
 		fmt.Fprintf(w, "pool: %s used, %s free of %s, largest free %s, fragmentation %.2f, %d buffers, %d failed allocations\n",
 			bytesize.Format(int64(p.Used)), bytesize.Format(int64(p.Free)), bytesize.Format(int64(p.Capacity)), bytesize.Format(int64(p.LargestFree)), p.Fragmentation, p.Allocated, p.Failures)
