@@ -201,6 +201,10 @@ type Config struct {
 	// space is ignored); WithDefaults and Open read it into Secret. With
 	// Secret also set, the two must agree. Default: none.
 	SecretFile string `yaml:"secret_file"`
+	// Security is the policy over who may connect (require_authentication,
+	// allowed_peers, rdma.allowed_gids). Default: SecurityConfig's
+	// defaults, which allow everyone.
+	Security SecurityConfig `yaml:"security"`
 	// MaxMessage is the largest Send payload in bytes. Default: 64 KiB
 	// (DefaultMaxMessage); at most 16 MiB (MaxMaxMessage).
 	MaxMessage int `yaml:"max_message"`
@@ -276,6 +280,7 @@ const (
 func (c Config) Clone() Config {
 	c.TCP = c.TCP.Clone()
 	c.RDMA = c.RDMA.Clone()
+	c.Security = c.Security.Clone()
 	return c
 }
 
@@ -299,6 +304,9 @@ func (c Config) withDefaults() (Config, error) {
 		return c, err
 	}
 	if err := c.checkSecret(); err != nil {
+		return c, err
+	}
+	if err := c.checkSecurity(); err != nil {
 		return c, err
 	}
 	switch {

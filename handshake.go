@@ -100,8 +100,8 @@ func (e *Engine) acceptLoop() {
 			return
 		}
 		if !e.peerAllowed(nc.RemoteAddr()) {
+			e.AuthFailed(PlanePeer, ReasonNotAllowed, nc.RemoteAddr().String(), errors.New("address not in security.allowed_peers"))
 			nc.Close()
-			e.AuthFailed(PlanePeer, ReasonNotAllowed, nc.RemoteAddr().String(), errors.New("address not in allowed_peers"))
 			continue
 		}
 		e.wg.Add(1)
@@ -111,22 +111,18 @@ func (e *Engine) acceptLoop() {
 				var af *authError
 				if errors.As(err, &af) {
 					e.AuthFailed(PlanePeer, af.reason, nc.RemoteAddr().String(), err)
-					return
+				} else {
+					e.log.Info("inbound connection refused", "remote", nc.RemoteAddr().String(), "err", err)
 				}
-				e.log.Info("inbound connection refused", "remote", nc.RemoteAddr().String(), "err", err)
+				nc.Close() // after the refusal is counted
 			}
 		}()
 	}
 }
 
-// serveConn runs the acceptor's side of a handshake, or a join.
+// serveConn runs the acceptor's side of a handshake, or a join. On an
+// error the caller closes nc.
 func (e *Engine) serveConn(nc net.Conn) error {
-	ok := false
-	defer func() {
-		if !ok {
-			nc.Close()
-		}
-	}()
 	// Close must not wait a whole handshake timeout for a silent peer.
 	stop := context.AfterFunc(e.ctx, func() { nc.SetDeadline(time.Unix(1, 0)) })
 	defer stop()
@@ -154,7 +150,6 @@ func (e *Engine) serveConn(nc net.Conn) error {
 		nc.SetDeadline(time.Time{})
 		select {
 		case ch <- nc:
-			ok = true
 			return nil
 		default:
 			return errors.New("join: no connection expected")
@@ -168,7 +163,6 @@ func (e *Engine) serveConn(nc net.Conn) error {
 		if err != nil {
 			return err
 		}
-		ok = true
 		select {
 		case e.accepted <- p:
 		default:
@@ -313,6 +307,11 @@ func (e *Engine) choose(h *wire.Hello, local, remote transport.PeerInfo) (transp
 		}
 		if err := t.Available(); err != nil {
 			reasons = append(reasons, fmt.Sprintf("%s: %v", o.Name, err))
+			continue
+		}
+		if err := e.gidAllowed(o.Name, o.Blob); err != nil {
+			reasons = append(reasons, err.Error())
+			e.AuthFailed(PlanePeer, ReasonNotAllowed, peerName(remote), err)
 			continue
 		}
 		r := remote
@@ -542,6 +541,10 @@ func (e *Engine) connectOnce(ctx context.Context, p *Peer, exclude map[string]er
 	}
 	if w.Conns < 1 || int(w.Conns) > e.cfg.TCP.Conns && e.caps(w.Transport).Streams || w.MaxMessage == 0 || w.RecvDepth == 0 {
 		return nil, "", fmt.Errorf("dial %s: %w: bad welcome parameters", addr, ErrProtocol)
+	}
+	if err := e.gidAllowed(w.Transport, w.Blob); err != nil {
+		e.AuthFailed(PlanePeer, ReasonNotAllowed, addr, err)
+		return nil, w.Transport, fmt.Errorf("dial %s: %w: %w", addr, ErrNotSupported, err)
 	}
 	nc.SetDeadline(time.Time{})
 	local := transport.PeerInfo{ID: e.id, PID: os.Getpid(), HostID: e.hostID, Addr: e.addr}

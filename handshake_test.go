@@ -2,10 +2,12 @@ package xfer
 
 import (
 	"bytes"
+	"context"
 	"encoding/binary"
 	"io"
 	"net"
 	"os"
+	"strings"
 	"testing"
 	"time"
 
@@ -143,5 +145,109 @@ func TestShortSecretRefused(t *testing.T) {
 	os.WriteFile(f, []byte("short\n"), 0o600)
 	if _, err := (Config{SecretFile: f}).WithDefaults(); err == nil {
 		t.Fatal("short secret_file accepted")
+	}
+}
+
+// TestAllowedPeers: a listener whose allowed_peers leave out the caller
+// closes the connection before the handshake says anything, and counts
+// it; one whose list holds the caller serves it.
+func TestAllowedPeers(t *testing.T) {
+	ctx := context.Background()
+	closed, err := Open(ctx, Config{Listen: "127.0.0.1:0", Transport: PolicyTCP, MemoryMB: 2, Security: SecurityConfig{AllowedPeers: []string{"10.0.0.0/8", "fd00::/8"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer closed.Close()
+	if got := scanOpen(t, closed.Addr()); len(got) != 0 {
+		t.Fatalf("a caller outside allowed_peers received %q", got)
+	}
+	n := uint64(0)
+	for _, f := range closed.Status().AuthFailures {
+		if f.Plane == PlanePeer && f.Reason == ReasonNotAllowed {
+			n = f.Count
+		}
+	}
+	if n != 1 {
+		t.Fatalf("not_allowed refusals: %+v", closed.Status().AuthFailures)
+	}
+	open, err := Open(ctx, Config{Listen: "127.0.0.1:0", Transport: PolicyTCP, MemoryMB: 2, Security: SecurityConfig{AllowedPeers: []string{"127.0.0.1"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer open.Close()
+	c, err := Open(ctx, Config{Transport: PolicyTCP, MemoryMB: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if _, err := c.Dial(ctx, open.Addr()); err != nil {
+		t.Fatalf("a caller in allowed_peers: %v", err)
+	}
+	if _, err := c.Dial(ctx, closed.Addr()); err == nil {
+		t.Fatal("a caller outside allowed_peers connected")
+	}
+}
+
+// scanOpen says hello to addr without a secret and returns what comes back
+// before the listener closes.
+func scanOpen(t *testing.T, addr string) []byte {
+	t.Helper()
+	nc, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	nc.SetDeadline(time.Now().Add(10 * time.Second))
+	h := wire.Hello{MinVersion: wire.VersionMin, MaxVersion: wire.VersionMax, Policy: "tcp", Conns: 1, MaxMessage: 4096, RecvDepth: 4}
+	nc.Write(wire.AppendHello(nil, &h))
+	got, _ := io.ReadAll(nc)
+	return got
+}
+
+// TestRequireAuthentication: require_authentication refuses to open an
+// engine without a secret, in either of its spellings.
+func TestRequireAuthentication(t *testing.T) {
+	for _, s := range []SecurityConfig{{RequireAuthentication: true}, {RDMA: SecurityRDMAConfig{RequireAuthentication: true}}} {
+		e, err := Open(context.Background(), Config{MemoryMB: 2, Security: s})
+		if err == nil {
+			e.Close()
+			t.Fatalf("%+v: opened without a secret", s)
+		}
+		if !strings.Contains(err.Error(), "xfer secret") {
+			t.Fatalf("%+v: %v", s, err)
+		}
+		e, err = Open(context.Background(), Config{MemoryMB: 2, Security: s, Secret: "a-secret-long-enough-to-use"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		e.Close()
+	}
+}
+
+// TestAllowedGIDs: the GID in a peer's rdma handshake blob is checked
+// against security.rdma.allowed_gids, in any IPv6 spelling; transports
+// without GIDs are not concerned.
+func TestAllowedGIDs(t *testing.T) {
+	e, err := Open(context.Background(), Config{MemoryMB: 2, Transport: PolicyTCP,
+		Security: SecurityConfig{RDMA: SecurityRDMAConfig{AllowedGIDs: []string{"fe80:0000:0000:0000:0002:c903:0086:a100"}}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close()
+	blob := func(gid string) []byte {
+		v := wire.VerbsInfo{Device: "mlx5_0", Port: 1, LinkLayer: wire.LinkEthernet, MTU: 1024, GID: [16]byte(net.ParseIP(gid).To16())}
+		return wire.AppendVerbsInfo(nil, &v)[wire.HandshakeHeaderLen:]
+	}
+	if err := e.gidAllowed("rdma", blob("fe80::2:c903:86:a100")); err != nil {
+		t.Fatalf("an allowed GID: %v", err)
+	}
+	if err := e.gidAllowed("rdma", blob("fe80::6666")); err == nil || !strings.Contains(err.Error(), "allowed_gids") {
+		t.Fatalf("another GID: %v", err)
+	}
+	if err := e.gidAllowed("rdma", []byte("garbage")); err == nil {
+		t.Fatal("a malformed blob passed")
+	}
+	if err := e.gidAllowed("tcp", nil); err != nil {
+		t.Fatalf("tcp: %v", err)
 	}
 }

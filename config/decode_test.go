@@ -130,7 +130,7 @@ func TestReadFile(t *testing.T) {
 // configs it nests, can be set from text, so that a new field cannot be
 // silently unconfigurable; and every key of every program can be set.
 func TestEveryField(t *testing.T) {
-	samples := map[reflect.Kind]string{reflect.String: "x", reflect.Int: "3", reflect.Int64: "3s", reflect.Bool: "true"}
+	samples := map[reflect.Kind]string{reflect.String: "x", reflect.Int: "3", reflect.Int64: "3s", reflect.Bool: "true", reflect.Slice: "fe80::1,10.0.0.0/8"}
 	// Types that parse themselves: a value that is not their zero.
 	textSamples := map[reflect.Type]string{
 		policyType:                            "tcp",

@@ -85,6 +85,15 @@ func (k Key) Env() []string {
 	return names
 }
 
+// IsList reports whether the key takes a list (allowed_peers): in a file a
+// sequence, elsewhere its items separated by commas.
+func (k Key) IsList() bool {
+	if k.index == nil {
+		return false
+	}
+	return reflect.TypeFor[xfer.Config]().FieldByIndex(k.index).Type.Kind() == reflect.Slice
+}
+
 // Flag returns the key's command-line flag, without dashes: the flat key
 // with '-' for '_' (memory-mb, rdma-device).
 func (k Key) Flag() string { return strings.ReplaceAll(k.Flat, "_", "-") }
@@ -168,8 +177,20 @@ func buildTable() []Key {
 		}
 		prefix := flatPrefix(key)
 		for j := range sf.Type.NumField() {
-			sub := yamlKey(sf.Type.Field(j))
+			ff := sf.Type.Field(j)
+			sub := yamlKey(ff)
 			if sub == "" {
+				continue
+			}
+			if isSection(ff.Type) { // a section in the section: security.rdma
+				for k := range ff.Type.NumField() {
+					leaf := yamlKey(ff.Type.Field(k))
+					if leaf == "" {
+						continue
+					}
+					out = append(out, Key{Name: key + "." + sub + "." + leaf, Flat: prefix + sub + "_" + leaf, Section: key, Sub: sub + "." + leaf,
+						programs: every, index: []int{i, j, k}})
+				}
 				continue
 			}
 			out = append(out, Key{Name: key + "." + sub, Flat: prefix + sub, Section: key, Sub: sub, programs: every, index: []int{i, j}})
@@ -327,6 +348,17 @@ func setValue(v reflect.Value, s string) error {
 			return err
 		}
 		v.SetBool(b)
+	case reflect.Slice:
+		if v.Type().Elem().Kind() != reflect.String {
+			return fmt.Errorf("%w %s", ErrUnsupportedField, v.Type())
+		}
+		var items []string
+		for _, it := range strings.Split(s, ",") {
+			if it = strings.TrimSpace(it); it != "" {
+				items = append(items, it)
+			}
+		}
+		v.Set(reflect.ValueOf(items))
 	default:
 		return fmt.Errorf("%w %s", ErrUnsupportedField, v.Type())
 	}
