@@ -210,6 +210,7 @@ const (
 	KeyLogLevel      = "log_level"
 	KeyLogFormat     = "log_format"
 	KeyMetricsListen = "metrics_listen"
+	KeyWebConfigFile = "web_config_file"
 )
 
 // maxTTLSeconds bounds ttl_seconds (about 31 years).
@@ -239,6 +240,9 @@ func otherKeys() []Key {
 			lower(func(s string) error { _, err := ParseLogFormat(s); return err })),
 		// An address: the listen checks it.
 		str(KeyMetricsListen, Command, func(d *Document) *string { return &d.MetricsListen },
+			func(s string) (string, error) { return strings.TrimSpace(s), nil }),
+		// A path: the endpoint checks the file.
+		str(KeyWebConfigFile, Command, func(d *Document) *string { return &d.WebConfigFile },
 			func(s string) (string, error) { return strings.TrimSpace(s), nil }),
 		{Name: "role", Flat: "role", programs: Library, set: func(d *Document, s string) (err error) {
 			d.Role, err = connector.ParseRole(strings.ToLower(strings.TrimSpace(s)))
