@@ -20,7 +20,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/prometheus/exporter-toolkit/web"
 	"github.com/spf13/pflag"
-	"gopkg.in/yaml.v3"
 
 	"github.com/xferio/xfer/config"
 )
@@ -42,6 +41,10 @@ const (
 // opsBanner starts the line a command prints to stderr once its
 // operations endpoint listens; the URL follows.
 const opsBanner = "xfer: metrics and status on http://"
+
+// opsBannerWeb is opsBanner with a web configuration file, which says
+// whether the endpoint speaks TLS.
+const opsBannerWeb = "xfer: metrics and status, with TLS and authentication as the web configuration file says, on "
 
 // addOpsFlags adds --metrics-listen and --pprof to a command that serves.
 func addOpsFlags(fs *pflag.FlagSet) {
@@ -110,35 +113,18 @@ func (g *globals) startOps(fs *pflag.FlagSet) (*opsServer, error) {
 		mux.HandleFunc(pprofPath+"trace", pprof.Trace)
 	}
 	o.srv = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
-	scheme := "http://"
 	if webConfig != "" {
 		// TLS and basic authentication as the web configuration says
 		// (exporter-toolkit reads it again on each connection).
 		flags := &web.FlagConfig{WebConfigFile: &webConfig}
 		go func() { o.done <- web.Serve(ln, o.srv, flags, g.log) }()
-		if tlsOn(webConfig) {
-			scheme = "https://"
-		}
+		fmt.Fprintf(g.stderr, "%s%s\n", opsBannerWeb, ln.Addr())
 	} else {
 		go func() { o.done <- o.srv.Serve(ln) }()
+		fmt.Fprintf(g.stderr, "%s%s\n", opsBanner, ln.Addr())
 	}
-	fmt.Fprintf(g.stderr, "%s%s\n", strings.Replace(opsBanner, "http://", scheme, 1), ln.Addr())
 	g.log.Info("operations endpoint", "addr", ln.Addr().String(), "pprof", withPprof, "web_config_file", webConfig)
 	return o, nil
-}
-
-// tlsOn reports whether a web configuration file turns TLS on.
-func tlsOn(path string) bool {
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return false
-	}
-	var c struct {
-		TLS struct {
-			Cert string `yaml:"cert_file"`
-		} `yaml:"tls_server_config"`
-	}
-	return yaml.Unmarshal(b, &c) == nil && c.TLS.Cert != ""
 }
 
 // redactedCmdline is pprof's cmdline with the values of the flags that

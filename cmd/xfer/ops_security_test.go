@@ -45,7 +45,7 @@ func TestOpsEndpointBasicAuth(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ops, ok := strings.CutPrefix(strings.TrimSpace(line), opsBanner)
+	ops, ok := strings.CutPrefix(strings.TrimSpace(line), opsBannerWeb)
 	if !ok {
 		t.Fatalf("stderr: %q", line)
 	}
