@@ -109,7 +109,7 @@ func (e *Engine) acceptLoop() {
 			defer e.wg.Done()
 			if err := e.serveConn(nc); err != nil {
 				var af *authError
-				if errors.As(err, &af) {
+				if errors.As(err, &af) && e.ctx.Err() == nil {
 					e.AuthFailed(PlanePeer, af.reason, nc.RemoteAddr().String(), err)
 				} else {
 					e.log.Info("inbound connection refused", "remote", nc.RemoteAddr().String(), "err", err)
@@ -128,8 +128,14 @@ func (e *Engine) serveConn(nc net.Conn) error {
 	defer stop()
 	nc.SetDeadline(time.Now().Add(e.cfg.HandshakeTimeout))
 	typ, body, err := wire.ReadMessage(nc)
-	if err != nil {
-		return err
+	switch {
+	case err == nil:
+	case errors.Is(err, os.ErrDeadlineExceeded) && e.ctx.Err() == nil:
+		return &authError{ReasonTimeout, fmt.Errorf("no hello within handshake_timeout %v", e.cfg.HandshakeTimeout)}
+	case errors.Is(err, wire.ErrMalformed):
+		return &authError{reasonMalformed, err}
+	default:
+		return err // a connection closed without a word (a port check), or Close
 	}
 	switch typ {
 	case wire.MsgJoin:
@@ -142,7 +148,7 @@ func (e *Engine) serveConn(nc net.Conn) error {
 		e.mu.Unlock()
 		if ch == nil {
 			nc.Write(wire.AppendResult(nil, &wire.Result{Status: wire.StatusBadRequest, Message: "join: unknown token"}))
-			return errors.New("join with an unknown token")
+			return &authError{reasonBadProof, errors.New("join with an unknown token")}
 		}
 		if _, err := nc.Write(wire.AppendResult(nil, &wire.Result{Status: wire.StatusOK})); err != nil {
 			return err
@@ -157,7 +163,7 @@ func (e *Engine) serveConn(nc net.Conn) error {
 	case wire.MsgHello:
 		h, err := wire.DecodeHello(body)
 		if err != nil {
-			return err
+			return &authError{reasonMalformed, err}
 		}
 		p, err := e.acceptPeer(nc, h, body)
 		if err != nil {
@@ -170,7 +176,7 @@ func (e *Engine) serveConn(nc net.Conn) error {
 		}
 		return nil
 	default:
-		return fmt.Errorf("%w: first message is type %d, not hello or join", ErrProtocol, typ)
+		return &authError{reasonMalformed, fmt.Errorf("%w: first message is type %d, not hello or join", ErrProtocol, typ)}
 	}
 }
 
@@ -198,7 +204,11 @@ func (e *Engine) acceptPeer(nc net.Conn, h *wire.Hello, helloBody []byte) (*Peer
 	if e.cfg.Secret != "" {
 		typ, body, err := wire.ReadMessage(nc)
 		if err != nil {
-			return nil, &authError{reasonNoProof, fmt.Errorf("auth: %w", err)}
+			reason := reasonNoProof
+			if errors.Is(err, os.ErrDeadlineExceeded) {
+				reason = ReasonTimeout
+			}
+			return nil, &authError{reason, fmt.Errorf("auth: %w", err)}
 		}
 		if typ != wire.MsgAuth {
 			refuse(nc, wire.StatusAuthFailed, "this engine requires authentication: configure the shared secret")
