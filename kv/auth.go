@@ -9,6 +9,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"google.golang.org/grpc"
@@ -26,12 +27,14 @@ import (
 // the wire:
 //
 //   - the client sends, in the call's metadata (mdCallProof), a timestamp,
-//     a random nonce and HMAC-SHA256(secret, callLabel | method | timestamp
-//     | nonce);
+//     a nonce (its random client ID and the call's number, counted from 1)
+//     and HMAC-SHA256(secret, callLabel | method | timestamp | nonce);
 //   - the server checks the proof, in constant time, that the timestamp is
-//     within callWindow of its clock, and that the nonce was not seen in
-//     the window (a captured call cannot be replayed), before it reads or
-//     changes anything; a call without it gets codes.Unauthenticated;
+//     within callWindow of its clock, and that the client's call number
+//     was not seen before (a window of the latest replayWindow numbers
+//     per client ID, kept while the client calls: a captured call cannot
+//     be replayed), before it reads or changes anything; a call without
+//     it gets codes.Unauthenticated;
 //   - the server answers with HMAC-SHA256(secret, replyLabel | method |
 //     timestamp | nonce) in the response's header and trailer
 //     (mdReplyProof), which the client checks before it believes a
@@ -57,12 +60,16 @@ const (
 	// clock.
 	callWindow = 2 * time.Minute
 	// callProofLen is a call proof's size before encoding: timestamp (8),
-	// nonce (16), HMAC (32).
+	// nonce (16: client ID, call number), HMAC (32).
 	callProofLen = 8 + 16 + 32
-	// maxNonces bounds the replay cache: past it, calls are refused until
-	// old nonces expire (a flood of authenticated calls, which only a
-	// holder of the secret can make).
-	maxNonces = 1 << 20
+	// replayWindow is how many of a client's latest call numbers the
+	// server remembers: an older number is refused. Calls in flight at
+	// once from one client are fewer.
+	replayWindow = 1024
+	// maxClients bounds the clients remembered: past it, new clients are
+	// refused until old ones expire (only holders of the secret make
+	// clients).
+	maxClients = 1 << 16
 )
 
 func callMAC(secret, label, method string, ts, nonce []byte) []byte {
@@ -80,9 +87,41 @@ type callAuth struct {
 	secret string
 	e      *xfer.Engine // counts and logs refusals (AuthFailed)
 
-	mu     sync.Mutex
-	seen   map[[16]byte]int64 // nonce → timestamp (UnixNano)
-	pruned time.Time
+	mu      sync.Mutex
+	clients map[uint64]*seenCalls // by client ID
+	pruned  time.Time
+}
+
+// seenCalls are the call numbers of one client seen lately: max, and a
+// bit for each of the replayWindow numbers up to it.
+type seenCalls struct {
+	max  uint64
+	bits [replayWindow / 64]uint64
+	last time.Time // the latest call
+}
+
+// fresh records call number n and reports whether it is new.
+func (w *seenCalls) fresh(n uint64) bool {
+	switch {
+	case n > w.max:
+		shift := n - w.max
+		if shift >= replayWindow {
+			w.bits = [replayWindow / 64]uint64{}
+		} else {
+			for i := w.max + 1; i <= n; i++ {
+				w.bits[(i%replayWindow)/64] &^= 1 << (i % 64)
+			}
+		}
+		w.max = n
+	case w.max-n >= replayWindow:
+		return false // too old to tell
+	}
+	word, bit := &w.bits[(n%replayWindow)/64], uint64(1)<<(n%64)
+	if *word&bit != 0 {
+		return false
+	}
+	*word |= bit
+	return true
 }
 
 // tapped marks a call whose proof the server's tap (Server.Serve's
@@ -159,36 +198,48 @@ func (a *callAuth) verify(md metadata.MD, method string) ([]byte, string, error)
 	if d := time.Duration(now.UnixNano() - t); d > callWindow || d < -callWindow {
 		return nil, xfer.ReasonTimeout, errors.New("authentication failed: the call's timestamp is off by more than 2m (check the clocks)")
 	}
+	client, n := binary.LittleEndian.Uint64(nonce[:8]), binary.LittleEndian.Uint64(nonce[8:])
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	if a.seen == nil {
-		a.seen = map[[16]byte]int64{}
+	if a.clients == nil {
+		a.clients = map[uint64]*seenCalls{}
 	}
-	if len(a.seen) >= maxNonces/2 && now.Sub(a.pruned) > time.Second {
-		for n, at := range a.seen {
-			if now.UnixNano()-at > int64(callWindow) {
-				delete(a.seen, n)
+	if now.Sub(a.pruned) > callWindow {
+		// A client unseen for two windows is forgotten: its calls'
+		// timestamps are out of the window by now.
+		for id, w := range a.clients {
+			if now.Sub(w.last) > 2*callWindow {
+				delete(a.clients, id)
 			}
 		}
 		a.pruned = now
 	}
-	if _, dup := a.seen[[16]byte(nonce)]; dup {
+	w := a.clients[client]
+	if w == nil {
+		if len(a.clients) >= maxClients {
+			return nil, xfer.ReasonTimeout, errors.New("too many clients in the replay window: try again")
+		}
+		w = &seenCalls{}
+		a.clients[client] = w
+	}
+	if !w.fresh(n) {
 		return nil, xfer.ReasonBadProof, errors.New("authentication failed: a replayed call")
 	}
-	if len(a.seen) >= maxNonces {
-		return nil, xfer.ReasonTimeout, errors.New("too many calls in the replay window: try again")
-	}
-	a.seen[[16]byte(nonce)] = t
+	w.last = now
 	return raw, "", nil
 }
 
 // proveCalls returns the client's interceptor: it signs each call and
 // checks the server's proof on its response.
 func proveCalls(secret string) grpc.UnaryClientInterceptor {
+	var id [8]byte
+	rand.Read(id[:])
+	var calls atomic.Uint64
 	return func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
 		var raw [callProofLen]byte
 		binary.LittleEndian.PutUint64(raw[:8], uint64(time.Now().UnixNano()))
-		rand.Read(raw[8:24])
+		copy(raw[8:16], id[:])
+		binary.LittleEndian.PutUint64(raw[16:24], calls.Add(1))
 		copy(raw[24:], callMAC(secret, callLabel, method, raw[:8], raw[8:24]))
 		ctx = metadata.AppendToOutgoingContext(ctx, mdCallProof, base64.RawStdEncoding.EncodeToString(raw[:]))
 		var hdr, trl metadata.MD
