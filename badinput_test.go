@@ -86,23 +86,23 @@ func rawConn(t *testing.T, addr, secret string) (net.Conn, *wire.Welcome) {
 	}
 	t.Cleanup(func() { nc.Close() })
 	nc.SetDeadline(time.Now().Add(10 * time.Second))
-	h := wire.Hello{MinVersion: 1, MaxVersion: 1, PID: uint32(os.Getpid()), Policy: "tcp", Conns: 1, MaxMessage: 4096, RecvDepth: 4,
+	h := wire.Hello{MinVersion: wire.VersionMin, MaxVersion: wire.VersionMax, PID: uint32(os.Getpid()), Policy: "tcp", Conns: 1, MaxMessage: 4096, RecvDepth: 4,
 		Transports: []wire.TransportOffer{{Name: "tcp"}}}
 	rand.Read(h.ID[:])
 	rand.Read(h.Nonce[:])
-	if _, err := nc.Write(wire.AppendHello(nil, &h)); err != nil {
+	hm := wire.AppendHello(nil, &h)
+	if _, err := nc.Write(hm); err != nil {
 		t.Fatal(err)
 	}
 	typ, body, err := wire.ReadMessage(nc)
 	if err != nil || typ != wire.MsgChallenge {
 		t.Fatalf("challenge: %v %v", typ, err)
 	}
-	ch, err := wire.DecodeChallenge(body)
-	if err != nil {
+	if _, err := wire.DecodeChallenge(body); err != nil {
 		t.Fatal(err)
 	}
 	if secret != "" {
-		a := wire.Auth{Proof: proof(secret, labelDialer, ch.Nonce, h.Nonce, h.ID, ch.ID)}
+		a := wire.Auth{Proof: proof(secret, labelDialer, transcript(hm[wire.HandshakeHeaderLen:], body), nil)}
 		nc.Write(wire.AppendAuth(nil, &a))
 	}
 	typ, body, err = wire.ReadMessage(nc)
@@ -277,14 +277,14 @@ func TestMalformedFramesCloseConnection(t *testing.T) {
 }
 
 func TestUnauthenticatedPeerGetsNothing(t *testing.T) {
-	tg := newTarget(t, "letmein")
+	tg := newTarget(t, "letmein-letmein-letmein")
 	nc, err := net.Dial("tcp", tg.e.Addr())
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer nc.Close()
 	nc.SetDeadline(time.Now().Add(10 * time.Second))
-	h := wire.Hello{MinVersion: 1, MaxVersion: 1, Policy: "tcp", Conns: 1, MaxMessage: 4096, RecvDepth: 4, Transports: []wire.TransportOffer{{Name: "tcp"}}}
+	h := wire.Hello{MinVersion: wire.VersionMin, MaxVersion: wire.VersionMax, Policy: "tcp", Conns: 1, MaxMessage: 4096, RecvDepth: 4, Transports: []wire.TransportOffer{{Name: "tcp"}}}
 	nc.Write(wire.AppendHello(nil, &h))
 	typ, body, err := wire.ReadMessage(nc)
 	if err != nil || typ != wire.MsgChallenge {

@@ -164,6 +164,12 @@ type Config struct {
 	// whole seconds): how long a node that died without closing stays
 	// listed. Between 100ms and 10m. Default: 10s.
 	DirectoryTTL time.Duration `yaml:"directory_ttl"`
+	// DirectoryTokenFile names a file holding the coordinator's token
+	// (the coordinator's --token-file), which the engine sends with its
+	// requests: a coordinator with a token refuses writes without it.
+	// etcd's users and passwords go in the directory URL
+	// (etcd://USER:PASSWORD@HOST:2379/PREFIX). Default: none.
+	DirectoryTokenFile string `yaml:"directory_token_file"`
 	// Transport is the transport policy. Default: auto.
 	Transport Policy `yaml:"transport"`
 	// MemoryMB is the size of the engine's default registered pool, in MiB.
@@ -185,8 +191,20 @@ type Config struct {
 	MemoryDevice mem.Location `yaml:"memory_device"`
 	// Secret, when set, makes the handshake authenticate both sides with a
 	// challenge and response (HMAC-SHA256); the secret never crosses the
-	// wire. A peer that does not know it gets nothing. Default: none.
+	// wire, and the dialer proves it first: a peer that does not know it
+	// gets nothing that depends on it, nor this engine's identity. It must
+	// have at least MinSecretLen (16) bytes; GenerateSecret (`xfer
+	// secret`) makes one. Prefer SecretFile: a secret in a config file or
+	// on a command line is easily shown. Default: none.
 	Secret string `yaml:"secret"`
+	// SecretFile names a file that holds the secret (surrounding white
+	// space is ignored); WithDefaults and Open read it into Secret. With
+	// Secret also set, the two must agree. Default: none.
+	SecretFile string `yaml:"secret_file"`
+	// Security is the policy over who may connect (require_authentication,
+	// allowed_peers, rdma.allowed_gids). Default: SecurityConfig's
+	// defaults, which allow everyone.
+	Security SecurityConfig `yaml:"security"`
 	// MaxMessage is the largest Send payload in bytes. Default: 64 KiB
 	// (DefaultMaxMessage); at most 16 MiB (MaxMaxMessage).
 	MaxMessage int `yaml:"max_message"`
@@ -262,12 +280,14 @@ const (
 func (c Config) Clone() Config {
 	c.TCP = c.TCP.Clone()
 	c.RDMA = c.RDMA.Clone()
+	c.Security = c.Security.Clone()
 	return c
 }
 
 // WithDefaults validates c and returns it with every default filled in,
 // its own and each transport's, as Open uses it; c is not changed. Its
-// errors name the key ("config: memory_mb -1: ..."). It opens nothing: a
+// errors name the key ("config: memory_mb -1: ..."). It opens nothing but
+// secret_file, which it reads into Secret: a
 // device or a directory that cannot be reached is Open's error, not its.
 // Package config checks a decoded document with it.
 func (c Config) WithDefaults() (Config, error) { return c.withDefaults() }
@@ -281,6 +301,12 @@ func (c Config) withDefaults() (Config, error) {
 		return c, fmt.Errorf("config: %w", err)
 	}
 	if err := c.checkDirectory(); err != nil {
+		return c, err
+	}
+	if err := c.checkSecret(); err != nil {
+		return c, err
+	}
+	if err := c.checkSecurity(); err != nil {
 		return c, err
 	}
 	switch {
@@ -342,6 +368,23 @@ func (c Config) withDefaults() (Config, error) {
 		c.Logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	}
 	return c, nil
+}
+
+// DirectoryToken returns the coordinator's token from
+// DirectoryTokenFile, or "" without one.
+func (c Config) DirectoryToken() (string, error) {
+	if c.DirectoryTokenFile == "" {
+		return "", nil
+	}
+	b, err := os.ReadFile(c.DirectoryTokenFile)
+	if err != nil {
+		return "", fmt.Errorf("directory_token_file: %w", err)
+	}
+	t := strings.TrimSpace(string(b))
+	if t == "" {
+		return "", fmt.Errorf("directory_token_file %s is empty: generate a token with `xfer secret > %s`", c.DirectoryTokenFile, c.DirectoryTokenFile)
+	}
+	return t, nil
 }
 
 // checkDirectory validates and fills in directory, node_id and

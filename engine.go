@@ -8,6 +8,7 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"net/netip"
 	"os"
 	"sync"
 	"sync/atomic"
@@ -50,8 +51,11 @@ type Engine struct {
 	notes noteQueue
 	gpu   gpus // GPU contexts and staging memory, made on first use
 
-	stats   engineStats
-	metrics *engineMetrics // nil without Config.Metrics
+	stats        engineStats
+	auth         authStats      // refusals, for AuthFailed and Status
+	allowedPeers []netip.Prefix // security.allowed_peers; none: every address
+	allowedGIDs  [][16]byte     // security.rdma.allowed_gids; none: every GID
+	metrics      *engineMetrics // nil without Config.Metrics
 
 	ctx    context.Context // cancelled by Close
 	cancel context.CancelFunc
@@ -115,6 +119,8 @@ func Open(ctx context.Context, cfg Config) (_ *Engine, err error) {
 		joins:    map[[16]byte]chan net.Conn{},
 		accepted: make(chan *Peer, 1024),
 	}
+	e.allowedPeers, _ = parseAllowedPeers(cfg.Security.AllowedPeers) // checked by withDefaults
+	e.allowedGIDs, _ = parseGIDs(cfg.Security.RDMA.AllowedGIDs)
 	e.notes.init()
 	e.ctx, e.cancel = context.WithCancel(context.Background())
 	if _, err := rand.Read(e.id[:]); err != nil {

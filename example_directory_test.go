@@ -23,7 +23,7 @@ func ExampleEngine_DialNode() {
 	defer cancel()
 
 	// Node mem-1 registers itself on Open and leaves on Close.
-	mem1, err := xfer.Open(ctx, xfer.Config{Listen: "127.0.0.1:0", Secret: "s3cret",
+	mem1, err := xfer.Open(ctx, xfer.Config{Listen: "127.0.0.1:0", Secret: "s3cret-s3cret-s3cret",
 		Directory: coord.URL, NodeID: "mem-1", MemoryMB: 4})
 	if err != nil {
 		log.Fatal(err)
@@ -37,7 +37,7 @@ func ExampleEngine_DialNode() {
 
 	// Another engine resolves mem-1 and dials it; the handshake
 	// authenticates it with the secret, as a Dial by address does.
-	cli, err := xfer.Open(ctx, xfer.Config{Secret: "s3cret", Directory: coord.URL, MemoryMB: 4})
+	cli, err := xfer.Open(ctx, xfer.Config{Secret: "s3cret-s3cret-s3cret", Directory: coord.URL, MemoryMB: 4})
 	if err != nil {
 		log.Fatal(err)
 	}

@@ -18,7 +18,7 @@ func Example() {
 	defer cancel()
 
 	// The target: an engine that listens and exports a region.
-	srv, err := xfer.Open(ctx, xfer.Config{Listen: "127.0.0.1:0", Secret: "s3cret"})
+	srv, err := xfer.Open(ctx, xfer.Config{Listen: "127.0.0.1:0", Secret: "s3cret-s3cret-s3cret"})
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -30,7 +30,7 @@ func Example() {
 	srv.Export("data", region)
 
 	// The initiator.
-	cli, err := xfer.Open(ctx, xfer.Config{Secret: "s3cret"})
+	cli, err := xfer.Open(ctx, xfer.Config{Secret: "s3cret-s3cret-s3cret"})
 	if err != nil {
 		log.Fatal(err)
 	}

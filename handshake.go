@@ -1,10 +1,12 @@
 package xfer
 
 import (
+	"bytes"
 	"context"
 	"crypto/hmac"
 	"crypto/rand"
 	"crypto/sha256"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"net"
@@ -18,26 +20,69 @@ import (
 
 func sha256Sum(b []byte) [32]byte { return sha256.Sum256(b) }
 
-// proof is HMAC-SHA256(secret, label | nonce of the prover's peer | own
-// nonce | both engine IDs): a challenge and response; the secret never
-// crosses the wire, and the labels keep one side's proof from being replayed
-// as the other's.
-func proof(secret, label string, theirs, ours [32]byte, a, b ID) [32]byte {
+// The handshake with a secret (protocol version 2):
+//
+//	dialer   → hello      versions, identity, nonce, transports offered
+//	acceptor → challenge  version, caps, a random nonce, whether auth is required
+//	dialer   → auth       HMAC(secret, dialer label | transcript)
+//	acceptor → welcome    identity, transport, exports, and
+//	                      HMAC(secret, acceptor label | transcript | welcome)
+//
+// where the transcript is SHA-256 over the hello's and the challenge's
+// bodies. The dialer proves first, and the acceptor sends nothing derived
+// from the secret, nor its engine ID, host ID or PID, before that proof
+// checks: a scanner learns a nonce and that a secret is required. The
+// acceptor's proof covers the welcome, so a man in the middle cannot
+// change the transport, the blobs or the exports it carries.
+//
+// The dialer's proof goes to whoever listens at the address it dialed,
+// which a forged directory entry can choose. A proof is worthless offline
+// only if the secret cannot be guessed, so a secret has at least
+// MinSecretLen bytes (128 bits when random; `xfer secret` makes 256).
+// A PAKE (CPace, SPAKE2) would make weak secrets safe too, but no Go module
+// we would trust for it is maintained today: x/crypto has none.
+const (
+	labelDialer   = "xfer-v2 dialer proof"
+	labelAcceptor = "xfer-v2 acceptor proof"
+)
+
+// transcript hashes the hello's and the challenge's bodies.
+func transcript(hello, challenge []byte) [32]byte {
+	h := sha256.New()
+	var n [4]byte
+	binary.LittleEndian.PutUint32(n[:], uint32(len(hello)))
+	h.Write(n[:])
+	h.Write(hello)
+	binary.LittleEndian.PutUint32(n[:], uint32(len(challenge)))
+	h.Write(n[:])
+	h.Write(challenge)
+	var out [32]byte
+	copy(out[:], h.Sum(nil))
+	return out
+}
+
+// proof is HMAC-SHA256(secret, label | transcript | more): the labels keep
+// one side's proof from being replayed as the other's, the transcript's
+// nonces keep it from being replayed on another connection.
+func proof(secret, label string, th [32]byte, more []byte) [32]byte {
 	m := hmac.New(sha256.New, []byte(secret))
 	m.Write([]byte(label))
-	m.Write(theirs[:])
-	m.Write(ours[:])
-	m.Write(a[:])
-	m.Write(b[:])
+	m.Write(th[:])
+	m.Write(more)
 	var out [32]byte
 	copy(out[:], m.Sum(nil))
 	return out
 }
 
-const (
-	labelAcceptor = "xfer-v1 acceptor proof"
-	labelDialer   = "xfer-v1 dialer proof"
-)
+// welcomeProof is the acceptor's proof over a welcome's body, whose Proof
+// field is ignored (taken as zero).
+func welcomeProof(secret string, th [32]byte, body []byte) [32]byte {
+	b := bytes.Clone(body)
+	if len(b) >= wire.WelcomeProofOffset+32 {
+		clear(b[wire.WelcomeProofOffset : wire.WelcomeProofOffset+32])
+	}
+	return proof(secret, labelAcceptor, th, b)
+}
 
 func (e *Engine) acceptLoop() {
 	defer e.wg.Done()
@@ -54,31 +99,43 @@ func (e *Engine) acceptLoop() {
 			e.log.Error("accept failed; no longer accepting peers", "err", err)
 			return
 		}
+		if !e.peerAllowed(nc.RemoteAddr()) {
+			e.AuthFailed(PlanePeer, ReasonNotAllowed, nc.RemoteAddr().String(), errors.New("address not in security.allowed_peers"))
+			nc.Close()
+			continue
+		}
 		e.wg.Add(1)
 		go func() {
 			defer e.wg.Done()
 			if err := e.serveConn(nc); err != nil {
-				e.log.Info("inbound connection refused", "remote", nc.RemoteAddr().String(), "err", err)
+				var af *authError
+				if errors.As(err, &af) && e.ctx.Err() == nil {
+					e.AuthFailed(PlanePeer, af.reason, nc.RemoteAddr().String(), err)
+				} else {
+					e.log.Info("inbound connection refused", "remote", nc.RemoteAddr().String(), "err", err)
+				}
+				nc.Close() // after the refusal is counted
 			}
 		}()
 	}
 }
 
-// serveConn runs the acceptor's side of a handshake, or a join.
+// serveConn runs the acceptor's side of a handshake, or a join. On an
+// error the caller closes nc.
 func (e *Engine) serveConn(nc net.Conn) error {
-	ok := false
-	defer func() {
-		if !ok {
-			nc.Close()
-		}
-	}()
 	// Close must not wait a whole handshake timeout for a silent peer.
 	stop := context.AfterFunc(e.ctx, func() { nc.SetDeadline(time.Unix(1, 0)) })
 	defer stop()
 	nc.SetDeadline(time.Now().Add(e.cfg.HandshakeTimeout))
 	typ, body, err := wire.ReadMessage(nc)
-	if err != nil {
-		return err
+	switch {
+	case err == nil:
+	case errors.Is(err, os.ErrDeadlineExceeded) && e.ctx.Err() == nil:
+		return &authError{ReasonTimeout, fmt.Errorf("no hello within handshake_timeout %v", e.cfg.HandshakeTimeout)}
+	case errors.Is(err, wire.ErrMalformed):
+		return &authError{reasonMalformed, err}
+	default:
+		return err // a connection closed without a word (a port check), or Close
 	}
 	switch typ {
 	case wire.MsgJoin:
@@ -91,7 +148,7 @@ func (e *Engine) serveConn(nc net.Conn) error {
 		e.mu.Unlock()
 		if ch == nil {
 			nc.Write(wire.AppendResult(nil, &wire.Result{Status: wire.StatusBadRequest, Message: "join: unknown token"}))
-			return errors.New("join with an unknown token")
+			return &authError{reasonBadProof, errors.New("join with an unknown token")}
 		}
 		if _, err := nc.Write(wire.AppendResult(nil, &wire.Result{Status: wire.StatusOK})); err != nil {
 			return err
@@ -99,7 +156,6 @@ func (e *Engine) serveConn(nc net.Conn) error {
 		nc.SetDeadline(time.Time{})
 		select {
 		case ch <- nc:
-			ok = true
 			return nil
 		default:
 			return errors.New("join: no connection expected")
@@ -107,13 +163,12 @@ func (e *Engine) serveConn(nc net.Conn) error {
 	case wire.MsgHello:
 		h, err := wire.DecodeHello(body)
 		if err != nil {
-			return err
+			return &authError{reasonMalformed, err}
 		}
-		p, err := e.acceptPeer(nc, h)
+		p, err := e.acceptPeer(nc, h, body)
 		if err != nil {
 			return err
 		}
-		ok = true
 		select {
 		case e.accepted <- p:
 		default:
@@ -121,7 +176,7 @@ func (e *Engine) serveConn(nc net.Conn) error {
 		}
 		return nil
 	default:
-		return fmt.Errorf("%w: first message is type %d, not hello or join", ErrProtocol, typ)
+		return &authError{reasonMalformed, fmt.Errorf("%w: first message is type %d, not hello or join", ErrProtocol, typ)}
 	}
 }
 
@@ -131,37 +186,42 @@ func refuse(nc net.Conn, st wire.Status, format string, args ...any) error {
 	return errors.New(msg)
 }
 
-func (e *Engine) acceptPeer(nc net.Conn, h *wire.Hello) (*Peer, error) {
+func (e *Engine) acceptPeer(nc net.Conn, h *wire.Hello, helloBody []byte) (*Peer, error) {
 	if h.MaxVersion < wire.VersionMin || h.MinVersion > wire.VersionMax {
 		return nil, refuse(nc, wire.StatusVersion, "peer speaks protocol versions %d-%d, this engine %d-%d", h.MinVersion, h.MaxVersion, wire.VersionMin, wire.VersionMax)
 	}
 	version := min(h.MaxVersion, wire.VersionMax)
-	ch := wire.Challenge{Version: version, Caps: wire.CapAuth | wire.CapNotify | wire.CapAttach, ID: e.id, HostID: e.hostID, PID: uint32(os.Getpid())}
+	// The challenge carries nothing but a fresh nonce and constants.
+	ch := wire.Challenge{Version: version, Caps: wire.CapAuth | wire.CapNotify | wire.CapAttach, AuthRequired: e.cfg.Secret != ""}
 	if _, err := rand.Read(ch.Nonce[:]); err != nil {
 		return nil, err
 	}
-	if e.cfg.Secret != "" {
-		ch.AuthRequired, ch.HasProof = true, true
-		ch.Proof = proof(e.cfg.Secret, labelAcceptor, h.Nonce, ch.Nonce, e.id, h.ID)
-	}
-	if _, err := nc.Write(wire.AppendChallenge(nil, &ch)); err != nil {
+	chMsg := wire.AppendChallenge(nil, &ch)
+	if _, err := nc.Write(chMsg); err != nil {
 		return nil, err
 	}
+	th := transcript(helloBody, chMsg[wire.HandshakeHeaderLen:])
 	if e.cfg.Secret != "" {
 		typ, body, err := wire.ReadMessage(nc)
 		if err != nil {
-			return nil, fmt.Errorf("auth: %w", err)
+			reason := reasonNoProof
+			if errors.Is(err, os.ErrDeadlineExceeded) {
+				reason = ReasonTimeout
+			}
+			return nil, &authError{reason, fmt.Errorf("auth: %w", err)}
 		}
 		if typ != wire.MsgAuth {
-			return nil, refuse(nc, wire.StatusAuthFailed, "this engine requires authentication: configure the shared secret")
+			refuse(nc, wire.StatusAuthFailed, "this engine requires authentication: configure the shared secret")
+			return nil, &authError{reasonNoProof, fmt.Errorf("auth: message type %d instead of a proof", typ)}
 		}
 		a, err := wire.DecodeAuth(body)
 		if err != nil {
-			return nil, err
+			return nil, &authError{reasonMalformed, err}
 		}
-		want := proof(e.cfg.Secret, labelDialer, ch.Nonce, h.Nonce, ID(h.ID), e.id)
+		want := proof(e.cfg.Secret, labelDialer, th, nil)
 		if !hmac.Equal(a.Proof[:], want[:]) {
-			return nil, refuse(nc, wire.StatusAuthFailed, "authentication failed: wrong secret")
+			refuse(nc, wire.StatusAuthFailed, "authentication failed: wrong secret")
+			return nil, &authError{reasonBadProof, errors.New("authentication failed: wrong secret")}
 		}
 	}
 	local := transport.PeerInfo{ID: e.id, PID: os.Getpid(), HostID: e.hostID, Addr: e.addr}
@@ -175,7 +235,7 @@ func (e *Engine) acceptPeer(nc net.Conn, h *wire.Hello) (*Peer, error) {
 	if e.caps(t.Name()).Streams {
 		conns = clamp(int(h.Conns), 1, e.cfg.TCP.Conns)
 	}
-	w := wire.Welcome{Transport: t.Name(), Blob: t.LocalBlob(), Conns: uint16(conns),
+	w := wire.Welcome{ID: e.id, HostID: e.hostID, PID: uint32(os.Getpid()), Transport: t.Name(), Blob: t.LocalBlob(), Conns: uint16(conns),
 		MaxMessage: uint32(min(int(h.MaxMessage), e.cfg.MaxMessage)), RecvDepth: uint32(min(int(h.RecvDepth), e.cfg.RecvDepth)), Listen: e.addr}
 	if w.MaxMessage == 0 || w.RecvDepth == 0 {
 		return nil, refuse(nc, wire.StatusBadRequest, "max message and receive depth must be positive")
@@ -195,7 +255,12 @@ func (e *Engine) acceptPeer(nc net.Conn, h *wire.Hello) (*Peer, error) {
 		delete(e.joins, w.Token)
 		e.mu.Unlock()
 	}()
-	if _, err := nc.Write(wire.AppendWelcome(nil, &w)); err != nil {
+	wm := wire.AppendWelcome(nil, &w)
+	if e.cfg.Secret != "" {
+		p := welcomeProof(e.cfg.Secret, th, wm[wire.HandshakeHeaderLen:])
+		copy(wm[wire.HandshakeHeaderLen+wire.WelcomeProofOffset:], p[:])
+	}
+	if _, err := nc.Write(wm); err != nil {
 		return nil, err
 	}
 	nc.SetDeadline(time.Time{})
@@ -252,6 +317,11 @@ func (e *Engine) choose(h *wire.Hello, local, remote transport.PeerInfo) (transp
 		}
 		if err := t.Available(); err != nil {
 			reasons = append(reasons, fmt.Sprintf("%s: %v", o.Name, err))
+			continue
+		}
+		if err := e.gidAllowed(o.Name, o.Blob); err != nil {
+			reasons = append(reasons, err.Error())
+			e.AuthFailed(PlanePeer, ReasonNotAllowed, peerName(remote), err)
 			continue
 		}
 		r := remote
@@ -455,7 +525,8 @@ func (e *Engine) connectOnce(ctx context.Context, p *Peer, exclude map[string]er
 	if _, err := rand.Read(hello.Nonce[:]); err != nil {
 		return nil, "", err
 	}
-	if _, err := nc.Write(wire.AppendHello(nil, &hello)); err != nil {
+	helloMsg := wire.AppendHello(nil, &hello)
+	if _, err := nc.Write(helloMsg); err != nil {
 		return nil, "", fmt.Errorf("dial %s: handshake: %w", addr, err)
 	}
 	typ, body, err := wire.ReadMessage(nc)
@@ -475,15 +546,14 @@ func (e *Engine) connectOnce(ctx context.Context, p *Peer, exclude map[string]er
 	if ch.Version < wire.VersionMin || ch.Version > wire.VersionMax {
 		return nil, "", fmt.Errorf("dial %s: %w: peer chose version %d", addr, ErrVersion, ch.Version)
 	}
+	th := transcript(helloMsg[wire.HandshakeHeaderLen:], body)
 	switch {
 	case ch.AuthRequired && e.cfg.Secret == "":
-		return nil, "", fmt.Errorf("dial %s: %w: the peer requires a shared secret; set secret in the config or XFER_SECRET", addr, ErrAuth)
+		return nil, "", fmt.Errorf("dial %s: %w: the peer requires a shared secret; set secret_file (or secret) in the config, or XFER_SECRET", addr, ErrAuth)
+	case !ch.AuthRequired && e.cfg.Secret != "":
+		return nil, "", fmt.Errorf("dial %s: %w: the peer has no shared secret, and this side requires one", addr, ErrAuth)
 	case e.cfg.Secret != "":
-		want := proof(e.cfg.Secret, labelAcceptor, hello.Nonce, ch.Nonce, ID(ch.ID), e.id)
-		if !ch.HasProof || !hmac.Equal(ch.Proof[:], want[:]) {
-			return nil, "", fmt.Errorf("dial %s: %w: the peer could not prove it knows this side's shared secret (different secrets, or none)", addr, ErrAuth)
-		}
-		a := wire.Auth{Proof: proof(e.cfg.Secret, labelDialer, ch.Nonce, hello.Nonce, e.id, ID(ch.ID))}
+		a := wire.Auth{Proof: proof(e.cfg.Secret, labelDialer, th, nil)}
 		if _, err := nc.Write(wire.AppendAuth(nil, &a)); err != nil {
 			return nil, "", fmt.Errorf("dial %s: auth: %w", addr, err)
 		}
@@ -498,6 +568,12 @@ func (e *Engine) connectOnce(ctx context.Context, p *Peer, exclude map[string]er
 	if typ != wire.MsgWelcome {
 		return nil, "", fmt.Errorf("dial %s: %w: expected welcome, got message type %d", addr, ErrProtocol, typ)
 	}
+	if e.cfg.Secret != "" {
+		want := welcomeProof(e.cfg.Secret, th, body)
+		if len(body) < wire.WelcomeProofOffset+32 || !hmac.Equal(body[wire.WelcomeProofOffset:wire.WelcomeProofOffset+32], want[:]) {
+			return nil, "", fmt.Errorf("dial %s: %w: the peer could not prove it knows this side's shared secret (different secrets)", addr, ErrAuth)
+		}
+	}
 	w, err := wire.DecodeWelcome(body)
 	if err != nil {
 		return nil, "", fmt.Errorf("dial %s: %w", addr, err)
@@ -509,9 +585,13 @@ func (e *Engine) connectOnce(ctx context.Context, p *Peer, exclude map[string]er
 	if w.Conns < 1 || int(w.Conns) > e.cfg.TCP.Conns && e.caps(w.Transport).Streams || w.MaxMessage == 0 || w.RecvDepth == 0 {
 		return nil, "", fmt.Errorf("dial %s: %w: bad welcome parameters", addr, ErrProtocol)
 	}
+	if err := e.gidAllowed(w.Transport, w.Blob); err != nil {
+		e.AuthFailed(PlanePeer, ReasonNotAllowed, addr, err)
+		return nil, w.Transport, fmt.Errorf("dial %s: %w: %w", addr, ErrNotSupported, err)
+	}
 	nc.SetDeadline(time.Time{})
 	local := transport.PeerInfo{ID: e.id, PID: os.Getpid(), HostID: e.hostID, Addr: e.addr}
-	remote := transport.PeerInfo{ID: ch.ID, PID: int(ch.PID), HostID: ch.HostID, Addr: addr, Blob: w.Blob}
+	remote := transport.PeerInfo{ID: w.ID, PID: int(w.PID), HostID: w.HostID, Addr: addr, Blob: w.Blob}
 	p.setRemote(remote, w.Exports)
 	ep, err = t.Connect(ctx, transport.Params{
 		Role: transport.Dialer, Conn: nc, Local: local, Remote: remote, Host: p.host(),

@@ -74,12 +74,13 @@ var opBuckets = prometheus.ExponentialBucketsRange(1e-6, 10, 24)
 type engineMetrics struct {
 	e *Engine
 
-	errs     *prometheus.CounterVec   // op, kind
-	lat      *prometheus.HistogramVec // op, transport
-	fallback *prometheus.CounterVec   // transport, reason
-	retries  *prometheus.CounterVec   // transport, reason
-	stalls   *prometheus.CounterVec   // transport
-	failover *prometheus.CounterVec   // from, to, reason
+	errs         *prometheus.CounterVec   // op, kind
+	lat          *prometheus.HistogramVec // op, transport
+	fallback     *prometheus.CounterVec   // transport, reason
+	retries      *prometheus.CounterVec   // transport, reason
+	stalls       *prometheus.CounterVec   // transport
+	failover     *prometheus.CounterVec   // from, to, reason
+	authFailures *prometheus.CounterVec   // plane, reason
 
 	// The counters of operations and bytes live in each connection's
 	// connStats, plain atomics, and are summed when Prometheus scrapes:
@@ -232,6 +233,10 @@ func newEngineMetrics(e *Engine, reg prometheus.Registerer) (*engineMetrics, err
 			Name: "xfer_failovers_total",
 			Help: "Operations whose connection was lost and that were repeated on a new one, by the transport lost, the one they were repeated on, and the reason (connection_lost).",
 		}, []string{"from", "to", "reason"}),
+		authFailures: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "xfer_auth_failures_total",
+			Help: "Callers refused for authentication, by plane (peer: the handshake; kv, transfer: services on the engine) and reason (no_proof, bad_proof, malformed, not_allowed, timeout).",
+		}, []string{"plane", "reason"}),
 		peersDesc: prometheus.NewDesc("xfer_peers_connected",
 			"Peers with a live connection, by transport and device (the rdma device; empty for tcp and shm).",
 			[]string{"transport", "device"}, nil),
@@ -247,7 +252,7 @@ func newEngineMetrics(e *Engine, reg prometheus.Registerer) (*engineMetrics, err
 		dirReregDesc: prometheus.NewDesc("xfer_directory_reregistrations_total",
 			"How often the engine's directory entry was lost (lease expired, process paused, coordinator restarted) and registered again.", nil, nil),
 	}
-	cs := []prometheus.Collector{m.errs, m.lat, m.fallback, m.retries, m.stalls, m.failover, m}
+	cs := []prometheus.Collector{m.errs, m.lat, m.fallback, m.retries, m.stalls, m.failover, m.authFailures, m}
 	for i, c := range cs {
 		if err := reg.Register(c); err != nil {
 			for _, d := range cs[:i] {
@@ -267,6 +272,9 @@ func newEngineMetrics(e *Engine, reg prometheus.Registerer) (*engineMetrics, err
 			m.fallback.WithLabelValues(t, r)
 		}
 	}
+	for _, r := range authReasons {
+		m.authFailures.WithLabelValues(PlanePeer, r)
+	}
 	for name := range e.transports {
 		m.retries.WithLabelValues(name, reasonTransient)
 		m.stalls.WithLabelValues(name)
@@ -277,7 +285,7 @@ func newEngineMetrics(e *Engine, reg prometheus.Registerer) (*engineMetrics, err
 // unregister removes the engine's collectors (Engine.Close), so that a new
 // engine can register on the same registry.
 func (m *engineMetrics) unregister(reg prometheus.Registerer) {
-	for _, c := range []prometheus.Collector{m.errs, m.lat, m.fallback, m.retries, m.stalls, m.failover, m} {
+	for _, c := range []prometheus.Collector{m.errs, m.lat, m.fallback, m.retries, m.stalls, m.failover, m.authFailures, m} {
 		reg.Unregister(c)
 	}
 }

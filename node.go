@@ -34,7 +34,11 @@ func (e *Engine) openNode(ctx context.Context) error {
 	if e.cfg.Directory == "p2p" {
 		return nil
 	}
-	d, err := directory.Open(ctx, e.cfg.Directory, directory.Options{TTL: e.cfg.DirectoryTTL, Logger: e.log})
+	token, err := e.cfg.DirectoryToken()
+	if err != nil {
+		return fmt.Errorf("open: %w", err)
+	}
+	d, err := directory.Open(ctx, e.cfg.Directory, directory.Options{TTL: e.cfg.DirectoryTTL, Logger: e.log, Token: token})
 	if err != nil {
 		return fmt.Errorf("open: directory: %w", err)
 	}

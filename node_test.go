@@ -5,6 +5,8 @@ import (
 	"errors"
 	"net"
 	"net/http/httptest"
+	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -159,7 +161,7 @@ func TestDirectoryForgedEntry(t *testing.T) {
 
 			// The attacker listens, without the secret, and overwrites
 			// mem-1's entry with its own address.
-			m := openNode(t, xfer.Config{Listen: "127.0.0.1:0", Secret: "a-guess"})
+			m := openNode(t, xfer.Config{Listen: "127.0.0.1:0", Secret: "a-guess-of-the-secret"})
 			forger, err := directory.Open(ctx, url, directory.Options{})
 			if err != nil {
 				t.Fatal(err)
@@ -430,5 +432,36 @@ func waitUntil(t *testing.T, within time.Duration, what string, cond func() bool
 			t.Fatalf("%s: not within %v", what, within)
 		}
 		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// TestDirectoryToken: against a coordinator with a token, an engine with
+// directory_token_file registers and is found; one without cannot open
+// with a node ID, and a forger without the token cannot replace the
+// entry.
+func TestDirectoryToken(t *testing.T) {
+	const token = "the-coordinator-token-of-the-cluster"
+	coord := httptest.NewServer(directory.NewCoordinator(directory.CoordinatorOptions{Token: token}))
+	defer coord.Close()
+	file := filepath.Join(t.TempDir(), "token")
+	os.WriteFile(file, []byte(token+"\n"), 0o600)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	a := openNode(t, xfer.Config{Listen: "127.0.0.1:0", Directory: coord.URL, NodeID: "mem-1", DirectoryTokenFile: file})
+	if e, err := xfer.Open(ctx, xfer.Config{Listen: "127.0.0.1:0", MemoryMB: 4, Directory: coord.URL, NodeID: "mem-2"}); err == nil {
+		e.Close()
+		t.Fatal("an engine without the token registered")
+	}
+	forger, err := directory.Open(ctx, coord.URL, directory.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer forger.Close()
+	if err := forger.Register(ctx, directory.Entry{NodeID: "mem-1", Addrs: []string{"127.0.0.1:1"}, Transports: []string{"tcp"}}); err == nil {
+		t.Fatal("a forger without the token replaced the entry")
+	}
+	b := openNode(t, xfer.Config{Directory: coord.URL})
+	if p, err := b.DialNode(ctx, "mem-1"); err != nil || p.ID() != a.ID() {
+		t.Fatalf("dial the registered node: %v", err)
 	}
 }

@@ -35,6 +35,11 @@ type Status struct {
 	// the latest, oldest first (at most 32).
 	Failovers       uint64          `json:"failovers"`
 	RecentFailovers []FailoverEvent `json:"recent_failovers"`
+	// AuthFailures count the callers refused since Open, by plane and
+	// reason (Engine.AuthFailed); RecentAuthFailures are the latest,
+	// oldest first (at most 32).
+	AuthFailures       []AuthFailureCount `json:"auth_failures"`
+	RecentAuthFailures []AuthFailure      `json:"recent_auth_failures"`
 	// Pool is the default pool.
 	Pool PoolStatus `json:"pool"`
 	// Regions is the number of registered regions, the pool's included.
@@ -153,6 +158,7 @@ func (e *Engine) Status() Status {
 		RecentFailovers: e.stats.recentFailovers(),
 		Regions:         e.regions.count(),
 	}
+	s.AuthFailures, s.RecentAuthFailures = e.auth.snapshot()
 	for _, name := range transportNames() {
 		t := e.transports[name]
 		ts := TransportStatus{Name: name, Available: true, Caps: e.caps(name)}

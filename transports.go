@@ -1,6 +1,7 @@
 package xfer
 
 import (
+	"github.com/xferio/xfer/internal/wire"
 	"github.com/xferio/xfer/mem"
 	"github.com/xferio/xfer/transport"
 	"github.com/xferio/xfer/transport/shm"
@@ -33,6 +34,9 @@ type transportRow struct {
 	device func(cfg *Config) string
 	// caps is what it can do.
 	caps transport.Caps
+	// peerGID returns the GID a peer's handshake blob for it gives, for
+	// security.rdma.allowed_gids; nil for a transport without GIDs.
+	peerGID func(blob []byte) ([16]byte, error)
 }
 
 // transportTable lists every transport once, best first: the order is the
@@ -47,6 +51,13 @@ var transportTable = []transportRow{
 		caps: transport.Caps{
 			Memory: mem.KindSet(mem.KindHost, mem.KindCUDA), // GPU memory where the NIC reaches it (DMA-BUF, peermem)
 			Rights: transport.RightsByNIC,                   // each MR grants the region's rights, no more
+		},
+		peerGID: func(blob []byte) ([16]byte, error) {
+			v, err := wire.DecodeVerbsInfo(blob)
+			if err != nil {
+				return [16]byte{}, err
+			}
+			return v.GID, nil
 		},
 	},
 	{

@@ -16,10 +16,11 @@ import (
 type nodeKind uint8
 
 const (
-	scalarNode  nodeKind = iota + 1
-	nullNode             // "key:" with no value, or JSON null: the default
-	mappingNode          // pairs holds its keys and values
-	otherNode            // a sequence, an alias, or nesting deeper than any key
+	scalarNode   nodeKind = iota + 1
+	nullNode              // "key:" with no value, or JSON null: the default
+	mappingNode           // pairs holds its keys and values
+	sequenceNode          // items holds its values
+	otherNode             // an alias, or nesting deeper than any key
 )
 
 // node is a value of a document, with the line it starts on.
@@ -28,6 +29,7 @@ type node struct {
 	value string // a scalar's text
 	line  int
 	pairs []pair
+	items []*node // a sequence's
 }
 
 type pair struct{ key, val *node }
@@ -148,11 +150,51 @@ func (d *decoder) section(k, val *node) {
 	for _, pr := range val.pairs {
 		sk, sv := pr.key, pr.val
 		f, ok := d.nested[name+"."+sk.value]
+		if !ok && sk.kind == scalarNode && d.isSubsection(name+"."+sk.value) {
+			d.subsection(name+"."+sk.value, sk, sv)
+			continue
+		}
 		if !ok || sk.kind != scalarNode {
 			d.unknown(sk, sv, name)
 			continue
 		}
 		d.set(f, sk, sv, f.Name)
+	}
+}
+
+// isSubsection reports whether path ("security.rdma") is a section nested
+// in a section.
+func (d *decoder) isSubsection(path string) bool {
+	for n := range d.nested {
+		if strings.HasPrefix(n, path+".") {
+			return true
+		}
+	}
+	return false
+}
+
+// subsection decodes a section nested in a section (security.rdma).
+func (d *decoder) subsection(path string, k, val *node) {
+	if s, dup := d.seen[path]; dup {
+		d.problem(k.line, path, ErrDuplicate, nil, "key %q repeats the one on line %d", path, s.line)
+		return
+	}
+	d.seen[path] = seenKey{path, k.line}
+	switch val.kind {
+	case nullNode:
+		return
+	case mappingNode:
+	default:
+		d.problem(val.line, path, ErrBadValue, nil, "%s: expected a mapping of keys to values", path)
+		return
+	}
+	for _, pr := range val.pairs {
+		f, ok := d.nested[path+"."+pr.key.value]
+		if !ok || pr.key.kind != scalarNode {
+			d.problem(pr.key.line, path+"."+pr.key.value, ErrUnknownKey, nil, "unknown key %q in %s", pr.key.value, path)
+			continue
+		}
+		d.set(f, pr.key, pr.val, f.Name)
 	}
 }
 
@@ -167,15 +209,30 @@ func (d *decoder) set(f Key, k, val *node, written string) {
 		return
 	}
 	d.seen[f.Name] = seenKey{written, k.line}
+	value := val.value
 	switch val.kind {
 	case nullNode:
 		return // keeps the default
 	case scalarNode:
+	case sequenceNode:
+		if !f.IsList() {
+			d.problem(val.line, written, ErrBadValue, nil, "%s: expected a single value", written)
+			return
+		}
+		var items []string
+		for _, it := range val.items {
+			if it.kind != scalarNode || strings.Contains(it.value, ",") {
+				d.problem(it.line, written, ErrBadValue, nil, "%s: expected a list of single values without commas", written)
+				return
+			}
+			items = append(items, it.value)
+		}
+		value = strings.Join(items, ",")
 	default:
 		d.problem(val.line, written, ErrBadValue, nil, "%s: expected a single value", written)
 		return
 	}
-	if err := f.Set(&d.doc, val.value); err != nil {
+	if err := f.Set(&d.doc, value); err != nil {
 		d.problem(val.line, written, ErrBadValue, err, "%s: %q: %v", written, val.value, err)
 	}
 }

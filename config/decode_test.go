@@ -25,7 +25,7 @@ advertise: host.example:7471
 transport: shm
 memory_mb: 256
 huge_pages: "off"
-secret: s3cret
+secret: s3cret-s3cret-s3cret
 conns: 4
 max_message: 1048576
 recv_depth: 64
@@ -47,7 +47,7 @@ func TestFile(t *testing.T) {
 			Transport:        xfer.PolicySHM,
 			MemoryMB:         256,
 			HugePages:        mem.HugeOff,
-			Secret:           "s3cret",
+			Secret:           "s3cret-s3cret-s3cret",
 			TCP:              tcp.Config{Conns: 4},
 			MaxMessage:       1 << 20,
 			RecvDepth:        64,
@@ -130,7 +130,7 @@ func TestReadFile(t *testing.T) {
 // configs it nests, can be set from text, so that a new field cannot be
 // silently unconfigurable; and every key of every program can be set.
 func TestEveryField(t *testing.T) {
-	samples := map[reflect.Kind]string{reflect.String: "x", reflect.Int: "3", reflect.Int64: "3s", reflect.Bool: "true"}
+	samples := map[reflect.Kind]string{reflect.String: "x", reflect.Int: "3", reflect.Int64: "3s", reflect.Bool: "true", reflect.Slice: "fe80::1,10.0.0.0/8"}
 	// Types that parse themselves: a value that is not their zero.
 	textSamples := map[reflect.Type]string{
 		policyType:                            "tcp",
@@ -157,7 +157,7 @@ func TestEveryField(t *testing.T) {
 	for _, k := range table() {
 		var doc Document
 		if !k.IsEngine() {
-			other := map[string]string{"log_level": "debug", "log_format": "json", "metrics_listen": ":9464", "role": "producer",
+			other := map[string]string{"log_level": "debug", "log_format": "json", "metrics_listen": ":9464", "web_config_file": "/etc/xfer/web.yml", "role": "producer",
 				"producer": "h:1", "ttl_seconds": "1.5", "pull": "read", "chunk_size": "5", "wait_for_memory": "true"}
 			s, ok := other[k.Name]
 			if !ok {

@@ -54,6 +54,11 @@ type Document struct {
 	// MetricsListen is where the xfer command serves its metrics and
 	// health endpoints. Default: none. A key of Command only.
 	MetricsListen string
+	// WebConfigFile is the operations endpoint's web configuration file,
+	// in the Prometheus exporters' format (exporter-toolkit): TLS and
+	// basic authentication. Default: none, plain HTTP. A key of Command
+	// only.
+	WebConfigFile string
 
 	// The connector's keys (Library only); see connector.Config.
 	Role          connector.Role

@@ -89,7 +89,7 @@ func (p *jsonParser) value(depth int) (*node, error) {
 		if t == '{' {
 			n.kind = mappingNode
 		} else {
-			n.kind = otherNode
+			n.kind = sequenceNode
 		}
 		for p.dec.More() {
 			var key *node
@@ -104,8 +104,12 @@ func (p *jsonParser) value(depth int) (*node, error) {
 			if err != nil {
 				return nil, err
 			}
-			if key != nil && depth < maxDepth {
+			switch {
+			case depth >= maxDepth:
+			case key != nil:
 				n.pairs = append(n.pairs, pair{key, v})
+			default:
+				n.items = append(n.items, v)
 			}
 		}
 		if _, err := p.dec.Token(); err != nil { // the closing delimiter

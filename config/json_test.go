@@ -16,7 +16,7 @@ import (
 func TestJSONSameAsYAML(t *testing.T) {
 	for _, tc := range []struct{ yaml, json string }{
 		{fullConfig, `{"listen":"127.0.0.1:7471","advertise":"host.example:7471","transport":"shm","memory_mb":256,"huge_pages":"off",
-			"secret":"s3cret","conns":4,"max_message":1048576,"recv_depth":64,"handshake_timeout":"5s","log_level":"INFO","log_format":"json",
+			"secret":"s3cret-s3cret-s3cret","conns":4,"max_message":1048576,"recv_depth":64,"handshake_timeout":"5s","log_level":"INFO","log_format":"json",
 			"metrics_listen":"127.0.0.1:9464"}`},
 		{"tcp:\n  conns: 3\nrdma:\n  gid_index: 1\n  use_cm: true\n", `{"tcp":{"conns":3},"rdma":{"gid_index":1,"use_cm":true}}`},
 		{"conns: 3\nrdma_gid_index: 1\nrdma_use_cm: true\nhandshake_timeout:\n", `{"conns":3,"rdma_gid_index":"1","rdma_use_cm":"true","handshake_timeout":null}`},

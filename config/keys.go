@@ -85,6 +85,15 @@ func (k Key) Env() []string {
 	return names
 }
 
+// IsList reports whether the key takes a list (allowed_peers): in a file a
+// sequence, elsewhere its items separated by commas.
+func (k Key) IsList() bool {
+	if k.index == nil {
+		return false
+	}
+	return reflect.TypeFor[xfer.Config]().FieldByIndex(k.index).Type.Kind() == reflect.Slice
+}
+
 // Flag returns the key's command-line flag, without dashes: the flat key
 // with '-' for '_' (memory-mb, rdma-device).
 func (k Key) Flag() string { return strings.ReplaceAll(k.Flat, "_", "-") }
@@ -168,8 +177,20 @@ func buildTable() []Key {
 		}
 		prefix := flatPrefix(key)
 		for j := range sf.Type.NumField() {
-			sub := yamlKey(sf.Type.Field(j))
+			ff := sf.Type.Field(j)
+			sub := yamlKey(ff)
 			if sub == "" {
+				continue
+			}
+			if isSection(ff.Type) { // a section in the section: security.rdma
+				for k := range ff.Type.NumField() {
+					leaf := yamlKey(ff.Type.Field(k))
+					if leaf == "" {
+						continue
+					}
+					out = append(out, Key{Name: key + "." + sub + "." + leaf, Flat: prefix + sub + "_" + leaf, Section: key, Sub: sub + "." + leaf,
+						programs: every, index: []int{i, j, k}})
+				}
 				continue
 			}
 			out = append(out, Key{Name: key + "." + sub, Flat: prefix + sub, Section: key, Sub: sub, programs: every, index: []int{i, j}})
@@ -189,6 +210,7 @@ const (
 	KeyLogLevel      = "log_level"
 	KeyLogFormat     = "log_format"
 	KeyMetricsListen = "metrics_listen"
+	KeyWebConfigFile = "web_config_file"
 )
 
 // maxTTLSeconds bounds ttl_seconds (about 31 years).
@@ -218,6 +240,9 @@ func otherKeys() []Key {
 			lower(func(s string) error { _, err := ParseLogFormat(s); return err })),
 		// An address: the listen checks it.
 		str(KeyMetricsListen, Command, func(d *Document) *string { return &d.MetricsListen },
+			func(s string) (string, error) { return strings.TrimSpace(s), nil }),
+		// A path: the endpoint checks the file.
+		str(KeyWebConfigFile, Command, func(d *Document) *string { return &d.WebConfigFile },
 			func(s string) (string, error) { return strings.TrimSpace(s), nil }),
 		{Name: "role", Flat: "role", programs: Library, set: func(d *Document, s string) (err error) {
 			d.Role, err = connector.ParseRole(strings.ToLower(strings.TrimSpace(s)))
@@ -327,6 +352,17 @@ func setValue(v reflect.Value, s string) error {
 			return err
 		}
 		v.SetBool(b)
+	case reflect.Slice:
+		if v.Type().Elem().Kind() != reflect.String {
+			return fmt.Errorf("%w %s", ErrUnsupportedField, v.Type())
+		}
+		var items []string
+		for _, it := range strings.Split(s, ",") {
+			if it = strings.TrimSpace(it); it != "" {
+				items = append(items, it)
+			}
+		}
+		v.Set(reflect.ValueOf(items))
 	default:
 		return fmt.Errorf("%w %s", ErrUnsupportedField, v.Type())
 	}

@@ -55,6 +55,11 @@ func fromYAML(y *yaml.Node, depth int) *node {
 		for i := 0; i+1 < len(y.Content); i += 2 {
 			n.pairs = append(n.pairs, pair{fromYAML(y.Content[i], depth+1), fromYAML(y.Content[i+1], depth+1)})
 		}
+	case y.Kind == yaml.SequenceNode && depth < maxDepth:
+		n.kind = sequenceNode
+		for _, c := range y.Content {
+			n.items = append(n.items, fromYAML(c, depth+1))
+		}
 	default:
 		n.kind = otherNode
 	}

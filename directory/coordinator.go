@@ -1,14 +1,18 @@
 package directory
 
 import (
+	"crypto/subtle"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -19,6 +23,10 @@ import (
 //	GET    /nodes                      {"nodes": [entry, ...]}, sorted by node ID
 //	DELETE /nodes/{id}                 remove an entry (?incarnation=X: only that one's), or 404
 //	GET    /healthz                    200 "ok"
+//
+// With a token (CoordinatorOptions.Token), POST and DELETE need the header
+// "Authorization: Bearer TOKEN", and the GETs of entries too with
+// ProtectReads; others get 401 and change nothing. /healthz stays open.
 //
 // The path keeps the shape of the coordinators RDMA deployments already
 // run, where a node posts its endpoint (QPN, LID, GID, PSN) for its peers;
@@ -45,6 +53,13 @@ type Coordinator struct {
 	mux *http.ServeMux
 	now func() time.Time
 
+	token        string
+	protectReads bool
+	onRefused    func(remote, reason string, err error)
+	refused      atomic.Uint64
+	warnMu       sync.Mutex
+	warned       map[string]time.Time // source → last Warn
+
 	mu    sync.Mutex
 	nodes map[string]*record
 }
@@ -67,8 +82,20 @@ type CoordinatorOptions struct {
 	// DefaultTTL.
 	TTL time.Duration
 	// Logger receives registrations, expiries and refused requests at
-	// info. Default: none.
+	// info, and requests refused for want of the token at Warn, once per
+	// source and minute. Default: none.
 	Logger *slog.Logger
+	// Token, when set, is required (as a bearer token) of every request
+	// that changes an entry: without it anyone who reaches the coordinator
+	// can list, replace or remove any node's entry. Default: none.
+	Token string
+	// ProtectReads requires the token of the requests that read entries
+	// too. Default: false (entries hold addresses, no secret).
+	ProtectReads bool
+	// OnRefused, when set, hears of every request refused for want of the
+	// token: the caller's address, the reason (no_proof: no token;
+	// bad_proof: another token) and why. Default: none.
+	OnRefused func(remote, reason string, err error)
 }
 
 // NewCoordinator returns a coordinator with no entries.
@@ -79,14 +106,72 @@ func NewCoordinator(o CoordinatorOptions) *Coordinator {
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
-	c := &Coordinator{ttl: o.TTL, log: o.Logger, mux: http.NewServeMux(), now: time.Now, nodes: map[string]*record{}}
-	c.mux.HandleFunc("POST /nodes/{id}/rdma/endpoint", c.post)
-	c.mux.HandleFunc("GET /nodes/{id}/rdma/endpoint", c.get)
-	c.mux.HandleFunc("GET /nodes", c.list)
-	c.mux.HandleFunc("DELETE /nodes/{id}", c.delete)
+	c := &Coordinator{ttl: o.TTL, log: o.Logger, mux: http.NewServeMux(), now: time.Now, nodes: map[string]*record{},
+		token: o.Token, protectReads: o.ProtectReads, onRefused: o.OnRefused}
+	c.mux.HandleFunc("POST /nodes/{id}/rdma/endpoint", c.authorized(true, c.post))
+	c.mux.HandleFunc("GET /nodes/{id}/rdma/endpoint", c.authorized(false, c.get))
+	c.mux.HandleFunc("GET /nodes", c.authorized(false, c.list))
+	c.mux.HandleFunc("DELETE /nodes/{id}", c.authorized(true, c.delete))
 	c.mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { io.WriteString(w, "ok\n") })
 	return c
 }
+
+// authorized wraps a handler with the token check: for writes always, for
+// reads with ProtectReads; never without a token.
+func (c *Coordinator) authorized(write bool, h http.HandlerFunc) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		if c.token == "" || !write && !c.protectReads {
+			h(w, r)
+			return
+		}
+		got, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+		reason := "no_proof"
+		if ok && got != "" {
+			if subtle.ConstantTimeCompare([]byte(got), []byte(c.token)) == 1 {
+				h(w, r)
+				return
+			}
+			reason = "bad_proof"
+		}
+		err := errors.New("this coordinator requires its token: configure the directory token (directory_token_file)")
+		if reason == "bad_proof" {
+			err = errors.New("wrong directory token")
+		}
+		c.refuse(r.RemoteAddr, reason, err)
+		w.Header().Set("WWW-Authenticate", `Bearer realm="xfer coordinator"`)
+		httpError(w, http.StatusUnauthorized, err)
+	}
+}
+
+// refuse counts and reports a refused request, and logs it at Warn once
+// per source and minute.
+func (c *Coordinator) refuse(remote, reason string, err error) {
+	c.refused.Add(1)
+	if c.onRefused != nil {
+		c.onRefused(remote, reason, err)
+	}
+	src := remote
+	if h, _, e := net.SplitHostPort(remote); e == nil {
+		src = h
+	}
+	now := c.now()
+	c.warnMu.Lock()
+	last, seen := c.warned[src]
+	warn := !seen || now.Sub(last) >= time.Minute
+	if warn {
+		if c.warned == nil || len(c.warned) >= 4096 {
+			c.warned = map[string]time.Time{}
+		}
+		c.warned[src] = now
+	}
+	c.warnMu.Unlock()
+	if warn {
+		c.log.Warn("coordinator: refused a request without the token (logged once per source and minute)", "source", src, "reason", reason)
+	}
+}
+
+// Refused is the number of requests refused for want of the token.
+func (c *Coordinator) Refused() uint64 { return c.refused.Load() }
 
 func (c *Coordinator) ServeHTTP(w http.ResponseWriter, r *http.Request) { c.mux.ServeHTTP(w, r) }
 

@@ -2,6 +2,7 @@ package directory
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -99,6 +100,19 @@ type Options struct {
 	HTTPClient *http.Client
 	// Logger receives the directory's logs. Default: none.
 	Logger *slog.Logger
+	// Token is the coordinator's token (its --token-file), sent as a
+	// bearer token with every request: a coordinator with a token refuses
+	// writes without it, and reads too when it protects them. It is
+	// ignored by etcd. Default: none.
+	Token string
+	// Username and Password authenticate to etcd (etcd's own users and
+	// roles); a URL's user information (etcd://USER:PASSWORD@HOST:2379/PREFIX)
+	// sets them too. Default: none.
+	Username, Password string
+	// TLS, when set, makes the etcd client speak TLS with it (a client
+	// certificate for etcd's --client-cert-auth, RootCAs for its CA), and
+	// the http client too when HTTPClient is not set. Default: none.
+	TLS *tls.Config
 }
 
 func (o Options) withDefaults() Options {
@@ -110,6 +124,9 @@ func (o Options) withDefaults() Options {
 	}
 	if o.HTTPClient == nil {
 		o.HTTPClient = &http.Client{Timeout: o.DialTimeout}
+		if o.TLS != nil {
+			o.HTTPClient.Transport = &http.Transport{TLSClientConfig: o.TLS}
+		}
 	}
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
@@ -137,6 +154,17 @@ func Open(ctx context.Context, rawURL string, o Options) (Directory, error) {
 		return openHTTP(u, o), nil
 	case "etcd":
 		hosts, prefix, _ := strings.Cut(rest, "/")
+		if user, h, ok := strings.Cut(hosts, "@"); ok {
+			name, pass, _ := strings.Cut(user, ":")
+			var err1, err2 error
+			if o.Username, err1 = url.PathUnescape(name); err1 == nil {
+				o.Password, err2 = url.PathUnescape(pass)
+			}
+			if err1 != nil || err2 != nil || o.Username == "" {
+				return nil, fmt.Errorf("directory: etcd URL: bad user information: want etcd://USER:PASSWORD@HOST:2379/PREFIX")
+			}
+			hosts = h
+		}
 		if hosts == "" {
 			return nil, fmt.Errorf("directory %q: no etcd endpoint: want etcd://HOST:2379[,HOST:2379...]/PREFIX", rawURL)
 		}
@@ -145,7 +173,11 @@ func Open(ctx context.Context, rawURL string, o Options) (Directory, error) {
 			if h == "" {
 				return nil, fmt.Errorf("directory %q: an empty etcd endpoint", rawURL)
 			}
-			eps = append(eps, "http://"+h)
+			scheme := "http://"
+			if o.TLS != nil {
+				scheme = "https://"
+			}
+			eps = append(eps, scheme+h)
 		}
 		if prefix == "" {
 			prefix = "xfer"

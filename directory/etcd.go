@@ -46,6 +46,9 @@ func openEtcd(ctx context.Context, endpoints []string, prefix string, o Options)
 	cli, err := clientv3.New(clientv3.Config{
 		Endpoints:   endpoints,
 		DialTimeout: o.DialTimeout,
+		Username:    o.Username,
+		Password:    o.Password,
+		TLS:         o.TLS,
 		Context:     context.Background(),
 		Logger:      zap.NewNop(),
 	})

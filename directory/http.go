@@ -56,11 +56,19 @@ func (d *httpDir) do(ctx context.Context, method, path string, body []byte) (*ht
 	if body != nil {
 		req.Header.Set("Content-Type", "application/json")
 	}
+	d.authorize(req)
 	resp, err := d.o.HTTPClient.Do(req)
 	if err != nil {
 		return nil, fmt.Errorf("directory: coordinator %s: %w", d.base.Host, err)
 	}
 	return resp, nil
+}
+
+// authorize adds the coordinator's token, if there is one.
+func (d *httpDir) authorize(req *http.Request) {
+	if d.o.Token != "" {
+		req.Header.Set("Authorization", "Bearer "+d.o.Token)
+	}
 }
 
 // post registers or refreshes node id's entry as incarnation inc, and
@@ -73,6 +81,7 @@ func (d *httpDir) post(ctx context.Context, id string, raw []byte, inc string) (
 		return false, fmt.Errorf("directory: %w", err)
 	}
 	req.Header.Set("Content-Type", "application/json")
+	d.authorize(req)
 	resp, err := d.o.HTTPClient.Do(req)
 	if err != nil {
 		return false, fmt.Errorf("directory: register node %s at %s: %w", id, d.base.Host, err)
@@ -222,6 +231,7 @@ func (d *httpDir) remove(ctx context.Context, id, inc string) error {
 	if err != nil {
 		return fmt.Errorf("directory: %w", err)
 	}
+	d.authorize(req)
 	resp, err := d.o.HTTPClient.Do(req)
 	if err != nil {
 		return fmt.Errorf("directory: deregister node %s at %s: %w", id, d.base.Host, err)

@@ -2,6 +2,7 @@ package kv
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"hash/fnv"
@@ -17,6 +18,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/backoff"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
@@ -101,6 +103,10 @@ type ClientOptions struct {
 	GetBuffer int
 	// DialOptions are added to the gRPC dial. Default: plaintext.
 	DialOptions []grpc.DialOption
+	// TLS, when set, makes the client speak gRPC over TLS with it: RootCAs
+	// to check the server, and a client certificate for mutual TLS
+	// (LoadTLS builds one from files). Default: none, plain gRPC.
+	TLS *tls.Config
 	// Requests is the path GET, PUT and DELETE requests take: RequestsData
 	// (the default) sends them as messages on the data-plane connection,
 	// RequestsGRPC as gRPC calls. Hello and Stats always use gRPC.
@@ -326,8 +332,16 @@ func Dial(ctx context.Context, addr string, opts ClientOptions) (*Client, error)
 		c.ownsEng = true
 	}
 	c.poolCap = c.e.Pool().Stats().Capacity
-	dopts := append([]grpc.DialOption{
-		grpc.WithTransportCredentials(insecure.NewCredentials()),
+	creds := insecure.NewCredentials()
+	if opts.TLS != nil {
+		creds = credentials.NewTLS(opts.TLS)
+	}
+	var auth []grpc.DialOption
+	if secret := c.e.Config().Secret; secret != "" {
+		auth = append(auth, grpc.WithChainUnaryInterceptor(proveCalls(secret)))
+	}
+	dopts := append(append([]grpc.DialOption{
+		grpc.WithTransportCredentials(creds),
 		grpc.WithContextDialer(c.dialTCP),
 		// Reconnect to a restarted server within a second or two, not
 		// gRPC's default of up to two minutes.
@@ -335,7 +349,7 @@ func Dial(ctx context.Context, addr string, opts ClientOptions) (*Client, error)
 			Backoff:           backoff.Config{BaseDelay: 50 * time.Millisecond, Multiplier: 1.6, Jitter: 0.2, MaxDelay: 2 * time.Second},
 			MinConnectTimeout: 5 * time.Second,
 		}),
-	}, opts.DialOptions...)
+	}, auth...), opts.DialOptions...)
 	c.conn, err = grpc.NewClient("passthrough:///"+target, dopts...)
 	if err != nil {
 		c.closeEngine()
@@ -630,6 +644,8 @@ func (c *Client) convert(err error) error {
 				return &BufferTooSmallError{Needed: b.Needed, Have: b.Have}
 			}
 		}
+	case codes.Unauthenticated:
+		return fmt.Errorf("kv: %w: %s", xfer.ErrAuth, strings.TrimPrefix(msg, "kv: "))
 	case codes.Canceled:
 		return fmt.Errorf("kv: %w", context.Canceled)
 	case codes.DeadlineExceeded:

@@ -31,6 +31,9 @@ type ClusterOptions struct {
 	// http://HOST:PORT (a coordinator) or etcd://HOST:2379/PREFIX.
 	// Required.
 	Directory string
+	// DirectoryToken is the coordinator's token, for a coordinator that
+	// protects reads. Default: none.
+	DirectoryToken string
 	// Client configures the client of each server. All of them share one
 	// engine: Client.Engine, or one the cluster opens with
 	// Client.EngineConfig and closes. FailFast is implied.
@@ -119,7 +122,7 @@ func DialCluster(ctx context.Context, opts ClusterOptions) (*Cluster, error) {
 		c.log = slog.New(slog.DiscardHandler)
 	}
 	var err error
-	c.dir, err = directory.Open(ctx, opts.Directory, directory.Options{Logger: c.log})
+	c.dir, err = directory.Open(ctx, opts.Directory, directory.Options{Logger: c.log, Token: opts.DirectoryToken})
 	if err != nil {
 		return nil, fmt.Errorf("kv: cluster: %w", err)
 	}

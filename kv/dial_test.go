@@ -116,8 +116,8 @@ func TestDialNotKV(t *testing.T) {
 // TestDialDataPlaneError: a server that answers but whose data plane the
 // client cannot use is not reported as a missing server.
 func TestDialDataPlaneError(t *testing.T) {
-	s := startServer(t, ServerOptions{Engine: xfer.Config{Transport: xfer.PolicyTCP, Secret: "a"}})
-	_, err := Dial(ctxT(t), s.addr, ClientOptions{EngineConfig: xfer.Config{MemoryMB: 4, Transport: xfer.PolicyTCP, Secret: "b"}})
+	s := startServer(t, ServerOptions{Engine: xfer.Config{Transport: xfer.PolicyTCP, Secret: "secret-aaaaaaaaaaaa"}})
+	_, err := Dial(ctxT(t), s.addr, ClientOptions{EngineConfig: xfer.Config{MemoryMB: 4, Transport: xfer.PolicyTCP, Secret: "secret-bbbbbbbbbbbb"}})
 	if err == nil {
 		t.Fatal("dial with the wrong secret succeeded")
 	}

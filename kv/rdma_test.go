@@ -74,6 +74,34 @@ func TestRDMA(t *testing.T) {
 			t.Errorf("xfer_peers_connected over rdma (device value): %q, want %q", got.String(), d.Device+" 1\n")
 		}
 	})
+	t.Run("AllowedGIDs", func(t *testing.T) {
+		// A server whose security.rdma.allowed_gids leaves out the
+		// client's GID does not serve it over rdma: under auto the client
+		// gets another transport, under rdma none; the refusals are
+		// counted.
+		deny := xfer.SecurityConfig{RDMA: xfer.SecurityRDMAConfig{AllowedGIDs: []string{"fe80::dead:beef"}}}
+		s := startServer(t, ServerOptions{Engine: xfer.Config{Security: deny}})
+		c := dial(t, s.addr, xfer.PolicyAuto)
+		if err := c.Put(ctxT(t), "k", pattern(64<<10, 1)); err != nil {
+			t.Fatal(err)
+		}
+		if tr := c.Transport(); tr == "rdma" || tr == "" {
+			t.Fatalf("client transport %q, want a fallback from rdma", tr)
+		}
+		_, err := Dial(ctxT(t), s.addr, ClientOptions{EngineConfig: xfer.Config{Transport: rdma, MemoryMB: 4, RDMA: xfer.RDMAConfig{Device: rdmaDevice}}, FailFast: true})
+		if err == nil {
+			t.Fatal("a client with a GID outside allowed_gids connected over rdma")
+		}
+		n := uint64(0)
+		for _, f := range s.Engine().Status().AuthFailures {
+			if f.Plane == xfer.PlanePeer && f.Reason == xfer.ReasonNotAllowed {
+				n += f.Count
+			}
+		}
+		if n < 2 {
+			t.Fatalf("not_allowed refusals: %+v", s.Engine().Status().AuthFailures)
+		}
+	})
 	t.Run("BadBuffer", func(t *testing.T) {
 		s := startServer(t, ServerOptions{Engine: xfer.Config{Transport: rdma}})
 		c := dial(t, s.addr, rdma)

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/rand"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -16,6 +17,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/keepalive"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
@@ -91,6 +93,13 @@ type ServerOptions struct {
 	// engine i uses the i-th device. Clients spread over them by engine ID.
 	// On tcp and shm they are simply separate listeners. Default: 1.
 	Devices int
+	// TLS, when set, makes Serve serve gRPC over TLS with it: a
+	// certificate, and ClientCAs with ClientAuth
+	// tls.RequireAndVerifyClientCert for mutual TLS (LoadTLS builds one
+	// from files). Register leaves that to the grpc.Server. Whether or not,
+	// with a secret (Engine.Secret) every call is authenticated both ways
+	// (the package doc). Default: none, plain gRPC.
+	TLS *tls.Config
 	// Logger receives the server's logs. Default: slog.Default().
 	Logger *slog.Logger
 	// IdleTimeout is how long Serve keeps a client's gRPC connection open
@@ -124,6 +133,7 @@ type Server struct {
 	stop       context.CancelFunc
 	wg         sync.WaitGroup
 	peers      peerSet
+	auth       *callAuth // authenticates gRPC calls when the engine has a secret
 	// peerWait is how long a request waits for its client's data-plane
 	// connection (tests shorten it).
 	peerWait time.Duration
@@ -187,6 +197,7 @@ func NewServer(ctx context.Context, opts ServerOptions) (*Server, error) {
 		opts.MaxValue = capacity
 	}
 	s := &Server{inlineAuto: inlineAuto, opts: opts, e: e, es: es, st: newStore(e.Pool(), opts.Full), log: opts.Logger, peerWait: defaultPeerWait}
+	s.auth = &callAuth{secret: e.Config().Secret, e: e}
 	s.peers.m = make(map[xfer.ID]*xfer.Peer)
 	s.peers.changed = make(chan struct{})
 	rand.Read(s.id[:])
@@ -313,6 +324,10 @@ func (s *Server) Serve(ctx context.Context, lis net.Listener, opts ...grpc.Serve
 	if err := s.Advertise(ctx, lis.Addr().String()); err != nil {
 		s.Close()
 		return err
+	}
+	opts = append([]grpc.ServerOption{grpc.InTapHandle(s.auth.tap)}, opts...)
+	if s.opts.TLS != nil {
+		opts = append([]grpc.ServerOption{grpc.Creds(credentials.NewTLS(s.opts.TLS))}, opts...)
 	}
 	g := grpc.NewServer(append(s.grpcLimits(), opts...)...)
 	s.Register(g)
@@ -623,7 +638,7 @@ func (s *Server) serveSmallGet(p *xfer.Peer, msgs *msgBufs, ans *answer, id uint
 func (s *Server) serveInlinePut(p *xfer.Peer, msgs *msgBufs, ans *answer, r fastPut) {
 	src := kvpb.PutRequest_Value{Value: r.value}
 	req := kvpb.PutRequest{Key: r.key, Source: &src, ServerId: r.serverID}
-	resp, err := s.Put(s.ctx, &req) // an inline PUT needs no peer (fromPeer)
+	resp, err := s.put(s.ctx, &req) // an inline PUT needs no peer (fromPeer)
 	if err == nil {
 		ans.id, ans.version, ans.evicted, ans.get = r.id, resp.Version, resp.Evicted, false
 		if ans.send(s, p) {
@@ -674,12 +689,12 @@ func (s *Server) serveRequest(p *xfer.Peer, req *kvpb.Request) *kvpb.Response {
 		}
 	case *kvpb.Request_Put:
 		var r *kvpb.PutResponse
-		if r, err = s.Put(ctx, op.Put); err == nil {
+		if r, err = s.put(ctx, op.Put); err == nil {
 			resp.Result = &kvpb.Response_Put{Put: r}
 		}
 	case *kvpb.Request_Delete:
 		var r *kvpb.DeleteResponse
-		if r, err = s.Delete(ctx, op.Delete); err == nil {
+		if r, err = s.delete(op.Delete); err == nil {
 			resp.Result = &kvpb.Response_Delete{Delete: r}
 		}
 	default:
@@ -844,6 +859,9 @@ func (s *Server) inlineMax(transport string) int {
 
 // Hello implements kvpb.KVServer.
 func (s *Server) Hello(ctx context.Context, req *kvpb.HelloRequest) (*kvpb.HelloResponse, error) {
+	if err := s.authorize(ctx); err != nil {
+		return nil, err
+	}
 	if req.GetProtocol() < Protocol {
 		return nil, status.Errorf(codes.FailedPrecondition, "client speaks KV protocol %d, this server %d", req.GetProtocol(), Protocol)
 	}
@@ -862,6 +880,9 @@ func (s *Server) Hello(ctx context.Context, req *kvpb.HelloRequest) (*kvpb.Hello
 // Get implements kvpb.KVServer: it WRITEs the value into the client's buffer,
 // or returns it inline when it is small enough for both sides.
 func (s *Server) Get(ctx context.Context, req *kvpb.GetRequest) (*kvpb.GetResponse, error) {
+	if err := s.authorize(ctx); err != nil {
+		return nil, err
+	}
 	r, _, err := s.get(ctx, req, 0, false) // notify is for the data plane only
 	return r, err
 }
@@ -938,6 +959,14 @@ func (s *Server) get(ctx context.Context, req *kvpb.GetRequest, id uint64, notif
 // client's buffer into it (or copies the inline value), and only then makes
 // it the key's value. A PUT that fails on the way frees its slot.
 func (s *Server) Put(ctx context.Context, req *kvpb.PutRequest) (*kvpb.PutResponse, error) {
+	if err := s.authorize(ctx); err != nil {
+		return nil, err
+	}
+	return s.put(ctx, req)
+}
+
+// put serves a PUT, from gRPC or the data plane.
+func (s *Server) put(ctx context.Context, req *kvpb.PutRequest) (*kvpb.PutResponse, error) {
 	s.puts.Add(1)
 	if err := s.checkSession(req.ServerId); err != nil {
 		return nil, err
@@ -1024,6 +1053,14 @@ func (s *Server) tooLarge(n uint64) error {
 
 // Delete implements kvpb.KVServer.
 func (s *Server) Delete(ctx context.Context, req *kvpb.DeleteRequest) (*kvpb.DeleteResponse, error) {
+	if err := s.authorize(ctx); err != nil {
+		return nil, err
+	}
+	return s.delete(req)
+}
+
+// delete serves a DELETE, from gRPC or the data plane.
+func (s *Server) delete(req *kvpb.DeleteRequest) (*kvpb.DeleteResponse, error) {
 	s.deletes.Add(1)
 	if err := s.checkKey(req.Key); err != nil {
 		return nil, err
@@ -1046,9 +1083,18 @@ func (s *Server) Delete(ctx context.Context, req *kvpb.DeleteRequest) (*kvpb.Del
 
 // Stats implements kvpb.KVServer.
 func (s *Server) Stats(ctx context.Context, _ *kvpb.StatsRequest) (*kvpb.StatsResponse, error) {
+	if err := s.authorize(ctx); err != nil {
+		return nil, err
+	}
 	st := s.Snapshot()
 	return st.proto(), nil
 }
+
+// authorize authenticates a gRPC call (callAuth) before a handler reads or
+// changes anything. The data plane's requests do not come through the
+// handlers: they came on a connection that the engine's handshake
+// authenticated.
+func (s *Server) authorize(ctx context.Context) error { return s.auth.check(ctx) }
 
 // Snapshot returns the server's counters.
 func (s *Server) Snapshot() Stats {

@@ -970,7 +970,7 @@ func testCancel(t *testing.T, o Options) {
 
 func testAuth(t *testing.T, o Options) {
 	ctx := ctxT(t)
-	p := NewPair(t, o, "s3cret")
+	p := NewPair(t, o, "s3cret-s3cret-s3cret")
 	desc, _ := p.Peer.Region("target")
 	buf := alloc(t, p.Client, 64)
 	if err := p.Peer.Write(ctx, buf.Bytes(), desc.At(0)); err != nil {
@@ -990,13 +990,13 @@ func testAuth(t *testing.T, o Options) {
 	if err := try(""); !errors.Is(err, xfer.ErrAuth) {
 		t.Fatalf("dial without secret: %v, want ErrAuth", err)
 	}
-	if err := try("wrong"); !errors.Is(err, xfer.ErrAuth) {
+	if err := try("wrong-wrong-wrong-wrong"); !errors.Is(err, xfer.ErrAuth) {
 		t.Fatalf("dial with wrong secret: %v, want ErrAuth", err)
 	}
 	// A client with a secret refuses a server that cannot prove it.
 	open := NewPair(t, o, "")
 	cfg := o.Config
-	cfg.Transport, cfg.Secret = o.Policy, "s3cret"
+	cfg.Transport, cfg.Secret = o.Policy, "s3cret-s3cret-s3cret"
 	e, err := xfer.Open(ctx, cfg)
 	if err != nil {
 		t.Fatal(err)

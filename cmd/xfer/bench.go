@@ -95,6 +95,7 @@ func newBenchCmd(g *globals) *cobra.Command {
 	fs.Int("memory-mb", 0, "registered pool of each side, in `MiB` (default 2 × depth × largest size, at least 64)")
 	fs.String("memory", "", "`where` each side's pool lives: cuda:N for GPU N's memory (both sides; GPU memory needs a CUDA driver), or host memory backed by auto, memfd or private (default auto)")
 	fs.String("secret", "", "shared `secret` (prefer "+envPrefix+"SECRET: flags show in ps)")
+	fs.String("secret-file", "", "`file` that holds the shared secret (make one with: xfer secret > FILE)")
 	return cmd
 }
 

@@ -57,7 +57,7 @@ advertise: host.example:7471
 transport: shm
 memory_mb: 256
 huge_pages: "off"
-secret: s3cret
+secret: s3cret-s3cret-s3cret
 conns: 4
 max_message: 1048576
 recv_depth: 64
@@ -75,7 +75,7 @@ func TestConfigFileOnly(t *testing.T) {
 		Transport:        xfer.PolicySHM,
 		MemoryMB:         256,
 		HugePages:        mem.HugeOff,
-		Secret:           "s3cret",
+		Secret:           "s3cret-s3cret-s3cret",
 		TCP:              tcp.Config{Conns: 4},
 		MaxMessage:       1 << 20,
 		RecvDepth:        64,

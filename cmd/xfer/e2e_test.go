@@ -141,7 +141,7 @@ func TestEndToEndBench(t *testing.T) {
 
 func TestEndToEndServe(t *testing.T) {
 	cmd := exec.Command(xferBinary(t), "serve", "--listen", "127.0.0.1:0", "--transport", "tcp")
-	cmd.Env = cleanEnv(envPrefix + "SECRET=open sesame")
+	cmd.Env = cleanEnv(envPrefix + "SECRET=open sesame, open sesame")
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	out, err := cmd.StdoutPipe()
@@ -181,13 +181,13 @@ func TestEndToEndServe(t *testing.T) {
 
 	// An external peer: the footer says whose CPU time is counted, and
 	// send has a sink.
-	stdout, errOut, code := xferRun(t, cleanEnv(envPrefix+"SECRET=open sesame"), "bench", "--peer", addr, "--transport", "tcp",
+	stdout, errOut, code := xferRun(t, cleanEnv(envPrefix+"SECRET=open sesame, open sesame"), "bench", "--peer", addr, "--transport", "tcp",
 		"--op", "send", "--size", "4KiB", "--iters", "100")
 	if code != 0 || !strings.Contains(stdout, "counts this process only") || !strings.Contains(stdout, " send ") {
 		t.Fatalf("bench --peer: exit %d\n%s%s", code, stdout, errOut)
 	}
 	// The wrong secret gets nothing.
-	_, errOut, code = xferRun(t, cleanEnv(envPrefix+"SECRET=wrong"), "bench", "--peer", addr, "--size", "64", "--iters", "10")
+	_, errOut, code = xferRun(t, cleanEnv(envPrefix+"SECRET=wrong-wrong-wrong-wrong"), "bench", "--peer", addr, "--size", "64", "--iters", "10")
 	if code == 0 {
 		t.Errorf("bench with the wrong secret succeeded")
 	}
@@ -213,7 +213,7 @@ func TestEndToEndServe(t *testing.T) {
 		io.Copy(io.Discard, nc)
 		nc.Close()
 	}
-	stdout, errOut, code = xferRun(t, cleanEnv(envPrefix+"SECRET=open sesame"), "bench", "--peer", addr, "--transport", "tcp",
+	stdout, errOut, code = xferRun(t, cleanEnv(envPrefix+"SECRET=open sesame, open sesame"), "bench", "--peer", addr, "--transport", "tcp",
 		"--size", "4KiB", "--iters", "100", "--verify", "--json")
 	if code != 0 || !strings.Contains(stdout, `"verified":true`) {
 		t.Fatalf("bench after garbage: exit %d\n%s%s", code, stdout, errOut)

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -112,6 +113,9 @@ func newKVServeCmd(g *globals) *cobra.Command {
 			}
 			opts := kv.ServerOptions{Engine: cfg, Full: policy, MaxValue: int(maxValue), InlineMax: int(inlineMax), Devices: devices, Logger: g.log,
 				Metrics: ops.Registerer(), IdleTimeout: idle}
+			if opts.TLS, err = kvTLS(fs, true); err != nil {
+				return err
+			}
 			return kvServe(cmd.Context(), g, grpcAddr, opts, ops)
 		},
 	}
@@ -126,7 +130,9 @@ func newKVServeCmd(g *globals) *cobra.Command {
 	fs.String("max-value", "", "largest value, e.g. 64MiB (default: the pool)")
 	fs.String("inline-max", "", fmt.Sprintf("largest value sent inside requests and responses, 0 for never (default %s on tcp, %s on shm and rdma)", bytesize.Format(kv.DefaultInlineMax), bytesize.Format(kv.DefaultInlineMaxSHM)))
 	fs.Duration("idle-timeout", kv.DefaultIdleTimeout, "close a client's gRPC connection after this `duration` without a request (the client dials again at its next one); quiet connections are also pinged every 30 s and closed when the ping goes unanswered for 10 s")
-	fs.String("secret", "", "shared `secret` of the data plane (prefer "+envPrefix+"SECRET: flags show in ps)")
+	fs.String("secret", "", "shared `secret` of the gRPC and data planes (prefer --secret-file: flags show in ps)")
+	fs.String("secret-file", "", "`file` that holds the shared secret (make one with: xfer secret > FILE)")
+	kvTLSFlags(fs, true)
 	directoryFlags(fs)
 	addOpsFlags(fs)
 	return cmd
@@ -179,6 +185,8 @@ func kvClientFlags(fs *pflag.FlagSet) {
 	fs.Duration("wait", 0, "wait up to this `duration` for a server that is not up yet (starting or restarting); 0: fail at once when nothing answers")
 	fs.Duration("idle-timeout", kv.DefaultIdleTimeout, "close a client's gRPC connection after this `duration` without a request (the client dials again at its next one); quiet connections are also pinged every 30 s and closed when the ping goes unanswered for 10 s")
 	fs.String("secret", "", "shared `secret` of the data plane (prefer "+envPrefix+"SECRET)")
+	fs.String("secret-file", "", "`file` that holds the shared secret (make one with: xfer secret > FILE)")
+	kvTLSFlags(fs, false)
 	fs.String("requests", kv.RequestsData, "path of GET/PUT/DELETE requests: data (messages on the data-plane connection) or grpc (gRPC calls)")
 	fs.String("directory", "", "directory `URL` (http://HOST:PORT or etcd://HOST:2379/PREFIX): without --peer-node, spread keys over every KV server registered there")
 	fs.String("peer-node", "", "talk to the KV server of node `ID` in --directory")
@@ -229,7 +237,7 @@ func kvStats(ctx context.Context, s kvStore) (kv.Stats, error) {
 // --server-addr gives, the node --peer-node names in --directory (its
 // entry's kv service), or, with --directory alone, every server registered
 // there (cluster is true).
-func kvTarget(ctx context.Context, g *globals, fs *pflag.FlagSet) (addr, dirURL string, cluster bool, err error) {
+func kvTarget(ctx context.Context, g *globals, fs *pflag.FlagSet, token string) (addr, dirURL string, cluster bool, err error) {
 	addr, _ = fs.GetString("server-addr")
 	dirURL, _ = fs.GetString("directory")
 	peerNode, _ := fs.GetString("peer-node")
@@ -243,7 +251,7 @@ func kvTarget(ctx context.Context, g *globals, fs *pflag.FlagSet) (addr, dirURL 
 	case peerNode == "":
 		return "", dirURL, true, nil
 	}
-	d, err := directory.Open(ctx, dirURL, directory.Options{Logger: g.log})
+	d, err := directory.Open(ctx, dirURL, directory.Options{Logger: g.log, Token: token})
 	if err != nil {
 		return "", "", false, err
 	}
@@ -274,19 +282,27 @@ func kvDial(cmd *cobra.Command, g *globals, bufferMB int) (kvStore, context.Cont
 	}
 	cfg.MemoryMB = bufferMB
 	cfg.Listen = "" // a client only dials
-	cfg.Directory, cfg.NodeID = "", ""
+	token, err := cfg.DirectoryToken()
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	cfg.Directory, cfg.NodeID, cfg.DirectoryTokenFile = "", "", ""
 	timeout, _ := fs.GetDuration("timeout")
 	wait, _ := fs.GetDuration("wait")
 	requests, _ := fs.GetString("requests")
 	ctx, cancel := context.WithTimeout(cmd.Context(), timeout)
-	addr, dirURL, cluster, err := kvTarget(ctx, g, fs)
+	addr, dirURL, cluster, err := kvTarget(ctx, g, fs, token)
 	if err != nil {
 		cancel()
 		return nil, nil, nil, err
 	}
 	opts := kv.ClientOptions{EngineConfig: cfg, Requests: requests, Logger: g.log, FailFast: wait <= 0}
+	if opts.TLS, err = kvTLS(fs, false); err != nil {
+		cancel()
+		return nil, nil, nil, err
+	}
 	if cluster {
-		c, err := kv.DialCluster(ctx, kv.ClusterOptions{Directory: dirURL, Client: opts})
+		c, err := kv.DialCluster(ctx, kv.ClusterOptions{Directory: dirURL, DirectoryToken: token, Client: opts})
 		if err != nil {
 			cancel()
 			return nil, nil, nil, err
@@ -483,4 +499,32 @@ func without(fs *pflag.FlagSet, names ...string) *pflag.FlagSet {
 		}
 	})
 	return out
+}
+
+// kvTLSFlags adds the gRPC plane's TLS flags: a server's certificate (or a
+// client's, for mutual TLS) and the authority that signed the other side's.
+func kvTLSFlags(fs *pflag.FlagSet, server bool) {
+	if server {
+		fs.String("tls-cert", "", "serve gRPC over TLS with this certificate `file` (PEM; with --tls-key)")
+		fs.String("tls-key", "", "the TLS certificate's key `file` (PEM)")
+		fs.String("tls-ca", "", "require client certificates signed by this CA `file` (PEM): mutual TLS")
+		return
+	}
+	fs.String("tls-ca", "", "speak gRPC over TLS, checking the server's certificate against this CA `file` (PEM)")
+	fs.String("tls-cert", "", "client certificate `file` for mutual TLS (PEM; with --tls-key)")
+	fs.String("tls-key", "", "the client certificate's key `file` (PEM)")
+	fs.String("tls-server-name", "", "`name` the server's certificate must carry (default: the host dialed)")
+}
+
+// kvTLS builds the TLS configuration the flags ask for, or nil for none.
+func kvTLS(fs *pflag.FlagSet, server bool) (*tls.Config, error) {
+	get := func(name string) string {
+		v, _ := fs.GetString(name)
+		return v
+	}
+	cert, key, ca, name := get("tls-cert"), get("tls-key"), get("tls-ca"), get("tls-server-name")
+	if cert == "" && key == "" && ca == "" && name == "" {
+		return nil, nil
+	}
+	return kv.LoadTLS(server, cert, key, ca, name)
 }

@@ -96,7 +96,7 @@ func newRootCmd(stdout, stderr io.Writer) *cobra.Command {
 	pf.StringVar(&g.configPath, "config", "", "YAML configuration `file` (default $"+envConfigFile+")")
 	pf.StringVar(&g.logLevel, "log-level", defaultLogLevel, "log level: debug, info, warn or error (config key log_level)")
 	pf.StringVar(&g.logFormat, "log-format", defaultLogFormat, "log format: text or json (config key log_format)")
-	root.AddCommand(newServeCmd(g), newBenchCmd(g), newDevicesCmd(g), newDoctorCmd(g), newKVCmd(g), newVersionCmd(g), newCoordinatorCmd(g), newPagesCmd(g), newTransferCmd(g), newStatusCmd(g))
+	root.AddCommand(newServeCmd(g), newBenchCmd(g), newDevicesCmd(g), newDoctorCmd(g), newKVCmd(g), newVersionCmd(g), newCoordinatorCmd(g), newPagesCmd(g), newTransferCmd(g), newStatusCmd(g), newSecretCmd(g))
 	rejectUnknownSubcommands(root)
 	return root
 }
@@ -138,6 +138,11 @@ func (g *globals) config(fs *pflag.FlagSet) (xfer.Config, error) {
 	cfg := doc.Engine
 	if err != nil {
 		return cfg, err
+	}
+	if fs != nil {
+		if f := fs.Lookup("secret"); f != nil && f.Changed {
+			fmt.Fprintf(g.stderr, "xfer: warning: --secret shows in ps and in the shell's history: use --secret-file, secret_file in the config, or %sSECRET\n", envPrefix)
+		}
 	}
 	// log_level and log_format from the file or the environment (a flag
 	// given on the command line wins, as loadSettings applied it last).

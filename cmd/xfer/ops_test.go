@@ -238,7 +238,7 @@ func TestMetricsListenConfig(t *testing.T) {
 		if tc.flag != "" {
 			cmd.Flags().Set("metrics-listen", tc.flag)
 		}
-		got, err := g.metricsListen(cmd.Flags())
+		got, _, err := g.metricsListen(cmd.Flags())
 		if tc.err != "" {
 			if err == nil || !strings.Contains(err.Error(), tc.err) {
 				t.Errorf("%+v: %q, %v; want an error naming %s", tc, got, err, tc.err)

@@ -93,6 +93,7 @@ func newPagesServeCmd(g *globals) *cobra.Command {
 	fs.String("transport", string(xfer.PolicyAuto), "transport `policy`: "+policies)
 	addOpTimeoutFlag(fs)
 	fs.String("secret", "", "shared `secret` clients must know (prefer "+envPrefix+"SECRET)")
+	fs.String("secret-file", "", "`file` that holds the shared secret (make one with: xfer secret > FILE)")
 	fs.StringVar(&size, "size", "1GiB", "size of the address space")
 	fs.StringVar(&pageSize, "page-size", "4KiB", "page size: 4KiB or 2MiB")
 	directoryFlags(fs)
@@ -184,7 +185,11 @@ func newPagesBenchCmd(g *globals) *cobra.Command {
 				if dirURL == "" {
 					return errors.New("--peer-node needs --directory URL to look the node up in")
 				}
-				d, err := directory.Open(ctx, dirURL, directory.Options{Logger: g.log})
+				token, err := cfg.DirectoryToken()
+				if err != nil {
+					return err
+				}
+				d, err := directory.Open(ctx, dirURL, directory.Options{Logger: g.log, Token: token})
 				if err != nil {
 					return err
 				}
@@ -216,6 +221,7 @@ func newPagesBenchCmd(g *globals) *cobra.Command {
 	fs.String("transport", string(xfer.PolicyAuto), "transport `policy`: "+policies)
 	addOpTimeoutFlag(fs)
 	fs.String("secret", "", "shared `secret` of the server (prefer "+envPrefix+"SECRET)")
+	fs.String("secret-file", "", "`file` that holds the shared secret (make one with: xfer secret > FILE)")
 	fs.StringVar(&pageSize, "page-size", "4KiB", "page size: 4KiB or 2MiB (the server's)")
 	fs.Int64Var(&npages, "pages", 0, "fetch among the first `N` pages (default: all the server's; more than the server has is an error)")
 	fs.StringVar(&pattern, "pattern", "random", "which pages: random or seq")

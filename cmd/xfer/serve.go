@@ -52,6 +52,7 @@ func newServeCmd(g *globals) *cobra.Command {
 	fs.String("memory", "", "`where` the pool lives: cuda:N for GPU N's memory (needs a CUDA driver), or host memory backed by auto, memfd or private (default auto)")
 	fs.Int("max-message", xfer.DefaultMaxMessage, "largest message peers may send, in `bytes`")
 	fs.String("secret", "", "shared `secret` peers must know (prefer "+envPrefix+"SECRET: flags show in ps)")
+	fs.String("secret-file", "", "`file` that holds the shared secret (make one with: xfer secret > FILE)")
 	directoryFlags(fs)
 	addOpsFlags(fs)
 	return cmd

@@ -34,6 +34,10 @@ type statusDoc struct {
 	// they could not be listed (no libibverbs).
 	Devices      []statusPort `json:"devices"`
 	DevicesError string       `json:"devices_error,omitempty"`
+	// AuthFailures is, for the coordinator (which has no engine), the
+	// requests it refused for want of its token; engines report theirs in
+	// Engines.
+	AuthFailures *uint64 `json:"auth_failures,omitempty"`
 }
 
 // statusPort is one port of an RDMA device as the status API shows it.
@@ -220,6 +224,17 @@ func printStatus(w io.Writer, d statusDoc) {
 		fmt.Fprintf(w, "failovers %d\n", e.Failovers)
 		for _, f := range e.RecentFailovers {
 			fmt.Fprintf(w, "  %s  %s  %s lost on %s, done on %s after %d attempts\n", f.Time.Format(time.RFC3339), f.Peer, f.Op, f.From, f.To, f.Attempts)
+		}
+		var refused uint64
+		for _, f := range e.AuthFailures {
+			refused += f.Count
+		}
+		fmt.Fprintf(w, "refused callers %d\n", refused)
+		for _, f := range e.AuthFailures {
+			fmt.Fprintf(w, "  %s %s: %d\n", f.Plane, f.Reason, f.Count)
+		}
+		for _, f := range e.RecentAuthFailures {
+			fmt.Fprintf(w, "  %s  %s  %s %s: %s\n", f.Time.Format(time.RFC3339), f.Source, f.Plane, f.Reason, f.Detail)
 		}
 		p := e.Pool
 		fmt.Fprintf(w, "pool: %s used, %s free of %s, largest free %s, fragmentation %.2f, %d buffers, %d failed allocations\n",

@@ -127,8 +127,9 @@ func newTransferCmd(g *globals) *cobra.Command {
 			"null under --benchmark), md5_mismatches, mode, transport (the one used), pull, dtype,\n" +
 			"tensor_bytes, wall_seconds and memory_mb.\n\n" +
 			"--timeout bounds the wait for the other side, each wait for its next control message, and\n" +
-			"each Get. The control channel is plain TCP and not authenticated: --secret guards the data\n" +
-			"plane (the engines' handshake). RDMA_DEVICE_NAME (or XFER_DEVICE) names the RDMA device.",
+			"each Get. With a secret (use --secret-file), the control channel authenticates both sides\n" +
+			"and every message, the producer serves only the consumer that proved the secret and closes\n" +
+			"connections that do not within 10s, and the engines' handshake guards the data plane. RDMA_DEVICE_NAME (or XFER_DEVICE) names the RDMA device.",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			fs := cmd.Flags()
@@ -168,6 +169,7 @@ func newTransferCmd(g *globals) *cobra.Command {
 	addOpTimeoutFlag(fs)
 	fs.Int("memory-mb", 0, "registered pool of this side in `MiB` (default: twice the tensor plus 16 on the producer, the tensor plus 16 on the consumer)")
 	fs.String("secret", "", "shared `secret` of the data plane (prefer "+envPrefix+"SECRET: flags show in ps)")
+	fs.String("secret-file", "", "`file` that holds the shared secret (make one with: xfer secret > FILE)")
 	return cmd
 }
 

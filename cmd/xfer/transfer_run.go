@@ -114,11 +114,12 @@ func md5Hex(b []byte) string {
 
 // produce is the producer's side; it sets the transport in sum.
 func produce(ctx context.Context, c *connector.Connector, plan transferPlan, out *transferOut, sum *transferSummary, say func(string)) error {
-	conn, err := transferctl.Accept(ctx, net.JoinHostPort(plan.localHost, strconv.Itoa(plan.ctrlPort)), plan.timeout, say)
+	e := c.Engine()
+	refused := func(remote, reason string, err error) { e.AuthFailed(xfer.PlaneTransfer, reason, remote, err) }
+	cc, err := transferctl.Serve(ctx, net.JoinHostPort(plan.localHost, strconv.Itoa(plan.ctrlPort)), plan.timeout, 0, e.Config().Secret, say, refused)
 	if err != nil {
 		return err
 	}
-	cc := transferctl.NewConn(ctx, conn, plan.timeout, "consumer")
 	defer cc.Close()
 	fail := cc.Fail
 	hello := transferctl.Msg{Type: transferctl.TypeHello, Transfers: plan.n, Bytes: plan.size, DType: plan.dtype.String(), Mode: plan.mode, Benchmark: plan.benchmark}
@@ -218,11 +219,10 @@ func produce(ctx context.Context, c *connector.Connector, plan transferPlan, out
 // consume is the consumer's side; it sets the transport in sum, and the
 // producer's mode and dtype, which make the tensors.
 func consume(ctx context.Context, c *connector.Connector, plan transferPlan, out *transferOut, sum *transferSummary, say func(string)) error {
-	conn, err := transferctl.Dial(ctx, net.JoinHostPort(plan.remoteHost, strconv.Itoa(plan.ctrlPort)), plan.timeout, say)
+	cc, err := transferctl.Connect(ctx, net.JoinHostPort(plan.remoteHost, strconv.Itoa(plan.ctrlPort)), plan.timeout, c.Engine().Config().Secret, say)
 	if err != nil {
 		return err
 	}
-	cc := transferctl.NewConn(ctx, conn, plan.timeout, "producer")
 	defer cc.Close()
 	fail := cc.Fail
 	hello, err := cc.Recv(transferctl.TypeHello)

@@ -317,7 +317,7 @@ func TestTransferBenchmark(t *testing.T) {
 	for _, transport := range transferTransports() {
 		t.Run(transport, func(t *testing.T) {
 			tt := newTransferTest(t, transport)
-			args := []string{"--benchmark", "--tensor-size-mb", "1", "--num-transfers", "4", "--secret", "s3cret"}
+			args := []string{"--benchmark", "--tensor-size-mb", "1", "--num-transfers", "4", "--secret", "s3cret-s3cret-s3cret"}
 			p := tt.start(t, "producer", append(args, "--json", "--dtype", "u8")...)
 			c := tt.start(t, "consumer", append(args, "--pull", "read")...)
 			for _, s := range []*transferSide{p, c} {
@@ -361,8 +361,8 @@ func TestTransferMismatchedSides(t *testing.T) {
 // producer's gets nothing, and both sides fail saying why.
 func TestTransferWrongSecret(t *testing.T) {
 	tt := newTransferTest(t, "tcp")
-	p := tt.start(t, "producer", "--tensor-size-mb", "1", "--num-transfers", "1", "--secret", "one", "--timeout", "20s")
-	c := tt.start(t, "consumer", "--tensor-size-mb", "1", "--num-transfers", "1", "--secret", "two", "--timeout", "20s")
+	p := tt.start(t, "producer", "--tensor-size-mb", "1", "--num-transfers", "1", "--secret", "secret-one-secret-one", "--timeout", "20s")
+	c := tt.start(t, "consumer", "--tensor-size-mb", "1", "--num-transfers", "1", "--secret", "secret-two-secret-two", "--timeout", "20s")
 	for _, s := range []*transferSide{p, c} {
 		if code := s.wait(t, 40*time.Second); code == 0 || !strings.Contains(s.stderr.String(), "secret") {
 			t.Errorf("the %s: exit %d, stderr %s", s.role, code, s.stderr)

@@ -2,7 +2,11 @@ package transferctl
 
 import (
 	"bufio"
+	"bytes"
 	"context"
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -18,14 +22,32 @@ type Conn struct {
 	timeout time.Duration
 	peer    string // "producer" or "consumer": the other side
 	stop    func() bool
+
+	// After authentication (a secret), every line carries a MAC: skey
+	// makes those sent, rkey checks those received; sent and received
+	// count the lines.
+	skey, rkey     []byte
+	sent, received uint64
 }
+
+// timeoutError is a message not received in time; it matches
+// os.ErrDeadlineExceeded.
+type timeoutError struct{ msg string }
+
+func (e *timeoutError) Error() string { return e.msg }
+func (e *timeoutError) Unwrap() error { return os.ErrDeadlineExceeded }
+
+// unexpectedError is a message of another type than the one due.
+type unexpectedError struct{ msg, got string }
+
+func (e *unexpectedError) Error() string { return e.msg }
 
 // NewConn wraps conn, the connection to peer ("producer" or "consumer",
 // which errors name), so that each Send and Recv waits at most timeout.
 // Cancelling ctx ends a blocked Send or Recv at once. The Conn owns conn:
 // Close closes it.
 func NewConn(ctx context.Context, conn net.Conn, timeout time.Duration, peer string) *Conn {
-	c := &Conn{conn: conn, r: bufio.NewReaderSize(conn, MaxLine), timeout: timeout, peer: peer}
+	c := &Conn{conn: conn, r: bufio.NewReaderSize(conn, MaxLine+macLen), timeout: timeout, peer: peer}
 	c.stop = context.AfterFunc(ctx, func() { conn.SetDeadline(time.Now()) })
 	return c
 }
@@ -44,6 +66,11 @@ func (c *Conn) Send(m Msg) error {
 	b, err := Encode(m)
 	if err != nil {
 		return err
+	}
+	if c.skey != nil {
+		mac := lineMAC(c.skey, c.sent, b[:len(b)-1])
+		c.sent++
+		b = append(append(hex.AppendEncode(make([]byte, 0, macLen+len(b)), mac), ' '), b...)
 	}
 	c.conn.SetWriteDeadline(time.Now().Add(c.timeout))
 	if _, err := c.conn.Write(b); err != nil {
@@ -64,9 +91,30 @@ func (c *Conn) Recv(want string) (Msg, error) {
 	case errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF):
 		return Msg{}, fmt.Errorf("control channel: the %s closed the connection (did it exit?)", c.peer)
 	case errors.Is(err, os.ErrDeadlineExceeded):
-		return Msg{}, fmt.Errorf("control channel: no %q message from the %s within --timeout %v", want, c.peer, c.timeout)
+		return Msg{}, &timeoutError{fmt.Sprintf("control channel: no %q message from the %s within --timeout %v", want, c.peer, c.timeout)}
 	case err != nil:
 		return Msg{}, fmt.Errorf("control channel: receiving from the %s: %w", c.peer, err)
+	}
+	limit := MaxLine
+	if c.rkey != nil {
+		limit += macLen
+	}
+	if len(line) > limit {
+		return Msg{}, fmt.Errorf("control channel: a message from the %s longer than %d bytes", c.peer, MaxLine)
+	}
+	if c.rkey != nil {
+		body := bytes.TrimSuffix(line, []byte("\n"))
+		var mac [sha256.Size]byte
+		ok := len(body) >= macLen && body[macLen-1] == ' '
+		if ok {
+			_, err := hex.Decode(mac[:], body[:macLen-1])
+			ok = err == nil && hmac.Equal(mac[:], lineMAC(c.rkey, c.received, body[macLen:]))
+		}
+		if !ok {
+			return Msg{}, fmt.Errorf("control channel: a message from the %s failed authentication (forged, replayed or reordered)", c.peer)
+		}
+		c.received++
+		line = body[macLen:]
 	}
 	m, err := decode(line)
 	if err != nil {
@@ -78,7 +126,13 @@ func (c *Conn) Recv(want string) (Msg, error) {
 	case TypeError:
 		return Msg{}, &PeerError{Peer: c.peer, Msg: m.Error}
 	}
-	return Msg{}, fmt.Errorf("control channel: the %s sent a %q message where a %q was due", c.peer, m.Type, want)
+	if want == TypeChallenge && m.Type == TypeHello {
+		return Msg{}, &unexpectedError{got: m.Type, msg: fmt.Sprintf("control channel: the %s sent a %q message where a %q was due", c.peer, m.Type, want)}
+	}
+	if want == TypeHello && m.Type == TypeChallenge {
+		return Msg{}, fmt.Errorf("control channel: the %s requires a shared secret, and this side has none: give both the same secret (secret_file, %sSECRET)", c.peer, "XFER_")
+	}
+	return Msg{}, &unexpectedError{got: m.Type, msg: fmt.Sprintf("control channel: the %s sent a %q message where a %q was due", c.peer, m.Type, want)}
 }
 
 // Fail tells the other side about err (best effort), unless err is the

@@ -15,6 +15,35 @@
 // producer may start later. Either side closes the connection when the run
 // ends or fails.
 //
+// # Authentication
+//
+// With a shared secret (the engines' secret, the same on both sides), the
+// producer opens every connection with a challenge, and serves the first
+// consumer that proves the secret; a connection that has not proven it
+// within [DefaultAuthTimeout] (10 s) is closed, and neither it nor any
+// message before the proof counts for anything:
+//
+//	challenge  producer → consumer
+//	  nonce        string   64 hex digits: 32 random bytes, Np
+//	auth       consumer → producer
+//	  nonce        string   64 hex digits: 32 random bytes, Nc
+//	  proof        string   hex HMAC-SHA256(secret, "xfer-transfer-v1 consumer proof" | Np | Nc)
+//	auth       producer → consumer, once the consumer's proof checked
+//	  proof        string   hex HMAC-SHA256(secret, "xfer-transfer-v1 producer proof" | Np | Nc)
+//
+// (| is concatenation; Np and Nc are the raw bytes). A producer that
+// refuses a proof answers error. After the producer's auth, every line
+// either side sends starts with its MAC: 64 lower-case hex digits of
+// HMAC-SHA256(key, n | message), a space, then the message as below, where
+// n is the number of lines this side sent since authentication as 8 bytes
+// big-endian, message is the JSON without its line feed, and key is
+// HMAC-SHA256(secret, "xfer-transfer-v1 producer key" | Np | Nc) for what
+// the producer sends and "... consumer key ..." for what the consumer
+// sends. A line whose MAC does not check (forged, replayed, reordered)
+// ends the run. Without a secret there is no challenge, and the first
+// connection is the consumer: use a secret wherever the control port can
+// be reached by others.
+//
 // # Framing
 //
 // Each message is one JSON object (RFC 8259) encoded in UTF-8 and followed
@@ -25,7 +54,8 @@
 // Python's json.dumps with separators=(",", ":") and ensure_ascii=False),
 // so that the two write the same bytes for the same message. A message, line feed
 // included, is at most [MaxLine] (65536) bytes; a reader refuses a longer
-// one. There is no other header, length or checksum.
+// one (the MAC prefix of an authenticated line not counted). There is no
+// other header or length.
 //
 // Every message has a "type" member, a string naming it. Readers ignore
 // members they do not know, and take an absent member as its zero value
@@ -89,7 +119,8 @@
 //
 // # Use
 //
-// [Accept] and [Dial] make the connection; [NewConn] wraps it in a [Conn],
+// [Serve] and [Connect] make an authenticated connection (with a secret);
+// [Accept] and [Dial] make a plain one, and [NewConn] wraps it in a [Conn],
 // whose Send and Recv exchange [Msg]s and whose Fail tells the other side
 // why this one gives up. [Encode] and [Decode] are the framing alone. A
 // Conn is for one goroutine; it owns the connection it wraps, and its

@@ -22,6 +22,7 @@ const (
 	TypePut   = "put"   // producer → consumer: a tensor is there
 	TypeGot   = "got"   // consumer → producer: the tensor was got
 	TypeError = "error" // either side: it gives up, and why
+	// TypeChallenge and TypeAuth are in auth.go.
 )
 
 // Msg is one control message; the members in use depend on Type (see the
@@ -50,6 +51,10 @@ type Msg struct {
 
 	// error
 	Error string `json:"error,omitempty"`
+
+	// challenge and auth
+	Nonce string `json:"nonce,omitempty"`
+	Proof string `json:"proof,omitempty"`
 }
 
 // Encode returns m as one line: compact JSON, UTF-8 as it is (no HTML

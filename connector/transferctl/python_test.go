@@ -64,11 +64,18 @@ func TestPythonReencodes(t *testing.T) {
 }
 
 // TestPythonConsumer: a Go producer and a Python consumer make a run of
-// one transfer, and the consumer gets the producer's error.
+// one transfer, and the consumer gets the producer's error; without a
+// secret and with one.
 func TestPythonConsumer(t *testing.T) {
+	for _, secret := range []string{"", testSecret} {
+		t.Run(map[bool]string{false: "open", true: "secret"}[secret != ""], func(t *testing.T) { pythonConsumer(t, secret) })
+	}
+}
+
+func pythonConsumer(t *testing.T, secret string) {
 	addr := freeAddr(t)
 	host, port, _ := net.SplitHostPort(addr)
-	cmd := python(t, "consumer", host, port)
+	cmd := python(t, "consumer", host, port, secret)
 	var errOut bytes.Buffer
 	cmd.Stderr = &errOut
 	if err := cmd.Start(); err != nil {
@@ -77,11 +84,10 @@ func TestPythonConsumer(t *testing.T) {
 	defer cmd.Wait()
 	defer cmd.Process.Kill()
 	ctx := context.Background()
-	conn, err := Accept(ctx, addr, 10*time.Second, func(string) {})
+	c, err := Serve(ctx, addr, 10*time.Second, 0, secret, func(string) {}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	c := NewConn(ctx, conn, 10*time.Second, "consumer")
 	defer c.Close()
 	if err := c.Send(Msg{Type: TypeHello, Transfers: 1, Bytes: 16, DType: "F32", Mode: "copy"}); err != nil {
 		t.Fatal(err)
@@ -105,11 +111,18 @@ func TestPythonConsumer(t *testing.T) {
 
 // TestPythonProducer: a Python producer and a Go consumer make a run of
 // one transfer under benchmark (no MD5s); a message out of turn from the
-// producer is refused, and the producer is told why.
+// producer is refused, and the producer is told why; without a secret and
+// with one.
 func TestPythonProducer(t *testing.T) {
+	for _, secret := range []string{"", testSecret} {
+		t.Run(map[bool]string{false: "open", true: "secret"}[secret != ""], func(t *testing.T) { pythonProducer(t, secret) })
+	}
+}
+
+func pythonProducer(t *testing.T, secret string) {
 	addr := freeAddr(t)
 	host, port, _ := net.SplitHostPort(addr)
-	cmd := python(t, "producer", host, port)
+	cmd := python(t, "producer", host, port, secret)
 	var errOut bytes.Buffer
 	cmd.Stderr = &errOut
 	if err := cmd.Start(); err != nil {
@@ -118,11 +131,10 @@ func TestPythonProducer(t *testing.T) {
 	defer cmd.Wait()
 	defer cmd.Process.Kill()
 	ctx := context.Background()
-	conn, err := Dial(ctx, addr, 10*time.Second, func(string) {})
+	c, err := Connect(ctx, addr, 10*time.Second, secret, func(string) {})
 	if err != nil {
 		t.Fatal(err)
 	}
-	c := NewConn(ctx, conn, 10*time.Second, "producer")
 	defer c.Close()
 	h, err := c.Recv(TypeHello)
 	if err != nil || h.Transfers != 1 || h.Bytes != 16 || h.DType != "F32" || h.Mode != "zerocopy" || !h.Benchmark {

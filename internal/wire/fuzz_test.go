@@ -12,6 +12,8 @@ import (
 func FuzzReadMessage(f *testing.F) {
 	f.Add(AppendHello(nil, sampleHello()))
 	f.Add(AppendWelcome(nil, sampleWelcome()))
+	f.Add(AppendChallenge(nil, &Challenge{Version: VersionMax, Caps: 7, AuthRequired: true}))
+	f.Add(AppendAuth(nil, &Auth{}))
 	f.Add(AppendResult(nil, &Result{Status: 1, Message: "x"}))
 	f.Add([]byte("GET / HTTP/1.1\r\n\r\n"))
 	f.Add(AppendVerbsInfo(nil, &VerbsInfo{Device: "rxe0", Port: 1, LinkLayer: LinkEthernet, MTU: 1024,
@@ -40,7 +42,7 @@ func FuzzReadMessage(f *testing.F) {
 		case MsgWelcome:
 			if m, err := DecodeWelcome(body); err == nil {
 				again, err := DecodeWelcome(AppendWelcome(nil, m)[HandshakeHeaderLen:])
-				if err != nil || len(again.Exports) != len(m.Exports) {
+				if err != nil || len(again.Exports) != len(m.Exports) || again.Proof != m.Proof || again.ID != m.ID || again.PID != m.PID {
 					t.Fatalf("welcome does not round-trip: %v", err)
 				}
 			}
@@ -70,6 +72,17 @@ func FuzzDecodeHello(f *testing.F) {
 func FuzzDecodeWelcome(f *testing.F) {
 	f.Add(AppendWelcome(nil, sampleWelcome())[HandshakeHeaderLen:])
 	f.Fuzz(func(t *testing.T, b []byte) { _, _ = DecodeWelcome(b) })
+}
+
+func FuzzDecodeChallenge(f *testing.F) {
+	f.Add(AppendChallenge(nil, &Challenge{Version: VersionMax, Caps: 7, AuthRequired: true})[HandshakeHeaderLen:])
+	f.Fuzz(func(t *testing.T, b []byte) {
+		if m, err := DecodeChallenge(b); err == nil {
+			if again, err := DecodeChallenge(AppendChallenge(nil, m)[HandshakeHeaderLen:]); err != nil || *again != *m {
+				t.Fatalf("challenge does not round-trip: %v", err)
+			}
+		}
+	})
 }
 
 func FuzzDecodeHeader(f *testing.F) {

@@ -6,10 +6,14 @@ import (
 	"io"
 )
 
-// Protocol versions this build speaks.
+// Protocol versions this build speaks. Version 2 has the dialer prove
+// first: the challenge carries only a random nonce, and the acceptor's
+// identity and proof come in the welcome, after the dialer's proof checked.
+// Version 1 sent the acceptor's proof to anyone who said hello; it is not
+// spoken.
 const (
-	VersionMin = 1
-	VersionMax = 1
+	VersionMin = 2
+	VersionMax = 2
 )
 
 // Handshake message framing: a 12-byte header (magic "XFER", type, three
@@ -75,17 +79,14 @@ type Hello struct {
 	Transports             []TransportOffer
 }
 
-// Challenge answers Hello with the acceptor's identity and nonce.
+// Challenge answers Hello with the acceptor's nonce: nothing derived from
+// the secret and nothing that identifies the acceptor, which an
+// unauthenticated dialer must not learn.
 type Challenge struct {
 	Version      uint16
 	Caps         uint64
-	ID           [16]byte
-	HostID       [16]byte
-	PID          uint32
 	Nonce        [32]byte
 	AuthRequired bool
-	HasProof     bool
-	Proof        [32]byte // HMAC proving the acceptor knows the secret
 }
 
 // Auth carries the dialer's proof.
@@ -99,8 +100,17 @@ type Export struct {
 	Desc RegionDesc
 }
 
-// Welcome establishes the peer.
+// Welcome establishes the peer. It is sent only to a dialer that proved
+// the secret, when the acceptor has one.
 type Welcome struct {
+	// Proof is the acceptor's HMAC over the handshake so far and this
+	// welcome (with Proof zero); all zero without a secret. It is the
+	// first field, at WelcomeProofOffset in the body, so that the dialer
+	// can zero it to check it.
+	Proof      [32]byte
+	ID         [16]byte
+	HostID     [16]byte
+	PID        uint32
 	Transport  string
 	Blob       []byte
 	Conns      uint16
@@ -224,13 +234,8 @@ func AppendChallenge(b []byte, m *Challenge) []byte {
 	e, at := begin(b, MsgChallenge)
 	e.u16(m.Version)
 	e.u64(m.Caps)
-	e.raw(m.ID[:])
-	e.raw(m.HostID[:])
-	e.u32(m.PID)
 	e.raw(m.Nonce[:])
 	e.u8(boolByte(m.AuthRequired))
-	e.u8(boolByte(m.HasProof))
-	e.raw(m.Proof[:])
 	return finish(e, at)
 }
 
@@ -240,13 +245,8 @@ func DecodeChallenge(body []byte) (*Challenge, error) {
 	m := &Challenge{}
 	m.Version = d.u16("version")
 	m.Caps = d.u64("caps")
-	d.fixed(m.ID[:], "id")
-	d.fixed(m.HostID[:], "host id")
-	m.PID = d.u32("pid")
 	d.fixed(m.Nonce[:], "nonce")
 	m.AuthRequired = d.boolean("auth required")
-	m.HasProof = d.boolean("has proof")
-	d.fixed(m.Proof[:], "proof")
 	return m, d.done()
 }
 
@@ -265,9 +265,16 @@ func DecodeAuth(body []byte) (*Auth, error) {
 	return m, d.done()
 }
 
+// WelcomeProofOffset is where Welcome.Proof lies in a welcome's body.
+const WelcomeProofOffset = 0
+
 // AppendWelcome appends m's encoding to b.
 func AppendWelcome(b []byte, m *Welcome) []byte {
 	e, at := begin(b, MsgWelcome)
+	e.raw(m.Proof[:])
+	e.raw(m.ID[:])
+	e.raw(m.HostID[:])
+	e.u32(m.PID)
 	e.str(m.Transport)
 	e.bytes16(m.Blob)
 	e.u16(m.Conns)
@@ -287,6 +294,10 @@ func AppendWelcome(b []byte, m *Welcome) []byte {
 func DecodeWelcome(body []byte) (*Welcome, error) {
 	d := &dec{b: body, what: "welcome"}
 	m := &Welcome{}
+	d.fixed(m.Proof[:], "proof")
+	d.fixed(m.ID[:], "id")
+	d.fixed(m.HostID[:], "host id")
+	m.PID = d.u32("pid")
 	m.Transport = d.str(maxTransportLen, "transport")
 	m.Blob = d.bytes16(MaxBlob, "blob")
 	m.Conns = d.u16("conns")

@@ -19,6 +19,7 @@ func sampleWelcome() *Welcome {
 	w := &Welcome{Transport: "tcp", Blob: []byte("x"), Conns: 2, MaxMessage: 1 << 16, RecvDepth: 64, Listen: "[::1]:1",
 		Exports: []Export{{Name: "default", Desc: RegionDesc{ID: 7, Access: 3, Addr: 0x7f0000000000, Len: 1 << 20, Key: 0xdeadbeef}}}}
 	w.Token[5] = 9
+	w.Proof[1], w.ID[2], w.HostID[3], w.PID = 1, 2, 3, 4
 	return w
 }
 
@@ -40,8 +41,8 @@ func TestHandshakeRoundTrip(t *testing.T) {
 	if err != nil || !reflect.DeepEqual(got, h) {
 		t.Fatalf("hello: %v\n got %+v\nwant %+v", err, got, h)
 	}
-	c := &Challenge{Version: 1, Caps: 3, PID: 9, AuthRequired: true, HasProof: true}
-	c.Proof[3] = 4
+	c := &Challenge{Version: 2, Caps: 3, AuthRequired: true}
+	c.Nonce[3] = 4
 	gc, err := DecodeChallenge(roundTrip(t, AppendChallenge(nil, c), MsgChallenge))
 	if err != nil || !reflect.DeepEqual(gc, c) {
 		t.Fatalf("challenge: %v %+v", err, gc)

@@ -45,12 +45,14 @@ def command(lang, go_xfer):
     return [sys.executable, "-m", "xfer.cross_node"]
 
 
-def run_pair(producer, consumer, transport, mode, go_xfer, extra=()):
+def run_pair(producer, consumer, transport, mode, go_xfer, extra=(), secret=None):
     pp, cp, ctrl = free_ports(3)
     common = ["--local-host", "127.0.0.1", "--remote-host", "127.0.0.1", "--ctrl-port", str(ctrl),
               "--tensor-size-mb", "4", "--num-transfers", "2", "--transport", transport, "--json",
               "--timeout", "60s", *extra]
     env = dict(os.environ)
+    if secret:
+        env["XFER_SECRET"] = secret
     prod = subprocess.Popen(command(producer, go_xfer) + ["--role", "producer", "--local-port", str(pp),
                             "--remote-port", str(cp), "--mode", mode] + common,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
@@ -83,6 +85,16 @@ def test_cross_node(producer, consumer, mode, transport, go_xfer):
     assert len(ptransfers) == len(ctransfers) == 2
     assert [t["md5"] for t in ptransfers] == [t["md5"] for t in ctransfers]
     assert cs["mode"] == mode and cs["bytes"] == 2 * 4 << 20
+
+
+@pytest.mark.parametrize("producer,consumer", [("python", "go"), ("go", "python")])
+def test_cross_node_secret(producer, consumer, go_xfer):
+    # With a shared secret both planes authenticate, Go against Python.
+    (pc, pout, perr), (cc, cout, cerr) = run_pair(producer, consumer, "tcp", "copy", go_xfer,
+                                                  secret="the-cross-node-secret-of-this-test")
+    assert pc == 0, perr
+    assert cc == 0, cerr
+    assert summary(pout)[0]["md5_ok"] is True and summary(cout)[0]["md5_ok"] is True
 
 
 def test_mismatched_flags(go_xfer):

@@ -13,8 +13,13 @@ values, unknown ones are ignored.
 """
 
 import dataclasses
+import hashlib
+import hmac
 import json
+import os
+import queue
 import socket
+import threading
 import time
 from typing import Optional
 
@@ -27,6 +32,12 @@ READY = "ready"  # consumer -> producer: the run is agreed
 PUT = "put"      # producer -> consumer: a tensor is there
 GOT = "got"      # consumer -> producer: the tensor was got
 ERROR = "error"  # either side: it gives up, and why
+CHALLENGE = "challenge"  # producer -> consumer: its nonce (with a secret)
+AUTH = "auth"            # consumer -> producer: nonce and proof; producer -> consumer: proof
+
+# How long a connection has to authenticate before the producer closes it.
+DEFAULT_AUTH_TIMEOUT = 10.0
+_MAC_LEN = 65  # 64 hex digits and a space
 
 
 class Fail(Exception):
@@ -60,6 +71,9 @@ class Msg:
     transport: str = ""
     # error
     error: str = ""
+    # challenge and auth
+    nonce: str = ""
+    proof: str = ""
 
     def encode(self):
         """The message as one line, as Go's encoder writes it: members in
@@ -98,7 +112,7 @@ class Msg:
 
 _TYPES = {"type": str, "transfers": int, "bytes": int, "dtype": str, "mode": str, "benchmark": bool, "pull": str,
           "seq": int, "meta": dict, "md5": str, "put_seconds": float, "md5_ok": bool, "seconds": float,
-          "transport": str, "error": str}
+          "transport": str, "error": str, "nonce": str, "proof": str}
 
 _JSON_NAMES = {str: "string", int: "integer", float: "number", bool: "boolean", dict: "object"}
 
@@ -119,21 +133,48 @@ class Conn:
         sock.settimeout(timeout)
         self.f = sock.makefile("rb")
         self.timeout = timeout
+        # After authentication every line carries a MAC (doc.go).
+        self.skey = self.rkey = None
+        self.sent = self.received = 0
+
+    def settimeout(self, timeout):
+        self.timeout = timeout
+        self.sock.settimeout(timeout)
 
     def send(self, msg):
-        self.sock.sendall(msg.encode())
+        b = msg.encode()
+        if self.skey is not None:
+            mac = _line_mac(self.skey, self.sent, b[:-1])
+            self.sent += 1
+            b = mac.hex().encode() + b" " + b
+        self.sock.sendall(b)
 
     def recv(self, want):
         """The next message, which must be of type want; the other side's
         error message raises PeerError."""
         try:
-            line = self.f.readline(MAX_LINE + 1)
+            line = self.f.readline(MAX_LINE + _MAC_LEN + 1)
         except socket.timeout:
             raise Fail(f"control channel: no {want!r} message from the {self.peer} within --timeout {self.timeout}s")
         if not line:
             raise Fail(f"control channel: the {self.peer} closed the connection (did it exit?)")
-        if len(line) > MAX_LINE:
+        if len(line) > MAX_LINE + (_MAC_LEN if self.rkey is not None else 0):
             raise Fail(f"control channel: a message from the {self.peer} longer than {MAX_LINE} bytes")
+        if self.rkey is not None:
+            body = line[:-1] if line.endswith(b"\n") else line
+            ok = len(body) >= _MAC_LEN and body[_MAC_LEN - 1:_MAC_LEN] == b" "
+            if ok:
+                try:
+                    mac = bytes.fromhex(body[:_MAC_LEN - 1].decode("ascii"))
+                except (ValueError, UnicodeDecodeError):
+                    ok = False
+                else:
+                    ok = hmac.compare_digest(mac, _line_mac(self.rkey, self.received, body[_MAC_LEN:]))
+            if not ok:
+                raise Fail(f"control channel: a message from the {self.peer} failed authentication "
+                           "(forged, replayed or reordered)")
+            self.received += 1
+            line = body[_MAC_LEN:]
         try:
             m = Msg.decode(line)
         except ValueError as e:
@@ -142,6 +183,12 @@ class Conn:
             return m
         if m.type == ERROR:
             raise PeerError(f"the {self.peer} failed: {m.error}")
+        if want == CHALLENGE and m.type == HELLO:
+            raise Fail(f"control channel: the {self.peer} has no secret, and this side has one: "
+                       "give both the same secret")
+        if want == HELLO and m.type == CHALLENGE:
+            raise Fail(f"control channel: the {self.peer} requires a shared secret, and this side has none: "
+                       "give both the same secret (--secret-file, $XFER_SECRET)")
         raise Fail(f"control channel: the {self.peer} sent a {m.type!r} message where a {want!r} was due")
 
     def fail(self, err):
@@ -191,3 +238,118 @@ def dial(host, port, timeout, say):
                 say(f"waiting for the producer on {host}:{port} (up to {timeout}s)")
                 said = True
             time.sleep(0.2)
+
+
+def _derive(secret, label, np_, nc):
+    return hmac.new(secret.encode(), label.encode() + np_ + nc, hashlib.sha256).digest()
+
+
+def _line_mac(key, n, msg):
+    return hmac.new(key, n.to_bytes(8, "big") + msg, hashlib.sha256).digest()
+
+
+def _auth_producer(c, secret):
+    """The producer's side of the authentication (doc.go); raises Fail."""
+    np_ = os.urandom(32)
+    c.send(Msg(type=CHALLENGE, nonce=np_.hex()))
+    m = c.recv(AUTH)
+    try:
+        nc, proof = bytes.fromhex(m.nonce), bytes.fromhex(m.proof)
+    except ValueError:
+        nc = proof = b""
+    if len(nc) != 32:
+        raise c.fail("authentication: malformed proof")
+    if not hmac.compare_digest(proof, _derive(secret, "xfer-transfer-v1 consumer proof", np_, nc)):
+        c.fail("authentication failed: the consumer's secret differs")
+        raise Fail(f"control channel: the {c.peer}'s proof is wrong (different secrets)")
+    c.send(Msg(type=AUTH, proof=_derive(secret, "xfer-transfer-v1 producer proof", np_, nc).hex()))
+    c.skey = _derive(secret, "xfer-transfer-v1 producer key", np_, nc)
+    c.rkey = _derive(secret, "xfer-transfer-v1 consumer key", np_, nc)
+
+
+def _auth_consumer(c, secret):
+    """The consumer's side of the authentication (doc.go); raises Fail."""
+    m = c.recv(CHALLENGE)
+    try:
+        np_ = bytes.fromhex(m.nonce)
+    except ValueError:
+        np_ = b""
+    if len(np_) != 32:
+        raise Fail(f"control channel: a malformed challenge from the {c.peer}")
+    nc = os.urandom(32)
+    c.send(Msg(type=AUTH, nonce=nc.hex(), proof=_derive(secret, "xfer-transfer-v1 consumer proof", np_, nc).hex()))
+    m = c.recv(AUTH)
+    try:
+        proof = bytes.fromhex(m.proof)
+    except ValueError:
+        proof = b""
+    if not hmac.compare_digest(proof, _derive(secret, "xfer-transfer-v1 producer proof", np_, nc)):
+        raise Fail(f"control channel: the {c.peer} could not prove it knows the secret (different secrets)")
+    c.skey = _derive(secret, "xfer-transfer-v1 consumer key", np_, nc)
+    c.rkey = _derive(secret, "xfer-transfer-v1 producer key", np_, nc)
+
+
+def connect(host, port, timeout, secret, say):
+    """Dials the producer (as dial does) and authenticates with secret, when
+    there is one; returns the Conn."""
+    c = Conn(dial(host, port, timeout, say), timeout, "producer")
+    if secret:
+        try:
+            _auth_consumer(c, secret)
+        except BaseException:
+            c.close()
+            raise
+    return c
+
+
+def serve(host, port, timeout, secret, say, auth_timeout=DEFAULT_AUTH_TIMEOUT):
+    """Listens on host:port, the producer's, and returns the Conn of the
+    first consumer that authenticates with secret, waiting up to timeout
+    seconds in all; a connection that has not authenticated within
+    auth_timeout is closed. Without a secret, the first connection."""
+    if not secret:
+        return Conn(accept(host, port, timeout, say), timeout, "consumer")
+    ls = socket.create_server((host, port), reuse_port=False)
+    deadline = time.monotonic() + timeout
+    won = queue.Queue(1)
+    last = [None]
+    done = threading.Event()
+    say(f"waiting for the consumer on {host}:{port} (up to {timeout}s)")
+
+    def try_auth(sock):
+        c = Conn(sock, min(auth_timeout, timeout), "consumer")
+        try:
+            _auth_producer(c, secret)
+        except (Fail, OSError) as e:
+            last[0] = e
+            c.close()
+            return
+        if done.is_set():
+            c.close()
+            return
+        try:
+            won.put_nowait(c)
+        except queue.Full:
+            c.close()
+
+    try:
+        while True:
+            left = deadline - time.monotonic()
+            try:
+                c = won.get_nowait()
+                c.settimeout(timeout)
+                return c
+            except queue.Empty:
+                pass
+            if left <= 0:
+                why = f" (last refused: {last[0]})" if last[0] else ""
+                raise Fail(f"control channel: no consumer authenticated on {host}:{port} within --timeout {timeout}s{why}")
+            ls.settimeout(min(left, 0.2))
+            try:
+                sock, _ = ls.accept()
+            except socket.timeout:
+                continue
+            threading.Thread(target=try_auth, args=(sock,), daemon=True).start()
+    finally:
+        done.set()
+        ls.close()

@@ -30,7 +30,7 @@ import sys
 import time
 
 import xfer
-from xfer._transferctl import DEFAULT_PORT, GOT, HELLO, PUT, READY, Conn, Fail, Msg, accept, dial
+from xfer._transferctl import DEFAULT_PORT, GOT, HELLO, PUT, READY, Fail, Msg, connect, serve
 
 FROM, TO = "producer", "consumer"
 MiB = 1 << 20
@@ -77,7 +77,9 @@ def parser():
     p.add_argument("--memory-mb", type=int, default=0,
                    help="registered pool of this side in MiB (default: twice the tensor plus 16 on the producer, "
                         "the tensor plus 16 on the consumer)")
-    p.add_argument("--secret", default=None, help="shared secret of the data plane (prefer $XFER_SECRET)")
+    p.add_argument("--secret", default=None,
+                   help="shared secret of the data plane and the control channel (prefer --secret-file: flags show in ps)")
+    p.add_argument("--secret-file", default=None, help="file that holds the shared secret (make one with: xfer secret > FILE)")
     return p
 
 
@@ -118,10 +120,25 @@ def run(args, out=sys.stdout, err=sys.stderr):
     if mb <= args.tensor_size_mb:
         raise Fail(f"--memory-mb {mb}: the pool must hold a tensor of {args.tensor_size_mb} MiB: give at least "
                    f"{args.tensor_size_mb + 1}")
+    secret = args.secret or ""
+    if args.secret:
+        print("xfer cross_node: warning: --secret shows in ps and in the shell's history: use --secret-file or "
+              "$XFER_SECRET", file=err, flush=True)
+    if args.secret_file:
+        try:
+            with open(args.secret_file) as f:
+                from_file = f.read().strip()
+        except OSError as e:
+            raise Fail(f"--secret-file: {e}")
+        if secret and secret != from_file:
+            raise Fail("--secret and --secret-file both given, and differ: use one of them")
+        secret = from_file
+    secret = secret or os.environ.get("XFER_SECRET", "")
+    args.secret = secret
     cfg = {"role": "sender" if args.role == "producer" else "receiver", "host": args.local_host,
            "zmq_port": args.local_port, "protocol": args.transport, "memory_pool_size": mb * MiB,
            "pull": args.pull, "wait_for_memory": True, "get_timeout": args.timeout, "put_timeout": args.timeout,
-           "secret": args.secret}
+           "secret": secret or None}
     if args.mode == "gpu":
         cfg["memory_pool_device"] = f"cuda:{args.gpu_id}"
 
@@ -142,8 +159,7 @@ def run(args, out=sys.stdout, err=sys.stderr):
 
 def produce(args, c, dtype, shape, size, results, say, out):
     import torch
-    sock = accept(args.local_host, args.ctrl_port, args.timeout, say)
-    cc = Conn(sock, args.timeout, "consumer")
+    cc = serve(args.local_host, args.ctrl_port, args.timeout, args.secret, say)
     try:
         cc.send(Msg(type=HELLO, transfers=args.num_transfers, bytes=size, dtype=dtype, mode=args.mode,
                     benchmark=args.benchmark))
@@ -194,8 +210,7 @@ def produce(args, c, dtype, shape, size, results, say, out):
 
 
 def consume(args, c, size, results, say, out):
-    sock = dial(args.remote_host, args.ctrl_port, args.timeout, say)
-    cc = Conn(sock, args.timeout, "producer")
+    cc = connect(args.remote_host, args.ctrl_port, args.timeout, args.secret, say)
     try:
         hello = cc.recv(HELLO)
         if hello.transfers != args.num_transfers:

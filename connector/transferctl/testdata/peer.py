@@ -2,8 +2,10 @@
 loaded from its file (no libxfer.so needed), talking to the Go package.
 
   peer.py MODULE reencode            each line of stdin decoded and encoded again
-  peer.py MODULE consumer HOST PORT  one transfer, as the consumer, then expects the producer's error
-  peer.py MODULE producer HOST PORT  one transfer, as the producer, then sends a message out of turn
+  peer.py MODULE consumer HOST PORT [SECRET]  one transfer, as the consumer, then expects the producer's error
+  peer.py MODULE producer HOST PORT [SECRET]  one transfer, as the producer, then sends a message out of turn
+
+With SECRET, the two sides authenticate, and every message carries a MAC.
 """
 
 import importlib.util
@@ -29,8 +31,9 @@ def main():
             sys.stdout.buffer.write(tc.Msg.decode(line).encode())
         return
     host, port = sys.argv[3], int(sys.argv[4])
+    secret = sys.argv[5] if len(sys.argv) > 5 else ""
     if role == "consumer":
-        cc = tc.Conn(tc.dial(host, port, 10, lambda s: None), 10, "producer")
+        cc = tc.connect(host, port, 10, secret, lambda s: None)
         h = cc.recv(tc.HELLO)
         check((h.transfers, h.bytes, h.dtype, h.mode, h.benchmark) == (1, 16, "F32", "copy", False), f"hello {h}")
         cc.send(tc.Msg(type=tc.READY, pull="read"))
@@ -45,7 +48,7 @@ def main():
         cc.close()
     elif role == "producer":
         print("listening", flush=True)
-        cc = tc.Conn(tc.accept(host, port, 10, lambda s: None), 10, "consumer")
+        cc = tc.serve(host, port, 10, secret, lambda s: None)
         cc.send(tc.Msg(type=tc.HELLO, transfers=1, bytes=16, dtype="F32", mode="zerocopy", benchmark=True))
         r = cc.recv(tc.READY)
         check(r.pull == "write", f"ready {r}")

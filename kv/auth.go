@@ -1,0 +1,263 @@
+package kv
+
+import (
+	"context"
+	"crypto/hmac"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/binary"
+	"errors"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/peer"
+	"google.golang.org/grpc/status"
+	"google.golang.org/grpc/tap"
+
+	"github.com/xferio/xfer"
+)
+
+// With a secret (the data-plane engine's Config.Secret, the same on both
+// sides), every gRPC call is authenticated both ways, and no secret crosses
+// the wire:
+//
+//   - the client sends, in the call's metadata (mdCallProof), a timestamp,
+//     a nonce (its random client ID and the call's number, counted from 1)
+//     and HMAC-SHA256(secret, callLabel | method | timestamp | nonce);
+//   - the server checks the proof, in constant time, that the timestamp is
+//     within callWindow of its clock, and that the client's call number
+//     was not seen before (a window of the latest replayWindow numbers
+//     per client ID, kept while the client calls: a captured call cannot
+//     be replayed), before it reads or changes anything; a call without
+//     it gets codes.Unauthenticated;
+//   - the server answers with HMAC-SHA256(secret, replyLabel | method |
+//     timestamp | nonce) in the response's header and trailer
+//     (mdReplyProof), which the client checks before it believes a
+//     successful response: a server that does not know the secret is
+//     refused. A failure is returned as a failure either way.
+//
+// A proof authenticates the call, not its body: a man in the middle that
+// can change the bytes of a connection is kept out by TLS (ServerOptions.TLS,
+// ClientOptions.TLS), not by this. The data-plane requests (Get, Put and
+// Delete as messages on the engine's connection) travel on a connection
+// the engine's handshake authenticated with the same secret, both ways.
+//
+// Why not a challenge per connection: gRPC multiplexes calls on
+// connections it opens and reopens by itself, and a per-call nonce from
+// the server would cost every call a round trip. The price of the timestamp
+// is that clients' and servers' clocks must agree within callWindow.
+const (
+	mdCallProof  = "xfer-kv-proof"
+	mdReplyProof = "xfer-kv-server-proof"
+	callLabel    = "xfer-kv-v1 call"
+	replyLabel   = "xfer-kv-v1 reply"
+	// callWindow is how far a call's timestamp may be from the server's
+	// clock.
+	callWindow = 2 * time.Minute
+	// callProofLen is a call proof's size before encoding: timestamp (8),
+	// nonce (16: client ID, call number), HMAC (32).
+	callProofLen = 8 + 16 + 32
+	// replayWindow is how many of a client's latest call numbers the
+	// server remembers: an older number is refused. Calls in flight at
+	// once from one client are fewer.
+	replayWindow = 1024
+	// maxClients bounds the clients remembered: past it, new clients are
+	// refused until old ones expire (only holders of the secret make
+	// clients).
+	maxClients = 1 << 16
+)
+
+func callMAC(secret, label, method string, ts, nonce []byte) []byte {
+	m := hmac.New(sha256.New, []byte(secret))
+	m.Write([]byte(label))
+	m.Write([]byte(method))
+	m.Write([]byte{0})
+	m.Write(ts)
+	m.Write(nonce)
+	return m.Sum(nil)
+}
+
+// callAuth is the server's side: the secret and the nonces seen lately.
+type callAuth struct {
+	secret string
+	e      *xfer.Engine // counts and logs refusals (AuthFailed)
+
+	mu      sync.Mutex
+	clients map[uint64]*seenCalls // by client ID
+	pruned  time.Time
+}
+
+// seenCalls are the call numbers of one client seen lately: max, and a
+// bit for each of the replayWindow numbers up to it.
+type seenCalls struct {
+	max  uint64
+	bits [replayWindow / 64]uint64
+	last time.Time // the latest call
+}
+
+// fresh records call number n and reports whether it is new.
+func (w *seenCalls) fresh(n uint64) bool {
+	switch {
+	case n > w.max:
+		shift := n - w.max
+		if shift >= replayWindow {
+			w.bits = [replayWindow / 64]uint64{}
+		} else {
+			for i := w.max + 1; i <= n; i++ {
+				w.bits[(i%replayWindow)/64] &^= 1 << (i % 64)
+			}
+		}
+		w.max = n
+	case w.max-n >= replayWindow:
+		return false // too old to tell
+	}
+	word, bit := &w.bits[(n%replayWindow)/64], uint64(1)<<(n%64)
+	if *word&bit != 0 {
+		return false
+	}
+	*word |= bit
+	return true
+}
+
+// tapped marks a call whose proof the server's tap (Server.Serve's
+// grpc.InTapHandle) checked; its value is the proof.
+type tapped struct{}
+
+// tap checks a call's proof from its headers, before gRPC reads the
+// request: a call without one is refused before its bytes are decoded.
+func (a *callAuth) tap(ctx context.Context, info *tap.Info) (context.Context, error) {
+	if a == nil || a.secret == "" {
+		return ctx, nil
+	}
+	raw, err := a.verifyOrRefuse(ctx, info.Header, info.FullMethodName)
+	if err != nil {
+		return nil, err
+	}
+	return context.WithValue(ctx, tapped{}, raw), nil
+}
+
+// check authenticates the call in ctx, in the handler, before it reads or
+// changes anything: nil when the server has no secret, else a
+// codes.Unauthenticated error for a call without a valid proof. On success
+// it sets the server's proof on the response. A call the tap checked is
+// not checked again (its nonce is spent).
+func (a *callAuth) check(ctx context.Context) error {
+	if a == nil || a.secret == "" {
+		return nil
+	}
+	method, _ := grpc.Method(ctx)
+	raw, ok := ctx.Value(tapped{}).([]byte)
+	if !ok {
+		md, _ := metadata.FromIncomingContext(ctx)
+		var err error
+		if raw, err = a.verifyOrRefuse(ctx, md, method); err != nil {
+			return err
+		}
+	}
+	reply := base64.RawStdEncoding.EncodeToString(callMAC(a.secret, replyLabel, method, raw[:8], raw[8:24]))
+	md := metadata.Pairs(mdReplyProof, reply)
+	grpc.SetHeader(ctx, md)
+	grpc.SetTrailer(ctx, md)
+	return nil
+}
+
+// verifyOrRefuse verifies a call's proof, and counts and logs a refusal.
+func (a *callAuth) verifyOrRefuse(ctx context.Context, md metadata.MD, method string) ([]byte, error) {
+	raw, reason, err := a.verify(md, method)
+	if err != nil {
+		src := "unknown"
+		if p, ok := peer.FromContext(ctx); ok && p.Addr != nil {
+			src = p.Addr.String()
+		}
+		a.e.AuthFailed(xfer.PlaneKV, reason, src, err)
+		return nil, status.Error(codes.Unauthenticated, "kv: "+err.Error())
+	}
+	return raw, nil
+}
+
+func (a *callAuth) verify(md metadata.MD, method string) ([]byte, string, error) {
+	vals := md.Get(mdCallProof)
+	if len(vals) != 1 {
+		return nil, xfer.ReasonNoProof, errors.New("this server requires authentication: configure the shared secret (secret_file)")
+	}
+	raw, err := base64.RawStdEncoding.DecodeString(vals[0])
+	if err != nil || len(raw) != callProofLen {
+		return nil, xfer.ReasonMalformed, errors.New("malformed authentication proof")
+	}
+	ts, nonce := raw[:8], raw[8:24]
+	if !hmac.Equal(raw[24:], callMAC(a.secret, callLabel, method, ts, nonce)) {
+		return nil, xfer.ReasonBadProof, errors.New("authentication failed: wrong secret")
+	}
+	t := int64(binary.LittleEndian.Uint64(ts))
+	now := time.Now()
+	if d := time.Duration(now.UnixNano() - t); d > callWindow || d < -callWindow {
+		return nil, xfer.ReasonTimeout, errors.New("authentication failed: the call's timestamp is off by more than 2m (check the clocks)")
+	}
+	client, n := binary.LittleEndian.Uint64(nonce[:8]), binary.LittleEndian.Uint64(nonce[8:])
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.clients == nil {
+		a.clients = map[uint64]*seenCalls{}
+	}
+	if now.Sub(a.pruned) > callWindow {
+		// A client unseen for two windows is forgotten: its calls'
+		// timestamps are out of the window by now.
+		for id, w := range a.clients {
+			if now.Sub(w.last) > 2*callWindow {
+				delete(a.clients, id)
+			}
+		}
+		a.pruned = now
+	}
+	w := a.clients[client]
+	if w == nil {
+		if len(a.clients) >= maxClients {
+			return nil, xfer.ReasonTimeout, errors.New("too many clients in the replay window: try again")
+		}
+		w = &seenCalls{}
+		a.clients[client] = w
+	}
+	if !w.fresh(n) {
+		return nil, xfer.ReasonBadProof, errors.New("authentication failed: a replayed call")
+	}
+	w.last = now
+	return raw, "", nil
+}
+
+// proveCalls returns the client's interceptor: it signs each call and
+// checks the server's proof on its response.
+func proveCalls(secret string) grpc.UnaryClientInterceptor {
+	var id [8]byte
+	rand.Read(id[:])
+	var calls atomic.Uint64
+	return func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
+		var raw [callProofLen]byte
+		binary.LittleEndian.PutUint64(raw[:8], uint64(time.Now().UnixNano()))
+		copy(raw[8:16], id[:])
+		binary.LittleEndian.PutUint64(raw[16:24], calls.Add(1))
+		copy(raw[24:], callMAC(secret, callLabel, method, raw[:8], raw[8:24]))
+		ctx = metadata.AppendToOutgoingContext(ctx, mdCallProof, base64.RawStdEncoding.EncodeToString(raw[:]))
+		var hdr, trl metadata.MD
+		err := invoker(ctx, method, req, reply, cc, append(opts, grpc.Header(&hdr), grpc.Trailer(&trl))...)
+		want := base64.RawStdEncoding.EncodeToString(callMAC(secret, replyLabel, method, raw[:8], raw[8:24]))
+		got := hdr.Get(mdReplyProof)
+		if len(got) == 0 {
+			got = trl.Get(mdReplyProof)
+		}
+		if len(got) == 1 && hmac.Equal([]byte(got[0]), []byte(want)) {
+			return err
+		}
+		if err != nil {
+			// A failure is a failure whoever sent it (gRPC's own errors,
+			// such as a request it could not decode, come before the
+			// handler and carry no proof); only a success must be proven.
+			return err
+		}
+		return status.Error(codes.Unauthenticated, "kv: the server could not prove it knows the shared secret (it has none, or another)")
+	}
+}
