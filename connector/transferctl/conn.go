@@ -5,7 +5,6 @@ import (
 	"bytes"
 	"context"
 	"crypto/hmac"
-	"crypto/sha256"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -104,12 +103,10 @@ func (c *Conn) Recv(want string) (Msg, error) {
 	}
 	if c.rkey != nil {
 		body := bytes.TrimSuffix(line, []byte("\n"))
-		var mac [sha256.Size]byte
-		ok := len(body) >= macLen && body[macLen-1] == ' '
-		if ok {
-			_, err := hex.Decode(mac[:], body[:macLen-1])
-			ok = err == nil && hmac.Equal(mac[:], lineMAC(c.rkey, c.received, body[macLen:]))
-		}
+		// The MAC as its canonical lower-case hex, compared in constant
+		// time: another spelling of the same bytes is not the line sent.
+		ok := len(body) >= macLen && body[macLen-1] == ' ' &&
+			hmac.Equal(body[:macLen-1], hex.AppendEncode(make([]byte, 0, macLen-1), lineMAC(c.rkey, c.received, body[macLen:])))
 		if !ok {
 			return Msg{}, fmt.Errorf("control channel: a message from the %s failed authentication (forged, replayed or reordered)", c.peer)
 		}

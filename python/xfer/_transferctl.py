@@ -162,14 +162,11 @@ class Conn:
             raise Fail(f"control channel: a message from the {self.peer} longer than {MAX_LINE} bytes")
         if self.rkey is not None:
             body = line[:-1] if line.endswith(b"\n") else line
-            ok = len(body) >= _MAC_LEN and body[_MAC_LEN - 1:_MAC_LEN] == b" "
-            if ok:
-                try:
-                    mac = bytes.fromhex(body[:_MAC_LEN - 1].decode("ascii"))
-                except (ValueError, UnicodeDecodeError):
-                    ok = False
-                else:
-                    ok = hmac.compare_digest(mac, _line_mac(self.rkey, self.received, body[_MAC_LEN:]))
+            # The MAC as its canonical lower-case hex, compared in constant
+            # time: another spelling of the same bytes is not the line sent.
+            ok = (len(body) >= _MAC_LEN and body[_MAC_LEN - 1:_MAC_LEN] == b" " and
+                  hmac.compare_digest(body[:_MAC_LEN - 1],
+                                      _line_mac(self.rkey, self.received, body[_MAC_LEN:]).hex().encode()))
             if not ok:
                 raise Fail(f"control channel: a message from the {self.peer} failed authentication "
                            "(forged, replayed or reordered)")
