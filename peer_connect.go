@@ -113,6 +113,11 @@ func (p *Peer) watch(ep transport.Endpoint) {
 				p.e.removePeer(p)
 			}
 		case <-p.done:
+			// The peer closed. Peer.Close closes its current endpoint;
+			// this one may have been replaced meanwhile (a reconnect) and
+			// not be current: close it too, or its resources (shm's
+			// pidfd, rdma's QPs) outlive the engine. Close is idempotent.
+			ep.Close()
 		}
 	}()
 }
