@@ -238,25 +238,19 @@ func (c *Connector) publish(k string, m Meta, buf xfer.Buffer, opts []PutOption)
 // consumer gets it, and its memory is freed once the consumers moving it
 // now are done. It reports whether there was such a value.
 func (c *Connector) Cleanup(fromStage, toStage, key string) (bool, error) {
-	k, err := slotKey(fromStage, toStage, key)
-	if err != nil {
-		return false, err
-	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.closed {
-		return false, c.errClosed("cleanup")
-	}
-	s, ok := c.slots[k]
-	if ok {
-		c.dropLocked(s)
-	}
-	return ok, nil
+	return c.withSlot("cleanup", fromStage, toStage, key, func(s *slot) { c.dropLocked(s) })
 }
 
 // Stored reports whether a value is stored under (fromStage, toStage, key)
 // now: put, and not yet taken by its consumers, cleaned up or expired.
 func (c *Connector) Stored(fromStage, toStage, key string) (bool, error) {
+	return c.withSlot("stored", fromStage, toStage, key, nil)
+}
+
+// withSlot reports whether a value is stored under the names, and, when
+// one is and f is set, runs f on its slot with c.mu held. op names the
+// call in its errors.
+func (c *Connector) withSlot(op, fromStage, toStage, key string, f func(*slot)) (bool, error) {
 	k, err := slotKey(fromStage, toStage, key)
 	if err != nil {
 		return false, err
@@ -264,9 +258,12 @@ func (c *Connector) Stored(fromStage, toStage, key string) (bool, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.closed {
-		return false, c.errClosed("stored")
+		return false, c.errClosed(op)
 	}
-	_, ok := c.slots[k]
+	s, ok := c.slots[k]
+	if ok && f != nil {
+		f(s)
+	}
 	return ok, nil
 }
 
