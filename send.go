@@ -118,7 +118,8 @@ func (p *Peer) do(ctx context.Context, kind OpKind, local []byte, remote RemoteA
 const maxFailovers = 3
 
 // repeatable reports whether an operation of kind that failed with err
-// may be posted again, on a new connection: its connection was lost (not
+// may be posted again, on a new connection: neither the engine nor the
+// peer is closing, its connection was lost (not
 // stalled: a peer that stopped would stop the new one too), the peer is
 // one this engine dialed (it reconnects), the caller still waits, and the
 // operation is safe to repeat. A READ is; so is a WRITE, of the same bytes
@@ -126,7 +127,7 @@ const maxFailovers = 3
 // WriteNotify and Send are not: the peer may have had the notification or
 // the message already.
 func (p *Peer) repeatable(ctx context.Context, kind OpKind, err error) bool {
-	return (kind == OpWrite || kind == OpRead) && p.dialAddr != "" && ctx.Err() == nil &&
+	return (kind == OpWrite || kind == OpRead) && p.dialAddr != "" && ctx.Err() == nil && p.e.ctx.Err() == nil && !p.isClosed() &&
 		errors.Is(err, ErrPeerLost) && !errors.Is(err, ErrStalled)
 }
 
@@ -328,4 +329,11 @@ func (p *Peer) opDone(c *connStats, op int, n int, start time.Time, err error) {
 	} else {
 		c.sent.Add(uint64(n))
 	}
+}
+
+// isClosed reports whether the peer was closed.
+func (p *Peer) isClosed() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.closed
 }
