@@ -35,8 +35,9 @@ func TestGPUNotAvailable(t *testing.T) {
 		return
 	}
 	ctx := context.Background()
-	_, err := xfer.Open(ctx, xfer.Config{MemoryDevice: mem.CUDA(0)})
+	e, err := xfer.Open(ctx, xfer.Config{MemoryDevice: mem.CUDA(0)})
 	if err == nil {
+		e.Close()
 		t.Skip("this host has a CUDA GPU")
 	}
 	if !errors.Is(err, xfer.ErrCUDANotAvailable) || !strings.Contains(err.Error(), "CUDA is not available") || !strings.Contains(err.Error(), "cuda:0") {
@@ -46,7 +47,7 @@ func TestGPUNotAvailable(t *testing.T) {
 	if _, err := xfer.Open(ctx, xfer.Config{Memory: "cuda:0"}); !errors.Is(err, xfer.ErrCUDANotAvailable) {
 		t.Fatalf("Open with memory cuda:0: %v", err)
 	}
-	e, err := xfer.Open(ctx, xfer.Config{})
+	e, err = xfer.Open(ctx, xfer.Config{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -85,10 +85,10 @@ func checkCUDA(r *Report, nvidia int) {
 		}
 		bar1 := "BAR1 unknown"
 		if g.BAR1Bytes > 0 {
-			bar1 = "BAR1 " + bytesize.Format(int64(g.BAR1Bytes))
+			bar1 = "BAR1 " + bytesize.Human(int64(g.BAR1Bytes))
 		}
 		r.ok("cuda", "cuda:%d %s: %s, compute %s, %s, %s, driver %d.%d", g.Ordinal, g.Name,
-			bytesize.Format(int64(g.MemoryBytes)), g.Compute, dmabuf, bar1, g.DriverMajor, g.DriverMinor)
+			bytesize.Human(int64(g.MemoryBytes)), g.Compute, dmabuf, bar1, g.DriverMajor, g.DriverMinor)
 	}
 }
 

@@ -50,8 +50,12 @@ func GPUs() ([]GPU, error) {
 	return out, nil
 }
 
-// bar1Size reads the size of a PCI device's BAR1 from sysfs (the second
-// line of its resource file: start, end and flags in hex), or 0.
+// bar1Size reads the size of an NVIDIA GPU's BAR1 (the aperture through
+// which a NIC reaches GPU memory) from sysfs, or 0. The resource file has a
+// line per BAR (start, end and flags in hex); NVIDIA's BAR1 is the device's
+// second memory BAR. That is line 1 where BAR0 is a 32-bit BAR, and line 2
+// where BAR0 is 64-bit and so also takes slot 1, which then reads as empty
+// (seen on an H200 in a virtual machine: BAR0 16 MiB, BAR1 256 GiB).
 func bar1Size(root, busID string) uint64 {
 	dom, rest, ok := strings.Cut(strings.ToLower(busID), ":")
 	d, err := strconv.ParseUint(dom, 16, 32)
@@ -62,18 +66,25 @@ func bar1Size(root, busID string) uint64 {
 	if err != nil {
 		return 0
 	}
-	lines := strings.Split(string(b), "\n")
-	if len(lines) < 2 {
-		return 0
+	const ioResourceMem = 0x200 // the kernel's IORESOURCE_MEM flag
+	seen := 0
+	for i, line := range strings.Split(string(b), "\n") {
+		if i >= 6 { // BARs 0-5; the expansion ROM and the rest follow
+			break
+		}
+		f := strings.Fields(line)
+		if len(f) < 3 {
+			continue
+		}
+		start, err1 := strconv.ParseUint(strings.TrimPrefix(f[0], "0x"), 16, 64)
+		end, err2 := strconv.ParseUint(strings.TrimPrefix(f[1], "0x"), 16, 64)
+		flags, err3 := strconv.ParseUint(strings.TrimPrefix(f[2], "0x"), 16, 64)
+		if err1 != nil || err2 != nil || err3 != nil || end == 0 || end < start || flags&ioResourceMem == 0 {
+			continue
+		}
+		if seen++; seen == 2 {
+			return end - start + 1
+		}
 	}
-	f := strings.Fields(lines[1])
-	if len(f) < 2 {
-		return 0
-	}
-	start, err1 := strconv.ParseUint(strings.TrimPrefix(f[0], "0x"), 16, 64)
-	end, err2 := strconv.ParseUint(strings.TrimPrefix(f[1], "0x"), 16, 64)
-	if err1 != nil || err2 != nil || end < start || end == 0 {
-		return 0
-	}
-	return end - start + 1
+	return 0
 }

@@ -9,21 +9,37 @@ import (
 
 func TestBAR1Size(t *testing.T) {
 	root := t.TempDir()
-	dev := filepath.Join(root, "0000:00:06.0")
-	if err := os.MkdirAll(dev, 0o755); err != nil {
-		t.Fatal(err)
+	write := func(id, res string) {
+		dev := filepath.Join(root, id)
+		if err := os.MkdirAll(dev, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dev, "resource"), []byte(res), 0o644); err != nil {
+			t.Fatal(err)
+		}
 	}
-	res := "0x00000000fd000000 0x00000000fdffffff 0x0000000000040200\n" +
-		"0x0000380000000000 0x0000381fffffffff 0x000000000014220c\n"
-	if err := os.WriteFile(filepath.Join(dev, "resource"), []byte(res), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	if got := bar1Size(root, "00000000:00:06.0"); got != 128<<30 {
-		t.Fatalf("BAR1 %d, want 128 GiB", got)
-	}
-	for _, id := range []string{"", "zz:00:06.0", "00000000:00:07.0"} {
-		if got := bar1Size(root, id); got != 0 {
-			t.Errorf("bar1Size(%q) = %d, want 0", id, got)
+	const empty = "0x0000000000000000 0x0000000000000000 0x0000000000000000\n"
+	// BAR0 32-bit: BAR1 on line 1 (BAR3 after it is not BAR1).
+	write("0000:00:06.0", "0x00000000fd000000 0x00000000fdffffff 0x0000000000040200\n"+
+		"0x0000380000000000 0x0000381fffffffff 0x000000000014220c\n"+empty+
+		"0x0000382000000000 0x0000382001ffffff 0x000000000014220c\n"+empty+empty)
+	// BAR0 64-bit, as an H200 in a virtual machine shows it: BAR1 on line 2.
+	write("0000:00:07.0", "0x0000104002000000 0x0000104002ffffff 0x000000000014220c\n"+empty+
+		"0x0000100000000000 0x0000103fffffffff 0x000000000014220c\n"+empty+
+		"0x0000104000000000 0x0000104001ffffff 0x000000000014220c\n"+empty)
+	// An I/O port BAR is not a memory BAR; a single memory BAR has no BAR1.
+	write("0000:00:08.0", "0x000000000000c000 0x000000000000c07f 0x0000000000040101\n"+
+		"0x00000000fd000000 0x00000000fdffffff 0x0000000000040200\n")
+	for id, want := range map[string]uint64{
+		"00000000:00:06.0": 128 << 30,
+		"0000:00:07.0":     256 << 30,
+		"0000:00:08.0":     0,
+		"":                 0,
+		"zz:00:06.0":       0,
+		"00000000:00:09.0": 0,
+	} {
+		if got := bar1Size(root, id); got != want {
+			t.Errorf("bar1Size(%q) = %d, want %d", id, got, want)
 		}
 	}
 }

@@ -4,6 +4,7 @@ tcp and shm. The configs ask for rdma, as vLLM-Omni's do; XFER_TRANSPORT
 picks the transport, as for the xfer command."""
 
 import logging
+import os
 import socket
 import threading
 import time
@@ -338,3 +339,68 @@ def test_too_large_names_memory_pool_size(caplog):
         with xfer.Connector({"role": "sender", "protocol": "tcp", "host": "127.0.0.1", "memory_pool_size": MiB}) as c:
             assert c.put("a", "b", "k", b"x" * (2 * MiB)) == (False, 0, None)
     assert "raise memory_pool_size" in caplog.text and "Engine.MemoryMB" not in caplog.text
+
+
+def _cuda():
+    """torch where it sees a CUDA GPU; else the test skips (or fails, under
+    XFER_REQUIRE_CUDA=1: the GPU machine's run)."""
+    torch = pytest.importorskip("torch")
+    if not torch.cuda.is_available():
+        if os.environ.get("XFER_REQUIRE_CUDA") == "1":
+            pytest.fail("XFER_REQUIRE_CUDA=1 but torch sees no CUDA GPU")
+        pytest.skip("CUDA is not available")
+    return torch
+
+
+class TestGPUPool:
+    """vLLM-Omni's TestGPUPool through xfer.mooncake: a pool on the GPU,
+    puts of host and GPU tensors, and a get whose ManagedBuffer views the
+    receiver's GPU pool (shm: CUDA IPC; tcp: staged through host memory)."""
+
+    def test_pool_on_the_gpu(self, transport):
+        torch = _cuda()
+        with MooncakeTransferEngineConnector(config(memory_pool_device="cuda:0")) as c:
+            assert c.pool_device == "cuda:0"
+            assert isinstance(c.pool, torch.Tensor) and c.pool.is_cuda
+            assert c.pool.numel() >= 16 * MiB
+
+    def test_put_host_and_gpu_tensors(self, transport):
+        torch = _cuda()
+        with MooncakeTransferEngineConnector(config(memory_pool_device="cuda:0")) as c:
+            for name, t in (("h2d", torch.randn(128, 128)), ("d2d", torch.randn(128, 128, device="cuda:0"))):
+                ok, size, meta = c.put("s0", "s1", name, t)
+                assert ok and size == t.numel() * 4 and meta["is_fast_path"]
+
+    @pytest.mark.parametrize("shape", [(1,), (512, 512), (1024, 1024)])
+    def test_end_to_end(self, transport, shape):
+        torch = _cuda()
+        p = MooncakeTransferEngineConnector(config(memory_pool_device="cuda:0"))
+        c = MooncakeTransferEngineConnector(config(memory_pool_device="cuda:0"))
+        try:
+            orig = torch.randn(*shape, device="cuda:0")
+            ok, _, meta = p.put("s0", "s1", "e2e", orig)
+            assert ok
+            buf, size = c.get("s0", "s1", "e2e", meta)
+            assert size == orig.numel() * 4
+            got = buf.as_tensor(dtype=orig.dtype, shape=orig.shape)
+            assert got.is_cuda and torch.equal(got, orig)
+            assert buf.to_bytes() == orig.cpu().numpy().tobytes()
+            buf.release()
+        finally:
+            c.close()
+            p.close()
+
+    def test_gpu_tensor_into_host_pool(self, transport):
+        torch = _cuda()
+        p = MooncakeTransferEngineConnector(config(memory_pool_device="cuda:0"))
+        c = MooncakeTransferEngineConnector(config())
+        try:
+            orig = torch.arange(4096, dtype=torch.int32, device="cuda:0")
+            _, _, meta = p.put("s0", "s1", "d2h", orig)
+            buf, _ = c.get("s0", "s1", "d2h", meta)
+            got = buf.as_tensor(dtype=torch.int32, shape=(4096,))
+            assert not got.is_cuda and torch.equal(got, orig.cpu())
+            buf.release()
+        finally:
+            c.close()
+            p.close()

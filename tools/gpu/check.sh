@@ -21,7 +21,8 @@
 #      over tcp and shm, 1 byte to 9 MiB; concurrency; registering memory
 #      allocated elsewhere), the connector's (vLLM-Omni's TestGPUPool in
 #      Go: host and GPU tensors put into a GPU pool and got into another,
-#      4 B to 64 MiB; concurrent puts and gets) and the probe's list of GPUs;
+#      4 B to 64 MiB; concurrent puts and gets), the probe's list of GPUs
+#      and xfer doctor's line for each GPU (memory, DMA-BUF, BAR1);
 #   3. xfer transfer --mode gpu, producer and consumer as two processes,
 #      every tensor's MD5 checked: 1 MiB and 1 GiB over shm and tcp; and a
 #      producer SIGKILLed mid-run, whose consumer must fail with an error
@@ -29,8 +30,10 @@
 #   4. the same from Python (python3 with torch): the binding's GPU tests
 #      (vLLM-Omni's TestGPUPool: a pool on the GPU, CPU and CUDA tensors
 #      put, a get that is a CUDA tensor on the receiver's pool; zero copy;
-#      ManagedBuffer views; concurrency) and xfer.cross_node --mode gpu as
-#      two processes over shm and tcp;
+#      ManagedBuffer views; concurrency), xfer.mooncake's (TestGPUPool in
+#      test_mooncake.py), the test files given to build as VENDOR_TESTS
+#      (their GPU and CUDA tests, on shm and tcp), and xfer.cross_node
+#      --mode gpu as two processes over shm and tcp;
 #   5. the benchmarks, ROUNDS interleaved rounds (default 3): torch's
 #      device-to-device copy of 256 MiB against xfer bench WRITE and READ
 #      of 256 MiB over shm between GPU pools; xfer bench WRITE and READ of
@@ -52,6 +55,12 @@ build)
 		go test -c -trimpath -ldflags='-s -w' -o .gpu/bin/probe.test ./probe &&
 		CGO_ENABLED=1 go build -trimpath -ldflags='-s -w' -buildmode=c-shared -o .gpu/bin/libxfer.so ./cmd/libxfer || exit 1
 	rm -f .gpu/bin/libxfer.h
+	# Test files of other projects to run against xfer there (not part of
+	# this repository): VENDOR_TESTS names a folder of them, with its
+	# pytest.ini; each file imports xfer.mooncake where it imported Mooncake.
+	if [ -n "${VENDOR_TESTS:-}" ]; then
+		mkdir -p .gpu/vendor && cp "$VENDOR_TESTS"/*.py "$VENDOR_TESTS"/pytest.ini .gpu/vendor/ || exit 1
+	fi
 	tar -C .gpu -czf .gpu/bin.tgz bin && rm -rf .gpu/bin
 	ls -l .gpu/bin.tgz
 	exit 0
@@ -95,6 +104,11 @@ step() { # step NAME CMD...: runs CMD with its output in $OUT/NAME.log
 	nvidia-smi --query-gpu=name,memory.total,driver_version,pci.bus_id --format=csv 2>&1
 	uname -r
 	lsmod 2>/dev/null | grep -E '^(nvidia|nvidia_peermem|ib_core)' || echo "no nvidia_peermem / ib_core module listed"
+	echo "RDMA devices: $(ls /sys/class/infiniband 2>/dev/null | tr '\n' ' ')"
+	for d in /sys/bus/pci/devices/*; do
+		[ "$(cat "$d/vendor" 2>/dev/null)" = 0x10de ] && echo "$d resource:" && head -4 "$d/resource"
+	done
+	nvidia-smi -q -d MEMORY 2>&1 | grep -A4 BAR1
 } >"$LOG/machine.txt" 2>&1
 cat "$LOG/machine.txt"
 
@@ -114,6 +128,14 @@ step cuda "$BIN/cuda.test" -test.v -test.count=1 -test.timeout=5m
 step engine "$BIN/xfer.test" -test.v -test.count=1 -test.timeout=5m -test.run 'GPU'
 step connector "$BIN/connector.test" -test.v -test.count=1 -test.timeout=5m -test.run 'GPU'
 step probe "$BIN/probe.test" -test.v -test.count=1 -test.run 'GPUs'
+# xfer doctor: each GPU as GPU memory uses it (memory, DMA-BUF, BAR1 size).
+doctor_gpu() {
+	local out
+	out=$("$BIN/xfer" doctor 2>&1) # it fails here for want of RDMA devices
+	echo "$out"
+	grep -E '^\[ OK \] cuda:[0-9]+ .*BAR1' <<<"$out"
+}
+step doctor-gpu doctor_gpu
 
 # xfer transfer --mode gpu: a producer and a consumer.
 transfer_pair() { # transport MiB transfers
@@ -150,7 +172,13 @@ done
 
 # Python: the binding's library, built here, goes where the package loads it.
 cp "$BIN/libxfer.so" python/xfer/libxfer.so
-step python env -C python XFER_REQUIRE_CUDA=1 "$PY" -m pytest -q -rs -p no:cacheprovider tests/test_xfer_connector.py -k 'GPU or gpu'
+step python env -C python XFER_REQUIRE_CUDA=1 "$PY" -m pytest -q -rs -p no:cacheprovider tests/test_xfer_connector.py tests/test_mooncake.py -k 'GPU or gpu'
+# Other projects' GPU test classes through xfer.mooncake (build's VENDOR_TESTS).
+if [ -d .gpu/vendor ]; then
+	for tr in shm tcp; do
+		step "vendor-gpu-$tr" env -C .gpu/vendor XFER_TRANSPORT=$tr PYTHONPATH="$PWD/python" "$PY" -m pytest -q -rs -s -k 'GPU or cuda' .
+	done
+fi
 cross_node_pair() { # transport
 	local common=(--mode gpu --transport "$1" --tensor-size-mb 64 --num-transfers 3 --timeout 60
 		--local-host 127.0.0.1 --remote-host 127.0.0.1 --ctrl-port 15802)
