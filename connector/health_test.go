@@ -52,6 +52,9 @@ func TestHealthStatus(t *testing.T) {
 		if h := c.Health(); h.Status != "healthy" || h.Timeouts != 1 {
 			t.Fatalf("consumer after a get that timed out: %+v", h)
 		}
+		// The abandoned get's cancel reaches the producer (after the get
+		// returned): its wait ends there.
+		eventually(t, "the abandoned get's wait to end", func() bool { return p.Health().Waiting == 0 })
 
 		// A consumer whose engine goes away while its get waits (a crash:
 		// no Close to end the get first) is a lost peer.
