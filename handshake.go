@@ -317,6 +317,7 @@ func (e *Engine) choose(h *wire.Hello, local, remote transport.PeerInfo) (transp
 		}
 		if err := t.Available(); err != nil {
 			reasons = append(reasons, fmt.Sprintf("%s: %v", o.Name, err))
+			e.log.Debug("a transport the peer offered is not available here", "peer", peerName(remote), "transport", o.Name, "reason", err)
 			continue
 		}
 		if err := e.gidAllowed(o.Name, o.Blob); err != nil {
@@ -442,6 +443,7 @@ func (e *Engine) offers(policy Policy, exclude map[string]error) ([]wire.Transpo
 		t := e.transports[n]
 		if err := t.Available(); err != nil {
 			errs = append(errs, fmt.Errorf("%s: %w", n, err))
+			e.log.Debug("a transport is not available: not offered", "transport", n, "reason", err)
 			continue
 		}
 		out = append(out, wire.TransportOffer{Name: n, Blob: t.LocalBlob()})

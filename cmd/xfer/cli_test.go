@@ -36,6 +36,7 @@ func TestUnknownSubcommand(t *testing.T) {
 // TestBenchPlotPathCheckedFirst: an unwritable --plot fails before the
 // benchmark runs.
 func TestBenchPlotPathCheckedFirst(t *testing.T) {
+	xferBinary(t) // built before the clock starts
 	start := time.Now()
 	_, e, code := xferRun(t, cleanEnv(), "bench", "--transport", "tcp", "--duration", "30s", "--plot", "/nonexistent/dir/x.png")
 	if code == 0 || !strings.Contains(e, "/nonexistent/dir") || time.Since(start) > 10*time.Second {

@@ -65,6 +65,7 @@ type device struct {
 	cqMu       sync.Mutex
 	cqs        []*cqGroup
 	gone       error
+	goneAt     time.Time      // when gone was set
 	connecting sync.WaitGroup // Connect calls in progress
 
 	// watch hears of the device's removal (see watchRemoval).
@@ -375,7 +376,7 @@ func (d *device) remove(cause error) {
 		d.mu.Unlock()
 		return
 	}
-	d.gone = cause
+	d.gone, d.goneAt = cause, time.Now()
 	eps := make(map[*Endpoint]*epState, len(d.eps))
 	for e, st := range d.eps {
 		eps[e] = st
@@ -396,6 +397,13 @@ func (d *device) remove(cause error) {
 	}
 	d.closeCQs()
 	d.free()
+}
+
+// removedAt is when the device was taken down (zero while it was not).
+func (d *device) removedAt() time.Time {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.goneAt
 }
 
 // removed reports whether the device is gone (removed or closed).

@@ -33,8 +33,19 @@ type Transport struct {
 	mu  sync.Mutex
 	dev *device
 	old []*device // removed devices, closed with the transport
-	log *slog.Logger
+	// leaving is the device last taken down as removed, while its sysfs
+	// entry may still be listed: the kernel lists a device until its
+	// removal finishes, and opening it again then would hand out a device
+	// that is going away.
+	leaving   string
+	leavingAt time.Time
+	log       *slog.Logger
 }
+
+// leaveGrace bounds how long a removed device that is still listed is not
+// opened again: past it, a device of that name is taken to be a new one
+// (added again before this transport saw the old one's entry go).
+const leaveGrace = 10 * time.Second
 
 // SetLogger gives the transport a logger for what it decides on its own
 // (how it registers GPU memory); without one it logs nothing. Call it
@@ -83,9 +94,20 @@ func (t *Transport) device() (*device, error) {
 		}
 		t.old = append(t.old, d)
 		t.dev = nil
+		t.leaving, t.leavingAt = d.info.Name, time.Now()
+		if at := d.removedAt(); !at.IsZero() {
+			t.leaving, t.leavingAt = d.info.Name, at
+		}
 	}
 	if t.err != nil {
 		return nil, t.err
+	}
+	if t.leaving != "" {
+		_, err := os.Stat("/sys/class/infiniband/" + t.leaving)
+		if err == nil && time.Since(t.leavingAt) < leaveGrace {
+			return nil, fmt.Errorf("rdma: %w: device %s is being removed", transport.ErrNotSupported, t.leaving)
+		}
+		t.leaving = ""
 	}
 	d, err := openDevice(t.cfg)
 	if err != nil {
