@@ -167,6 +167,24 @@ func (qp *QP) State() (QPState, error) {
 	return QPState(s), nil
 }
 
+// PathMTU queries the path MTU the QP was connected with, in bytes (0 when
+// the provider reports none: iWARP QPs, and siw on older kernels, which
+// answer every query with a QP in RESET).
+func (qp *QP) PathMTU() (int, error) {
+	if qp == nil || qp.c == nil {
+		return 0, ErrClosed
+	}
+	var m C.int
+	rc, err := C.xibv_query_qp_mtu(qp.c, &m)
+	if e := rcErr(rc, err); e != nil {
+		return 0, fmt.Errorf("ibv_query_qp %s: %w", qp.obj, e)
+	}
+	if m < 1 || m > 5 {
+		return 0, nil
+	}
+	return 128 << int(m), nil
+}
+
 func (qp *QP) modify(to string, attr *C.struct_ibv_qp_attr, mask C.int) error {
 	if qp == nil || qp.c == nil {
 		return ErrClosed

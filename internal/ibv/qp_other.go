@@ -17,6 +17,9 @@ func (qp *QP) Caps() QPCaps { return QPCaps{} }
 // State reports that this build cannot use verbs.
 func (qp *QP) State() (QPState, error) { return QPSUnknown, errUnsupported("ibv_query_qp") }
 
+// PathMTU reports that this build cannot use verbs.
+func (qp *QP) PathMTU() (int, error) { return 0, errUnsupported("ibv_query_qp") }
+
 // ToInit reports that this build cannot use verbs.
 func (qp *QP) ToInit(port int, access Access) error { return errUnsupported("ibv_modify_qp") }
 

@@ -151,6 +151,7 @@ int xibv_destroy_srq(struct ibv_srq *srq);
 struct ibv_qp *xibv_create_qp(struct ibv_pd *pd, struct ibv_qp_init_attr *attr);
 int xibv_modify_qp(struct ibv_qp *qp, struct ibv_qp_attr *attr, int mask);
 int xibv_query_qp_state(struct ibv_qp *qp, int *state);
+int xibv_query_qp_mtu(struct ibv_qp *qp, int *mtu);
 int xibv_destroy_qp(struct ibv_qp *qp);
 
 /*

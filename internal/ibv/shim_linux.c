@@ -384,6 +384,17 @@ int xibv_modify_qp(struct ibv_qp *qp, struct ibv_qp_attr *attr, int mask)
 	return xibv.modify_qp(qp, attr, mask);
 }
 
+int xibv_query_qp_mtu(struct ibv_qp *qp, int *mtu)
+{
+	struct ibv_qp_attr attr;
+	struct ibv_qp_init_attr init;
+	memset(&attr, 0, sizeof(attr));
+	int rc = xibv.query_qp(qp, &attr, IBV_QP_STATE | IBV_QP_PATH_MTU, &init);
+	if (rc == 0)
+		*mtu = attr.path_mtu;
+	return rc;
+}
+
 int xibv_query_qp_state(struct ibv_qp *qp, int *state)
 {
 	struct ibv_qp_attr attr;

@@ -82,3 +82,36 @@ func DeviceMaxSGE(t *Transport) int {
 
 // RTRError is rtrError, for its test.
 var RTRError = rtrError
+
+// PathMTUs returns the path MTU of every QP of the transport's endpoints,
+// as the device reports it (ibv_query_qp).
+func PathMTUs(tb interface{ Fatal(...any) }, t *Transport) []int {
+	t.mu.Lock()
+	d := t.dev
+	t.mu.Unlock()
+	if d == nil {
+		return nil
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	var out []int
+	for e := range d.eps {
+		for _, q := range e.qps {
+			m, err := q.qp.PathMTU()
+			if err != nil {
+				tb.Fatal(err)
+			}
+			out = append(out, m)
+		}
+	}
+	return out
+}
+
+// ActiveMTU is the active MTU of the port the transport opened.
+func ActiveMTU(t *Transport) int {
+	d, err := t.device()
+	if err != nil {
+		return 0
+	}
+	return d.port.ActiveMTU
+}
