@@ -115,3 +115,7 @@ func ActiveMTU(t *Transport) int {
 	}
 	return d.port.ActiveMTU
 }
+
+// ForgeGID makes the next dialer's QP info name another GID than its
+// handshake did.
+func ForgeGID() { testForgeGID.Store(true) }

@@ -298,6 +298,13 @@ func (e *Endpoint) connect(ctx context.Context, p transport.Params) (ep transpor
 	if err != nil {
 		return nil, err
 	}
+	// The QPs connect to the GID the exchange names: it must be the one
+	// the handshake named, which the engine checked (allowed_gids) before
+	// this transport was chosen.
+	if remote.GID != peer.GID {
+		return nil, fmt.Errorf("rdma: %w: the peer's QP info names GID %s, its handshake GID %s", transport.ErrProtocol,
+			net.IP(remote.GID[:]), net.IP(peer.GID[:]))
+	}
 	e.credits = int(remote.RecvDepth)
 	e.seed(remote.Keys)
 	n := min(len(local.QPNs), len(remote.QPNs))
@@ -668,6 +675,11 @@ func transientConnectErr(err error) bool {
 	return false
 }
 
+// testForgeGID makes the next dialer send a GID in its QP info other than
+// the one its handshake named, as a peer that tries to slip past
+// allowed_gids would (tests only).
+var testForgeGID atomic.Bool
+
 // testDropListener makes the next rdma_cm acceptor close its listener before
 // the dialer connects, and fail (tests only).
 var testDropListener atomic.Bool
@@ -679,7 +691,13 @@ func exchange(ctx context.Context, p transport.Params, local *wire.VerbsInfo, be
 	stop := context.AfterFunc(ctx, func() { p.Conn.SetDeadline(time.Unix(1, 0)) })
 	defer stop()
 	send := func() error {
-		_, err := p.Conn.Write(wire.AppendVerbsInfo(nil, local))
+		msg := local
+		if p.Role == transport.Dialer && testForgeGID.CompareAndSwap(true, false) {
+			forged := *local
+			forged.GID[15] ^= 0xff
+			msg = &forged
+		}
+		_, err := p.Conn.Write(wire.AppendVerbsInfo(nil, msg))
 		return err
 	}
 	if p.Role == transport.Dialer {

@@ -2,6 +2,7 @@ package verbs_test
 
 import (
 	"bytes"
+	"errors"
 	"strings"
 	"testing"
 	"time"
@@ -101,4 +102,20 @@ func TestPathMTU(t *testing.T) {
 			}
 		})
 	}
+}
+
+// A peer whose QP info names another GID than its handshake did (the GID
+// allowed_gids checked) is refused before any QP is connected to it.
+func TestQPInfoGIDMatchesHandshake(t *testing.T) {
+	dev := testutil.RequireVerbs(t)
+	if strings.HasPrefix(dev, "siw") {
+		t.Skip("iWARP connects through rdma_cm, by IP address")
+	}
+	verbs.ForgeGID()
+	_, err := transporttest.Connect(t, verbs.New(verbs.Config{Device: dev}), verbs.New(verbs.Config{Device: dev}), transporttest.PairConfig{})
+	if !errors.Is(err, transport.ErrProtocol) || !strings.Contains(err.Error(), "handshake GID") {
+		t.Fatalf("a dialer whose QP info names another GID: %v, want a protocol error naming both GIDs", err)
+	}
+	// The next connection, honest, works.
+	transporttest.NewPair(t, func(testing.TB) transport.Transport { return verbs.New(verbs.Config{Device: dev}) }, transporttest.PairConfig{})
 }
