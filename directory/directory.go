@@ -95,6 +95,12 @@ type Options struct {
 	TTL time.Duration
 	// DialTimeout bounds connecting to the backend. Default: 5s.
 	DialTimeout time.Duration
+	// RequestTimeout bounds each request (register, deregister, look up,
+	// list) whose context has no deadline: a backend that is stopped or
+	// unreachable fails it with an error that names the backend, instead
+	// of blocking the caller. The http backend's default client is bounded
+	// by DialTimeout as a whole. Default: 10s.
+	RequestTimeout time.Duration
 	// HTTPClient is the http backend's client. Default: one with
 	// DialTimeout as its timeout.
 	HTTPClient *http.Client
@@ -121,6 +127,9 @@ func (o Options) withDefaults() Options {
 	}
 	if o.DialTimeout <= 0 {
 		o.DialTimeout = 5 * time.Second
+	}
+	if o.RequestTimeout <= 0 {
+		o.RequestTimeout = 10 * time.Second
 	}
 	if o.HTTPClient == nil {
 		o.HTTPClient = &http.Client{Timeout: o.DialTimeout}

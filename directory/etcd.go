@@ -75,11 +75,31 @@ func (d *etcdDir) ttlSeconds() int64 {
 	return max(int64((d.o.TTL+time.Second-1)/time.Second), 1)
 }
 
-func (d *etcdDir) Register(ctx context.Context, e Entry) error {
+// bound gives a request whose ctx has no deadline RequestTimeout.
+func (d *etcdDir) bound(ctx context.Context) (context.Context, context.CancelFunc) {
+	if _, ok := ctx.Deadline(); ok {
+		return ctx, func() {}
+	}
+	return context.WithTimeout(ctx, d.o.RequestTimeout)
+}
+
+// at names the backend in an error: "at etcd HOST:PORT,...".
+func (d *etcdDir) at(err error) error {
+	return fmt.Errorf("at etcd %s: %w", strings.Join(d.cli.Endpoints(), ","), err)
+}
+
+func (d *etcdDir) Register(ctx context.Context, e Entry) (err error) {
 	raw, err := encodeOpen(&d.mu, &d.closed, e)
 	if err != nil {
 		return err
 	}
+	ctx, cancel := d.bound(ctx)
+	defer cancel()
+	defer func() {
+		if err != nil && ctx.Err() != nil {
+			err = d.at(err)
+		}
+	}()
 	d.regMu.Lock()
 	defer d.regMu.Unlock()
 	d.mu.Lock()
@@ -259,6 +279,8 @@ func (d *etcdDir) Deregister(ctx context.Context, id string) error {
 	if err := CheckNodeID(id); err != nil {
 		return err
 	}
+	ctx, cancel := d.bound(ctx)
+	defer cancel()
 	d.regMu.Lock()
 	defer d.regMu.Unlock()
 	d.mu.Lock()
@@ -271,13 +293,13 @@ func (d *etcdDir) Deregister(ctx context.Context, id string) error {
 		l.stop()
 		<-l.done
 		if err := d.revoke(ctx, l.id); err != nil {
-			return fmt.Errorf("directory: deregister node %s: %w", id, err)
+			return fmt.Errorf("directory: deregister node %s: %w", id, d.at(err))
 		}
 		return nil
 	}
 	r, err := d.cli.Delete(ctx, d.key(id))
 	if err != nil {
-		return fmt.Errorf("directory: deregister node %s: %w", id, err)
+		return fmt.Errorf("directory: deregister node %s: %w", id, d.at(err))
 	}
 	if r.Deleted == 0 {
 		return fmt.Errorf("directory: deregister node %s: %w", id, ErrNotFound)
@@ -308,9 +330,11 @@ func (d *etcdDir) Lookup(ctx context.Context, id string) (Entry, error) {
 	if err := CheckNodeID(id); err != nil {
 		return Entry{}, err
 	}
+	ctx, cancel := d.bound(ctx)
+	defer cancel()
 	r, err := d.cli.Get(ctx, d.key(id))
 	if err != nil {
-		return Entry{}, fmt.Errorf("directory: look up node %s: %w", id, err)
+		return Entry{}, fmt.Errorf("directory: look up node %s: %w", id, d.at(err))
 	}
 	if len(r.Kvs) == 0 {
 		return Entry{}, fmt.Errorf("directory: look up node %s: %w", id, ErrNotFound)
@@ -331,9 +355,11 @@ func (d *etcdDir) List(ctx context.Context) ([]Entry, error) {
 }
 
 func (d *etcdDir) list(ctx context.Context) ([]Entry, int64, error) {
+	ctx, cancel := d.bound(ctx)
+	defer cancel()
 	r, err := d.cli.Get(ctx, d.prefix, clientv3.WithPrefix())
 	if err != nil {
-		return nil, 0, fmt.Errorf("directory: list: %w", err)
+		return nil, 0, fmt.Errorf("directory: list: %w", d.at(err))
 	}
 	entries := make([]Entry, 0, len(r.Kvs))
 	for _, kv := range r.Kvs {

@@ -2,10 +2,13 @@ package directory
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -89,6 +92,42 @@ func TestEtcdServerBinary(t *testing.T) {
 	}
 	suite(t, open)
 	healSuite(t, open)
+
+	// Stopped (SIGSTOP): each request without a deadline of its own ends
+	// after RequestTimeout with an error that names the server, and works
+	// again once it runs.
+	t.Run("Stopped", func(t *testing.T) {
+		d := mustOpenOpts(t, "etcd://"+client+"/"+t.Name(), Options{TTL: 10 * time.Second, RequestTimeout: time.Second})
+		if err := d.Register(context.Background(), entry("sk", "10.0.0.1:1")); err != nil {
+			t.Fatal(err)
+		}
+		if err := cmd.Process.Signal(syscall.SIGSTOP); err != nil {
+			t.Fatal(err)
+		}
+		defer cmd.Process.Signal(syscall.SIGCONT)
+		for name, call := range map[string]func() error{
+			"lookup":     func() error { _, err := d.Lookup(context.Background(), "sk"); return err },
+			"list":       func() error { _, err := d.List(context.Background()); return err },
+			"register":   func() error { return d.Register(context.Background(), entry("sk2", "10.0.0.2:1")) },
+			"deregister": func() error { return d.Deregister(context.Background(), "sk") },
+		} {
+			done := make(chan error, 1)
+			go func() { done <- call() }()
+			select {
+			case err := <-done:
+				if err == nil || !strings.Contains(err.Error(), client) {
+					t.Errorf("%s against a stopped etcd: %v, want an error naming %s", name, err, client)
+				}
+			case <-time.After(30 * time.Second):
+				t.Fatalf("%s against a stopped etcd still blocks after 30s (RequestTimeout 1s)", name)
+			}
+		}
+		cmd.Process.Signal(syscall.SIGCONT)
+		waitFor(t, 30*time.Second, "lookups again", func() bool {
+			_, err := d.Lookup(context.Background(), "sk")
+			return err == nil || errors.Is(err, ErrNotFound)
+		})
+	})
 
 	// Killed for longer than the TTL, and started again on its data: the
 	// lease is lost, and the node registers again.
