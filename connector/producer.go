@@ -1,6 +1,7 @@
 package connector
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -318,7 +319,7 @@ func (c *Connector) serveWaitersLocked(s *slot) {
 	delete(c.wait, s.key)
 	var keep []*waiter
 	for _, w := range ws {
-		if !c.serveLocked(w.peer, w.req, s) {
+		if !c.serveLocked(w.peer, w.req, s, false) {
 			keep = append(keep, w)
 		}
 	}
@@ -452,7 +453,7 @@ func (c *Connector) onRequest(p *xfer.Peer, req request) {
 	case c.claims[k] != nil:
 		c.answerLocked(p, req.id, statusRefused, nil, xfer.RemoteAddr{}, fmt.Sprintf("request %d is already in progress", req.id))
 	default:
-		if s := c.slots[req.key]; s != nil && c.serveLocked(p, req, s) {
+		if s := c.slots[req.key]; s != nil && c.serveLocked(p, req, s, true) {
 			return
 		}
 		if req.flags&flagNoWait != 0 {
@@ -464,10 +465,16 @@ func (c *Connector) onRequest(p *xfer.Peer, req request) {
 }
 
 // serveLocked answers req from s, and reports false when s has no take
-// left for it.
-func (c *Connector) serveLocked(p *xfer.Peer, req request, s *slot) bool {
+// left for it. onRecv says it runs on p's receive path, which may send
+// a small answer itself (answerValueLocked).
+func (c *Connector) serveLocked(p *xfer.Peer, req request, s *slot, onRecv bool) bool {
 	if !s.available() {
 		return false
+	}
+	if c.inline && inlineOK(req.flags, &s.meta) {
+		c.claimLocked(p, req.id, s)
+		c.answerValueLocked(p, req.id, s, onRecv)
+		return true
 	}
 	write := req.flags&flagDest != 0
 	if write && req.destLen != uint64(s.meta.Size) {
@@ -482,12 +489,7 @@ func (c *Connector) serveLocked(p *xfer.Peer, req request, s *slot) bool {
 		return true
 	}
 	k := claimKey{p, req.id}
-	cl := &claim{s: s}
-	if c.cfg.TTL > 0 {
-		cl.deadline = time.Now().Add(c.cfg.TTL)
-	}
-	s.claims++
-	c.claims[k] = cl
+	cl := c.claimLocked(p, req.id, s)
 	if !write || s.meta.Size == 0 {
 		var src xfer.RemoteAddr
 		if s.meta.Size > 0 {
@@ -510,6 +512,58 @@ func (c *Connector) serveLocked(p *xfer.Peer, req request, s *slot) bool {
 		}
 	})
 	return true
+}
+
+// claimLocked claims s for the get id of p.
+func (c *Connector) claimLocked(p *xfer.Peer, id uint32, s *slot) *claim {
+	cl := &claim{s: s}
+	if c.cfg.TTL > 0 {
+		cl.deadline = time.Now().Add(c.cfg.TTL)
+	}
+	s.claims++
+	c.claims[claimKey{p, id}] = cl
+	return cl
+}
+
+// answerValueLocked answers the get id with s's value inline. On p's
+// receive path the answer is encoded straight into the transport's send
+// queue, where the receive path leaves it to go out with whatever else it
+// answers (Peer.TrySendAppend): no goroutine, no message buffer. Elsewhere,
+// or when the queue does not take it, it leaves from a goroutine, with a
+// copy of the value (the claim keeps the slot, but the TTL may end it).
+func (c *Connector) answerValueLocked(p *xfer.Peer, id uint32, s *slot, onRecv bool) {
+	if c.closed {
+		return // the engine is closing the connection
+	}
+	data := s.data()
+	if onRecv {
+		ok, err := p.TrySendAppend(inlineLen(&s.meta), func(b []byte) []byte {
+			out, err := appendValue(b, id, &s.meta, data)
+			if err != nil {
+				return b // not reached: s.meta was checked when it was put
+			}
+			return out
+		})
+		if ok {
+			return
+		}
+		if err != nil {
+			c.log.Debug("connector: answering a consumer failed", "peer", p.String(), "err", err)
+			return // the connection failed: the consumer's get fails with it
+		}
+	}
+	meta := s.meta
+	meta.Shape = append([]int64(nil), s.meta.Shape...)
+	data = bytes.Clone(data)
+	c.wg.Go(func() {
+		b, err := appendValue(nil, id, &meta, data)
+		if err == nil {
+			err = c.send(c.ctx, p, b)
+		}
+		if err != nil && !errors.Is(err, context.Canceled) {
+			c.log.Debug("connector: answering a consumer failed", "peer", p.String(), "err", err)
+		}
+	})
 }
 
 func (c *Connector) claimContext(cl *claim) (context.Context, context.CancelFunc) {
