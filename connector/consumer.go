@@ -219,7 +219,7 @@ func (c *Connector) handler(p *xfer.Peer) func([]byte) {
 				c.mu.Lock()
 				if !c.closed {
 					id := binary.LittleEndian.Uint32(msg[1:5])
-					c.answerLocked(p, id, statusRefused, nil, xfer.RemoteAddr{}, err.Error())
+					c.answerLocked(p, id, statusRefused, nil, xfer.RemoteAddr{}, err.Error(), true)
 				}
 				c.mu.Unlock()
 			}

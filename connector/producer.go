@@ -434,7 +434,7 @@ func (c *Connector) onRequest(p *xfer.Peer, req request) {
 		c.endClaimLocked(k, req.taken)
 		return
 	case msgSync:
-		c.answerLocked(p, req.id, statusSynced, nil, xfer.RemoteAddr{}, "")
+		c.answerLocked(p, req.id, statusSynced, nil, xfer.RemoteAddr{}, "", true)
 		return
 	case msgCancel:
 		for key, ws := range c.wait {
@@ -449,15 +449,15 @@ func (c *Connector) onRequest(p *xfer.Peer, req request) {
 	case c.closed:
 		// The engine is closing the connection.
 	case c.cfg.Role == RoleConsumer:
-		c.answerLocked(p, req.id, statusRefused, nil, xfer.RemoteAddr{}, "this connector is a consumer: it holds no values")
+		c.answerLocked(p, req.id, statusRefused, nil, xfer.RemoteAddr{}, "this connector is a consumer: it holds no values", true)
 	case c.claims[k] != nil:
-		c.answerLocked(p, req.id, statusRefused, nil, xfer.RemoteAddr{}, fmt.Sprintf("request %d is already in progress", req.id))
+		c.answerLocked(p, req.id, statusRefused, nil, xfer.RemoteAddr{}, fmt.Sprintf("request %d is already in progress", req.id), true)
 	default:
 		if s := c.slots[req.key]; s != nil && c.serveLocked(p, req, s, true) {
 			return
 		}
 		if req.flags&flagNoWait != 0 {
-			c.answerLocked(p, req.id, statusNotFound, nil, xfer.RemoteAddr{}, fmt.Sprintf("no value under %q at %s", req.key, c.eng.Addr()))
+			c.answerLocked(p, req.id, statusNotFound, nil, xfer.RemoteAddr{}, fmt.Sprintf("no value under %q at %s", req.key, c.eng.Addr()), true)
 			return
 		}
 		c.wait[req.key] = append(c.wait[req.key], &waiter{peer: p, req: req})
@@ -481,11 +481,11 @@ func (c *Connector) serveLocked(p *xfer.Peer, req request, s *slot, onRecv bool)
 		// The consumer's metadata is wrong about the size: its buffer
 		// cannot hold the value, or it would take the value for more bytes
 		// than it is. Tell it the size.
-		c.answerLocked(p, req.id, statusNeedDest, &s.meta, xfer.RemoteAddr{}, "")
+		c.answerLocked(p, req.id, statusNeedDest, &s.meta, xfer.RemoteAddr{}, "", onRecv)
 		return true
 	}
 	if !write && req.flags&flagWantWrite != 0 {
-		c.answerLocked(p, req.id, statusNeedDest, &s.meta, xfer.RemoteAddr{}, "")
+		c.answerLocked(p, req.id, statusNeedDest, &s.meta, xfer.RemoteAddr{}, "", onRecv)
 		return true
 	}
 	k := claimKey{p, req.id}
@@ -495,7 +495,7 @@ func (c *Connector) serveLocked(p *xfer.Peer, req request, s *slot, onRecv bool)
 		if s.meta.Size > 0 {
 			src = s.buf.Remote()
 		}
-		c.answerLocked(p, req.id, statusOK, &s.meta, src, "")
+		c.answerLocked(p, req.id, statusOK, &s.meta, src, "", onRecv)
 		return true
 	}
 	data := s.data()
@@ -507,7 +507,7 @@ func (c *Connector) serveLocked(p *xfer.Peer, req request, s *slot, onRecv bool)
 			c.stats.failed(fmt.Errorf("writing %q to %s: %w", s.key, p.String(), err))
 			c.mu.Lock()
 			c.endClaimLocked(k, false)
-			c.answerLocked(p, req.id, statusFailed, nil, xfer.RemoteAddr{}, "writing the value failed: "+err.Error())
+			c.answerLocked(p, req.id, statusFailed, nil, xfer.RemoteAddr{}, "writing the value failed: "+err.Error(), false)
 			c.mu.Unlock()
 		}
 	})
@@ -573,9 +573,35 @@ func (c *Connector) claimContext(cl *claim) (context.Context, context.CancelFunc
 	return context.WithDeadline(c.ctx, cl.deadline)
 }
 
-// answerLocked sends an info answer from a goroutine: m and src go with
-// statusOK, m with statusNeedDest, msg with the others.
-func (c *Connector) answerLocked(p *xfer.Peer, id uint32, status byte, m *Meta, src xfer.RemoteAddr, msg string) {
+// answerLocked sends an info answer: m and src go with statusOK, m with
+// statusNeedDest, msg with the others. On p's receive path (onRecv) it is
+// encoded straight into the transport's send queue where the queue takes
+// it (answerValueLocked says why); otherwise, and elsewhere, it leaves from
+// a goroutine.
+func (c *Connector) answerLocked(p *xfer.Peer, id uint32, status byte, m *Meta, src xfer.RemoteAddr, msg string, onRecv bool) {
+	if onRecv && !c.closed {
+		var empty Meta
+		mm := m
+		if mm == nil {
+			mm = &empty
+		}
+		if n := infoLen(status, mm, msg); n <= maxControl {
+			ok, err := p.TrySendAppend(n, func(b []byte) []byte {
+				out, err := appendInfo(b, id, status, mm, src, msg)
+				if err != nil {
+					return b // not reached: infoLen said it fits
+				}
+				return out
+			})
+			if ok {
+				return
+			}
+			if err != nil {
+				c.log.Debug("connector: answering a consumer failed", "peer", p.String(), "err", err)
+				return // the connection failed: the consumer's get fails with it
+			}
+		}
+	}
 	var meta Meta
 	if m != nil {
 		meta = *m

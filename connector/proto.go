@@ -183,6 +183,16 @@ func inlineLen(meta *Meta) int {
 	return 1 + 4 + 1 + 2 + meta.binaryLen() + 4 + int(meta.Size)
 }
 
+// infoLen bounds the length of an info answer (appendInfo) with status,
+// meta and msg.
+func infoLen(status byte, meta *Meta, msg string) int {
+	switch status {
+	case statusOK, statusNeedDest, statusValue:
+		return 1 + 4 + 1 + 2 + meta.binaryLen() + 20
+	}
+	return 1 + 4 + 1 + 2 + min(len(msg), 1024)
+}
+
 // inlineOK reports whether a get with flags takes meta's value inline.
 func inlineOK(flags byte, meta *Meta) bool {
 	return flags&flagInline != 0 && meta.Size <= inlineMax && inlineLen(meta) <= maxControl

@@ -34,6 +34,9 @@ func TestControlRoundTrip(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		if n := infoLen(st, &m, "why"); len(b) > n {
+			t.Errorf("status %d: an answer of %d bytes, infoLen bounds it by %d", st, len(b), n)
+		}
 		r, err := parseReply(b)
 		if err != nil || r.id != 5 || r.status != st {
 			t.Fatalf("status %d: %+v, %v", st, r, err)
