@@ -1,6 +1,7 @@
 package connector
 
 import (
+	"bytes"
 	"fmt"
 	"testing"
 )
@@ -39,6 +40,27 @@ func TestInlineValues(t *testing.T) {
 				getBytes(t, ctx, c, key, &m, want)
 				eventually(t, key+" taken twice", func() bool { ok, _ := p.Stored("a", "b", key); return !ok })
 			}
+		}
+		// A get that waits for its key is answered by the Put, off the
+		// receive path: the answer leaves from a goroutine.
+		want := random(inlineMax)
+		got := make(chan error, 1)
+		go func() {
+			b, _, err := c.Get(ctx, "a", "b", "later", nil)
+			if err == nil {
+				if !bytes.Equal(b.Bytes(), want) {
+					err = fmt.Errorf("%d bytes, not the %d put", b.Size(), len(want))
+				}
+				b.Release()
+			}
+			got <- err
+		}()
+		eventually(t, "a waiting get", func() bool { return p.Health().Waiting == 1 })
+		if _, _, err := p.Put(ctx, "a", "b", "later", want); err != nil {
+			t.Fatal(err)
+		}
+		if err := <-got; err != nil {
+			t.Fatalf("a get that waited: %v", err)
 		}
 		drained(t, p)
 		if h := c.Health(); h.PoolUsed != 0 || h.Errors != 0 {

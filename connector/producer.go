@@ -1,7 +1,6 @@
 package connector
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -529,8 +528,9 @@ func (c *Connector) claimLocked(p *xfer.Peer, id uint32, s *slot) *claim {
 // receive path the answer is encoded straight into the transport's send
 // queue, where the receive path leaves it to go out with whatever else it
 // answers (Peer.TrySendAppend): no goroutine, no message buffer. Elsewhere,
-// or when the queue does not take it, it leaves from a goroutine, with a
-// copy of the value (the claim keeps the slot, but the TTL may end it).
+// or when the queue does not take it (rdma), it is encoded here, with its
+// copy of the value (the claim keeps the slot, but the TTL may end it),
+// and leaves from a goroutine.
 func (c *Connector) answerValueLocked(p *xfer.Peer, id uint32, s *slot, onRecv bool) {
 	if c.closed {
 		return // the engine is closing the connection
@@ -552,15 +552,13 @@ func (c *Connector) answerValueLocked(p *xfer.Peer, id uint32, s *slot, onRecv b
 			return // the connection failed: the consumer's get fails with it
 		}
 	}
-	meta := s.meta
-	meta.Shape = append([]int64(nil), s.meta.Shape...)
-	data = bytes.Clone(data)
+	b, err := appendValue(make([]byte, 0, inlineLen(&s.meta)), id, &s.meta, data)
+	if err != nil {
+		c.log.Warn("connector: encoding a value's answer failed", "key", s.key, "err", err)
+		return
+	}
 	c.wg.Go(func() {
-		b, err := appendValue(nil, id, &meta, data)
-		if err == nil {
-			err = c.send(c.ctx, p, b)
-		}
-		if err != nil && !errors.Is(err, context.Canceled) {
+		if err := c.send(c.ctx, p, b); err != nil && !errors.Is(err, context.Canceled) {
 			c.log.Debug("connector: answering a consumer failed", "peer", p.String(), "err", err)
 		}
 	})
