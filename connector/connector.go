@@ -183,6 +183,9 @@ type Connector struct {
 	down  atomic.Bool // Close (not Stop) began: memory is going away
 
 	chunkAuto bool // ChunkSize was left to its default
+	// inline: the pool is host memory, so small values may travel inline
+	// in control messages, copied by the CPU on the receive path.
+	inline bool
 }
 
 type stats struct {
@@ -285,6 +288,7 @@ func Open(ctx context.Context, cfg Config) (*Connector, error) {
 		wait:      make(map[string][]*waiter),
 		claims:    make(map[claimKey]*claim),
 		remote:    make(map[*xfer.Peer]*remote),
+		inline:    eng.Config().MemoryDevice.IsHost(),
 	}
 	if c.pull == PullAuto {
 		c.pull = PullWrite
@@ -436,7 +440,7 @@ func (c *Connector) syncAll(remotes []*remote) {
 		wg.Go(func() {
 			ctx, cancel := context.WithTimeout(c.ctx, syncTimeout)
 			defer cancel()
-			if _, err := c.call(ctx, r, func(id uint32) []byte { return appendSync(nil, id) }, func(result) {}); err != nil {
+			if _, err := c.call(ctx, r, nil, func(id uint32) []byte { return appendSync(nil, id) }, func(result) {}); err != nil {
 				c.log.Debug("connector: sync with a producer at close failed", "peer", r.peer.String(), "err", err)
 			}
 		})

@@ -1,6 +1,7 @@
 package connector
 
 import (
+	"bytes"
 	"context"
 	"encoding/binary"
 	"errors"
@@ -16,38 +17,58 @@ type remote struct {
 	peer  *xfer.Peer
 	mu    sync.Mutex
 	next  uint32
-	calls map[uint32]chan result
+	calls map[uint32]*pending
+}
+
+// pending is a get waiting for its end. dst, when set, is the buffer an
+// inline value of its length goes to, copied there on the receive path.
+type pending struct {
+	ch  chan result
+	dst []byte
 }
 
 // result ends a pending get: an answer, the notification that a written
-// value is in place, or an error.
+// value is in place, or an error. An answer with an inline value has it in
+// the get's dst (inDst) or in rep.data, a copy.
 type result struct {
 	rep      reply
 	notified bool
+	inDst    bool
 	err      error
 }
 
-func (r *remote) newCall() (uint32, chan result) {
+func (r *remote) newCall(dst []byte) (uint32, chan result) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	for {
 		r.next++
 		if _, busy := r.calls[r.next]; !busy {
-			ch := make(chan result, 1)
-			r.calls[r.next] = ch
-			return r.next, ch
+			pc := &pending{ch: make(chan result, 1), dst: dst}
+			r.calls[r.next] = pc
+			return r.next, pc.ch
 		}
 	}
 }
 
-// deliver ends the get id; it reports false when there is no such get.
+// deliver ends the get id; it reports false when there is no such get. It
+// runs on the receive path: an inline value (res.rep.data, in the message)
+// is copied out before it returns, under r.mu, so that the get's buffer is
+// not freed meanwhile (a get that gives up forgets itself under r.mu).
 func (r *remote) deliver(id uint32, res result) bool {
 	r.mu.Lock()
-	ch, ok := r.calls[id]
+	pc, ok := r.calls[id]
 	delete(r.calls, id)
+	if ok && res.rep.data != nil {
+		if len(pc.dst) == len(res.rep.data) {
+			copy(pc.dst, res.rep.data)
+			res.rep.data, res.inDst = nil, true
+		} else {
+			res.rep.data = bytes.Clone(res.rep.data)
+		}
+	}
 	r.mu.Unlock()
 	if ok {
-		ch <- res
+		pc.ch <- res
 	}
 	return ok
 }
@@ -61,10 +82,10 @@ func (r *remote) forget(id uint32) {
 func (r *remote) failAll(err error) {
 	r.mu.Lock()
 	calls := r.calls
-	r.calls = map[uint32]chan result{}
+	r.calls = map[uint32]*pending{}
 	r.mu.Unlock()
-	for _, ch := range calls {
-		ch <- result{err: err}
+	for _, pc := range calls {
+		pc.ch <- result{err: err}
 	}
 }
 
@@ -171,7 +192,7 @@ func (c *Connector) dial(ctx context.Context, addr string) (*remote, error) {
 	}
 	r := c.remote[p]
 	if r == nil {
-		r = &remote{peer: p, calls: make(map[uint32]chan result)}
+		r = &remote{peer: p, calls: make(map[uint32]*pending)}
 		c.remote[p] = r
 		p.Handle(c.handler(p))
 		p.HandleNotify(func(n xfer.Notification) {
@@ -198,7 +219,7 @@ func (c *Connector) handler(p *xfer.Peer) func([]byte) {
 				c.mu.Lock()
 				if !c.closed {
 					id := binary.LittleEndian.Uint32(msg[1:5])
-					c.answerLocked(p, id, statusRefused, nil, xfer.RemoteAddr{}, err.Error())
+					c.answerLocked(p, id, statusRefused, nil, xfer.RemoteAddr{}, err.Error(), true)
 				}
 				c.mu.Unlock()
 			}
@@ -233,8 +254,9 @@ func (c *Connector) onReply(p *xfer.Peer, msg []byte) {
 // call sends a get and waits for its end. When ctx ends or the connection
 // fails first, the get is abandoned: the producer is told, and late hands
 // whatever still arrives for it (to release a claim, free a buffer).
-func (c *Connector) call(ctx context.Context, r *remote, msg func(id uint32) []byte, late func(result)) (result, error) {
-	id, ch := r.newCall()
+// dst is where an inline value of its length goes (nil: none).
+func (c *Connector) call(ctx context.Context, r *remote, dst []byte, msg func(id uint32) []byte, late func(result)) (result, error) {
+	id, ch := r.newCall(dst)
 	if err := c.send(ctx, r.peer, msg(id)); err != nil {
 		r.forget(id)
 		return result{}, err
@@ -301,17 +323,44 @@ func (c *Connector) release(r *remote, id uint32, taken bool) {
 	}
 }
 
-// getRead gets the slot's address from the producer and READs the value.
+// takeInline ends a get answered with its value inline (statusValue): the
+// value is in buf already (res.inDst), or is copied into a buffer of the
+// right size, which replaces buf.
+func (c *Connector) takeInline(ctx context.Context, r *remote, id uint32, res result, buf xfer.Buffer) (*Buffer, error) {
+	m := res.rep.meta
+	if !res.inDst {
+		c.free(buf)
+		var err error
+		if buf, err = c.alloc(ctx, "get", m.Size); err != nil {
+			c.release(r, id, false)
+			return nil, err
+		}
+		if m.Size > 0 {
+			copy(buf.Bytes()[:m.Size], res.rep.data)
+		}
+	}
+	c.release(r, id, true)
+	return &Buffer{c: c, meta: m, buf: buf}, nil
+}
+
+// getRead gets the slot's address from the producer and READs the value;
+// a small value comes inline in the answer instead.
 func (c *Connector) getRead(ctx context.Context, r *remote, k string, flags byte) (*Buffer, error) {
 	var id uint32
-	res, err := c.call(ctx, r, func(i uint32) []byte { id = i; return appendGet(nil, i, flags, k, xfer.RemoteAddr{}, 0) },
+	if c.inline {
+		flags |= flagInline
+	}
+	res, err := c.call(ctx, r, nil, func(i uint32) []byte { id = i; return appendGet(nil, i, flags, k, xfer.RemoteAddr{}, 0) },
 		func(res result) {
-			if res.err == nil && res.rep.status == statusOK {
+			if res.err == nil && (res.rep.status == statusOK || res.rep.status == statusValue) {
 				c.release(r, res.rep.id, false)
 			}
 		})
 	if err != nil {
 		return nil, notFoundIfWaiting(err)
+	}
+	if res.rep.status == statusValue {
+		return c.takeInline(ctx, r, id, res, xfer.Buffer{})
 	}
 	if res.rep.status != statusOK {
 		return nil, answerErr(res.rep)
@@ -340,13 +389,25 @@ func (c *Connector) getRead(ctx context.Context, r *remote, k string, flags byte
 }
 
 // getWrite asks the producer to WRITE the value into a buffer of this
-// connector's pool. Without full metadata it first asks for the size.
+// connector's pool. Without full metadata it first asks for the size. A
+// small value comes inline in the answer instead, into that buffer.
 func (c *Connector) getWrite(ctx context.Context, r *remote, k string, flags byte, full *Meta) (*Buffer, error) {
+	if c.inline {
+		flags |= flagInline
+	}
 	if full == nil {
-		res, err := c.call(ctx, r, func(id uint32) []byte { return appendGet(nil, id, flags|flagWantWrite, k, xfer.RemoteAddr{}, 0) },
-			func(result) {})
+		var id uint32
+		res, err := c.call(ctx, r, nil, func(i uint32) []byte { id = i; return appendGet(nil, i, flags|flagWantWrite, k, xfer.RemoteAddr{}, 0) },
+			func(res result) {
+				if res.err == nil && res.rep.status == statusValue {
+					c.release(r, res.rep.id, false)
+				}
+			})
 		if err != nil {
 			return nil, notFoundIfWaiting(err)
+		}
+		if res.rep.status == statusValue {
+			return c.takeInline(ctx, r, id, res, xfer.Buffer{})
 		}
 		if res.rep.status != statusNeedDest {
 			return nil, answerErr(res.rep)
@@ -361,15 +422,19 @@ func (c *Connector) getWrite(ctx context.Context, r *remote, k string, flags byt
 		}
 		dest := xfer.RemoteAddr{}
 		var destLen uint64
+		var dst []byte
 		if m.Size > 0 {
 			dest, destLen = buf.Remote(), uint64(m.Size)
+			if m.Size <= inlineMax {
+				dst = buf.Bytes()[:m.Size]
+			}
 		}
 		var id uint32
 
-		res, err := c.call(ctx, r, func(i uint32) []byte { id = i; return appendGet(nil, i, flags|flagDest, k, dest, destLen) },
+		res, err := c.call(ctx, r, dst, func(i uint32) []byte { id = i; return appendGet(nil, i, flags|flagDest, k, dest, destLen) },
 			func(res result) {
 				// Whatever the producer does next no longer touches buf.
-				if res.err == nil && (res.notified || res.rep.status == statusOK) {
+				if res.err == nil && (res.notified || res.rep.status == statusOK || res.rep.status == statusValue) {
 					c.release(r, id, false)
 				}
 				if res.err == nil || errors.Is(res.err, xfer.ErrPeerLost) {
@@ -380,6 +445,8 @@ func (c *Connector) getWrite(ctx context.Context, r *remote, k string, flags byt
 			return nil, notFoundIfWaiting(err)
 		}
 		switch {
+		case res.rep.status == statusValue:
+			return c.takeInline(ctx, r, id, res, buf)
 		case res.notified, res.rep.status == statusOK:
 			c.release(r, id, true)
 			// The answer that the value is in place carries no metadata:

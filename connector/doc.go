@@ -10,8 +10,9 @@
 // Meta, only the producer's address, or nothing (Config.Producer), moves
 // the value straight into its own pool with one-sided operations (the
 // producer WRITEs it into a buffer the consumer named, or the consumer
-// READs it; see Pull) and returns it as a Buffer. Control messages are the
-// engine's own messages on the same connection. A value stays in the
+// READs it; see Pull; a value of at most 4 KiB comes inline in the
+// producer's answer instead) and returns it as a Buffer. Control messages
+// are the engine's own messages on the same connection. A value stays in the
 // producer until as many consumers as Put asked for (Consumers, Retain)
 // have taken it, Cleanup deletes it, or its TTL ends; a consumer that fails
 // or gives up does not count as having taken it.

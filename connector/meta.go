@@ -101,6 +101,23 @@ func (m Meta) AppendBinary(b []byte) ([]byte, error) {
 	return append(b, m.Key...), nil
 }
 
+// binaryLen is the length of m's encoding (AppendBinary), m being valid.
+func (m *Meta) binaryLen() int {
+	n := 3 + uvarintLen(uint64(m.Size)) + uvarintLen(uint64(len(m.Shape)))
+	for _, d := range m.Shape {
+		n += uvarintLen(uint64(d))
+	}
+	return n + uvarintLen(uint64(len(m.Producer))) + len(m.Producer) + uvarintLen(uint64(len(m.Key))) + len(m.Key)
+}
+
+func uvarintLen(v uint64) int {
+	n := 1
+	for ; v >= 0x80; v >>= 7 {
+		n++
+	}
+	return n
+}
+
 // MarshalBinary encodes m (AppendBinary).
 func (m Meta) MarshalBinary() ([]byte, error) { return m.AppendBinary(nil) }
 

@@ -318,7 +318,7 @@ func (c *Connector) serveWaitersLocked(s *slot) {
 	delete(c.wait, s.key)
 	var keep []*waiter
 	for _, w := range ws {
-		if !c.serveLocked(w.peer, w.req, s) {
+		if !c.serveLocked(w.peer, w.req, s, false) {
 			keep = append(keep, w)
 		}
 	}
@@ -433,7 +433,7 @@ func (c *Connector) onRequest(p *xfer.Peer, req request) {
 		c.endClaimLocked(k, req.taken)
 		return
 	case msgSync:
-		c.answerLocked(p, req.id, statusSynced, nil, xfer.RemoteAddr{}, "")
+		c.answerLocked(p, req.id, statusSynced, nil, xfer.RemoteAddr{}, "", true)
 		return
 	case msgCancel:
 		for key, ws := range c.wait {
@@ -448,15 +448,15 @@ func (c *Connector) onRequest(p *xfer.Peer, req request) {
 	case c.closed:
 		// The engine is closing the connection.
 	case c.cfg.Role == RoleConsumer:
-		c.answerLocked(p, req.id, statusRefused, nil, xfer.RemoteAddr{}, "this connector is a consumer: it holds no values")
+		c.answerLocked(p, req.id, statusRefused, nil, xfer.RemoteAddr{}, "this connector is a consumer: it holds no values", true)
 	case c.claims[k] != nil:
-		c.answerLocked(p, req.id, statusRefused, nil, xfer.RemoteAddr{}, fmt.Sprintf("request %d is already in progress", req.id))
+		c.answerLocked(p, req.id, statusRefused, nil, xfer.RemoteAddr{}, fmt.Sprintf("request %d is already in progress", req.id), true)
 	default:
-		if s := c.slots[req.key]; s != nil && c.serveLocked(p, req, s) {
+		if s := c.slots[req.key]; s != nil && c.serveLocked(p, req, s, true) {
 			return
 		}
 		if req.flags&flagNoWait != 0 {
-			c.answerLocked(p, req.id, statusNotFound, nil, xfer.RemoteAddr{}, fmt.Sprintf("no value under %q at %s", req.key, c.eng.Addr()))
+			c.answerLocked(p, req.id, statusNotFound, nil, xfer.RemoteAddr{}, fmt.Sprintf("no value under %q at %s", req.key, c.eng.Addr()), true)
 			return
 		}
 		c.wait[req.key] = append(c.wait[req.key], &waiter{peer: p, req: req})
@@ -464,36 +464,37 @@ func (c *Connector) onRequest(p *xfer.Peer, req request) {
 }
 
 // serveLocked answers req from s, and reports false when s has no take
-// left for it.
-func (c *Connector) serveLocked(p *xfer.Peer, req request, s *slot) bool {
+// left for it. onRecv says it runs on p's receive path, which may send
+// a small answer itself (answerValueLocked).
+func (c *Connector) serveLocked(p *xfer.Peer, req request, s *slot, onRecv bool) bool {
 	if !s.available() {
 		return false
+	}
+	if c.inline && inlineOK(req.flags, &s.meta) {
+		c.claimLocked(p, req.id, s)
+		c.answerValueLocked(p, req.id, s, onRecv)
+		return true
 	}
 	write := req.flags&flagDest != 0
 	if write && req.destLen != uint64(s.meta.Size) {
 		// The consumer's metadata is wrong about the size: its buffer
 		// cannot hold the value, or it would take the value for more bytes
 		// than it is. Tell it the size.
-		c.answerLocked(p, req.id, statusNeedDest, &s.meta, xfer.RemoteAddr{}, "")
+		c.answerLocked(p, req.id, statusNeedDest, &s.meta, xfer.RemoteAddr{}, "", onRecv)
 		return true
 	}
 	if !write && req.flags&flagWantWrite != 0 {
-		c.answerLocked(p, req.id, statusNeedDest, &s.meta, xfer.RemoteAddr{}, "")
+		c.answerLocked(p, req.id, statusNeedDest, &s.meta, xfer.RemoteAddr{}, "", onRecv)
 		return true
 	}
 	k := claimKey{p, req.id}
-	cl := &claim{s: s}
-	if c.cfg.TTL > 0 {
-		cl.deadline = time.Now().Add(c.cfg.TTL)
-	}
-	s.claims++
-	c.claims[k] = cl
+	cl := c.claimLocked(p, req.id, s)
 	if !write || s.meta.Size == 0 {
 		var src xfer.RemoteAddr
 		if s.meta.Size > 0 {
 			src = s.buf.Remote()
 		}
-		c.answerLocked(p, req.id, statusOK, &s.meta, src, "")
+		c.answerLocked(p, req.id, statusOK, &s.meta, src, "", onRecv)
 		return true
 	}
 	data := s.data()
@@ -505,11 +506,62 @@ func (c *Connector) serveLocked(p *xfer.Peer, req request, s *slot) bool {
 			c.stats.failed(fmt.Errorf("writing %q to %s: %w", s.key, p.String(), err))
 			c.mu.Lock()
 			c.endClaimLocked(k, false)
-			c.answerLocked(p, req.id, statusFailed, nil, xfer.RemoteAddr{}, "writing the value failed: "+err.Error())
+			c.answerLocked(p, req.id, statusFailed, nil, xfer.RemoteAddr{}, "writing the value failed: "+err.Error(), false)
 			c.mu.Unlock()
 		}
 	})
 	return true
+}
+
+// claimLocked claims s for the get id of p.
+func (c *Connector) claimLocked(p *xfer.Peer, id uint32, s *slot) *claim {
+	cl := &claim{s: s}
+	if c.cfg.TTL > 0 {
+		cl.deadline = time.Now().Add(c.cfg.TTL)
+	}
+	s.claims++
+	c.claims[claimKey{p, id}] = cl
+	return cl
+}
+
+// answerValueLocked answers the get id with s's value inline. On p's
+// receive path the answer is encoded straight into the transport's send
+// queue, where the receive path leaves it to go out with whatever else it
+// answers (Peer.TrySendAppend): no goroutine, no message buffer. Elsewhere,
+// or when the queue does not take it (rdma), it is encoded here, with its
+// copy of the value (the claim keeps the slot, but the TTL may end it),
+// and leaves from a goroutine.
+func (c *Connector) answerValueLocked(p *xfer.Peer, id uint32, s *slot, onRecv bool) {
+	if c.closed {
+		return // the engine is closing the connection
+	}
+	data := s.data()
+	if onRecv {
+		ok, err := p.TrySendAppend(inlineLen(&s.meta), func(b []byte) []byte {
+			out, err := appendValue(b, id, &s.meta, data)
+			if err != nil {
+				return b // not reached: s.meta was checked when it was put
+			}
+			return out
+		})
+		if ok {
+			return
+		}
+		if err != nil {
+			c.log.Debug("connector: answering a consumer failed", "peer", p.String(), "err", err)
+			return // the connection failed: the consumer's get fails with it
+		}
+	}
+	b, err := appendValue(make([]byte, 0, inlineLen(&s.meta)), id, &s.meta, data)
+	if err != nil {
+		c.log.Warn("connector: encoding a value's answer failed", "key", s.key, "err", err)
+		return
+	}
+	c.wg.Go(func() {
+		if err := c.send(c.ctx, p, b); err != nil && !errors.Is(err, context.Canceled) {
+			c.log.Debug("connector: answering a consumer failed", "peer", p.String(), "err", err)
+		}
+	})
 }
 
 func (c *Connector) claimContext(cl *claim) (context.Context, context.CancelFunc) {
@@ -519,9 +571,35 @@ func (c *Connector) claimContext(cl *claim) (context.Context, context.CancelFunc
 	return context.WithDeadline(c.ctx, cl.deadline)
 }
 
-// answerLocked sends an info answer from a goroutine: m and src go with
-// statusOK, m with statusNeedDest, msg with the others.
-func (c *Connector) answerLocked(p *xfer.Peer, id uint32, status byte, m *Meta, src xfer.RemoteAddr, msg string) {
+// answerLocked sends an info answer: m and src go with statusOK, m with
+// statusNeedDest, msg with the others. On p's receive path (onRecv) it is
+// encoded straight into the transport's send queue where the queue takes
+// it (answerValueLocked says why); otherwise, and elsewhere, it leaves from
+// a goroutine.
+func (c *Connector) answerLocked(p *xfer.Peer, id uint32, status byte, m *Meta, src xfer.RemoteAddr, msg string, onRecv bool) {
+	if onRecv && !c.closed {
+		var empty Meta
+		mm := m
+		if mm == nil {
+			mm = &empty
+		}
+		if n := infoLen(status, mm, msg); n <= maxControl {
+			ok, err := p.TrySendAppend(n, func(b []byte) []byte {
+				out, err := appendInfo(b, id, status, mm, src, msg)
+				if err != nil {
+					return b // not reached: infoLen said it fits
+				}
+				return out
+			})
+			if ok {
+				return
+			}
+			if err != nil {
+				c.log.Debug("connector: answering a consumer failed", "peer", p.String(), "err", err)
+				return // the connection failed: the consumer's get fails with it
+			}
+		}
+	}
 	var meta Meta
 	if m != nil {
 		meta = *m

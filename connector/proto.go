@@ -14,7 +14,8 @@ import (
 // its type; integers are little-endian.
 //
 //	get     consumer → producer  id, flags, key, [dest: region, addr, key, len]
-//	info    producer → consumer  id, status, then meta and source (ok) or a message
+//	info    producer → consumer  id, status, then meta and source (ok), meta
+//	                             and the value (value) or a message
 //	release consumer → producer  id, taken
 //	cancel  consumer → producer  id
 //	sync    consumer → producer  id, answered by an info with statusSynced
@@ -27,6 +28,13 @@ import (
 // with a release, which says whether it took the value: a slot is counted
 // as consumed only then, so a consumer that fails or gives up never uses up
 // another consumer's turn.
+//
+// A get with the inline flag takes a small value (at most inlineMax bytes,
+// the whole answer at most maxControl) in the answer itself, whichever way
+// the consumer pulls: the info's status is value, and the metadata and the
+// value follow. The producer sends it from its receive path, so a small
+// value costs one message each way and no one-sided operation; the claim
+// and its release are as for any other get.
 //
 // A consumer that closes first syncs with each producer: the answer comes
 // after the producer has handled every message the consumer sent before it
@@ -45,6 +53,7 @@ const (
 	flagNoWait    = 1 << iota // answer not-found at once instead of waiting for the key
 	flagDest                  // the consumer's buffer follows: write the value into it
 	flagWantWrite             // the consumer will pull by write but does not know the size: answer with the metadata
+	flagInline                // a value of at most inlineMax bytes may come in the answer (statusValue)
 )
 
 // Status of an info answer.
@@ -56,11 +65,16 @@ const (
 	statusFailed   = 4 // the message says why
 	statusRefused  = 5 // a malformed or unacceptable request; the message says why
 	statusSynced   = 6 // the answer to a sync; an empty message follows
+	statusValue    = 7 // meta and the value itself follow (a get with flagInline)
 )
 
 // maxControl bounds a control message: a get with the longest key and
 // a destination, or an info with the largest metadata.
 const maxControl = 8 << 10
+
+// inlineMax is the largest value a producer sends inline, in the answer to
+// a get with flagInline, when the answer fits maxControl.
+const inlineMax = 4 << 10
 
 // errControl matches malformed control messages.
 var errControl = errors.New("malformed control message")
@@ -83,6 +97,9 @@ type reply struct {
 	meta   Meta
 	src    xfer.RemoteAddr
 	msg    string
+	// data is a statusValue answer's value: in the message, until
+	// the consumer copies it out (remote.deliver).
+	data []byte
 }
 
 func appendGet(b []byte, id uint32, flags byte, key string, dest xfer.RemoteAddr, destLen uint64) []byte {
@@ -124,7 +141,7 @@ func appendInfo(b []byte, id uint32, status byte, meta *Meta, src xfer.RemoteAdd
 	b = binary.LittleEndian.AppendUint32(b, id)
 	b = append(b, status)
 	switch status {
-	case statusOK, statusNeedDest:
+	case statusOK, statusNeedDest, statusValue:
 		at := len(b)
 		b = append(b, 0, 0)
 		var err error
@@ -147,6 +164,38 @@ func appendInfo(b []byte, id uint32, status byte, meta *Meta, src xfer.RemoteAdd
 		b = append(b, msg...)
 	}
 	return b, nil
+}
+
+// appendValue appends an info answer with statusValue: the metadata, then
+// data with its length. It fails when the answer would not fit maxControl
+// (inlineLen says beforehand).
+func appendValue(b []byte, id uint32, meta *Meta, data []byte) ([]byte, error) {
+	b, err := appendInfo(b, id, statusValue, meta, xfer.RemoteAddr{}, "")
+	if err != nil {
+		return nil, err
+	}
+	b = binary.LittleEndian.AppendUint32(b, uint32(len(data)))
+	return append(b, data...), nil
+}
+
+// inlineLen is the length of meta's statusValue answer with its value.
+func inlineLen(meta *Meta) int {
+	return 1 + 4 + 1 + 2 + meta.binaryLen() + 4 + int(meta.Size)
+}
+
+// infoLen bounds the length of an info answer (appendInfo) with status,
+// meta and msg.
+func infoLen(status byte, meta *Meta, msg string) int {
+	switch status {
+	case statusOK, statusNeedDest, statusValue:
+		return 1 + 4 + 1 + 2 + meta.binaryLen() + 20
+	}
+	return 1 + 4 + 1 + 2 + min(len(msg), 1024)
+}
+
+// inlineOK reports whether a get with flags takes meta's value inline.
+func inlineOK(flags byte, meta *Meta) bool {
+	return flags&flagInline != 0 && meta.Size <= inlineMax && inlineLen(meta) <= maxControl
 }
 
 func appendRemote(b []byte, r xfer.RemoteAddr) []byte {
@@ -226,7 +275,7 @@ func parseRequest(b []byte) (request, error) {
 	switch r.typ {
 	case msgGet:
 		r.flags = d.u8("flags")
-		if r.flags&^(flagNoWait|flagDest|flagWantWrite) != 0 {
+		if r.flags&^(flagNoWait|flagDest|flagWantWrite|flagInline) != 0 {
 			d.fail(fmt.Sprintf("unknown flags %#x", r.flags))
 		}
 		n := int(d.u16("key length"))
@@ -263,15 +312,22 @@ func parseReply(b []byte) (reply, error) {
 	}
 	r := reply{id: d.u32("id"), status: d.u8("status")}
 	switch r.status {
-	case statusOK, statusNeedDest:
+	case statusOK, statusNeedDest, statusValue:
 		m := d.bytes(int(d.u16("metadata length")), "metadata")
 		if d.err == nil {
 			if err := r.meta.UnmarshalBinary(m); err != nil {
 				d.err = fmt.Errorf("connector: control message: %w: %w", err, errControl)
 			}
 		}
-		if r.status == statusOK {
+		switch r.status {
+		case statusOK:
 			r.src = d.remote()
+		case statusValue:
+			n := d.u32("value length")
+			if d.err == nil && (int64(n) != r.meta.Size || n > inlineMax) {
+				d.fail(fmt.Sprintf("an inline value of %d bytes, for metadata of %d", n, r.meta.Size))
+			}
+			r.data = d.bytes(int(n), "value")
 		}
 	case statusNotFound, statusClosed, statusFailed, statusRefused, statusSynced:
 		r.msg = string(d.bytes(int(d.u16("message length")), "message"))

@@ -17,6 +17,7 @@ func TestControlRoundTrip(t *testing.T) {
 		{appendGet(nil, 7, 0, "a/b/k", xfer.RemoteAddr{}, 0), request{typ: msgGet, id: 7, key: "a/b/k"}},
 		{appendGet(nil, 8, flagNoWait|flagDest, "a/b/k", dest, 4096), request{typ: msgGet, id: 8, flags: flagNoWait | flagDest, key: "a/b/k", dest: dest, destLen: 4096}},
 		{appendGet(nil, 9, flagWantWrite, "k", xfer.RemoteAddr{}, 0), request{typ: msgGet, id: 9, flags: flagWantWrite, key: "k"}},
+		{appendGet(nil, 14, flagInline|flagDest, "k", dest, 8), request{typ: msgGet, id: 14, flags: flagInline | flagDest, key: "k", dest: dest, destLen: 8}},
 		{appendRelease(nil, 10, true), request{typ: msgRelease, id: 10, taken: true}},
 		{appendRelease(nil, 11, false), request{typ: msgRelease, id: 11}},
 		{appendCancel(nil, 12), request{typ: msgCancel, id: 12}},
@@ -32,6 +33,9 @@ func TestControlRoundTrip(t *testing.T) {
 		b, err := appendInfo(nil, 5, st, &m, dest, "why")
 		if err != nil {
 			t.Fatal(err)
+		}
+		if n := infoLen(st, &m, "why"); len(b) > n {
+			t.Errorf("status %d: an answer of %d bytes, infoLen bounds it by %d", st, len(b), n)
 		}
 		r, err := parseReply(b)
 		if err != nil || r.id != 5 || r.status != st {
@@ -50,6 +54,33 @@ func TestControlRoundTrip(t *testing.T) {
 			if r.msg != "why" {
 				t.Errorf("status %d: message %q", st, r.msg)
 			}
+		}
+	}
+	data := []byte("twenty-four bytes of it.")
+	b, err := appendValue(nil, 6, &m, data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(b) != inlineLen(&m) {
+		t.Errorf("value answer of %d bytes, inlineLen says %d", len(b), inlineLen(&m))
+	}
+	r, err := parseReply(b)
+	if err != nil || r.id != 6 || r.status != statusValue || string(r.data) != string(data) || r.meta.Key != m.Key || r.meta.Size != 24 {
+		t.Errorf("value: %+v, %v", r, err)
+	}
+	for _, tc := range []struct {
+		flags byte
+		size  int64
+		want  bool
+	}{
+		{flagInline, inlineMax, true},
+		{flagInline | flagDest, 0, true},
+		{flagInline, inlineMax + 1, false},
+		{flagDest, 24, false},
+	} {
+		mm := Meta{Producer: m.Producer, Key: m.Key, Size: tc.size, Kind: KindBytes}
+		if got := inlineOK(tc.flags, &mm); got != tc.want {
+			t.Errorf("inlineOK(%#x, %d bytes) = %v", tc.flags, tc.size, got)
 		}
 	}
 }
@@ -76,11 +107,22 @@ func TestControlMalformed(t *testing.T) {
 		"unknown status": {msgInfo, 1, 0, 0, 0, 77},
 		"bad meta":       {msgInfo, 1, 0, 0, 0, statusOK, 3, 0, 9, 9, 9},
 		"short message":  {msgInfo, 1, 0, 0, 0, statusFailed, 5, 0, 'x'},
+		"value too long": valueMsg(5, 6),
+		"value short":    valueMsg(5, 4),
+		"value missing":  valueMsg(5, 5)[:len(valueMsg(5, 5))-1],
 	} {
 		if _, err := parseReply(b); !errors.Is(err, errControl) {
 			t.Errorf("%s: parseReply: %v, want errControl", name, err)
 		}
 	}
+}
+
+// valueMsg is a value answer whose metadata says size bytes, carrying n.
+func valueMsg(size, n int) []byte {
+	m := Meta{Producer: "h:1", Key: "a/b/k", Size: int64(size), Kind: KindBytes}
+	b, _ := appendInfo(nil, 1, statusValue, &m, xfer.RemoteAddr{}, "")
+	b = append(b, byte(n), 0, 0, 0)
+	return append(b, make([]byte, n)...)
 }
 
 // FuzzControl feeds both decoders arbitrary bytes: they must return
@@ -97,6 +139,9 @@ func FuzzControl(f *testing.F) {
 		b, _ := appendInfo(nil, 4, st, &m, dest, "no")
 		f.Add(b)
 	}
+	f.Add(appendGet(nil, 6, flagInline|flagWantWrite, "a/b/k", xfer.RemoteAddr{}, 0))
+	v, _ := appendValue(nil, 7, &m, []byte{1, 2, 3, 4})
+	f.Add(v)
 	f.Fuzz(func(t *testing.T, b []byte) {
 		if r, err := parseRequest(b); err != nil {
 			if !errors.Is(err, errControl) {
@@ -121,6 +166,11 @@ func FuzzControl(f *testing.F) {
 		if r, err := parseReply(b); err != nil {
 			if !errors.Is(err, errControl) {
 				t.Fatalf("parseReply: %v does not match errControl", err)
+			}
+		} else if r.status == statusValue {
+			again, err := appendValue(nil, r.id, &r.meta, r.data)
+			if err != nil || string(again) != string(b) {
+				t.Fatalf("value answer %x decoded to %+v, which encodes to %x, %v", b, r, again, err)
 			}
 		} else if _, err := appendInfo(nil, r.id, r.status, &r.meta, r.src, r.msg); err != nil {
 			t.Fatalf("reply %+v decoded from %x does not encode: %v", r, b, err)
