@@ -44,7 +44,8 @@ import (
 // connection.
 
 // sliceMin is the smallest slice: an operation is cut only when each of at
-// least two slices gets this much.
+// least two slices gets this much, and only while fewer operations than
+// bulk connections are outstanding.
 const sliceMin = 1 << 20
 
 // sliceCount is how many slices op is cut into: 1 when it is not cut.
@@ -57,7 +58,20 @@ func (e *Stream) sliceCount(op *transport.Op) int {
 		op.Remote.Addr+n < op.Remote.Addr: // wraps: refused whole
 		return 1
 	}
-	return min(bulk, len(op.Local)/sliceMin)
+	k := min(bulk, len(op.Local)/sliceMin)
+	if k > 1 {
+		// Operations already outstanding keep the bulk connections busy
+		// on their own: then each goes whole, on one connection, as
+		// slicing operations that fill a pipeline cost more than it gave
+		// (docs/TUNING.md).
+		e.mu.Lock()
+		busy := len(e.pending) >= bulk
+		e.mu.Unlock()
+		if busy {
+			return 1
+		}
+	}
+	return k
 }
 
 // spread is one operation cut into slices: the Completer of its two checks
