@@ -1,6 +1,7 @@
 package connector
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -248,6 +249,31 @@ func testPoolExhaustion(t *testing.T, tp tport) {
 		}
 		if h := p.Health(); h.Slots != 1 {
 			t.Fatalf("health %+v", h)
+		}
+	})
+}
+
+// TestDefaultChunkWrite: with ChunkSize left at its default, a producer
+// WRITEs a value of several MiB in one piece (WriteChunkSize) on every
+// transport, which the transport slices itself (tcp over its bulk
+// connections), then its tail with the notification; the consumer gets
+// every byte.
+func TestDefaultChunkWrite(t *testing.T) {
+	eachTransport(t, func(t *testing.T, tp tport) {
+		p, c := pair(t, tp, PullWrite, func(p, c *Config) { p.ChunkSize, c.ChunkSize = 0, 0 })
+		ctx := ctxT(t)
+		v := random(tp.size(24<<20, 3<<20))
+		_, m, err := p.Put(ctx, "a", "b", "big", v)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, n, err := c.Get(ctx, "a", "b", "big", &m)
+		if err != nil || n != int64(len(v)) {
+			t.Fatalf("get: %d bytes, %v", n, err)
+		}
+		defer b.Release()
+		if !bytes.Equal(b.Bytes(), v) {
+			t.Fatal("the value differs from what was put")
 		}
 	})
 }

@@ -97,13 +97,19 @@ func ParsePull(s string) (Pull, error) {
 const (
 	DefaultTTL       = 5 * time.Minute
 	DefaultChunkSize = 4 << 20
-	// RDMAWriteChunkSize is the default piece of a value a producer
-	// WRITEs over rdma: the verbs transport cuts an operation into slices
-	// over its queue pairs and posts them as one chain per queue pair
-	// itself, so more pieces only add completions. Over SoftRoCE a 16 MiB
-	// Get in 4 MiB pieces ran at 0.88-0.91x of one 16 MiB WRITE, and in
-	// one piece at 0.96-1.01x (4 interleaved rounds in one VM run).
-	RDMAWriteChunkSize = 1 << 30
+	// WriteChunkSize is the default piece of a value a producer WRITEs,
+	// on every transport: each cuts one large operation into slices over
+	// its connections or queue pairs itself (the verbs transport over its
+	// queue pairs, tcp over its bulk connections), so more pieces only add
+	// completions. Over SoftRoCE a 16 MiB Get in 4 MiB pieces ran at
+	// 0.88-0.91x of one 16 MiB WRITE, and in one piece at 0.96-1.01x (4
+	// interleaved rounds in one VM run).
+	WriteChunkSize = 1 << 30
+	// RDMAWriteChunkSize is WriteChunkSize.
+	//
+	// Deprecated: the producer's default WRITE piece no longer depends on
+	// the transport; use WriteChunkSize.
+	RDMAWriteChunkSize = WriteChunkSize
 )
 
 // Config configures a Connector. The zero value of every field means its
@@ -129,8 +135,9 @@ type Config struct {
 	// Pull is how a Get moves the value. Default: auto (write).
 	Pull Pull
 	// ChunkSize is the piece a large value is split into; the pieces are
-	// in flight together. Default: 4 MiB, except for a producer's WRITEs
-	// over rdma, which go in pieces of 1 GiB (RDMAWriteChunkSize).
+	// in flight together. Default: 4 MiB, except for a producer's WRITEs,
+	// which go in pieces of 1 GiB (WriteChunkSize) that the transport
+	// slices over its connections or queue pairs itself.
 	ChunkSize int
 	// WaitForMemory makes Put, the Alloc methods and Get wait, bounded by
 	// their ctx, for pool memory to be released instead of failing at once

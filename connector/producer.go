@@ -624,8 +624,8 @@ func (c *Connector) answerLocked(p *xfer.Peer, id uint32, status byte, m *Meta, 
 const notifyTail = 64 << 10
 
 // writeValue writes data to the consumer's buffer at dest: all but its
-// last notifyTail bytes in pieces of ChunkSize (RDMAWriteChunkSize by
-// default over rdma), all in flight together,
+// last notifyTail bytes in pieces of ChunkSize (WriteChunkSize by
+// default), all in flight together,
 // then the last bytes with the notification that tells the consumer the
 // value is in place. The notification waits for the pieces, so that it
 // cannot overtake one on transports that spread operations over several
@@ -634,8 +634,8 @@ const notifyTail = 64 << 10
 // outside the pipeline.
 func (c *Connector) writeValue(ctx context.Context, p *xfer.Peer, data []byte, dest xfer.RemoteAddr, id uint32) error {
 	cs := c.cfg.ChunkSize
-	if c.chunkAuto && p.Transport() == "rdma" {
-		cs = RDMAWriteChunkSize
+	if c.chunkAuto {
+		cs = WriteChunkSize
 	}
 	last := len(data) - min(len(data), notifyTail)
 	if last > 0 {

@@ -145,8 +145,9 @@ type Endpoint interface {
 	// false, the Completer has been or will be called, as for any
 	// operation. What can be taken back depends on the transport: an
 	// operation whose request has not left the host (tcp, shm: waiting for
-	// an answer or for send credit, and not sent by reference), and none
-	// on rdma, where the NIC owns posted work requests until they complete.
+	// an answer or for send credit, not sent by reference, and not cut into
+	// slices over several connections), and none on rdma, where the NIC
+	// owns posted work requests until they complete.
 	Cancel(op *Op) bool
 	// Consumed tells the endpoint that n delivered messages have been taken
 	// from the receive queue, so the peer may send n more.

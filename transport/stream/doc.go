@@ -25,10 +25,15 @@
 // range is ever touched.
 //
 // Frames (internal/wire) flow in both directions on every connection:
-// either side may post operations. Large operations are spread over the
-// extra connections of a peer (transport.Params.Conns); small ones and all SENDs use
-// the first, so SENDs keep their order and small operations do not queue
-// behind bulk transfers.
+// either side may post operations. Large operations go on the extra
+// connections of a peer (transport.Params.Conns); small ones and all SENDs
+// use the first, so SENDs keep their order and small operations do not
+// queue behind bulk transfers. A WRITE or READ of at least two slices of
+// 1 MiB, posted while fewer operations than extra connections are
+// outstanding, is cut into one slice per extra connection, all moving
+// together, after one round trip that checks the access to its whole
+// range (slice.go); a write-with-notify stays whole on one connection, so
+// that its notification follows its data.
 //
 // Threading: each connection has a read loop, which never blocks on a
 // write, and a respond loop that writes what the socket could not take at

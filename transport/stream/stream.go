@@ -263,6 +263,9 @@ func (e *Stream) Counts() transport.Counts {
 
 // succeeded counts the bytes of an operation that completed without error.
 func (e *Stream) succeeded(op *transport.Op) {
+	if _, ok := op.Done.(*spread); ok {
+		return // a check or a slice: the operation counts once, whole
+	}
 	switch op.Kind {
 	case transport.OpRead:
 		e.received.Add(uint64(len(op.Local)))
@@ -275,6 +278,16 @@ func (e *Stream) post(op *transport.Op) {
 	if op.Kind < transport.NumOpKinds {
 		e.ops[op.Kind].Add(1)
 	}
+	if k := e.sliceCount(op); k > 1 {
+		e.postSpread(op, k)
+		return
+	}
+	e.start(op)
+}
+
+// start sends one operation as one frame; a slice of a spread operation
+// (slice.go) is one too.
+func (e *Stream) start(op *transport.Op) {
 	var h wire.Header
 	switch op.Kind {
 	case transport.OpWrite, transport.OpWriteImm:
@@ -300,7 +313,7 @@ func (e *Stream) post(op *transport.Op) {
 	// until then the memory is the operation's, and the kernel may send it
 	// from the region's memfd without a copy. Such a WRITE cannot be
 	// cancelled: the kernel reads its memory until the target has it.
-	byRef := op.Kind != transport.OpRead && op.Region != nil && op.Region.FD() >= 0 && len(op.Local) >= sendFileMin
+	byRef := sendsByRef(op)
 	e.mu.Lock()
 	if e.err != nil {
 		err := e.err
@@ -316,21 +329,33 @@ func (e *Stream) post(op *transport.Op) {
 		e.byRef[h.ID] = struct{}{}
 	}
 	e.mu.Unlock()
-	c := e.pick(len(op.Local))
+	e.write(e.pick(len(op.Local)), &h, op, byRef)
+}
+
+// write sends the frame of op, registered as pending under h.ID, on c: a
+// READ's request, or a WRITE's header and data (by reference when byRef).
+// A write error takes the stream down.
+func (e *Stream) write(c *conn, h *wire.Header, op *transport.Op, byRef bool) {
 	var err error
 	switch {
 	case op.Kind == transport.OpRead:
-		err = c.writeFrame(&h, nil)
+		err = c.writeFrame(h, nil)
 	case byRef:
 		var hdr [wire.FrameHeaderLen]byte
 		h.Put(hdr[:])
 		err = c.s.sendFile(hdr[:], op.Local, op.Region.FD(), op.Region.Offset(op.Local))
 	default:
-		err = c.writeFrame(&h, op.Local)
+		err = c.writeFrame(h, op.Local)
 	}
 	if err != nil {
 		e.fail(e.linkErr(err))
 	}
+}
+
+// sendsByRef reports whether op is a WRITE whose data leaves from its
+// region's memfd by reference.
+func sendsByRef(op *transport.Op) bool {
+	return op.Kind != transport.OpRead && op.Region != nil && op.Region.FD() >= 0 && len(op.Local) >= sendFileMin
 }
 
 // sendFileMin is the smallest WRITE whose data is sent from its region's

@@ -59,6 +59,7 @@ func Run(t *testing.T, o Options) {
 		{"SendMaxMessage", testSendMaxMessage},
 		{"SendCredits", testSendCredits},
 		{"BadAccess", testBadAccess},
+		{"BadAccessLarge", testBadAccessLarge},
 		{"Revoke", testRevoke},
 		{"Cancel", testCancel},
 		{"UnknownKind", testUnknownKind},
@@ -762,6 +763,71 @@ func testBadAccess(t *testing.T, o Options) {
 		t.Fatalf("read after refusals: %v", err)
 	}
 	if !bytes.Equal(local.Bytes()[:64], ro.Bytes()[64:128]) {
+		t.Fatal("read after refusals: data differs")
+	}
+}
+
+// testBadAccessLarge: operations of several MiB, which the stream
+// transports cut into slices over their connections and rdma over its
+// queue pairs, are refused whole, as small ones are: with nothing touched,
+// neither the target's region nor the local buffer, also when only their
+// last bytes lie outside the region.
+func testBadAccessLarge(t *testing.T, o Options) {
+	p := o.pair(t, nil)
+	const size = 8 << 20
+	rw := p.Acceptor.Host.NewRegion(size, transport.AccessReadWrite)
+	ro := p.Acceptor.Host.NewRegion(size, transport.AccessRead)
+	local := p.Dialer.Host.NewRegion(size, transport.AccessReadWrite)
+	Fill(rw.Bytes(), 500)
+	Fill(ro.Bytes(), 501)
+	snap := map[*Region][]byte{rw: bytes.Clone(rw.Bytes()), ro: bytes.Clone(ro.Bytes())}
+	bad := func(a transport.RemoteAddr) transport.RemoteAddr { a.Key ^= 1 << 17; return a }
+	cases := []struct {
+		name   string
+		kind   transport.OpKind
+		remote transport.RemoteAddr
+		n      int
+	}{
+		{"WritePastEnd", transport.OpWrite, rw.At(4096), size},
+		{"ReadPastEnd", transport.OpRead, rw.At(1), size},
+		{"WriteBeforeBase", transport.OpWrite, transport.RemoteAddr{Region: rw.ID(), Addr: rw.Base() - 4096, Key: rw.Key()}, 4 << 20},
+		{"ReadBeforeBase", transport.OpRead, transport.RemoteAddr{Region: rw.ID(), Addr: rw.Base() - 1, Key: rw.Key()}, 4 << 20},
+		{"WriteWrongKey", transport.OpWrite, bad(rw.At(0)), 4 << 20},
+		{"ReadWrongKey", transport.OpRead, bad(rw.At(0)), 4 << 20},
+		{"WriteReadOnly", transport.OpWrite, ro.At(0), 4 << 20},
+	}
+	for i, tc := range cases {
+		lb := local.Bytes()[:tc.n]
+		Fill(lb, uint64(600+i))
+		lsnap := bytes.Clone(lb)
+		err := do(t, p.Dialer, tc.kind, lb, tc.remote, 0)
+		if !errors.Is(err, transport.ErrRemoteAccess) {
+			t.Errorf("%s: %v, want an error matching ErrRemoteAccess", tc.name, err)
+		}
+		for _, r := range []*Region{rw, ro} {
+			if !bytes.Equal(r.Bytes(), snap[r]) {
+				t.Fatalf("%s: refused, but region %d (%s) changed", tc.name, r.ID(), r.Access())
+			}
+		}
+		if !bytes.Equal(lb, lsnap) {
+			t.Fatalf("%s: refused, but the local buffer changed", tc.name)
+		}
+	}
+	mustUp(t, p.Dialer)
+	mustUp(t, p.Acceptor)
+	// A proper large WRITE and READ still work.
+	Fill(local.Bytes(), 700)
+	if err := do(t, p.Dialer, transport.OpWrite, local.Bytes(), rw.At(0), 0); err != nil {
+		t.Fatalf("write after refusals: %v", err)
+	}
+	if !bytes.Equal(rw.Bytes(), local.Bytes()) {
+		t.Fatal("write after refusals: target differs from source")
+	}
+	clear(local.Bytes())
+	if err := do(t, p.Dialer, transport.OpRead, local.Bytes(), ro.At(0), 0); err != nil {
+		t.Fatalf("read after refusals: %v", err)
+	}
+	if !bytes.Equal(local.Bytes(), ro.Bytes()) {
 		t.Fatal("read after refusals: data differs")
 	}
 }
