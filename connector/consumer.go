@@ -7,7 +7,9 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"strings"
 	"sync"
+	"sync/atomic"
 
 	"github.com/xferio/xfer"
 )
@@ -18,6 +20,21 @@ type remote struct {
 	mu    sync.Mutex
 	next  uint32
 	calls map[uint32]*pending
+	// noInline is set once the producer refused a get asking for an
+	// inline value (a producer from before inline values): its gets ask
+	// no more.
+	noInline atomic.Bool
+}
+
+// olderProducer reports whether rep refuses a get for asking for an inline
+// value, which a producer from before inline values does ("unknown
+// flags"); the get is then asked again without.
+func olderProducer(r *remote, flags byte, rep reply) bool {
+	if flags&flagInline == 0 || rep.status != statusRefused || !strings.Contains(rep.msg, "unknown flags") {
+		return false
+	}
+	r.noInline.Store(true)
+	return true
 }
 
 // pending is a get waiting for its end. dst, when set, is the buffer an
@@ -347,7 +364,7 @@ func (c *Connector) takeInline(ctx context.Context, r *remote, id uint32, res re
 // a small value comes inline in the answer instead.
 func (c *Connector) getRead(ctx context.Context, r *remote, k string, flags byte) (*Buffer, error) {
 	var id uint32
-	if c.inline {
+	if c.inline && !r.noInline.Load() {
 		flags |= flagInline
 	}
 	res, err := c.call(ctx, r, nil, func(i uint32) []byte { id = i; return appendGet(nil, i, flags, k, xfer.RemoteAddr{}, 0) },
@@ -361,6 +378,9 @@ func (c *Connector) getRead(ctx context.Context, r *remote, k string, flags byte
 	}
 	if res.rep.status == statusValue {
 		return c.takeInline(ctx, r, id, res, xfer.Buffer{})
+	}
+	if olderProducer(r, flags, res.rep) {
+		return c.getRead(ctx, r, k, flags&^flagInline)
 	}
 	if res.rep.status != statusOK {
 		return nil, answerErr(res.rep)
@@ -392,7 +412,7 @@ func (c *Connector) getRead(ctx context.Context, r *remote, k string, flags byte
 // connector's pool. Without full metadata it first asks for the size. A
 // small value comes inline in the answer instead, into that buffer.
 func (c *Connector) getWrite(ctx context.Context, r *remote, k string, flags byte, full *Meta) (*Buffer, error) {
-	if c.inline {
+	if c.inline && !r.noInline.Load() {
 		flags |= flagInline
 	}
 	if full == nil {
@@ -408,6 +428,9 @@ func (c *Connector) getWrite(ctx context.Context, r *remote, k string, flags byt
 		}
 		if res.rep.status == statusValue {
 			return c.takeInline(ctx, r, id, res, xfer.Buffer{})
+		}
+		if olderProducer(r, flags, res.rep) {
+			return c.getWrite(ctx, r, k, flags&^flagInline, full)
 		}
 		if res.rep.status != statusNeedDest {
 			return nil, answerErr(res.rep)
@@ -456,6 +479,10 @@ func (c *Connector) getWrite(ctx context.Context, r *remote, k string, flags byt
 			// The metadata the consumer was given was wrong about the size.
 			c.free(buf)
 			full = &res.rep.meta
+			continue
+		case olderProducer(r, flags, res.rep):
+			c.free(buf)
+			flags &^= flagInline
 			continue
 		default:
 			c.free(buf)

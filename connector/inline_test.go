@@ -68,3 +68,37 @@ func TestInlineValues(t *testing.T) {
 		}
 	})
 }
+
+// TestInlineValuesOlderProducer: a producer from before inline values
+// refuses a get that asks for one ("unknown flags"); the consumer asks
+// again without, and asks that producer no more.
+func TestInlineValuesOlderProducer(t *testing.T) {
+	testNoInline.Store(true)
+	t.Cleanup(func() { testNoInline.Store(false) })
+	eachPull(t, func(t *testing.T, tp tport, pull Pull) {
+		p, c := pair(t, tp, pull, nil)
+		ctx := ctxT(t)
+		for _, n := range []int{1, inlineMax} {
+			for _, full := range []bool{true, false} {
+				key := fmt.Sprintf("%d-%v", n, full)
+				want := random(n)
+				_, m, err := p.Put(ctx, "a", "b", key, want)
+				if err != nil {
+					t.Fatal(err)
+				}
+				var arg *Meta
+				if full {
+					arg = &m
+				}
+				getBytes(t, ctx, c, key, arg, want)
+			}
+		}
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		for _, r := range c.remote {
+			if !r.noInline.Load() {
+				t.Fatal("the consumer still asks the older producer for inline values")
+			}
+		}
+	})
+}

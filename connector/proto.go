@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"sync/atomic"
 
 	"github.com/xferio/xfer"
 )
@@ -268,6 +269,10 @@ func (d *decoder) end() error {
 	return d.err
 }
 
+// testNoInline makes producers refuse flagInline as unknown, as one from
+// before inline values did (tests only).
+var testNoInline atomic.Bool
+
 // parseRequest decodes a message a producer receives.
 func parseRequest(b []byte) (request, error) {
 	d := decoder{b: b}
@@ -275,7 +280,11 @@ func parseRequest(b []byte) (request, error) {
 	switch r.typ {
 	case msgGet:
 		r.flags = d.u8("flags")
-		if r.flags&^(flagNoWait|flagDest|flagWantWrite|flagInline) != 0 {
+		known := byte(flagNoWait | flagDest | flagWantWrite | flagInline)
+		if testNoInline.Load() {
+			known &^= flagInline // a producer from before inline values
+		}
+		if r.flags&^known != 0 {
 			d.fail(fmt.Sprintf("unknown flags %#x", r.flags))
 		}
 		n := int(d.u16("key length"))
