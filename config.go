@@ -1,6 +1,7 @@
 package xfer
 
 import (
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -170,6 +171,19 @@ type Config struct {
 	// etcd's users and passwords go in the directory URL
 	// (etcd://USER:PASSWORD@HOST:2379/PREFIX). Default: none.
 	DirectoryTokenFile string `yaml:"directory_token_file"`
+	// DirectoryTLSCert and DirectoryTLSKey name the PEM files of the
+	// client certificate and key that an etcd with client-certificate
+	// authentication (its --client-cert-auth) requires; both or neither.
+	// Any of the directory_tls_* keys makes the client speak TLS with the
+	// directory (etcd, or an https coordinator). An etcd URL may name the
+	// files instead (etcd://HOST:2379/PREFIX?cert=FILE&key=FILE&ca=FILE).
+	// Default: none.
+	DirectoryTLSCert string `yaml:"directory_tls_cert"`
+	// DirectoryTLSKey is the key of DirectoryTLSCert. Default: none.
+	DirectoryTLSKey string `yaml:"directory_tls_key"`
+	// DirectoryTLSCA names the PEM file of the CA that signed the
+	// directory's server certificate. Default: the system's roots.
+	DirectoryTLSCA string `yaml:"directory_tls_ca"`
 	// Transport is the transport policy. Default: auto.
 	Transport Policy `yaml:"transport"`
 	// MemoryMB is the size of the engine's default registered pool, in MiB.
@@ -387,6 +401,16 @@ func (c Config) DirectoryToken() (string, error) {
 	return t, nil
 }
 
+// DirectoryTLS returns the directory client's TLS configuration
+// (directory.Options.TLS) from DirectoryTLSCert, DirectoryTLSKey and
+// DirectoryTLSCA, or nil without them.
+func (c Config) DirectoryTLS() (*tls.Config, error) {
+	if c.DirectoryTLSCert == "" && c.DirectoryTLSKey == "" && c.DirectoryTLSCA == "" {
+		return nil, nil
+	}
+	return directory.LoadTLS(c.DirectoryTLSCert, c.DirectoryTLSKey, c.DirectoryTLSCA)
+}
+
 // checkDirectory validates and fills in directory, node_id and
 // directory_ttl. The directory itself is reached only by Open.
 func (c *Config) checkDirectory() error {
@@ -408,6 +432,12 @@ func (c *Config) checkDirectory() error {
 		if c.Listen == "" {
 			return fmt.Errorf("config: node_id %q: a node registers where it listens: set listen", c.NodeID)
 		}
+	}
+	switch {
+	case c.DirectoryTLSCert != "" && c.DirectoryTLSKey == "":
+		return fmt.Errorf("config: directory_tls_cert %s: needs its key (directory_tls_key)", c.DirectoryTLSCert)
+	case c.DirectoryTLSKey != "" && c.DirectoryTLSCert == "":
+		return fmt.Errorf("config: directory_tls_key %s: needs its certificate (directory_tls_cert)", c.DirectoryTLSKey)
 	}
 	switch {
 	case c.DirectoryTTL == 0:

@@ -94,6 +94,9 @@ var configDefaults = map[string]any{
 	"Security.RDMA.AllowedGIDs":           []string(nil),
 	"Security.RDMA.RequireAuthentication": false,
 	"DirectoryTokenFile":                  "",
+	"DirectoryTLSCert":                    "",
+	"DirectoryTLSKey":                     "",
+	"DirectoryTLSCA":                      "",
 	"MaxMessage":                          64 << 10,
 	"RecvDepth":                           128,
 	"HandshakeTimeout":                    10 * time.Second,
@@ -144,6 +147,8 @@ var configInvalid = map[string]struct {
 	"Security.RDMA.AllowedGIDs":           {func(c *Config) { c.Security.RDMA.AllowedGIDs = []string{"gid"} }, "security.rdma.allowed_gids"},
 	"SecretFile":                          {func(c *Config) { c.SecretFile = "/nonexistent/secret" }, "secret_file"},
 	"DirectoryTTL":                        {func(c *Config) { c.DirectoryTTL = time.Millisecond }, "directory_ttl 1ms"},
+	"DirectoryTLSCert":                    {func(c *Config) { c.DirectoryTLSCert = "client.pem" }, "directory_tls_cert client.pem: needs its key"},
+	"DirectoryTLSKey":                     {func(c *Config) { c.DirectoryTLSKey = "client-key.pem" }, "directory_tls_key client-key.pem: needs its certificate"},
 	"MemoryMB":                            {func(c *Config) { c.MemoryMB = -1 }, "memory_mb -1"},
 	"HugePages":                           {func(c *Config) { c.HugePages = 7 }, "huge_pages 7"},
 	"Memory":                              {func(c *Config) { c.Memory = "sometimes" }, `memory "sometimes"`},
@@ -178,7 +183,7 @@ var configInvalid = map[string]struct {
 // configAnyValue lists the fields that every value of their type is valid
 // for (an address or device name is checked when it is used).
 var configAnyValue = map[string]bool{
-	"Listen": true, "Advertise": true, "DirectoryTokenFile": true, "Logger": true, "Metrics": true, "ExtraTransport": true,
+	"Listen": true, "Advertise": true, "DirectoryTokenFile": true, "DirectoryTLSCA": true, "Logger": true, "Metrics": true, "ExtraTransport": true,
 	"RDMA.Device": true, "RDMA.UseSRQ": true, "RDMA.UseEventChannel": true, "RDMA.UseCM": true,
 }
 

@@ -38,7 +38,11 @@ func (e *Engine) openNode(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("open: %w", err)
 	}
-	d, err := directory.Open(ctx, e.cfg.Directory, directory.Options{TTL: e.cfg.DirectoryTTL, Logger: e.log, Token: token})
+	tlsCfg, err := e.cfg.DirectoryTLS()
+	if err != nil {
+		return fmt.Errorf("open: %w", err)
+	}
+	d, err := directory.Open(ctx, e.cfg.Directory, directory.Options{TTL: e.cfg.DirectoryTTL, Logger: e.log, Token: token, TLS: tlsCfg})
 	if err != nil {
 		return fmt.Errorf("open: directory: %w", err)
 	}

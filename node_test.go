@@ -14,6 +14,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
+	"go.etcd.io/etcd/client/pkg/v3/transport"
 
 	"github.com/xferio/xfer"
 	"github.com/xferio/xfer/directory"
@@ -462,6 +463,32 @@ func TestDirectoryToken(t *testing.T) {
 	}
 	b := openNode(t, xfer.Config{Directory: coord.URL})
 	if p, err := b.DialNode(ctx, "mem-1"); err != nil || p.ID() != a.ID() {
+		t.Fatalf("dial the registered node: %v", err)
+	}
+}
+
+// TestDirectoryTLSKeys: against an etcd that requires client certificates,
+// an engine with directory_tls_cert, directory_tls_key and
+// directory_tls_ca registers and is dialed by node ID; one without the
+// certificate fails to open, with an error that names the keys to set.
+func TestDirectoryTLSKeys(t *testing.T) {
+	dir := t.TempDir()
+	etcdtest.WritePKI(t, dir)
+	f := func(name string) string { return filepath.Join(dir, name) }
+	host := etcdtest.StartTLS(t, transport.TLSInfo{CertFile: f("server.pem"), KeyFile: f("server-key.pem"),
+		TrustedCAFile: f("ca.pem"), ClientCertAuth: true})
+	url := "etcd://" + host + "/xfer"
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	a := openNode(t, xfer.Config{Listen: "127.0.0.1:0", Directory: url, NodeID: "tls-1",
+		DirectoryTLSCert: f("client.pem"), DirectoryTLSKey: f("client-key.pem"), DirectoryTLSCA: f("ca.pem")})
+	_, err := xfer.Open(ctx, xfer.Config{Listen: "127.0.0.1:0", MemoryMB: 4, Directory: url, NodeID: "tls-2",
+		DirectoryTLSCA: f("ca.pem")})
+	if err == nil || !strings.Contains(err.Error(), "directory_tls_cert") {
+		t.Fatalf("an engine without a client certificate: %v, want an error naming directory_tls_cert", err)
+	}
+	b := openNode(t, xfer.Config{Directory: url + "?" + "cert=" + f("client.pem") + "&key=" + f("client-key.pem") + "&ca=" + f("ca.pem")})
+	if p, err := b.DialNode(ctx, "tls-1"); err != nil || p.ID() != a.ID() {
 		t.Fatalf("dial the registered node: %v", err)
 	}
 }

@@ -145,6 +145,10 @@ func (o Options) withDefaults() Options {
 
 // Open returns the directory that rawURL names: "p2p" or "" (none),
 // "http://HOST:PORT" (a coordinator) or "etcd://HOST:PORT[,HOST:PORT...]/PREFIX".
+// An etcd URL may carry a user and password (etcd://USER:PASSWORD@HOST...)
+// and name the PEM files of a client certificate and a CA
+// (...?cert=FILE&key=FILE&ca=FILE, as LoadTLS takes them), which make the
+// client speak TLS.
 func Open(ctx context.Context, rawURL string, o Options) (Directory, error) {
 	o = o.withDefaults()
 	if rawURL == "" || rawURL == "p2p" {
@@ -162,6 +166,16 @@ func Open(ctx context.Context, rawURL string, o Options) (Directory, error) {
 		}
 		return openHTTP(u, o), nil
 	case "etcd":
+		rest, query, _ := strings.Cut(rest, "?")
+		if query != "" {
+			if o.TLS != nil {
+				return nil, errors.New("directory: etcd URL: TLS files in the URL and TLS in the options (directory_tls_*): give one")
+			}
+			var err error
+			if o.TLS, err = tlsFromQuery(query); err != nil {
+				return nil, err
+			}
+		}
 		hosts, prefix, _ := strings.Cut(rest, "/")
 		if user, h, ok := strings.Cut(hosts, "@"); ok {
 			name, pass, _ := strings.Cut(user, ":")

@@ -61,6 +61,9 @@ func openEtcd(ctx context.Context, endpoints []string, prefix string, o Options)
 	defer cancel()
 	if _, err := cli.Get(sctx, prefix+"/nodes/", clientv3.WithPrefix(), clientv3.WithCountOnly()); err != nil {
 		cli.Close()
+		if hint := diagnoseTLS(ctx, endpoints[0], o.TLS, err); hint != "" {
+			return nil, fmt.Errorf("directory: etcd %s: %w (%s)", strings.Join(endpoints, ","), err, hint)
+		}
 		return nil, fmt.Errorf("directory: etcd %s: %w", strings.Join(endpoints, ","), err)
 	}
 	d := &etcdDir{cli: cli, prefix: prefix + "/nodes/", o: o, leases: map[string]*lease{}}

@@ -3,6 +3,7 @@ package kv
 import (
 	"cmp"
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"hash/fnv"
@@ -34,6 +35,10 @@ type ClusterOptions struct {
 	// DirectoryToken is the coordinator's token, for a coordinator that
 	// protects reads. Default: none.
 	DirectoryToken string
+	// DirectoryTLS is the directory client's TLS: a client certificate
+	// for an etcd that requires one (xfer.Config.DirectoryTLS loads it
+	// from the directory_tls_* keys). Default: none.
+	DirectoryTLS *tls.Config
 	// Client configures the client of each server. All of them share one
 	// engine: Client.Engine, or one the cluster opens with
 	// Client.EngineConfig and closes. FailFast is implied.
@@ -122,7 +127,7 @@ func DialCluster(ctx context.Context, opts ClusterOptions) (*Cluster, error) {
 		c.log = slog.New(slog.DiscardHandler)
 	}
 	var err error
-	c.dir, err = directory.Open(ctx, opts.Directory, directory.Options{Logger: c.log, Token: opts.DirectoryToken})
+	c.dir, err = directory.Open(ctx, opts.Directory, directory.Options{Logger: c.log, Token: opts.DirectoryToken, TLS: opts.DirectoryTLS})
 	if err != nil {
 		return nil, fmt.Errorf("kv: cluster: %w", err)
 	}

@@ -197,7 +197,7 @@ func NewServer(ctx context.Context, opts ServerOptions) (*Server, error) {
 		opts.MaxValue = capacity
 	}
 	s := &Server{inlineAuto: inlineAuto, opts: opts, e: e, es: es, st: newStore(e.Pool(), opts.Full), log: opts.Logger, peerWait: defaultPeerWait}
-	s.auth = &callAuth{secret: e.Config().Secret, e: e}
+	s.auth = newCallAuth(e)
 	s.peers.m = make(map[xfer.ID]*xfer.Peer)
 	s.peers.changed = make(chan struct{})
 	rand.Read(s.id[:])

@@ -81,6 +81,7 @@ func newBenchCmd(g *globals) *cobra.Command {
 	fs.StringVar(&f.peer, "peer", "", "`address` of a running xfer serve (default: start one on 127.0.0.1)")
 	fs.StringVar(&f.peerNode, "peer-node", "", "node `ID` of a running xfer serve, looked up in --directory")
 	fs.String("directory", "", "directory `URL` to find --peer-node in: http://HOST:PORT or etcd://HOST:2379/PREFIX")
+	directoryTLSFlags(fs)
 	fs.String("transport", string(xfer.PolicyAuto), "transport `policy`: "+policies)
 	addOpTimeoutFlag(fs)
 	fs.StringVar(&f.op, "op", opWrite, "operation: write, read or send")

@@ -190,6 +190,7 @@ func kvClientFlags(fs *pflag.FlagSet) {
 	fs.String("requests", kv.RequestsData, "path of GET/PUT/DELETE requests: data (messages on the data-plane connection) or grpc (gRPC calls)")
 	fs.String("directory", "", "directory `URL` (http://HOST:PORT or etcd://HOST:2379/PREFIX): without --peer-node, spread keys over every KV server registered there")
 	fs.String("peer-node", "", "talk to the KV server of node `ID` in --directory")
+	directoryTLSFlags(fs)
 }
 
 // kvStore is what the client commands use of a KV server (*kv.Client), or
@@ -237,7 +238,7 @@ func kvStats(ctx context.Context, s kvStore) (kv.Stats, error) {
 // --server-addr gives, the node --peer-node names in --directory (its
 // entry's kv service), or, with --directory alone, every server registered
 // there (cluster is true).
-func kvTarget(ctx context.Context, g *globals, fs *pflag.FlagSet, token string) (addr, dirURL string, cluster bool, err error) {
+func kvTarget(ctx context.Context, g *globals, fs *pflag.FlagSet, dopts directory.Options) (addr, dirURL string, cluster bool, err error) {
 	addr, _ = fs.GetString("server-addr")
 	dirURL, _ = fs.GetString("directory")
 	peerNode, _ := fs.GetString("peer-node")
@@ -251,7 +252,8 @@ func kvTarget(ctx context.Context, g *globals, fs *pflag.FlagSet, token string) 
 	case peerNode == "":
 		return "", dirURL, true, nil
 	}
-	d, err := directory.Open(ctx, dirURL, directory.Options{Logger: g.log, Token: token})
+	dopts.Logger = g.log
+	d, err := directory.Open(ctx, dirURL, dopts)
 	if err != nil {
 		return "", "", false, err
 	}
@@ -286,12 +288,17 @@ func kvDial(cmd *cobra.Command, g *globals, bufferMB int) (kvStore, context.Cont
 	if err != nil {
 		return nil, nil, nil, err
 	}
+	dirTLS, err := cfg.DirectoryTLS()
+	if err != nil {
+		return nil, nil, nil, err
+	}
 	cfg.Directory, cfg.NodeID, cfg.DirectoryTokenFile = "", "", ""
+	cfg.DirectoryTLSCert, cfg.DirectoryTLSKey, cfg.DirectoryTLSCA = "", "", ""
 	timeout, _ := fs.GetDuration("timeout")
 	wait, _ := fs.GetDuration("wait")
 	requests, _ := fs.GetString("requests")
 	ctx, cancel := context.WithTimeout(cmd.Context(), timeout)
-	addr, dirURL, cluster, err := kvTarget(ctx, g, fs, token)
+	addr, dirURL, cluster, err := kvTarget(ctx, g, fs, directory.Options{Token: token, TLS: dirTLS})
 	if err != nil {
 		cancel()
 		return nil, nil, nil, err
@@ -302,7 +309,7 @@ func kvDial(cmd *cobra.Command, g *globals, bufferMB int) (kvStore, context.Cont
 		return nil, nil, nil, err
 	}
 	if cluster {
-		c, err := kv.DialCluster(ctx, kv.ClusterOptions{Directory: dirURL, DirectoryToken: token, Client: opts})
+		c, err := kv.DialCluster(ctx, kv.ClusterOptions{Directory: dirURL, DirectoryToken: token, DirectoryTLS: dirTLS, Client: opts})
 		if err != nil {
 			cancel()
 			return nil, nil, nil, err

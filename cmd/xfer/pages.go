@@ -189,7 +189,11 @@ func newPagesBenchCmd(g *globals) *cobra.Command {
 				if err != nil {
 					return err
 				}
-				d, err := directory.Open(ctx, dirURL, directory.Options{Logger: g.log, Token: token})
+				dirTLS, err := cfg.DirectoryTLS()
+				if err != nil {
+					return err
+				}
+				d, err := directory.Open(ctx, dirURL, directory.Options{Logger: g.log, Token: token, TLS: dirTLS})
 				if err != nil {
 					return err
 				}

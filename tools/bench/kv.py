@@ -13,10 +13,16 @@ or to --out.
 With --xfer-b, a second binary's server and client run in every round too,
 in alternating order with the first (A, Redis, B; then B, Redis, A; ...),
 so that tools/bench/ab.sh can compare two builds against the same Redis
-runs.
+runs. --secret-file-b FILE gives B's server and clients the shared secret in
+FILE (A runs without one): with the same binary as --xfer and --xfer-b, an
+A/B of what authentication costs.
 
-Usage: tools/bench/kv.py [--rounds N] [--xfer PATH] [--xfer-b PATH] [--out FILE]
-                         [--transports tcp,shm] [--scale F] [--procs N]
+--requests grpc sends the requests as gRPC calls (the default, data, sends
+them on the data plane); its targets' ids end in -grpc.
+
+Usage: tools/bench/kv.py [--rounds N] [--xfer PATH] [--xfer-b PATH] [--secret-file-b FILE]
+                         [--out FILE] [--transports tcp,shm] [--requests data|grpc]
+                         [--scale F] [--procs N]
 
 --procs N runs the xfer server and clients with GOMAXPROCS=N (default: Go's,
 one P per CPU). Redis and redis-benchmark run one thread each; on a small
@@ -68,8 +74,8 @@ def ops_for(size, conc):
     return max(int(n * SCALE), 20)
 
 
-def xfer_args(port, transport, op, size, conc, requests):
-    return ["kv", "bench", "--server-addr", f"127.0.0.1:{port}", "--transport", transport,
+def xfer_args(port, transport, op, size, conc, requests, extra=()):
+    return ["kv", "bench", *extra, "--server-addr", f"127.0.0.1:{port}", "--transport", transport,
             "--requests", requests, "--op", op, "--value-size", str(size), "--concurrency", str(conc),
             "--keys", "1", "--ops", str(ops_for(size, conc)), "--json"]
 
@@ -80,8 +86,9 @@ def xfer_run(xfer, args):
     if not lines or not lines[-1].startswith("{"):
         sys.exit(f"kv.py: {xfer} {shlex.join(args)}: no JSON line in:\n{out}")
     r = json.loads(lines[-1])
-    if r.get("transport") != args[5]:
-        sys.exit(f"kv.py: {xfer} {shlex.join(args)}: ran over {r.get('transport')!r}, not {args[5]}")
+    want = args[args.index("--transport") + 1]
+    if r.get("transport") != want:
+        sys.exit(f"kv.py: {xfer} {shlex.join(args)}: ran over {r.get('transport')!r}, not {want}")
     return {"ops_per_sec": r["ops_per_sec"], "bytes_per_sec": r["bytes_per_sec"],
             "p50_us": r["lat_p50_ns"] / 1e3, "p99_us": r["lat_p99_ns"] / 1e3}
 
@@ -104,8 +111,8 @@ def redis_run(op, size, conc):
             "p50_us": float(d["p50_latency_ms"]) * 1e3, "p99_us": float(d["p99_latency_ms"]) * 1e3}
 
 
-def serve(xfer, transport, offset):
-    srv = subprocess.Popen([xfer, "kv", "serve", "--listen", f"127.0.0.1:{KV_PORT + offset}",
+def serve(xfer, transport, offset, extra=()):
+    srv = subprocess.Popen([xfer, "kv", "serve", *extra, "--listen", f"127.0.0.1:{KV_PORT + offset}",
                             "--data-listen", f"127.0.0.1:{DATA_PORT + offset}", "--memory-mb", "512",
                             "--transport", transport], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
                            env=XFER_ENV)
@@ -127,7 +134,8 @@ def main():
     ap.add_argument("--out", help="the results file (default: bench-out/kv.json; bench-out/kv-rdma.json "
                                   "when every transport is rdma)")
     ap.add_argument("--transports", default="tcp,shm")
-    ap.add_argument("--requests", default="data")
+    ap.add_argument("--requests", default="data", choices=("data", "grpc"))
+    ap.add_argument("--secret-file-b", help="B's server and clients run with this secret file (A without)")
     ap.add_argument("--scale", type=float, default=1.0, help="scale the operation counts (0.1 in the VM)")
     ap.add_argument("--procs", type=int, default=0, help="GOMAXPROCS of the xfer processes (default: Go's)")
     args = ap.parse_args()
@@ -136,6 +144,10 @@ def main():
     if args.out is None:
         rdma = all(t == "rdma" for t in args.transports.split(","))
         args.out = results.default_path("kv-rdma" if rdma else "kv")
+    if args.secret_file_b and not args.xfer_b:
+        ap.error("--secret-file-b needs --xfer-b (it may be the same binary as --xfer)")
+    if args.secret_file_b and not os.access(args.secret_file_b, os.R_OK):
+        ap.error(f"--secret-file-b {args.secret_file_b} is not a readable file (make one with: xfer secret > FILE)")
     for x in filter(None, (args.xfer, args.xfer_b)):
         if not os.access(x, os.X_OK):
             ap.error(f"xfer binary {x} is not an executable file (make build, or go build -o xfer ./cmd/xfer)")
@@ -145,7 +157,9 @@ def main():
         XFER_ENV = dict(os.environ, GOMAXPROCS=str(args.procs))
     procs = os.environ.get("GOMAXPROCS", f"Go's default ({os.cpu_count()} CPUs)") if args.procs <= 0 else str(args.procs)
     print(f"xfer GOMAXPROCS: {procs}; Redis: one thread each", flush=True)
-    binaries = [("a", args.xfer, 0)] + ([("b", args.xfer_b, B_OFFSET)] if args.xfer_b else [])
+    # (which, binary, port offset, extra options of its server and clients)
+    b_extra = ("--secret-file", args.secret_file_b) if args.secret_file_b else ()
+    binaries = [("a", args.xfer, 0, ())] + ([("b", args.xfer_b, B_OFFSET, b_extra)] if args.xfer_b else [])
     redis = subprocess.Popen(["redis-server", "--port", str(REDIS_PORT), "--bind", "127.0.0.1", "--save", "",
                               "--appendonly", "no"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     rows, targets = [], []
@@ -154,23 +168,24 @@ def main():
         for transport in args.transports.split(","):
             servers = []
             try:
-                for _, path, offset in binaries:
-                    servers.append(serve(path, transport, offset))
+                for _, path, offset, extra in binaries:
+                    servers.append(serve(path, transport, offset, extra))
                 for op in ("get", "put"):
                     for size in (4096, 1 << 20):
                         for conc in (1, 16):
-                            xs = {w: [] for w, _, _ in binaries}
+                            xs = {w[0]: [] for w in binaries}
                             rs = []
                             for r in range(args.rounds):
                                 order = binaries if r % 2 == 0 else binaries[::-1]
                                 # A, Redis, B (or, with one binary, xfer, Redis).
                                 xfer_first = order[0]
                                 xs[xfer_first[0]].append(xfer_run(xfer_first[1], xfer_args(
-                                    KV_PORT + xfer_first[2], transport, op, size, conc, args.requests)))
+                                    KV_PORT + xfer_first[2], transport, op, size, conc, args.requests,
+                                    xfer_first[3])))
                                 rs.append(redis_run(op, size, conc))
-                                for w, path, offset in order[1:]:
+                                for w, path, offset, extra in order[1:]:
                                     xs[w].append(xfer_run(path, xfer_args(KV_PORT + offset, transport, op, size,
-                                                                          conc, args.requests)))
+                                                                          conc, args.requests, extra)))
                             med = lambda l, k: statistics.median(x[k] for x in l)
                             row = {"transport": transport, "op": op, "size": size, "conc": conc,
                                    "xfer_gomaxprocs": procs, "xfer": xs["a"], "redis": rs}
@@ -179,11 +194,13 @@ def main():
                             rows.append(row)
                             g = GOALS.get((op, size)) if transport != "rdma" else None
                             label = (f"{transport} {op.upper()}{' (SET)' if op == 'put' else ''} "
-                                     f"{'4 KiB' if size == 4096 else '1 MiB'}, {conc} client{'s' if conc > 1 else ''}")
+                                     f"{'4 KiB' if size == 4096 else '1 MiB'}, {conc} client{'s' if conc > 1 else ''}"
+                                     f"{', gRPC requests' if args.requests == 'grpc' else ''}")
                             xcmd = "xfer " + shlex.join(xfer_args(KV_PORT, transport, op, size, conc, args.requests))
                             xb = results.series([x["ops_per_sec"] for x in xs["b"]]) if args.xfer_b else None
                             t = results.target(
-                                f"kv-{transport}-{op}-{size_name(size)}-c{conc}", "kv" if transport != "rdma" else "kv-rdma",
+                                f"kv-{transport}-{op}-{size_name(size)}-c{conc}"
+                                f"{'-grpc' if args.requests == 'grpc' else ''}", "kv" if transport != "rdma" else "kv-rdma",
                                 label, "ops/s", results.series([x["ops_per_sec"] for x in xs["a"]], xcmd),
                                 results.series([x["ops_per_sec"] for x in rs], shlex.join(redis_args(op, size, conc)),
                                                "redis-benchmark"),

@@ -8,13 +8,23 @@
 package etcdtest
 
 import (
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
 	"fmt"
+	"math/big"
 	"net"
 	"net/url"
+	"os"
+	"path/filepath"
 	"sync"
 	"testing"
 	"time"
 
+	"go.etcd.io/etcd/client/pkg/v3/transport"
 	"go.etcd.io/etcd/server/v3/embed"
 	"go.uber.org/zap"
 )
@@ -53,6 +63,7 @@ type Etcd struct {
 	Host string // the client endpoint, host:port
 
 	t      testing.TB
+	tls    *transport.TLSInfo // the client port's TLS (StartTLS), or nil
 	dir    string
 	client url.URL
 	peer   url.URL
@@ -64,8 +75,25 @@ type Etcd struct {
 // the test's end stops it.
 func StartRestartable(t testing.TB) *Etcd {
 	t.Helper()
-	x := &Etcd{t: t, dir: t.TempDir(),
-		client: url.URL{Scheme: "http", Host: fmt.Sprintf("127.0.0.1:%d", FreePort(t))},
+	return start(t, nil)
+}
+
+// StartTLS is Start with TLS on the client port, as tls says (its files,
+// and ClientCertAuth to require a client certificate that its
+// TrustedCAFile signed).
+func StartTLS(t testing.TB, tls transport.TLSInfo) string {
+	t.Helper()
+	return start(t, &tls).Host
+}
+
+func start(t testing.TB, tls *transport.TLSInfo) *Etcd {
+	t.Helper()
+	scheme := "http"
+	if tls != nil {
+		scheme = "https"
+	}
+	x := &Etcd{t: t, tls: tls, dir: t.TempDir(),
+		client: url.URL{Scheme: scheme, Host: fmt.Sprintf("127.0.0.1:%d", FreePort(t))},
 		peer:   url.URL{Scheme: "http", Host: fmt.Sprintf("127.0.0.1:%d", FreePort(t))}}
 	x.Host = x.client.Host
 	t.Cleanup(x.Stop)
@@ -88,6 +116,9 @@ func (x *Etcd) Start() {
 	cfg.ListenClientUrls, cfg.AdvertiseClientUrls = []url.URL{x.client}, []url.URL{x.client}
 	cfg.ListenPeerUrls, cfg.AdvertisePeerUrls = []url.URL{x.peer}, []url.URL{x.peer}
 	cfg.InitialCluster = cfg.Name + "=" + x.peer.String()
+	if x.tls != nil {
+		cfg.ClientTLSInfo = *x.tls
+	}
 	var e *embed.Etcd
 	var err error
 	// The ports of a stopped etcd may take a moment to be free again.
@@ -121,4 +152,68 @@ func (x *Etcd) Stop() {
 	x.e.Close()
 	<-x.e.Server.StopNotify()
 	x.e = nil
+}
+
+// WritePKI writes, under dir, a CA (ca.pem), a server certificate for
+// 127.0.0.1 (server.pem, server-key.pem) and a client certificate
+// (client.pem, client-key.pem) that it signed, and a client certificate
+// that another CA signed (rogue.pem, rogue-key.pem): the certificates of a
+// test of TLS with client certificates (StartTLS).
+func WritePKI(t testing.TB, dir string) {
+	t.Helper()
+	newKey := func() *ecdsa.PrivateKey {
+		k, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return k
+	}
+	write := func(name, typ string, der []byte) {
+		if err := os.WriteFile(filepath.Join(dir, name), pem.EncodeToMemory(&pem.Block{Type: typ, Bytes: der}), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	serial := int64(1)
+	issue := func(tmpl *x509.Certificate, parent *x509.Certificate, parentKey, key *ecdsa.PrivateKey) *x509.Certificate {
+		serial++
+		tmpl.SerialNumber = big.NewInt(serial)
+		tmpl.NotBefore, tmpl.NotAfter = time.Now().Add(-time.Hour), time.Now().Add(time.Hour)
+		if parent == nil {
+			parent, parentKey = tmpl, key
+		}
+		der, err := x509.CreateCertificate(rand.Reader, tmpl, parent, &key.PublicKey, parentKey)
+		if err != nil {
+			t.Fatal(err)
+		}
+		c, err := x509.ParseCertificate(der)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return c
+	}
+	keyDER := func(k *ecdsa.PrivateKey) []byte {
+		b, err := x509.MarshalECPrivateKey(k)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b
+	}
+	ca := func(name string) (*x509.Certificate, *ecdsa.PrivateKey) {
+		k := newKey()
+		return issue(&x509.Certificate{Subject: pkix.Name{CommonName: name}, IsCA: true, BasicConstraintsValid: true,
+			KeyUsage: x509.KeyUsageCertSign | x509.KeyUsageDigitalSignature}, nil, nil, k), k
+	}
+	leaf := func(name string, caCert *x509.Certificate, caKey *ecdsa.PrivateKey, usage x509.ExtKeyUsage, ips ...net.IP) {
+		k := newKey()
+		c := issue(&x509.Certificate{Subject: pkix.Name{CommonName: name}, IPAddresses: ips,
+			KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{usage}}, caCert, caKey, k)
+		write(name+".pem", "CERTIFICATE", c.Raw)
+		write(name+"-key.pem", "EC PRIVATE KEY", keyDER(k))
+	}
+	caCert, caKey := ca("xfer test CA")
+	write("ca.pem", "CERTIFICATE", caCert.Raw)
+	leaf("server", caCert, caKey, x509.ExtKeyUsageServerAuth, net.IPv4(127, 0, 0, 1))
+	leaf("client", caCert, caKey, x509.ExtKeyUsageClientAuth)
+	rogueCA, rogueKey := ca("another CA")
+	leaf("rogue", rogueCA, rogueKey, x509.ExtKeyUsageClientAuth)
 }
