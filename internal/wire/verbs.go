@@ -30,9 +30,14 @@ type VerbsInfo struct {
 	// exports, so that the peer's first WRITE or READ to one needs no
 	// attach round trip. Regions not listed are attached on first use.
 	Keys []RegionKey
-	// Version is the encoding's version: 0 encodes the current one
-	// (VerbsInfoVersion). Version 1 has no Keys; a side sends it to a peer
-	// whose handshake blob says it knows no more.
+	// Rails (version 3) is, in the handshake blob, how many devices the
+	// sender connects a peer over (its rails); 0 or 1 means one.
+	Rails uint8
+	// Version is the encoding's version: 0 encodes the least one that
+	// carries v's fields (3 when Rails is above 1, else 2). Version 1 has
+	// no Keys; a side sends it to a peer whose handshake blob says it
+	// knows no more. A single-device engine's blob stays version 2, which
+	// engines from before rails decode.
 	Version uint8
 }
 
@@ -55,11 +60,15 @@ const (
 // MaxQPs bounds VerbsInfo.QPNs.
 const MaxQPs = 64
 
-// VerbsInfo encoding versions: 1 had no rkeys; 2 adds Keys. Decoders
-// accept both.
+// MaxRails bounds VerbsInfo.Rails.
+const MaxRails = 16
+
+// VerbsInfo encoding versions: 1 had no rkeys; 2 adds Keys; 3 adds
+// Rails. Decoders accept all three.
 const (
-	VerbsInfoVersion    = 2
-	verbsInfoVersionMin = 1
+	VerbsInfoVersion      = 3
+	verbsInfoVersionMin   = 1
+	verbsInfoVersionRails = 3
 )
 
 // AppendVerbsInfo appends v's encoding (with a handshake header of type
@@ -68,7 +77,10 @@ func AppendVerbsInfo(b []byte, v *VerbsInfo) []byte {
 	e, at := begin(b, MsgVerbs)
 	ver := v.Version
 	if ver == 0 {
-		ver = VerbsInfoVersion
+		ver = verbsInfoVersionRails - 1
+		if v.Rails > 1 {
+			ver = verbsInfoVersionRails
+		}
 	}
 	e.u8(ver)
 	e.str(v.Device)
@@ -98,6 +110,9 @@ func AppendVerbsInfo(b []byte, v *VerbsInfo) []byte {
 			e.u64(k.Key)
 			e.u32(k.RKey)
 		}
+	}
+	if ver >= verbsInfoVersionRails {
+		e.u8(v.Rails)
 	}
 	return finish(e, at)
 }
@@ -147,6 +162,12 @@ func DecodeVerbsInfo(body []byte) (*VerbsInfo, error) {
 			default:
 				v.Keys = append(v.Keys, k)
 			}
+		}
+	}
+	if d.err == nil && v.Version >= verbsInfoVersionRails {
+		v.Rails = d.u8("rails")
+		if d.err == nil && v.Rails > MaxRails {
+			d.fail("%d rails, limit %d", v.Rails, MaxRails)
 		}
 	}
 	if d.err == nil {

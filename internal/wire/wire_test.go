@@ -201,6 +201,21 @@ func TestVerbsInfo(t *testing.T) {
 	if got, err := DecodeVerbsInfo(roundTrip(t, AppendVerbsInfo(nil, v), MsgVerbs)); err != nil || !reflect.DeepEqual(got, v) {
 		t.Fatalf("with keys: %v %+v", err, got)
 	}
+	// Version 3 carries the sender's rail count; version 0 encodes 3 only
+	// when there are several, so that one device's blob stays version 2.
+	railed := *v
+	railed.Version, railed.Rails = 0, 2
+	if got, err := DecodeVerbsInfo(AppendVerbsInfo(nil, &railed)[HandshakeHeaderLen:]); err != nil || got.Version != 3 || got.Rails != 2 {
+		t.Fatalf("rails: %v %+v", err, got)
+	}
+	railed.Rails = 1
+	if got, err := DecodeVerbsInfo(AppendVerbsInfo(nil, &railed)[HandshakeHeaderLen:]); err != nil || got.Version != 2 || got.Rails != 0 {
+		t.Fatalf("one rail: %v %+v", err, got)
+	}
+	railed.Version, railed.Rails = 3, MaxRails+1
+	if _, err := DecodeVerbsInfo(AppendVerbsInfo(nil, &railed)[HandshakeHeaderLen:]); !errors.Is(err, ErrMalformed) {
+		t.Fatalf("%d rails accepted", MaxRails+1)
+	}
 	old := *v
 	old.Version = 1
 	got, err = DecodeVerbsInfo(AppendVerbsInfo(nil, &old)[HandshakeHeaderLen:])
@@ -215,9 +230,9 @@ func TestVerbsInfo(t *testing.T) {
 		}
 	}
 	b := AppendVerbsInfo(nil, v)[HandshakeHeaderLen:]
-	b[0] = 3
+	b[0] = VerbsInfoVersion + 1
 	if _, err := DecodeVerbsInfo(b); !errors.Is(err, ErrMalformed) {
-		t.Fatal("version 3 accepted")
+		t.Fatalf("version %d accepted", VerbsInfoVersion+1)
 	}
 	b = AppendVerbsInfo(nil, v)[HandshakeHeaderLen:]
 	if _, err := DecodeVerbsInfo(b[:len(b)-1]); !errors.Is(err, ErrMalformed) {
