@@ -1,0 +1,224 @@
+package verbs
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+
+	"github.com/xferio/xfer/internal/ibv"
+	"github.com/xferio/xfer/internal/wire"
+	"github.com/xferio/xfer/mem"
+	"github.com/xferio/xfer/transport"
+)
+
+// Rails: a transport whose Config names several devices (Config.Devices)
+// is a set of single-device transports, one per device, and connects a
+// peer over each rail both sides have: the i-th usable device here with
+// the i-th usable one on the peer. Rail 0 is the handshaken connection's;
+// each other rail gets an extra TCP connection of the engine's (DialExtra,
+// AcceptExtra) for its own control stream, and its own queue pairs,
+// registrations and rkeys. See RailEndpoint for how operations are spread.
+
+// rails is the state of a Transport over several devices.
+type rails struct {
+	cfg  Config
+	once sync.Once
+	err  error // listing the devices (auto)
+
+	mu   sync.Mutex
+	subs []*Transport // one per device, in the configured order
+	log  *slog.Logger
+
+	// down counts rails taken down under a live endpoint (their
+	// operations repeated on another rail); repeated counts those
+	// operations.
+	down, repeated atomic.Uint64
+}
+
+// resolve builds the per-device transports once: the names configured,
+// or for auto every device the host has (Available leaves out those
+// without an ACTIVE port).
+func (r *rails) resolve() ([]*Transport, error) {
+	r.once.Do(func() {
+		names := r.cfg.Devices
+		if len(names) == 1 && names[0] == autoDevices {
+			devs, err := ibv.Devices()
+			if err != nil {
+				r.err = fmt.Errorf("rdma: %w: list the devices for %sdevices auto: %w", transport.ErrNotSupported, keyPrefix, err)
+				return
+			}
+			names = names[:0:0]
+			for _, d := range devs {
+				names = append(names, d.Name)
+			}
+			if len(names) > wire.MaxRails {
+				names = names[:wire.MaxRails]
+			}
+		}
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		for _, n := range names {
+			c := r.cfg.Clone()
+			c.Device, c.Devices = n, nil
+			t := New(c)
+			t.log = r.log
+			r.subs = append(r.subs, t)
+		}
+	})
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.subs, r.err
+}
+
+// up returns the devices usable now, in order, or why there is none. A
+// device that was removed and is back opens again here (Transport.device),
+// so a rail that failed comes back for the connections made after it
+// returned.
+func (r *rails) up() ([]*Transport, error) {
+	subs, err := r.resolve()
+	if err != nil {
+		return nil, err
+	}
+	var ups []*Transport
+	var errs []error
+	for _, t := range subs {
+		if err := t.Available(); err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		ups = append(ups, t)
+	}
+	if len(ups) == 0 {
+		if len(errs) == 0 {
+			return nil, fmt.Errorf("rdma: %w: %sdevices auto: the host has no RDMA device", transport.ErrNotSupported, keyPrefix)
+		}
+		return nil, fmt.Errorf("rdma: none of the %d configured devices is usable: %w", len(subs), errors.Join(errs...))
+	}
+	return ups, nil
+}
+
+func (r *rails) setLogger(l *slog.Logger) {
+	r.mu.Lock()
+	r.log = l
+	subs := r.subs
+	r.mu.Unlock()
+	for _, t := range subs {
+		t.SetLogger(l)
+	}
+}
+
+func (r *rails) available() error {
+	_, err := r.up()
+	return err
+}
+
+// localBlob is the first usable device's description, with the number of
+// rails this side offers.
+func (r *rails) localBlob() []byte {
+	ups, err := r.up()
+	if err != nil {
+		return nil
+	}
+	return ups[0].blob(len(ups))
+}
+
+func (r *rails) usable(local, remote transport.PeerInfo) error {
+	ups, err := r.up()
+	if err != nil {
+		return err
+	}
+	return ups[0].Usable(local, remote)
+}
+
+func (r *rails) regionRemoved(h *mem.Handle) {
+	r.mu.Lock()
+	subs := r.subs
+	r.mu.Unlock()
+	for _, t := range subs {
+		t.RegionRemoved(h)
+	}
+}
+
+func (r *rails) close() {
+	r.mu.Lock()
+	subs := r.subs
+	r.mu.Unlock()
+	for _, t := range subs {
+		t.Close()
+	}
+}
+
+func (r *rails) inUse() (DeviceInUse, bool) {
+	r.mu.Lock()
+	subs := r.subs
+	r.mu.Unlock()
+	for _, t := range subs {
+		if d, ok := t.InUse(); ok {
+			return d, true
+		}
+	}
+	return DeviceInUse{}, false
+}
+
+// connect connects the peer over min(this side's, the peer's) rails; with
+// one, the endpoint is a plain single-device one.
+func (r *rails) connect(ctx context.Context, p transport.Params) (transport.Endpoint, error) {
+	ups, err := r.up()
+	if err != nil {
+		p.Conn.Close()
+		return nil, err
+	}
+	peer, err := wire.DecodeVerbsInfo(p.Remote.Blob)
+	if err != nil {
+		p.Conn.Close()
+		return nil, fmt.Errorf("rdma: peer's device description: %w", err)
+	}
+	n := min(len(ups), max(1, int(peer.Rails)))
+	extra := p.DialExtra
+	if p.Role == transport.Acceptor {
+		extra = p.AcceptExtra
+	}
+	if extra == nil {
+		n = 1
+	}
+	ep0, err := ups[0].connectOne(ctx, p)
+	if err != nil {
+		return nil, err
+	}
+	if n == 1 {
+		return ep0, nil
+	}
+	re := newRailEndpoint(r, n)
+	re.eps[0], re.names[0] = ep0, ep0.dev.info.Name
+	for i := 1; i < n; i++ {
+		conn, err := extra(ctx)
+		if err != nil {
+			re.Close()
+			return nil, fmt.Errorf("rdma: rail %d (%s): connection for its control stream: %w", i, ups[i].cfg.Device, err)
+		}
+		pi := p
+		pi.Conn, pi.Conns, pi.DialExtra, pi.AcceptExtra = conn, 1, nil, nil
+		ep, err := ups[i].connectOne(ctx, pi)
+		if err != nil {
+			re.Close()
+			return nil, fmt.Errorf("rdma: rail %d (%s): %w", i, ups[i].cfg.Device, err)
+		}
+		re.eps[i], re.names[i] = ep, ep.dev.info.Name
+	}
+	re.start()
+	return re, nil
+}
+
+// Rails reports, for a transport over several devices, the rails taken
+// down under a live endpoint since it was made (their device failed, or
+// their queue pairs) and the operations repeated on another rail; zeros
+// for a transport over one device.
+func (t *Transport) Rails() (down, repeated uint64) {
+	if t.rails == nil {
+		return 0, 0
+	}
+	return t.rails.down.Load(), t.rails.repeated.Load()
+}
