@@ -29,6 +29,7 @@ import (
 type RailEndpoint struct {
 	r     *rails
 	eps   []*Endpoint
+	subs  []*Transport // each rail's device transport, for its counts
 	names []string
 	down  []atomic.Bool
 	load  []atomic.Int64 // operations in flight, per rail
@@ -48,7 +49,7 @@ var (
 )
 
 func newRailEndpoint(r *rails, n int) *RailEndpoint {
-	return &RailEndpoint{r: r, eps: make([]*Endpoint, n), names: make([]string, n), down: make([]atomic.Bool, n),
+	return &RailEndpoint{r: r, eps: make([]*Endpoint, n), subs: make([]*Transport, n), names: make([]string, n), down: make([]atomic.Bool, n),
 		load: make([]atomic.Int64, n), slice: r.cfg.SliceSize, done: make(chan struct{})}
 }
 
@@ -88,7 +89,8 @@ func (re *RailEndpoint) markDown(i int, err error) {
 	if re.closing() {
 		return
 	}
-	re.r.down.Add(1)
+	re.subs[i].railDown.Add(1)
+	re.r.probe(re.subs[i])
 	re.r.mu.Lock()
 	log := re.r.log
 	re.r.mu.Unlock()
@@ -261,7 +263,7 @@ func (c *railOp) OpDone(*transport.Op) {
 	if err != nil && re.repeatable(c, err) {
 		if to := re.pick(c.rail); to >= 0 {
 			re.markDown(c.rail, err)
-			re.r.repeated.Add(1)
+			re.subs[c.rail].railRepeated.Add(1)
 			c.tries++
 			c.rail = to
 			c.op.Err = nil

@@ -6,7 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
-	"sync/atomic"
+	"time"
 
 	"github.com/xferio/xfer/internal/ibv"
 	"github.com/xferio/xfer/internal/wire"
@@ -32,10 +32,9 @@ type rails struct {
 	subs []*Transport // one per device, in the configured order
 	log  *slog.Logger
 
-	// down counts rails taken down under a live endpoint (their
-	// operations repeated on another rail); repeated counts those
-	// operations.
-	down, repeated atomic.Uint64
+	closed bool
+	stop   chan struct{} // closed by close: the probes end
+	probes sync.WaitGroup
 }
 
 // resolve builds the per-device transports once: the names configured,
@@ -145,7 +144,12 @@ func (r *rails) regionRemoved(h *mem.Handle) {
 func (r *rails) close() {
 	r.mu.Lock()
 	subs := r.subs
+	if !r.closed {
+		r.closed = true
+		close(r.stop)
+	}
 	r.mu.Unlock()
+	r.probes.Wait()
 	for _, t := range subs {
 		t.Close()
 	}
@@ -192,7 +196,7 @@ func (r *rails) connect(ctx context.Context, p transport.Params) (transport.Endp
 		return ep0, nil
 	}
 	re := newRailEndpoint(r, n)
-	re.eps[0], re.names[0] = ep0, ep0.dev.info.Name
+	re.eps[0], re.subs[0], re.names[0] = ep0, ups[0], ep0.dev.info.Name
 	for i := 1; i < n; i++ {
 		conn, err := extra(ctx)
 		if err != nil {
@@ -206,19 +210,72 @@ func (r *rails) connect(ctx context.Context, p transport.Params) (transport.Endp
 			re.Close()
 			return nil, fmt.Errorf("rdma: rail %d (%s): %w", i, ups[i].cfg.Device, err)
 		}
-		re.eps[i], re.names[i] = ep, ep.dev.info.Name
+		re.eps[i], re.subs[i], re.names[i] = ep, ups[i], ep.dev.info.Name
 	}
 	re.start()
 	return re, nil
 }
 
-// Rails reports, for a transport over several devices, the rails taken
-// down under a live endpoint since it was made (their device failed, or
-// their queue pairs) and the operations repeated on another rail; zeros
-// for a transport over one device.
-func (t *Transport) Rails() (down, repeated uint64) {
+var _ transport.RailUser = (*Transport)(nil)
+
+// Rails describes each device of a transport over several (Config.Devices),
+// nil for one over one device. It opens none.
+func (t *Transport) Rails() []transport.RailStatus {
 	if t.rails == nil {
-		return 0, 0
+		return nil
 	}
-	return t.rails.down.Load(), t.rails.repeated.Load()
+	t.rails.mu.Lock()
+	subs := t.rails.subs
+	t.rails.mu.Unlock()
+	out := make([]transport.RailStatus, len(subs))
+	for i, s := range subs {
+		_, up := s.InUse()
+		out[i] = transport.RailStatus{Device: s.cfg.Device, Up: up, Down: s.railDown.Load(), Repeated: s.railRepeated.Load()}
+	}
+	return out
 }
+
+// probe tries, with backoff, to open again the device of a rail that
+// failed, so that it shows up again in the status when it is back (and
+// connections made later use it), until the transport closes.
+func (r *rails) probe(t *Transport) {
+	if !t.probing.CompareAndSwap(false, true) {
+		return
+	}
+	r.mu.Lock()
+	if r.closed {
+		r.mu.Unlock()
+		t.probing.Store(false)
+		return
+	}
+	r.probes.Add(1)
+	r.mu.Unlock()
+	go func() {
+		defer r.probes.Done()
+		defer t.probing.Store(false)
+		for wait := probeFirst; ; wait = min(2*wait, probeMax) {
+			select {
+			case <-r.stop:
+				return
+			case <-time.After(wait):
+			}
+			if t.Available() == nil {
+				r.mu.Lock()
+				log := r.log
+				r.mu.Unlock()
+				if log != nil {
+					log.Info("rdma rail back: its device is usable again; connections made from now on use it", "device", t.cfg.Device)
+				}
+				return
+			}
+		}
+	}()
+}
+
+// The probe's backoff: the first try a second after the rail failed (the
+// kernel's removal of its device must have finished), then each twice
+// the last, up to probeMax.
+const (
+	probeFirst = time.Second
+	probeMax   = 30 * time.Second
+)

@@ -42,6 +42,12 @@ type Transport struct {
 	log       *slog.Logger
 
 	rails *rails // several devices (Config.Devices); nil for one
+
+	// A rail's counts, on the transport of each device of rails: the
+	// times it was taken down under a live endpoint, the operations then
+	// repeated on another rail; and whether its probe runs.
+	railDown, railRepeated atomic.Uint64
+	probing                atomic.Bool
 }
 
 // leaveGrace bounds how long a removed device that is still listed is not
@@ -74,7 +80,7 @@ func New(cfg Config) *Transport {
 	cfg, err := cfg.WithDefaults()
 	t := &Transport{cfg: cfg, err: err}
 	if err == nil && len(cfg.Devices) > 0 {
-		t.rails = &rails{cfg: cfg}
+		t.rails = &rails{cfg: cfg, stop: make(chan struct{})}
 	}
 	return t
 }
