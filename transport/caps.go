@@ -112,6 +112,9 @@ type RailStatus struct {
 	// were repeated on another rail.
 	Down     uint64 `json:"down"`
 	Repeated uint64 `json:"repeated"`
+	// Ops counts the READs and WRITEs (or pieces of them, when one was
+	// cut over the rails) completed on the rail.
+	Ops uint64 `json:"ops"`
 }
 
 // RailUser is implemented by a transport over several devices (rdma's,

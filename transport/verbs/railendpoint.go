@@ -274,6 +274,9 @@ func (c *railOp) OpDone(*transport.Op) {
 			return
 		}
 	}
+	if err == nil {
+		re.subs[c.rail].railOps.Add(1)
+	}
 	c.finish(err)
 }
 

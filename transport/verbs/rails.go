@@ -230,7 +230,7 @@ func (t *Transport) Rails() []transport.RailStatus {
 	out := make([]transport.RailStatus, len(subs))
 	for i, s := range subs {
 		_, up := s.InUse()
-		out[i] = transport.RailStatus{Device: s.cfg.Device, Up: up, Down: s.railDown.Load(), Repeated: s.railRepeated.Load()}
+		out[i] = transport.RailStatus{Device: s.cfg.Device, Up: up, Down: s.railDown.Load(), Repeated: s.railRepeated.Load(), Ops: s.railOps.Load()}
 	}
 	return out
 }

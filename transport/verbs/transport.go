@@ -45,9 +45,10 @@ type Transport struct {
 
 	// A rail's counts, on the transport of each device of rails: the
 	// times it was taken down under a live endpoint, the operations then
-	// repeated on another rail; and whether its probe runs.
-	railDown, railRepeated atomic.Uint64
-	probing                atomic.Bool
+	// repeated on another rail, the operations (or pieces) completed on
+	// it; and whether its probe runs.
+	railDown, railRepeated, railOps atomic.Uint64
+	probing                         atomic.Bool
 }
 
 // leaveGrace bounds how long a removed device that is still listed is not

@@ -199,8 +199,10 @@ func TestRailFailover(t *testing.T) {
 	} else {
 		t.Logf("%s keeps no packet counters: the spread is not checked by them", typ)
 	}
-	if rs := railStatus(p.Client); len(rs) != 2 || !rs[0].Up || !rs[1].Up {
-		t.Errorf("status with both rails up: %+v", rs)
+	rs := railStatus(p.Client)
+	t.Logf("rails while both are up: %+v", rs)
+	if len(rs) != 2 || !rs[0].Up || !rs[1].Up || rs[0].Ops == 0 || rs[1].Ops == 0 {
+		t.Fatalf("status with both rails up: %+v; want both up, both with operations done", rs)
 	}
 
 	// Delete the second rail's device under the load.
@@ -238,7 +240,7 @@ func TestRailFailover(t *testing.T) {
 	if st.Failovers != 0 {
 		t.Errorf("the engine repeated %d operations on a new connection: the rail's were to be repeated on the other rail, in the same one (%+v)", st.Failovers, st.RecentFailovers)
 	}
-	rs := railStatus(p.Client)
+	rs = railStatus(p.Client)
 	t.Logf("rails after the delete: %+v", rs)
 	if len(rs) != 2 || !rs[0].Up || rs[1].Up || rs[1].Down == 0 {
 		t.Errorf("status after %s was deleted: %+v; want it down, counted", second, rs)
