@@ -63,10 +63,11 @@ const MaxQPs = 64
 // MaxRails bounds VerbsInfo.Rails.
 const MaxRails = 16
 
-// VerbsInfo encoding versions: 1 had no rkeys; 2 adds Keys; 3 adds
-// Rails. Decoders accept all three.
+// VerbsInfo encoding versions: 1 had no rkeys; 2 (VerbsInfoVersionKeys)
+// adds Keys; 3 adds Rails. Decoders accept all three.
 const (
 	VerbsInfoVersion      = 3
+	VerbsInfoVersionKeys  = 2
 	verbsInfoVersionMin   = 1
 	verbsInfoVersionRails = 3
 )
@@ -100,7 +101,7 @@ func AppendVerbsInfo(b []byte, v *VerbsInfo) []byte {
 	e.u8(boolByte(v.CM))
 	e.raw(v.IP[:])
 	e.u16(v.CMPort)
-	if ver >= 2 {
+	if ver >= VerbsInfoVersionKeys {
 		e.u16(uint16(min(len(v.Keys), MaxExports)))
 		for _, k := range v.Keys[:min(len(v.Keys), MaxExports)] {
 			e.u32(k.ID)
@@ -145,7 +146,7 @@ func DecodeVerbsInfo(body []byte) (*VerbsInfo, error) {
 	v.CM = d.boolean("cm")
 	d.fixed(v.IP[:], "ip")
 	v.CMPort = d.u16("cm port")
-	if d.err == nil && v.Version >= 2 {
+	if d.err == nil && v.Version >= VerbsInfoVersionKeys {
 		n := int(d.u16("key count"))
 		if d.err == nil && n > MaxExports {
 			d.fail("%d region keys, limit %d", n, MaxExports)

@@ -313,7 +313,7 @@ func (e *Endpoint) connect(ctx context.Context, p transport.Params) (ep transpor
 	if err != nil {
 		return nil, fmt.Errorf("rdma: peer's device description: %w", err)
 	}
-	if peer.Version < wire.VerbsInfoVersion {
+	if peer.Version < wire.VerbsInfoVersionKeys {
 		local.Version = peer.Version // a peer that knows no rkeys in the exchange
 	} else if p.Role == transport.Acceptor {
 		// The regions the Welcome advertised: their rkeys go with the QP
