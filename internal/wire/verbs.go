@@ -30,11 +30,14 @@ type VerbsInfo struct {
 	// exports, so that the peer's first WRITE or READ to one needs no
 	// attach round trip. Regions not listed are attached on first use.
 	Keys []RegionKey
-	// Rails (version 3) is, in the handshake blob, how many devices the
-	// sender connects a peer over (its rails); 0 or 1 means one.
-	Rails uint8
+	// RailGIDs (version 3) are, in the handshake blob, the GIDs of the
+	// sender's other devices (rails) after the one this VerbsInfo
+	// describes: it connects a peer over 1+len(RailGIDs) rails, and each
+	// rail's QP exchange must name the GID given here (the peer's
+	// allowed_gids checked them all).
+	RailGIDs [][16]byte
 	// Version is the encoding's version: 0 encodes the least one that
-	// carries v's fields (3 when Rails is above 1, else 2). Version 1 has
+	// carries v's fields (3 with RailGIDs, else 2). Version 1 has
 	// no Keys; a side sends it to a peer whose handshake blob says it
 	// knows no more. A single-device engine's blob stays version 2, which
 	// engines from before rails decode.
@@ -60,7 +63,7 @@ const (
 // MaxQPs bounds VerbsInfo.QPNs.
 const MaxQPs = 64
 
-// MaxRails bounds VerbsInfo.Rails.
+// MaxRails bounds the rails a VerbsInfo names: 1+len(RailGIDs).
 const MaxRails = 16
 
 // VerbsInfo encoding versions: 1 had no rkeys; 2 (VerbsInfoVersionKeys)
@@ -79,7 +82,7 @@ func AppendVerbsInfo(b []byte, v *VerbsInfo) []byte {
 	ver := v.Version
 	if ver == 0 {
 		ver = verbsInfoVersionRails - 1
-		if v.Rails > 1 {
+		if len(v.RailGIDs) > 0 {
 			ver = verbsInfoVersionRails
 		}
 	}
@@ -113,7 +116,11 @@ func AppendVerbsInfo(b []byte, v *VerbsInfo) []byte {
 		}
 	}
 	if ver >= verbsInfoVersionRails {
-		e.u8(v.Rails)
+		n := min(len(v.RailGIDs), MaxRails-1)
+		e.u8(uint8(n))
+		for _, g := range v.RailGIDs[:n] {
+			e.raw(g[:])
+		}
 	}
 	return finish(e, at)
 }
@@ -166,9 +173,14 @@ func DecodeVerbsInfo(body []byte) (*VerbsInfo, error) {
 		}
 	}
 	if d.err == nil && v.Version >= verbsInfoVersionRails {
-		v.Rails = d.u8("rails")
-		if d.err == nil && v.Rails > MaxRails {
-			d.fail("%d rails, limit %d", v.Rails, MaxRails)
+		n := int(d.u8("rail count"))
+		if d.err == nil && n > MaxRails-1 {
+			d.fail("%d more rails, limit %d", n, MaxRails-1)
+		}
+		for i := 0; i < n && d.err == nil; i++ {
+			var g [16]byte
+			d.fixed(g[:], "rail gid")
+			v.RailGIDs = append(v.RailGIDs, g)
 		}
 	}
 	if d.err == nil {

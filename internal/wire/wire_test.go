@@ -204,16 +204,21 @@ func TestVerbsInfo(t *testing.T) {
 	// Version 3 carries the sender's rail count; version 0 encodes 3 only
 	// when there are several, so that one device's blob stays version 2.
 	railed := *v
-	railed.Version, railed.Rails = 0, 2
-	if got, err := DecodeVerbsInfo(AppendVerbsInfo(nil, &railed)[HandshakeHeaderLen:]); err != nil || got.Version != 3 || got.Rails != 2 {
+	railed.Version, railed.RailGIDs = 0, [][16]byte{{15: 2}}
+	if got, err := DecodeVerbsInfo(AppendVerbsInfo(nil, &railed)[HandshakeHeaderLen:]); err != nil || got.Version != 3 || !reflect.DeepEqual(got.RailGIDs, railed.RailGIDs) {
 		t.Fatalf("rails: %v %+v", err, got)
 	}
-	railed.Rails = 1
-	if got, err := DecodeVerbsInfo(AppendVerbsInfo(nil, &railed)[HandshakeHeaderLen:]); err != nil || got.Version != 2 || got.Rails != 0 {
+	railed.RailGIDs = nil
+	if got, err := DecodeVerbsInfo(AppendVerbsInfo(nil, &railed)[HandshakeHeaderLen:]); err != nil || got.Version != 2 || got.RailGIDs != nil {
 		t.Fatalf("one rail: %v %+v", err, got)
 	}
-	railed.Version, railed.Rails = 3, MaxRails+1
-	if _, err := DecodeVerbsInfo(AppendVerbsInfo(nil, &railed)[HandshakeHeaderLen:]); !errors.Is(err, ErrMalformed) {
+	many := AppendVerbsInfo(nil, &railed)[HandshakeHeaderLen:]
+	many[0] = 3
+	many = append(many, MaxRails) // one rail too many
+	for range MaxRails {
+		many = append(many, make([]byte, 16)...)
+	}
+	if _, err := DecodeVerbsInfo(many); !errors.Is(err, ErrMalformed) {
 		t.Fatalf("%d rails accepted", MaxRails+1)
 	}
 	old := *v

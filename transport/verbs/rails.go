@@ -121,7 +121,15 @@ func (r *rails) localBlob() []byte {
 	if err != nil {
 		return nil
 	}
-	return ups[0].blob(len(ups))
+	var gids [][16]byte
+	for _, t := range ups[1:] {
+		d, err := t.device()
+		if err != nil {
+			return ups[0].blob(nil) // gone meanwhile: offer one rail
+		}
+		gids = append(gids, d.localInfo().GID)
+	}
+	return ups[0].blob(gids)
 }
 
 func (r *rails) usable(local, remote transport.PeerInfo) error {
@@ -180,7 +188,7 @@ func (r *rails) connect(ctx context.Context, p transport.Params) (transport.Endp
 		p.Conn.Close()
 		return nil, fmt.Errorf("rdma: peer's device description: %w", err)
 	}
-	n := min(len(ups), max(1, int(peer.Rails)))
+	n := min(len(ups), 1+len(peer.RailGIDs))
 	extra := p.DialExtra
 	if p.Role == transport.Acceptor {
 		extra = p.AcceptExtra
@@ -203,8 +211,13 @@ func (r *rails) connect(ctx context.Context, p transport.Params) (transport.Endp
 			re.Close()
 			return nil, fmt.Errorf("rdma: rail %d (%s): connection for its control stream: %w", i, ups[i].cfg.Device, err)
 		}
+		// The rail's QP exchange must name the GID the handshake gave for
+		// it, as rail 0's must name the handshake's own.
+		v := *peer
+		v.GID, v.RailGIDs = peer.RailGIDs[i-1], nil
 		pi := p
 		pi.Conn, pi.Conns, pi.DialExtra, pi.AcceptExtra = conn, 1, nil, nil
+		pi.Remote.Blob = wire.AppendVerbsInfo(nil, &v)[wire.HandshakeHeaderLen:]
 		ep, err := ups[i].connectOne(ctx, pi)
 		if err != nil {
 			re.Close()

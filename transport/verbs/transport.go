@@ -152,18 +152,18 @@ func (t *Transport) LocalBlob() []byte {
 	if t.rails != nil {
 		return t.rails.localBlob()
 	}
-	return t.blob(1)
+	return t.blob(nil)
 }
 
-// blob is the device's description for the handshake, offering rails
-// rails.
-func (t *Transport) blob(rails int) []byte {
+// blob is the device's description for the handshake, with the GIDs of
+// the other rails this side offers (none: one device).
+func (t *Transport) blob(railGIDs [][16]byte) []byte {
 	d, err := t.device()
 	if err != nil {
 		return nil
 	}
 	v := d.localInfo()
-	v.Rails = uint8(rails)
+	v.RailGIDs = railGIDs
 	return wire.AppendVerbsInfo(nil, &v)[wire.HandshakeHeaderLen:]
 }
 
