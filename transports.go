@@ -1,6 +1,8 @@
 package xfer
 
 import (
+	"strings"
+
 	"github.com/xferio/xfer/internal/wire"
 	"github.com/xferio/xfer/mem"
 	"github.com/xferio/xfer/transport"
@@ -48,7 +50,12 @@ var transportTable = []transportRow{
 		name:    "rdma",
 		open:    func(cfg *Config) transport.Transport { return verbs.New(cfg.RDMA) },
 		section: "rdma",
-		device:  func(cfg *Config) string { return cfg.RDMA.Device },
+		device: func(cfg *Config) string {
+			if len(cfg.RDMA.Devices) > 0 {
+				return strings.Join(cfg.RDMA.Devices, ",") // rails
+			}
+			return cfg.RDMA.Device
+		},
 		caps: transport.Caps{
 			Memory: mem.KindSet(mem.KindHost, mem.KindCUDA), // GPU memory where the NIC reaches it (DMA-BUF, peermem)
 			Rights: transport.RightsByNIC,                   // each MR grants the region's rights, no more
