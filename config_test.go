@@ -109,6 +109,7 @@ var configDefaults = map[string]any{
 	"TCP.PollSpin": 20 * time.Microsecond,
 
 	"RDMA.Device":          "",
+	"RDMA.Devices":         []string(nil),
 	"RDMA.Port":            0,
 	"RDMA.GIDIndex":        verbs.GIDIndex{},
 	"RDMA.MTU":             0,
@@ -162,6 +163,7 @@ var configInvalid = map[string]struct {
 	"TCP.PollSpin": {func(c *Config) { c.TCP.PollSpin = 2 * time.Second }, "tcp.poll_spin 2s"},
 
 	"RDMA.Port":          {func(c *Config) { c.RDMA.Port = -1 }, "rdma.port -1"},
+	"RDMA.Devices":       {func(c *Config) { c.RDMA.Devices = []string{"auto", "mlx5_0"} }, "rdma.devices"},
 	"RDMA.GIDIndex":      {func(c *Config) { c.RDMA.GIDIndex = verbs.GID(300) }, "rdma.gid_index 300: must be auto or 0 to 255"},
 	"RDMA.MTU":           {func(c *Config) { c.RDMA.MTU = 1500 }, "rdma.mtu 1500"},
 	"RDMA.MaxInlineData": {func(c *Config) { c.RDMA.MaxInlineData = -1 }, "rdma.max_inline_data -1"},

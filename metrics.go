@@ -93,6 +93,7 @@ type engineMetrics struct {
 	opsDesc, sentDesc, receivedDesc, servedDesc, servedBytesDesc                  *prometheus.Desc
 	peersDesc, poolUsedDesc, poolFreeDesc, poolCapDesc, poolFragDesc, regionsDesc *prometheus.Desc
 	dirStateDesc, dirReregDesc                                                    *prometheus.Desc
+	railUpDesc, railDownDesc, railRepeatedDesc                                    *prometheus.Desc
 }
 
 // connStats are one connection's (one endpoint's) counters. An endpoint
@@ -251,6 +252,13 @@ func newEngineMetrics(e *Engine, reg prometheus.Registerer) (*engineMetrics, err
 			[]string{"state"}, nil),
 		dirReregDesc: prometheus.NewDesc("xfer_directory_reregistrations_total",
 			"How often the engine's directory entry was lost (lease expired, process paused, coordinator restarted) and registered again.", nil, nil),
+		railUpDesc: prometheus.NewDesc("xfer_rail_up", "1 while a device of a transport over several (rdma.devices) is usable, 0 while it is down.",
+			[]string{"transport", "device"}, nil),
+		railDownDesc: prometheus.NewDesc("xfer_rail_failures_total", "Times a device of a transport over several failed under a live connection and was taken out of it.",
+			[]string{"transport", "device"}, nil),
+		railRepeatedDesc: prometheus.NewDesc("xfer_rail_failovers_total",
+			"Operations in flight on a device that failed, repeated on another device of the same connection (no error to the caller).",
+			[]string{"transport", "device"}, nil),
 	}
 	cs := []prometheus.Collector{m.errs, m.lat, m.fallback, m.retries, m.stalls, m.failover, m.authFailures, m}
 	for i, c := range cs {
@@ -359,6 +367,9 @@ func (m *engineMetrics) Describe(ch chan<- *prometheus.Desc) {
 	ch <- m.poolFragDesc
 	ch <- m.regionsDesc
 	ch <- m.dirStateDesc
+	ch <- m.railUpDesc
+	ch <- m.railDownDesc
+	ch <- m.railRepeatedDesc
 	ch <- m.dirReregDesc
 }
 
@@ -389,6 +400,19 @@ func (m *engineMetrics) Collect(ch chan<- prometheus.Metric) {
 		for i, op := range []string{"write", "read"} {
 			counter(m.servedDesc, t.served[i], op, name)
 			counter(m.servedBytesDesc, t.servedBytes[i], op, name)
+		}
+	}
+	for name, t := range e.transports {
+		if u, ok := t.(transport.RailUser); ok {
+			for _, r := range u.Rails() {
+				up := 0.0
+				if r.Up {
+					up = 1
+				}
+				ch <- prometheus.MustNewConstMetric(m.railUpDesc, prometheus.GaugeValue, up, name, r.Device)
+				counter(m.railDownDesc, r.Down, name, r.Device)
+				counter(m.railRepeatedDesc, r.Repeated, name, r.Device)
+			}
 		}
 	}
 	type key struct{ transport, device string }

@@ -78,15 +78,17 @@ func parseGIDs(list []string) ([][16]byte, error) {
 // transport has no GIDs, or the GID is on the list.
 func (e *Engine) gidAllowed(name string, blob []byte) error {
 	r := transportRowOf(name)
-	if len(e.allowedGIDs) == 0 || r == nil || r.peerGID == nil {
+	if len(e.allowedGIDs) == 0 || r == nil || r.peerGIDs == nil {
 		return nil
 	}
-	gid, err := r.peerGID(blob)
+	gids, err := r.peerGIDs(blob)
 	if err != nil {
 		return fmt.Errorf("%s: the peer's description: %w", name, err)
 	}
-	if !slices.Contains(e.allowedGIDs, gid) {
-		return fmt.Errorf("%s: the peer's GID %s is not in security.rdma.allowed_gids", name, net.IP(gid[:]))
+	for _, gid := range gids {
+		if !slices.Contains(e.allowedGIDs, gid) {
+			return fmt.Errorf("%s: the peer's GID %s is not in security.rdma.allowed_gids", name, net.IP(gid[:]))
+		}
 	}
 	return nil
 }

@@ -88,7 +88,13 @@ type TransportStatus struct {
 	Caps transport.Caps `json:"caps"`
 	// Device is the device, port and GID the transport has open (rdma's).
 	Device *transport.DeviceInUse `json:"device,omitempty"`
+	// Rails are the devices of a transport over several (rdma.devices):
+	// each up or down, and how often it failed under a connection.
+	Rails []RailStatus `json:"rails,omitempty"`
 }
+
+// RailStatus describes one device (rail) of a transport over several.
+type RailStatus = transport.RailStatus
 
 // PeerStatus describes one peer. Ops, Bytes and LastError are kept only
 // when the engine has metrics (Config.Metrics); without them they stay 0
@@ -171,6 +177,9 @@ func (e *Engine) Status() Status {
 			if d, ok := u.InUse(); ok {
 				ts.Device = &d
 			}
+		}
+		if u, ok := t.(transport.RailUser); ok {
+			ts.Rails = u.Rails()
 		}
 		s.Transports = append(s.Transports, ts)
 	}

@@ -1,6 +1,8 @@
 package xfer
 
 import (
+	"strings"
+
 	"github.com/xferio/xfer/internal/wire"
 	"github.com/xferio/xfer/mem"
 	"github.com/xferio/xfer/transport"
@@ -34,9 +36,10 @@ type transportRow struct {
 	device func(cfg *Config) string
 	// caps is what it can do.
 	caps transport.Caps
-	// peerGID returns the GID a peer's handshake blob for it gives, for
-	// security.rdma.allowed_gids; nil for a transport without GIDs.
-	peerGID func(blob []byte) ([16]byte, error)
+	// peerGIDs returns the GIDs a peer's handshake blob for it gives (one
+	// per device it connects over), for security.rdma.allowed_gids; nil
+	// for a transport without GIDs.
+	peerGIDs func(blob []byte) ([][16]byte, error)
 }
 
 // transportTable lists every transport once, best first: the order is the
@@ -47,17 +50,22 @@ var transportTable = []transportRow{
 		name:    "rdma",
 		open:    func(cfg *Config) transport.Transport { return verbs.New(cfg.RDMA) },
 		section: "rdma",
-		device:  func(cfg *Config) string { return cfg.RDMA.Device },
+		device: func(cfg *Config) string {
+			if len(cfg.RDMA.Devices) > 0 {
+				return strings.Join(cfg.RDMA.Devices, ",") // rails
+			}
+			return cfg.RDMA.Device
+		},
 		caps: transport.Caps{
 			Memory: mem.KindSet(mem.KindHost, mem.KindCUDA), // GPU memory where the NIC reaches it (DMA-BUF, peermem)
 			Rights: transport.RightsByNIC,                   // each MR grants the region's rights, no more
 		},
-		peerGID: func(blob []byte) ([16]byte, error) {
+		peerGIDs: func(blob []byte) ([][16]byte, error) {
 			v, err := wire.DecodeVerbsInfo(blob)
 			if err != nil {
-				return [16]byte{}, err
+				return nil, err
 			}
-			return v.GID, nil
+			return append([][16]byte{v.GID}, v.RailGIDs...), nil
 		},
 	},
 	{

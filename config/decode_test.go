@@ -307,6 +307,13 @@ rdma:
 	if c := doc.Engine; c.RDMA.Device != "rxe0" || c.RDMA.MTU != 2048 || c.RDMA.GIDIndex != (verbs.GIDIndex{}) || c.TCP.Conns != 1 {
 		t.Errorf("mixed forms: %+v", c)
 	}
+	// Several devices (rails): a sequence, in either form.
+	for _, text := range []string{"rdma:\n  devices: [mlx5_0, mlx5_1]\n", "rdma_devices:\n  - mlx5_0\n  - mlx5_1\n"} {
+		doc, err := decodeFile(text)
+		if err != nil || !slices.Equal(doc.Engine.RDMA.Devices, []string{"mlx5_0", "mlx5_1"}) {
+			t.Errorf("%q: devices %q, %v", text, doc.Engine.RDMA.Devices, err)
+		}
+	}
 }
 
 // The same option set both ways in one file is an error that names both
@@ -333,8 +340,8 @@ func TestNestedErrors(t *testing.T) {
 		{"rdma:\n  use_event_channel: sometimes\n", `xfer.yaml:2: rdma.use_event_channel: "sometimes": not true or false`},
 		{"tcp:\n  poll_spin: 20\n", `xfer.yaml:2: tcp.poll_spin: "20": not a duration`},
 		{"rdma:\n  devcie: rxe0\n", `xfer.yaml:2: unknown key "devcie" in rdma: did you mean device?`},
-		{"rdma:\n  flavour: rxe0\n", `xfer.yaml:2: unknown key "flavour" in rdma: (known keys: device, port,`},
-		{"rdma: rxe0\n", `xfer.yaml:1: rdma: expected a mapping of keys (device, port,`},
+		{"rdma:\n  flavour: rxe0\n", `xfer.yaml:2: unknown key "flavour" in rdma: (known keys: device, devices, port,`},
+		{"rdma: rxe0\n", `xfer.yaml:1: rdma: expected a mapping of keys (device, devices, port,`},
 		{"tcp:\n  conns: [1]\n", "xfer.yaml:2: tcp.conns: expected a single value"},
 		{"huge_pages: sometimes\n", `xfer.yaml:1: huge_pages: "sometimes": not one of auto, off, explicit`},
 		{"memory: disk\n", `xfer.yaml:1: memory: "disk": must be auto, memfd, private or cuda:N (GPU memory)`},

@@ -101,6 +101,30 @@ type DeviceUser interface {
 	InUse() (DeviceInUse, bool)
 }
 
+// RailStatus describes one device (rail) of a transport over several.
+type RailStatus struct {
+	Device string `json:"device"`
+	// Up: the device is open and usable. A rail that failed is down until
+	// the transport's probe finds its device back.
+	Up bool `json:"up"`
+	// Down counts the times the rail was taken down under a live
+	// connection; Repeated counts the operations in flight on it then that
+	// were repeated on another rail.
+	Down     uint64 `json:"down"`
+	Repeated uint64 `json:"repeated"`
+	// Ops counts the READs and WRITEs (or pieces of them, when one was
+	// cut over the rails) completed on the rail.
+	Ops uint64 `json:"ops"`
+}
+
+// RailUser is implemented by a transport over several devices (rdma's,
+// with rdma.devices). Status and metrics describe its rails through it.
+type RailUser interface {
+	// Rails describes each rail, in order; nil for a transport over one
+	// device.
+	Rails() []RailStatus
+}
+
 // LogSetter is implemented by a transport that logs on its own, outside
 // any endpoint (rdma's, once per way it registers GPU memory). The engine
 // hands it its logger when it opens.

@@ -131,6 +131,8 @@ func FuzzDecodeVerbsInfo(f *testing.F) {
 	f.Add(AppendVerbsInfo(nil, &v1)[HandshakeHeaderLen:])
 	v.Keys = []RegionKey{{ID: 3, Access: 3, Base: 0x7f0000000000, Len: 1 << 20, Key: 42, RKey: 0x1234}, {ID: 4, Access: 1, Len: 8}}
 	f.Add(AppendVerbsInfo(nil, v)[HandshakeHeaderLen:])
+	v.RailGIDs = [][16]byte{{15: 9}}
+	f.Add(AppendVerbsInfo(nil, v)[HandshakeHeaderLen:])
 	f.Fuzz(func(t *testing.T, b []byte) {
 		v, err := DecodeVerbsInfo(b)
 		if err != nil {

@@ -30,9 +30,17 @@ type VerbsInfo struct {
 	// exports, so that the peer's first WRITE or READ to one needs no
 	// attach round trip. Regions not listed are attached on first use.
 	Keys []RegionKey
-	// Version is the encoding's version: 0 encodes the current one
-	// (VerbsInfoVersion). Version 1 has no Keys; a side sends it to a peer
-	// whose handshake blob says it knows no more.
+	// RailGIDs (version 3) are, in the handshake blob, the GIDs of the
+	// sender's other devices (rails) after the one this VerbsInfo
+	// describes: it connects a peer over 1+len(RailGIDs) rails, and each
+	// rail's QP exchange must name the GID given here (the peer's
+	// allowed_gids checked them all).
+	RailGIDs [][16]byte
+	// Version is the encoding's version: 0 encodes the least one that
+	// carries v's fields (3 with RailGIDs, else 2). Version 1 has
+	// no Keys; a side sends it to a peer whose handshake blob says it
+	// knows no more. A single-device engine's blob stays version 2, which
+	// engines from before rails decode.
 	Version uint8
 }
 
@@ -55,11 +63,16 @@ const (
 // MaxQPs bounds VerbsInfo.QPNs.
 const MaxQPs = 64
 
-// VerbsInfo encoding versions: 1 had no rkeys; 2 adds Keys. Decoders
-// accept both.
+// MaxRails bounds the rails a VerbsInfo names: 1+len(RailGIDs).
+const MaxRails = 16
+
+// VerbsInfo encoding versions: 1 had no rkeys; 2 (VerbsInfoVersionKeys)
+// adds Keys; 3 adds Rails. Decoders accept all three.
 const (
-	VerbsInfoVersion    = 2
-	verbsInfoVersionMin = 1
+	VerbsInfoVersion      = 3
+	VerbsInfoVersionKeys  = 2
+	verbsInfoVersionMin   = 1
+	verbsInfoVersionRails = 3
 )
 
 // AppendVerbsInfo appends v's encoding (with a handshake header of type
@@ -68,7 +81,10 @@ func AppendVerbsInfo(b []byte, v *VerbsInfo) []byte {
 	e, at := begin(b, MsgVerbs)
 	ver := v.Version
 	if ver == 0 {
-		ver = VerbsInfoVersion
+		ver = verbsInfoVersionRails - 1
+		if len(v.RailGIDs) > 0 {
+			ver = verbsInfoVersionRails
+		}
 	}
 	e.u8(ver)
 	e.str(v.Device)
@@ -88,7 +104,7 @@ func AppendVerbsInfo(b []byte, v *VerbsInfo) []byte {
 	e.u8(boolByte(v.CM))
 	e.raw(v.IP[:])
 	e.u16(v.CMPort)
-	if ver >= 2 {
+	if ver >= VerbsInfoVersionKeys {
 		e.u16(uint16(min(len(v.Keys), MaxExports)))
 		for _, k := range v.Keys[:min(len(v.Keys), MaxExports)] {
 			e.u32(k.ID)
@@ -97,6 +113,13 @@ func AppendVerbsInfo(b []byte, v *VerbsInfo) []byte {
 			e.u64(k.Len)
 			e.u64(k.Key)
 			e.u32(k.RKey)
+		}
+	}
+	if ver >= verbsInfoVersionRails {
+		n := min(len(v.RailGIDs), MaxRails-1)
+		e.u8(uint8(n))
+		for _, g := range v.RailGIDs[:n] {
+			e.raw(g[:])
 		}
 	}
 	return finish(e, at)
@@ -130,7 +153,7 @@ func DecodeVerbsInfo(body []byte) (*VerbsInfo, error) {
 	v.CM = d.boolean("cm")
 	d.fixed(v.IP[:], "ip")
 	v.CMPort = d.u16("cm port")
-	if d.err == nil && v.Version >= 2 {
+	if d.err == nil && v.Version >= VerbsInfoVersionKeys {
 		n := int(d.u16("key count"))
 		if d.err == nil && n > MaxExports {
 			d.fail("%d region keys, limit %d", n, MaxExports)
@@ -147,6 +170,17 @@ func DecodeVerbsInfo(body []byte) (*VerbsInfo, error) {
 			default:
 				v.Keys = append(v.Keys, k)
 			}
+		}
+	}
+	if d.err == nil && v.Version >= verbsInfoVersionRails {
+		n := int(d.u8("rail count"))
+		if d.err == nil && n > MaxRails-1 {
+			d.fail("%d more rails, limit %d", n, MaxRails-1)
+		}
+		for i := 0; i < n && d.err == nil; i++ {
+			var g [16]byte
+			d.fixed(g[:], "rail gid")
+			v.RailGIDs = append(v.RailGIDs, g)
 		}
 	}
 	if d.err == nil {

@@ -201,6 +201,26 @@ func TestVerbsInfo(t *testing.T) {
 	if got, err := DecodeVerbsInfo(roundTrip(t, AppendVerbsInfo(nil, v), MsgVerbs)); err != nil || !reflect.DeepEqual(got, v) {
 		t.Fatalf("with keys: %v %+v", err, got)
 	}
+	// Version 3 carries the sender's rail count; version 0 encodes 3 only
+	// when there are several, so that one device's blob stays version 2.
+	railed := *v
+	railed.Version, railed.RailGIDs = 0, [][16]byte{{15: 2}}
+	if got, err := DecodeVerbsInfo(AppendVerbsInfo(nil, &railed)[HandshakeHeaderLen:]); err != nil || got.Version != 3 || !reflect.DeepEqual(got.RailGIDs, railed.RailGIDs) {
+		t.Fatalf("rails: %v %+v", err, got)
+	}
+	railed.RailGIDs = nil
+	if got, err := DecodeVerbsInfo(AppendVerbsInfo(nil, &railed)[HandshakeHeaderLen:]); err != nil || got.Version != 2 || got.RailGIDs != nil {
+		t.Fatalf("one rail: %v %+v", err, got)
+	}
+	many := AppendVerbsInfo(nil, &railed)[HandshakeHeaderLen:]
+	many[0] = 3
+	many = append(many, MaxRails) // one rail too many
+	for range MaxRails {
+		many = append(many, make([]byte, 16)...)
+	}
+	if _, err := DecodeVerbsInfo(many); !errors.Is(err, ErrMalformed) {
+		t.Fatalf("%d rails accepted", MaxRails+1)
+	}
 	old := *v
 	old.Version = 1
 	got, err = DecodeVerbsInfo(AppendVerbsInfo(nil, &old)[HandshakeHeaderLen:])
@@ -215,9 +235,9 @@ func TestVerbsInfo(t *testing.T) {
 		}
 	}
 	b := AppendVerbsInfo(nil, v)[HandshakeHeaderLen:]
-	b[0] = 3
+	b[0] = VerbsInfoVersion + 1
 	if _, err := DecodeVerbsInfo(b); !errors.Is(err, ErrMalformed) {
-		t.Fatal("version 3 accepted")
+		t.Fatalf("version %d accepted", VerbsInfoVersion+1)
 	}
 	b = AppendVerbsInfo(nil, v)[HandshakeHeaderLen:]
 	if _, err := DecodeVerbsInfo(b[:len(b)-1]); !errors.Is(err, ErrMalformed) {

@@ -2,6 +2,7 @@ package verbs
 
 import (
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -68,9 +69,19 @@ const (
 // and fills in the defaults; its errors name the key
 // ("config: rdma.gid_index 300: must be auto or 0 to 255").
 type Config struct {
-	// Device is the RDMA device to open, e.g. "rxe0" or "mlx5_0".
-	// Default: the first device with an ACTIVE port.
+	// Device is the RDMA device to open, e.g. "rxe0" or "mlx5_0". A comma
+	// list ("mlx5_0,mlx5_1", as RDMA_DEVICE_NAME may give it) means
+	// Devices. Default: the first device with an ACTIVE port.
 	Device string `yaml:"device"`
+	// Devices lists the devices to connect peers over, each a rail: a
+	// peer is connected over as many rails as both sides have (the i-th
+	// usable device here with the i-th there), large WRITEs and READs are
+	// cut into slices spread over the rails, small ones go to the rail
+	// with the fewest in flight, and those in flight on a rail whose
+	// device fails are repeated on another. "auto" as the only item means
+	// every device with an ACTIVE port. Default: none, one device
+	// (Device).
+	Devices []string `yaml:"devices"`
 	// Port is the device's port number, from 1. Default: the device's
 	// first ACTIVE port.
 	Port int `yaml:"port"`
@@ -165,13 +176,65 @@ type Config struct {
 	SliceSize int `yaml:"-"`
 }
 
-// Clone returns a copy of c. Config holds only values, so the copy shares
-// nothing with c.
-func (c Config) Clone() Config { return c }
+// Clone returns a copy of c that shares nothing with it.
+func (c Config) Clone() Config {
+	c.Devices = slices.Clone(c.Devices)
+	return c
+}
+
+// autoDevices is the Devices item that means every device with an ACTIVE
+// port.
+const autoDevices = "auto"
+
+// railNames returns the rails Devices and Device name, checked: nil when
+// they name none or one (Device), ["auto"] for every active device, or
+// the names, each once.
+func (c Config) railNames() ([]string, error) {
+	names := c.Devices
+	key := "devices"
+	if len(names) == 0 && strings.Contains(c.Device, ",") {
+		names, key = strings.Split(c.Device, ","), "device"
+	}
+	if len(names) == 0 {
+		return nil, nil
+	}
+	out := make([]string, 0, len(names))
+	for _, n := range names {
+		n = strings.TrimSpace(n)
+		switch {
+		case n == "":
+			return nil, fmt.Errorf("%s%s %q: an empty device name", keyPrefix, key, strings.Join(names, ","))
+		case strings.EqualFold(n, autoDevices) && len(names) > 1:
+			return nil, fmt.Errorf("%s%s %q: auto stands alone (every device with an ACTIVE port)", keyPrefix, key, strings.Join(names, ","))
+		case strings.EqualFold(n, autoDevices):
+			n = autoDevices
+		case slices.Contains(out, n):
+			return nil, fmt.Errorf("%s%s %q: %s twice", keyPrefix, key, strings.Join(names, ","), n)
+		}
+		out = append(out, n)
+	}
+	if len(out) > wire.MaxRails {
+		return nil, fmt.Errorf("%s%s: %d devices, at most %d", keyPrefix, key, len(out), wire.MaxRails)
+	}
+	if c.Device != "" && key == "devices" && c.Device != out[0] {
+		return nil, fmt.Errorf("%sdevice %q and %sdevices %q: set one of them (devices' first item is the device)", keyPrefix, c.Device, keyPrefix, strings.Join(out, ","))
+	}
+	return out, nil
+}
 
 // WithDefaults checks c and returns it with the defaults filled in. It is
 // idempotent: a Config it returned comes back unchanged. Errors name the key.
 func (c Config) WithDefaults() (Config, error) {
+	devs, err := c.railNames()
+	if err != nil {
+		return c, err
+	}
+	switch {
+	case len(devs) == 1 && devs[0] != autoDevices:
+		c.Device, c.Devices = devs[0], nil // one device
+	case len(devs) > 0:
+		c.Device, c.Devices = "", devs
+	}
 	if c.Port < 0 || c.Port > maxPort {
 		return c, fmt.Errorf("%sport %d: must be between 0 (the first ACTIVE port) and %d", keyPrefix, c.Port, maxPort)
 	}

@@ -2,6 +2,8 @@ package verbs_test
 
 import (
 	"errors"
+	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -64,7 +66,7 @@ func TestConfigDefaultsIdempotent(t *testing.T) {
 			t.Fatalf("%+v: %v", cfg, err)
 		}
 		twice, err := once.WithDefaults()
-		if err != nil || twice != once {
+		if err != nil || !reflect.DeepEqual(twice, once) {
 			t.Errorf("%+v: defaults again gave %+v, %v; want %+v", cfg, twice, err, once)
 		}
 	}
@@ -90,7 +92,7 @@ func TestConfigDefaults(t *testing.T) {
 		QPType: "RC", ACKTimeout: verbs.DefaultACKTimeout, RetryCnt: verbs.DefaultRetryCnt,
 		RNRRetry: verbs.DefaultRNRRetry, MinRNRTimer: verbs.DefaultMinRNRTimer,
 	}
-	if d != want {
+	if !reflect.DeepEqual(d, want) {
 		t.Errorf("defaults: %+v\nwant      %+v", d, want)
 	}
 	set := verbs.Config{MaxSGE: 3, QPsPerPeer: 5, SliceSize: 4096, PollIdle: time.Millisecond, PollNap: -time.Microsecond,
@@ -102,7 +104,7 @@ func TestConfigDefaults(t *testing.T) {
 	if got.ACKTimeout != 20 || got.RetryCnt != -1 || got.RNRRetry != 3 || got.MinRNRTimer != 1 {
 		t.Errorf("QP attributes set: %+v", got)
 	}
-	if again, err := got.WithDefaults(); err != nil || again != got {
+	if again, err := got.WithDefaults(); err != nil || !reflect.DeepEqual(again, got) {
 		t.Errorf("WithDefaults twice: %+v, %v", again, err)
 	}
 	if got.MaxSGE != 3 || got.QPsPerPeer != 5 || got.SliceSize != 4096 || got.PollIdle != time.Millisecond || got.PollNap != -1 {
@@ -169,5 +171,53 @@ func TestConfigClone(t *testing.T) {
 	c.Device, c.GIDIndex, c.MaxSendWR, c.UseCM = "siw0", verbs.GID(2), 128, false
 	if orig.Device != "rxe0" || orig.GIDIndex != verbs.GID(1) || orig.MaxSendWR != 64 || !orig.UseCM {
 		t.Errorf("changing the clone changed the original: %+v", orig)
+	}
+}
+
+// Several devices are rails: a list in devices, a comma list in device
+// (as RDMA_DEVICE_NAME gives it), or auto; one name is Device. Bad lists
+// are errors that name the key.
+func TestConfigDevices(t *testing.T) {
+	for _, c := range []struct {
+		cfg     verbs.Config
+		device  string
+		devices []string
+	}{
+		{verbs.Config{Devices: []string{"mlx5_0", "mlx5_1"}}, "", []string{"mlx5_0", "mlx5_1"}},
+		{verbs.Config{Device: "mlx5_0, mlx5_1"}, "", []string{"mlx5_0", "mlx5_1"}},
+		{verbs.Config{Device: "mlx5_0", Devices: []string{"mlx5_0", "mlx5_1"}}, "", []string{"mlx5_0", "mlx5_1"}},
+		{verbs.Config{Devices: []string{"mlx5_1"}}, "mlx5_1", nil},
+		{verbs.Config{Devices: []string{"AUTO"}}, "", []string{"auto"}},
+		{verbs.Config{Device: "rxe0"}, "rxe0", nil},
+	} {
+		got, err := c.cfg.WithDefaults()
+		if err != nil || got.Device != c.device || !slices.Equal(got.Devices, c.devices) {
+			t.Errorf("%+v: got device %q devices %q, %v; want %q %q", c.cfg, got.Device, got.Devices, err, c.device, c.devices)
+			continue
+		}
+		if again, err := got.WithDefaults(); err != nil || again.Device != got.Device || !slices.Equal(again.Devices, got.Devices) {
+			t.Errorf("%+v: WithDefaults is not idempotent: %+v, %v", c.cfg, again, err)
+		}
+	}
+	for _, c := range []struct {
+		cfg  verbs.Config
+		want string
+	}{
+		{verbs.Config{Devices: []string{"mlx5_0", ""}}, "rdma.devices"},
+		{verbs.Config{Device: "mlx5_0,,mlx5_1"}, "rdma.device"},
+		{verbs.Config{Devices: []string{"auto", "mlx5_0"}}, "auto stands alone"},
+		{verbs.Config{Devices: []string{"mlx5_0", "mlx5_0"}}, "mlx5_0 twice"},
+		{verbs.Config{Device: "rxe0", Devices: []string{"mlx5_0", "mlx5_1"}}, "set one of them"},
+		{verbs.Config{Devices: strings.Split("a,b,c,d,e,f,g,h,i,j,k,l,m,n,o,p,q", ",")}, "at most 16"},
+	} {
+		if _, err := c.cfg.WithDefaults(); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%+v: error %v, want one that says %q", c.cfg, err, c.want)
+		}
+	}
+	orig := verbs.Config{Devices: []string{"a", "b"}}
+	c := orig.Clone()
+	c.Devices[0] = "z"
+	if orig.Devices[0] != "a" {
+		t.Error("the clone shares Devices with the original")
 	}
 }

@@ -19,6 +19,11 @@
 // READs of one Post go to each queue pair as one chain; a write-with-notify
 // is one WRITE_WITH_IMM (on iWARP, the data and then an inline SEND).
 //
+// With [Config.Devices] it opens several devices (rails) and connects a
+// peer over each rail both sides have: large WRITEs and READs are cut over
+// the rails, small ones go to the least loaded one, and those in flight on
+// a rail that fails are repeated on another ([RailEndpoint]).
+//
 // Without cgo, off Linux, without libibverbs.so.1 or without a usable
 // device, [Transport.Available] returns an error matching
 // transport.ErrNotSupported that says what is missing, and the engine's

@@ -40,6 +40,15 @@ type Transport struct {
 	leaving   string
 	leavingAt time.Time
 	log       *slog.Logger
+
+	rails *rails // several devices (Config.Devices); nil for one
+
+	// A rail's counts, on the transport of each device of rails: the
+	// times it was taken down under a live endpoint, the operations then
+	// repeated on another rail, the operations (or pieces) completed on
+	// it; and whether its probe runs.
+	railDown, railRepeated, railOps atomic.Uint64
+	probing                         atomic.Bool
 }
 
 // leaveGrace bounds how long a removed device that is still listed is not
@@ -51,6 +60,9 @@ const leaveGrace = 10 * time.Second
 // (how it registers GPU memory); without one it logs nothing. Call it
 // before the transport is used.
 func (t *Transport) SetLogger(l *slog.Logger) {
+	if t.rails != nil {
+		t.rails.setLogger(l)
+	}
 	t.mu.Lock()
 	t.log = l
 	t.mu.Unlock()
@@ -67,7 +79,11 @@ var (
 // Connect return the error, which names the key.
 func New(cfg Config) *Transport {
 	cfg, err := cfg.WithDefaults()
-	return &Transport{cfg: cfg, err: err}
+	t := &Transport{cfg: cfg, err: err}
+	if err == nil && len(cfg.Devices) > 0 {
+		t.rails = &rails{cfg: cfg, stop: make(chan struct{})}
+	}
+	return t
 }
 
 // Name is "rdma".
@@ -120,6 +136,9 @@ func (t *Transport) device() (*device, error) {
 
 // Available reports whether a usable device and port exist.
 func (t *Transport) Available() error {
+	if t.rails != nil {
+		return t.rails.available()
+	}
 	d, err := t.device()
 	if err != nil {
 		return err
@@ -130,16 +149,29 @@ func (t *Transport) Available() error {
 
 // LocalBlob describes this side's device for the peer's Usable.
 func (t *Transport) LocalBlob() []byte {
+	if t.rails != nil {
+		return t.rails.localBlob()
+	}
+	return t.blob(nil)
+}
+
+// blob is the device's description for the handshake, with the GIDs of
+// the other rails this side offers (none: one device).
+func (t *Transport) blob(railGIDs [][16]byte) []byte {
 	d, err := t.device()
 	if err != nil {
 		return nil
 	}
 	v := d.localInfo()
+	v.RailGIDs = railGIDs
 	return wire.AppendVerbsInfo(nil, &v)[wire.HandshakeHeaderLen:]
 }
 
 // Usable checks that both sides are on compatible fabrics.
 func (t *Transport) Usable(local, remote transport.PeerInfo) error {
+	if t.rails != nil {
+		return t.rails.usable(local, remote)
+	}
 	if err := t.Available(); err != nil {
 		return err
 	}
@@ -171,6 +203,10 @@ func (t *Transport) RegionAdded(*mem.Handle) {}
 // RegionRemoved implements transport.Registrar: it deregisters region h, if
 // it was registered, before the engine unmaps it.
 func (t *Transport) RegionRemoved(h *mem.Handle) {
+	if t.rails != nil {
+		t.rails.regionRemoved(h)
+		return
+	}
 	t.mu.Lock()
 	d := t.dev
 	t.mu.Unlock()
@@ -182,6 +218,18 @@ func (t *Transport) RegionRemoved(h *mem.Handle) {
 // Connect creates the QPs, exchanges their numbers with the peer over the
 // handshaken connection, and brings them RESET→INIT→RTR→RTS.
 func (t *Transport) Connect(ctx context.Context, p transport.Params) (transport.Endpoint, error) {
+	if t.rails != nil {
+		return t.rails.connect(ctx, p)
+	}
+	ep, err := t.connectOne(ctx, p)
+	if err != nil {
+		return nil, err
+	}
+	return ep, nil
+}
+
+// connectOne is Connect over the transport's one device.
+func (t *Transport) connectOne(ctx context.Context, p transport.Params) (*Endpoint, error) {
 	d, err := t.device()
 	if err != nil {
 		p.Conn.Close()
@@ -196,8 +244,7 @@ func (t *Transport) Connect(ctx context.Context, p transport.Params) (transport.
 		return nil, fmt.Errorf("rdma: %w", err)
 	}
 	defer d.connecting.Done()
-	ep, err := e.connect(ctx, p)
-	if err != nil {
+	if _, err := e.connect(ctx, p); err != nil {
 		d.leave(e)
 		return nil, err
 	}
@@ -205,7 +252,7 @@ func (t *Transport) Connect(ctx context.Context, p transport.Params) (transport.
 		e.Close()
 		return nil, fmt.Errorf("rdma: %w", err)
 	}
-	return ep, nil
+	return e, nil
 }
 
 // connect brings the endpoint up: its CQ, receive ring, QPs connected to the
@@ -266,7 +313,7 @@ func (e *Endpoint) connect(ctx context.Context, p transport.Params) (ep transpor
 	if err != nil {
 		return nil, fmt.Errorf("rdma: peer's device description: %w", err)
 	}
-	if peer.Version < wire.VerbsInfoVersion {
+	if peer.Version < wire.VerbsInfoVersionKeys {
 		local.Version = peer.Version // a peer that knows no rkeys in the exchange
 	} else if p.Role == transport.Acceptor {
 		// The regions the Welcome advertised: their rkeys go with the QP
@@ -782,6 +829,9 @@ func yield() { runtime.Gosched() }
 // Close releases the device: registrations, protection domain, context.
 // The engine calls it after closing every peer and region.
 func (t *Transport) Close() error {
+	if t.rails != nil {
+		t.rails.close()
+	}
 	t.mu.Lock()
 	devs := append(t.old, t.dev)
 	t.dev, t.old = nil, nil
@@ -806,6 +856,9 @@ var (
 // false until the transport was first used, and after its device was
 // removed.
 func (t *Transport) InUse() (DeviceInUse, bool) {
+	if t.rails != nil {
+		return t.rails.inUse()
+	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	d := t.dev

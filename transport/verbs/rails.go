@@ -1,0 +1,294 @@
+package verbs
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/xferio/xfer/internal/ibv"
+	"github.com/xferio/xfer/internal/wire"
+	"github.com/xferio/xfer/mem"
+	"github.com/xferio/xfer/transport"
+)
+
+// Rails: a transport whose Config names several devices (Config.Devices)
+// is a set of single-device transports, one per device, and connects a
+// peer over each rail both sides have: the i-th usable device here with
+// the i-th usable one on the peer. Rail 0 is the handshaken connection's;
+// each other rail gets an extra TCP connection of the engine's (DialExtra,
+// AcceptExtra) for its own control stream, and its own queue pairs,
+// registrations and rkeys. See RailEndpoint for how operations are spread.
+
+// rails is the state of a Transport over several devices.
+type rails struct {
+	cfg  Config
+	once sync.Once
+	err  error // listing the devices (auto)
+
+	mu   sync.Mutex
+	subs []*Transport // one per device, in the configured order
+	log  *slog.Logger
+
+	closed bool
+	stop   chan struct{} // closed by close: the probes end
+	probes sync.WaitGroup
+}
+
+// resolve builds the per-device transports once: the names configured,
+// or for auto every device the host has (Available leaves out those
+// without an ACTIVE port).
+func (r *rails) resolve() ([]*Transport, error) {
+	r.once.Do(func() {
+		names := r.cfg.Devices
+		if len(names) == 1 && names[0] == autoDevices {
+			devs, err := ibv.Devices()
+			if err != nil {
+				r.err = fmt.Errorf("rdma: %w: list the devices for %sdevices auto: %w", transport.ErrNotSupported, keyPrefix, err)
+				return
+			}
+			names = names[:0:0]
+			for _, d := range devs {
+				names = append(names, d.Name)
+			}
+			if len(names) > wire.MaxRails {
+				names = names[:wire.MaxRails]
+			}
+		}
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		for _, n := range names {
+			c := r.cfg.Clone()
+			c.Device, c.Devices = n, nil
+			t := New(c)
+			t.log = r.log
+			r.subs = append(r.subs, t)
+		}
+	})
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.subs, r.err
+}
+
+// up returns the devices usable now, in order, or why there is none. A
+// device that was removed and is back opens again here (Transport.device),
+// so a rail that failed comes back for the connections made after it
+// returned.
+func (r *rails) up() ([]*Transport, error) {
+	subs, err := r.resolve()
+	if err != nil {
+		return nil, err
+	}
+	var ups []*Transport
+	var errs []error
+	for _, t := range subs {
+		if err := t.Available(); err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		ups = append(ups, t)
+	}
+	if len(ups) == 0 {
+		if len(errs) == 0 {
+			return nil, fmt.Errorf("rdma: %w: %sdevices auto: the host has no RDMA device", transport.ErrNotSupported, keyPrefix)
+		}
+		return nil, fmt.Errorf("rdma: none of the %d configured devices is usable: %w", len(subs), errors.Join(errs...))
+	}
+	return ups, nil
+}
+
+func (r *rails) setLogger(l *slog.Logger) {
+	r.mu.Lock()
+	r.log = l
+	subs := r.subs
+	r.mu.Unlock()
+	for _, t := range subs {
+		t.SetLogger(l)
+	}
+}
+
+func (r *rails) available() error {
+	_, err := r.up()
+	return err
+}
+
+// localBlob is the first usable device's description, with the number of
+// rails this side offers.
+func (r *rails) localBlob() []byte {
+	ups, err := r.up()
+	if err != nil {
+		return nil
+	}
+	var gids [][16]byte
+	for _, t := range ups[1:] {
+		d, err := t.device()
+		if err != nil {
+			return ups[0].blob(nil) // gone meanwhile: offer one rail
+		}
+		gids = append(gids, d.localInfo().GID)
+	}
+	return ups[0].blob(gids)
+}
+
+func (r *rails) usable(local, remote transport.PeerInfo) error {
+	ups, err := r.up()
+	if err != nil {
+		return err
+	}
+	return ups[0].Usable(local, remote)
+}
+
+func (r *rails) regionRemoved(h *mem.Handle) {
+	r.mu.Lock()
+	subs := r.subs
+	r.mu.Unlock()
+	for _, t := range subs {
+		t.RegionRemoved(h)
+	}
+}
+
+func (r *rails) close() {
+	r.mu.Lock()
+	subs := r.subs
+	if !r.closed {
+		r.closed = true
+		close(r.stop)
+	}
+	r.mu.Unlock()
+	r.probes.Wait()
+	for _, t := range subs {
+		t.Close()
+	}
+}
+
+func (r *rails) inUse() (DeviceInUse, bool) {
+	r.mu.Lock()
+	subs := r.subs
+	r.mu.Unlock()
+	for _, t := range subs {
+		if d, ok := t.InUse(); ok {
+			return d, true
+		}
+	}
+	return DeviceInUse{}, false
+}
+
+// connect connects the peer over min(this side's, the peer's) rails; with
+// one, the endpoint is a plain single-device one.
+func (r *rails) connect(ctx context.Context, p transport.Params) (transport.Endpoint, error) {
+	ups, err := r.up()
+	if err != nil {
+		p.Conn.Close()
+		return nil, err
+	}
+	peer, err := wire.DecodeVerbsInfo(p.Remote.Blob)
+	if err != nil {
+		p.Conn.Close()
+		return nil, fmt.Errorf("rdma: peer's device description: %w", err)
+	}
+	n := min(len(ups), 1+len(peer.RailGIDs))
+	extra := p.DialExtra
+	if p.Role == transport.Acceptor {
+		extra = p.AcceptExtra
+	}
+	if extra == nil {
+		n = 1
+	}
+	ep0, err := ups[0].connectOne(ctx, p)
+	if err != nil {
+		return nil, err
+	}
+	if n == 1 {
+		return ep0, nil
+	}
+	re := newRailEndpoint(r, n)
+	re.eps[0], re.subs[0], re.names[0] = ep0, ups[0], ep0.dev.info.Name
+	for i := 1; i < n; i++ {
+		conn, err := extra(ctx)
+		if err != nil {
+			re.Close()
+			return nil, fmt.Errorf("rdma: rail %d (%s): connection for its control stream: %w", i, ups[i].cfg.Device, err)
+		}
+		// The rail's QP exchange must name the GID the handshake gave for
+		// it, as rail 0's must name the handshake's own.
+		v := *peer
+		v.GID, v.RailGIDs = peer.RailGIDs[i-1], nil
+		pi := p
+		pi.Conn, pi.Conns, pi.DialExtra, pi.AcceptExtra = conn, 1, nil, nil
+		pi.Remote.Blob = wire.AppendVerbsInfo(nil, &v)[wire.HandshakeHeaderLen:]
+		ep, err := ups[i].connectOne(ctx, pi)
+		if err != nil {
+			re.Close()
+			return nil, fmt.Errorf("rdma: rail %d (%s): %w", i, ups[i].cfg.Device, err)
+		}
+		re.eps[i], re.subs[i], re.names[i] = ep, ups[i], ep.dev.info.Name
+	}
+	re.start()
+	return re, nil
+}
+
+var _ transport.RailUser = (*Transport)(nil)
+
+// Rails describes each device of a transport over several (Config.Devices),
+// nil for one over one device. It opens none.
+func (t *Transport) Rails() []transport.RailStatus {
+	if t.rails == nil {
+		return nil
+	}
+	t.rails.mu.Lock()
+	subs := t.rails.subs
+	t.rails.mu.Unlock()
+	out := make([]transport.RailStatus, len(subs))
+	for i, s := range subs {
+		_, up := s.InUse()
+		out[i] = transport.RailStatus{Device: s.cfg.Device, Up: up, Down: s.railDown.Load(), Repeated: s.railRepeated.Load(), Ops: s.railOps.Load()}
+	}
+	return out
+}
+
+// probe tries, with backoff, to open again the device of a rail that
+// failed, so that it shows up again in the status when it is back (and
+// connections made later use it), until the transport closes.
+func (r *rails) probe(t *Transport) {
+	if !t.probing.CompareAndSwap(false, true) {
+		return
+	}
+	r.mu.Lock()
+	if r.closed {
+		r.mu.Unlock()
+		t.probing.Store(false)
+		return
+	}
+	r.probes.Add(1)
+	r.mu.Unlock()
+	go func() {
+		defer r.probes.Done()
+		defer t.probing.Store(false)
+		for wait := probeFirst; ; wait = min(2*wait, probeMax) {
+			select {
+			case <-r.stop:
+				return
+			case <-time.After(wait):
+			}
+			if t.Available() == nil {
+				r.mu.Lock()
+				log := r.log
+				r.mu.Unlock()
+				if log != nil {
+					log.Info("rdma rail back: its device is usable again; connections made from now on use it", "device", t.cfg.Device)
+				}
+				return
+			}
+		}
+	}()
+}
+
+// The probe's backoff: the first try a second after the rail failed (the
+// kernel's removal of its device must have finished), then each twice
+// the last, up to probeMax.
+const (
+	probeFirst = time.Second
+	probeMax   = 30 * time.Second
+)
