@@ -120,6 +120,12 @@ type Batch struct {
 	// resubmission takes it for good.
 	done   chan struct{}
 	posted bool // a submission's token is yet to be taken by reset
+	// holds, set by a Wait that gave up (its ctx ended) on operations the
+	// transport could not take back, keep their bytes in the engine's
+	// pool from being handed out again (mem.Pool.Hold) until the last of
+	// them completes; amu orders that against the last OpDone.
+	amu   sync.Mutex
+	holds []func()
 	// Storage of a batch of one operation.
 	top1 [1]transport.Op
 	pin1 [1]*mem.Handle
@@ -169,6 +175,13 @@ func (b *Batch) OpDone(t *transport.Op) {
 		b.errOnce.Do(func() { b.first = t.Err })
 	}
 	if b.remaining.Add(-1) == 0 {
+		b.amu.Lock()
+		holds := b.holds
+		b.holds = nil
+		b.amu.Unlock()
+		for _, release := range holds {
+			release()
+		}
 		b.finish()
 	}
 }
@@ -178,8 +191,15 @@ func (b *Batch) Done() bool { return b.remaining.Load() == 0 }
 
 // Wait waits for every operation and returns the first error (each
 // operation's own is in its Err). When ctx ends first, operations not yet
-// complete are cancelled where the transport can; Wait returns ctx's error
-// and the batch's memory is free once Wait returns.
+// complete are cancelled where the transport can, and Wait returns at
+// once: with the batch's first error when every operation has ended, or
+// else with ctx's error, abandoning the operations the transport could
+// not take back, as Peer.Write does. They go on without the caller until
+// they complete or their connection fails (Config.OpTimeout bounds that);
+// until then the batch keeps their memory registered and their bytes in
+// the engine's pool from being handed out again, the operations (ops[i],
+// their Err included) still belong to the batch (Done reports false), and
+// a SubmitInto of it waits for them.
 func (b *Batch) Wait(ctx context.Context) error {
 	if b.remaining.Load() == 0 {
 		return b.first // done: no need to touch the token
@@ -200,7 +220,23 @@ func (b *Batch) Wait(ctx context.Context) error {
 			b.OpDone(t)
 		}
 	}
-	<-b.done
-	b.done <- struct{}{}
-	return b.first
+	b.amu.Lock()
+	if b.remaining.Load() == 0 {
+		b.amu.Unlock()
+		<-b.done
+		b.done <- struct{}{}
+		return b.first
+	}
+	// Abandoned: hold every operation's bytes (those done as well: they
+	// are released together, once the last completes).
+	if b.peer != nil {
+		for i := range b.ops {
+			release, ok := b.peer.e.pool.Hold(b.ops[i].Local)
+			if ok {
+				b.holds = append(b.holds, release)
+			}
+		}
+	}
+	b.amu.Unlock()
+	return fmt.Errorf("batch: %w (abandoned: the transport still owns some of its buffers; see Batch.Wait)", ctx.Err())
 }

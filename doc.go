@@ -32,6 +32,19 @@
 // Engines, peers and batches are safe for concurrent use. A buffer passed to
 // an operation belongs to the operation until it completes.
 //
+// # Every operation ends
+//
+// A call whose context ends returns at once. Past that, Config.OpTimeout
+// bounds a peer's silence: a peer that makes no progress for it while
+// operations are outstanding has its connection closed, and they fail
+// with a *StallError (ErrStalled) that names it. A goroutine waiting for
+// a peer to send (Peer.Recv, Peer.WaitNotify) is no operation the peer
+// owes, so a quiet peer with waiters is probed: an idle live peer answers
+// and the wait goes on as long as its context; a stalled one does not,
+// and the wait fails with a *StallError. A wait whose connection fails
+// fails with ErrPeerLost. The services (kv, connector) bound each call
+// whose context has no deadline by a multiple of OpTimeout.
+//
 // # Lifetimes and close order
 //
 // Close peers (optional), then regions (optional), then the engine: closing

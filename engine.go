@@ -540,6 +540,9 @@ type noteQueue struct {
 	signal chan struct{}
 	done   chan struct{}
 	once   sync.Once
+	// changed, when not nil, is closed at the next push: Peer.WaitNotify's
+	// waiters, each looking for its own peer's, all wake.
+	changed chan struct{}
 }
 
 func (n *noteQueue) init() {
@@ -550,6 +553,10 @@ func (n *noteQueue) init() {
 func (n *noteQueue) push(v Notification) {
 	n.mu.Lock()
 	n.q = append(n.q, v)
+	if n.changed != nil {
+		close(n.changed)
+		n.changed = nil
+	}
 	n.mu.Unlock()
 	select {
 	case n.signal <- struct{}{}:
@@ -586,6 +593,28 @@ func (n *noteQueue) wait(ctx context.Context) (Notification, error) {
 			return Notification{}, fmt.Errorf("wait notify: %w", ErrClosed)
 		}
 	}
+}
+
+// takeFrom removes and returns the first notification from p; when there
+// is none, it returns a channel closed at the next push.
+func (n *noteQueue) takeFrom(p *Peer) (Notification, bool, <-chan struct{}) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	for i := n.head; i < len(n.q); i++ {
+		if v := n.q[i]; v.Peer == p {
+			copy(n.q[i:], n.q[i+1:])
+			n.q[len(n.q)-1] = Notification{}
+			n.q = n.q[:len(n.q)-1]
+			if n.head == len(n.q) {
+				n.q, n.head = n.q[:0], 0
+			}
+			return v, true, nil
+		}
+	}
+	if n.changed == nil {
+		n.changed = make(chan struct{})
+	}
+	return Notification{}, false, n.changed
 }
 
 func (n *noteQueue) close() { n.once.Do(func() { close(n.done) }) }

@@ -28,7 +28,12 @@ type Peer struct {
 	// no progress (Config.OpTimeout); wd is the watchdog's own state.
 	stall atomic.Pointer[stallRec]
 	wd    watchdogState
-	mark  atomic.Uint64 // the engine's revoke count when the connection began
+	// waiters counts the goroutines waiting for this peer to send
+	// (Recv, WaitNotify); probing is set while the watchdog's probe of
+	// a quiet peer with waiters is out (probe.go).
+	waiters atomic.Int32
+	probing atomic.Bool
+	mark    atomic.Uint64 // the engine's revoke count when the connection began
 
 	stats peerStats
 

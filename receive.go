@@ -10,6 +10,10 @@ import (
 // take messages and notifications instead.
 
 // Recv waits for the next message from this peer and copies it into buf.
+// It waits as long as ctx lets it for a peer that is alive, if idle; it
+// fails, naming the peer, when the connection fails (ErrPeerLost), or when
+// the peer stalls: quiet for half of Config.OpTimeout, it is probed, and
+// one that does not answer within OpTimeout fails Recv with a *StallError.
 // When buf is too small, it returns an error matching ErrTooLarge that states
 // the size needed, and keeps the message for the next Recv.
 func (p *Peer) Recv(ctx context.Context, buf []byte) (n int, err error) {
@@ -44,19 +48,33 @@ func (p *Peer) Recv(ctx context.Context, buf []byte) (n int, err error) {
 			return copy(buf, msg), nil
 		}
 		p.inboxMu.Unlock()
-		var epDone <-chan struct{}
-		if ep := p.current(); ep != nil && p.dialAddr == "" {
-			epDone = ep.Done()
+		if err := p.waitFor(ctx, "recv", p.signal); err != nil {
+			return 0, err
 		}
-		select {
-		case <-p.signal:
-		case <-ctx.Done():
-			return 0, ctx.Err()
-		case <-p.done:
-			return 0, fmt.Errorf("recv from %s: %w", p, ErrClosed)
-		case <-epDone:
-			return 0, fmt.Errorf("recv from %s: %w", p, p.current().Err())
-		}
+	}
+}
+
+// waitFor waits, as a waiter the watchdog probes the peer for, until
+// signal has a token; or fails when ctx ends, the peer is closed, or the
+// connection it waits on fails (the peer died, or stalled: a
+// *StallError), naming the operation op and the peer.
+func (p *Peer) waitFor(ctx context.Context, op string, signal <-chan struct{}) error {
+	var epDone <-chan struct{}
+	ep := p.current()
+	if ep != nil {
+		epDone = ep.Done()
+	}
+	p.waiters.Add(1)
+	defer p.waiters.Add(-1)
+	select {
+	case <-signal:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-p.done:
+		return fmt.Errorf("%s from %s: %w", op, p, ErrClosed)
+	case <-epDone:
+		return p.waitEnded(op, ep)
 	}
 }
 
@@ -97,6 +115,24 @@ func (p *Peer) Handle(f func(msg []byte)) {
 // the engine's queue. Call it once, before the peer is asked to notify.
 func (p *Peer) HandleNotify(f func(Notification)) {
 	p.notify.Store(&f)
+}
+
+// WaitNotify returns the next notification of this peer's write-with-notify
+// operations (WriteNotify on the other side), the per-peer counterpart of
+// Engine.WaitNotify (do not use both for one peer: whichever asks first
+// takes a notification). It waits as Recv does: as long as ctx lets it
+// for a peer that is alive, if idle; it fails, naming the peer, when the
+// connection fails (ErrPeerLost) or the peer stalls (a *StallError).
+func (p *Peer) WaitNotify(ctx context.Context) (Notification, error) {
+	for {
+		v, ok, changed := p.e.notes.takeFrom(p)
+		if ok {
+			return v, nil
+		}
+		if err := p.waitFor(ctx, "wait notify", changed); err != nil {
+			return Notification{}, err
+		}
+	}
 }
 
 // Queued is the number of messages waiting for Recv.

@@ -95,8 +95,20 @@ func (p *Peer) look(now time.Time, timeout time.Duration) {
 		return // an endpoint that cannot tell: not watched
 	}
 	moved, pending := pr.Progress()
-	if box.ep != w.ep || pending == 0 || moved != w.moved {
+	waiting := p.waiters.Load() > 0
+	if box.ep != w.ep || pending == 0 && !waiting || moved != w.moved {
 		w.ep, w.moved, w.since = box.ep, moved, now
+		return
+	}
+	if pending == 0 && p.probing.Load() {
+		pending = 1 // the probe is outstanding, whatever the transport counts
+	}
+	if pending == 0 {
+		// Only waiters, and a quiet peer: an idle peer is no failure,
+		// but one that does not answer a probe either is stalled.
+		if now.Sub(w.since) >= timeout/2 {
+			p.probe(box)
+		}
 		return
 	}
 	if now.Sub(w.since) < timeout {

@@ -143,6 +143,13 @@ type Config struct {
 	// their ctx, for pool memory to be released instead of failing at once
 	// with ErrPoolExhausted. Default: false.
 	WaitForMemory bool
+	// CallTimeout bounds each Get, Put and Alloc whose ctx has no
+	// deadline: a Get still waiting past it fails, with a *StalledError
+	// when the producer does not answer a probe either (it stopped, hung
+	// or died), or else with ErrNotFound (the key was not put in time).
+	// Default: CallTimeoutFactor × the engine's op_timeout (30 s by
+	// default; none when op_timeout is negative); negative: none.
+	CallTimeout time.Duration
 	// Logger receives the connector's logs; the engine's too unless
 	// Engine.Logger is set. Default: the engine's default logger.
 	Logger *slog.Logger
@@ -173,6 +180,7 @@ type Connector struct {
 	log  *slog.Logger
 	pull Pull
 
+	bound    time.Duration   // Config.CallTimeout; 0: none
 	ctx      context.Context // ends at Close (or Stop)
 	cancel   context.CancelFunc
 	wg       sync.WaitGroup
@@ -287,6 +295,7 @@ func Open(ctx context.Context, cfg Config) (*Connector, error) {
 	}
 	c := &Connector{
 		cfg:       cfg,
+		bound:     callTimeout(cfg.CallTimeout, eng),
 		eng:       eng,
 		log:       log,
 		pull:      cfg.Pull,
@@ -556,7 +565,12 @@ func (c *Connector) alloc(ctx context.Context, op string, size int64) (xfer.Buff
 	var b xfer.Buffer
 	var err error
 	if c.cfg.WaitForMemory {
-		b, err = c.eng.AllocWait(ctx, int(size))
+		actx, cancel := c.bounded(ctx)
+		b, err = c.eng.AllocWait(actx, int(size))
+		cancel()
+		if err != nil && byBound(actx) {
+			err = fmt.Errorf("no room for %d bytes in the pool within %v, the call bound: %w", size, c.bound, err)
+		}
 	} else {
 		b, err = c.eng.Alloc(int(size))
 	}

@@ -123,7 +123,12 @@ func NoWait() GetOption { return func(o *getOptions) { o.noWait = true } }
 // the producer supplies the rest. A key not put yet is waited for until it
 // is put or ctx ends (NoWait changes that).
 func (c *Connector) Get(ctx context.Context, fromStage, toStage, key string, meta *Meta, opts ...GetOption) (*Buffer, int64, error) {
+	ctx, cancel := c.bounded(ctx)
+	defer cancel()
 	b, err := c.get(ctx, fromStage, toStage, key, meta, opts)
+	if err != nil && byBound(ctx) {
+		err = c.stalled(key, meta, err)
+	}
 	if err != nil {
 		c.stats.errors.Add(1)
 		if ctx.Err() != nil {
@@ -193,6 +198,22 @@ func (c *Connector) get(ctx context.Context, fromStage, toStage, key string, met
 		return nil, fmt.Errorf("connector: get %q from %s: %w", key, addr, err)
 	}
 	return b, nil
+}
+
+// stalled words the error err of a Get of key (with meta) that the call
+// bound ended: a *StalledError unless the producer answers a probe.
+func (c *Connector) stalled(key string, meta *Meta, err error) error {
+	addr := c.cfg.Producer
+	if meta != nil && meta.Producer != "" {
+		addr = meta.Producer
+	}
+	if addr == "" {
+		return err
+	}
+	if perr := c.probe(addr); perr != nil {
+		return &StalledError{Op: "get", Key: key, Producer: addr, Bound: c.bound, Err: perr}
+	}
+	return fmt.Errorf("%w (the producer is alive: the key was not put within %v, the call bound)", err, c.bound)
 }
 
 // dial returns the producer at addr, connected, with this connector's

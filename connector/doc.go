@@ -31,6 +31,11 @@
 // connector's Close, whichever comes first. Close the connector last: it
 // fails the Gets in flight and every later call with net.ErrClosed, drops
 // the stored values, closes the engine with all its memory and waits for
-// the connector's goroutines. The value types are plain values, safe to
+// the connector's goroutines.
+//
+// Every call ends: a Get, Put or Alloc whose ctx has no deadline is
+// bounded by Config.CallTimeout (by default CallTimeoutFactor × the
+// engine's op_timeout); a Get that reaches it fails with a *StalledError
+// naming the producer when the producer does not answer a probe either. The value types are plain values, safe to
 // share read-only.
 package connector

@@ -116,6 +116,14 @@ type ClientOptions struct {
 	// or restarting), then fails with a *DialError that names the last
 	// cause. Default: DefaultDialTimeout; negative: wait until ctx is done.
 	DialTimeout time.Duration
+	// CallTimeout bounds each call (Get, Put, Delete, Stats, ...) whose
+	// context has no deadline: a server that does not answer within it,
+	// because it stopped, hung or died, fails the call with a
+	// *StalledError that names it. A context's deadline, when there is
+	// one, bounds the call instead. Default: CallTimeoutFactor × the
+	// client engine's op_timeout (30 s by default; none when op_timeout is
+	// negative); negative: none, a call waits as long as its context.
+	CallTimeout time.Duration
 	// FailFast makes Dial fail at once, with a *DialError naming the cause
 	// (connection refused, no such host, not a KV server, ...), when the
 	// server cannot be reached, instead of waiting for it.
@@ -206,6 +214,8 @@ type Client struct {
 	helloAnswered atomic.Bool
 
 	metrics *clientMetrics // nil without ClientOptions.Metrics
+	// callTimeout is the call bound (ClientOptions.CallTimeout); 0: none.
+	callTimeout time.Duration
 
 	mu   sync.Mutex
 	sess *session
@@ -332,6 +342,7 @@ func Dial(ctx context.Context, addr string, opts ClientOptions) (*Client, error)
 		c.ownsEng = true
 	}
 	c.poolCap = c.e.Pool().Stats().Capacity
+	c.callTimeout = callTimeout(opts, c.e)
 	creds := insecure.NewCredentials()
 	if opts.TLS != nil {
 		creds = credentials.NewTLS(opts.TLS)
@@ -613,7 +624,7 @@ func (c *Client) retry(ctx context.Context, f func(*session) error) error {
 		}
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("kv: %w (last error: %v)", ctx.Err(), err)
+			return fmt.Errorf("kv: %w (last error: %w)", ctx.Err(), err)
 		case <-time.After(backoff):
 		}
 		backoff = min(2*backoff, time.Second)
@@ -671,6 +682,14 @@ func (c *Client) Get(ctx context.Context, key string) (_ []byte, err error) {
 	if err := c.checkKey(key); err != nil {
 		return nil, err
 	}
+	ctx, cancel := c.bound(ctx)
+	defer cancel()
+	v, err := c.getValue(ctx, key)
+	return v, c.bounded(ctx, "get", err)
+}
+
+// getValue is Get.
+func (c *Client) getValue(ctx context.Context, key string) ([]byte, error) {
 	size := c.opts.GetBuffer
 	if uint64(size) > c.poolCap {
 		size = int(c.poolCap)
@@ -715,8 +734,10 @@ func (c *Client) GetInto(ctx context.Context, key string, buf xfer.Buffer) (_ in
 	if err := c.checkKey(key); err != nil {
 		return 0, err
 	}
+	ctx, cancel := c.bound(ctx)
+	defer cancel()
 	n, _, _, err := c.get(ctx, key, buf, false, nil)
-	return n, err
+	return n, c.bounded(ctx, "get", err)
 }
 
 // get runs one GET into buf. With wantInline, an inline value is returned in
@@ -801,8 +822,10 @@ func (c *Client) Put(ctx context.Context, key string, value []byte) (err error) 
 	if c.metrics != nil {
 		defer c.metrics.done(cPut, time.Now(), &err)
 	}
+	ctx, cancel := c.bound(ctx)
+	defer cancel()
 	_, err = c.putValue(ctx, key, value)
-	return err
+	return c.bounded(ctx, "put", err)
 }
 
 // putValue is Put, returning the stored value's version.
@@ -836,8 +859,10 @@ func (c *Client) PutBuffer(ctx context.Context, key string, buf xfer.Buffer, n i
 	if c.metrics != nil {
 		defer c.metrics.done(cPut, time.Now(), &err)
 	}
+	ctx, cancel := c.bound(ctx)
+	defer cancel()
 	_, err = c.putBuffer(ctx, key, buf, n)
-	return err
+	return c.bounded(ctx, "put", err)
 }
 
 func (c *Client) putBuffer(ctx context.Context, key string, buf xfer.Buffer, n int) (uint64, error) {
@@ -920,8 +945,10 @@ func (c *Client) Delete(ctx context.Context, key string) (err error) {
 	if err := c.checkKey(key); err != nil {
 		return err
 	}
+	ctx, cancel := c.bound(ctx)
+	defer cancel()
 	req := &kvpb.DeleteRequest{Key: []byte(key)}
-	return c.retry(ctx, func(s *session) error {
+	err = c.retry(ctx, func(s *session) error {
 		if c.msgs != nil {
 			_, err := c.call(ctx, s, &kvpb.Request{Op: &kvpb.Request_Delete{Delete: req}}, nil, nil)
 			return err
@@ -929,10 +956,13 @@ func (c *Client) Delete(ctx context.Context, key string) (err error) {
 		_, err := c.rpc.Delete(ctx, req, grpc.WaitForReady(true))
 		return err
 	})
+	return c.bounded(ctx, "delete", err)
 }
 
 // Stats returns the server's counters.
 func (c *Client) Stats(ctx context.Context) (Stats, error) {
+	ctx, cancel := c.bound(ctx)
+	defer cancel()
 	var st Stats
 	err := c.retry(ctx, func(*session) error {
 		resp, err := c.rpc.Stats(ctx, &kvpb.StatsRequest{}, grpc.WaitForReady(true))
@@ -941,7 +971,7 @@ func (c *Client) Stats(ctx context.Context) (Stats, error) {
 		}
 		return err
 	})
-	return st, err
+	return st, c.bounded(ctx, "stats", err)
 }
 
 // errLate marks a call abandoned while the server might still use the

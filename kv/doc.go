@@ -29,4 +29,9 @@
 // Reconnection: the client's calls wait for the server (gRPC WaitForReady)
 // until their context is done, and when the server restarted, the client
 // says Hello again and redials the data plane by itself.
+//
+// Every call ends: one whose context has no deadline is bounded by
+// ClientOptions.CallTimeout (by default CallTimeoutFactor × the client
+// engine's op_timeout), and a server that stopped, hung or died within it
+// fails the call with a *StalledError that names the server.
 package kv

@@ -277,7 +277,7 @@ func (c *Client) batch(ctx context.Context, kind xfer.OpKind, gpas []uint64, buf
 		if err := g.b.Wait(ctx); err != nil && first == nil {
 			first = fmt.Errorf("pages: fetch from %s: %w", g.n.addr, err)
 		}
-		if record {
+		if record && g.b.Done() { // not an abandoned batch, whose ops are still its own
 			ok := 0
 			for _, op := range g.ops {
 				if op.Err == nil {

@@ -28,5 +28,7 @@
 //
 // The latency of every fetch is recorded (Client.Latency). A GPA that is not
 // page-aligned or that no node owns is an error at once; a node that has
-// gone fails the fetch within its ctx's deadline.
+// gone fails the fetch within its ctx's deadline (xfer.ErrPeerLost), and
+// one that stopped or hung within the engine's op_timeout even when the
+// ctx has none (xfer.ErrStalled, naming the node).
 package pages

@@ -171,7 +171,11 @@ func (p *Pipeline) Next(ctx context.Context) (gpa uint64, buf []byte, err error)
 			lead = &p.slots[s.lead]
 		}
 		// The batch's error is its first op's; each op has its own.
-		_ = lead.b.Wait(ctx)
+		if err := lead.b.Wait(ctx); err != nil && !lead.b.Done() {
+			// ctx ended with the fetch still in flight (abandoned, see
+			// xfer.Batch.Wait): it stays the oldest, for the next Next.
+			return 0, nil, fmt.Errorf("pages: fetch GPA %#x from %s: %w", s.gpa, s.node.addr, err)
+		}
 		for j := s.lead; j < s.lead+lead.group; j++ {
 			p.slots[j].done = true
 		}

@@ -232,7 +232,12 @@ func kvBench(ctx context.Context, g *globals, clients []kvStore, bk benchKeys, v
 	if !bk.keep {
 		defer func() {
 			// Delete what the run wrote, also when it failed or was
-			// interrupted, with a context of its own.
+			// interrupted, with a context of its own; not from a server
+			// that stalled or is gone, which would only wait again.
+			if errors.Is(err, xfer.ErrStalled) || errors.Is(err, kv.ErrUnavailable) {
+				fmt.Fprintf(g.stderr, "xfer kv bench: the benchmark's keys (%s*) are left on the server\n", bk.prefix)
+				return
+			}
 			dctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 			defer cancel()
 			for k := range keys {

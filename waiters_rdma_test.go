@@ -1,0 +1,61 @@
+package xfer_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/xferio/xfer"
+	"github.com/xferio/xfer/internal/testutil"
+)
+
+// Over rdma, the probes of a quiet peer with waiters are answered (the
+// region is looked up over the control connection, by the peer's
+// process), and they leave the connection as it was: a Recv on an idle
+// live peer ends by its context, and a WRITE on the same connection
+// still works. It needs verbs (the VM: make verbs-test).
+func TestWaitersIdleLivePeerRDMA(t *testing.T) {
+	dev := testutil.RequireVerbs(t)
+	const timeout = 200 * time.Millisecond
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	cfg := xfer.Config{Transport: xfer.PolicyRDMA, Listen: "127.0.0.1:0", MemoryMB: 8, OpTimeout: timeout}
+	cfg.RDMA.Device = dev
+	srv, err := xfer.Open(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Close()
+	target, err := srv.NewRegion(1<<20, xfer.AccessReadWrite)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv.Export("target", target)
+	cfg.Listen = ""
+	cli, err := xfer.Open(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cli.Close()
+	p, err := cli.Dial(ctx, srv.Addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.Transport() != "rdma" {
+		t.Fatalf("connected over %s, want rdma", p.Transport())
+	}
+	rctx, rcancel := context.WithTimeout(ctx, 10*timeout)
+	defer rcancel()
+	if _, err := p.Recv(rctx, make([]byte, 64)); !errors.Is(err, context.DeadlineExceeded) || errors.Is(err, xfer.ErrStalled) {
+		t.Fatalf("recv on an idle live peer over rdma: %v, want the context's deadline", err)
+	}
+	buf, err := cli.Alloc(4096)
+	if err != nil {
+		t.Fatal(err)
+	}
+	desc, _ := p.Region("target")
+	if err := p.Write(ctx, buf.Bytes(), desc.At(0)); err != nil {
+		t.Fatalf("a write after the probes: %v", err)
+	}
+}
