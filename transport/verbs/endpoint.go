@@ -1023,9 +1023,14 @@ func (e *Endpoint) handle(wc *ibv.WC) (unwaited bool) {
 	}
 	if wc.Status != ibv.WCSuccess {
 		err := wcError(wc)
+		// The endpoint fails with the completion's own reason (a remote
+		// access error, say), also when the control stream ended first: the
+		// peer closed it because its NIC refused this access.
+		ferr := error(&transport.LinkError{Peer: "rdma peer", Cause: err})
 		if wc.Status == ibv.WCWRFlushErr {
 			// Flushed: not this operation's fault, its QP is gone.
 			err = e.linkErr(err)
+			ferr = err
 		}
 		// The endpoint is marked failed before the operation completes
 		// (fail completes it with its own error, noted here), so that
@@ -1033,7 +1038,7 @@ func (e *Endpoint) handle(wc *ibv.WC) (unwaited bool) {
 		if wc.ID != 0 {
 			e.noteErr(slot, gen, err)
 		}
-		e.fail(e.linkErr(err))
+		e.fail(ferr)
 		if wc.ID != 0 {
 			e.retire(slot, gen, err) // a no-op unless fail found it done already
 		}
@@ -1064,11 +1069,14 @@ func (e *Endpoint) linkErr(cause error) error {
 const downGrace = 200 * time.Millisecond
 
 // controlDown runs when the control stream goes down: the peer died, or
-// closed the connection after its QP failed. Completions already in the CQ
-// (a remote access error, say) carry the precise reason for the operations
-// they finish, so the QPs are moved to the error state, which completes
-// everything outstanding through the CQ, and what is left fails a moment
-// later.
+// closed the connection after its QP failed. The completions the NIC
+// produces for what was outstanding (a remote access error, say: the peer
+// closes when its NIC refused our access) carry the precise reason for
+// the operations they finish, and may come after the stream's end: a
+// software device acknowledges in a kernel task that can run late on a
+// busy host. So the QPs are left a moment to report them; then they are
+// moved to the error state, which completes everything still outstanding
+// through the CQ, and what is left fails a moment later.
 func (e *Endpoint) controlDown(err error) {
 	e.mu.Lock()
 	if e.err != nil || e.down != nil {
@@ -1077,14 +1085,16 @@ func (e *Endpoint) controlDown(err error) {
 	}
 	e.down = err
 	e.mu.Unlock()
-	e.life.RLock()
-	if !e.released {
-		for _, q := range e.qps {
-			q.qp.ToError()
+	time.AfterFunc(downGrace, func() {
+		e.life.RLock()
+		if !e.released {
+			for _, q := range e.qps {
+				q.qp.ToError()
+			}
 		}
-	}
-	e.life.RUnlock()
-	time.AfterFunc(downGrace, func() { e.fail(err) })
+		e.life.RUnlock()
+		time.AfterFunc(downGrace, func() { e.fail(err) })
+	})
 }
 
 func wcError(wc *ibv.WC) error {
