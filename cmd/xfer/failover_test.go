@@ -3,7 +3,6 @@ package main
 import (
 	"bytes"
 	"encoding/json"
-	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -33,7 +32,7 @@ func TestBenchDeviceRemoved(t *testing.T) {
 	if _, err := exec.LookPath("rdma"); err != nil {
 		t.Fatalf("the rdma tool (iproute2) deletes the device: %v", err)
 	}
-	typ, netdev := softLink(t, dev)
+	typ, netdev := testutil.SoftLink(t, dev)
 	env := cleanEnv("RDMA_DEVICE_NAME=" + dev)
 
 	serve := exec.Command(xferBinary(t), "--log-level", "debug", "serve", "--listen", "127.0.0.1:0", "--transport", "auto")
@@ -145,27 +144,4 @@ type benchRow struct {
 	Transport string `json:"transport"`
 	Ops       int64  `json:"ops"`
 	Verified  bool   `json:"verified"`
-}
-
-// softLink is dev's link type (rxe or siw) and netdev, to add it again
-// after deleting it.
-func softLink(t *testing.T, dev string) (typ, netdev string) {
-	t.Helper()
-	out, err := exec.Command("rdma", "-j", "link", "show", dev+"/1").Output()
-	var links []struct {
-		Netdev string `json:"netdev"`
-	}
-	if err == nil {
-		err = json.Unmarshal(out, &links)
-	}
-	if err != nil || len(links) == 0 || links[0].Netdev == "" {
-		t.Fatalf("rdma link show %s/1 names no netdev (%v: %s)", dev, err, out)
-	}
-	for _, p := range []string{"rxe", "siw"} {
-		if strings.HasPrefix(dev, p) {
-			return p, links[0].Netdev
-		}
-	}
-	t.Fatal(fmt.Sprintf("%s is not a software device (rxe or siw): the test deletes it and must add it again", dev))
-	return "", ""
 }

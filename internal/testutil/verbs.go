@@ -2,10 +2,13 @@ package testutil
 
 import (
 	"cmp"
+	"encoding/json"
 	"errors"
+	"fmt"
 	"io/fs"
 	"net/netip"
 	"os"
+	"os/exec"
 	"slices"
 	"strings"
 	"testing"
@@ -112,4 +115,31 @@ func verbsDevices() ([]string, error) {
 		names = append(names, e.Name())
 	}
 	return names, nil
+}
+
+// SoftLink returns what adding a software RDMA device again after deleting
+// it takes (rdma link add DEV type TYP netdev NETDEV): its link type, rxe
+// or siw, and its netdev, from `rdma -j link show`. A device that is not a
+// software one, or whose netdev the tool does not name, is skipped (failed
+// under XFER_REQUIRE_VERBS=1): a test that deletes it could not add it
+// again.
+func SoftLink(tb testing.TB, dev string) (typ, netdev string) {
+	tb.Helper()
+	out, err := exec.Command("rdma", "-j", "link", "show", dev+"/1").Output()
+	var links []struct {
+		Netdev string `json:"netdev"`
+	}
+	if err == nil {
+		err = json.Unmarshal(out, &links)
+	}
+	if err != nil || len(links) == 0 || links[0].Netdev == "" {
+		SkipOrFail(tb, fmt.Sprintf("rdma link show %s/1 names no netdev (%v: %s): the test deletes the device and must be able to add it again", dev, err, out))
+	}
+	for _, p := range []string{"rxe", "siw"} {
+		if strings.HasPrefix(dev, p) {
+			return p, links[0].Netdev
+		}
+	}
+	SkipOrFail(tb, dev+" is not a software device (rxe or siw): the test deletes it and must be able to add it again")
+	return "", ""
 }

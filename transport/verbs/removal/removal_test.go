@@ -3,13 +3,11 @@ package removal_test
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"runtime/pprof"
 	"strings"
 	"sync"
@@ -23,33 +21,6 @@ import (
 	"github.com/xferio/xfer/transport/verbs"
 	"github.com/xferio/xfer/xfertest"
 )
-
-// softDevice says how to add a software RDMA device again after deleting
-// it: its link type (rxe or siw) and netdev.
-func softDevice(t *testing.T, dev string) (typ, netdev string) {
-	t.Helper()
-	out, err := exec.Command("rdma", "-j", "link", "show", dev+"/1").Output()
-	var links []struct {
-		Netdev string `json:"netdev"`
-	}
-	if err == nil {
-		err = json.Unmarshal(out, &links)
-	}
-	if err != nil || len(links) == 0 || links[0].Netdev == "" {
-		testutil.SkipOrFail(t, fmt.Sprintf("rdma link show %s/1 names no netdev (%v: %s): the test deletes the device and must be able to add it again", dev, err, out))
-	}
-	netdev = links[0].Netdev
-	nt, _ := os.ReadFile(filepath.Join("/sys/class/infiniband", dev, "node_type"))
-	switch {
-	case strings.HasPrefix(dev, "rxe"):
-		typ = "rxe"
-	case strings.HasPrefix(dev, "siw"):
-		typ = "siw"
-	default:
-		testutil.SkipOrFail(t, fmt.Sprintf("%s (node type %q) is not rxe or siw: the test deletes the device and must be able to add it again", dev, strings.TrimSpace(string(nt))))
-	}
-	return typ, netdev
-}
 
 func rdmaCmd(ctx context.Context, args ...string) ([]byte, error) {
 	return exec.CommandContext(ctx, "rdma", args...).CombinedOutput()
@@ -75,7 +46,7 @@ func TestDeviceRemoved(t *testing.T) {
 	if _, err := exec.LookPath("rdma"); err != nil {
 		testutil.SkipOrFail(t, "the rdma tool (iproute2) is needed to delete the device: "+err.Error())
 	}
-	typ, netdev := softDevice(t, dev)
+	typ, netdev := testutil.SoftLink(t, dev)
 
 	// The client's log, at the default level (warn): the fallback must
 	// show there, once.
