@@ -853,3 +853,25 @@ func TestOnNotify(t *testing.T) {
 		t.Fatalf("pending after the answers: %v", sess.pending)
 	}
 }
+
+// Devices N > 1 where rdma may carry the data plane is one engine over N
+// rails: the host's first N devices, or the ones the RDMA config names;
+// too few devices is an error that lists the host's.
+func TestDevicesAsRails(t *testing.T) {
+	have := []string{"mlx5_0", "mlx5_1", "mlx5_2"}
+	got, err := railsOptions(ServerOptions{Devices: 2}, have, nil)
+	if err != nil || got.Devices != 1 || !slices.Equal(got.Engine.RDMA.Devices, []string{"mlx5_0", "mlx5_1"}) {
+		t.Fatalf("devices 2 on %v: %v devices, rails %v, %v; want one engine over mlx5_0 and mlx5_1", have, got.Devices, got.Engine.RDMA.Devices, err)
+	}
+	named := ServerOptions{Devices: 2, Engine: xfer.Config{RDMA: xfer.RDMAConfig{Devices: []string{"mlx5_2", "mlx5_0"}}}}
+	got, err = railsOptions(named, have, nil)
+	if err != nil || got.Devices != 1 || !slices.Equal(got.Engine.RDMA.Devices, []string{"mlx5_2", "mlx5_0"}) {
+		t.Fatalf("devices 2 with rdma.devices named: %v devices, rails %v, %v; want the named ones", got.Devices, got.Engine.RDMA.Devices, err)
+	}
+	if _, err := railsOptions(ServerOptions{Devices: 4}, have, nil); err == nil || !strings.Contains(err.Error(), "[mlx5_0 mlx5_1 mlx5_2]") {
+		t.Fatalf("devices 4 on a host with 3: %v; want an error listing them", err)
+	}
+	if _, err := railsOptions(ServerOptions{Devices: 2}, nil, errors.New("no libibverbs")); err == nil || !strings.Contains(err.Error(), "no libibverbs") {
+		t.Fatalf("devices 2 where the devices cannot be listed: %v; want why", err)
+	}
+}

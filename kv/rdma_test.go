@@ -3,8 +3,13 @@ package kv
 import (
 	"bytes"
 	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/grpc/codes"
@@ -13,6 +18,7 @@ import (
 	"github.com/xferio/xfer"
 	"github.com/xferio/xfer/internal/testutil"
 	"github.com/xferio/xfer/kv/kvpb"
+	"github.com/xferio/xfer/probe"
 	"github.com/xferio/xfer/transport/verbs"
 )
 
@@ -132,6 +138,51 @@ func TestRDMA(t *testing.T) {
 			t.Fatalf("get after refused requests: %v", err)
 		}
 	})
+	t.Run("DevicesAsRails", func(t *testing.T) {
+		// --devices 2 is one engine over two rails: the VM's device and a
+		// second one of its type on a dummy netdev. Values cut over both
+		// rails (the server's WRITEs and READs of each) come back whole.
+		dev := rdmaDevice
+		second := addSoftDevice(t, dev)
+		rdmaDevice = "" // the server picks the host's devices itself
+		defer func() { rdmaDevice = dev }()
+		s := startServer(t, ServerOptions{Devices: 2, Engine: xfer.Config{Transport: rdma, MemoryMB: 64, RDMA: xfer.RDMAConfig{SliceSize: 256 << 10}}})
+		if n := len(s.Engines()); n != 1 {
+			t.Fatalf("%d data-plane engines, want one over two rails", n)
+		}
+		// The client's rails in the server's order: rail 0 is each side's
+		// first device, and libibverbs may list a device added later first.
+		devs, err := probe.Devices()
+		if err != nil || len(devs) < 2 {
+			t.Fatalf("devices after adding %s: %v, %v", second, devs, err)
+		}
+		order := []string{devs[0].Name, devs[1].Name}
+		if !slices.Contains(order, dev) || !slices.Contains(order, second) {
+			t.Fatalf("the host's first two devices are %v, want %s and %s", order, dev, second)
+		}
+		c := dialOpts(t, s.addr, ClientOptions{EngineConfig: xfer.Config{Transport: rdma, MemoryMB: 32, RDMA: xfer.RDMAConfig{Devices: order}}})
+		ctx := ctxT(t)
+		for i := range 8 {
+			v := pattern(4<<20, byte(i))
+			if err := c.Put(ctx, fmt.Sprint(i), v); err != nil {
+				t.Fatal(err)
+			}
+			got, err := c.Get(ctx, fmt.Sprint(i))
+			if err != nil || !bytes.Equal(got, v) {
+				t.Fatalf("get %d: %v", i, err)
+			}
+		}
+		var rails []xfer.RailStatus
+		for _, tr := range s.Engine().Status().Transports {
+			if tr.Name == "rdma" {
+				rails = tr.Rails
+			}
+		}
+		t.Logf("server's rails: %+v", rails)
+		if len(rails) != 2 || rails[0].Device != order[0] || rails[1].Device != order[1] || rails[0].Ops == 0 || rails[1].Ops == 0 || rails[0].Down+rails[1].Down != 0 {
+			t.Fatalf("server's rails %+v; want %v, both up with operations done", rails, order)
+		}
+	})
 	t.Run("Integrity", func(t *testing.T) { integrity(t, rdma, 2_000) })
 	t.Run("BigValues", func(t *testing.T) {
 		s := startServer(t, ServerOptions{Engine: xfer.Config{Transport: rdma, MemoryMB: 64}})
@@ -148,4 +199,44 @@ func TestRDMA(t *testing.T) {
 			}
 		}
 	})
+}
+
+// addSoftDevice adds a second software RDMA device of dev's type (rxe or
+// siw) on a dummy netdev of its own, waits for its port to be ACTIVE, and
+// deletes both when the test ends. It returns the device's name.
+func addSoftDevice(t *testing.T, dev string) string {
+	t.Helper()
+	typ := dev[:min(3, len(dev))]
+	if typ != "rxe" && typ != "siw" {
+		testutil.SkipOrFail(t, dev+" is not rxe or siw: the test adds a second software device of its type")
+	}
+	for _, tool := range []string{"rdma", "ip"} {
+		if _, err := exec.LookPath(tool); err != nil {
+			testutil.SkipOrFail(t, "the "+tool+" tool (iproute2) is needed to add a second device: "+err.Error())
+		}
+	}
+	run := func(name string, args ...string) {
+		t.Helper()
+		if out, err := exec.Command(name, args...).CombinedOutput(); err != nil {
+			t.Fatalf("%s %s: %v: %s", name, strings.Join(args, " "), err, out)
+		}
+	}
+	second := typ + "8"
+	run("ip", "link", "add", "xfkvrail1", "type", "dummy")
+	t.Cleanup(func() { exec.Command("ip", "link", "delete", "xfkvrail1").Run() })
+	run("ip", "addr", "add", "10.0.19.1/24", "dev", "xfkvrail1")
+	run("ip", "link", "set", "xfkvrail1", "up")
+	run("rdma", "link", "add", second, "type", typ, "netdev", "xfkvrail1")
+	// Registered first, so it runs after the servers' and clients' own.
+	t.Cleanup(func() { exec.Command("rdma", "link", "delete", second).Run() })
+	for deadline := time.Now().Add(20 * time.Second); ; {
+		b, _ := os.ReadFile(filepath.Join("/sys/class/infiniband", second, "ports/1/state"))
+		if strings.Contains(string(b), "ACTIVE") {
+			return second
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: port 1 not ACTIVE 20s after it was added (%q)", second, strings.TrimSpace(string(b)))
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
 }

@@ -88,10 +88,12 @@ type ServerOptions struct {
 	// messages; negative means never. Default: DefaultInlineMax, and
 	// DefaultInlineMaxSHM for clients on shm and rdma.
 	InlineMax int
-	// Devices is the number of data-plane engines, one per RDMA device
-	// (one protection domain each): with more than one and no RDMA.Device set,
-	// engine i uses the i-th device. Clients spread over them by engine ID.
-	// On tcp and shm they are simply separate listeners. Default: 1.
+	// Devices is the number of RDMA devices the data plane uses: with more
+	// than one, and a transport policy that admits rdma, the server opens
+	// one engine over that many rails (Engine.RDMA.Devices: the first
+	// Devices of the host's, unless Engine.RDMA names the devices itself).
+	// With tcp or shm it is the number of data-plane engines, separate
+	// listeners that clients spread over by engine ID. Default: 1.
 	Devices int
 	// TLS, when set, makes Serve serve gRPC over TLS with it: a
 	// certificate, and ClientCAs with ClientAuth
@@ -111,7 +113,8 @@ type ServerOptions struct {
 	// Metrics, when set, is where the server registers its Prometheus
 	// metrics (xfer_kv_*, docs/OPERATIONS.md), and its engines theirs
 	// unless Engine.Metrics names another registerer; with more than one
-	// engine (Devices) each engine's carry an engine label, its index.
+	// engine (Devices on tcp or shm) each engine's carry an engine label,
+	// its index.
 	// Close unregisters them. Default: nil, no metrics.
 	Metrics prometheus.Registerer
 }
@@ -233,24 +236,39 @@ func NewServer(ctx context.Context, opts ServerOptions) (*Server, error) {
 	return s, nil
 }
 
+// railsOptions maps Devices N > 1, where rdma may carry the data plane,
+// onto one engine over N rails (rdma.devices): the first N of the host's
+// RDMA devices (have, or why they could not be listed), unless RDMA.Device
+// or RDMA.Devices already names them. That engine cuts large transfers
+// over the devices and moves a failed one's operations to the others
+// (docs/RDMA.md), which N engines, one per device, did not.
+func railsOptions(opts ServerOptions, have []string, listErr error) (ServerOptions, error) {
+	if opts.Engine.RDMA.Device != "" || len(opts.Engine.RDMA.Devices) > 0 {
+		opts.Devices = 1
+		return opts, nil
+	}
+	if listErr != nil || len(have) < opts.Devices {
+		return opts, fmt.Errorf("kv: devices %d: this host has %d RDMA devices %v (%v); use --transport tcp or shm for several plain listeners", opts.Devices, len(have), have, listErr)
+	}
+	opts.Engine.RDMA.Devices = append([]string(nil), have[:opts.Devices]...)
+	opts.Devices = 1
+	return opts, nil
+}
+
 // openEngines opens the data-plane engines. The first owns the value pool;
 // the others register the same memory, so any of them can move any value.
 func openEngines(ctx context.Context, opts ServerOptions) ([]*xfer.Engine, error) {
 	if opts.Devices < 1 {
 		return nil, fmt.Errorf("kv: devices %d: must be at least 1", opts.Devices)
 	}
-	var names []string
-	if opts.Devices > 1 && opts.Engine.RDMA.Device == "" && opts.Engine.Transport != xfer.PolicyTCP && opts.Engine.Transport != xfer.PolicySHM {
+	if opts.Devices > 1 && opts.Engine.Transport != xfer.PolicyTCP && opts.Engine.Transport != xfer.PolicySHM {
+		var have []string
 		devs, err := probe.Devices()
-		if err != nil || len(devs) < opts.Devices {
-			var have []string
-			for _, d := range devs {
-				have = append(have, d.Name)
-			}
-			return nil, fmt.Errorf("kv: devices %d: this host has %d RDMA devices %v (%v); use --transport tcp or shm for several plain listeners", opts.Devices, len(devs), have, err)
+		for _, d := range devs {
+			have = append(have, d.Name)
 		}
-		for _, d := range devs[:opts.Devices] {
-			names = append(names, d.Name)
+		if opts, err = railsOptions(opts, have, err); err != nil {
+			return nil, err
 		}
 	}
 	var es []*xfer.Engine
@@ -262,9 +280,6 @@ func openEngines(ctx context.Context, opts ServerOptions) ([]*xfer.Engine, error
 	}
 	for i := range opts.Devices {
 		cfg := opts.Engine
-		if names != nil {
-			cfg.RDMA.Device = names[i]
-		}
 		if cfg.Metrics != nil && opts.Devices > 1 {
 			cfg.Metrics = prometheus.WrapRegistererWith(prometheus.Labels{"engine": strconv.Itoa(i)}, cfg.Metrics)
 		}
@@ -306,8 +321,8 @@ func (s *Server) DataAddrs() []string {
 // Engine is the data-plane engine.
 func (s *Server) Engine() *xfer.Engine { return s.e }
 
-// Engines are the data-plane engines, one per device (Devices), Engine
-// first.
+// Engines are the data-plane engines, Engine first: one, or with Devices
+// on tcp or shm that many.
 func (s *Server) Engines() []*xfer.Engine { return append([]*xfer.Engine(nil), s.es...) }
 
 // Register registers the KV service with g.

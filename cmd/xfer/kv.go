@@ -125,7 +125,7 @@ func newKVServeCmd(g *globals) *cobra.Command {
 	fs.String("transport", string(xfer.PolicyAuto), "data-plane transport `policy`: "+policies)
 	addOpTimeoutFlag(fs)
 	fs.Int("memory-mb", kvDefaultMemoryMB, "size of the value pool in `MiB`")
-	fs.Int("devices", 1, "number of RDMA `devices` (NICs) the data plane uses, one engine each (one protection domain per device)")
+	fs.Int("devices", 1, "number of RDMA `devices` (NICs) the data plane uses: one engine over that many rails, the host's first ones unless rdma.devices names them (on tcp or shm: that many engines)")
 	fs.String("full", string(kv.Evict), "when the pool is full: evict (least recently used values) or reject (PUT fails)")
 	fs.String("max-value", "", "largest value, e.g. 64MiB (default: the pool)")
 	fs.String("inline-max", "", fmt.Sprintf("largest value sent inside requests and responses, 0 for never (default %s on tcp, %s on shm and rdma)", bytesize.Format(kv.DefaultInlineMax), bytesize.Format(kv.DefaultInlineMaxSHM)))

@@ -16,8 +16,9 @@ import (
 
 // Rails: a transport whose Config names several devices (Config.Devices)
 // is a set of single-device transports, one per device, and connects a
-// peer over each rail both sides have: the i-th usable device here with
-// the i-th usable one on the peer. Rail 0 is the handshaken connection's;
+// peer over each rail both sides have: rail 0 is each side's first usable
+// device, and the others are paired by reachability (pairRails: same GID
+// type, the most network bits shared, else by index). Rail 0 is the handshaken connection's;
 // each other rail gets an extra TCP connection of the engine's (DialExtra,
 // AcceptExtra) for its own control stream, and its own queue pairs,
 // registrations and rkeys. See RailEndpoint for how operations are spread.
@@ -188,42 +189,62 @@ func (r *rails) connect(ctx context.Context, p transport.Params) (transport.Endp
 		p.Conn.Close()
 		return nil, fmt.Errorf("rdma: peer's device description: %w", err)
 	}
-	n := min(len(ups), 1+len(peer.RailGIDs))
 	extra := p.DialExtra
 	if p.Role == transport.Acceptor {
 		extra = p.AcceptExtra
 	}
-	if extra == nil {
-		n = 1
+	// Extra rails, paired by reachability (pairRails): {this side's, the
+	// peer's}, both indexes into the rails after rail 0.
+	var pairs [][2]int
+	if extra != nil && len(ups) > 1 && len(peer.RailGIDs) > 0 {
+		local := make([][16]byte, 0, len(ups)-1)
+		for _, t := range ups[1:] {
+			d, err := t.device()
+			if err != nil {
+				p.Conn.Close()
+				return nil, fmt.Errorf("rdma: rail device %s: %w", t.cfg.Device, err)
+			}
+			local = append(local, d.localInfo().GID)
+		}
+		if p.Role == transport.Acceptor {
+			pairs = pairRails(peer.RailGIDs, local)
+			for k := range pairs {
+				pairs[k][0], pairs[k][1] = pairs[k][1], pairs[k][0]
+			}
+		} else {
+			pairs = pairRails(local, peer.RailGIDs)
+		}
 	}
 	ep0, err := ups[0].connectOne(ctx, p)
 	if err != nil {
 		return nil, err
 	}
-	if n == 1 {
+	if len(pairs) == 0 {
 		return ep0, nil
 	}
-	re := newRailEndpoint(r, n)
+	re := newRailEndpoint(r, 1+len(pairs))
 	re.eps[0], re.subs[0], re.names[0] = ep0, ups[0], ep0.dev.info.Name
-	for i := 1; i < n; i++ {
+	for k, pr := range pairs {
+		i, sub := k+1, ups[1+pr[0]]
 		conn, err := extra(ctx)
 		if err != nil {
 			re.Close()
-			return nil, fmt.Errorf("rdma: rail %d (%s): connection for its control stream: %w", i, ups[i].cfg.Device, err)
+			return nil, fmt.Errorf("rdma: rail %d (%s): connection for its control stream: %w", i, sub.cfg.Device, err)
 		}
 		// The rail's QP exchange must name the GID the handshake gave for
-		// it, as rail 0's must name the handshake's own.
+		// the peer's rail it is paired with, as rail 0's must name the
+		// handshake's own.
 		v := *peer
-		v.GID, v.RailGIDs = peer.RailGIDs[i-1], nil
+		v.GID, v.RailGIDs = peer.RailGIDs[pr[1]], nil
 		pi := p
 		pi.Conn, pi.Conns, pi.DialExtra, pi.AcceptExtra = conn, 1, nil, nil
 		pi.Remote.Blob = wire.AppendVerbsInfo(nil, &v)[wire.HandshakeHeaderLen:]
-		ep, err := ups[i].connectOne(ctx, pi)
+		ep, err := sub.connectOne(ctx, pi)
 		if err != nil {
 			re.Close()
-			return nil, fmt.Errorf("rdma: rail %d (%s): %w", i, ups[i].cfg.Device, err)
+			return nil, fmt.Errorf("rdma: rail %d (%s): %w", i, sub.cfg.Device, err)
 		}
-		re.eps[i], re.subs[i], re.names[i] = ep, ups[i], ep.dev.info.Name
+		re.eps[i], re.subs[i], re.names[i] = ep, sub, ep.dev.info.Name
 	}
 	re.start()
 	return re, nil
