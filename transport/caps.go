@@ -90,6 +90,10 @@ type DeviceInUse struct {
 	// GPUMemory is how the device last registered a GPU region: as a
 	// DMA-BUF, by address (nvidia-peermem), or none; empty before any.
 	GPUMemory string `json:"gpu_memory,omitempty"`
+	// Grants is what makes the NIC enforce a grant (a sub-range of a
+	// region with its own rights): "registration" (the grant's own MR),
+	// with why memory windows are not used.
+	Grants string `json:"grants,omitempty"`
 }
 
 // DeviceUser is implemented by a transport that opens a device (rdma's).

@@ -236,6 +236,7 @@ func (c *Context) QueryDevice() (DeviceInfo, error) {
 		MaxSRQ:          int(a.max_srq),
 		MaxSRQWR:        int(a.max_srq_wr),
 		MaxPD:           int(a.max_pd),
+		MemWindows:      a.device_cap_flags&(C.IBV_DEVICE_MEM_WINDOW_TYPE_2A|C.IBV_DEVICE_MEM_WINDOW_TYPE_2B) != 0,
 	}
 	if info.FWVer == "" {
 		info.FWVer = readSysfs(c.sysfs, "fw_ver")

@@ -35,6 +35,9 @@ type DeviceInfo struct {
 	MaxSRQ          int
 	MaxSRQWR        int
 	MaxPD           int
+	// MemWindows: the device binds type 2 memory windows
+	// (IBV_DEVICE_MEM_WINDOW_TYPE_2A or _2B in device_cap_flags).
+	MemWindows bool
 
 	Ports []PortInfo
 }

@@ -217,11 +217,19 @@ struct ibv_wc {
 	uint8_t dlid_path_bits;
 };
 
+/* device_cap_flags bits */
+enum {
+	IBV_DEVICE_MEM_WINDOW = 1 << 17,
+	IBV_DEVICE_MEM_WINDOW_TYPE_2A = 1 << 23,
+	IBV_DEVICE_MEM_WINDOW_TYPE_2B = 1 << 24,
+};
+
 enum {
 	IBV_ACCESS_LOCAL_WRITE = 1,
 	IBV_ACCESS_REMOTE_WRITE = 1 << 1,
 	IBV_ACCESS_REMOTE_READ = 1 << 2,
 	IBV_ACCESS_REMOTE_ATOMIC = 1 << 3,
+	IBV_ACCESS_MW_BIND = 1 << 4,
 };
 
 struct ibv_context;
@@ -369,6 +377,10 @@ enum ibv_wr_opcode {
 	IBV_WR_SEND,
 	IBV_WR_SEND_WITH_IMM,
 	IBV_WR_RDMA_READ,
+	IBV_WR_ATOMIC_CMP_AND_SWP,
+	IBV_WR_ATOMIC_FETCH_AND_ADD,
+	IBV_WR_LOCAL_INV,
+	IBV_WR_BIND_MW,
 };
 
 enum {
@@ -384,7 +396,19 @@ struct ibv_sge {
 	uint32_t lkey;
 };
 
-struct ibv_mw;
+enum ibv_mw_type {
+	IBV_MW_TYPE_1 = 1,
+	IBV_MW_TYPE_2 = 2,
+};
+
+struct ibv_mw {
+	struct ibv_context *context;
+	struct ibv_pd *pd;
+	uint32_t rkey;
+	uint32_t handle;
+	enum ibv_mw_type type;
+};
+
 struct ibv_ah;
 
 struct ibv_mw_bind_info {
@@ -486,9 +510,9 @@ struct ibv_context_ops {
 	void *_compat_reg_mr;
 	void *_compat_rereg_mr;
 	void *_compat_dereg_mr;
-	void *alloc_mw;
-	void *bind_mw;
-	void *dealloc_mw;
+	struct ibv_mw *(*alloc_mw)(struct ibv_pd *pd, enum ibv_mw_type type);
+	void *bind_mw; /* type 1 only */
+	int (*dealloc_mw)(struct ibv_mw *mw);
 	void *_compat_create_cq;
 	int (*poll_cq)(struct ibv_cq *cq, int num_entries, struct ibv_wc *wc);
 	int (*req_notify_cq)(struct ibv_cq *cq, int solicited_only);

@@ -14,6 +14,8 @@ const (
 	AccessRemoteWrite  Access = 1 << 1
 	AccessRemoteRead   Access = 1 << 2
 	AccessRemoteAtomic Access = 1 << 3
+	// AccessMWBind lets memory windows be bound over an MR.
+	AccessMWBind Access = 1 << 4
 )
 
 // QPType is the transport service of a QP.

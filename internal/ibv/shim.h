@@ -155,6 +155,22 @@ int xibv_query_qp_mtu(struct ibv_qp *qp, int *mtu);
 int xibv_destroy_qp(struct ibv_qp *qp);
 
 /*
+ * Memory windows (type 2). ibv_alloc_mw and ibv_dealloc_mw are static
+ * inline wrappers over ctx->ops, so these call the provider as they do:
+ * alloc returns NULL with errno EOPNOTSUPP where the provider has none.
+ * xibv_post_bind_mw posts one IBV_WR_BIND_MW of [addr, +length) of mr to
+ * mw with the rkey rkey (the window's with its low byte advanced,
+ * ibv_inc_rkey); xibv_post_local_inv posts one IBV_WR_LOCAL_INV of rkey.
+ * Both return 0 or a positive errno.
+ */
+struct ibv_mw *xibv_alloc_mw(struct ibv_pd *pd);
+int xibv_dealloc_mw(struct ibv_mw *mw);
+int xibv_post_bind_mw(struct ibv_qp *qp, uint64_t id, unsigned int flags, struct ibv_mw *mw,
+		      uint32_t rkey, struct ibv_mr *mr, uint64_t addr, uint64_t length,
+		      unsigned int access);
+int xibv_post_local_inv(struct ibv_qp *qp, uint64_t id, unsigned int flags, uint32_t rkey);
+
+/*
  * Move qp to state with the attributes the kernel's rdma_cm computed for it
  * (RDMA_USER_CM_CMD_INIT_QP_ATTR): kern is a struct ib_uverbs_qp_attr, whose
  * first field is the attribute mask. mask_off clears bits of the mask;

@@ -328,6 +328,54 @@ int xibv_query_gid(struct ibv_context *ctx, int port, int index, union ibv_gid *
 struct ibv_pd *xibv_alloc_pd(struct ibv_context *ctx) { return xibv.alloc_pd(ctx); }
 int xibv_dealloc_pd(struct ibv_pd *pd) { return xibv.dealloc_pd(pd); }
 
+struct ibv_mw *xibv_alloc_mw(struct ibv_pd *pd)
+{
+	if (!pd->context->ops.alloc_mw) {
+		errno = EOPNOTSUPP;
+		return NULL;
+	}
+	struct ibv_mw *mw = pd->context->ops.alloc_mw(pd, IBV_MW_TYPE_2);
+	if (mw)
+		mw->type = IBV_MW_TYPE_2;
+	return mw;
+}
+
+int xibv_dealloc_mw(struct ibv_mw *mw)
+{
+	if (!mw->context->ops.dealloc_mw)
+		return EOPNOTSUPP;
+	return mw->context->ops.dealloc_mw(mw);
+}
+
+int xibv_post_bind_mw(struct ibv_qp *qp, uint64_t id, unsigned int flags, struct ibv_mw *mw,
+		      uint32_t rkey, struct ibv_mr *mr, uint64_t addr, uint64_t length,
+		      unsigned int access)
+{
+	struct ibv_send_wr w, *bad = NULL;
+	memset(&w, 0, sizeof(w));
+	w.wr_id = id;
+	w.opcode = IBV_WR_BIND_MW;
+	w.send_flags = flags;
+	w.bind_mw.mw = mw;
+	w.bind_mw.rkey = rkey;
+	w.bind_mw.bind_info.mr = mr;
+	w.bind_mw.bind_info.addr = addr;
+	w.bind_mw.bind_info.length = length;
+	w.bind_mw.bind_info.mw_access_flags = access;
+	return norm(qp->context->ops.post_send(qp, &w, &bad));
+}
+
+int xibv_post_local_inv(struct ibv_qp *qp, uint64_t id, unsigned int flags, uint32_t rkey)
+{
+	struct ibv_send_wr w, *bad = NULL;
+	memset(&w, 0, sizeof(w));
+	w.wr_id = id;
+	w.opcode = IBV_WR_LOCAL_INV;
+	w.send_flags = flags;
+	w.invalidate_rkey = rkey;
+	return norm(qp->context->ops.post_send(qp, &w, &bad));
+}
+
 struct ibv_mr *xibv_reg_mr(struct ibv_pd *pd, uintptr_t addr, size_t length, int access)
 {
 	return xibv.reg_mr(pd, (void *)addr, length, access);

@@ -463,6 +463,24 @@ func mrAccess(a mem.Access, iwarp bool) ibv.Access {
 	return acc
 }
 
+// grantEnforcement says what makes the NIC enforce a grant on a device
+// with info: always the grant's own registration (an MR of its range with
+// its rights, see mr). A type 2 memory window bound over the region's MR
+// would cost no registration, but SoftRoCE's windows do not enforce their
+// range (the window's rkey reaches the whole MR; internal/ibv's
+// TestMemWindow shows it), and grants over windows are not built for
+// other devices yet.
+func grantEnforcement(info ibv.DeviceInfo) string {
+	switch {
+	case !info.MemWindows:
+		return "registration (the device has no type 2 memory windows)"
+	case strings.HasPrefix(info.Name, "rxe"):
+		return "registration (rxe's memory windows do not enforce their range)"
+	default:
+		return "registration (grants over memory windows are not built)"
+	}
+}
+
 // mr returns the registration of region h, registering the whole region
 // on first use, with the region's rights (mrAccess). The caller holds a pin on h, so the engine cannot have
 // deregistered it (RegionRemoved runs once the pins are gone).

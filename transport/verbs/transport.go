@@ -130,6 +130,9 @@ func (t *Transport) device() (*device, error) {
 		return nil, err
 	}
 	d.log = t.log
+	if d.log != nil {
+		d.log.Info("rdma: what makes the NIC enforce a grant (a sub-range of a region) on this device", "device", d.info.Name, "grants", grantEnforcement(d.info))
+	}
 	t.dev = d
 	return d, nil
 }
@@ -866,5 +869,5 @@ func (t *Transport) InUse() (DeviceInUse, bool) {
 		return DeviceInUse{}, false
 	}
 	return DeviceInUse{Device: d.info.Name, Port: d.port.Num, GIDIndex: d.gid.Index, GIDType: d.gid.Type, MTU: d.mtu,
-		GPUMemory: d.gpuMemory()}, true
+		GPUMemory: d.gpuMemory(), Grants: grantEnforcement(d.info)}, true
 }
