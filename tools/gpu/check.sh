@@ -74,6 +74,9 @@ esac
 
 OUT=${OUT:-/tmp/xfer-gpu}
 ROUNDS=${ROUNDS:-3}
+# QUICK=1 leaves out the benchmarks and the slow 1 GiB verified benches
+# (steps 5 and 6): a recheck of everything else in about two minutes.
+QUICK=${QUICK:-}
 PY=${PYTHON:-python3}
 mkdir -p "$OUT"
 LOG=$(mktemp -d)
@@ -200,6 +203,7 @@ row() { # row LABEL CMD...: the command's JSON lines, labelled and numbered
 	shift
 	"$@" 2>>"$LOG/bench.log" | grep '^{' | sed "s/^{/{\"label\":\"$label\",\"round\":$round,/" >>"$R"
 }
+[ -n "$QUICK" ] && ROUNDS=0
 for round in $(seq 1 "$ROUNDS"); do
 	row torch-d2d "$PY" tools/gpu/d2d.py --size-mb 256 --iters 50
 	row shm-gpu-write "$BIN/xfer" bench --json --memory cuda:0 --transport shm --op write --size 256MiB --depth 1 --duration 2s --memory-mb 600
@@ -211,6 +215,7 @@ for round in $(seq 1 "$ROUNDS"); do
 done
 # The slowest last: every byte of 1 GiB verified through host copies.
 for tr in shm tcp; do
+	[ -n "$QUICK" ] && break
 	for op in write read; do
 		step "twoproc-$tr-$op" "$BIN/xfer" bench --memory cuda:0 --transport "$tr" --op "$op" --verify \
 			--size 1,1MiB,1GiB --iters 2 --depth 1 --memory-mb 2100
