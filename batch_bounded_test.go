@@ -16,31 +16,7 @@ import (
 // held, freed or not, until the transport is done with them.
 func TestBatchWaitAbandons(t *testing.T) {
 	ctx := context.Background()
-	srv, err := xfer.Open(ctx, xfer.Config{Transport: xfer.PolicyTCP, Listen: "127.0.0.1:0", MemoryMB: 8})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer srv.Close()
-	target, err := srv.NewRegion(4<<20, xfer.AccessReadWrite)
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv.Export("target", target)
-	r := newRelay(t, srv.Addr(), 0)
-	cli, err := xfer.Open(ctx, xfer.Config{Transport: xfer.PolicyTCP, MemoryMB: 8, Memory: xfer.MemoryMemfd, OpTimeout: -1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cli.Close()
-	p, err := cli.Dial(ctx, r.addr())
-	if err != nil {
-		t.Fatal(err)
-	}
-	desc, _ := p.Region("target")
-	buf, err := cli.Alloc(256 << 10) // by reference, and small enough for the sockets' buffers
-	if err != nil {
-		t.Fatal(err)
-	}
+	cli, p, desc, r, buf := byReferencePair(t)
 	pool := cli.Pool()
 	r.freeze()
 	b := p.Submit([]xfer.Op{
@@ -51,6 +27,7 @@ func TestBatchWaitAbandons(t *testing.T) {
 	defer cancel()
 	errc := make(chan error, 1)
 	go func() { errc <- b.Wait(cctx) }()
+	var err error
 	select {
 	case err = <-errc:
 	case <-time.After(30 * time.Second):

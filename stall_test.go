@@ -249,36 +249,12 @@ func TestOpTimeoutSlowLink(t *testing.T) {
 // again, until the transport is done with them.
 func TestAbandonedWriteHoldsItsBytes(t *testing.T) {
 	ctx := context.Background()
-	srv, err := xfer.Open(ctx, xfer.Config{Transport: xfer.PolicyTCP, Listen: "127.0.0.1:0", MemoryMB: 8})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer srv.Close()
-	target, err := srv.NewRegion(4<<20, xfer.AccessReadWrite)
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv.Export("target", target)
-	r := newRelay(t, srv.Addr(), 0)
-	cli, err := xfer.Open(ctx, xfer.Config{Transport: xfer.PolicyTCP, MemoryMB: 8, Memory: xfer.MemoryMemfd, OpTimeout: -1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cli.Close()
-	p, err := cli.Dial(ctx, r.addr())
-	if err != nil {
-		t.Fatal(err)
-	}
-	desc, _ := p.Region("target")
-	buf, err := cli.Alloc(256 << 10) // by reference, and small enough for the sockets' buffers
-	if err != nil {
-		t.Fatal(err)
-	}
+	cli, p, desc, r, buf := byReferencePair(t)
 	pool := cli.Pool()
 	r.freeze()
 	cctx, cancel := context.WithTimeout(ctx, 200*time.Millisecond)
 	defer cancel()
-	err = p.Write(cctx, buf.Bytes(), desc.At(0))
+	err := p.Write(cctx, buf.Bytes(), desc.At(0))
 	if !errors.Is(err, context.DeadlineExceeded) || !strings.Contains(err.Error(), "abandoned") {
 		t.Fatalf("write past its deadline: %v, want an abandoned DeadlineExceeded", err)
 	}
@@ -361,4 +337,39 @@ func TestFailoverRepeatsSafeOperations(t *testing.T) {
 	if err := <-done; !errors.Is(err, xfer.ErrPeerLost) {
 		t.Fatalf("write-with-notify across a lost connection: %v, want ErrPeerLost", err)
 	}
+}
+
+// byReferencePair is a tcp client that WRITEs by reference (memfd memory,
+// no op_timeout) to a server's region "target" through a relay the test
+// can freeze, and a 256 KiB buffer of the client's pool: small enough for
+// the sockets' buffers. The engines close when the test ends.
+func byReferencePair(t *testing.T) (*xfer.Engine, *xfer.Peer, xfer.RegionDesc, *relay, xfer.Buffer) {
+	t.Helper()
+	ctx := context.Background()
+	srv, err := xfer.Open(ctx, xfer.Config{Transport: xfer.PolicyTCP, Listen: "127.0.0.1:0", MemoryMB: 8})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { srv.Close() })
+	target, err := srv.NewRegion(4<<20, xfer.AccessReadWrite)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv.Export("target", target)
+	r := newRelay(t, srv.Addr(), 0)
+	cli, err := xfer.Open(ctx, xfer.Config{Transport: xfer.PolicyTCP, MemoryMB: 8, Memory: xfer.MemoryMemfd, OpTimeout: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cli.Close() })
+	p, err := cli.Dial(ctx, r.addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	desc, _ := p.Region("target")
+	buf, err := cli.Alloc(256 << 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cli, p, desc, r, buf
 }
