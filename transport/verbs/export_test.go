@@ -1,5 +1,7 @@
 package verbs
 
+import "github.com/xferio/xfer/internal/ibv"
+
 // IgnoreRevokes makes endpoints keep stale rkeys (tests only).
 func IgnoreRevokes(on bool) { testIgnoreRevokes.Store(on) }
 
@@ -54,21 +56,26 @@ func DropListener(on bool) { testDropListener.Store(on) }
 
 // SendSGE returns the max_send_sge of every QP of the transport's endpoints.
 func SendSGE(t *Transport) []int {
+	var out []int
+	eachQP(t, func(qp *ibv.QP) { out = append(out, qp.Caps().MaxSendSGE) })
+	return out
+}
+
+// eachQP calls f with every QP of the transport's endpoints.
+func eachQP(t *Transport, f func(*ibv.QP)) {
 	t.mu.Lock()
 	d := t.dev
 	t.mu.Unlock()
 	if d == nil {
-		return nil
+		return
 	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	var out []int
 	for e := range d.eps {
 		for _, q := range e.qps {
-			out = append(out, q.qp.Caps().MaxSendSGE)
+			f(q.qp)
 		}
 	}
-	return out
 }
 
 // DeviceMaxSGE is the max_sge of the device the transport opened.
@@ -86,24 +93,14 @@ var RTRError = rtrError
 // PathMTUs returns the path MTU of every QP of the transport's endpoints,
 // as the device reports it (ibv_query_qp).
 func PathMTUs(tb interface{ Fatal(...any) }, t *Transport) []int {
-	t.mu.Lock()
-	d := t.dev
-	t.mu.Unlock()
-	if d == nil {
-		return nil
-	}
-	d.mu.Lock()
-	defer d.mu.Unlock()
 	var out []int
-	for e := range d.eps {
-		for _, q := range e.qps {
-			m, err := q.qp.PathMTU()
-			if err != nil {
-				tb.Fatal(err)
-			}
-			out = append(out, m)
+	eachQP(t, func(qp *ibv.QP) {
+		m, err := qp.PathMTU()
+		if err != nil {
+			tb.Fatal(err)
 		}
-	}
+		out = append(out, m)
+	})
 	return out
 }
 
