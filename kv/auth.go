@@ -3,14 +3,12 @@ package kv
 import (
 	"context"
 	"crypto/hmac"
-	"crypto/rand"
 	"crypto/sha256"
 	"encoding/base64"
 	"encoding/binary"
 	"errors"
 	"hash"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"google.golang.org/grpc"
@@ -25,7 +23,11 @@ import (
 
 // With a secret (the data-plane engine's Config.Secret, the same on both
 // sides), every gRPC call is authenticated both ways, and no secret crosses
-// the wire:
+// the wire. xfer's clients authenticate each connection once, when gRPC
+// opens it (connauth.go), and their calls then cost nothing more. A call
+// on a connection that did not (a plain gRPC client, or an xfer client from
+// before connection authentication) must carry a proof of its own, which
+// this file checks:
 //
 //   - the client sends, in the call's metadata (mdCallProof), a timestamp,
 //     a nonce (its random client ID and the call's number, counted from 1)
@@ -38,26 +40,14 @@ import (
 //     it gets codes.Unauthenticated;
 //   - the server answers with HMAC-SHA256(secret, replyLabel | method |
 //     timestamp | nonce) in the response's trailer (mdReplyProof), which
-//     the client checks before it believes a successful response: a
-//     server that does not know the secret is refused. A failure is
-//     returned as a failure either way.
+//     such a client checks before it believes a successful response.
 //
-// What it costs a call: four HMACs over a few dozen bytes, with the key
-// hashed into them once per process (callKeys), and two metadata values
-// that gRPC encodes and decodes (a value that differs every call gains
-// nothing from HPACK's table). BenchmarkCallProof measures the first,
-// BenchmarkAuth the whole call.
-//
-// A proof authenticates the call, not its body: a man in the middle that
-// can change the bytes of a connection is kept out by TLS (ServerOptions.TLS,
-// ClientOptions.TLS), not by this. The data-plane requests (Get, Put and
-// Delete as messages on the engine's connection) travel on a connection
-// the engine's handshake authenticated with the same secret, both ways.
-//
-// Why not a challenge per connection: gRPC multiplexes calls on
-// connections it opens and reopens by itself, and a per-call nonce from
-// the server would cost every call a round trip. The price of the timestamp
-// is that clients' and servers' clocks must agree within callWindow.
+// A proof authenticates the call or the connection, not the bytes that
+// follow: a man in the middle that can change the bytes of a connection is
+// kept out by TLS (ServerOptions.TLS, ClientOptions.TLS), not by this. The
+// data-plane requests (Get, Put and Delete as messages on the engine's
+// connection) travel on a connection the engine's handshake authenticated
+// with the same secret, both ways.
 const (
 	mdCallProof  = "xfer-kv-proof"
 	mdReplyProof = "xfer-kv-server-proof"
@@ -177,7 +167,7 @@ type tapped struct{}
 // tap checks a call's proof from its headers, before gRPC reads the
 // request: a call without one is refused before its bytes are decoded.
 func (a *callAuth) tap(ctx context.Context, info *tap.Info) (context.Context, error) {
-	if a == nil || a.keys == nil {
+	if a == nil || a.keys == nil || connAuthenticated(ctx) {
 		return ctx, nil
 	}
 	raw, err := a.verifyOrRefuse(ctx, info.Header, info.FullMethodName)
@@ -193,7 +183,7 @@ func (a *callAuth) tap(ctx context.Context, info *tap.Info) (context.Context, er
 // it sets the server's proof on the response. A call the tap checked is
 // not checked again (its nonce is spent).
 func (a *callAuth) check(ctx context.Context) error {
-	if a == nil || a.keys == nil {
+	if a == nil || a.keys == nil || connAuthenticated(ctx) {
 		return nil
 	}
 	method, _ := grpc.Method(ctx)
@@ -281,39 +271,4 @@ func (a *callAuth) verify(md metadata.MD, method string) ([]byte, string, error)
 	}
 	w.last = now
 	return raw, "", nil
-}
-
-// proveCalls returns the client's interceptor: it signs each call and
-// checks the server's proof on its response.
-func proveCalls(secret string) grpc.UnaryClientInterceptor {
-	keys := newCallKeys(secret)
-	var id [8]byte
-	rand.Read(id[:])
-	var calls atomic.Uint64
-	return func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
-		var raw [callProofLen]byte
-		binary.LittleEndian.PutUint64(raw[:8], uint64(time.Now().UnixNano()))
-		copy(raw[8:16], id[:])
-		binary.LittleEndian.PutUint64(raw[16:24], calls.Add(1))
-		keys.mac(raw[:24], callLabel, method, raw[:8], raw[8:24])
-		ctx = metadata.AppendToOutgoingContext(ctx, mdCallProof, base64.RawStdEncoding.EncodeToString(raw[:]))
-		// The server's proof comes in the trailer (older servers sent it
-		// in the header too).
-		var trl metadata.MD
-		err := invoker(ctx, method, req, reply, cc, append(opts, grpc.Trailer(&trl))...)
-		if got := trl.Get(mdReplyProof); len(got) == 1 && len(got[0]) == replyProofB64 {
-			var mac [sha256.Size]byte
-			n, derr := base64.RawStdEncoding.Decode(mac[:], []byte(got[0]))
-			if derr == nil && n == len(mac) && keys.equalMAC(mac[:], replyLabel, method, raw[:8], raw[8:24]) {
-				return err
-			}
-		}
-		if err != nil {
-			// A failure is a failure whoever sent it (gRPC's own errors,
-			// such as a request it could not decode, come before the
-			// handler and carry no proof); only a success must be proven.
-			return err
-		}
-		return status.Error(codes.Unauthenticated, "kv: the server could not prove it knows the shared secret (it has none, or another)")
-	}
 }

@@ -347,11 +347,12 @@ func Dial(ctx context.Context, addr string, opts ClientOptions) (*Client, error)
 	if opts.TLS != nil {
 		creds = credentials.NewTLS(opts.TLS)
 	}
-	var auth []grpc.DialOption
 	if secret := c.e.Config().Secret; secret != "" {
-		auth = append(auth, grpc.WithChainUnaryInterceptor(proveCalls(secret)))
+		// Each connection authenticates once, when gRPC opens it; its
+		// calls then carry nothing (connauth.go).
+		creds = &connCreds{inner: creds, keys: newCallKeys(secret)}
 	}
-	dopts := append(append([]grpc.DialOption{
+	dopts := append([]grpc.DialOption{
 		grpc.WithTransportCredentials(creds),
 		grpc.WithContextDialer(c.dialTCP),
 		// Reconnect to a restarted server within a second or two, not
@@ -360,7 +361,7 @@ func Dial(ctx context.Context, addr string, opts ClientOptions) (*Client, error)
 			Backoff:           backoff.Config{BaseDelay: 50 * time.Millisecond, Multiplier: 1.6, Jitter: 0.2, MaxDelay: 2 * time.Second},
 			MinConnectTimeout: 5 * time.Second,
 		}),
-	}, auth...), opts.DialOptions...)
+	}, opts.DialOptions...)
 	c.conn, err = grpc.NewClient("passthrough:///"+target, dopts...)
 	if err != nil {
 		c.closeEngine()
@@ -646,6 +647,9 @@ func (c *Client) convert(err error) error {
 	case codes.InvalidArgument:
 		return &serverError{msg, ErrInvalid}
 	case codes.Unavailable:
+		if reason, ok := authRefused(msg); ok {
+			return fmt.Errorf("kv: %s: %w: %s", c.target, xfer.ErrAuth, reason)
+		}
 		return &unavailableError{target: c.target, msg: msg}
 	case codes.Aborted:
 		return &serverError{msg, ErrMoved}

@@ -18,6 +18,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/keepalive"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
@@ -325,8 +326,21 @@ func (s *Server) Engine() *xfer.Engine { return s.e }
 // on tcp or shm that many.
 func (s *Server) Engines() []*xfer.Engine { return append([]*xfer.Engine(nil), s.es...) }
 
-// Register registers the KV service with g.
+// Register registers the KV service with g. A g made by the caller should
+// take the server's transport credentials (grpc.Creds(s.Credentials())):
+// without them, xfer clients with a secret cannot connect to it.
 func (s *Server) Register(g *grpc.Server) { kvpb.RegisterKVServer(g, s) }
+
+// Credentials are the server's gRPC transport credentials: TLS when
+// ServerOptions.TLS is set, and the connection authentication that clients
+// with the engine's secret run before their first call (Serve uses them).
+func (s *Server) Credentials() credentials.TransportCredentials {
+	inner := insecure.NewCredentials()
+	if s.opts.TLS != nil {
+		inner = credentials.NewTLS(s.opts.TLS)
+	}
+	return &connCreds{inner: inner, keys: s.auth.keys, e: s.e}
+}
 
 // Serve serves the KV service on lis until ctx is done, then stops
 // gracefully (requests in progress finish, for up to five seconds) and
@@ -340,10 +354,7 @@ func (s *Server) Serve(ctx context.Context, lis net.Listener, opts ...grpc.Serve
 		s.Close()
 		return err
 	}
-	opts = append([]grpc.ServerOption{grpc.InTapHandle(s.auth.tap)}, opts...)
-	if s.opts.TLS != nil {
-		opts = append([]grpc.ServerOption{grpc.Creds(credentials.NewTLS(s.opts.TLS))}, opts...)
-	}
+	opts = append([]grpc.ServerOption{grpc.Creds(s.Credentials()), grpc.InTapHandle(s.auth.tap)}, opts...)
 	g := grpc.NewServer(append(s.grpcLimits(), opts...)...)
 	s.Register(g)
 	errc := make(chan error, 1)

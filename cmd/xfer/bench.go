@@ -353,6 +353,9 @@ func startLocalTarget(ctx context.Context, g *globals, cfg xfer.Config) (*target
 	if path := g.configFile(); path != "" {
 		args = append(args, "--config", path)
 	}
+	if cfg.SecretFile != "" {
+		args = append(args, "--secret-file", cfg.SecretFile)
+	}
 	env := os.Environ()
 	if cfg.Secret != "" {
 		env = append(env, envPrefix+"SECRET="+cfg.Secret)

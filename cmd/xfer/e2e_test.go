@@ -139,6 +139,24 @@ func TestEndToEndBench(t *testing.T) {
 	}
 }
 
+// TestEndToEndBenchSecretFile: a bench with --secret-file authenticates
+// against the target it starts, which reads the same file.
+func TestEndToEndBenchSecretFile(t *testing.T) {
+	dir := t.TempDir()
+	secret := filepath.Join(dir, "secret")
+	if err := os.WriteFile(secret, []byte("a-secret-of-this-test-long-enough\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	stdout, stderr, code := xferRun(t, cleanEnv(), "bench", "--transport", "tcp", "--size", "4KiB", "--iters", "100",
+		"--verify", "--json", "--secret-file", secret)
+	if code != 0 {
+		t.Fatalf("exit %d; stderr:\n%s", code, stderr)
+	}
+	if m := checkJSONFields(t, []byte(strings.TrimSpace(stdout))); m["verified"] != true {
+		t.Errorf("%s", stdout)
+	}
+}
+
 func TestEndToEndServe(t *testing.T) {
 	cmd := exec.Command(xferBinary(t), "serve", "--listen", "127.0.0.1:0", "--transport", "tcp")
 	cmd.Env = cleanEnv(envPrefix + "SECRET=open sesame, open sesame")

@@ -10,8 +10,10 @@ bench-out/peers.json, or to --out.
 With --xfer-b, every round also runs the second binary right after the
 first, in alternating order (peer, A, B; then peer, B, A; ...), so that
 tools/bench/ab.sh can compare two builds against the same peer runs.
+--secret-file-b FILE runs B's benches with the shared secret in FILE (A
+without): with the same binary as A and B, what authentication costs.
 
-Usage: tools/bench/peers.py [--rounds N] [--seconds S] [--xfer PATH] [--xfer-b PATH] [--out FILE]
+Usage: tools/bench/peers.py [--rounds N] [--seconds S] [--xfer PATH] [--xfer-b PATH] [--secret-file-b FILE] [--out FILE]
 Needs: iperf3, qperf, gcc (make bench-peers installs them with apt).
 Only loopback addresses are used.
 """
@@ -89,10 +91,15 @@ def main():
                     help="duration of every run (default: 3 s for tcp and its peers, 2 s for shm and memcpy)")
     ap.add_argument("--xfer", default=os.path.join(ROOT, "xfer"), help="the xfer binary (default: ./xfer)")
     ap.add_argument("--xfer-b", help="a second xfer binary, run interleaved with the first (A/B)")
+    ap.add_argument("--secret-file-b", help="B's benches run with this secret file (A without)")
     ap.add_argument("--out", default=results.default_path("peers"), help="the results file")
     a = ap.parse_args()
     if a.rounds < 1:
         ap.error("--rounds must be at least 1")
+    if a.secret_file_b and not a.xfer_b:
+        ap.error("--secret-file-b needs --xfer-b (it may be the same binary as --xfer)")
+    if a.secret_file_b and not os.access(a.secret_file_b, os.R_OK):
+        ap.error(f"--secret-file-b {a.secret_file_b} is not a readable file (make one with: xfer secret > FILE)")
     for x in filter(None, (a.xfer, a.xfer_b)):
         if not os.access(x, os.X_OK):
             ap.error(f"xfer binary {x} is not an executable file (make build, or go build -o xfer ./cmd/xfer)")
@@ -119,7 +126,8 @@ def main():
         if r % 2 == 1:
             order.reverse()
         for which, path in order:
-            add(f"{which}:{name}", pick(xfer_bench(path, args)))
+            extra = ["--secret-file", a.secret_file_b] if which == "b" and a.secret_file_b else []
+            add(f"{which}:{name}", pick(xfer_bench(path, args + extra)))
 
     for r in range(a.rounds):
         print(f"round {r + 1}/{a.rounds}", file=sys.stderr)
