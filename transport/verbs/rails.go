@@ -223,7 +223,8 @@ func (r *rails) connect(ctx context.Context, p transport.Params) (transport.Endp
 		return ep0, nil
 	}
 	re := newRailEndpoint(r, 1+len(pairs))
-	re.eps[0], re.subs[0], re.names[0] = ep0, ups[0], ep0.dev.info.Name
+	re.eps[0].Store(ep0)
+	re.subs[0], re.names[0], re.role, re.extra = ups[0], ep0.dev.info.Name, p.Role, extra
 	for k, pr := range pairs {
 		i, sub := k+1, ups[1+pr[0]]
 		conn, err := extra(ctx)
@@ -239,12 +240,15 @@ func (r *rails) connect(ctx context.Context, p transport.Params) (transport.Endp
 		pi := p
 		pi.Conn, pi.Conns, pi.DialExtra, pi.AcceptExtra = conn, 1, nil, nil
 		pi.Remote.Blob = wire.AppendVerbsInfo(nil, &v)[wire.HandshakeHeaderLen:]
+		re.params[i] = pi
+		re.params[i].Conn = nil
 		ep, err := sub.connectOne(ctx, pi)
 		if err != nil {
 			re.Close()
 			return nil, fmt.Errorf("rdma: rail %d (%s): %w", i, sub.cfg.Device, err)
 		}
-		re.eps[i], re.subs[i], re.names[i] = ep, sub, ep.dev.info.Name
+		re.eps[i].Store(ep)
+		re.subs[i], re.names[i] = sub, ep.dev.info.Name
 	}
 	re.start()
 	return re, nil

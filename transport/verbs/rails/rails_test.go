@@ -71,7 +71,10 @@ func railStatus(e *xfer.Engine) []xfer.RailStatus {
 // WRITE load, and no operation fails and every byte read back is the one
 // written; the rail shows down in the status, with the operations it had
 // in flight counted. The device is added again, the status shows the rail
-// up once more, and a new pair of engines uses it.
+// up once more, the same connection takes the rail back (operations are
+// cut over both rails again, and each rail's count of operations grows,
+// every byte read back the one written), and a new pair of engines uses
+// it too.
 func TestRailFailover(t *testing.T) {
 	dev := testutil.RequireVerbs(t)
 	if dev == "" {
@@ -265,6 +268,43 @@ func TestRailFailover(t *testing.T) {
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
+	// The same connection takes the rail back: its dialer asks for it
+	// with backoff (1 s, doubling up to 30 s), so within a minute.
+	before := railStatus(p.Client)
+	src1, _ := p.Client.Alloc(1 << 20)
+	back1, _ := p.Client.Alloc(1 << 20)
+	s1, _ = sentPackets(second)
+	for round, deadline := 0, time.Now().Add(time.Minute); ; round++ {
+		for i := range src1.Bytes() {
+			src1.Bytes()[i] = byte(i*7 + round)
+		}
+		clear(back1.Bytes())
+		if err := p.Peer.Write(ctx, src1.Bytes(), desc.At(0)); err != nil {
+			t.Fatalf("write while %s comes back: %v", second, err)
+		}
+		if err := p.Peer.Read(ctx, back1.Bytes(), desc.At(0)); err != nil {
+			t.Fatalf("read while %s comes back: %v", second, err)
+		}
+		if !bytes.Equal(back1.Bytes(), src1.Bytes()) {
+			t.Fatalf("round %d while %s comes back: read back other bytes than were written", round, second)
+		}
+		rs := railStatus(p.Client)
+		if len(rs) == 2 && rs[0].Ops > before[0].Ops && rs[1].Ops > before[1].Ops {
+			t.Logf("the connection took %s back after %d rounds: rails %+v", second, round+1, rs)
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s is back, but a minute later the connection's operations still do not use it: rails %+v, before %+v", second, rs, before)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if e1, ok := sentPackets(second); ok && e1 == s1 {
+		t.Errorf("the connection took %s back but sent no packet on it", second)
+	}
+	if st := p.Client.Status(); st.Failovers != 0 || p.Peer.Transport() != "rdma" {
+		t.Errorf("after %s came back: %d failovers to a new connection, transport %q; want the same rdma connection", second, st.Failovers, p.Peer.Transport())
+	}
+
 	p2 := xfertest.NewPair(t, xfertest.Options{Policy: xfer.PolicyRDMA, Config: cfg}, "")
 	d2, _ := p2.Peer.Region("target")
 	src, _ := p2.Client.Alloc(1 << 20)
