@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/xferio/xfer/internal/ibv"
+	"github.com/xferio/xfer/internal/sys"
 	"github.com/xferio/xfer/internal/wire"
 	"github.com/xferio/xfer/mem"
 	"github.com/xferio/xfer/transport"
@@ -40,7 +41,8 @@ type rails struct {
 
 // resolve builds the per-device transports once: the names configured,
 // or for auto every device the host has (Available leaves out those
-// without an ACTIVE port).
+// without an ACTIVE port), those on the process's NUMA node first
+// (railOrder).
 func (r *rails) resolve() ([]*Transport, error) {
 	r.once.Do(func() {
 		names := r.cfg.Devices
@@ -58,13 +60,17 @@ func (r *rails) resolve() ([]*Transport, error) {
 				names = names[:wire.MaxRails]
 			}
 		}
+		// Devices on the NUMA node the process runs on go first.
+		cpus, _ := sys.AllowedCPUs()
+		names, nodes := railOrder(sysRoot, names, cpus)
 		r.mu.Lock()
 		defer r.mu.Unlock()
-		for _, n := range names {
+		for i, n := range names {
 			c := r.cfg.Clone()
 			c.Device, c.Devices = n, nil
 			t := New(c)
 			t.log = r.log
+			t.numaNode = nodes[i]
 			r.subs = append(r.subs, t)
 		}
 	})
@@ -268,7 +274,8 @@ func (t *Transport) Rails() []transport.RailStatus {
 	out := make([]transport.RailStatus, len(subs))
 	for i, s := range subs {
 		_, up := s.InUse()
-		out[i] = transport.RailStatus{Device: s.cfg.Device, Up: up, Down: s.railDown.Load(), Repeated: s.railRepeated.Load(), Ops: s.railOps.Load()}
+		out[i] = transport.RailStatus{Device: s.cfg.Device, Up: up, Down: s.railDown.Load(), Repeated: s.railRepeated.Load(), Ops: s.railOps.Load(),
+			NUMANode: s.numaNode}
 	}
 	return out
 }
