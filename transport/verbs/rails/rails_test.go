@@ -324,3 +324,84 @@ func TestRailFailover(t *testing.T) {
 		t.Errorf("%s is back but a new pair's writes sent no packet on it", second)
 	}
 }
+
+// Two engines that list their two devices in opposite orders: rail 0 is
+// paired by reachability (each side's device on the same network, not
+// each side's first device), the other rail with it, and operations cut
+// over both rails land, every byte read back the one written. On one host
+// a cross pairing would work too: this checks that the pairing's
+// connection holds up where rail 0 is not each side's first device; which
+// pair is taken is TestRailZero's (transport/verbs).
+func TestRailZeroOrder(t *testing.T) {
+	dev := testutil.RequireVerbs(t)
+	if dev == "" {
+		testutil.SkipOrFail(t, "no RDMA device")
+	}
+	for _, tool := range []string{"rdma", "ip"} {
+		if _, err := exec.LookPath(tool); err != nil {
+			testutil.SkipOrFail(t, "the "+tool+" tool (iproute2) is needed to add a second device: "+err.Error())
+		}
+	}
+	typ := dev[:3]
+	if typ != "rxe" && typ != "siw" {
+		testutil.SkipOrFail(t, dev+" is not rxe or siw: the test adds a second software device of its type")
+	}
+	second := typ + "8"
+	run(t, "ip", "link", "add", "xfrail2", "type", "dummy")
+	t.Cleanup(func() { exec.Command("ip", "link", "delete", "xfrail2").Run() })
+	run(t, "ip", "addr", "add", "10.0.8.1/24", "dev", "xfrail2")
+	run(t, "ip", "link", "set", "xfrail2", "up")
+	run(t, "rdma", "link", "add", second, "type", typ, "netdev", "xfrail2")
+	waitActive(t, second)
+	t.Cleanup(func() { exec.Command("rdma", "link", "delete", second).Run() })
+
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	open := func(devs ...string) *xfer.Engine {
+		e, err := xfer.Open(ctx, xfer.Config{Transport: xfer.PolicyRDMA, Listen: "127.0.0.1:0", MemoryMB: 16,
+			RDMA: verbs.Config{Devices: devs, SliceSize: 256 << 10}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { e.Close() })
+		return e
+	}
+	srv := open(second, dev)
+	target, err := srv.NewRegion(1<<20, xfer.AccessReadWrite)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv.Export("target", target)
+	cli := open(dev, second)
+	p, err := cli.Dial(ctx, srv.Addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	src, _ := cli.Alloc(1 << 20)
+	back, _ := cli.Alloc(1 << 20)
+	for round := range 16 {
+		for i := range src.Bytes() {
+			src.Bytes()[i] = byte(i*5 + round)
+		}
+		clear(back.Bytes())
+		if err := p.Write(ctx, src.Bytes(), target.Desc().At(0)); err != nil {
+			t.Fatal(err)
+		}
+		if err := p.Read(ctx, back.Bytes(), target.Desc().At(0)); err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(back.Bytes(), src.Bytes()) || !bytes.Equal(target.Bytes(), src.Bytes()) {
+			t.Fatalf("round %d: other bytes than were written", round)
+		}
+	}
+	msg, _ := cli.Alloc(64)
+	copy(msg.Bytes(), "on rail 0")
+	if err := p.Send(ctx, msg.Bytes()[:9]); err != nil {
+		t.Fatal(err)
+	}
+	rs := railStatus(cli)
+	t.Logf("rails: %+v", rs)
+	if len(rs) != 2 || rs[0].Ops == 0 || rs[1].Ops == 0 {
+		t.Fatalf("status %+v; want both rails with operations done", rs)
+	}
+}
