@@ -15,13 +15,15 @@ import (
 // engine keeps it while the endpoint lives) and asks for the rail on it
 // with a rejoin request: rejoinMagic and the rail's index, two bytes. The
 // acceptor's answerLoop, waiting on its extra connections, answers one
-// byte: rejoinYes when its own device for the rail is usable (it first
-// takes down its own endpoint of that rail if it had not noticed the
-// failure yet), rejoinNotYet otherwise. On yes, both sides connect the
-// rail's device again over that connection as at connect (new queue
-// pairs, control stream, registrations), each checking that the peer's
-// GID is still the one of the handshake, and the rail is up again for
-// new operations. On no, or any failure, the dialer tries again with the
+// byte: rejoinYes when its own device for the rail is usable,
+// rejoinNotYet otherwise. On yes, both sides connect the rail's device
+// again over that connection as at connect (new queue pairs, control
+// stream, registrations), each checking that the peer's GID is still the
+// one of the handshake, and the rail is up again for new operations; the
+// acceptor's endpoint of the rail before, if it had not noticed the
+// failure yet, is closed only then, so a request that does not end in a
+// connected rail leaves the rail as it was. On no, or any failure, the
+// dialer tries again with the
 // probe's backoff (probeFirst, doubling up to probeMax) until the rail is
 // back or the endpoint is down.
 
@@ -33,10 +35,6 @@ const (
 	// connection of the rail.
 	rejoinTimeout = 30 * time.Second
 )
-
-// errPeerLostRail is why the acceptor takes a rail down on a request to
-// take it back: the dialer's side of it is gone.
-var errPeerLostRail = errors.New("the peer lost the rail and takes it back")
 
 // parseRejoin checks a rejoin request against a RailEndpoint of n rails
 // and returns the rail it asks for.
@@ -153,9 +151,6 @@ func (re *RailEndpoint) answer(conn net.Conn) error {
 		conn.Close()
 		return err
 	}
-	if e := re.ep(i); !re.down[i].Load() {
-		re.markDown(i, e, errPeerLostRail)
-	}
 	sub := re.subs[i]
 	ans := byte(rejoinYes)
 	aerr := sub.Available()
@@ -179,7 +174,9 @@ func (re *RailEndpoint) answer(conn net.Conn) error {
 }
 
 // install makes ep rail i's endpoint and the rail up again, unless the
-// RailEndpoint is down or closing meanwhile.
+// RailEndpoint is down or closing meanwhile. The rail's endpoint before,
+// if it was not down (the acceptor had not noticed), is closed: its
+// operations in flight are repeated, as a failed rail's.
 func (re *RailEndpoint) install(i int, ep *Endpoint) error {
 	re.mu.Lock()
 	if re.shut || re.err != nil {
@@ -187,8 +184,14 @@ func (re *RailEndpoint) install(i int, ep *Endpoint) error {
 		ep.Close()
 		return errors.New("the endpoint closed meanwhile")
 	}
-	re.eps[i].Store(ep)
-	re.down[i].Store(false)
+	old := re.eps[i].Swap(ep)
+	if !re.down[i].Swap(false) && old != nil {
+		re.bg.Add(1)
+		go func() {
+			defer re.bg.Done()
+			old.Close()
+		}()
+	}
 	re.mu.Unlock()
 	go re.watch(i, ep)
 	re.r.mu.Lock()
