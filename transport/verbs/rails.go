@@ -299,7 +299,8 @@ func (t *Transport) Rails() []transport.RailStatus {
 
 // probe tries, with backoff, to open again the device of a rail that
 // failed, so that it shows up again in the status when it is back (and
-// connections made later use it), until the transport closes.
+// connections made later use it; live ones ask for it themselves, see
+// rejoinLoop), until the transport closes.
 func (r *rails) probe(t *Transport) {
 	if !t.probing.CompareAndSwap(false, true) {
 		return
@@ -326,7 +327,7 @@ func (r *rails) probe(t *Transport) {
 				log := r.log
 				r.mu.Unlock()
 				if log != nil {
-					log.Info("rdma rail back: its device is usable again; connections made from now on use it", "device", t.cfg.Device)
+					log.Info("rdma rail back: its device is usable again; new connections use it, live ones take it back", "device", t.cfg.Device)
 				}
 				return
 			}
