@@ -250,10 +250,13 @@ func (e *Engine) acceptPeer(nc net.Conn, h *wire.Hello, helloBody []byte) (*Peer
 	e.mu.Lock()
 	e.joins[w.Token] = joins
 	e.mu.Unlock()
+	// The token stays valid while the endpoint lives: a transport may take
+	// an extra connection later (an rdma rail coming back).
+	kept := false
 	defer func() {
-		e.mu.Lock()
-		delete(e.joins, w.Token)
-		e.mu.Unlock()
+		if !kept {
+			e.dropJoins(w.Token, joins)
+		}
 	}()
 	wm := wire.AppendWelcome(nil, &w)
 	if e.cfg.Secret != "" {
@@ -288,8 +291,29 @@ func (e *Engine) acceptPeer(nc net.Conn, h *wire.Hello, helloBody []byte) (*Peer
 		return nil, err
 	}
 	p.watch(ep)
+	kept = true
+	go func() {
+		<-ep.Done()
+		e.dropJoins(w.Token, joins)
+	}()
 	e.log.Debug("peer accepted", "peer", p, "transport", t.Name())
 	return p, nil
+}
+
+// dropJoins forgets a join token and closes the connections that joined
+// with it and were not taken.
+func (e *Engine) dropJoins(token [16]byte, joins chan net.Conn) {
+	e.mu.Lock()
+	delete(e.joins, token)
+	e.mu.Unlock()
+	for {
+		select {
+		case c := <-joins:
+			c.Close()
+		default:
+			return
+		}
+	}
 }
 
 // peerName names an inbound peer in logs: the address it listens on, or its

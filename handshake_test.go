@@ -263,3 +263,38 @@ func TestAllowedGIDs(t *testing.T) {
 		t.Fatalf("tcp: %v", err)
 	}
 }
+
+// A peer's join token stays valid while its connection lives (an rdma
+// rail that comes back takes an extra connection then), and is forgotten
+// when the connection ends: a connection that joined and was not taken is
+// closed, and a later join is refused.
+func TestJoinTokenLivesWithConnection(t *testing.T) {
+	tg := newTarget(t, "")
+	nc, w := rawConn(t, tg.e.Addr(), "")
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	extra, err := tg.e.join(ctx, tg.e.Addr(), w.Token)
+	if err != nil {
+		t.Fatalf("join while the connection lives: %v", err)
+	}
+	defer extra.Close()
+	nc.Close()
+	extra.SetDeadline(time.Now().Add(10 * time.Second))
+	if n, err := extra.Read(make([]byte, 1)); err != io.EOF {
+		t.Fatalf("the joined connection nobody took: read %d, %v after the connection ended; want EOF", n, err)
+	}
+	for deadline := time.Now().Add(10 * time.Second); ; {
+		c, err := tg.e.join(ctx, tg.e.Addr(), w.Token)
+		if err != nil {
+			if !strings.Contains(err.Error(), "unknown token") {
+				t.Fatalf("join after the connection ended: %v; want an unknown token", err)
+			}
+			break
+		}
+		c.Close()
+		if time.Now().After(deadline) {
+			t.Fatal("the token is still taken 10s after its connection ended")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}

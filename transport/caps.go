@@ -119,6 +119,9 @@ type RailStatus struct {
 	// Ops counts the READs and WRITEs (or pieces of them, when one was
 	// cut over the rails) completed on the rail.
 	Ops uint64 `json:"ops"`
+	// NUMANode is the NUMA node of the rail's device (sysfs numa_node);
+	// -1 where the host or device says none.
+	NUMANode int `json:"numa_node"`
 }
 
 // RailUser is implemented by a transport over several devices (rdma's,

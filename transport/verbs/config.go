@@ -74,11 +74,12 @@ type Config struct {
 	// Devices. Default: the first device with an ACTIVE port.
 	Device string `yaml:"device"`
 	// Devices lists the devices to connect peers over, each a rail: a
-	// peer is connected over as many rails as both sides have (the i-th
-	// usable device here with the i-th there), large WRITEs and READs are
-	// cut into slices spread over the rails, small ones go to the rail
-	// with the fewest in flight, and those in flight on a rail whose
-	// device fails are repeated on another. "auto" as the only item means
+	// peer is connected over as many rails as both sides have (paired by
+	// the networks of their GIDs, else in order; devices on the process's
+	// NUMA node first), large WRITEs and READs are cut into slices spread
+	// over the rails, small ones go to the rail with the fewest in flight,
+	// and those in flight on a rail whose device fails are repeated on
+	// another, until the rail is back. "auto" as the only item means
 	// every device with an ACTIVE port. Default: none, one device
 	// (Device).
 	Devices []string `yaml:"devices"`

@@ -22,7 +22,8 @@
 // With [Config.Devices] it opens several devices (rails) and connects a
 // peer over each rail both sides have: large WRITEs and READs are cut over
 // the rails, small ones go to the least loaded one, and those in flight on
-// a rail that fails are repeated on another ([RailEndpoint]).
+// a rail that fails are repeated on another; the connection takes the rail
+// back once its device is usable again ([RailEndpoint]).
 //
 // Without cgo, off Linux, without libibverbs.so.1 or without a usable
 // device, [Transport.Available] returns an error matching

@@ -1,7 +1,9 @@
 package verbs
 
 import (
+	"context"
 	"errors"
+	"net"
 	"sync"
 	"sync/atomic"
 
@@ -22,25 +24,38 @@ import (
 // pairs go to the error state, its control stream is lost), the WRITEs
 // and READs in flight on it are posted again on the rails still up, and
 // their callers see no error: they are safe to repeat, as the engine's
-// own failover says (the same bytes to the same place). The rail stays
-// down for the endpoint's life; a connection made after its device is
-// back uses it again. When rail 0 fails, the endpoint is down, as a
-// single-device one would be, and the engine reconnects.
+// own failover says (the same bytes to the same place). The failed rail's
+// endpoint is closed, and the endpoint takes the rail back once its
+// device is usable again on both sides (see rejoinLoop): the dialer asks
+// over a new extra connection, both connect new queue pairs over it, and
+// operations are spread over the rail again. When rail 0 fails, the
+// endpoint is down, as a single-device one would be, and the engine
+// reconnects.
 type RailEndpoint struct {
 	r     *rails
-	eps   []*Endpoint
-	subs  []*Transport // each rail's device transport, for its counts
+	eps   []atomic.Pointer[Endpoint] // replaced when a rail comes back
+	subs  []*Transport               // each rail's device transport, for its counts
 	names []string
 	down  []atomic.Bool
 	load  []atomic.Int64 // operations in flight, per rail
 	slice int            // a WRITE or READ above it is cut over the rails
 	next  atomic.Uint32  // round robin among equally loaded rails
 
-	done chan struct{}
-	once sync.Once
-	mu   sync.Mutex
-	err  error
-	shut bool // closing: nothing is repeated any more
+	// What a rail that comes back connects with: the role, the engine's
+	// extra connections, and each rail's parameters (Conn unset).
+	role   transport.Role
+	extra  func(ctx context.Context) (net.Conn, error)
+	params []transport.Params
+	ctx    context.Context // cancelled when the endpoint is down
+	cancel context.CancelFunc
+	bg     sync.WaitGroup // the rejoin loops and the closing of failed rails
+
+	done      chan struct{}
+	once      sync.Once
+	mu        sync.Mutex
+	err       error
+	shut      bool // closing: nothing is repeated any more
+	rejoining bool // the dialer's rejoinLoop runs
 }
 
 var (
@@ -49,27 +64,40 @@ var (
 )
 
 func newRailEndpoint(r *rails, n int) *RailEndpoint {
-	return &RailEndpoint{r: r, eps: make([]*Endpoint, n), subs: make([]*Transport, n), names: make([]string, n), down: make([]atomic.Bool, n),
-		load: make([]atomic.Int64, n), slice: r.cfg.SliceSize, done: make(chan struct{})}
+	re := &RailEndpoint{r: r, eps: make([]atomic.Pointer[Endpoint], n), subs: make([]*Transport, n), names: make([]string, n), down: make([]atomic.Bool, n),
+		load: make([]atomic.Int64, n), slice: r.cfg.SliceSize, params: make([]transport.Params, n), done: make(chan struct{})}
+	re.ctx, re.cancel = context.WithCancel(context.Background())
+	return re
 }
 
+// ep is rail i's endpoint now.
+func (re *RailEndpoint) ep(i int) *Endpoint { return re.eps[i].Load() }
+
 // start watches the rails: rail 0 down takes the endpoint down, another
-// rail down is marked down.
+// rail down is marked down. The acceptor answers the dialer's requests
+// to take a rail back.
 func (re *RailEndpoint) start() {
-	for i, e := range re.eps {
-		go func() {
-			select {
-			case <-e.Done():
-			case <-re.done:
-				return
-			}
-			if i == 0 {
-				re.fail(e.Err())
-				return
-			}
-			re.markDown(i, e.Err())
-		}()
+	for i := range re.eps {
+		go re.watch(i, re.ep(i))
 	}
+	if re.role == transport.Acceptor && re.extra != nil {
+		re.bg.Add(1)
+		go re.answerLoop()
+	}
+}
+
+// watch waits for rail i's endpoint e to go down.
+func (re *RailEndpoint) watch(i int, e *Endpoint) {
+	select {
+	case <-e.Done():
+	case <-re.done:
+		return
+	}
+	if i == 0 {
+		re.fail(e.Err())
+		return
+	}
+	re.markDown(i, e, e.Err())
 }
 
 // Rails returns the rails' device names, in order, and which are down.
@@ -81,21 +109,40 @@ func (re *RailEndpoint) Rails() (names []string, down []bool) {
 	return append([]string(nil), re.names...), down
 }
 
-// markDown marks rail i down once, counts it and says so.
-func (re *RailEndpoint) markDown(i int, err error) {
-	if i == 0 || !re.down[i].CompareAndSwap(false, true) {
+// markDown marks rail i down once, if e is still its endpoint, counts it
+// and says so. It closes e, and starts the dialer's rejoinLoop.
+func (re *RailEndpoint) markDown(i int, e *Endpoint, err error) {
+	if i == 0 {
 		return
 	}
-	if re.closing() {
+	re.mu.Lock()
+	if re.ep(i) != e || !re.down[i].CompareAndSwap(false, true) {
+		re.mu.Unlock()
 		return
 	}
+	if re.shut || re.err != nil {
+		re.mu.Unlock()
+		return
+	}
+	// Not from this goroutine: it may be e's poller, or a poster.
+	re.bg.Add(1)
+	go func() {
+		defer re.bg.Done()
+		e.Close()
+	}()
+	if re.role == transport.Dialer && re.extra != nil && !re.rejoining {
+		re.rejoining = true
+		re.bg.Add(1)
+		go re.rejoinLoop()
+	}
+	re.mu.Unlock()
 	re.subs[i].railDown.Add(1)
 	re.r.probe(re.subs[i])
 	re.r.mu.Lock()
 	log := re.r.log
 	re.r.mu.Unlock()
 	if log != nil {
-		log.Warn("rdma rail down; its operations are repeated on the other rails", "device", re.names[i], "rail", i, "reason", err)
+		log.Warn("rdma rail down; its operations are repeated on the other rails until it is back", "device", re.names[i], "rail", i, "reason", err)
 	}
 }
 
@@ -106,6 +153,7 @@ func (re *RailEndpoint) closing() bool {
 }
 
 func (re *RailEndpoint) fail(err error) {
+	re.cancel()
 	re.mu.Lock()
 	if re.err == nil {
 		if err == nil {
@@ -124,7 +172,7 @@ func (re *RailEndpoint) pick(not int) int {
 	start := int(re.next.Add(1))
 	for k := range re.eps {
 		i := (start + k) % len(re.eps)
-		if i == not || re.down[i].Load() || re.eps[i].failed() != nil {
+		if i == not || re.down[i].Load() || re.ep(i).failed() != nil {
 			continue
 		}
 		if l := re.load[i].Load(); best < 0 || l < load {
@@ -141,6 +189,7 @@ type railOp struct {
 	split  *splitOp // nil: op is the whole of parent
 	re     *RailEndpoint
 	rail   int
+	ep     *Endpoint // rail's endpoint it is posted on
 	tries  int
 	one    [1]*transport.Op
 	single [1]*railOp // place's answer for one piece, without allocating
@@ -171,30 +220,32 @@ func (re *RailEndpoint) Post(ops []*transport.Op, wait bool) {
 	if len(ops) == 1 {
 		op := ops[0]
 		if !spread(op) {
-			re.eps[0].Post(ops, wait)
+			re.ep(0).Post(ops, wait)
 			return
 		}
 		cs := re.place(op)
 		if len(cs) == 1 {
 			c := cs[0]
 			re.load[c.rail].Add(1)
-			re.eps[c.rail].Post(c.one[:], wait)
+			c.ep.Post(c.one[:], wait)
 			return
 		}
-		re.postPieces(cs, nil)
+		re.postPieces(cs, nil, nil)
 		return
 	}
 	per := make([][]*transport.Op, len(re.eps))
+	on := make([]*Endpoint, len(re.eps))
+	on[0] = re.ep(0)
 	for _, op := range ops {
 		if !spread(op) {
 			per[0] = append(per[0], op)
 			continue
 		}
-		re.postPieces(re.place(op), per)
+		re.postPieces(re.place(op), per, on)
 	}
 	for i, list := range per {
 		if len(list) > 0 {
-			re.eps[i].Post(list, false)
+			on[i].Post(list, false)
 		}
 	}
 }
@@ -206,15 +257,24 @@ func spread(op *transport.Op) bool {
 }
 
 // postPieces counts the pieces in flight on their rails and adds them to
-// per, or, with per nil, posts each.
-func (re *RailEndpoint) postPieces(cs []*railOp, per [][]*transport.Op) {
+// per (on: the endpoint each list goes to), or, with per nil, posts each.
+// A piece placed on an endpoint other than its list's (its rail came
+// back between two placements) is posted alone.
+func (re *RailEndpoint) postPieces(cs []*railOp, per [][]*transport.Op, on []*Endpoint) {
 	for _, c := range cs {
 		re.load[c.rail].Add(1)
-		if per != nil {
-			per[c.rail] = append(per[c.rail], &c.op)
-		} else {
-			re.eps[c.rail].Post(c.one[:], false)
+		if per == nil {
+			c.ep.Post(c.one[:], false)
+			continue
 		}
+		if on[c.rail] == nil {
+			on[c.rail] = c.ep
+		}
+		if on[c.rail] != c.ep {
+			c.ep.Post(c.one[:], false)
+			continue
+		}
+		per[c.rail] = append(per[c.rail], &c.op)
 	}
 }
 
@@ -226,7 +286,7 @@ func (re *RailEndpoint) place(op *transport.Op) []*railOp {
 	var up []int
 	if n > re.slice {
 		for i := range re.eps {
-			if !re.down[i].Load() && re.eps[i].failed() == nil {
+			if !re.down[i].Load() && re.ep(i).failed() == nil {
 				up = append(up, i)
 			}
 		}
@@ -234,6 +294,7 @@ func (re *RailEndpoint) place(op *transport.Op) []*railOp {
 	if len(up) < 2 {
 		c := re.newPiece(op, nil, 0, n)
 		c.rail = max(re.pick(-1), 0) // none up: rail 0 says why it fails
+		c.ep = re.ep(c.rail)
 		c.single[0] = c
 		return c.single[:]
 	}
@@ -249,6 +310,7 @@ func (re *RailEndpoint) place(op *transport.Op) []*railOp {
 		off := j * per
 		c := re.newPiece(op, s, off, min(per, n-off))
 		c.rail = up[j]
+		c.ep = re.ep(c.rail)
 		cs = append(cs, c)
 	}
 	return cs
@@ -262,15 +324,16 @@ func (c *railOp) OpDone(*transport.Op) {
 	err := c.op.Err
 	if err != nil && re.repeatable(c, err) {
 		if to := re.pick(c.rail); to >= 0 {
-			re.markDown(c.rail, err)
+			re.markDown(c.rail, c.ep, err)
 			re.subs[c.rail].railRepeated.Add(1)
 			c.tries++
 			c.rail = to
+			c.ep = re.ep(to)
 			c.op.Err = nil
 			re.load[to].Add(1)
 			// Not from this completion's goroutine: the rail's poller,
 			// or a poster polling for it.
-			go re.eps[to].Post(c.one[:], false)
+			go c.ep.Post(c.one[:], false)
 			return
 		}
 	}
@@ -285,7 +348,7 @@ func (c *railOp) OpDone(*transport.Op) {
 // closing, at most once per rail.
 func (re *RailEndpoint) repeatable(c *railOp, err error) bool {
 	return (c.op.Kind == transport.OpWrite || c.op.Kind == transport.OpRead) && c.tries < len(re.eps) &&
-		re.eps[c.rail].failed() != nil && !errors.Is(err, transport.ErrRemoteAccess) && !re.closing()
+		c.ep.failed() != nil && !errors.Is(err, transport.ErrRemoteAccess) && !re.closing()
 }
 
 func (c *railOp) finish(err error) {
@@ -315,12 +378,12 @@ func (re *RailEndpoint) Cancel(*transport.Op) bool { return false }
 
 // Consumed gives rail 0, where the messages arrive, its receive buffers
 // back.
-func (re *RailEndpoint) Consumed(n int) { re.eps[0].Consumed(n) }
+func (re *RailEndpoint) Consumed(n int) { re.ep(0).Consumed(n) }
 
 // Revoke tells the peer over every rail's control stream.
 func (re *RailEndpoint) Revoke(id uint32) {
-	for _, e := range re.eps {
-		if e != nil {
+	for i := range re.eps {
+		if e := re.ep(i); e != nil {
 			e.Revoke(id)
 		}
 	}
@@ -341,8 +404,8 @@ func (re *RailEndpoint) Transport() string { return "rdma" }
 
 // Progress sums the rails' progress.
 func (re *RailEndpoint) Progress() (moved uint64, pending int) {
-	for _, e := range re.eps {
-		m, p := e.Progress()
+	for i := range re.eps {
+		m, p := re.ep(i).Progress()
 		moved += m
 		pending += p
 	}
@@ -350,13 +413,15 @@ func (re *RailEndpoint) Progress() (moved uint64, pending int) {
 }
 
 // Close closes every rail; operations in flight fail and are not
-// repeated.
+// repeated. A rail being taken back is given up.
 func (re *RailEndpoint) Close() error {
 	re.mu.Lock()
 	re.shut = true
 	re.mu.Unlock()
-	for _, e := range re.eps {
-		if e != nil {
+	re.cancel()
+	re.bg.Wait()
+	for i := range re.eps {
+		if e := re.ep(i); e != nil {
 			e.Close()
 		}
 	}

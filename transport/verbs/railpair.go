@@ -24,6 +24,25 @@ import (
 // acceptor's), so both get the same pairs and take their extra
 // connections for them in the same order.
 func pairRails(dialer, acceptor [][16]byte) [][2]int {
+	pairs := pairGreedy(dialer, acceptor)
+	sort.Slice(pairs, func(i, j int) bool { return pairs[i][0] < pairs[j][0] })
+	return pairs
+}
+
+// railZero pairs all the rails of both sides (rail 0's device included)
+// as pairRails does, and returns the best pair, the one taken first, for
+// rail 0, and the others in the dialer's order. Its ties go by index, so
+// that where the GIDs say nothing rail 0 is each side's first device.
+// dialer and acceptor must not be empty.
+func railZero(dialer, acceptor [][16]byte) (zero [2]int, rest [][2]int) {
+	pairs := pairGreedy(dialer, acceptor)
+	rest = pairs[1:]
+	sort.Slice(rest, func(i, j int) bool { return rest[i][0] < rest[j][0] })
+	return pairs[0], rest
+}
+
+// pairGreedy pairs the rails best score first, in the order it takes them.
+func pairGreedy(dialer, acceptor [][16]byte) [][2]int {
 	type cand struct{ d, a, score int }
 	cands := make([]cand, 0, len(dialer)*len(acceptor))
 	for d, gd := range dialer {
@@ -42,7 +61,6 @@ func pairRails(dialer, acceptor [][16]byte) [][2]int {
 		usedD[c.d], usedA[c.a] = true, true
 		pairs = append(pairs, [2]int{c.d, c.a})
 	}
-	sort.Slice(pairs, func(i, j int) bool { return pairs[i][0] < pairs[j][0] })
 	return pairs
 }
 

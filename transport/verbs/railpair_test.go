@@ -68,3 +68,58 @@ func TestRailPairing(t *testing.T) {
 		})
 	}
 }
+
+// railZero takes rail 0 by reachability too: the pair of the most shared
+// network bits, wherever the two sides list their devices, and each
+// side's first device where the GIDs say nothing; the other rails follow
+// in the dialer's order, and both sides get the same pairs.
+func TestRailZero(t *testing.T) {
+	for _, c := range []struct {
+		name             string
+		dialer, acceptor []string
+		zero             [2]int
+		rest             [][2]int
+	}{
+		{"the acceptor lists its devices in another order",
+			[]string{"::ffff:10.1.0.5", "::ffff:10.2.0.5"},
+			[]string{"::ffff:10.2.7.9", "::ffff:10.1.7.9"},
+			[2]int{0, 1}, [][2]int{{1, 0}}},
+		{"the dialer's first device shares no subnet with the acceptor's",
+			[]string{"::ffff:10.3.0.1", "::ffff:10.1.0.1", "::ffff:10.2.0.1"},
+			[]string{"::ffff:10.1.0.2", "::ffff:10.2.0.2"},
+			[2]int{1, 0}, [][2]int{{2, 1}}},
+		{"link-local GIDs: each side's first device",
+			[]string{"fe80::1:2:3:4", "fe80::5:6:7:8"},
+			[]string{"fe80::9:a:b:c", "fe80::d:e:f:1"},
+			[2]int{0, 0}, [][2]int{{1, 1}}},
+		{"no common subnet: by index",
+			[]string{"::ffff:10.1.0.1", "::ffff:10.2.0.1"},
+			[]string{"::ffff:172.16.0.1", "::ffff:172.16.0.2"},
+			[2]int{0, 0}, [][2]int{{1, 1}}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			var d, a [][16]byte
+			for _, s := range c.dialer {
+				d = append(d, railGID(t, s))
+			}
+			for _, s := range c.acceptor {
+				a = append(a, railGID(t, s))
+			}
+			zero, rest := railZero(d, a)
+			if zero != c.zero || !slices.Equal(rest, c.rest) {
+				t.Fatalf("railZero = %v %v, want %v %v", zero, rest, c.zero, c.rest)
+			}
+			// Every rail of the side with fewer is paired once.
+			usedD, usedA := map[int]bool{zero[0]: true}, map[int]bool{zero[1]: true}
+			for _, pr := range rest {
+				if usedD[pr[0]] || usedA[pr[1]] {
+					t.Fatalf("railZero = %v %v: a device is in two rails", zero, rest)
+				}
+				usedD[pr[0]], usedA[pr[1]] = true, true
+			}
+			if n := min(len(d), len(a)); 1+len(rest) != n {
+				t.Fatalf("railZero = %v %v: %d rails, want %d", zero, rest, 1+len(rest), n)
+			}
+		})
+	}
+}

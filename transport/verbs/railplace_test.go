@@ -14,7 +14,7 @@ func TestRailPlace(t *testing.T) {
 	const slice = 1 << 20
 	re := newRailEndpoint(&rails{cfg: Config{SliceSize: slice}}, 3)
 	for i := range re.eps {
-		re.eps[i] = &Endpoint{}
+		re.eps[i].Store(&Endpoint{})
 	}
 	buf := make([]byte, 8*slice+5)
 	check := func(n int, wantPieces int, wantRails map[int]bool) {
@@ -63,6 +63,6 @@ func TestRailPlace(t *testing.T) {
 	// A rail down takes nothing; with one rail left nothing is cut.
 	re.down[1].Store(true)
 	check(8*slice, 2, map[int]bool{0: true, 2: true})
-	re.eps[2].err = errors.New("failed")
+	re.ep(2).err = errors.New("failed")
 	check(8*slice, 1, map[int]bool{0: true})
 }

@@ -5,23 +5,27 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"sync"
 	"time"
 
 	"github.com/xferio/xfer/internal/ibv"
+	"github.com/xferio/xfer/internal/sys"
 	"github.com/xferio/xfer/internal/wire"
 	"github.com/xferio/xfer/mem"
 	"github.com/xferio/xfer/transport"
 )
 
 // Rails: a transport whose Config names several devices (Config.Devices)
-// is a set of single-device transports, one per device, and connects a
-// peer over each rail both sides have: rail 0 is each side's first usable
-// device, and the others are paired by reachability (pairRails: same GID
-// type, the most network bits shared, else by index). Rail 0 is the handshaken connection's;
-// each other rail gets an extra TCP connection of the engine's (DialExtra,
-// AcceptExtra) for its own control stream, and its own queue pairs,
-// registrations and rkeys. See RailEndpoint for how operations are spread.
+// is a set of single-device transports, one per device (those on the
+// process's NUMA node first, railOrder), and connects a peer over each
+// rail both sides have, paired by reachability (railZero, pairRails: same
+// GID type, the most network bits shared, else by index); the best pair
+// is rail 0. Rail 0 is the handshaken connection's; each other rail gets
+// an extra TCP connection of the engine's (DialExtra, AcceptExtra) for its
+// own control stream, and its own queue pairs, registrations and rkeys.
+// See RailEndpoint for how operations are spread, and railrejoin.go for
+// how a live connection takes a failed rail back.
 
 // rails is the state of a Transport over several devices.
 type rails struct {
@@ -40,7 +44,8 @@ type rails struct {
 
 // resolve builds the per-device transports once: the names configured,
 // or for auto every device the host has (Available leaves out those
-// without an ACTIVE port).
+// without an ACTIVE port), those on the process's NUMA node first
+// (railOrder).
 func (r *rails) resolve() ([]*Transport, error) {
 	r.once.Do(func() {
 		names := r.cfg.Devices
@@ -58,13 +63,17 @@ func (r *rails) resolve() ([]*Transport, error) {
 				names = names[:wire.MaxRails]
 			}
 		}
+		// Devices on the NUMA node the process runs on go first.
+		cpus, _ := sys.AllowedCPUs()
+		names, nodes := railOrder(sysRoot, names, cpus)
 		r.mu.Lock()
 		defer r.mu.Unlock()
-		for _, n := range names {
+		for i, n := range names {
 			c := r.cfg.Clone()
 			c.Device, c.Devices = n, nil
 			t := New(c)
 			t.log = r.log
+			t.numaNode = nodes[i]
 			r.subs = append(r.subs, t)
 		}
 	})
@@ -193,12 +202,17 @@ func (r *rails) connect(ctx context.Context, p transport.Params) (transport.Endp
 	if p.Role == transport.Acceptor {
 		extra = p.AcceptExtra
 	}
-	// Extra rails, paired by reachability (pairRails): {this side's, the
-	// peer's}, both indexes into the rails after rail 0.
+	// Rails paired by reachability (railZero): {this side's, the peer's},
+	// indexes into ups and into the peer's GIDs (its handshake GID first,
+	// then RailGIDs); zero for rail 0, pairs for the others. With one rail
+	// on either side, rail 0 is this side's first device and the peer's
+	// handshake GID, as with a single-device peer.
+	var zero [2]int
 	var pairs [][2]int
+	remote := append([][16]byte{peer.GID}, peer.RailGIDs...)
 	if extra != nil && len(ups) > 1 && len(peer.RailGIDs) > 0 {
-		local := make([][16]byte, 0, len(ups)-1)
-		for _, t := range ups[1:] {
+		local := make([][16]byte, 0, len(ups))
+		for _, t := range ups {
 			d, err := t.device()
 			if err != nil {
 				p.Conn.Close()
@@ -207,15 +221,31 @@ func (r *rails) connect(ctx context.Context, p transport.Params) (transport.Endp
 			local = append(local, d.localInfo().GID)
 		}
 		if p.Role == transport.Acceptor {
-			pairs = pairRails(peer.RailGIDs, local)
+			zero, pairs = railZero(remote, local)
+			zero[0], zero[1] = zero[1], zero[0]
 			for k := range pairs {
 				pairs[k][0], pairs[k][1] = pairs[k][1], pairs[k][0]
 			}
 		} else {
-			pairs = pairRails(local, peer.RailGIDs)
+			zero, pairs = railZero(local, remote)
 		}
 	}
-	ep0, err := ups[0].connectOne(ctx, p)
+	// A rail's QP exchange must name the GID the handshake gave for the
+	// peer's device it is paired with (its own handshake GID for a plain
+	// rail 0).
+	railParams := func(conn net.Conn, peerRail int) transport.Params {
+		pi := p
+		if conn != nil {
+			pi.Conn, pi.Conns, pi.DialExtra, pi.AcceptExtra = conn, 1, nil, nil
+		}
+		if peerRail != 0 || conn != nil {
+			v := *peer
+			v.GID, v.RailGIDs = remote[peerRail], nil
+			pi.Remote.Blob = wire.AppendVerbsInfo(nil, &v)[wire.HandshakeHeaderLen:]
+		}
+		return pi
+	}
+	ep0, err := ups[zero[0]].connectOne(ctx, railParams(nil, zero[1]))
 	if err != nil {
 		return nil, err
 	}
@@ -223,28 +253,25 @@ func (r *rails) connect(ctx context.Context, p transport.Params) (transport.Endp
 		return ep0, nil
 	}
 	re := newRailEndpoint(r, 1+len(pairs))
-	re.eps[0], re.subs[0], re.names[0] = ep0, ups[0], ep0.dev.info.Name
+	re.eps[0].Store(ep0)
+	re.subs[0], re.names[0], re.role, re.extra = ups[zero[0]], ep0.dev.info.Name, p.Role, extra
 	for k, pr := range pairs {
-		i, sub := k+1, ups[1+pr[0]]
+		i, sub := k+1, ups[pr[0]]
 		conn, err := extra(ctx)
 		if err != nil {
 			re.Close()
 			return nil, fmt.Errorf("rdma: rail %d (%s): connection for its control stream: %w", i, sub.cfg.Device, err)
 		}
-		// The rail's QP exchange must name the GID the handshake gave for
-		// the peer's rail it is paired with, as rail 0's must name the
-		// handshake's own.
-		v := *peer
-		v.GID, v.RailGIDs = peer.RailGIDs[pr[1]], nil
-		pi := p
-		pi.Conn, pi.Conns, pi.DialExtra, pi.AcceptExtra = conn, 1, nil, nil
-		pi.Remote.Blob = wire.AppendVerbsInfo(nil, &v)[wire.HandshakeHeaderLen:]
+		pi := railParams(conn, pr[1])
+		re.params[i] = pi
+		re.params[i].Conn = nil
 		ep, err := sub.connectOne(ctx, pi)
 		if err != nil {
 			re.Close()
 			return nil, fmt.Errorf("rdma: rail %d (%s): %w", i, sub.cfg.Device, err)
 		}
-		re.eps[i], re.subs[i], re.names[i] = ep, sub, ep.dev.info.Name
+		re.eps[i].Store(ep)
+		re.subs[i], re.names[i] = sub, ep.dev.info.Name
 	}
 	re.start()
 	return re, nil
@@ -264,14 +291,16 @@ func (t *Transport) Rails() []transport.RailStatus {
 	out := make([]transport.RailStatus, len(subs))
 	for i, s := range subs {
 		_, up := s.InUse()
-		out[i] = transport.RailStatus{Device: s.cfg.Device, Up: up, Down: s.railDown.Load(), Repeated: s.railRepeated.Load(), Ops: s.railOps.Load()}
+		out[i] = transport.RailStatus{Device: s.cfg.Device, Up: up, Down: s.railDown.Load(), Repeated: s.railRepeated.Load(), Ops: s.railOps.Load(),
+			NUMANode: s.numaNode}
 	}
 	return out
 }
 
 // probe tries, with backoff, to open again the device of a rail that
 // failed, so that it shows up again in the status when it is back (and
-// connections made later use it), until the transport closes.
+// connections made later use it; live ones ask for it themselves, see
+// rejoinLoop), until the transport closes.
 func (r *rails) probe(t *Transport) {
 	if !t.probing.CompareAndSwap(false, true) {
 		return
@@ -298,7 +327,7 @@ func (r *rails) probe(t *Transport) {
 				log := r.log
 				r.mu.Unlock()
 				if log != nil {
-					log.Info("rdma rail back: its device is usable again; connections made from now on use it", "device", t.cfg.Device)
+					log.Info("rdma rail back: its device is usable again; new connections use it, live ones take it back", "device", t.cfg.Device)
 				}
 				return
 			}

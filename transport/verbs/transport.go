@@ -49,6 +49,7 @@ type Transport struct {
 	// it; and whether its probe runs.
 	railDown, railRepeated, railOps atomic.Uint64
 	probing                         atomic.Bool
+	numaNode                        int // of its device, as a rail; -1: unknown
 }
 
 // leaveGrace bounds how long a removed device that is still listed is not

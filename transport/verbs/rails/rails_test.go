@@ -71,7 +71,10 @@ func railStatus(e *xfer.Engine) []xfer.RailStatus {
 // WRITE load, and no operation fails and every byte read back is the one
 // written; the rail shows down in the status, with the operations it had
 // in flight counted. The device is added again, the status shows the rail
-// up once more, and a new pair of engines uses it.
+// up once more, the same connection takes the rail back (operations are
+// cut over both rails again, and each rail's count of operations grows,
+// every byte read back the one written), and a new pair of engines uses
+// it too.
 func TestRailFailover(t *testing.T) {
 	dev := testutil.RequireVerbs(t)
 	if dev == "" {
@@ -265,6 +268,43 @@ func TestRailFailover(t *testing.T) {
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
+	// The same connection takes the rail back: its dialer asks for it
+	// with backoff (1 s, doubling up to 30 s), so within a minute.
+	before := railStatus(p.Client)
+	src1, _ := p.Client.Alloc(1 << 20)
+	back1, _ := p.Client.Alloc(1 << 20)
+	s1, _ = sentPackets(second)
+	for round, deadline := 0, time.Now().Add(time.Minute); ; round++ {
+		for i := range src1.Bytes() {
+			src1.Bytes()[i] = byte(i*7 + round)
+		}
+		clear(back1.Bytes())
+		if err := p.Peer.Write(ctx, src1.Bytes(), desc.At(0)); err != nil {
+			t.Fatalf("write while %s comes back: %v", second, err)
+		}
+		if err := p.Peer.Read(ctx, back1.Bytes(), desc.At(0)); err != nil {
+			t.Fatalf("read while %s comes back: %v", second, err)
+		}
+		if !bytes.Equal(back1.Bytes(), src1.Bytes()) {
+			t.Fatalf("round %d while %s comes back: read back other bytes than were written", round, second)
+		}
+		rs := railStatus(p.Client)
+		if len(rs) == 2 && rs[0].Ops > before[0].Ops && rs[1].Ops > before[1].Ops {
+			t.Logf("the connection took %s back after %d rounds: rails %+v", second, round+1, rs)
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s is back, but a minute later the connection's operations still do not use it: rails %+v, before %+v", second, rs, before)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if e1, ok := sentPackets(second); ok && e1 == s1 {
+		t.Errorf("the connection took %s back but sent no packet on it", second)
+	}
+	if st := p.Client.Status(); st.Failovers != 0 || p.Peer.Transport() != "rdma" {
+		t.Errorf("after %s came back: %d failovers to a new connection, transport %q; want the same rdma connection", second, st.Failovers, p.Peer.Transport())
+	}
+
 	p2 := xfertest.NewPair(t, xfertest.Options{Policy: xfer.PolicyRDMA, Config: cfg}, "")
 	d2, _ := p2.Peer.Region("target")
 	src, _ := p2.Client.Alloc(1 << 20)
@@ -282,5 +322,86 @@ func TestRailFailover(t *testing.T) {
 	}
 	if e1, ok := sentPackets(second); ok && e1 == s1 {
 		t.Errorf("%s is back but a new pair's writes sent no packet on it", second)
+	}
+}
+
+// Two engines that list their two devices in opposite orders: rail 0 is
+// paired by reachability (each side's device on the same network, not
+// each side's first device), the other rail with it, and operations cut
+// over both rails land, every byte read back the one written. On one host
+// a cross pairing would work too: this checks that the pairing's
+// connection holds up where rail 0 is not each side's first device; which
+// pair is taken is TestRailZero's (transport/verbs).
+func TestRailZeroOrder(t *testing.T) {
+	dev := testutil.RequireVerbs(t)
+	if dev == "" {
+		testutil.SkipOrFail(t, "no RDMA device")
+	}
+	for _, tool := range []string{"rdma", "ip"} {
+		if _, err := exec.LookPath(tool); err != nil {
+			testutil.SkipOrFail(t, "the "+tool+" tool (iproute2) is needed to add a second device: "+err.Error())
+		}
+	}
+	typ := dev[:3]
+	if typ != "rxe" && typ != "siw" {
+		testutil.SkipOrFail(t, dev+" is not rxe or siw: the test adds a second software device of its type")
+	}
+	second := typ + "8"
+	run(t, "ip", "link", "add", "xfrail2", "type", "dummy")
+	t.Cleanup(func() { exec.Command("ip", "link", "delete", "xfrail2").Run() })
+	run(t, "ip", "addr", "add", "10.0.8.1/24", "dev", "xfrail2")
+	run(t, "ip", "link", "set", "xfrail2", "up")
+	run(t, "rdma", "link", "add", second, "type", typ, "netdev", "xfrail2")
+	waitActive(t, second)
+	t.Cleanup(func() { exec.Command("rdma", "link", "delete", second).Run() })
+
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	open := func(devs ...string) *xfer.Engine {
+		e, err := xfer.Open(ctx, xfer.Config{Transport: xfer.PolicyRDMA, Listen: "127.0.0.1:0", MemoryMB: 16,
+			RDMA: verbs.Config{Devices: devs, SliceSize: 256 << 10}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { e.Close() })
+		return e
+	}
+	srv := open(second, dev)
+	target, err := srv.NewRegion(1<<20, xfer.AccessReadWrite)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv.Export("target", target)
+	cli := open(dev, second)
+	p, err := cli.Dial(ctx, srv.Addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	src, _ := cli.Alloc(1 << 20)
+	back, _ := cli.Alloc(1 << 20)
+	for round := range 16 {
+		for i := range src.Bytes() {
+			src.Bytes()[i] = byte(i*5 + round)
+		}
+		clear(back.Bytes())
+		if err := p.Write(ctx, src.Bytes(), target.Desc().At(0)); err != nil {
+			t.Fatal(err)
+		}
+		if err := p.Read(ctx, back.Bytes(), target.Desc().At(0)); err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(back.Bytes(), src.Bytes()) || !bytes.Equal(target.Bytes(), src.Bytes()) {
+			t.Fatalf("round %d: other bytes than were written", round)
+		}
+	}
+	msg, _ := cli.Alloc(64)
+	copy(msg.Bytes(), "on rail 0")
+	if err := p.Send(ctx, msg.Bytes()[:9]); err != nil {
+		t.Fatal(err)
+	}
+	rs := railStatus(cli)
+	t.Logf("rails: %+v", rs)
+	if len(rs) != 2 || rs[0].Ops == 0 || rs[1].Ops == 0 {
+		t.Fatalf("status %+v; want both rails with operations done", rs)
 	}
 }
