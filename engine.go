@@ -56,6 +56,7 @@ type Engine struct {
 	allowedPeers []netip.Prefix // security.allowed_peers; none: every address
 	allowedGIDs  [][16]byte     // security.rdma.allowed_gids; none: every GID
 	metrics      *engineMetrics // nil without Config.Metrics
+	fb           failback       // probing paused transports (failback.go)
 
 	ctx    context.Context // cancelled by Close
 	cancel context.CancelFunc

@@ -17,11 +17,12 @@ type Peer struct {
 	dialKey  string // the key of the engine's cache of dialed peers
 	policy   Policy // the policy it is dialed under (WithTransport), else the engine's
 
-	mu      sync.Mutex // guards remote, exports, dialing and closed
+	mu      sync.Mutex // guards remote, exports, dialing, closed and paused
 	remote  transport.PeerInfo
 	exports map[string]RegionDesc
 	closed  bool
 	dialing chan struct{} // closed when a dial in progress ends
+	paused  *pauseState   // a better transport lost and probed (failback.go)
 
 	ep atomic.Pointer[epBox]
 	// stall is set when the watchdog closed an endpoint whose peer made
@@ -171,6 +172,7 @@ func (p *Peer) status() PeerStatus {
 	if t := p.stats.upSince.Load(); t != 0 {
 		s.UpSince = time.Unix(0, t).UTC()
 	}
+	s.Paused = p.pausedStatus()
 	p.stats.mu.Lock()
 	s.LastError, s.LastErrorAt = p.stats.lastErr, p.stats.lastErrAt
 	p.stats.mu.Unlock()
