@@ -450,6 +450,9 @@ func (e *Engine) revoke(id uint32) {
 		if ep := p.current(); ep != nil {
 			ep.Revoke(id)
 		}
+		if d := p.draining.Load(); d != nil {
+			(*d).Revoke(id)
+		}
 	}
 }
 

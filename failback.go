@@ -230,7 +230,15 @@ func (p *Peer) tryPaused(pt *pauseState) error {
 	p.paused = nil
 	probes := pt.probes
 	p.mu.Unlock()
-	old := p.ep.Load()
+	old := p.current()
+	if old != nil {
+		// Revokes reach the old connection too while it drains (set
+		// before the swap, so that none falls in between); one still
+		// draining from an earlier move is closed now.
+		if prev := p.draining.Swap(&old); prev != nil {
+			(*prev).Close()
+		}
+	}
 	p.mark.Store(mark)
 	p.setEndpoint(nep)
 	p.watch(nep)
@@ -240,8 +248,8 @@ func (p *Peer) tryPaused(pt *pauseState) error {
 	p.mu.Unlock()
 	from := ""
 	if old != nil {
-		from = old.ep.Transport()
-		p.retire(old.ep)
+		from = old.Transport()
+		p.retire(old)
 	}
 	p.recovered(from, pt.name, probes+1, time.Since(pt.since))
 	return nil
@@ -255,13 +263,19 @@ func (p *Peer) retire(ep transport.Endpoint) {
 	if e.closed {
 		e.mu.Unlock()
 		ep.Close()
+		p.draining.Store(nil)
 		return
 	}
 	e.wg.Add(1)
 	e.mu.Unlock()
 	go func() {
 		defer e.wg.Done()
-		defer ep.Close()
+		defer func() {
+			ep.Close()
+			if d := p.draining.Load(); d != nil && *d == ep {
+				p.draining.CompareAndSwap(d, nil)
+			}
+		}()
 		pr, ok := ep.(transport.Progresser)
 		deadline := time.Now().Add(drainMax)
 		// An operation may have taken the old connection just before the

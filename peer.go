@@ -25,6 +25,9 @@ type Peer struct {
 	paused  *pauseState   // a better transport lost and probed (failback.go)
 
 	ep atomic.Pointer[epBox]
+	// draining is the connection a move back to a paused transport
+	// replaced, while its operations end (failback.go): revokes reach it.
+	draining atomic.Pointer[transport.Endpoint]
 	// stall is set when the watchdog closed an endpoint whose peer made
 	// no progress (Config.OpTimeout); wd is the watchdog's own state.
 	stall atomic.Pointer[stallRec]
