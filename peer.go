@@ -44,10 +44,18 @@ type Peer struct {
 	inboxMu sync.Mutex
 	handler atomic.Pointer[func([]byte)]       // set by Handle
 	notify  atomic.Pointer[func(Notification)] // set by HandleNotify
-	inbox   [][]byte
-	stash   []byte // a message Recv could not fit, returned first next time
+	inbox   []inMsg
+	stash   inMsg // a message Recv could not fit, returned first next time
 	signal  chan struct{}
 	done    chan struct{}
+}
+
+// inMsg is a message waiting for Recv, and the endpoint it came on: the one
+// that is told when it is consumed (a peer that moved to another
+// connection may still get messages on the old one while it drains).
+type inMsg struct {
+	b  []byte
+	ep transport.Endpoint
 }
 
 // epBox is the current endpoint and, when the engine has metrics, its
@@ -121,7 +129,9 @@ func (p *Peer) Region(name string) (RegionDesc, bool) {
 
 // Down returns a channel that is closed when the peer's current connection
 // fails or the peer is closed. A peer this engine dialed reconnects on its
-// next operation; call Down again to watch the new connection. A peer that
+// next operation; call Down again to watch the new connection. (Its
+// connection also closes, after its operations ended, when the peer moves
+// back to a better transport it had lost: Transport says which is current.) A peer that
 // dialed this engine cannot reconnect: once its connection fails, the engine
 // releases the connection's resources and drops it from Peers, and its
 // operations fail with the link's error. Before the
