@@ -181,6 +181,10 @@ func TestFailbackToPausedTransport(t *testing.T) {
 	if got := testutil.ToFloat64(cli.metrics.failover.WithLabelValues("tcp", "shm", reasonRecovered)); got != 1 {
 		t.Errorf("xfer_failovers_total{from=tcp,to=shm,reason=recovered} = %v, want 1", got)
 	}
+	// The move itself failed nothing: operations posted on tcp ended there.
+	if got := testutil.ToFloat64(cli.metrics.failover.WithLabelValues("tcp", "shm", reasonConnLost)); got != 0 {
+		t.Errorf("xfer_failovers_total{from=tcp,to=shm,reason=connection_lost} = %v: the move back cut operations off", got)
+	}
 	var back *FailoverEvent
 	for _, ev := range cli.Status().RecentFailovers {
 		if ev.Reason == reasonRecovered {
