@@ -67,6 +67,13 @@ type pauseState struct {
 	lastErr string        // the last probe's error
 }
 
+// moveBack is when a peer last moved back to a paused transport, and the
+// probes' wait then; guarded by Peer.mu.
+type moveBack struct {
+	at   time.Time
+	wait time.Duration
+}
+
 // PausedTransport is a better transport a dialed peer lost and probes with
 // backoff (PeerStatus.Paused).
 type PausedTransport struct {
@@ -113,10 +120,17 @@ func (p *Peer) pause(name, now, reason string) {
 		p.mu.Unlock()
 		return // closing, or already probing one as good
 	}
-	start := p.paused == nil
-	p.paused = &pauseState{name: name, reason: reason, since: t, wait: first, next: t.Add(first)}
+	start := !p.proberOn
+	p.proberOn = true
+	wait := first
+	if last := p.movedBack; !last.at.IsZero() && t.Sub(last.at) < cmpOr(e.fb.max, probeMax) {
+		// It failed again soon after the last move back (a link that
+		// flaps): the backoff goes on from where it was.
+		wait = min(2*last.wait, cmpOr(e.fb.max, probeMax))
+	}
+	p.paused = &pauseState{name: name, reason: reason, since: t, wait: wait, next: t.Add(wait)}
 	p.mu.Unlock()
-	e.log.Warn("transport paused for a peer; probing it with backoff", "peer", p, "paused", name, "now", now, "first_probe_in", first, "reason", reason)
+	e.log.Warn("transport paused for a peer; probing it with backoff", "peer", p, "paused", name, "now", now, "first_probe_in", wait, "reason", reason)
 	if !start {
 		return
 	}
@@ -146,11 +160,12 @@ func (p *Peer) prober() {
 	for {
 		p.mu.Lock()
 		pt := p.paused
-		closed := p.closed
-		p.mu.Unlock()
-		if pt == nil || closed {
+		if pt == nil || p.closed {
+			p.proberOn = false // under mu with the check: a new pause starts another
+			p.mu.Unlock()
 			return
 		}
+		p.mu.Unlock()
 		timer.Reset(time.Until(pt.next))
 		select {
 		case <-timer.C:
@@ -167,6 +182,12 @@ func (p *Peer) prober() {
 // to it or backs off.
 func (p *Peer) probeOnce(pt *pauseState) {
 	e := p.e
+	p.mu.Lock()
+	current := p.paused == pt
+	p.mu.Unlock()
+	if !current {
+		return // replaced (by a better one) or ended meanwhile
+	}
 	err := p.tryPaused(pt)
 	if err == nil {
 		return
@@ -228,6 +249,7 @@ func (p *Peer) tryPaused(pt *pauseState) error {
 	ch := make(chan struct{})
 	p.dialing = ch
 	p.paused = nil
+	p.movedBack = moveBack{time.Now(), pt.wait}
 	probes := pt.probes
 	p.mu.Unlock()
 	old := p.current()

@@ -43,8 +43,9 @@ func TestFailbackToPausedTransport(t *testing.T) {
 	}
 	defer cli.Close()
 	var down atomic.Bool
+	// rdma (in the RDMA VM) is left out: the test is about shm and tcp.
 	cli.fb = failback{first: 50 * time.Millisecond, max: 200 * time.Millisecond, refuse: func(name string) error {
-		if name == "shm" && down.Load() {
+		if name == "rdma" || name == "shm" && down.Load() {
 			return fmt.Errorf("%w: taken away by the test", transport.ErrNotSupported)
 		}
 		return nil
@@ -211,7 +212,7 @@ func TestPausedTransportBacksOff(t *testing.T) {
 	}
 	defer cli.Close()
 	cli.fb = failback{first: 20 * time.Millisecond, max: 80 * time.Millisecond, refuse: func(name string) error {
-		if name == "shm" {
+		if name == "shm" || name == "rdma" {
 			return errors.New("gone")
 		}
 		return nil
@@ -243,5 +244,52 @@ func TestPausedTransportBacksOff(t *testing.T) {
 	}
 	if p.current() != ep || p.Transport() != "tcp" {
 		t.Error("failed probes changed the peer's connection")
+	}
+}
+
+// A peer that loses the transport again soon after moving back to it (a
+// link that flaps) goes on with the backoff where it was, rather than
+// probing every second again.
+func TestPauseAfterFlapKeepsBackoff(t *testing.T) {
+	ctx := context.Background()
+	srv, err := Open(ctx, Config{Listen: "127.0.0.1:0", MemoryMB: 8})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Close()
+	cli, err := Open(ctx, Config{MemoryMB: 8})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cli.Close()
+	cli.fb = failback{first: time.Second, max: 10 * time.Second, refuse: func(name string) error {
+		if name == "rdma" {
+			return errors.New("left out")
+		}
+		return nil
+	}}
+	p, err := cli.Dial(ctx, srv.Addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	wait := func() time.Duration {
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		return p.paused.wait
+	}
+	p.mu.Lock()
+	p.movedBack = moveBack{time.Now().Add(-20 * time.Second), 4 * time.Second}
+	p.mu.Unlock()
+	p.pause("rdma", "shm", "long after the last move back")
+	if w := wait(); w != time.Second {
+		t.Errorf("paused 20 s after the last move back (the cap is 10 s): first probe in %v, want 1s", w)
+	}
+	p.mu.Lock()
+	p.paused = nil
+	p.movedBack = moveBack{time.Now(), 4 * time.Second}
+	p.mu.Unlock()
+	p.pause("rdma", "shm", "just after the last move back")
+	if w := wait(); w != 8*time.Second {
+		t.Errorf("paused just after a move back with a wait of 4 s: first probe in %v, want 8s", w)
 	}
 }

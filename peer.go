@@ -17,12 +17,16 @@ type Peer struct {
 	dialKey  string // the key of the engine's cache of dialed peers
 	policy   Policy // the policy it is dialed under (WithTransport), else the engine's
 
-	mu      sync.Mutex // guards remote, exports, dialing, closed and paused
+	mu      sync.Mutex // guards remote, exports, dialing, closed and the failback fields
 	remote  transport.PeerInfo
 	exports map[string]RegionDesc
 	closed  bool
 	dialing chan struct{} // closed when a dial in progress ends
 	paused  *pauseState   // a better transport lost and probed (failback.go)
+	// movedBack is the last move back to a paused transport; proberOn is
+	// set while the goroutine that probes paused runs.
+	movedBack moveBack
+	proberOn  bool
 
 	ep atomic.Pointer[epBox]
 	// draining is the connection a move back to a paused transport
