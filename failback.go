@@ -1,6 +1,7 @@
 package xfer
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -113,7 +114,7 @@ func (p *Peer) reconnected(prev, now string, why error) {
 // prober unless it runs.
 func (p *Peer) pause(name, now, reason string) {
 	e := p.e
-	first := cmpOr(e.fb.first, probeFirst)
+	first := cmp.Or(e.fb.first, probeFirst)
 	t := time.Now()
 	p.mu.Lock()
 	if p.closed || p.paused != nil && rank(p.paused.name) <= rank(name) {
@@ -123,10 +124,10 @@ func (p *Peer) pause(name, now, reason string) {
 	start := !p.proberOn
 	p.proberOn = true
 	wait := first
-	if last := p.movedBack; !last.at.IsZero() && t.Sub(last.at) < cmpOr(e.fb.max, probeMax) {
+	if last := p.movedBack; !last.at.IsZero() && t.Sub(last.at) < cmp.Or(e.fb.max, probeMax) {
 		// It failed again soon after the last move back (a link that
 		// flaps): the backoff goes on from where it was.
-		wait = min(2*last.wait, cmpOr(e.fb.max, probeMax))
+		wait = min(2*last.wait, cmp.Or(e.fb.max, probeMax))
 	}
 	p.paused = &pauseState{name: name, reason: reason, since: t, wait: wait, next: t.Add(wait)}
 	p.mu.Unlock()
@@ -142,13 +143,6 @@ func (p *Peer) pause(name, now, reason string) {
 	e.wg.Add(1) // under e.mu, before Close waits
 	e.mu.Unlock()
 	go p.prober()
-}
-
-func cmpOr(d, def time.Duration) time.Duration {
-	if d > 0 {
-		return d
-	}
-	return def
 }
 
 // prober probes the peer's paused transport when due, until it is no
@@ -196,7 +190,7 @@ func (p *Peer) probeOnce(pt *pauseState) {
 	if p.paused == pt {
 		pt.probes++
 		pt.lastErr = err.Error()
-		pt.wait = min(2*pt.wait, cmpOr(e.fb.max, probeMax))
+		pt.wait = min(2*pt.wait, cmp.Or(e.fb.max, probeMax))
 		pt.next = time.Now().Add(pt.wait)
 	}
 	p.mu.Unlock()
