@@ -56,6 +56,7 @@ type Engine struct {
 	allowedPeers []netip.Prefix // security.allowed_peers; none: every address
 	allowedGIDs  [][16]byte     // security.rdma.allowed_gids; none: every GID
 	metrics      *engineMetrics // nil without Config.Metrics
+	fb           failback       // probing paused transports (failback.go)
 
 	ctx    context.Context // cancelled by Close
 	cancel context.CancelFunc
@@ -448,6 +449,9 @@ func (e *Engine) revoke(id uint32) {
 	for _, p := range peers {
 		if ep := p.current(); ep != nil {
 			ep.Revoke(id)
+		}
+		if d := p.draining.Load(); d != nil {
+			(*d).Revoke(id)
 		}
 	}
 }

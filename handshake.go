@@ -465,7 +465,7 @@ func (e *Engine) offers(policy Policy, exclude map[string]error) ([]wire.Transpo
 			continue
 		}
 		t := e.transports[n]
-		if err := t.Available(); err != nil {
+		if err := e.available(t); err != nil {
 			errs = append(errs, fmt.Errorf("%s: %w", n, err))
 			e.log.Debug("a transport is not available: not offered", "transport", n, "reason", err)
 			continue
@@ -476,6 +476,18 @@ func (e *Engine) offers(policy Policy, exclude map[string]error) ([]wire.Transpo
 		return nil, fmt.Errorf("%w under policy %s: %w", ErrNoTransport, policy, errors.Join(errs...))
 	}
 	return out, nil
+}
+
+// offer is the offer of transport name alone.
+func (e *Engine) offer(name string) ([]wire.TransportOffer, error) {
+	t := e.transports[name]
+	if t == nil {
+		return nil, fmt.Errorf("%w: no transport %q", ErrNoTransport, name)
+	}
+	if err := e.available(t); err != nil {
+		return nil, fmt.Errorf("%s: %w", name, err)
+	}
+	return []wire.TransportOffer{{Name: name, Blob: t.LocalBlob()}}, nil
 }
 
 // connect dials addr and runs the dialer's side of the handshake. When the
@@ -489,7 +501,7 @@ func (e *Engine) connect(ctx context.Context, p *Peer) (transport.Endpoint, erro
 	}
 	retries := 0
 	for {
-		ep, name, err := e.connectOnce(ctx, p, exclude)
+		ep, name, err := e.connectOnce(ctx, p, exclude, "")
 		if errors.Is(err, transport.ErrTransient) && retries < setupRetries && ctx.Err() == nil {
 			retries++
 			e.setupRetried(name)
@@ -524,9 +536,18 @@ func (e *Engine) connect(ctx context.Context, p *Peer) (transport.Endpoint, erro
 // setup failure (transport.ErrTransient) before it gives up.
 const setupRetries = 2
 
-func (e *Engine) connectOnce(ctx context.Context, p *Peer, exclude map[string]error) (ep transport.Endpoint, tname string, err error) {
+// connectOnce dials p once, offering what p's policy allows less exclude,
+// or, when only is set, that transport alone (a paused transport's probe).
+func (e *Engine) connectOnce(ctx context.Context, p *Peer, exclude map[string]error, only string) (ep transport.Endpoint, tname string, err error) {
 	addr := p.dialAddr
-	offers, err := e.offers(p.policy, exclude)
+	policy := p.policy
+	var offers []wire.TransportOffer
+	if only != "" {
+		policy = Policy(only)
+		offers, err = e.offer(only)
+	} else {
+		offers, err = e.offers(policy, exclude)
+	}
 	if err != nil {
 		return nil, "", fmt.Errorf("dial %s: %w", addr, err)
 	}
@@ -545,7 +566,7 @@ func (e *Engine) connectOnce(ctx context.Context, p *Peer, exclude map[string]er
 	stop := context.AfterFunc(ctx, func() { nc.SetDeadline(time.Unix(1, 0)) })
 	defer stop()
 	hello := wire.Hello{MinVersion: wire.VersionMin, MaxVersion: wire.VersionMax, Caps: wire.CapAuth | wire.CapNotify | wire.CapAttach,
-		ID: e.id, HostID: e.hostID, PID: uint32(os.Getpid()), Policy: string(p.policy),
+		ID: e.id, HostID: e.hostID, PID: uint32(os.Getpid()), Policy: string(policy),
 		Conns: uint16(e.cfg.TCP.Conns), MaxMessage: uint32(e.cfg.MaxMessage), RecvDepth: uint32(e.cfg.RecvDepth),
 		Listen: e.addr, Transports: offers}
 	if _, err := rand.Read(hello.Nonce[:]); err != nil {

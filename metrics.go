@@ -232,7 +232,7 @@ func newEngineMetrics(e *Engine, reg prometheus.Registerer) (*engineMetrics, err
 		}, []string{"transport"}),
 		failover: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "xfer_failovers_total",
-			Help: "Operations whose connection was lost and that were repeated on a new one, by the transport lost, the one they were repeated on, and the reason (connection_lost).",
+			Help: "Operations whose connection was lost and that were repeated on a new one, by the transport lost, the one they were repeated on, and the reason (connection_lost); and peers moved back to a paused transport that answered a probe (recovered).",
 		}, []string{"from", "to", "reason"}),
 		authFailures: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "xfer_auth_failures_total",
@@ -516,7 +516,7 @@ func (e *Engine) fellBack(peer, t, reason, detail, msg string, args ...any) {
 // of transports.
 func (p *Peer) failedOver(from, to string, kind OpKind, attempts int) {
 	e := p.e
-	e.stats.recordFailover(FailoverEvent{Time: time.Now(), Peer: p.String(), From: from, To: to, Op: kind.String(), Attempts: attempts + 1})
+	e.stats.recordFailover(FailoverEvent{Time: time.Now(), Peer: p.String(), From: from, To: to, Op: kind.String(), Attempts: attempts + 1, Reason: reasonConnLost})
 	if m := e.metrics; m != nil {
 		m.failover.WithLabelValues(from, to, reasonConnLost).Inc()
 	}

@@ -17,13 +17,21 @@ type Peer struct {
 	dialKey  string // the key of the engine's cache of dialed peers
 	policy   Policy // the policy it is dialed under (WithTransport), else the engine's
 
-	mu      sync.Mutex // guards remote, exports, dialing and closed
+	mu      sync.Mutex // guards remote, exports, dialing, closed and the failback fields
 	remote  transport.PeerInfo
 	exports map[string]RegionDesc
 	closed  bool
 	dialing chan struct{} // closed when a dial in progress ends
+	paused  *pauseState   // a better transport lost and probed (failback.go)
+	// movedBack is the last move back to a paused transport; proberOn is
+	// set while the goroutine that probes paused runs.
+	movedBack moveBack
+	proberOn  bool
 
 	ep atomic.Pointer[epBox]
+	// draining is the connection a move back to a paused transport
+	// replaced, while its operations end (failback.go): revokes reach it.
+	draining atomic.Pointer[transport.Endpoint]
 	// stall is set when the watchdog closed an endpoint whose peer made
 	// no progress (Config.OpTimeout); wd is the watchdog's own state.
 	stall atomic.Pointer[stallRec]
@@ -40,10 +48,18 @@ type Peer struct {
 	inboxMu sync.Mutex
 	handler atomic.Pointer[func([]byte)]       // set by Handle
 	notify  atomic.Pointer[func(Notification)] // set by HandleNotify
-	inbox   [][]byte
-	stash   []byte // a message Recv could not fit, returned first next time
+	inbox   []inMsg
+	stash   inMsg // a message Recv could not fit, returned first next time
 	signal  chan struct{}
 	done    chan struct{}
+}
+
+// inMsg is a message waiting for Recv, and the endpoint it came on: the one
+// that is told when it is consumed (a peer that moved to another
+// connection may still get messages on the old one while it drains).
+type inMsg struct {
+	b  []byte
+	ep transport.Endpoint
 }
 
 // epBox is the current endpoint and, when the engine has metrics, its
@@ -117,7 +133,9 @@ func (p *Peer) Region(name string) (RegionDesc, bool) {
 
 // Down returns a channel that is closed when the peer's current connection
 // fails or the peer is closed. A peer this engine dialed reconnects on its
-// next operation; call Down again to watch the new connection. A peer that
+// next operation; call Down again to watch the new connection. (Its
+// connection also closes, after its operations ended, when the peer moves
+// back to a better transport it had lost: Transport says which is current.) A peer that
 // dialed this engine cannot reconnect: once its connection fails, the engine
 // releases the connection's resources and drops it from Peers, and its
 // operations fail with the link's error. Before the
@@ -171,6 +189,7 @@ func (p *Peer) status() PeerStatus {
 	if t := p.stats.upSince.Load(); t != 0 {
 		s.UpSince = time.Unix(0, t).UTC()
 	}
+	s.Paused = p.pausedStatus()
 	p.stats.mu.Lock()
 	s.LastError, s.LastErrorAt = p.stats.lastErr, p.stats.lastErrAt
 	p.stats.mu.Unlock()

@@ -74,12 +74,23 @@ func (p *Peer) endpoint(ctx context.Context) (*epBox, error) {
 		ch := make(chan struct{})
 		p.dialing = ch
 		p.mu.Unlock()
+		prev, why := "", error(nil)
 		if ep != nil {
+			prev, why = ep.Transport(), ep.Err()
 			ep.Close()
-			p.e.log.Info("reconnecting to peer", "peer", p.dialAddr, "after", ep.Err())
+			p.e.log.Info("reconnecting to peer", "peer", p.dialAddr, "after", why)
 		}
 		p.markRevokes()
 		nep, err := p.e.connect(ctx, p)
+		// Publish the new endpoint before the dial slot is free: a caller
+		// that found the old one failed and took the slot in between
+		// would dial once more and replace this one, which then stayed
+		// open with nothing to close it.
+		var b *epBox
+		if err == nil {
+			b = p.setEndpoint(nep)
+			p.watch(nep) // it closes nep if the peer closed meanwhile
+		}
 		p.mu.Lock()
 		p.dialing = nil
 		close(ch)
@@ -90,10 +101,12 @@ func (p *Peer) endpoint(ctx context.Context) (*epBox, error) {
 		}
 		if closed {
 			nep.Close()
+			if m := p.e.metrics; m != nil {
+				m.retire(b.conn) // published after Close retired the peer's
+			}
 			return nil, fmt.Errorf("peer %s: %w", p, ErrClosed)
 		}
-		b := p.setEndpoint(nep)
-		p.watch(nep)
+		p.reconnected(prev, nep.Transport(), why)
 		return b, nil
 	}
 }

@@ -48,7 +48,7 @@ func (h peerHost) Deliver(ep transport.Endpoint, msg []byte) {
 		ep.Consumed(1)
 		return
 	}
-	p.inbox = append(p.inbox, bytes.Clone(msg)) // msg is only lent
+	p.inbox = append(p.inbox, inMsg{bytes.Clone(msg), ep}) // msg is only lent
 	p.inboxMu.Unlock()
 	p.wake()
 }

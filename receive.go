@@ -24,28 +24,26 @@ func (p *Peer) Recv(ctx context.Context, buf []byte) (n int, err error) {
 	for {
 		p.inboxMu.Lock()
 		msg := p.stash
-		if msg != nil {
-			p.stash = nil
+		if msg.b != nil {
+			p.stash = inMsg{}
 		} else if len(p.inbox) > 0 {
 			msg = p.inbox[0]
-			p.inbox[0] = nil
+			p.inbox[0] = inMsg{}
 			p.inbox = p.inbox[1:]
 		}
-		if msg != nil {
-			if len(msg) > len(buf) {
+		if msg.b != nil {
+			if len(msg.b) > len(buf) {
 				p.stash = msg
 				p.inboxMu.Unlock()
-				return 0, fmt.Errorf("recv: message of %d bytes, buffer of %d: %w", len(msg), len(buf), ErrTooLarge)
+				return 0, fmt.Errorf("recv: message of %d bytes, buffer of %d: %w", len(msg.b), len(buf), ErrTooLarge)
 			}
 			more := len(p.inbox) > 0
 			p.inboxMu.Unlock()
 			if more {
 				p.wake()
 			}
-			if ep := p.current(); ep != nil {
-				ep.Consumed(1)
-			}
-			return copy(buf, msg), nil
+			msg.ep.Consumed(1) // the endpoint it came on
+			return copy(buf, msg.b), nil
 		}
 		p.inboxMu.Unlock()
 		if err := p.waitFor(ctx, "recv", p.signal); err != nil {
@@ -88,21 +86,17 @@ func (p *Peer) Handle(f func(msg []byte)) {
 	p.inboxMu.Lock()
 	defer p.inboxMu.Unlock()
 	// Deliver waits on inboxMu while the queue drains, so order holds.
-	var n int
-	if p.stash != nil {
-		f(p.stash)
-		p.stash = nil
-		n++
+	if p.stash.b != nil {
+		f(p.stash.b)
+		p.stash.ep.Consumed(1)
+		p.stash = inMsg{}
 	}
 	for _, m := range p.inbox {
-		f(m)
-		n++
+		f(m.b)
+		m.ep.Consumed(1) // the endpoint it came on
 	}
 	p.inbox = nil
 	p.handler.Store(&f)
-	if ep := p.current(); ep != nil && n > 0 {
-		ep.Consumed(n)
-	}
 }
 
 // HandleNotify makes f receive the notifications of this peer's
@@ -140,7 +134,7 @@ func (p *Peer) Queued() int {
 	p.inboxMu.Lock()
 	defer p.inboxMu.Unlock()
 	n := len(p.inbox)
-	if p.stash != nil {
+	if p.stash.b != nil {
 		n++
 	}
 	return n

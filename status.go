@@ -113,6 +113,9 @@ type PeerStatus struct {
 	Bytes       uint64    `json:"bytes"`
 	LastError   string    `json:"last_error,omitempty"`
 	LastErrorAt time.Time `json:"last_error_at,omitzero"`
+	// Paused are the better transports a dialed peer lost and probes,
+	// with backoff, to move back to (see docs/OPERATIONS.md).
+	Paused []PausedTransport `json:"paused,omitempty"`
 }
 
 // FallbackEvent is one fallback: the peer got a lesser transport than the
@@ -127,7 +130,9 @@ type FallbackEvent struct {
 
 // FailoverEvent is one failover: an operation whose connection was lost,
 // repeated on a new connection to the same peer (on the next transport of
-// the policy when its own went away: a removed rdma device, say).
+// the policy when its own went away: a removed rdma device, say); or, with
+// reason recovered, a peer's move back to a paused transport that answered
+// a probe (Attempts are then the probes, Op is empty).
 type FailoverEvent struct {
 	Time     time.Time `json:"time"`
 	Peer     string    `json:"peer"`
@@ -135,6 +140,7 @@ type FailoverEvent struct {
 	To       string    `json:"to"`       // the transport it was repeated on
 	Op       string    `json:"op"`       // read or write
 	Attempts int       `json:"attempts"` // the posts it took, the first included
+	Reason   string    `json:"reason"`   // connection_lost or recovered
 }
 
 // PoolStatus is the default pool's state, in bytes.

@@ -14,12 +14,15 @@ import (
 	"github.com/xferio/xfer/probe"
 )
 
-// TestBenchDeviceRemoved is failover as a user of the command sees it, in
-// the RDMA VM: `xfer bench --verify --transport auto` runs over the RDMA
-// device against an `xfer serve`, and the test deletes the device under it
-// (rdma link delete). The bench finishes, every byte verified, on the next
-// transport, and says so in its log. After rdma link add, a new bench
-// against the same xfer serve is back on rdma.
+// TestBenchDeviceRemoved is failover and failback as a user of the command
+// sees them, in the RDMA VM: `xfer bench --verify --transport auto` runs
+// over the RDMA device against an `xfer serve`, and the test deletes the
+// device under it (rdma link delete). The bench goes on, on the next
+// transport, and says so in its log; it pauses rdma and probes it. The
+// test adds the device back (rdma link add) while the bench runs: the same
+// bench, on the same peer, is back on rdma within the probes' backoff, and
+// finishes there, every byte verified. A new bench against the same xfer
+// serve is on rdma too.
 func TestBenchDeviceRemoved(t *testing.T) {
 	dev := testutil.RequireVerbs(t)
 	if dev == "" {
@@ -42,7 +45,7 @@ func TestBenchDeviceRemoved(t *testing.T) {
 	if !ok {
 		t.Fatal("xfer serve did not announce its address")
 	}
-	bench := func(duration string, removeAfter time.Duration) (benchRow, string) {
+	bench := func(duration string, removeAfter time.Duration, removed func(log func() string)) (benchRow, string) {
 		t.Helper()
 		cmd := exec.Command(xferBinary(t), "--log-level", "debug", "bench", "--peer", addr, "--transport", "auto", "--verify",
 			"--op", "write", "--size", "256KiB", "--depth", "4", "--duration", duration, "--json")
@@ -76,6 +79,7 @@ func TestBenchDeviceRemoved(t *testing.T) {
 				t.Fatalf("rdma link delete %s: %v: %s", dev, err, out)
 			}
 			t.Logf("deleted %s %s under the bench", typ, dev)
+			removed(stderr.String)
 		}
 		done := make(chan error, 1)
 		go func() { done <- cmd.Wait() }()
@@ -103,37 +107,66 @@ func TestBenchDeviceRemoved(t *testing.T) {
 		return row, stderr.String()
 	}
 
-	row, logs := bench("20s", 3*time.Second)
-	t.Logf("with %s deleted 3s into the bench: %d verified WRITEs, ending on %s", dev, row.Ops, row.Transport)
-	if row.Transport == "rdma" || row.Transport == "" {
-		t.Fatalf("the bench ended on %q after %s was deleted", row.Transport, dev)
+	addBack := func() {
+		if out, err := exec.Command("rdma", "link", "add", dev, "type", typ, "netdev", netdev).CombinedOutput(); err != nil {
+			t.Fatalf("rdma link add %s type %s netdev %s: %v: %s", dev, typ, netdev, err, out)
+		}
+		// Back when its port is ACTIVE and its first GID is set.
+		port := filepath.Join("/sys/class/infiniband", dev, "ports/1")
+		deadline := time.Now().Add(30 * time.Second)
+		for {
+			st, _ := os.ReadFile(filepath.Join(port, "state"))
+			gid, _ := os.ReadFile(filepath.Join(port, "gids/0"))
+			g := strings.TrimSpace(string(gid))
+			if strings.Contains(string(st), "ACTIVE") && g != "" && strings.Trim(g, "0:") != "" {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("%s is not ACTIVE with a GID 30s after rdma link add: state %q, gid 0 %q", dev, st, gid)
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+		t.Logf("added %s back", dev)
 	}
+	// 45 s: the device goes 3 s in; the bench's probes of rdma begin 1 s
+	// after the pause and double (1, 3, 7, 15, 31 s after it), and verbs
+	// does not reopen a removed device for up to 10 s while it is listed.
+	row, logs := bench("45s", 3*time.Second, func(log func() string) {
+		// The peer paused rdma (on its first operation after the break).
+		deadline := time.Now().Add(30 * time.Second)
+		for !strings.Contains(log(), "transport paused for a peer") {
+			if time.Now().After(deadline) {
+				t.Fatalf("the bench did not pause rdma 30 s after %s was deleted:\n%s", dev, log())
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+		time.Sleep(2 * time.Second) // a probe or two fail meanwhile
+		addBack()
+	})
+	t.Logf("with %s deleted 3s into the bench and added back: %d verified WRITEs, ending on %s", dev, row.Ops, row.Transport)
 	// Operations in flight when the device went are repeated (a failover);
 	// one that begins after the connection failed redials (a fallback).
 	// Either way the log says where the peer went.
-	if !strings.Contains(logs, "from=rdma to="+row.Transport) && !strings.Contains(logs, "had=rdma now="+row.Transport) {
-		t.Errorf("the bench's log does not say it moved from rdma to %s:\n%s", row.Transport, logs)
+	lesser := ""
+	for _, tr := range []string{"shm", "tcp"} {
+		if strings.Contains(logs, "from=rdma to="+tr) || strings.Contains(logs, "had=rdma now="+tr) {
+			lesser = tr
+		}
+	}
+	if lesser == "" {
+		t.Errorf("the bench's log does not say it moved from rdma to another transport:\n%s", logs)
+	}
+	if !strings.Contains(logs, "paused=rdma now="+lesser) {
+		t.Errorf("the bench's log does not say it paused rdma:\n%s", logs)
+	}
+	if !strings.Contains(logs, "the peer is back on it") || !strings.Contains(logs, "from="+lesser+" to=rdma") {
+		t.Errorf("the bench's log does not say the peer moved back to rdma:\n%s", logs)
+	}
+	if row.Transport != "rdma" {
+		t.Fatalf("the bench ended on %q, not back on rdma, after %s was added back:\n%s", row.Transport, dev, logs)
 	}
 
-	if out, err := exec.Command("rdma", "link", "add", dev, "type", typ, "netdev", netdev).CombinedOutput(); err != nil {
-		t.Fatalf("rdma link add %s type %s netdev %s: %v: %s", dev, typ, netdev, err, out)
-	}
-	// Back when its port is ACTIVE and its first GID is set.
-	port := filepath.Join("/sys/class/infiniband", dev, "ports/1")
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		st, _ := os.ReadFile(filepath.Join(port, "state"))
-		gid, _ := os.ReadFile(filepath.Join(port, "gids/0"))
-		g := strings.TrimSpace(string(gid))
-		if strings.Contains(string(st), "ACTIVE") && g != "" && strings.Trim(g, "0:") != "" {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s is not ACTIVE with a GID 30s after rdma link add: state %q, gid 0 %q", dev, st, gid)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-	row, logs = bench("2s", 0)
+	row, logs = bench("2s", 0, nil)
 	if row.Transport != "rdma" {
 		t.Fatalf("a new bench against the same xfer serve after rdma link add ran on %q, not rdma:\n%s", row.Transport, logs)
 	}

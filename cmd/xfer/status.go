@@ -217,12 +217,22 @@ func printStatus(w io.Writer, d statusDoc) {
 			fmt.Fprintln(tw, "(none)")
 		}
 		tw.Flush()
+		for _, p := range e.Peers {
+			for _, pt := range p.Paused {
+				fmt.Fprintf(w, "  %s: %s paused since %s (%s), next probe %s, %d failed\n", p.Addr, pt.Transport,
+					pt.Since.Format(time.RFC3339), pt.Reason, pt.NextProbe.Format(time.RFC3339), pt.Probes)
+			}
+		}
 		fmt.Fprintf(w, "\nfallbacks %d, setup retries %d\n", e.Fallbacks, e.SetupRetries)
 		for _, f := range e.RecentFallbacks {
 			fmt.Fprintf(w, "  %s  %s  gave up %s: %s (%s)\n", f.Time.Format(time.RFC3339), f.Peer, f.Transport, f.Reason, f.Detail)
 		}
 		fmt.Fprintf(w, "failovers %d\n", e.Failovers)
 		for _, f := range e.RecentFailovers {
+			if f.Op == "" { // recovered: a move back to a paused transport
+				fmt.Fprintf(w, "  %s  %s  back from %s to %s after %d probes\n", f.Time.Format(time.RFC3339), f.Peer, f.From, f.To, f.Attempts)
+				continue
+			}
 			fmt.Fprintf(w, "  %s  %s  %s lost on %s, done on %s after %d attempts\n", f.Time.Format(time.RFC3339), f.Peer, f.Op, f.From, f.To, f.Attempts)
 		}
 		var refused uint64

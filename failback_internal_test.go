@@ -1,0 +1,295 @@
+package xfer
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"github.com/xferio/xfer/transport"
+)
+
+// A dialed peer whose shm connection breaks while shm cannot be brought
+// up again goes on over tcp, pauses shm and probes it with backoff; once
+// shm can be brought up, the same peer is back on it, the tcp connection
+// is closed after its operations ended, and every byte written and read
+// back throughout is checked.
+//
+// What the test stands in for: a removed rdma device, whose transport then
+// reports itself unavailable (rdma's Available fails) until the device is
+// back. Nothing takes shm away from a process for real, so the engine's
+// test hook refuses it on the dialing side for as long as down is set; the
+// connection itself is broken for real, by the other engine closing it.
+// On rdma, TestBenchDeviceRemoved in cmd/xfer does the same with a device
+// deleted and added again, in the RDMA VM.
+func TestFailbackToPausedTransport(t *testing.T) {
+	ctx := context.Background()
+	srv, err := Open(ctx, Config{Listen: "127.0.0.1:0", MemoryMB: 8})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Close()
+	reg := prometheus.NewRegistry()
+	cli, err := Open(ctx, Config{MemoryMB: 8, Metrics: reg})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cli.Close()
+	var down atomic.Bool
+	// rdma (in the RDMA VM) is left out: the test is about shm and tcp.
+	cli.fb = failback{first: 50 * time.Millisecond, max: 200 * time.Millisecond, refuse: func(name string) error {
+		if name == "rdma" || name == "shm" && down.Load() {
+			return fmt.Errorf("%w: taken away by the test", transport.ErrNotSupported)
+		}
+		return nil
+	}}
+	region, err := srv.NewRegion(1<<20, AccessReadWrite)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := cli.Dial(ctx, srv.Addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.Transport() != "shm" {
+		t.Skipf("the peer is on %q, not shm: this host cannot take the test", p.Transport())
+	}
+
+	// Traffic throughout: WRITE a pattern, READ it back, compare, and
+	// note the transports the operations ran on.
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	ran := map[string]int{}
+	errs := make(chan error, 4)
+	for w := range 4 {
+		wg.Go(func() {
+			src, err := cli.Alloc(64 << 10)
+			if err != nil {
+				errs <- err
+				return
+			}
+			dst, err := cli.Alloc(64 << 10)
+			if err != nil {
+				errs <- err
+				return
+			}
+			at := region.Desc().At(uint64(w) * 64 << 10)
+			for i := 0; ; i++ {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				s, d := src.Bytes(), dst.Bytes()
+				for j := range s {
+					s[j] = byte(i*7 + j + w)
+				}
+				if err := p.Write(ctx, s, at); err != nil {
+					errs <- fmt.Errorf("write %d: %w", i, err)
+					return
+				}
+				if err := p.Read(ctx, d, at); err != nil {
+					errs <- fmt.Errorf("read %d: %w", i, err)
+					return
+				}
+				if !bytes.Equal(s, d) {
+					errs <- fmt.Errorf("transfer %d read back other bytes than it wrote", i)
+					return
+				}
+				mu.Lock()
+				ran[p.Transport()]++
+				mu.Unlock()
+			}
+		})
+	}
+	failed := func() error {
+		select {
+		case err := <-errs:
+			return err
+		default:
+			return nil
+		}
+	}
+	waitFor := func(what string, ok func() bool) {
+		t.Helper()
+		deadline := time.Now().Add(20 * time.Second)
+		for !ok() {
+			if err := failed(); err != nil {
+				t.Fatal(err)
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("%s: not after 20 s; status %+v; the server's peers %+v", what, cli.Status().Peers, srv.Status().Peers)
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
+	ranOn := func(tr string) func() bool {
+		return func() bool { mu.Lock(); defer mu.Unlock(); return ran[tr] > 20 }
+	}
+	waitFor("traffic on shm", ranOn("shm"))
+
+	// shm goes: the connection breaks (the server closes its side) and
+	// shm cannot be set up again.
+	down.Store(true)
+	for _, ap := range srv.Peers() {
+		ap.Close()
+	}
+	waitFor("the peer on tcp", func() bool { return p.Transport() == "tcp" })
+	waitFor("traffic on tcp", ranOn("tcp"))
+	waitFor("two failed probes of shm", func() bool {
+		ps := cli.Status().Peers
+		return len(ps) == 1 && len(ps[0].Paused) == 1 && ps[0].Paused[0].Probes >= 2
+	})
+	ps := cli.Status().Peers[0]
+	if pt := ps.Paused[0]; pt.Transport != "shm" || pt.Reason == "" || pt.NextProbe.IsZero() || pt.LastError == "" {
+		t.Errorf("the paused transport in the status: %+v", pt)
+	}
+
+	// shm comes back: the same peer moves back to it.
+	down.Store(false)
+	mu.Lock()
+	ran["shm"] = 0
+	mu.Unlock()
+	waitFor("the same peer back on shm", func() bool { return p.Transport() == "shm" })
+	waitFor("traffic on shm again", ranOn("shm"))
+	// The tcp connection is closed once its operations ended: the server
+	// is left with the shm peer alone.
+	waitFor("the tcp connection closed", func() bool {
+		sp := srv.Peers()
+		return len(sp) == 1 && sp[0].Transport() == "shm"
+	})
+	close(stop)
+	wg.Wait()
+	if err := failed(); err != nil {
+		t.Fatal(err)
+	}
+
+	if got, _ := cli.Dial(ctx, srv.Addr()); got != p {
+		t.Error("Dial returns another peer than the one that moved back")
+	}
+	ps = cli.Status().Peers[0]
+	if len(ps.Paused) != 0 || ps.Transport != "shm" {
+		t.Errorf("after the move back the status says %+v", ps)
+	}
+	if got := testutil.ToFloat64(cli.metrics.failover.WithLabelValues("tcp", "shm", reasonRecovered)); got != 1 {
+		t.Errorf("xfer_failovers_total{from=tcp,to=shm,reason=recovered} = %v, want 1", got)
+	}
+	// The move itself failed nothing: operations posted on tcp ended there.
+	if got := testutil.ToFloat64(cli.metrics.failover.WithLabelValues("tcp", "shm", reasonConnLost)); got != 0 {
+		t.Errorf("xfer_failovers_total{from=tcp,to=shm,reason=connection_lost} = %v: the move back cut operations off", got)
+	}
+	var back *FailoverEvent
+	for _, ev := range cli.Status().RecentFailovers {
+		if ev.Reason == reasonRecovered {
+			back = &ev
+		}
+	}
+	if back == nil || back.From != "tcp" || back.To != "shm" || back.Attempts < 3 {
+		t.Errorf("the status's recovered failover: %+v in %+v", back, cli.Status().RecentFailovers)
+	}
+}
+
+// A probe that cannot connect fails and backs off, doubling up to the
+// cap; the peer's connection is untouched.
+func TestPausedTransportBacksOff(t *testing.T) {
+	ctx := context.Background()
+	srv, err := Open(ctx, Config{Listen: "127.0.0.1:0", MemoryMB: 8})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Close()
+	cli, err := Open(ctx, Config{MemoryMB: 8})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cli.Close()
+	cli.fb = failback{first: 20 * time.Millisecond, max: 80 * time.Millisecond, refuse: func(name string) error {
+		if name == "shm" || name == "rdma" {
+			return errors.New("gone")
+		}
+		return nil
+	}}
+	p, err := cli.Dial(ctx, srv.Addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.Transport() != "tcp" {
+		t.Fatalf("on %q with shm refused", p.Transport())
+	}
+	ep := p.current()
+	p.pause("shm", "tcp", "the test paused it")
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		p.mu.Lock()
+		pt := *p.paused
+		p.mu.Unlock()
+		if pt.probes >= 4 {
+			if pt.wait != 80*time.Millisecond || pt.lastErr == "" {
+				t.Errorf("after %d probes: wait %v (want the cap, 80ms), last error %q", pt.probes, pt.wait, pt.lastErr)
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d probes after 10 s", pt.probes)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if p.current() != ep || p.Transport() != "tcp" {
+		t.Error("failed probes changed the peer's connection")
+	}
+}
+
+// A peer that loses the transport again soon after moving back to it (a
+// link that flaps) goes on with the backoff where it was, rather than
+// probing every second again.
+func TestPauseAfterFlapKeepsBackoff(t *testing.T) {
+	ctx := context.Background()
+	srv, err := Open(ctx, Config{Listen: "127.0.0.1:0", MemoryMB: 8})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Close()
+	cli, err := Open(ctx, Config{MemoryMB: 8})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cli.Close()
+	cli.fb = failback{first: time.Second, max: 10 * time.Second, refuse: func(name string) error {
+		if name == "rdma" {
+			return errors.New("left out")
+		}
+		return nil
+	}}
+	p, err := cli.Dial(ctx, srv.Addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	wait := func() time.Duration {
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		return p.paused.wait
+	}
+	p.mu.Lock()
+	p.movedBack = moveBack{time.Now().Add(-20 * time.Second), 4 * time.Second}
+	p.mu.Unlock()
+	p.pause("rdma", "shm", "long after the last move back")
+	if w := wait(); w != time.Second {
+		t.Errorf("paused 20 s after the last move back (the cap is 10 s): first probe in %v, want 1s", w)
+	}
+	p.mu.Lock()
+	p.paused = nil
+	p.movedBack = moveBack{time.Now(), 4 * time.Second}
+	p.mu.Unlock()
+	p.pause("rdma", "shm", "just after the last move back")
+	if w := wait(); w != 8*time.Second {
+		t.Errorf("paused just after a move back with a wait of 4 s: first probe in %v, want 8s", w)
+	}
+}
