@@ -433,8 +433,8 @@ type Notification struct {
 // notifications go on: a caller that waits for many peers takes note of
 // the one lost and calls WaitNotify again. A peer closed here
 // (Peer.Close) is not reported, nor are those lost before the first
-// WaitNotify (watch Peer.Down for those); at most maxLostNotices losses
-// wait to be reported, one per peer.
+// WaitNotify (watch Peer.Down for those); at most 1024 losses wait to be
+// reported, one per peer.
 func (e *Engine) WaitNotify(ctx context.Context) (Notification, error) {
 	return e.notes.wait(ctx)
 }
