@@ -3,6 +3,7 @@ package xfer
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -25,6 +26,14 @@ type Op struct {
 
 // Submit posts a batch of operations and returns at once. The batch owns
 // ops until it is done: Batch.Wait, then read each ops[i].Err.
+//
+// A batch of only READs and WRITEs to a peer this engine dialed is safe to
+// repeat, as Peer.Write and Peer.Read are: when its connection is lost
+// (not stalled), the operations that did not complete are posted again,
+// in their order, on a new connection, up to three times, each counted as
+// a failover (Status, the failover metric); those that completed are not.
+// A batch with a write-with-notify or a SEND is not repeated: its lost
+// operations fail with ErrPeerLost, as the peer may have had them.
 //
 // A batch of one operation is taken for a call that is waited for at once:
 // over rdma, Submit then polls for its completion for up to a millisecond
@@ -53,6 +62,12 @@ func (p *Peer) submit(b *Batch, ops []Op, waited bool) {
 		return
 	}
 	b.peer = p
+	b.repeat = p.dialAddr != ""
+	for i := range ops {
+		if k := ops[i].Kind; k != OpRead && k != OpWrite {
+			b.repeat = false
+		}
+	}
 	box, err := p.endpoint(context.Background())
 	var ep transport.Endpoint
 	if err == nil {
@@ -126,6 +141,19 @@ type Batch struct {
 	// them completes; amu orders that against the last OpDone.
 	amu   sync.Mutex
 	holds []func()
+	// Failover: repeat is set for a batch that is safe to repeat (see
+	// Submit); inflight counts its operations posted on the current
+	// connection and not yet ended. rmu guards ep once posted, redo (the
+	// lost operations, to be posted again once inflight reaches zero),
+	// tries (failovers so far), lost (each operation's first loss; nil
+	// until one is lost) and stopped (a Wait gave up: no more repeats).
+	repeat   bool
+	inflight atomic.Int64
+	rmu      sync.Mutex
+	redo     []*transport.Op
+	tries    int
+	lost     []error
+	stopped  bool
 	// Storage of a batch of one operation.
 	top1 [1]transport.Op
 	pin1 [1]*mem.Handle
@@ -152,6 +180,8 @@ func (b *Batch) reset(n int) {
 	}
 	b.ep, b.first, b.errOnce = nil, nil, sync.Once{}
 	b.peer, b.p, b.conn, b.start = nil, nil, nil, time.Time{}
+	b.repeat, b.redo, b.tries, b.lost, b.stopped = false, nil, 0, nil, false
+	b.inflight.Store(int64(n))
 	b.remaining.Store(int64(n))
 }
 
@@ -162,6 +192,114 @@ func (b *Batch) finish() { b.done <- struct{}{} }
 func (b *Batch) OpDone(t *transport.Op) {
 	if t.Err != nil && b.peer != nil {
 		t.Err = b.peer.stalled(b.ep, t.Kind, t.Err)
+	}
+	if b.repeat {
+		if t.Err != nil && b.keepLost(t) {
+			return
+		}
+		if b.inflight.Add(-1) == 0 {
+			b.rmu.Lock()
+			again := len(b.redo) > 0
+			b.rmu.Unlock()
+			if again {
+				go b.failover()
+			}
+		}
+	}
+	b.complete(t)
+}
+
+// keepLost keeps t, which failed, to be posted again on a new connection
+// when its connection was lost and the batch may be repeated once more;
+// the last of the connection's operations to end starts the failover.
+func (b *Batch) keepLost(t *transport.Op) bool {
+	p := b.peer
+	b.rmu.Lock()
+	if b.stopped || b.tries >= maxFailovers || !p.repeatable(context.Background(), t.Kind, t.Err) {
+		b.rmu.Unlock()
+		return false
+	}
+	if b.p != nil {
+		b.p.opDone(b.conn, opIndex(t.Kind), len(t.Local), time.Time{}, t.Err)
+	}
+	if b.lost == nil {
+		b.lost = make([]error, len(b.tops))
+	}
+	if b.lost[t.Tag] == nil {
+		b.lost[t.Tag] = t.Err
+	}
+	b.redo = append(b.redo, t)
+	last := b.inflight.Add(-1) == 0
+	b.rmu.Unlock()
+	if last {
+		go b.failover()
+	}
+	return true
+}
+
+// failover posts the batch's lost operations again, in their order, on a
+// new connection (Peer.endpoint dials again); when none can be made, they
+// fail.
+func (b *Batch) failover() {
+	p := b.peer
+	b.rmu.Lock()
+	b.tries++
+	attempt := b.tries
+	from := ""
+	if b.ep != nil {
+		from = b.ep.Transport()
+	}
+	b.rmu.Unlock()
+	p.e.log.Debug("connection lost under a batch; posting its lost operations again on a new connection", "peer", p, "transport", from)
+	box, err := p.endpoint(p.e.ctx)
+	b.rmu.Lock()
+	ops := b.redo // a Wait that gave up may have taken them
+	b.redo = nil
+	if err == nil && len(ops) > 0 {
+		b.ep = box.ep
+		if b.p != nil {
+			b.conn = box.conn
+		}
+		b.inflight.Add(int64(len(ops)))
+	}
+	b.rmu.Unlock()
+	if len(ops) == 0 {
+		return
+	}
+	if err != nil {
+		for _, t := range ops {
+			t.Err = err
+			b.complete(t)
+		}
+		return
+	}
+	slices.SortFunc(ops, func(x, y *transport.Op) int { return x.Tag - y.Tag })
+	ptrs := make([]*transport.Op, 0, len(ops))
+	for _, t := range ops {
+		t.Err = nil
+		if b.p != nil && b.conn.counter == nil {
+			b.conn.ops[opIndex(t.Kind)].Add(1)
+		}
+		if p.e.staging(box.ep, t) {
+			p.e.postStaged(box.ep, t)
+			continue
+		}
+		ptrs = append(ptrs, t)
+	}
+	p.failedOver(from, box.ep.Transport(), ops[0].Kind, attempt)
+	if len(ptrs) > 0 {
+		box.ep.Post(ptrs, false)
+	}
+}
+
+// complete records t's end: it is done, with or without an error.
+func (b *Batch) complete(t *transport.Op) {
+	if t.Err != nil && b.repeat {
+		b.rmu.Lock()
+		if b.lost != nil && b.lost[t.Tag] != nil {
+			t.Err = fmt.Errorf("%w; posted again on a new connection (%d attempts): %w", b.lost[t.Tag], b.tries+1, t.Err)
+		}
+		b.rmu.Unlock()
 	}
 	b.ops[t.Tag].Err = t.Err
 	if b.p != nil {
@@ -204,7 +342,10 @@ func (b *Batch) Wait(ctx context.Context) error {
 	if b.remaining.Load() == 0 {
 		return b.first // done: no need to touch the token
 	}
-	if p, ok := b.ep.(transport.Poller); ok {
+	b.rmu.Lock()
+	ep := b.ep
+	b.rmu.Unlock()
+	if p, ok := ep.(transport.Poller); ok {
 		p.PollUntil(b) // rdma: find the completions here, not by a wake-up
 	}
 	select {
@@ -213,9 +354,19 @@ func (b *Batch) Wait(ctx context.Context) error {
 		return b.first
 	case <-ctx.Done():
 	}
+	// No more repeats; lost operations not posted again end here.
+	b.rmu.Lock()
+	b.stopped = true
+	ep, redo := b.ep, b.redo
+	b.redo = nil
+	b.rmu.Unlock()
+	for _, t := range redo {
+		t.Err = fmt.Errorf("%s: %w", t.Kind, ctx.Err())
+		b.complete(t)
+	}
 	for i := range b.tops {
 		t := &b.tops[i]
-		if b.ep != nil && b.ep.Cancel(t) {
+		if ep != nil && ep.Cancel(t) {
 			t.Err = fmt.Errorf("%s: %w", t.Kind, ctx.Err())
 			b.OpDone(t)
 		}

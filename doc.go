@@ -42,7 +42,11 @@
 // owes, so a quiet peer with waiters is probed: an idle live peer answers
 // and the wait goes on as long as its context; a stalled one does not,
 // and the wait fails with a *StallError. A wait whose connection fails
-// fails with ErrPeerLost. The services (kv, connector) bound each call
+// fails with ErrPeerLost. Engine.WaitNotify, which waits for every peer,
+// probes them all, and tells of each peer lost (stalled or not) with a
+// *PeerLostError that names it, and goes on for the others. A READ or a
+// WRITE, alone or in a batch of only those, whose connection is lost is
+// repeated on a new one. The services (kv, connector) bound each call
 // whose context has no deadline by a multiple of OpTimeout.
 //
 // # Lifetimes and close order

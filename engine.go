@@ -422,6 +422,20 @@ type Notification struct {
 
 // WaitNotify returns the next notification from any peer, except those of
 // a peer with a handler (Peer.HandleNotify).
+//
+// It also tells of each peer lost: once the engine's WaitNotify has been
+// called, a peer without a handler whose connection fails (it died, its
+// link broke, or it stalled: quiet while a WaitNotify waits, it is probed
+// as for Peer.WaitNotify, and one that does not answer within
+// Config.OpTimeout is cut off) is reported once, after the notifications
+// it sent before, by a WaitNotify that returns a *PeerLostError naming
+// it. The error matches ErrPeerLost (and so ErrClosed: test for
+// ErrPeerLost first), and a *StallError for a stall. The other peers'
+// notifications go on: a caller that waits for many peers takes note of
+// the one lost and calls WaitNotify again. A peer closed here
+// (Peer.Close) is not reported, nor are those lost before the first
+// WaitNotify (watch Peer.Down for those); at most 1024 losses wait to be
+// reported, one per peer.
 func (e *Engine) WaitNotify(ctx context.Context) (Notification, error) {
 	return e.notes.wait(ctx)
 }
@@ -536,10 +550,11 @@ func (e *Engine) removePeer(p *Peer) {
 }
 
 // noteQueue is an unbounded queue of notifications: the transports' read
-// loops must never block on a slow consumer.
+// loops must never block on a slow consumer. It also holds the losses of
+// peers (Engine.WaitNotify), behind the notifications they sent before.
 type noteQueue struct {
 	mu     sync.Mutex
-	q      []Notification
+	q      []noteItem
 	head   int
 	signal chan struct{}
 	done   chan struct{}
@@ -547,16 +562,36 @@ type noteQueue struct {
 	// changed, when not nil, is closed at the next push: Peer.WaitNotify's
 	// waiters, each looking for its own peer's, all wake.
 	changed chan struct{}
+	// used is set by the first Engine.WaitNotify: from then on losses are
+	// queued; lost holds the peers whose loss is queued (one each).
+	used atomic.Bool
+	lost map[*Peer]struct{}
+	// waiting counts the goroutines in Engine.WaitNotify: the watchdog
+	// probes quiet peers for them.
+	waiting atomic.Int32
 }
+
+// noteItem is a notification, or, when lost is not nil, the loss of the
+// peer note.Peer.
+type noteItem struct {
+	note Notification
+	lost error
+}
+
+// maxLostNotices bounds the losses of peers queued for Engine.WaitNotify:
+// past it, more are not reported.
+const maxLostNotices = 1024
 
 func (n *noteQueue) init() {
 	n.signal = make(chan struct{}, 1)
 	n.done = make(chan struct{})
 }
 
-func (n *noteQueue) push(v Notification) {
+func (n *noteQueue) push(v Notification) { n.add(noteItem{note: v}) }
+
+func (n *noteQueue) add(it noteItem) {
 	n.mu.Lock()
-	n.q = append(n.q, v)
+	n.q = append(n.q, it)
 	if n.changed != nil {
 		close(n.changed)
 		n.changed = nil
@@ -568,17 +603,43 @@ func (n *noteQueue) push(v Notification) {
 	}
 }
 
+// peerLost queues the loss of p, whose connection failed with err, for
+// Engine.WaitNotify, once WaitNotify has been used, and unless p's loss
+// is queued already.
+func (n *noteQueue) peerLost(p *Peer, err error) {
+	if !n.used.Load() {
+		return
+	}
+	n.mu.Lock()
+	if _, ok := n.lost[p]; ok || len(n.lost) >= maxLostNotices {
+		n.mu.Unlock()
+		return
+	}
+	if n.lost == nil {
+		n.lost = make(map[*Peer]struct{})
+	}
+	n.lost[p] = struct{}{}
+	n.mu.Unlock()
+	n.add(noteItem{note: Notification{Peer: p}, lost: err})
+}
+
 func (n *noteQueue) wait(ctx context.Context) (Notification, error) {
+	n.used.Store(true)
+	n.waiting.Add(1)
+	defer n.waiting.Add(-1)
 	for {
 		n.mu.Lock()
 		if n.head < len(n.q) {
-			v := n.q[n.head]
-			n.q[n.head] = Notification{}
+			it := n.q[n.head]
+			n.q[n.head] = noteItem{}
 			n.head++
 			if n.head == len(n.q) {
 				n.q, n.head = n.q[:0], 0
 			}
 			more := n.head < len(n.q)
+			if it.lost != nil {
+				delete(n.lost, it.note.Peer)
+			}
 			n.mu.Unlock()
 			if more {
 				select {
@@ -586,7 +647,10 @@ func (n *noteQueue) wait(ctx context.Context) (Notification, error) {
 				default:
 				}
 			}
-			return v, nil
+			if it.lost != nil {
+				return Notification{}, &PeerLostError{Peer: it.note.Peer, Err: it.lost}
+			}
+			return it.note, nil
 		}
 		n.mu.Unlock()
 		select {
@@ -600,19 +664,20 @@ func (n *noteQueue) wait(ctx context.Context) (Notification, error) {
 }
 
 // takeFrom removes and returns the first notification from p; when there
-// is none, it returns a channel closed at the next push.
+// is none, it returns a channel closed at the next push. It leaves p's
+// loss, if queued, to Engine.WaitNotify.
 func (n *noteQueue) takeFrom(p *Peer) (Notification, bool, <-chan struct{}) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	for i := n.head; i < len(n.q); i++ {
-		if v := n.q[i]; v.Peer == p {
+		if it := n.q[i]; it.note.Peer == p && it.lost == nil {
 			copy(n.q[i:], n.q[i+1:])
-			n.q[len(n.q)-1] = Notification{}
+			n.q[len(n.q)-1] = noteItem{}
 			n.q = n.q[:len(n.q)-1]
 			if n.head == len(n.q) {
 				n.q, n.head = n.q[:0], 0
 			}
-			return v, true, nil
+			return it.note, true, nil
 		}
 	}
 	if n.changed == nil {

@@ -2,6 +2,7 @@ package xfer
 
 import (
 	"errors"
+	"fmt"
 	"net"
 
 	"github.com/xferio/xfer/internal/cuda"
@@ -63,3 +64,23 @@ var (
 	// came from the last attempt.
 	ErrTransient = transport.ErrTransient
 )
+
+// PeerLostError is the error of Engine.WaitNotify that reports a peer
+// lost: its connection failed (it died, its link broke, or it stalled),
+// so no more notifications come from it on that connection. It matches
+// ErrPeerLost (and so ErrClosed), and Err through Unwrap: a *StallError
+// when the peer stalled.
+type PeerLostError struct {
+	Peer *Peer // the peer lost
+	Err  error // how its connection ended
+}
+
+func (e *PeerLostError) Error() string {
+	return fmt.Sprintf("wait notify: lost peer %s: %v", e.Peer, e.Err)
+}
+
+// Is matches ErrPeerLost.
+func (e *PeerLostError) Is(target error) bool { return target == ErrPeerLost }
+
+// Unwrap returns how the peer's connection ended.
+func (e *PeerLostError) Unwrap() error { return e.Err }

@@ -125,6 +125,7 @@ func (p *Peer) watch(ep transport.Endpoint) {
 			if p.dialAddr == "" {
 				p.e.removePeer(p)
 			}
+			p.lost(ep)
 		case <-p.done:
 			// The peer closed. Peer.Close closes its current endpoint;
 			// this one may have been replaced meanwhile (a reconnect) and
@@ -133,4 +134,23 @@ func (p *Peer) watch(ep transport.Endpoint) {
 			ep.Close()
 		}
 	}()
+}
+
+// lost reports the failure of p's connection ep to Engine.WaitNotify,
+// unless p was closed here, the engine is closing, or p's notifications
+// go to a handler (Peer.HandleNotify).
+func (p *Peer) lost(ep transport.Endpoint) {
+	select {
+	case <-p.done:
+		return
+	default:
+	}
+	if p.e.ctx.Err() != nil || p.notify.Load() != nil {
+		return
+	}
+	err := ep.Err()
+	if r := p.stall.Load(); r != nil && r.ep == ep {
+		err = &StallError{Op: "wait notify", Peer: p.String(), Timeout: r.timeout, Pending: r.pending, Cause: err}
+	}
+	p.e.notes.peerLost(p, err)
 }

@@ -6,8 +6,9 @@ import (
 	"github.com/xferio/xfer/transport"
 )
 
-// Probes: a goroutine waiting for a peer to send (Recv, Peer.WaitNotify)
-// must learn that the peer stalled, but an idle peer that is alive is no
+// Probes: a goroutine waiting for a peer to send (Recv, Peer.WaitNotify,
+// and Engine.WaitNotify for every peer without a notify handler) must
+// learn that the peer stalled, but an idle peer that is alive is no
 // failure. So when such a peer has been quiet for half of
 // Config.OpTimeout, the watchdog asks it something it must answer: a
 // one-byte READ of region 0, which no engine has (region IDs start at 1),

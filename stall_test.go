@@ -9,6 +9,7 @@ import (
 	"os"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -24,11 +25,13 @@ type relay struct {
 	target string
 	rate   int // bytes per second; 0: as fast as it can
 
-	mu     sync.Mutex
-	frozen bool
-	thaw   chan struct{} // closed when the relay thaws
-	conns  []net.Conn
-	wg     sync.WaitGroup
+	mu      sync.Mutex
+	frozen  bool
+	thaw    chan struct{} // closed when the relay thaws
+	conns   []net.Conn
+	wg      sync.WaitGroup
+	read    atomic.Int64 // bytes read from either side, held or forwarded
+	reading atomic.Int64 // pipes waiting in Read
 }
 
 func newRelay(t *testing.T, target string, rate int) *relay {
@@ -77,8 +80,11 @@ func (r *relay) pipe(dst, src net.Conn) {
 		thaw := r.thaw
 		r.mu.Unlock()
 		<-thaw
+		r.reading.Add(1)
 		n, err := src.Read(buf)
+		r.reading.Add(-1)
 		if n > 0 {
+			r.read.Add(int64(n))
 			r.mu.Lock()
 			thaw = r.thaw
 			r.mu.Unlock()
@@ -275,6 +281,24 @@ func TestAbandonedWriteHoldsItsBytes(t *testing.T) {
 			t.Fatalf("the abandoned WRITE's bytes never came back: %d bytes in use", pool.Stats().InUse)
 		}
 		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// idle waits until every pipe of the relay waits in Read: frozen then,
+// it still reads the next bytes either side sends (and holds them).
+func (r *relay) idle(t *testing.T) {
+	t.Helper()
+	for i := 0; ; i++ {
+		r.mu.Lock()
+		pipes := int64(len(r.conns))
+		r.mu.Unlock()
+		if r.reading.Load() == pipes {
+			return
+		}
+		if i == 10000 {
+			t.Fatalf("the relay's pipes are not idle after 10 s: %d of %d reading", r.reading.Load(), pipes)
+		}
+		time.Sleep(time.Millisecond)
 	}
 }
 

@@ -59,3 +59,51 @@ func TestWaitersIdleLivePeerRDMA(t *testing.T) {
 		t.Fatalf("a write after the probes: %v", err)
 	}
 }
+
+// Over rdma, Engine.WaitNotify probes a quiet peer as Recv does: with an
+// idle live peer it waits as long as its context; it returns the peer's
+// notification; and once the peer's engine closes, a *PeerLostError
+// naming it. It needs verbs (the VM: make verbs-test).
+func TestEngineWaitNotifyRDMA(t *testing.T) {
+	dev := testutil.RequireVerbs(t)
+	const timeout = 200 * time.Millisecond
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	cfg := xfer.Config{Transport: xfer.PolicyRDMA, Listen: "127.0.0.1:0", MemoryMB: 8, OpTimeout: timeout}
+	cfg.RDMA.Device = dev
+	srv, err := xfer.Open(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Close()
+	target, err := srv.NewRegion(1<<20, xfer.AccessReadWrite)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv.Export("target", target)
+	cfg.Listen = ""
+	cli, err := xfer.Open(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cli.Close()
+	p, err := cli.Dial(ctx, srv.Addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.Transport() != "rdma" {
+		t.Fatalf("connected over %s, want rdma", p.Transport())
+	}
+	wctx, wcancel := context.WithTimeout(ctx, 10*timeout)
+	defer wcancel()
+	if _, err := srv.WaitNotify(wctx); !errors.Is(err, context.DeadlineExceeded) || errors.Is(err, xfer.ErrPeerLost) {
+		t.Fatalf("wait notify with an idle live peer over rdma: %v, want the context's deadline", err)
+	}
+	if err := notifyFrom(ctx, cli, srv.Addr(), 0, 9); err != nil {
+		t.Fatal(err)
+	}
+	wantNotification(t, srv, cli.ID().String(), 9)
+	cli.Close()
+	err = waitEnds(t, func() error { _, err := srv.WaitNotify(context.Background()); return err })
+	wantLost(t, err, cli.ID().String(), false)
+}

@@ -95,7 +95,7 @@ func (p *Peer) look(now time.Time, timeout time.Duration) {
 		return // an endpoint that cannot tell: not watched
 	}
 	moved, pending := pr.Progress()
-	waiting := p.waiters.Load() > 0
+	waiting := p.waiters.Load() > 0 || p.e.notes.waiting.Load() > 0 && p.notify.Load() == nil
 	if box.ep != w.ep || pending == 0 && !waiting || moved != w.moved {
 		w.ep, w.moved, w.since = box.ep, moved, now
 		return

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"sync"
 	"time"
 
 	"github.com/xferio/xfer"
@@ -74,6 +75,16 @@ func nop() {}
 
 // bound returns ctx limited by the client's call bound when it has no
 // deadline of its own.
+//
+// A context that can never end (its Done is nil: context.Background, or
+// values over it) is bounded without a context of its own per call: calls
+// join a generation (callGen) that the client opens at most once per
+// eighth of the bound, and whose Done closes one bound after the
+// generation opened plus that eighth. So each such call ends between one
+// bound and nine eighths of one after it began, and costs no allocation
+// (context.Background) or one (a context with values), where a timer
+// context costs five. A context that can end (a cancel, no deadline) gets
+// a timer context of its own, which also ends when its parent does.
 func (c *Client) bound(ctx context.Context) (context.Context, context.CancelFunc) {
 	if c.callTimeout <= 0 {
 		return ctx, nop
@@ -81,13 +92,132 @@ func (c *Client) bound(ctx context.Context) (context.Context, context.CancelFunc
 	if _, ok := ctx.Deadline(); ok {
 		return ctx, nop
 	}
+	if ctx.Done() == nil {
+		g := c.generation()
+		if ctx == context.Background() {
+			return &g.bg, nop
+		}
+		return &boundCtx{Context: ctx, g: g}, nop
+	}
 	return context.WithTimeoutCause(ctx, c.callTimeout, errCallBound)
+}
+
+// callGen is a generation of calls bounded together: its done closes at
+// end, by a timer the generation's first call set.
+type callGen struct {
+	opened time.Time
+	end    time.Time
+	done   chan struct{}
+	timer  *time.Timer
+	bg     boundCtx // the generation's context over context.Background
+
+	mu    sync.Mutex
+	ended bool
+	after map[*func()]struct{} // AfterFunc's functions, run when it ends
+}
+
+// expire ends the generation: its contexts are done.
+func (g *callGen) expire() {
+	g.mu.Lock()
+	g.ended = true
+	close(g.done)
+	after := g.after
+	g.after = nil
+	g.mu.Unlock()
+	for f := range after {
+		go (*f)()
+	}
+}
+
+// afterFunc runs f in a goroutine of its own once g ends, unless the
+// function it returns is called first (context.AfterFunc's contract). The
+// contexts that gRPC derives from a bounded context register here, rather
+// than each watching it from a goroutine.
+func (g *callGen) afterFunc(f func()) func() bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.ended {
+		go f()
+		return func() bool { return false }
+	}
+	if g.after == nil {
+		g.after = make(map[*func()]struct{})
+	}
+	k := &f
+	g.after[k] = struct{}{}
+	return func() bool {
+		g.mu.Lock()
+		defer g.mu.Unlock()
+		_, ok := g.after[k]
+		delete(g.after, k)
+		return ok
+	}
+}
+
+// generation returns the current generation of bounded calls, opening a
+// new one when the current one opened an eighth of the bound ago or more.
+func (c *Client) generation() *callGen {
+	now := time.Now()
+	step := c.callTimeout / 8
+	if g := c.gen.Load(); g != nil && now.Sub(g.opened) < step {
+		return g
+	}
+	c.genMu.Lock()
+	defer c.genMu.Unlock()
+	if g := c.gen.Load(); g != nil && now.Sub(g.opened) < step {
+		return g // another call opened it meanwhile
+	}
+	g := &callGen{opened: now, end: now.Add(c.callTimeout + step), done: make(chan struct{})}
+	g.bg = boundCtx{Context: context.Background(), g: g}
+	g.timer = time.AfterFunc(c.callTimeout+step, g.expire)
+	c.gen.Store(g)
+	return g
+}
+
+// stopGenerations stops the current generation's timer (Client.Close).
+func (c *Client) stopGenerations() {
+	c.genMu.Lock()
+	defer c.genMu.Unlock()
+	if g := c.gen.Load(); g != nil {
+		g.timer.Stop()
+	}
+}
+
+// boundCtx is a context that never ends (Context) bounded by the
+// generation g: it ends, with context.DeadlineExceeded, when g does.
+type boundCtx struct {
+	context.Context
+	g *callGen
+}
+
+func (b *boundCtx) Deadline() (time.Time, bool) { return b.g.end, true }
+func (b *boundCtx) Done() <-chan struct{}       { return b.g.done }
+
+// AfterFunc lets a context derived from b end with it without a
+// goroutine of its own (see context.AfterFunc).
+func (b *boundCtx) AfterFunc(f func()) func() bool { return b.g.afterFunc(f) }
+
+func (b *boundCtx) Err() error {
+	select {
+	case <-b.g.done:
+		return context.DeadlineExceeded
+	default:
+		return nil
+	}
+}
+
+// boundEnded reports whether the call bound ended ctx, a context from bound.
+func boundEnded(ctx context.Context) bool {
+	if b, ok := ctx.(*boundCtx); ok {
+		return b.Err() != nil
+	}
+	return errors.Is(context.Cause(ctx), errCallBound)
 }
 
 // bounded turns err, how call op ended under ctx (from bound), into a
 // *StalledError when the call bound ended it.
 func (c *Client) bounded(ctx context.Context, op string, err error) error {
-	if err == nil || !errors.Is(context.Cause(ctx), errCallBound) {
+	if err == nil || !boundEnded(ctx) {
 		return err
 	}
 	if p := c.dialErr.Load(); p != nil && !errors.Is(err, ErrUnavailable) {

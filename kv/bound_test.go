@@ -83,3 +83,60 @@ func endsWithin(t *testing.T, d time.Duration, call func() error) error {
 		return nil
 	}
 }
+
+// TestCallBoundGenerations: a context without a deadline, whether it can
+// never end (context.Background, values over it: the calls of a
+// generation share its end) or can (a cancel: a timer context of its
+// own), gets the call bound: it ends between one bound and nine eighths
+// of one, says the bound ended it, keeps its values, and ends the
+// contexts derived from it.
+func TestCallBoundGenerations(t *testing.T) {
+	const bound = 200 * time.Millisecond
+	type key struct{}
+	cancelled, cancel := context.WithCancel(context.WithValue(context.Background(), key{}, "v"))
+	defer cancel()
+	for _, tc := range []struct {
+		name   string
+		parent context.Context
+	}{
+		{"background", context.Background()},
+		{"values", context.WithValue(context.Background(), key{}, "v")},
+		{"cancel", cancelled},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := &Client{callTimeout: bound}
+			defer c.stopGenerations()
+			start := time.Now()
+			ctx, done := c.bound(tc.parent)
+			defer done()
+			if d, ok := ctx.Deadline(); !ok || d.Before(start.Add(bound)) || d.After(start.Add(bound*9/8+50*time.Millisecond)) {
+				t.Fatalf("deadline %v, %v; want one bound from now", d.Sub(start), ok)
+			}
+			if tc.parent.Value(key{}) != ctx.Value(key{}) {
+				t.Fatal("the bounded context lost its parent's values")
+			}
+			child, stop := context.WithCancel(ctx)
+			defer stop()
+			select {
+			case <-child.Done():
+			case <-time.After(30 * time.Second):
+				t.Fatal("the bound never ended the call's context")
+			}
+			if took := time.Since(start); took < bound {
+				t.Fatalf("ended after %v, before the bound of %v", took, bound)
+			}
+			if !errors.Is(ctx.Err(), context.DeadlineExceeded) || !boundEnded(ctx) {
+				t.Fatalf("err %v, ended by the bound: %v", ctx.Err(), boundEnded(ctx))
+			}
+			if !errors.Is(child.Err(), context.Canceled) && !errors.Is(child.Err(), context.DeadlineExceeded) {
+				t.Fatalf("derived context: %v", child.Err())
+			}
+			// A call in a later generation gets a bound of its own.
+			later, done2 := c.bound(tc.parent)
+			defer done2()
+			if later.Err() != nil {
+				t.Fatalf("a new call's context has already ended: %v", later.Err())
+			}
+		})
+	}
+}

@@ -119,8 +119,9 @@ type ClientOptions struct {
 	// CallTimeout bounds each call (Get, Put, Delete, Stats, ...) whose
 	// context has no deadline: a server that does not answer within it,
 	// because it stopped, hung or died, fails the call with a
-	// *StalledError that names it. A context's deadline, when there is
-	// one, bounds the call instead. Default: CallTimeoutFactor × the
+	// *StalledError that names it, after between CallTimeout and 9/8 of
+	// it (calls that start close together share one timer). A context's
+	// deadline, when there is one, bounds the call instead. Default: CallTimeoutFactor × the
 	// client engine's op_timeout (30 s by default; none when op_timeout is
 	// negative); negative: none, a call waits as long as its context.
 	CallTimeout time.Duration
@@ -216,6 +217,10 @@ type Client struct {
 	metrics *clientMetrics // nil without ClientOptions.Metrics
 	// callTimeout is the call bound (ClientOptions.CallTimeout); 0: none.
 	callTimeout time.Duration
+	// gen is the current generation of calls bounded together (bound.go);
+	// genMu serializes opening one.
+	gen   atomic.Pointer[callGen]
+	genMu sync.Mutex
 
 	mu   sync.Mutex
 	sess *session
@@ -497,6 +502,7 @@ func (c *Client) Transport() string {
 // engine.
 func (c *Client) Close() error {
 	err := c.conn.Close()
+	c.stopGenerations()
 	c.mu.Lock()
 	if c.sess != nil {
 		c.sess.peer.Close()

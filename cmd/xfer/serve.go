@@ -142,10 +142,16 @@ func sink(ctx context.Context, e *xfer.Engine, p *xfer.Peer, maxMessage int, log
 }
 
 // drainNotifications consumes write notifications so that they cannot pile
-// up, until ctx is done or the engine is closed.
+// up, until ctx is done or the engine is closed. A peer lost is logged,
+// and the others' notifications go on.
 func drainNotifications(ctx context.Context, e *xfer.Engine, log *slog.Logger) {
 	for {
 		n, err := e.WaitNotify(ctx)
+		var lost *xfer.PeerLostError
+		if errors.As(err, &lost) {
+			log.Debug("peer lost", "peer", lost.Peer, "err", lost.Err)
+			continue
+		}
 		if err != nil {
 			return
 		}
