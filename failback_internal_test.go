@@ -136,6 +136,27 @@ func TestFailbackToPausedTransport(t *testing.T) {
 	}
 	waitFor("traffic on shm", ranOn("shm"))
 
+	// Engine.WaitNotify hears of the lost shm connection once, and not of
+	// the tcp one the move back retires.
+	wnCtx, wnCancel := context.WithCancel(ctx)
+	var lostMu sync.Mutex
+	var losses []error
+	wnDone := make(chan struct{})
+	go func() {
+		defer close(wnDone)
+		for {
+			_, err := cli.WaitNotify(wnCtx)
+			if wnCtx.Err() != nil {
+				return
+			}
+			if err != nil {
+				lostMu.Lock()
+				losses = append(losses, err)
+				lostMu.Unlock()
+			}
+		}
+	}()
+
 	// shm goes: the connection breaks (the server closes its side) and
 	// shm cannot be set up again.
 	down.Store(true)
@@ -171,6 +192,14 @@ func TestFailbackToPausedTransport(t *testing.T) {
 	if err := failed(); err != nil {
 		t.Fatal(err)
 	}
+	time.Sleep(100 * time.Millisecond) // a late report of the retired connection would come by now
+	wnCancel()
+	<-wnDone
+	lostMu.Lock()
+	if len(losses) != 1 || !errors.Is(losses[0], ErrPeerLost) {
+		t.Errorf("Engine.WaitNotify reported %v, want the shm connection's loss alone", losses)
+	}
+	lostMu.Unlock()
 
 	if got, _ := cli.Dial(ctx, srv.Addr()); got != p {
 		t.Error("Dial returns another peer than the one that moved back")

@@ -137,8 +137,9 @@ func (p *Peer) watch(ep transport.Endpoint) {
 }
 
 // lost reports the failure of p's connection ep to Engine.WaitNotify,
-// unless p was closed here, the engine is closing, or p's notifications
-// go to a handler (Peer.HandleNotify).
+// unless p was closed here, the engine is closing, p's notifications go to
+// a handler (Peer.HandleNotify), or ep is no longer p's connection (a move
+// back to a paused transport replaced it, and closes it once drained).
 func (p *Peer) lost(ep transport.Endpoint) {
 	select {
 	case <-p.done:
@@ -146,6 +147,9 @@ func (p *Peer) lost(ep transport.Endpoint) {
 	default:
 	}
 	if p.e.ctx.Err() != nil || p.notify.Load() != nil {
+		return
+	}
+	if b := p.ep.Load(); b != nil && b.ep != ep {
 		return
 	}
 	err := ep.Err()
