@@ -92,6 +92,7 @@ def row(t, doc):
 def latency_row(t, doc):
     """The latency table's row of a target whose series carry latencies."""
     peer = t.get("peer")
+
     def us(s, k):
         if not s or not s.get("latency"):
             return ""
