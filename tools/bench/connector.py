@@ -22,7 +22,9 @@ targets, with the medians of the rounds:
   connector-T-putget-4k-p50, -p99: a 4 KiB tensor's Put then Get, in one
       process (BenchmarkPutGet4K of package connector, --latency-iters of
       them per round), against one 4 KiB READ of `xfer bench --op read`
-      in the same round (a Get takes at least one round trip); no goal
+      in the same round (a Get takes at least one round trip); goals
+      (docs/BENCHMARKS.md): on tcp and rdma p50 <= 2x and p99 <= 3x the
+      READ's, on shm p50 <= 10 µs (PUTGET_GOALS)
   connector-T-putget-4k (the latency table): the same runs' p50, p99 and
       p99.9 of both
 The results file (tools/bench/results.py) goes to bench-out/connector.json
@@ -49,6 +51,16 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
 PRODUCER_PORT, CTRL_PORT, CONSUMER_PORT = 19450, 19451, 19452
 GOAL = ">= 0.9"
+# The 4 KiB put+get's goals, by transport and percentile: on the ratio to
+# the 4 KiB READ's, or on shm on its own p50 (a READ there is a memcpy).
+PUTGET_GOALS = {("tcp", "p50"): ("<= 2.0", "ratio"), ("tcp", "p99"): ("<= 3.0", "ratio"),
+                ("rdma", "p50"): ("<= 2.0", "ratio"), ("rdma", "p99"): ("<= 3.0", "ratio"),
+                ("shm", "p50"): ("<= 10", "xfer")}
+
+
+def putget_goal(transport, q):
+    g = PUTGET_GOALS.get((transport, q))
+    return results.goal(*g) if g else None
 
 
 def fail(msg):
@@ -238,7 +250,8 @@ def main():
                     f"connector-{transport}-putget-4k-{q}", group,
                     f"{transport} Put + Get of a 4 KiB tensor, {q}, against one 4 KiB READ", "us",
                     results.series([x[i] for x in lat], lcmd), results.series([x[i] for x in rd], rcmd,
-                                                                             f"xfer bench READ 4 KiB {q}")))
+                                                                             f"xfer bench READ 4 KiB {q}"),
+                    putget_goal(transport, q)))
             as_lat = lambda l: results.latency([dict(zip(results.LATENCY_KEYS, x)) for x in l])
             targets.append(results.latency_target(
                 f"connector-{transport}-putget-4k", group,
