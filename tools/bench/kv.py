@@ -6,7 +6,10 @@ For each transport (tcp, shm), operation (GET, PUT/SET), value size (4 KiB,
 `xfer kv serve` and `redis-benchmark` against redis-server on the same
 machine, in turn, ROUNDS times (xfer, redis, xfer, redis, ...), and prints
 the medians and ratios as a Markdown table. Both use one key, as
-redis-benchmark does without -r. The results file (tools/bench/results.py)
+redis-benchmark does without -r. Each target also carries both sides'
+p50, p99 and p99.9 (the medians of each round's), for the latency table:
+xfer's from its JSON line, Redis's from redis-benchmark's summary and its
+percentile distribution (parse_redis_benchmark). The results file (tools/bench/results.py)
 goes to bench-out/kv.json (bench-out/kv-rdma.json for --transports rdma),
 or to --out.
 
