@@ -11,14 +11,14 @@ With --xfer-b, every round also runs the second binary right after the
 first, in alternating order (peer, A, B; then peer, B, A; ...), so that
 tools/bench/ab.sh can compare two builds against the same peer runs.
 
+Usage: tools/bench/peers.py [--rounds N] [--seconds S] [--xfer PATH] [--xfer-b PATH] [--out FILE]
+Needs: iperf3, qperf, gcc (make bench-peers installs them with apt).
+Only loopback addresses are used.
+
 The 64 B round trip and the 4 KiB READ also give latency targets (the
 latency table of docs/BENCHMARKS.md): xfer's p50, p99 and p99.9, and for
 the round trip sockperf's ping-pong over tcp (--full-rtt: whole round
-trips) beside them.
-
-Usage: tools/bench/peers.py [--rounds N] [--seconds S] [--xfer PATH] [--xfer-b PATH] [--out FILE]
-Needs: iperf3, qperf, sockperf, gcc (make bench-peers installs them with apt).
-Only loopback addresses are used.
+trips) beside them; so sockperf is needed too (peers.sh installs it).
 """
 import argparse
 import json
