@@ -23,6 +23,7 @@ type jsonRecord struct {
 	BytesPerSec float64 `json:"bytes_per_sec"`
 	LatP50Ns    int64   `json:"lat_p50_ns"`
 	LatP99Ns    int64   `json:"lat_p99_ns"`
+	LatP999Ns   int64   `json:"lat_p999_ns"`
 	// CPUSecPerGB is null where CPU time cannot be measured.
 	CPUSecPerGB *float64 `json:"cpu_sec_per_gb"`
 	Verified    bool     `json:"verified"`
@@ -38,6 +39,7 @@ func newJSONRecord(r sizeResult) jsonRecord {
 		BytesPerSec: r.BytesPerSec(),
 		LatP50Ns:    r.P50.Nanoseconds(),
 		LatP99Ns:    r.P99.Nanoseconds(),
+		LatP999Ns:   r.P999.Nanoseconds(),
 		Verified:    r.Verified,
 	}
 	if v, ok := r.CPUPerGB(); ok {

@@ -12,7 +12,7 @@ import (
 
 // jsonFields is the exact set of fields of a "bench --json" line.
 var jsonFields = []string{
-	"bytes_per_sec", "cpu_sec_per_gb", "lat_p50_ns", "lat_p99_ns", "op",
+	"bytes_per_sec", "cpu_sec_per_gb", "lat_p50_ns", "lat_p999_ns", "lat_p99_ns", "op",
 	"ops", "seconds", "size_bytes", "transport", "verified",
 }
 
@@ -37,7 +37,7 @@ func checkJSONFields(t *testing.T, line []byte) map[string]any {
 
 var sampleResult = sizeResult{
 	Transport: "tcp", Op: "write", Size: 65536, Ops: 1000, Elapsed: time.Second,
-	P50: 12300 * time.Nanosecond, P99: 45600 * time.Nanosecond, Max: 99100 * time.Nanosecond,
+	P50: 12300 * time.Nanosecond, P99: 45600 * time.Nanosecond, P999: 78900 * time.Nanosecond, Max: 99100 * time.Nanosecond,
 	CPU: 13107200 * time.Nanosecond, CPUKnown: true, Verified: true,
 }
 
@@ -57,7 +57,7 @@ func TestJSONRecord(t *testing.T) {
 	m := checkJSONFields(t, lines[0])
 	want := map[string]any{
 		"transport": "tcp", "op": "write", "size_bytes": 65536.0, "ops": 1000.0, "seconds": 1.0,
-		"bytes_per_sec": 65536000.0, "lat_p50_ns": 12300.0, "lat_p99_ns": 45600.0,
+		"bytes_per_sec": 65536000.0, "lat_p50_ns": 12300.0, "lat_p99_ns": 45600.0, "lat_p999_ns": 78900.0,
 		"cpu_sec_per_gb": 0.0131072 / 0.065536, "verified": true,
 	}
 	for k, v := range want {

@@ -14,6 +14,7 @@ type sizeResult struct {
 	Ops       int64
 	Elapsed   time.Duration
 	P50, P99  time.Duration
+	P999      time.Duration // the 99.9th percentile
 	Max       time.Duration
 	// CPU is the CPU time both processes spent during the run (only this
 	// one when the peer is external); CPUKnown is false where it cannot be
@@ -32,6 +33,7 @@ func newSizeResult(op string, size, ops int64, elapsed time.Duration, lat *laten
 		Elapsed: elapsed,
 		P50:     lat.Quantile(50),
 		P99:     lat.Quantile(99),
+		P999:    lat.Quantile(99.9),
 		Max:     lat.Max(),
 	}
 }

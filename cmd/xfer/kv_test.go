@@ -110,10 +110,13 @@ func TestEndToEndKV(t *testing.T) {
 		if err := json.Unmarshal([]byte(o), &m); err != nil {
 			t.Fatalf("bench %s: %v: %s", op, err, o)
 		}
-		for _, f := range []string{"ops_per_sec", "bytes_per_sec", "lat_p50_ns", "lat_p99_ns"} {
+		for _, f := range []string{"ops_per_sec", "bytes_per_sec", "lat_p50_ns", "lat_p99_ns", "lat_p999_ns"} {
 			if v, ok := m[f].(float64); !ok || v <= 0 {
 				t.Errorf("bench %s: %s = %v", op, f, m[f])
 			}
+		}
+		if p99, p999 := m["lat_p99_ns"].(float64), m["lat_p999_ns"].(float64); p999 < p99 {
+			t.Errorf("bench %s: p99.9 %v below p99 %v", op, p999, p99)
 		}
 		if m["ops"] != 300.0 || m["op"] != op || m["clients"] != 4.0 {
 			t.Errorf("bench %s: %s", op, o)

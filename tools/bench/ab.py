@@ -36,6 +36,8 @@ def main():
         sources.append({"file": p, "script": doc["script"], "command": doc["command"], "date": doc["date"]})
         rounds[doc["script"]] = doc["rounds"]
         for t in doc["targets"]:
+            if t.get("table") == "latency":
+                continue  # latencies of A alone: the A/B compares what both binaries measured
             xa, xb = t["xfer"], t.get("xfer_b") or {"median": None, "rounds": []}
             ratio = xb["median"] / xa["median"] if xa.get("median") and xb.get("median") is not None else None
             targets.append({"id": t["id"], "group": t["group"], "name": t["name"], "unit": t["unit"],

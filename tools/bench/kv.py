@@ -6,7 +6,10 @@ For each transport (tcp, shm), operation (GET, PUT/SET), value size (4 KiB,
 `xfer kv serve` and `redis-benchmark` against redis-server on the same
 machine, in turn, ROUNDS times (xfer, redis, xfer, redis, ...), and prints
 the medians and ratios as a Markdown table. Both use one key, as
-redis-benchmark does without -r. The results file (tools/bench/results.py)
+redis-benchmark does without -r. Each target also carries both sides'
+p50, p99 and p99.9 (the medians of each round's), for the latency table:
+xfer's from its JSON line, Redis's from redis-benchmark's summary and its
+percentile distribution (parse_redis_benchmark). The results file (tools/bench/results.py)
 goes to bench-out/kv.json (bench-out/kv-rdma.json for --transports rdma),
 or to --out.
 
@@ -34,10 +37,9 @@ Needs: redis-server and redis-benchmark (make bench-kv installs them).
 Only loopback addresses are used.
 """
 import argparse
-import csv
-import io
 import json
 import os
+import re
 import shlex
 import statistics
 import subprocess
@@ -90,25 +92,76 @@ def xfer_run(xfer, args):
     if r.get("transport") != want:
         sys.exit(f"kv.py: {xfer} {shlex.join(args)}: ran over {r.get('transport')!r}, not {want}")
     return {"ops_per_sec": r["ops_per_sec"], "bytes_per_sec": r["bytes_per_sec"],
-            "p50_us": r["lat_p50_ns"] / 1e3, "p99_us": r["lat_p99_ns"] / 1e3}
+            "p50_us": r["lat_p50_ns"] / 1e3, "p99_us": r["lat_p99_ns"] / 1e3,
+            "p999_us": r["lat_p999_ns"] / 1e3 if "lat_p999_ns" in r else None}
 
 
 def redis_args(op, size, conc):
     test = "get" if op == "get" else "set"
     return ["redis-benchmark", "-p", str(REDIS_PORT), "-t", test, "-d", str(size), "-c", str(conc),
-            "-n", str(ops_for(size, conc)), "--csv"]
+            "-n", str(ops_for(size, conc)), "--precision", "3"]
+
+
+def parse_redis_benchmark(out):
+    """ops/s, p50, p99 and p99.9 (µs) of one test's full (not -q, not --csv) redis-benchmark output.
+
+    The throughput and p50 and p99 come from its "Summary:"; p99.9 from its
+    "Latency by percentile distribution:" (HdrHistogram's percentile steps,
+    50%, 75%, 87.5%, ...): the latency of the first step whose cumulative
+    count reaches 99.9% of the requests, which is the 99.9th percentile at
+    the histogram's precision (or, where 99.9% of the count falls exactly
+    on a step's lower edge, the next value up). redis-benchmark 7 prints
+    both; --csv prints no distribution. ValueError when a part is missing."""
+    lines = [l.strip() for l in re.split(r"[\r\n]+", out)]
+    total = None
+    m = re.search(r"^\s*(\d+) requests completed in", out, re.M)
+    if m:
+        total = int(m.group(1))
+    m = re.search(r"throughput summary:\s*([0-9.]+) requests per second", out)
+    if not m:
+        raise ValueError("redis-benchmark: no 'throughput summary' (was it run with -q or --csv?)")
+    rps = float(m.group(1))
+    summary = None
+    for i, l in enumerate(lines):
+        if l.startswith("latency summary"):
+            head = lines[i + 1].split()
+            vals = lines[i + 2].split()
+            if len(head) != len(vals):
+                raise ValueError(f"redis-benchmark: a latency summary of {head} against {vals}")
+            summary = {h: float(v) * 1e3 for h, v in zip(head, vals)}  # ms -> µs
+            break
+    if not summary or "p50" not in summary or "p99" not in summary:
+        raise ValueError("redis-benchmark: no latency summary with p50 and p99")
+    p999 = None
+    step = re.compile(r"^([0-9.]+)% <= ([0-9.]+) milliseconds \(cumulative count (\d+)\)$")
+    try:
+        start = lines.index("Latency by percentile distribution:")
+    except ValueError:
+        raise ValueError("redis-benchmark: no 'Latency by percentile distribution:'") from None
+    for l in lines[start + 1:]:
+        m = step.match(l)
+        if not m:
+            break
+        if total is None:
+            raise ValueError("redis-benchmark: no 'N requests completed' line")
+        if int(m.group(3)) >= 0.999 * total:
+            p999 = float(m.group(2)) * 1e3
+            break
+    if p999 is None:
+        raise ValueError("redis-benchmark: the percentile distribution does not reach 99.9%")
+    return {"ops_per_sec": rps, "p50_us": summary["p50"], "p99_us": summary["p99"], "p999_us": p999}
 
 
 def redis_run(op, size, conc):
     if op == "get":
         run(["redis-benchmark", "-p", str(REDIS_PORT), "-t", "set", "-d", str(size), "-n", "10", "-c", "1"])
     out = run(redis_args(op, size, conc))
-    rows = list(csv.reader(io.StringIO(out)))
-    head, row = rows[0], rows[-1]
-    d = dict(zip(head, row))
-    rps = float(d["rps"])
-    return {"ops_per_sec": rps, "bytes_per_sec": rps * size,
-            "p50_us": float(d["p50_latency_ms"]) * 1e3, "p99_us": float(d["p99_latency_ms"]) * 1e3}
+    try:
+        r = parse_redis_benchmark(out)
+    except ValueError as e:
+        sys.exit(f"kv.py: {shlex.join(redis_args(op, size, conc))}: {e}:\n{out[-1500:]}")
+    r["bytes_per_sec"] = r["ops_per_sec"] * size
+    return r
 
 
 def serve(xfer, transport, offset, extra=()):
@@ -120,6 +173,11 @@ def serve(xfer, transport, offset, extra=()):
         srv.wait(timeout=20)
         sys.exit(f"kv.py: {xfer} kv serve --transport {transport} exited ({srv.returncode}) before it listened")
     return srv
+
+
+def lat(row, who):
+    """p50 / p99 / p99.9 of who's medians in row, in µs."""
+    return " / ".join("-" if row[f"{who}_{k}"] is None else f"{row[f'{who}_{k}']:.1f}" for k in results.LATENCY_KEYS)
 
 
 def size_name(size):
@@ -189,8 +247,12 @@ def main():
                             med = lambda l, k: statistics.median(x[k] for x in l)
                             row = {"transport": transport, "op": op, "size": size, "conc": conc,
                                    "xfer_gomaxprocs": procs, "xfer": xs["a"], "redis": rs}
-                            for k in ("ops_per_sec", "bytes_per_sec", "p50_us", "p99_us"):
+                            for k in ("ops_per_sec", "bytes_per_sec"):
                                 row["xfer_" + k], row["redis_" + k] = med(xs["a"], k), med(rs, k)
+                            for k, v in results.latency(xs["a"]).items():
+                                row["xfer_" + k] = v
+                            for k, v in results.latency(rs).items():
+                                row["redis_" + k] = v
                             rows.append(row)
                             g = GOALS.get((op, size)) if transport != "rdma" else None
                             label = (f"{transport} {op.upper()}{' (SET)' if op == 'put' else ''} "
@@ -201,13 +263,11 @@ def main():
                             t = results.target(
                                 f"kv-{transport}-{op}-{size_name(size)}-c{conc}"
                                 f"{'-grpc' if args.requests == 'grpc' else ''}", "kv" if transport != "rdma" else "kv-rdma",
-                                label, "ops/s", results.series([x["ops_per_sec"] for x in xs["a"]], xcmd),
+                                label, "ops/s", results.series([x["ops_per_sec"] for x in xs["a"]], xcmd,
+                                                               latency=results.latency(xs["a"])),
                                 results.series([x["ops_per_sec"] for x in rs], shlex.join(redis_args(op, size, conc)),
-                                               "redis-benchmark"),
+                                               "redis-benchmark", latency=results.latency(rs)),
                                 results.goal(g) if g else None, xfer_b=xb)
-                            # Latencies beside the rates, for readers of the file.
-                            t["xfer"]["p50_us"], t["xfer"]["p99_us"] = row["xfer_p50_us"], row["xfer_p99_us"]
-                            t["peer"]["p50_us"], t["peer"]["p99_us"] = row["redis_p50_us"], row["redis_p99_us"]
                             targets.append(t)
                             print(f"{transport} {op} {size} c={conc}: xfer {row['xfer_ops_per_sec']:.0f} ops/s "
                                   f"redis {row['redis_ops_per_sec']:.0f} ops/s ratio "
@@ -222,15 +282,14 @@ def main():
     results.write(args.out, "kv", targets, args.rounds, args.xfer, args.xfer_b,
                   extra={"xfer_gomaxprocs": procs, "requests": args.requests, "scale": args.scale})
     print()
-    print("| transport | op | value | clients | xfer ops/s | xfer GB/s | xfer p50/p99 µs | Redis ops/s | Redis GB/s | Redis p50/p99 µs | ratio |")
+    print("| transport | op | value | clients | xfer ops/s | xfer GB/s | xfer p50/p99/p99.9 µs | Redis ops/s | Redis GB/s | Redis p50/p99/p99.9 µs | ratio |")
     print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
     for r in rows:
         size = "4 KiB" if r["size"] == 4096 else "1 MiB"
         op = r["op"].upper() + (" (SET)" if r["op"] == "put" else "")
         print(f"| {r['transport']} | {op} | {size} | {r['conc']} | {r['xfer_ops_per_sec']:.0f} | "
-              f"{r['xfer_bytes_per_sec'] / 1e9:.3f} | {r['xfer_p50_us']:.1f} / {r['xfer_p99_us']:.1f} | "
-              f"{r['redis_ops_per_sec']:.0f} | {r['redis_bytes_per_sec'] / 1e9:.3f} | "
-              f"{r['redis_p50_us']:.1f} / {r['redis_p99_us']:.1f} | "
+              f"{r['xfer_bytes_per_sec'] / 1e9:.3f} | {lat(r, 'xfer')} | "
+              f"{r['redis_ops_per_sec']:.0f} | {r['redis_bytes_per_sec'] / 1e9:.3f} | {lat(r, 'redis')} | "
               f"{r['xfer_ops_per_sec'] / r['redis_ops_per_sec']:.2f} |")
 
 

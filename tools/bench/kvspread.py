@@ -115,19 +115,23 @@ def main():
                         return ["kv", "bench", "--directory", d, "--transport", t, "--op", op, "--value-size", size,
                                 "--concurrency", str(conc), "--keys", "1000", "--ops", str(ops), "--json"]
                     m = {"three": [], "one": []}
+                    lat = {"three": [], "one": []}  # each run's p50, p99, p99.9 in µs
                     for r in range(args.rounds):
                         order = ["three", "one"] if r % 2 == 0 else ["one", "three"]
                         for which in order:
                             j = run_json([args.xfer] + bench(three if which == "three" else one))
                             m[which].append(j["ops_per_sec"])
+                            lat[which].append({"p50_us": j["lat_p50_ns"] / 1e3, "p99_us": j["lat_p99_ns"] / 1e3,
+                                               "p999_us": j["lat_p999_ns"] / 1e3 if "lat_p999_ns" in j else None})
                         print(f"{t} {op} {size} c{conc} round {r + 1}: three servers {m['three'][-1]:.0f} ops/s, "
                               f"one {m['one'][-1]:.0f} ops/s", flush=True)
                     tid = f"kvspread-{t}-{op}-{size.lower().replace('ib', '')}-c{conc}"
                     c3 = "xfer " + shlex.join(bench(three)).replace(ep, "127.0.0.1:P")
                     c1 = "xfer " + shlex.join(bench(one)).replace(ep, "127.0.0.1:P")
                     targets.append(results.target(tid, "kvspread", f"{t} {op.upper()} {size}, {conc} clients, three servers against one",
-                                                  "ops/s", results.series(m["three"], c3),
-                                                  results.series(m["one"], c1, "the same against one server")))
+                                                  "ops/s", results.series(m["three"], c3, latency=results.latency(lat["three"])),
+                                                  results.series(m["one"], c1, "the same against one server",
+                                                                 latency=results.latency(lat["one"]))))
                     a, b = statistics.median(m["three"]), statistics.median(m["one"])
                     print(f"{t} {op} {size} c{conc}: three servers {a:.0f} ops/s, one {b:.0f} ops/s ({a / b:.2f}x)", flush=True)
         finally:

@@ -60,7 +60,7 @@ def serve(xfer, host, transport):
 
 
 def ib_read_lat(dev, host):
-    """ib_read_lat's typical and 99th percentile latency in µs (server and client here)."""
+    """ib_read_lat's typical, 99th and 99.9th percentile latency in µs (server and client here)."""
     args = ["-d", dev, "-x", "1", "-s", "4096", "-n", "20000"]
     if dev.startswith("siw"):
         args.append("-R")
@@ -74,7 +74,7 @@ def ib_read_lat(dev, host):
             for nxt in lines[i + 1:]:
                 tok = nxt.split()
                 if tok and re.fullmatch(r"\d+", tok[0]):
-                    return float(tok[4]), float(tok[7])
+                    return float(tok[4]), float(tok[7]), float(tok[8])
     fail(f"ib_read_lat: no result: {cli.stdout[-500:]} {cli.stderr[-300:]}")
 
 
@@ -107,15 +107,21 @@ def main():
             rb1 = ["bench", "--transport", t, "--op", "read", "--size", "4KiB", "--depth", "1", "--iters", "5000", "--json"]
             rb32 = ["bench", "--transport", t, "--op", "read", "--size", "4KiB", "--depth", "32", "--duration", dur, "--json"]
             m = {k: [] for k in ("p50", "p99", "pps", "ppsall", "r50", "r99", "rops", "ib50", "ib99")}
+            # Each round's p50, p99 and p99.9 of the page fetch and of its peer.
+            lat = {"page": [], "peer": []}
             for r in range(args.rounds):
                 steps = ["p1", "r1", "p32", "r32", "p32all"] + (["ib"] if t == "rdma" else [])
                 for s in (steps if r % 2 == 0 else steps[::-1]):
                     if s == "p1":
                         j = run_json([args.xfer] + pb1)
                         m["p50"].append(j["p50_us"]); m["p99"].append(j["p99_us"])
+                        lat["page"].append({"p50_us": j["p50_us"], "p99_us": j["p99_us"], "p999_us": j.get("p999_us")})
                     elif s == "r1":
                         j = run_json([args.xfer] + rb1)
                         m["r50"].append(j["lat_p50_ns"] / 1e3); m["r99"].append(j["lat_p99_ns"] / 1e3)
+                        if t != "rdma":
+                            lat["peer"].append({"p50_us": j["lat_p50_ns"] / 1e3, "p99_us": j["lat_p99_ns"] / 1e3,
+                                                "p999_us": j["lat_p999_ns"] / 1e3 if "lat_p999_ns" in j else None})
                     elif s == "p32":
                         m["pps"].append(run_json([args.xfer] + pb32)["pages_per_sec"])
                     elif s == "p32all":
@@ -124,8 +130,9 @@ def main():
                         j = run_json([args.xfer] + rb32)
                         m["rops"].append(j["bytes_per_sec"] / 4096)
                     else:
-                        a, b = ib_read_lat(args.device, args.host)
+                        a, b, c = ib_read_lat(args.device, args.host)
                         m["ib50"].append(a); m["ib99"].append(b)
+                        lat["peer"].append({"p50_us": a, "p99_us": b, "p999_us": c})
                 print(f"{t} round {r + 1}: page p50 {m['p50'][-1]:.1f} p99 {m['p99'][-1]:.1f} µs, "
                       f"READ p50 {m['r50'][-1]:.1f} p99 {m['r99'][-1]:.1f} µs"
                       + (f", ib_read_lat {m['ib50'][-1]:.1f} / {m['ib99'][-1]:.1f} µs" if t == "rdma" else "")
@@ -149,6 +156,11 @@ def main():
                                       results.series(m["p50"], c1), peer50, g50))
         targets.append(results.target(f"pages-{t}-4k-p99", group, f"{t} 4 KiB page fetch p99, one at a time", "us",
                                       results.series(m["p99"], c1), peer99, g99))
+        peer_lat = (results.series([], ibcmd, "ib_read_lat (t_typical, 99%, 99.9%)", results.latency(lat["peer"]))
+                    if t == "rdma" else
+                    results.series([], "xfer " + shlex.join(rb1), "xfer bench READ 4 KiB", results.latency(lat["peer"])))
+        targets.append(results.latency_target(f"pages-{t}-4k", group, f"{t} 4 KiB page fetch, one at a time",
+                                              results.series([], c1, latency=results.latency(lat["page"])), peer_lat))
         rops = results.series(m["rops"], "xfer " + shlex.join(rb32), "xfer bench READ 4 KiB, depth 32")
         c32all = "xfer " + shlex.join(pb32all).replace(addr, "ADDR")
         targets.append(results.target(f"pages-{t}-4k-depth32", group, f"{t} 4 KiB page fetches, 32 in flight, among 32 pages",

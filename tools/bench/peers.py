@@ -16,6 +16,11 @@ without): with the same binary as A and B, what authentication costs.
 Usage: tools/bench/peers.py [--rounds N] [--seconds S] [--xfer PATH] [--xfer-b PATH] [--secret-file-b FILE] [--out FILE]
 Needs: iperf3, qperf, gcc (make bench-peers installs them with apt).
 Only loopback addresses are used.
+
+The 64 B round trip and the 4 KiB READ also give latency targets (the
+latency table of docs/BENCHMARKS.md): xfer's p50, p99 and p99.9, and for
+the round trip sockperf's ping-pong over tcp (--full-rtt: whole round
+trips) beside them; so sockperf is needed too (peers.sh installs it).
 """
 import argparse
 import json
@@ -84,6 +89,44 @@ def qperf_rtt_us(seconds, port=19302):
         srv.wait()
 
 
+def sockperf_cmd(port, seconds):
+    return ["sockperf", "pp", "--tcp", "-i", "127.0.0.1", "-p", str(port), "-m", "64", "-t", str(seconds), "--full-rtt"]
+
+
+def parse_sockperf(out):
+    """p50, p99 and p99.9 (µs) of sockperf ping-pong's percentile lines; ValueError when one is missing."""
+    out = re.sub(r"\x1b\[[0-9;]*m", "", out)
+    got = {float(m.group(1)): float(m.group(2))
+           for m in re.finditer(r"---> percentile\s+([\d.]+)\s*=\s*([\d.]+)", out)}
+    want = {"p50_us": 50.0, "p99_us": 99.0, "p999_us": 99.9}
+    missing = [k for k, q in want.items() if q not in got]
+    if missing:
+        raise ValueError(f"sockperf: no {', '.join(missing)} in its output")
+    return {k: got[q] for k, q in want.items()}
+
+
+def sockperf_rtt(seconds, port=19303):
+    """One sockperf ping-pong run: whole round trips' p50, p99 and p99.9 in µs."""
+    srv = subprocess.Popen(["sockperf", "sr", "--tcp", "-i", "127.0.0.1", "-p", str(port)],
+                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        time.sleep(0.5)
+        out = run(sockperf_cmd(port, seconds))
+        try:
+            return parse_sockperf(out)
+        except ValueError as e:
+            sys.exit(f"peers.py: {e}:\n{out[-1500:]}")
+    finally:
+        srv.kill()
+        srv.wait()
+
+
+def lat_of(x):
+    """xfer bench's percentiles (one JSON line) in µs."""
+    return {"p50_us": x["lat_p50_ns"] / 1e3, "p99_us": x["lat_p99_ns"] / 1e3,
+            "p999_us": x["lat_p999_ns"] / 1e3 if "lat_p999_ns" in x else None}
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--rounds", type=int, default=5)
@@ -136,19 +179,23 @@ def main():
         add("iperf3", iperf3(t_tcp))
         xfer(r, "tcp_read_1m", xfer_args("tcp", "read", "1MiB", 4, t_tcp), lambda x: x["bytes_per_sec"])
         add("qperf_rtt", qperf_rtt_us(t_tcp))
-        xfer(r, "tcp_write_64_p50", xfer_args("tcp", "write", 64, 1, t_tcp), lambda x: x["lat_p50_ns"] / 1e3)
+        add("sockperf", sockperf_rtt(t_tcp))
+        xfer(r, "tcp_write_64", xfer_args("tcp", "write", 64, 1, t_tcp), lat_of)
         for size, name in ((1 << 20, "1m"), (16 << 20, "16m")):
             for op in ("write", "read"):
                 add(f"memcpy_{name}", float(run([memcpy, str(size), t_shm]).strip()))
                 xfer(r, f"shm_{op}_{name}", xfer_args("shm", op, size, 1, t_shm), lambda x: x["bytes_per_sec"])
-        xfer(r, "tcp_read_4k", xfer_args("tcp", "read", "4KiB", 1, t_tcp),
-             lambda x: (x["lat_p50_ns"] / 1e3, x["lat_p99_ns"] / 1e3))
-    # The 4 KiB READ gives two targets from one run.
+        xfer(r, "tcp_read_4k", xfer_args("tcp", "read", "4KiB", 1, t_tcp), lat_of)
+    # The 64 B round trip and the 4 KiB READ give targets of their p50 (and
+    # p99) and, with all three percentiles, a latency target each.
+    lats = {"sockperf": series.pop("sockperf")}
     for w in binaries:
-        v = series.pop(f"{w}:tcp_read_4k")
-        series[f"{w}:tcp_read_4k_p50"] = [x[0] for x in v]
-        series[f"{w}:tcp_read_4k_p99"] = [x[1] for x in v]
-    commands["tcp_read_4k_p50"] = commands["tcp_read_4k_p99"] = commands.pop("tcp_read_4k")
+        for name in ("tcp_write_64", "tcp_read_4k"):
+            v = lats[f"{w}:{name}"] = series.pop(f"{w}:{name}")
+            series[f"{w}:{name}_p50"] = [x["p50_us"] for x in v]
+            series[f"{w}:{name}_p99"] = [x["p99_us"] for x in v]
+    for name in ("tcp_write_64", "tcp_read_4k"):
+        commands[f"{name}_p50"] = commands[f"{name}_p99"] = commands.pop(name)
 
     peers = {
         "iperf3": results.series(series["iperf3"], " ".join(iperf3_cmd(19301, t_tcp)), "iperf3, one stream"),
@@ -179,6 +226,14 @@ def main():
         xb = results.series(series[f"b:{key}"]) if a.xfer_b else None
         targets.append(results.target(id, "tcp-shm", label, unit, results.series(series[f"a:{key}"], commands[key]),
                                       peers.get(peer), g, xfer_b=xb))
+    targets.append(results.latency_target(
+        "tcp-write-64-rtt", "tcp-shm", "tcp WRITE 64 B round trip, depth 1",
+        results.series([], commands["tcp_write_64_p50"], latency=results.latency(lats["a:tcp_write_64"])),
+        results.series([], " ".join(sockperf_cmd(19303, t_tcp)), "sockperf ping-pong, whole round trips",
+                       latency=results.latency(lats["sockperf"]))))
+    targets.append(results.latency_target(
+        "tcp-read-4k", "tcp-shm", "tcp READ 4 KiB (page fetch), depth 1",
+        results.series([], commands["tcp_read_4k_p50"], latency=results.latency(lats["a:tcp_read_4k"]))))
     results.write(a.out, "peers", targets, a.rounds, a.xfer, a.xfer_b)
 
     def show(unit, v):
@@ -191,7 +246,13 @@ def main():
         p = t["peer"]
         print(f"| {t['name']} | {show(t['unit'], t['xfer']['median'])} | {p['name'] if p else '(absolute)'} | "
               f"{show(t['unit'], p['median']) if p else ''} | {'' if t['ratio'] is None else '%.2f' % t['ratio']} | "
-              f"{results.goal_text(t['goal'], t['unit'])} | {'yes' if t['met'] else '**no**'} |")
+              f"{results.goal_text(t['goal'], t['unit'])} | {'' if t['met'] is None else 'yes' if t['met'] else '**no**'} |")
+    print("\nLatencies (µs), medians of the rounds' p50 / p99 / p99.9:\n")
+    for t in targets:
+        if t.get("table") == "latency":
+            f = lambda s: " / ".join("-" if s["latency"][k] is None else f"{s['latency'][k]:.1f}"
+                                     for k in results.LATENCY_KEYS) if s else "-"
+            print(f"- {t['name']}: xfer {f(t['xfer'])}; {t['peer']['name'] if t['peer'] else 'no peer'} {f(t['peer'])}")
     print("\nPer-round values:\n")
     for k, v in series.items():
         print(f"- {k}: " + ", ".join(f"{x:.4g}" for x in v))

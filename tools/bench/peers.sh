@@ -5,7 +5,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 need=()
-for t in iperf3 qperf gcc python3; do command -v "$t" >/dev/null || need+=("$t"); done
+for t in iperf3 qperf sockperf gcc python3; do command -v "$t" >/dev/null || need+=("$t"); done
 if [ ${#need[@]} -gt 0 ]; then
   apt-get update -qq
   DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need[@]}"

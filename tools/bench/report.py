@@ -9,6 +9,12 @@ replaces the row of the same id in its group's table, or adds one at the
 end. A target that the results do not mention keeps its row, so a partial
 run updates only what it measured. Running it twice changes nothing.
 
+A target whose xfer series carries latencies (p50, p99, p99.9) also has a
+row, of the same id, in its group's latency table, between
+`<!-- BEGIN latency GROUP -->` and `<!-- END latency GROUP -->`: xfer's
+three percentiles beside the peer's from the same run. A target of
+latencies only ("table": "latency") has a row there alone.
+
 Usage:
   tools/bench/report.py [--doc docs/BENCHMARKS.md] [--dry-run] [RESULTS.json ...]
       default files: every results file in bench-out/ (A/B files excepted)
@@ -32,7 +38,10 @@ DOC = os.path.join(ROOT, "docs", "BENCHMARKS.md")
 
 HEADER = ("| id | target | command | peer | peer figure | xfer | ratio | goal | met | date | commit |\n"
           "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
-BEGIN = re.compile(r"^<!-- BEGIN current ([a-z0-9-]+) -->$")
+LATENCY_HEADER = ("| id | target | xfer p50 | xfer p99 | xfer p99.9 | peer | peer p50 | peer p99 | peer p99.9 | date | commit |\n"
+                  "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
+HEADERS = {"current": HEADER, "latency": LATENCY_HEADER}
+BEGIN = re.compile(r"^<!-- BEGIN (current|latency) ([a-z0-9-]+) -->$")
 
 
 def figure(v, unit):
@@ -80,10 +89,29 @@ def row(t, doc):
     return "| " + " | ".join(cell(c) for c in cells) + " |"
 
 
+def latency_row(t, doc):
+    """The latency table's row of a target whose series carry latencies."""
+    peer = t.get("peer")
+
+    def us(s, k):
+        if not s or not s.get("latency"):
+            return ""
+        v = s["latency"].get(k)
+        if v is None:
+            return "(not given)"
+        return f"{v:.1f} µs" if v < 100 else f"{v:,.0f} µs"
+    cells = [f"`{t['id']}`", t["name"]]
+    cells += [us(t["xfer"], k) for k in results.LATENCY_KEYS]
+    cells.append(peer["name"] if peer else "(none)")
+    cells += [us(peer, k) for k in results.LATENCY_KEYS]
+    cells += [when(doc["date"]), f"`{doc['commit']}`"]
+    return "| " + " | ".join(cell(c) for c in cells) + " |"
+
+
 def row_date(line):
-    """The date cell of a row, when it is in when()'s form; "" otherwise."""
+    """The date cell of a row (the one before the commit), when it is in when()'s form; "" otherwise."""
     cells = [c.strip() for c in line.strip().strip("|").split(" | ")]
-    d = cells[9] if len(cells) == 11 else ""
+    d = cells[-2] if len(cells) == 11 else ""
     return d if re.fullmatch(r"\d{4}-\d\d-\d\d \d\d:\d\d UTC", d) else ""
 
 
@@ -93,7 +121,7 @@ def row_id(line):
 
 
 def load(paths):
-    """The targets to write, by group and id: the newest measurement of each id wins."""
+    """The rows to write, by table ("current GROUP", "latency GROUP") and id: the newest measurement of each id wins."""
     by_group = {}
     for p in paths:
         try:
@@ -110,15 +138,21 @@ def load(paths):
         for t in doc["targets"]:
             if t["xfer"].get("median") is None:
                 continue  # nothing measured: keep the row that is there
-            g = by_group.setdefault(t["group"], {})
-            old = g.get(t["id"])
-            if old is None or old[1]["date"] <= doc["date"]:
-                g[t["id"]] = (row(t, doc), doc)
+            tables = []
+            if t.get("table") != "latency":
+                tables.append(("current " + t["group"], row))
+            if t["xfer"].get("latency"):
+                tables.append(("latency " + t["group"], latency_row))
+            for table, render in tables:
+                g = by_group.setdefault(table, {})
+                old = g.get(t["id"])
+                if old is None or old[1]["date"] <= doc["date"]:
+                    g[t["id"]] = (render(t, doc), doc)
     return by_group
 
 
 def update(text, by_group):
-    """text with the rows of by_group written into their tables; the groups that had no table."""
+    """text with the rows of by_group written into their tables; the tables ("current GROUP") it lacks."""
     lines = text.split("\n")
     out, i, seen = [], 0, set()
     while i < len(lines):
@@ -128,8 +162,8 @@ def update(text, by_group):
         i += 1
         if not m:
             continue
-        group = m.group(1)
-        end = f"<!-- END current {group} -->"
+        kind, group = m.group(1), f"{m.group(1)} {m.group(2)}"
+        end = f"<!-- END {group} -->"
         j = i
         while j < len(lines) and lines[j].strip() != end:
             j += 1
@@ -152,7 +186,7 @@ def update(text, by_group):
                       file=sys.stderr)
                 continue
             rows[rid] = r
-        out.append(HEADER)
+        out.append(HEADERS[kind])
         out.extend(rows[rid] for rid in order)
         out.append(lines[j])
         i = j + 1
@@ -209,8 +243,7 @@ def main():
             sys.exit("report.py: no results files (run a benchmark script first, or name the files)")
         new, missing = update(text, load(files))
         for g in missing:
-            print(f"report.py: {a.doc} has no table for group {g} (<!-- BEGIN current {g} -->); its targets are left out",
-                  file=sys.stderr)
+            print(f"report.py: {a.doc} has no table {g} (<!-- BEGIN {g} -->); its rows are left out", file=sys.stderr)
     if a.dry_run:
         sys.stdout.write(new)
     elif new != text:

@@ -1,5 +1,8 @@
 #!/usr/bin/env python3
 """Tests of results.py and report.py: python3 -m unittest discover -s tools/bench -p '*_test.py'."""
+import json
+import os
+import tempfile
 import unittest
 
 import report
@@ -20,6 +23,12 @@ text between the tables stays
 | id | target | command | peer | peer figure | xfer | ratio | goal | met | date | commit |
 | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |
 <!-- END current kv -->
+
+<!-- BEGIN latency kv -->
+| id | target | xfer p50 | xfer p99 | xfer p99.9 | peer | peer p50 | peer p99 | peer p99.9 | date | commit |
+| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |
+| `kv-tcp-get-4k-c16` | tcp GET 4 KiB, 16 clients | 1.0 µs | 2.0 µs | 3.0 µs | redis-benchmark | 4.0 µs | 5.0 µs | 6.0 µs | 2026-11-22 06:34 UTC | `bded087` |
+<!-- END latency kv -->
 """
 
 
@@ -39,7 +48,10 @@ def by_group(*docs):
     out = {}
     for d in docs:
         for t in d["targets"]:
-            out.setdefault(t["group"], {})[t["id"]] = (report.row(t, d), d)
+            if t.get("table") != "latency":
+                out.setdefault("current " + t["group"], {})[t["id"]] = (report.row(t, d), d)
+            if t["xfer"].get("latency"):
+                out.setdefault("latency " + t["group"], {})[t["id"]] = (report.latency_row(t, d), d)
     return out
 
 
@@ -92,7 +104,7 @@ class UpdateTest(unittest.TestCase):
                             results.series([4.0], name="redis-benchmark"), results.goal(">= 1.0"))
         nowhere = results.target("x", "allocs", "x", "ops/s", results.series([1.0]), None, None)
         new, missing = report.update(DOC, by_group(run_doc("2026-11-24T10:00:00Z", [kv, nowhere])))
-        self.assertEqual(missing, ["allocs"])
+        self.assertEqual(missing, ["current allocs"])
         kv_table = new.split("<!-- BEGIN current kv -->")[1].split("<!-- END current kv -->")[0]
         self.assertIn("| `kv-tcp-get-4k-c1` | tcp GET 4 KiB, 1 client |", kv_table)
         self.assertIn("| 4 ops/s | 5 ops/s | 1.25 | ≥ 1.0× | yes |", kv_table)
@@ -109,6 +121,69 @@ class UpdateTest(unittest.TestCase):
     def test_missing_end_marker(self):
         with self.assertRaises(SystemExit):
             report.update(DOC.replace("<!-- END current kv -->", ""), {})
+
+
+def kv_get_c16(x_lat, peer_lat):
+    lat = lambda p50, p99, p999: {"p50_us": p50, "p99_us": p99, "p999_us": p999}
+    return results.target("kv-tcp-get-4k-c16", "kv", "tcp GET 4 KiB, 16 clients", "ops/s",
+                          results.series([70000.0], "xfer kv bench ...", latency=lat(*x_lat)),
+                          results.series([60000.0], "redis-benchmark ...", "redis-benchmark", latency=lat(*peer_lat)),
+                          results.goal(">= 1.0"))
+
+
+class LatencyTest(unittest.TestCase):
+    def test_medians_of_rounds(self):
+        rounds = [{"p50_us": 10.0, "p99_us": 90.0, "p999_us": None},
+                  {"p50_us": 30.0, "p99_us": 70.0},
+                  {"p50_us": 20.0, "p99_us": 80.0, "p999_us": 500.0}]
+        self.assertEqual(results.latency(rounds), {"p50_us": 20.0, "p99_us": 80.0, "p999_us": 500.0})
+        self.assertEqual(results.latency([{"p50_us": 1.0}])["p999_us"], None)
+
+    def test_latency_table_beside_the_rates(self):
+        t = kv_get_c16((40.5, 210.0, 1500.0), (80.0, 2263.0, 4207.0))
+        new, missing = report.update(DOC, by_group(run_doc("2026-11-28T01:00:00Z", [t])))
+        self.assertEqual(missing, [])
+        lat = new.split("<!-- BEGIN latency kv -->")[1].split("<!-- END latency kv -->")[0]
+        self.assertIn("| `kv-tcp-get-4k-c16` | tcp GET 4 KiB, 16 clients | 40.5 µs | 210 µs | 1,500 µs | "
+                      "redis-benchmark | 80.0 µs | 2,263 µs | 4,207 µs | 2026-11-28 01:00 UTC | `abc1234` |", lat)
+        self.assertNotIn("1.0 µs", lat)  # the older row is replaced
+        # The rates go to the main table, the latencies only to theirs.
+        cur = new.split("<!-- BEGIN current kv -->")[1].split("<!-- END current kv -->")[0]
+        self.assertIn("| 60,000 ops/s | 70,000 ops/s | 1.17 |", cur)
+        self.assertNotIn("µs", cur)
+        again, _ = report.update(new, by_group(run_doc("2026-11-28T01:00:00Z", [t])))
+        self.assertEqual(again, new)
+
+    def test_missing_percentile_and_missing_table(self):
+        t = kv_get_c16((40.5, 210.0, None), (80.0, 2263.0, 4207.0))
+        r = report.latency_row(t, run_doc("2026-11-28T01:00:00Z", []))
+        self.assertIn("| 210 µs | (not given) | redis-benchmark |", r)
+        no_table = DOC.split("<!-- BEGIN latency kv -->")[0]
+        _, missing = report.update(no_table, by_group(run_doc("2026-11-28T01:00:00Z", [t])))
+        self.assertEqual(missing, ["latency kv"])
+
+    def test_latency_only_target(self):
+        lat = {"p50_us": 11.0, "p99_us": 50.0, "p999_us": 120.0}
+        t = results.latency_target("kv-lat", "kv", "a page fetch", results.series([], "xfer pages bench", latency=lat),
+                                   results.series([], "xfer bench", "xfer bench READ", latency=dict(lat, p50_us=10.0)))
+        self.assertAlmostEqual(t["ratio"], 1.1)
+        new, _ = report.update(DOC, by_group(run_doc("2026-11-28T01:00:00Z", [t])))
+        self.assertNotIn("kv-lat", new.split("<!-- BEGIN latency kv -->")[0])
+        self.assertIn("| `kv-lat` | a page fetch | 11.0 µs | 50.0 µs | 120 µs | xfer bench READ | 10.0 µs |", new)
+
+    def test_load_routes_rows(self):
+        lat = {"p50_us": 11.0, "p99_us": 50.0, "p999_us": 120.0}
+        only = results.latency_target("kv-lat", "kv", "a page fetch", results.series([], "x", latency=lat))
+        both = kv_get_c16((40.5, 210.0, 1500.0), (80.0, 2263.0, 4207.0))
+        plain = tcp_write(4e9, 2e9)
+        with tempfile.TemporaryDirectory() as d:
+            p = os.path.join(d, "kv.json")
+            with open(p, "w") as f:
+                json.dump(run_doc("2026-11-28T01:00:00Z", [only, both, plain]), f)
+            got = report.load([p])
+        self.assertEqual({k: sorted(v) for k, v in got.items()},
+                         {"current kv": ["kv-tcp-get-4k-c16"], "latency kv": ["kv-lat", "kv-tcp-get-4k-c16"],
+                          "current tcp-shm": ["tcp-write-1m"]})
 
 
 if __name__ == "__main__":

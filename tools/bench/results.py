@@ -18,6 +18,12 @@ files"):
          "xfer_b": {"median": ..., "rounds": [...]},      # only in an A/B run
          "peer": {"name": "iperf3, one stream", "median": 3.2e9,
                   "rounds": [...], "command": "iperf3 -c 127.0.0.1 ..."},
+         # Where the run timed single operations, either series may carry
+         # the medians over its rounds of each round's percentiles, in µs:
+         #   "latency": {"p50_us": 18.0, "p99_us": 94.8, "p999_us": 210.3}
+         # (a percentile the tool does not give is null). A target with
+         # "table": "latency" holds latencies only: report.py renders it in
+         # the group's latency table and not in its main one.
          "ratio": 1.02,            # xfer median / peer median (null: no peer)
          "goal": {"text": ">= 1.0", "on": "ratio", "op": ">=", "value": 1.0},
          "met": true}              # null when there is no goal
@@ -97,14 +103,41 @@ def command(argv=None):
     return shlex.join(argv)
 
 
-def series(rounds, command=None, name=None):
-    """A measured series: its median and the per-round values."""
+LATENCY_KEYS = ("p50_us", "p99_us", "p999_us")
+
+
+def latency(rounds):
+    """The medians over rounds of each round's p50, p99 and p99.9 in µs.
+
+    rounds is a list of dicts with the keys of LATENCY_KEYS; a percentile
+    that no round has (None or absent) is None."""
+    out = {}
+    for k in LATENCY_KEYS:
+        vs = [r[k] for r in rounds if r.get(k) is not None]
+        out[k] = statistics.median(vs) if vs else None
+    return out
+
+
+def series(rounds, command=None, name=None, latency=None):
+    """A measured series: its median and the per-round values (and, optionally, its latency())."""
     s = {"median": statistics.median(rounds) if rounds else None, "rounds": list(rounds)}
     if name is not None:
         s["name"] = name
     if command is not None:
         s["command"] = command
+    if latency is not None:
+        s["latency"] = latency
     return s
+
+
+def latency_target(id, group, name, xfer, peer=None):
+    """A target of latencies only (its series carry latency()), for the group's latency table.
+
+    Its median is the p50, so that the ratio and report.py's checks work as for any target."""
+    t = target(id, group, name, "us", dict(xfer, median=xfer["latency"]["p50_us"]),
+               dict(peer, median=peer["latency"]["p50_us"]) if peer else None)
+    t["table"] = "latency"
+    return t
 
 
 def target(id, group, name, unit, xfer, peer=None, goal=None, xfer_b=None):

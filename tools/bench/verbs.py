@@ -109,6 +109,8 @@ def parse(d, errors, notes, xfer_only=False):
                 continue
             add("ib_write_lat_typical_us", r, float(tok[4]))
             add("ib_write_lat_p99_us", r, float(tok[7]))
+            if len(tok) > 8:
+                add("ib_write_lat_p999_us", r, float(tok[8]))
         elif "xfer_" in name:
             row = xfer_row(text, errors, f"round {r} {name}")
             if not row:
@@ -118,6 +120,8 @@ def parse(d, errors, notes, xfer_only=False):
             if key.startswith("xfer_write_8"):
                 add(variant + "xfer_write_8_p50_us", r, row["lat_p50_ns"] / 1e3)
                 add(variant + "xfer_write_8_p99_us", r, row["lat_p99_ns"] / 1e3)
+                if "lat_p999_ns" in row:
+                    add(variant + "xfer_write_8_p999_us", r, row["lat_p999_ns"] / 1e3)
             else:
                 add(name, r, row["bytes_per_sec"])
         for w in re.findall(r"^.*(?:[Ww]arning|Conflicting).*$", text + read(path + ".srv"), re.M):
@@ -152,6 +156,8 @@ def targets_of(series, series_b, dev, has_b):
     lat = f"ib_write_lat -d {dev} -x 1 -s 8 -n 1000{cm}"
     p50 = [2 * v for v in vals("ib_write_lat_typical_us")]
     p99 = [2 * v for v in vals("ib_write_lat_p99_us")]
+    p999 = [2 * v for v in vals("ib_write_lat_p999_us")]
+    med = lambda l: statistics.median(l) if l else None
     for variant in VARIANTS:
         k = f"{variant}xfer_write_8_p50_us"
         if k not in series:
@@ -170,6 +176,13 @@ def targets_of(series, series_b, dev, has_b):
             "rdma WRITE 8 B round trip p99, depth 1" + LABELS[variant], "us", results.series(vals(k), cmd),
             results.series(p99, lat, "ib_write_lat 99% × 2") if p99 else None, None,
             xfer_b=results.series(vals(k, series_b)) if has_b else None))
+        # The latency table: the three percentiles of both, perftest's doubled.
+        xlat = {q: med(vals(f"{variant}xfer_write_8_{q}")) for q in results.LATENCY_KEYS}
+        plat = {"p50_us": med(p50), "p99_us": med(p99), "p999_us": med(p999)}
+        out.append(results.latency_target(
+            f"rdma-{dev[:3]}-write-8-rtt{SUFFIX[variant]}", f"rdma-{dev[:3]}",
+            "rdma WRITE 8 B round trip, depth 1" + LABELS[variant], results.series([], cmd, latency=xlat),
+            results.series([], lat, "ib_write_lat (t_typical, 99%, 99.9%) × 2", latency=plat) if p50 else None))
     return out
 
 
