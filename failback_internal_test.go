@@ -230,16 +230,7 @@ func TestFailbackToPausedTransport(t *testing.T) {
 // cap; the peer's connection is untouched.
 func TestPausedTransportBacksOff(t *testing.T) {
 	ctx := context.Background()
-	srv, err := Open(ctx, Config{Listen: "127.0.0.1:0", MemoryMB: 8})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer srv.Close()
-	cli, err := Open(ctx, Config{MemoryMB: 8})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cli.Close()
+	srv, cli := failbackPair(t)
 	cli.fb = failback{first: 20 * time.Millisecond, max: 80 * time.Millisecond, refuse: func(name string) error {
 		if name == "shm" || name == "rdma" {
 			return errors.New("gone")
@@ -281,16 +272,7 @@ func TestPausedTransportBacksOff(t *testing.T) {
 // probing every second again.
 func TestPauseAfterFlapKeepsBackoff(t *testing.T) {
 	ctx := context.Background()
-	srv, err := Open(ctx, Config{Listen: "127.0.0.1:0", MemoryMB: 8})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer srv.Close()
-	cli, err := Open(ctx, Config{MemoryMB: 8})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cli.Close()
+	srv, cli := failbackPair(t)
 	cli.fb = failback{first: time.Second, max: 10 * time.Second, refuse: func(name string) error {
 		if name == "rdma" {
 			return errors.New("left out")
@@ -321,4 +303,21 @@ func TestPauseAfterFlapKeepsBackoff(t *testing.T) {
 	if w := wait(); w != 8*time.Second {
 		t.Errorf("paused just after a move back with a wait of 4 s: first probe in %v, want 8s", w)
 	}
+}
+
+// failbackPair opens a listening engine and one to dial it, closed with
+// the test.
+func failbackPair(t *testing.T) (srv, cli *Engine) {
+	t.Helper()
+	srv, err := Open(context.Background(), Config{Listen: "127.0.0.1:0", MemoryMB: 8})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { srv.Close() })
+	cli, err = Open(context.Background(), Config{MemoryMB: 8})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cli.Close() })
+	return srv, cli
 }

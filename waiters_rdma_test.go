@@ -10,23 +10,25 @@ import (
 	"github.com/xferio/xfer/internal/testutil"
 )
 
-// Over rdma, the probes of a quiet peer with waiters are answered (the
-// region is looked up over the control connection, by the peer's
-// process), and they leave the connection as it was: a Recv on an idle
-// live peer ends by its context, and a WRITE on the same connection
-// still works. It needs verbs (the VM: make verbs-test).
-func TestWaitersIdleLivePeerRDMA(t *testing.T) {
+// waitersTimeout is the op_timeout of the rdma waiters' tests.
+const waitersTimeout = 200 * time.Millisecond
+
+// rdmaPairOpTimeout opens a server engine over rdma (the test device) that
+// exports a 1 MiB region as "target", and a client engine dialed to it,
+// both with op_timeout timeout; it skips without verbs. The engines close
+// with the test.
+func rdmaPairOpTimeout(t *testing.T, timeout time.Duration) (context.Context, *xfer.Engine, *xfer.Engine, *xfer.Peer) {
+	t.Helper()
 	dev := testutil.RequireVerbs(t)
-	const timeout = 200 * time.Millisecond
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
+	t.Cleanup(cancel)
 	cfg := xfer.Config{Transport: xfer.PolicyRDMA, Listen: "127.0.0.1:0", MemoryMB: 8, OpTimeout: timeout}
 	cfg.RDMA.Device = dev
 	srv, err := xfer.Open(ctx, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer srv.Close()
+	t.Cleanup(func() { srv.Close() })
 	target, err := srv.NewRegion(1<<20, xfer.AccessReadWrite)
 	if err != nil {
 		t.Fatal(err)
@@ -37,7 +39,7 @@ func TestWaitersIdleLivePeerRDMA(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer cli.Close()
+	t.Cleanup(func() { cli.Close() })
 	p, err := cli.Dial(ctx, srv.Addr())
 	if err != nil {
 		t.Fatal(err)
@@ -45,7 +47,17 @@ func TestWaitersIdleLivePeerRDMA(t *testing.T) {
 	if p.Transport() != "rdma" {
 		t.Fatalf("connected over %s, want rdma", p.Transport())
 	}
-	rctx, rcancel := context.WithTimeout(ctx, 10*timeout)
+	return ctx, srv, cli, p
+}
+
+// Over rdma, the probes of a quiet peer with waiters are answered (the
+// region is looked up over the control connection, by the peer's
+// process), and they leave the connection as it was: a Recv on an idle
+// live peer ends by its context, and a WRITE on the same connection
+// still works. It needs verbs (the VM: make verbs-test).
+func TestWaitersIdleLivePeerRDMA(t *testing.T) {
+	ctx, _, cli, p := rdmaPairOpTimeout(t, waitersTimeout)
+	rctx, rcancel := context.WithTimeout(ctx, 10*waitersTimeout)
 	defer rcancel()
 	if _, err := p.Recv(rctx, make([]byte, 64)); !errors.Is(err, context.DeadlineExceeded) || errors.Is(err, xfer.ErrStalled) {
 		t.Fatalf("recv on an idle live peer over rdma: %v, want the context's deadline", err)
@@ -65,36 +77,8 @@ func TestWaitersIdleLivePeerRDMA(t *testing.T) {
 // notification; and once the peer's engine closes, a *PeerLostError
 // naming it. It needs verbs (the VM: make verbs-test).
 func TestEngineWaitNotifyRDMA(t *testing.T) {
-	dev := testutil.RequireVerbs(t)
-	const timeout = 200 * time.Millisecond
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	cfg := xfer.Config{Transport: xfer.PolicyRDMA, Listen: "127.0.0.1:0", MemoryMB: 8, OpTimeout: timeout}
-	cfg.RDMA.Device = dev
-	srv, err := xfer.Open(ctx, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer srv.Close()
-	target, err := srv.NewRegion(1<<20, xfer.AccessReadWrite)
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv.Export("target", target)
-	cfg.Listen = ""
-	cli, err := xfer.Open(ctx, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cli.Close()
-	p, err := cli.Dial(ctx, srv.Addr())
-	if err != nil {
-		t.Fatal(err)
-	}
-	if p.Transport() != "rdma" {
-		t.Fatalf("connected over %s, want rdma", p.Transport())
-	}
-	wctx, wcancel := context.WithTimeout(ctx, 10*timeout)
+	ctx, srv, cli, _ := rdmaPairOpTimeout(t, waitersTimeout)
+	wctx, wcancel := context.WithTimeout(ctx, 10*waitersTimeout)
 	defer wcancel()
 	if _, err := srv.WaitNotify(wctx); !errors.Is(err, context.DeadlineExceeded) || errors.Is(err, xfer.ErrPeerLost) {
 		t.Fatalf("wait notify with an idle live peer over rdma: %v, want the context's deadline", err)
@@ -104,6 +88,6 @@ func TestEngineWaitNotifyRDMA(t *testing.T) {
 	}
 	wantNotification(t, srv, cli.ID().String(), 9)
 	cli.Close()
-	err = waitEnds(t, func() error { _, err := srv.WaitNotify(context.Background()); return err })
+	err := waitEnds(t, func() error { _, err := srv.WaitNotify(context.Background()); return err })
 	wantLost(t, err, cli.ID().String(), false)
 }

@@ -84,20 +84,7 @@ func TestRailFailover(t *testing.T) {
 		}
 		dev = ents[0].Name()
 	}
-	for _, tool := range []string{"rdma", "ip"} {
-		if _, err := exec.LookPath(tool); err != nil {
-			testutil.SkipOrFail(t, "the "+tool+" tool (iproute2) is needed to add a second device: "+err.Error())
-		}
-	}
-	typ := dev[:3]
-	if typ != "rxe" && typ != "siw" {
-		testutil.SkipOrFail(t, dev+" is not rxe or siw: the test adds a second software device of its type")
-	}
-	second := typ + "9"
-	run(t, "ip", "link", "add", "xfrail1", "type", "dummy")
-	t.Cleanup(func() { exec.Command("ip", "link", "delete", "xfrail1").Run() })
-	run(t, "ip", "addr", "add", "10.0.9.1/24", "dev", "xfrail1")
-	run(t, "ip", "link", "set", "xfrail1", "up")
+	typ, second := dummyNetdev(t, dev, "xfrail1", "10.0.9.1/24", "9")
 	add := func() {
 		run(t, "rdma", "link", "add", second, "type", typ, "netdev", "xfrail1")
 		waitActive(t, second)
@@ -337,20 +324,7 @@ func TestRailZeroOrder(t *testing.T) {
 	if dev == "" {
 		testutil.SkipOrFail(t, "no RDMA device")
 	}
-	for _, tool := range []string{"rdma", "ip"} {
-		if _, err := exec.LookPath(tool); err != nil {
-			testutil.SkipOrFail(t, "the "+tool+" tool (iproute2) is needed to add a second device: "+err.Error())
-		}
-	}
-	typ := dev[:3]
-	if typ != "rxe" && typ != "siw" {
-		testutil.SkipOrFail(t, dev+" is not rxe or siw: the test adds a second software device of its type")
-	}
-	second := typ + "8"
-	run(t, "ip", "link", "add", "xfrail2", "type", "dummy")
-	t.Cleanup(func() { exec.Command("ip", "link", "delete", "xfrail2").Run() })
-	run(t, "ip", "addr", "add", "10.0.8.1/24", "dev", "xfrail2")
-	run(t, "ip", "link", "set", "xfrail2", "up")
+	typ, second := dummyNetdev(t, dev, "xfrail2", "10.0.8.1/24", "8")
 	run(t, "rdma", "link", "add", second, "type", typ, "netdev", "xfrail2")
 	waitActive(t, second)
 	t.Cleanup(func() { exec.Command("rdma", "link", "delete", second).Run() })
@@ -404,4 +378,27 @@ func TestRailZeroOrder(t *testing.T) {
 	if len(rs) != 2 || rs[0].Ops == 0 || rs[1].Ops == 0 {
 		t.Fatalf("status %+v; want both rails with operations done", rs)
 	}
+}
+
+// dummyNetdev adds a dummy netdev named netdev with address cidr (removed
+// with the test), for a second software device of dev's type, and returns
+// that type and the second device's name (the type and suffix). It skips
+// (or fails, where verbs are required) without iproute2 or when dev is
+// not rxe or siw.
+func dummyNetdev(t *testing.T, dev, netdev, cidr, suffix string) (typ, second string) {
+	t.Helper()
+	for _, tool := range []string{"rdma", "ip"} {
+		if _, err := exec.LookPath(tool); err != nil {
+			testutil.SkipOrFail(t, "the "+tool+" tool (iproute2) is needed to add a second device: "+err.Error())
+		}
+	}
+	typ = dev[:3]
+	if typ != "rxe" && typ != "siw" {
+		testutil.SkipOrFail(t, dev+" is not rxe or siw: the test adds a second software device of its type")
+	}
+	run(t, "ip", "link", "add", netdev, "type", "dummy")
+	t.Cleanup(func() { exec.Command("ip", "link", "delete", netdev).Run() })
+	run(t, "ip", "addr", "add", cidr, "dev", netdev)
+	run(t, "ip", "link", "set", netdev, "up")
+	return typ, typ + suffix
 }
