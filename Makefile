@@ -178,6 +178,8 @@ RDMA_VM     = $(CURDIR)/tools/rdma-vm/rdma-vm
 ## go test never fails on a missing pattern.
 VERBS_DIRS  = internal/testutil internal/ibv internal/rdmacm transport/verbs
 VERBS_PKGS  = $(shell for d in $(VERBS_DIRS); do [ -d $$d ] && $(GO) list -e ./$$d/... 2>/dev/null; done)
+## The root package's tests that need verbs (rdma in the VM).
+ENGINE_VERBS = ^(TestWaitersIdleLivePeerRDMA|TestEngineWaitNotifyRDMA)$$
 ## The connector's suites that run over every transport (rdma in the VM).
 CONNECTOR_VERBS = ^(TestBasicConnector|TestEndToEnd|TestLifecycle|TestBeyondTheGuide|TestStressCorrectness|TestManagedBuffer|TestBufferAllocator|TestAllocatorInvariants|TestBadInput)$$
 
@@ -201,6 +203,10 @@ verbs-test: verbs-check
 	@# The KV service over verbs (its other tests run on the host).
 	XFER_REQUIRE_VERBS=1 XFER_TEST_DEVICE=rxe0 $(GO) test -count=1 -run TestRDMA -exec "$(RDMA_VM) --rxe --" ./kv
 	XFER_REQUIRE_VERBS=1 XFER_TEST_DEVICE=siw0 $(GO) test -count=1 -run TestRDMA -exec "$(RDMA_VM) --siw --" ./kv
+	@# The engine's waiters over verbs: probes of a quiet peer, and
+	@# Engine.WaitNotify told of a lost peer (their other tests run on the host).
+	XFER_REQUIRE_VERBS=1 XFER_TEST_DEVICE=rxe0 $(GO) test -count=1 -timeout 10m -run '$(ENGINE_VERBS)' -exec "$(RDMA_VM) --rxe --" .
+	XFER_REQUIRE_VERBS=1 XFER_TEST_DEVICE=siw0 $(GO) test -count=1 -timeout 10m -run '$(ENGINE_VERBS)' -exec "$(RDMA_VM) --siw --" .
 	@# The connector's suites over verbs, with payloads small enough for
 	@# SoftRoCE under emulation (their tcp and shm runs are in make test).
 	XFER_REQUIRE_VERBS=1 XFER_TEST_DEVICE=rxe0 $(GO) test -count=1 -timeout 10m -run '$(CONNECTOR_VERBS)' -exec "$(RDMA_VM) --rxe --" ./connector
