@@ -135,22 +135,30 @@ func (r *relay) close() {
 	r.wg.Wait()
 }
 
+// relayedServer opens a tcp server engine that exports a region of size
+// bytes as "target", and returns a relay to it at rate (newRelay); the
+// engine closes when the test ends.
+func relayedServer(t *testing.T, size, rate int) *relay {
+	t.Helper()
+	srv, err := xfer.Open(context.Background(), xfer.Config{Transport: xfer.PolicyTCP, Listen: "127.0.0.1:0", MemoryMB: 8})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { srv.Close() })
+	target, err := srv.NewRegion(size, xfer.AccessReadWrite)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv.Export("target", target)
+	return newRelay(t, srv.Addr(), rate)
+}
+
 // stallPair opens a server and a client over tcp, the client dialing the
 // server through a relay, with the client's op_timeout.
 func stallPair(t *testing.T, opTimeout time.Duration, rate int) (*xfer.Engine, *xfer.Peer, xfer.RegionDesc, *relay) {
 	t.Helper()
 	ctx := context.Background()
-	srv, err := xfer.Open(ctx, xfer.Config{Transport: xfer.PolicyTCP, Listen: "127.0.0.1:0", MemoryMB: 8})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { srv.Close() })
-	target, err := srv.NewRegion(64<<20, xfer.AccessReadWrite)
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv.Export("target", target)
-	r := newRelay(t, srv.Addr(), rate)
+	r := relayedServer(t, 64<<20, rate)
 	cli, err := xfer.Open(ctx, xfer.Config{Transport: xfer.PolicyTCP, MemoryMB: 72, OpTimeout: opTimeout})
 	if err != nil {
 		t.Fatal(err)
@@ -370,17 +378,7 @@ func TestFailoverRepeatsSafeOperations(t *testing.T) {
 func byReferencePair(t *testing.T) (*xfer.Engine, *xfer.Peer, xfer.RegionDesc, *relay, xfer.Buffer) {
 	t.Helper()
 	ctx := context.Background()
-	srv, err := xfer.Open(ctx, xfer.Config{Transport: xfer.PolicyTCP, Listen: "127.0.0.1:0", MemoryMB: 8})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { srv.Close() })
-	target, err := srv.NewRegion(4<<20, xfer.AccessReadWrite)
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv.Export("target", target)
-	r := newRelay(t, srv.Addr(), 0)
+	r := relayedServer(t, 4<<20, 0)
 	cli, err := xfer.Open(ctx, xfer.Config{Transport: xfer.PolicyTCP, MemoryMB: 8, Memory: xfer.MemoryMemfd, OpTimeout: -1})
 	if err != nil {
 		t.Fatal(err)
