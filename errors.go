@@ -53,6 +53,12 @@ var (
 	// ErrPeerLost means the connection to a peer failed. It also matches
 	// ErrClosed.
 	ErrPeerLost = transport.ErrPeerLost
+	// ErrPathFailed means a message or a write-with-notify was in flight
+	// when its connection's rdma path failed and the connection carried
+	// on over its control connection (a failover inside the connection):
+	// the peer may or may not have had it. READs and WRITEs in flight are
+	// repeated instead, and never fail with it.
+	ErrPathFailed = transport.ErrPathFailed
 	// ErrStalled means a peer made no progress for Config.OpTimeout while
 	// operations were outstanding with it, and the engine closed its
 	// connection; the error is a *StallError, which also matches

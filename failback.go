@@ -340,3 +340,40 @@ func (p *Peer) pausedStatus() []PausedTransport {
 	}
 	return []PausedTransport{{Transport: pt.name, Reason: pt.reason, Since: pt.since.UTC(), NextProbe: pt.next.UTC(), Probes: pt.probes, LastError: pt.lastErr}}
 }
+
+// failoverHook is what a connection of p's calls when its own data path
+// failed and it carries on over its control connection, without a new
+// handshake (transport.Params.OnFailover): nil unless the peer's policy
+// is auto. The same peer carries on, on both sides.
+func (p *Peer) failoverHook(policy Policy) func(from, to string, cause error) {
+	if policy != PolicyAuto {
+		return nil
+	}
+	return func(from, to string, cause error) { go p.pathMoved(from, to, cause) }
+}
+
+// pathMoved counts, records and logs (at Warn once per peer) the move of
+// p's connection from transport from to to; a peer this engine dialed
+// pauses from and probes it, to move back when it works (see above).
+func (p *Peer) pathMoved(from, to string, cause error) {
+	e := p.e
+	e.stats.recordFailover(FailoverEvent{Time: time.Now(), Peer: p.String(), From: from, To: to, Attempts: 1, Reason: reasonPathFailed})
+	if m := e.metrics; m != nil {
+		m.failover.WithLabelValues(from, to, reasonPathFailed).Inc()
+		// The connection's counters from now on are the new transport's.
+		if b := p.ep.Load(); b != nil {
+			nb := &epBox{ep: b.ep, conn: m.newConn(b.ep, p.stats.conn.Load())}
+			if old := p.stats.conn.Swap(nb.conn); old != nil {
+				ops, bytes := old.opsAndBytes()
+				p.stats.prevOps.Add(ops)
+				p.stats.prevBytes.Add(bytes)
+			}
+			p.ep.CompareAndSwap(b, nb)
+		}
+	}
+	e.warnFallback(p.String(), "failover "+from+" to "+to, "the connection's "+from+" path failed; it carries on over its control connection, without a new handshake",
+		"from", from, "to", to, "reason", cause)
+	if p.dialAddr != "" && p.policy == PolicyAuto {
+		p.pause(from, to, cause.Error())
+	}
+}

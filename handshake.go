@@ -273,6 +273,7 @@ func (e *Engine) acceptPeer(nc net.Conn, h *wire.Hello, helloBody []byte) (*Peer
 	ep, err := t.Connect(ctx, transport.Params{
 		Role: transport.Acceptor, Conn: nc, Local: local, Remote: remote, Host: p.host(),
 		Conns: conns, MaxMessage: int(w.MaxMessage), RecvDepth: int(w.RecvDepth), PollSpin: e.cfg.TCP.PollSpin, Logger: e.log,
+		OnFailover: p.failoverHook(acceptedPolicy(h.Policy, e.cfg.Transport)),
 		AcceptExtra: func(ctx context.Context) (net.Conn, error) {
 			select {
 			case c := <-joins:
@@ -323,6 +324,15 @@ func peerName(p transport.PeerInfo) string {
 		return p.Addr
 	}
 	return ID(p.ID).String()
+}
+
+// acceptedPolicy is the policy an accepted connection follows: auto when
+// both the dialer's (its hello's) and this engine's are auto.
+func acceptedPolicy(hello string, own Policy) Policy {
+	if hello == string(PolicyAuto) && own == PolicyAuto {
+		return PolicyAuto
+	}
+	return Policy(hello)
 }
 
 // choose picks the transport for an inbound peer: the dialer's preference
@@ -565,8 +575,11 @@ func (e *Engine) connectOnce(ctx context.Context, p *Peer, exclude map[string]er
 	}()
 	stop := context.AfterFunc(ctx, func() { nc.SetDeadline(time.Unix(1, 0)) })
 	defer stop()
+	// The hello names the peer's policy, also for a probe that offers a
+	// paused transport alone: the acceptor lets the connection fail over
+	// inside itself (OnFailover) only under auto.
 	hello := wire.Hello{MinVersion: wire.VersionMin, MaxVersion: wire.VersionMax, Caps: wire.CapAuth | wire.CapNotify | wire.CapAttach,
-		ID: e.id, HostID: e.hostID, PID: uint32(os.Getpid()), Policy: string(policy),
+		ID: e.id, HostID: e.hostID, PID: uint32(os.Getpid()), Policy: string(p.policy),
 		Conns: uint16(e.cfg.TCP.Conns), MaxMessage: uint32(e.cfg.MaxMessage), RecvDepth: uint32(e.cfg.RecvDepth),
 		Listen: e.addr, Transports: offers}
 	if _, err := rand.Read(hello.Nonce[:]); err != nil {
@@ -643,6 +656,7 @@ func (e *Engine) connectOnce(ctx context.Context, p *Peer, exclude map[string]er
 	ep, err = t.Connect(ctx, transport.Params{
 		Role: transport.Dialer, Conn: nc, Local: local, Remote: remote, Host: p.host(),
 		Conns: int(w.Conns), MaxMessage: int(w.MaxMessage), RecvDepth: int(w.RecvDepth), PollSpin: e.cfg.TCP.PollSpin, Logger: e.log,
+		OnFailover: p.failoverHook(p.policy),
 		DialExtra: func(ctx context.Context) (net.Conn, error) { return e.join(ctx, addr, w.Token) },
 	})
 	nc = nil // Connect owns it now, on success and on failure

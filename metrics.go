@@ -59,6 +59,9 @@ const (
 	// reasonConnLost: an operation's connection was lost, and the
 	// operation was repeated on a new one (xfer_failovers_total).
 	reasonConnLost = "connection_lost"
+	// reasonPathFailed: a connection's own data path (rdma's queue pairs)
+	// failed, and the connection carries on over its control connection.
+	reasonPathFailed = "path_failed"
 	// reasonTransient: a setup failed transiently and was tried again
 	// (xfer_setup_retries_total).
 	reasonTransient = "transient"
@@ -479,6 +482,8 @@ func errorKind(err error) string {
 		return "too_large"
 	case errors.Is(err, ErrNotRegistered):
 		return "not_registered"
+	case errors.Is(err, ErrPathFailed):
+		return "path_failed"
 	case errors.Is(err, ErrPeerLost):
 		return "peer_lost"
 	case errors.Is(err, ErrNoTransport), errors.Is(err, ErrNotSupported):

@@ -76,6 +76,13 @@ func (e *AccessError) Error() string {
 // Is makes errors.Is(err, ErrRemoteAccess) true.
 func (e *AccessError) Is(target error) bool { return target == ErrRemoteAccess }
 
+// ErrPathFailed means an operation was in flight on a data path that
+// failed while its connection carried on over another (an rdma endpoint
+// moving to its control stream: Params.OnFailover). Operations that are
+// safe to repeat are repeated instead; one that is not (a message, a
+// write-with-notify) fails with it, since the peer may have had it.
+var ErrPathFailed = errors.New("data path failed under the operation")
+
 // ErrPeerLost means the connection to the peer failed (reset, EOF, timeout).
 // Errors that match it also match net.ErrClosed.
 var ErrPeerLost = errors.New("peer connection lost")

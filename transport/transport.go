@@ -419,6 +419,18 @@ type Params struct {
 	// before it waits in the poller; 0 or less: it waits at once.
 	PollSpin time.Duration
 
+	// OnFailover, when set, lets an endpoint whose own data path fails
+	// (rdma: a queue pair in the error state, a failed post, a removed
+	// device) while its control connection lives carry on over that
+	// connection with the stream protocol (tcp's), without a new
+	// handshake: its READs and WRITEs in flight are posted again there,
+	// its messages and notifications in flight fail (the peer may have
+	// had them), and the peer is told to do the same. It is called once
+	// then, with the transports left and taken and the cause; it must not
+	// block. Unset, such a failure takes the endpoint down. The engine
+	// sets it on both sides or on neither.
+	OnFailover func(from, to string, cause error)
+
 	Logger *slog.Logger
 }
 

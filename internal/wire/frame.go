@@ -32,7 +32,12 @@ const (
 	FrameNotify FrameType = 7
 	// FrameRevoke tells attached peers that Region is gone; it needs no answer.
 	FrameRevoke FrameType = 8
-	frameMax    FrameType = 9
+	// FramePathDown tells the peer that this side's own data path of the
+	// connection (rdma's queue pairs) failed while the stream lives: from
+	// now on both sides carry the connection's operations on the stream.
+	// It has no payload and needs no answer.
+	FramePathDown FrameType = 9
+	frameMax      FrameType = 10
 )
 
 // Flags.
@@ -126,6 +131,8 @@ func DecodeHeader(b []byte, h *Header) error {
 		return fmt.Errorf("%w: frame header: error text of %d bytes", ErrMalformed, h.Len)
 	case h.Type == FrameAttach && (h.Len != 0 || h.Access == 0 || h.Access&^3 != 0):
 		return fmt.Errorf("%w: frame header: bad attach request", ErrMalformed)
+	case h.Type == FramePathDown && (h.Len != 0 || h.Addr != 0 || h.Region != 0 || h.Key != 0 || h.ID != 0):
+		return fmt.Errorf("%w: frame header: path-down frame with fields set", ErrMalformed)
 	case (h.Type == FrameCredit || h.Type == FrameRevoke) && h.Addr != 0:
 		return fmt.Errorf("%w: frame header: %v with an address", ErrMalformed, h.Type)
 	case h.Flags&FlagImm != 0 && h.Type != FrameWrite:
@@ -232,6 +239,8 @@ func (t FrameType) String() string {
 		return "notify"
 	case FrameRevoke:
 		return "revoke"
+	case FramePathDown:
+		return "path-down"
 	}
 	return fmt.Sprintf("frame(%d)", uint8(t))
 }

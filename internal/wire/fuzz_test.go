@@ -89,6 +89,8 @@ func FuzzDecodeHeader(f *testing.F) {
 	var b [FrameHeaderLen]byte
 	(&Header{Type: FrameWrite, Len: 10, Region: 1}).Put(b[:])
 	f.Add(b[:])
+	(&Header{Type: FramePathDown}).Put(b[:])
+	f.Add(bytes.Clone(b[:]))
 	f.Fuzz(func(t *testing.T, in []byte) {
 		var h Header
 		if DecodeHeader(in, &h) != nil {

@@ -39,9 +39,15 @@ type Options struct {
 	// OnCredit, when set, receives the peer's returned receive credits
 	// instead of the stream's own send path: the owner sends its messages
 	// elsewhere (rdma, on its QPs) and counts credits itself. Such an
-	// owner must then neither post OpSend to the stream nor offer its
-	// AppendSend.
+	// owner posts OpSend to the stream only with a credit of its own in
+	// hand (its data path failed: OnPathDown), which the stream then does
+	// not count again, and never offers the stream's AppendSend.
 	OnCredit func(n int)
+	// OnPathDown, when set, is called when the peer says its data path of
+	// the connection failed (FramePathDown): the owner carries on over
+	// the stream. A stream without it treats that frame as a protocol
+	// error.
+	OnPathDown func()
 }
 
 // opAttach is the internal kind of an attach request in the pending table.
@@ -390,12 +396,14 @@ func (e *Stream) postSend(op *transport.Op) {
 		complete(op, err)
 		return
 	}
-	if e.credits == 0 || len(e.sendWait) > 0 {
-		e.sendWait = append(e.sendWait, op)
-		e.mu.Unlock()
-		return
+	if e.opts.OnCredit == nil {
+		if e.credits == 0 || len(e.sendWait) > 0 {
+			e.sendWait = append(e.sendWait, op)
+			e.mu.Unlock()
+			return
+		}
+		e.credits--
 	}
-	e.credits--
 	// Sends are written under e.mu so that they keep their order.
 	err := e.writeSend(op)
 	e.mu.Unlock()
@@ -533,6 +541,18 @@ func (e *Stream) Consumed(n int) {
 	if err := e.conns[0].writeFrame(&h, nil); err != nil {
 		e.fail(e.linkErr(err))
 	}
+}
+
+// PathDown tells the peer that this side's data path of the connection
+// failed (see Options.OnPathDown).
+func (e *Stream) PathDown() error {
+	h := wire.Header{Type: wire.FramePathDown}
+	if err := e.conns[0].writeFrame(&h, nil); err != nil {
+		err = e.linkErr(err)
+		e.fail(err)
+		return err
+	}
+	return nil
 }
 
 // Revoke tells the peer that a region is gone.
@@ -716,6 +736,11 @@ func (c *conn) serve() error {
 			if e.opts.OnRevoke != nil {
 				e.opts.OnRevoke(h.Region)
 			}
+		case wire.FramePathDown:
+			if e.opts.OnPathDown == nil {
+				return fmt.Errorf("%w: the peer says its data path failed, and this %s connection has none besides the stream", transport.ErrProtocol, e.opts.Name)
+			}
+			e.opts.OnPathDown()
 		}
 		if err != nil {
 			return err

@@ -37,6 +37,9 @@ type PairConfig struct {
 	PollSpin time.Duration
 	// Logger is Params.Logger; default: one that discards.
 	Logger *slog.Logger
+	// OnFailover, when set, is both sides' Params.OnFailover, told which
+	// side calls it.
+	OnFailover func(role transport.Role, from, to string, cause error)
 }
 
 func (c PairConfig) withDefaults() PairConfig {
@@ -202,6 +205,9 @@ func Connect(tb testing.TB, dt, at transport.Transport, c PairConfig) (*Pair, er
 	params := func(role transport.Role, nc net.Conn, s *Side, remote transport.PeerInfo) transport.Params {
 		pp := transport.Params{Role: role, Conn: nc, Local: s.Info, Remote: remote, Host: s.Host,
 			Conns: c.Conns, MaxMessage: c.MaxMessage, RecvDepth: c.RecvDepth, PollSpin: c.PollSpin, Logger: c.Logger}
+		if f := c.OnFailover; f != nil {
+			pp.OnFailover = func(from, to string, cause error) { f(role, from, to, cause) }
+		}
 		if role == transport.Dialer {
 			pp.DialExtra = func(ctx context.Context) (net.Conn, error) {
 				var d net.Dialer

@@ -723,6 +723,6 @@ func (g *cqGroup) broken(err error, pending []*cqLeave) {
 		close(l.done)
 	}
 	for _, e := range eps {
-		e.fail(&transport.LinkError{Peer: "rdma peer", Cause: fmt.Errorf("completion queue: %w", err)})
+		e.pathFailed(&transport.LinkError{Peer: "rdma peer", Cause: fmt.Errorf("completion queue: %w", err)})
 	}
 }

@@ -386,7 +386,7 @@ func (d *device) remove(cause error) {
 	for e, st := range eps {
 		st.cancel()
 		if st.up {
-			e.fail(lerr)
+			e.pathFailed(lerr) // the endpoint may carry on over its stream
 		}
 	}
 	d.connecting.Wait()

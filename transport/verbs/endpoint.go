@@ -103,6 +103,15 @@ type Endpoint struct {
 	// small SEND carrying the notification, which RC delivers after the data.
 	noImm bool
 
+	// The move to the control stream when the queue pairs fail (see
+	// pathdown.go): onFailover is Params.OnFailover (nil: fail instead);
+	// path is pathRDMA, pathMoving or pathStream; held is what was
+	// posted while moving, in order, guarded by pmu.
+	onFailover func(from, to string, cause error)
+	path       atomic.Uint32
+	pmu        sync.Mutex
+	held       []*transport.Op
+
 	depth      int
 	ringSlots  int
 	maxMessage int
@@ -257,6 +266,10 @@ func (e *Endpoint) fail(err error) {
 	waiting := e.sendWait
 	e.sendWait = nil
 	e.cmu.Unlock()
+	e.pmu.Lock()
+	waiting = append(waiting, e.held...)
+	e.held = nil
+	e.pmu.Unlock()
 	for i, op := range ops {
 		complete(op, errs[i])
 	}
@@ -283,8 +296,14 @@ func (e *Endpoint) Err() error {
 	return e.s.Err()
 }
 
-// Transport is "rdma".
-func (e *Endpoint) Transport() string { return "rdma" }
+// Transport is "rdma", or "tcp" once the endpoint moved to its control
+// stream.
+func (e *Endpoint) Transport() string {
+	if e.onStream() {
+		return "tcp"
+	}
+	return "rdma"
+}
 
 // Close fails outstanding operations and releases the QPs, CQ, channel and
 // receive ring.
@@ -312,6 +331,9 @@ func (e *Endpoint) release() {
 func (e *Endpoint) closeQPs() {
 	e.life.Lock()
 	defer e.life.Unlock()
+	if e.released {
+		return
+	}
 	e.released = true
 	if len(e.cmIDs) > 0 {
 		for _, q := range e.qps {
@@ -350,6 +372,10 @@ func (e *Endpoint) closeQPs() {
 // groupMax requests), as a Post of one large operation does, rather than
 // a chain per operation and queue pair: see postBatch.
 func (e *Endpoint) Post(ops []*transport.Op, wait bool) {
+	if e.path.Load() != pathRDMA {
+		e.postStream(ops, wait)
+		return
+	}
 	var b *postBatch
 	if len(ops) > 1 {
 		b = e.newBatch()
@@ -436,13 +462,17 @@ func (e *Endpoint) flushQP(b *postBatch, qi int) {
 	q.mu.Lock()
 	if !q.reserve(len(wrs)) {
 		q.mu.Unlock()
-		e.fail(&transport.LinkError{Peer: "rdma peer", Cause: e.failed()})
+		// The endpoint failed, or is moving to its stream, which takes
+		// the operations of wrs.
+		if err := e.failed(); err != nil {
+			e.fail(&transport.LinkError{Peer: "rdma peer", Cause: err})
+		}
 		return
 	}
 	err := e.postChain(q, wrs)
 	q.mu.Unlock()
 	if err != nil {
-		e.fail(&transport.LinkError{Peer: "rdma peer", Cause: err})
+		e.pathFailed(&transport.LinkError{Peer: "rdma peer", Cause: err})
 	}
 }
 
@@ -474,6 +504,9 @@ func (e *Endpoint) alloc(op *transport.Op, signalled int) (uint32, uint32, error
 	defer e.mu.Unlock()
 	if e.err != nil {
 		return 0, 0, e.err
+	}
+	if e.path.Load() != pathRDMA {
+		return 0, 0, errMoving
 	}
 	var slot uint32
 	if n := len(e.freeIDs); n > 0 {
@@ -531,9 +564,34 @@ func (e *Endpoint) noteErr(slot, gen uint32, err error) {
 	}
 }
 
-// Cancel cannot take back posted work requests: it always returns false,
-// and the operation completes (or fails with its QP) by itself.
-func (e *Endpoint) Cancel(op *transport.Op) bool { return false }
+// Cancel cannot take back posted work requests: it returns false, and the
+// operation completes (or fails with its QP) by itself. Once the endpoint
+// moved to its control stream, the stream's Cancel answers, and an
+// operation held while it moved is taken back.
+func (e *Endpoint) Cancel(op *transport.Op) bool {
+	if !e.onStream() {
+		return false
+	}
+	e.pmu.Lock()
+	for i, h := range e.held {
+		if h == op {
+			e.held = append(e.held[:i], e.held[i+1:]...)
+			e.pmu.Unlock()
+			return true
+		}
+	}
+	e.pmu.Unlock()
+	e.cmu.Lock()
+	for i, h := range e.sendWait {
+		if h == op {
+			e.sendWait = append(e.sendWait[:i], e.sendWait[i+1:]...)
+			e.cmu.Unlock()
+			return true
+		}
+	}
+	e.cmu.Unlock()
+	return e.s.Cancel(op)
+}
 
 // postRDMA posts op; it returns its pending slot when it was posted as one
 // signalled request.
@@ -549,7 +607,7 @@ func (e *Endpoint) postRDMA(op *transport.Op, b *postBatch) (slot, gen uint32, o
 	}
 	a, err := e.attachment(op.Remote.Region, op.Remote.Key, want)
 	if err != nil {
-		complete(op, err)
+		e.reject(op, err)
 		return 0, 0, false
 	}
 	addr := op.Remote.Addr
@@ -565,7 +623,7 @@ func (e *Endpoint) postRDMA(op *transport.Op, b *postBatch) (slot, gen uint32, o
 	if n > 0 {
 		mr, err := e.dev.mr(op.Region)
 		if err != nil {
-			complete(op, err)
+			e.reject(op, err) // the device may be gone: see pathdown.go
 			return 0, 0, false
 		}
 		lkey = mr.LKey
@@ -623,7 +681,7 @@ func (e *Endpoint) postRDMA(op *transport.Op, b *postBatch) (slot, gen uint32, o
 	}
 	slot, gen, err = e.alloc(op, signalled)
 	if err != nil {
-		complete(op, err)
+		e.reject(op, err)
 		return 0, 0, false
 	}
 	off := uint64(0)
@@ -654,7 +712,7 @@ func (e *Endpoint) postRDMA(op *transport.Op, b *postBatch) (slot, gen uint32, o
 					b.wrs[qi] = append(b.wrs[qi], e.fenceWR(slot, gen, g+1, addr, a.rkey))
 				}
 			} else if err := e.postGroup(q, op, slot, gen, g, withNote, &off, lkey, a.rkey, addr, n, slice); err != nil {
-				e.fail(&transport.LinkError{Peer: "rdma peer", Cause: err})
+				e.pathFailed(&transport.LinkError{Peer: "rdma peer", Cause: err})
 				return 0, 0, false
 			}
 			k -= g
@@ -761,7 +819,7 @@ func (e *Endpoint) postSend(op *transport.Op) (slot, gen uint32, posted bool) {
 	}
 	wr, err := e.sendWR(op)
 	if err != nil {
-		complete(op, err)
+		e.reject(op, err)
 		return 0, 0, false
 	}
 	e.cmu.Lock()
@@ -781,6 +839,13 @@ func (e *Endpoint) postSend(op *transport.Op) (slot, gen uint32, posted bool) {
 // sendNow posts one message; e.cmu is held, so messages keep their order.
 func (e *Endpoint) sendNow(op *transport.Op, wr ibv.SendWR) (slot, gen uint32, posted bool) {
 	slot, gen, err := e.alloc(op, 1)
+	if errors.Is(err, errMoving) {
+		// Moving to the stream (e.cmu is held: the message keeps its
+		// place before those that wait for credit).
+		e.credits++
+		e.sendWait = append([]*transport.Op{op}, e.sendWait...)
+		return 0, 0, false
+	}
 	if err != nil {
 		complete(op, err)
 		return 0, 0, false
@@ -790,7 +855,13 @@ func (e *Endpoint) sendNow(op *transport.Op, wr ibv.SendWR) (slot, gen uint32, p
 	q.mu.Lock()
 	if !q.reserve(1) {
 		q.mu.Unlock()
-		e.retire(slot, gen, e.failed())
+		if err := e.failed(); err != nil {
+			e.retire(slot, gen, err)
+		} else if e.unalloc(slot, gen) {
+			// Not posted, and moving to the stream: it goes there.
+			e.credits++
+			e.sendWait = append([]*transport.Op{op}, e.sendWait...)
+		}
 		return 0, 0, false
 	}
 	q.wrs = append(q.wrs[:0], wr)
@@ -803,7 +874,7 @@ func (e *Endpoint) sendNow(op *transport.Op, wr ibv.SendWR) (slot, gen uint32, p
 	e.life.RUnlock()
 	q.mu.Unlock()
 	if err != nil {
-		e.fail(&transport.LinkError{Peer: "rdma peer", Cause: err})
+		e.pathFailed(&transport.LinkError{Peer: "rdma peer", Cause: err})
 		return 0, 0, false
 	}
 	return slot, gen, true
@@ -834,6 +905,16 @@ func (e *Endpoint) onCredit(n int) {
 	defer e.cmu.Unlock()
 	e.credits += n
 	for e.credits > 0 && len(e.sendWait) > 0 {
+		switch e.path.Load() {
+		case pathMoving:
+			return // move sends them once it is done
+		case pathStream:
+			op := e.sendWait[0]
+			e.sendWait = e.sendWait[1:]
+			e.credits--
+			e.s.Post([]*transport.Op{op}, false)
+			continue
+		}
 		op := e.sendWait[0]
 		e.sendWait = e.sendWait[1:]
 		wr, err := e.sendWR(op)
@@ -906,6 +987,12 @@ var testIgnoreRevokes atomic.Bool
 
 // Consumed reposts receive buffers for consumed messages.
 func (e *Endpoint) Consumed(n int) {
+	if e.onStream() {
+		// No receive is posted again: the queue pairs are gone, and the
+		// peer's messages come on the stream. The credits go back.
+		e.s.Consumed(n)
+		return
+	}
 	e.freeMu.Lock()
 	e.owed += n
 	var wrs []ibv.RecvWR
@@ -918,8 +1005,10 @@ func (e *Endpoint) Consumed(n int) {
 	e.freeMu.Unlock()
 	if len(wrs) > 0 {
 		if err := e.repost(0, wrs); err != nil {
-			e.fail(&transport.LinkError{Peer: "rdma peer", Cause: err})
-			return
+			e.pathFailed(&transport.LinkError{Peer: "rdma peer", Cause: err})
+			if e.failed() != nil {
+				return
+			}
 		}
 	}
 	// The receives are posted again: the peer may send as many more.
@@ -958,7 +1047,7 @@ func (e *Endpoint) handleSRQRecv(wc *ibv.WC, slot uint32) {
 		return // reposted once consumed
 	}
 	if err := e.repost(0, []ibv.RecvWR{e.recvWR(slot)}); err != nil {
-		e.fail(&transport.LinkError{Peer: "rdma peer", Cause: err})
+		e.pathFailed(&transport.LinkError{Peer: "rdma peer", Cause: err})
 	}
 }
 
@@ -1038,7 +1127,7 @@ func (e *Endpoint) handle(wc *ibv.WC) (unwaited bool) {
 		if wc.ID != 0 {
 			e.noteErr(slot, gen, err)
 		}
-		e.fail(ferr)
+		e.pathFailed(ferr)
 		if wc.ID != 0 {
 			e.retire(slot, gen, err) // a no-op unless fail found it done already
 		}
@@ -1128,8 +1217,9 @@ func (e *Endpoint) handleRecv(wc *ibv.WC) {
 	if wc.Status != ibv.WCSuccess {
 		// A flushed receive means the QP is in the error state (on iWARP,
 		// after the peer's NIC refused an access and terminated): the
-		// endpoint is dead either way, and fail is a no-op when closing.
-		e.fail(&transport.LinkError{Peer: "rdma peer", Cause: wcError(wc)})
+		// queue pairs are dead either way (a no-op when closing or once
+		// the endpoint moved to its stream).
+		e.pathFailed(&transport.LinkError{Peer: "rdma peer", Cause: wcError(wc)})
 		return
 	}
 	if e.srq != nil {
@@ -1149,7 +1239,7 @@ func (e *Endpoint) handleRecv(wc *ibv.WC) {
 			wr = e.recvWR(slot)
 		}
 		if err := e.repost(qi, []ibv.RecvWR{wr}); err != nil {
-			e.fail(&transport.LinkError{Peer: "rdma peer", Cause: err})
+			e.pathFailed(&transport.LinkError{Peer: "rdma peer", Cause: err})
 		}
 		return
 	}
@@ -1168,7 +1258,7 @@ func (e *Endpoint) handleRecv(wc *ibv.WC) {
 			return
 		}
 		if err := e.repost(qi, []ibv.RecvWR{e.immRecvWR(s)}); err != nil {
-			e.fail(&transport.LinkError{Peer: "rdma peer", Cause: err})
+			e.pathFailed(&transport.LinkError{Peer: "rdma peer", Cause: err})
 		}
 		return
 	}

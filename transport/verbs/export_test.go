@@ -116,3 +116,7 @@ func ActiveMTU(t *Transport) int {
 // ForgeGID makes the next dialer's QP info name another GID than its
 // handshake did.
 func ForgeGID() { testForgeGID.Store(true) }
+
+// BreakQPs moves every QP of the transport's endpoints to the error state,
+// as a NIC that fails under them would: their work requests flush.
+func BreakQPs(t *Transport) { eachQP(t, func(qp *ibv.QP) { qp.ToError() }) }

@@ -28,9 +28,11 @@ import (
 // endpoint is closed, and the endpoint takes the rail back once its
 // device is usable again on both sides (see rejoinLoop): the dialer asks
 // over a new extra connection, both connect new queue pairs over it, and
-// operations are spread over the rail again. When rail 0 fails, the
-// endpoint is down, as a single-device one would be, and the engine
-// reconnects.
+// operations are spread over the rail again. When rail 0 fails, it moves
+// to its control stream when the engine allows (Params.OnFailover; see
+// pathdown.go), as a single-device endpoint does: its messages and
+// notifications go there, and the WRITEs and READs to the other rails.
+// Otherwise the endpoint is down, and the engine reconnects.
 type RailEndpoint struct {
 	r     *rails
 	eps   []atomic.Pointer[Endpoint] // replaced when a rail comes back
@@ -172,12 +174,17 @@ func (re *RailEndpoint) pick(not int) int {
 	start := int(re.next.Add(1))
 	for k := range re.eps {
 		i := (start + k) % len(re.eps)
-		if i == not || re.down[i].Load() || re.ep(i).failed() != nil {
+		if i == not || re.down[i].Load() || re.ep(i).failed() != nil || re.ep(i).onStream() {
 			continue
 		}
 		if l := re.load[i].Load(); best < 0 || l < load {
 			best, load = i, l
 		}
+	}
+	if best < 0 && not != 0 && !re.down[0].Load() && re.ep(0).failed() == nil {
+		// Rail 0 moved to its control stream (see pathdown.go) and no
+		// other rail is up: it carries the operations, slowly.
+		best = 0
 	}
 	return best
 }

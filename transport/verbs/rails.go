@@ -236,7 +236,10 @@ func (r *rails) connect(ctx context.Context, p transport.Params) (transport.Endp
 	railParams := func(conn net.Conn, peerRail int) transport.Params {
 		pi := p
 		if conn != nil {
-			pi.Conn, pi.Conns, pi.DialExtra, pi.AcceptExtra = conn, 1, nil, nil
+			// A rail other than rail 0 that fails is marked down, and its
+			// operations go to the other rails: it never moves to its
+			// control stream.
+			pi.Conn, pi.Conns, pi.DialExtra, pi.AcceptExtra, pi.OnFailover = conn, 1, nil, nil, nil
 		}
 		if peerRail != 0 || conn != nil {
 			v := *peer

@@ -242,7 +242,8 @@ func (t *Transport) connectOne(ctx context.Context, p transport.Params) (*Endpoi
 	// The device's removal cancels the connection setup.
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	e := &Endpoint{t: t, dev: d, cfg: t.cfg, att: map[uint32]*remote{}, byQPN: map[uint32]int{}, done: make(chan struct{}), maxMessage: p.MaxMessage, host: p.Host}
+	e := &Endpoint{t: t, dev: d, cfg: t.cfg, att: map[uint32]*remote{}, byQPN: map[uint32]int{}, done: make(chan struct{}), maxMessage: p.MaxMessage, host: p.Host,
+		onFailover: p.OnFailover}
 	if err := d.enter(e, cancel); err != nil {
 		p.Conn.Close()
 		return nil, fmt.Errorf("rdma: %w", err)
@@ -391,7 +392,7 @@ func (e *Endpoint) start(ctx context.Context, p transport.Params) (transport.End
 	p.Conns = 1
 	var err error
 	e.s, err = stream.New(ctx, p, stream.Options{Name: "rdma", OnRevoke: e.revoked, OnAttach: e.attachKey,
-		OnDown: e.controlDown, OnCredit: e.onCredit})
+		OnDown: e.controlDown, OnCredit: e.onCredit, OnPathDown: e.onPathDown})
 	if err != nil {
 		p.Conn = nil
 		return nil, err
