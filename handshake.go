@@ -657,7 +657,7 @@ func (e *Engine) connectOnce(ctx context.Context, p *Peer, exclude map[string]er
 		Role: transport.Dialer, Conn: nc, Local: local, Remote: remote, Host: p.host(),
 		Conns: int(w.Conns), MaxMessage: int(w.MaxMessage), RecvDepth: int(w.RecvDepth), PollSpin: e.cfg.TCP.PollSpin, Logger: e.log,
 		OnFailover: p.failoverHook(p.policy),
-		DialExtra: func(ctx context.Context) (net.Conn, error) { return e.join(ctx, addr, w.Token) },
+		DialExtra:  func(ctx context.Context) (net.Conn, error) { return e.join(ctx, addr, w.Token) },
 	})
 	nc = nil // Connect owns it now, on success and on failure
 	if err != nil {
