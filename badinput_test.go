@@ -256,6 +256,8 @@ func TestMalformedFramesCloseConnection(t *testing.T) {
 		"truncated header":          raw([]byte{1, 0, 0}),
 		"response to nothing":       append(hdr(wire.Header{Type: wire.FrameResp, ID: 12345, Len: 8}), make([]byte, 8)...),
 		"imm flag on read":          hdr(wire.Header{Type: wire.FrameRead, Flags: wire.FlagImm, Region: d.ID, Key: d.Key, Addr: d.Addr, Len: 8}),
+		"path-down on tcp":          hdr(wire.Header{Type: wire.FramePathDown}),
+		"path-down with a payload":  append(hdr(wire.Header{Type: wire.FramePathDown, Len: 8}), make([]byte, 8)...),
 		"sends beyond credits (x5)": bytes.Repeat(append(hdr(wire.Header{Type: wire.FrameSend, Flags: wire.FlagNoAck, Len: 8}), make([]byte, 8)...), 5),
 	}
 	for name, b := range cases {
@@ -375,6 +377,8 @@ func FuzzServe(f *testing.F) {
 	f.Add(b[:])
 	(&wire.Header{Type: wire.FrameWrite, ID: 2, Len: 8, Key: 1}).Put(b[:])
 	f.Add(append(b[:], 1, 2, 3, 4, 5, 6, 7, 8))
+	(&wire.Header{Type: wire.FramePathDown}).Put(b[:])
+	f.Add(bytes.Clone(b[:]))
 	tg := (*target)(nil)
 	var tt *testing.T
 	f.Fuzz(func(t *testing.T, in []byte) {

@@ -17,8 +17,9 @@ import (
 // TestBenchDeviceRemoved is failover and failback as a user of the command
 // sees them, in the RDMA VM: `xfer bench --verify --transport auto` runs
 // over the RDMA device against an `xfer serve`, and the test deletes the
-// device under it (rdma link delete). The bench goes on, on the next
-// transport, and says so in its log; it pauses rdma and probes it. The
+// device under it (rdma link delete). The bench goes on: its connection
+// carries on over its control connection (tcp), without a new handshake,
+// and says so in its log; it pauses rdma and probes it. The
 // test adds the device back (rdma link add) while the bench runs: the same
 // bench, on the same peer, is back on rdma within the probes' backoff, and
 // finishes there, every byte verified. A new bench against the same xfer
@@ -144,17 +145,11 @@ func TestBenchDeviceRemoved(t *testing.T) {
 		addBack()
 	})
 	t.Logf("with %s deleted 3s into the bench and added back: %d verified WRITEs, ending on %s", dev, row.Ops, row.Transport)
-	// Operations in flight when the device went are repeated (a failover);
-	// one that begins after the connection failed redials (a fallback).
-	// Either way the log says where the peer went.
-	lesser := ""
-	for _, tr := range []string{"shm", "tcp"} {
-		if strings.Contains(logs, "from=rdma to="+tr) || strings.Contains(logs, "had=rdma now="+tr) {
-			lesser = tr
-		}
-	}
-	if lesser == "" {
-		t.Errorf("the bench's log does not say it moved from rdma to another transport:\n%s", logs)
+	// The connection moved to its control connection, tcp, with the
+	// operations in flight repeated there.
+	lesser := "tcp"
+	if !strings.Contains(logs, "from=rdma to=tcp") || !strings.Contains(logs, "without a new handshake") {
+		t.Errorf("the bench's log does not say its connection moved from rdma to tcp inside itself:\n%s", logs)
 	}
 	if !strings.Contains(logs, "paused=rdma now="+lesser) {
 		t.Errorf("the bench's log does not say it paused rdma:\n%s", logs)

@@ -28,12 +28,14 @@ func rdmaCmd(ctx context.Context, args ...string) ([]byte, error) {
 
 // The RDMA device is deleted (`rdma link delete`) while two engines under
 // the auto policy move data over it: the READs and WRITEs in flight do not
-// hang, nor fail: their connection lost, each is repeated on a new
-// connection over another transport (a failover), and every byte written
-// and read is the right one. The engines let go of the device so that the
-// kernel's removal finishes, and the same *Peer carries on over the other
-// transport, counted as a fallback. The device is added again afterwards,
-// and the engine uses it again for a new peer.
+// hang, nor fail: the connection carries on over its control connection
+// (tcp), without a new handshake, and they are repeated there (a failover
+// inside the connection); every byte written and read is the right one.
+// Both sides keep their peer: the server accepts no new one. The engines
+// let go of the device so that the kernel's removal finishes, and the same
+// *Peer carries on over tcp, the failover counted and logged at Warn. The
+// device is added again afterwards, and the engine uses it again for a new
+// peer.
 func TestDeviceRemoved(t *testing.T) {
 	dev := testutil.RequireVerbs(t)
 	if dev == "" {
@@ -55,6 +57,10 @@ func TestDeviceRemoved(t *testing.T) {
 		Logger: slog.New(slog.NewTextHandler(&logBuf, nil))}}, "")
 	if got := p.Peer.Transport(); got != "rdma" {
 		t.Fatalf("auto picked %q with %s available", got, dev)
+	}
+	accepted := p.Server.Peers()
+	if len(accepted) != 1 {
+		t.Fatalf("the server has %d peers, want 1", len(accepted))
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
@@ -155,10 +161,15 @@ func TestDeviceRemoved(t *testing.T) {
 	wg.Wait()
 	st := p.Client.Status()
 	t.Logf("%d operations completed; %d repeated after the removal (failovers): %+v", done.Load(), st.Failovers, st.RecentFailovers)
+	moved := false
 	for _, f := range st.RecentFailovers {
 		if f.From != "rdma" || f.To == "rdma" {
 			t.Errorf("failover %+v: want from rdma to another transport", f)
 		}
+		moved = moved || f.Reason == "path_failed" && f.To == "tcp"
+	}
+	if !moved {
+		t.Errorf("no failover inside the connection (path_failed, rdma to tcp) recorded: %+v", st.RecentFailovers)
 	}
 	for i := 0; i < 4; i += 2 {
 		want := make([]byte, chunk)
@@ -198,8 +209,12 @@ func TestDeviceRemoved(t *testing.T) {
 	if err := p.Peer.Write(ctx, src.Bytes(), desc.At(0)); err != nil {
 		t.Fatalf("write after the removal: %v", err)
 	}
-	if got := p.Peer.Transport(); got == "rdma" || got == "" {
-		t.Fatalf("after the removal the peer is on %q", got)
+	if got := p.Peer.Transport(); got != "tcp" {
+		t.Fatalf("after the removal the peer is on %q, want tcp (its control connection)", got)
+	}
+	// The server's peer is the same one, on the same connection.
+	if now := p.Server.Peers(); len(now) != 1 || now[0] != accepted[0] || now[0].Transport() != "tcp" {
+		t.Fatalf("the server's peers after the removal: %v (was %v); want the same peer, on tcp", now, accepted)
 	}
 	if !bytes.Equal(p.Target.Bytes()[:chunk], src.Bytes()) {
 		t.Fatal("the write after the removal did not land")
@@ -211,12 +226,9 @@ func TestDeviceRemoved(t *testing.T) {
 	if !bytes.Equal(back.Bytes(), src.Bytes()) {
 		t.Fatal("the read after the removal returned other data")
 	}
-	if n := p.Client.Fallbacks(); n < 1 {
-		t.Errorf("Fallbacks() = %d after the peer moved from rdma to %s", n, p.Peer.Transport())
-	}
-	t.Logf("the peer carries on over %s; fallbacks counted: %d", p.Peer.Transport(), p.Client.Fallbacks())
-	if log := logBuf.String(); !strings.Contains(log, "level=WARN") || !strings.Contains(log, "falling back") {
-		t.Errorf("the fallback was not logged at warn; the engines' log:\n%s", log)
+	t.Logf("the peer carries on over %s; failovers counted: %d", p.Peer.Transport(), p.Client.Status().Failovers)
+	if log := logBuf.String(); !strings.Contains(log, "level=WARN") || !strings.Contains(log, "carries on over its control connection") {
+		t.Errorf("the failover was not logged at warn; the engines' log:\n%s", log)
 	}
 
 	// With the device back, the same engine uses it for a new peer.
