@@ -39,11 +39,14 @@ type Engine struct {
 	exports  []wire.Export
 	node     node // the directory (Config.Directory) and this engine's entry
 
-	mu       sync.Mutex
-	closed   bool
-	dialed   map[string]*Peer
-	peers    map[*Peer]struct{}
-	joins    map[[16]byte]chan net.Conn
+	mu     sync.Mutex
+	closed bool
+	dialed map[string]*Peer
+	peers  map[*Peer]struct{}
+	joins  map[[16]byte]chan net.Conn
+	// resumes: the accepted peers by their connections' Welcome tokens,
+	// for a dialer's probe that resumes one (wire.CapResume).
+	resumes  map[[16]byte]*Peer
 	accepted chan *Peer
 	revSeq   uint64      // revokes so far; guarded by mu
 	revLog   []revokeRec // the latest revokes, oldest first; guarded by mu
@@ -118,6 +121,7 @@ func Open(ctx context.Context, cfg Config) (_ *Engine, err error) {
 		dialed:   map[string]*Peer{},
 		peers:    map[*Peer]struct{}{},
 		joins:    map[[16]byte]chan net.Conn{},
+		resumes:  map[[16]byte]*Peer{},
 		accepted: make(chan *Peer, 1024),
 	}
 	e.allowedPeers, _ = parseAllowedPeers(cfg.Security.AllowedPeers) // checked by withDefaults

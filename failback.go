@@ -235,6 +235,7 @@ func (p *Peer) tryPaused(pt *pauseState) error {
 		closed := p.closed
 		p.mu.Unlock()
 		nep.Close()
+		p.tokens.Delete(nep)
 		if closed {
 			return fmt.Errorf("peer %s: %w", p, ErrClosed)
 		}
@@ -274,6 +275,7 @@ func (p *Peer) tryPaused(pt *pauseState) error {
 // retire closes ep, a connection the peer no longer posts on, once the
 // operations posted on it have ended (or after drainMax).
 func (p *Peer) retire(ep transport.Endpoint) {
+	p.retired.Store(ep, struct{}{})
 	e := p.e
 	e.mu.Lock()
 	if e.closed {

@@ -165,6 +165,16 @@ func TestFailbackToPausedTransport(t *testing.T) {
 	}
 	waitFor("the peer on tcp", func() bool { return p.Transport() == "tcp" })
 	waitFor("traffic on tcp", ranOn("tcp"))
+	// The server's peer of the tcp connection: the move back resumes it.
+	var tcpPeer *Peer
+	waitFor("the server's tcp peer", func() bool {
+		for _, sp := range srv.Peers() {
+			if sp.Transport() == "tcp" {
+				tcpPeer = sp
+			}
+		}
+		return tcpPeer != nil
+	})
 	waitFor("two failed probes of shm", func() bool {
 		ps := cli.Status().Peers
 		return len(ps) == 1 && len(ps[0].Paused) == 1 && ps[0].Paused[0].Probes >= 2
@@ -187,6 +197,14 @@ func TestFailbackToPausedTransport(t *testing.T) {
 		sp := srv.Peers()
 		return len(sp) == 1 && sp[0].Transport() == "shm"
 	})
+	// The server kept its peer: the probe resumed it (wire.CapResume),
+	// and Accept did not return it again.
+	if sp := srv.Peers(); sp[0] != tcpPeer {
+		t.Errorf("the server's peer after the move back is a new one, not the one of the tcp connection")
+	}
+	if n := len(srv.accepted); n != 2 {
+		t.Errorf("Accept has %d peers queued, want 2 (the first connection's and the tcp one's)", n)
+	}
 	close(stop)
 	wg.Wait()
 	if err := failed(); err != nil {

@@ -166,6 +166,9 @@ func (e *Engine) serveConn(nc net.Conn) error {
 			return &authError{reasonMalformed, err}
 		}
 		p, err := e.acceptPeer(nc, h, body)
+		if errors.Is(err, errResumed) {
+			return nil
+		}
 		if err != nil {
 			return err
 		}
@@ -267,7 +270,19 @@ func (e *Engine) acceptPeer(nc net.Conn, h *wire.Hello, helloBody []byte) (*Peer
 		return nil, err
 	}
 	nc.SetDeadline(time.Time{})
-	p := e.newPeer("", remote, nil)
+	// A dialer that resumes (its probe of a transport it lost) names the
+	// Welcome token of its current connection: the new connection goes
+	// under that connection's peer, which keeps serving meanwhile.
+	var p *Peer
+	if h.Caps&wire.CapResume != 0 {
+		if p = e.resumable(h.Resume, h.ID); p != nil {
+			p.markRevokes() // revokes from here on are replayed to the new endpoint
+		}
+	}
+	resumed := p != nil
+	if !resumed {
+		p = e.newPeer("", remote, nil)
+	}
 	ctx, cancel := context.WithTimeout(e.ctx, e.cfg.HandshakeTimeout)
 	defer cancel()
 	ep, err := t.Connect(ctx, transport.Params{
@@ -286,6 +301,24 @@ func (e *Engine) acceptPeer(nc net.Conn, h *wire.Hello, helloBody []byte) (*Peer
 	if err != nil {
 		return nil, fmt.Errorf("accept: %w", namedErr(t.Name(), err))
 	}
+	var was string
+	if old := p.current(); resumed && old != nil {
+		was = old.Transport()
+		p.retired.Store(old, struct{}{})
+		// Revokes reach the connection replaced too, while the dialer
+		// drains it (set before the swap, so that none falls in between).
+		d := &old
+		if prev := p.draining.Swap(d); prev != nil {
+			(*prev).Close()
+		}
+		go func() {
+			select {
+			case <-old.Done():
+			case <-p.done:
+			}
+			p.draining.CompareAndSwap(d, nil)
+		}()
+	}
 	p.setEndpoint(ep)
 	if err := e.addPeer(p); err != nil {
 		ep.Close()
@@ -293,12 +326,40 @@ func (e *Engine) acceptPeer(nc net.Conn, h *wire.Hello, helloBody []byte) (*Peer
 	}
 	p.watch(ep)
 	kept = true
+	e.mu.Lock()
+	e.resumes[w.Token] = p
+	e.mu.Unlock()
 	go func() {
 		<-ep.Done()
 		e.dropJoins(w.Token, joins)
+		e.mu.Lock()
+		delete(e.resumes, w.Token)
+		e.mu.Unlock()
 	}()
+	if resumed {
+		// The dialer closes the connection this one replaces once its
+		// operations ended; Accept does not return the peer again.
+		e.log.Info("peer resumed on a new connection", "peer", p, "transport", t.Name(), "was", was)
+		return p, errResumed
+	}
 	e.log.Debug("peer accepted", "peer", p, "transport", t.Name())
 	return p, nil
+}
+
+// errResumed is acceptPeer's answer for a connection that went under a
+// peer Accept already returned.
+var errResumed = errors.New("resumed")
+
+// resumable is the accepted peer whose connection's Welcome carried
+// token, when it is open and its engine is id; else nil.
+func (e *Engine) resumable(token [16]byte, id [16]byte) *Peer {
+	e.mu.Lock()
+	p := e.resumes[token]
+	e.mu.Unlock()
+	if p == nil || p.isClosed() || p.ID() != ID(id) {
+		return nil
+	}
+	return p
 }
 
 // dropJoins forgets a join token and closes the connections that joined
@@ -585,6 +646,16 @@ func (e *Engine) connectOnce(ctx context.Context, p *Peer, exclude map[string]er
 	if _, err := rand.Read(hello.Nonce[:]); err != nil {
 		return nil, "", err
 	}
+	if only != "" {
+		// A probe of a paused transport asks the acceptor to put the
+		// new connection under the peer of the current one.
+		if cur := p.current(); cur != nil {
+			if tok, ok := p.tokens.Load(cur); ok {
+				hello.Caps |= wire.CapResume
+				hello.Resume = tok.([16]byte)
+			}
+		}
+	}
 	helloMsg := wire.AppendHello(nil, &hello)
 	if _, err := nc.Write(helloMsg); err != nil {
 		return nil, "", fmt.Errorf("dial %s: handshake: %w", addr, err)
@@ -663,6 +734,7 @@ func (e *Engine) connectOnce(ctx context.Context, p *Peer, exclude map[string]er
 	if err != nil {
 		return nil, w.Transport, fmt.Errorf("dial %s: %w", addr, namedErr(w.Transport, err))
 	}
+	p.tokens.Store(ep, w.Token)
 	return ep, w.Transport, nil
 }
 

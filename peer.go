@@ -42,6 +42,14 @@ type Peer struct {
 	waiters atomic.Int32
 	probing atomic.Bool
 	mark    atomic.Uint64 // the engine's revoke count when the connection began
+	// tokens holds the Welcome token of each live connection this engine
+	// dialed (transport.Endpoint → [16]byte): a probe resumes with the
+	// current one's (wire.CapResume).
+	tokens sync.Map
+	// retired holds the connections a move replaced and closes on purpose
+	// (a move back to a paused transport, a resumed peer's old one): their
+	// end is no loss to report (Engine.WaitNotify).
+	retired sync.Map
 
 	stats peerStats
 

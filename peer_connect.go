@@ -114,32 +114,38 @@ func (p *Peer) endpoint(ctx context.Context) (*epBox, error) {
 // watch releases ep's resources (its queue pairs, rings, buffers and
 // goroutines) as soon as it fails, rather than when the peer is next used or
 // closed: a peer that went away may never be used again. A peer this engine
-// accepted cannot reconnect, so it also leaves the engine's peers; its
-// operations keep failing with the link's error. A dialed peer dials again
-// on its next operation.
+// accepted cannot reconnect, so it also leaves the engine's peers (unless
+// its dialer resumed it on another connection meanwhile); its operations
+// keep failing with the link's error. A dialed peer dials again on its next
+// operation.
 func (p *Peer) watch(ep transport.Endpoint) {
 	go func() {
 		select {
 		case <-ep.Done():
 			ep.Close()
-			if p.dialAddr == "" {
+			p.tokens.Delete(ep)
+			if p.dialAddr == "" && p.current() == ep {
 				p.e.removePeer(p)
 			}
 			p.lost(ep)
+			p.retired.Delete(ep)
 		case <-p.done:
 			// The peer closed. Peer.Close closes its current endpoint;
 			// this one may have been replaced meanwhile (a reconnect) and
 			// not be current: close it too, or its resources (shm's
 			// pidfd, rdma's QPs) outlive the engine. Close is idempotent.
 			ep.Close()
+			p.tokens.Delete(ep)
 		}
 	}()
 }
 
 // lost reports the failure of p's connection ep to Engine.WaitNotify,
 // unless p was closed here, the engine is closing, p's notifications go to
-// a handler (Peer.HandleNotify), or ep is no longer p's connection (a move
-// back to a paused transport replaced it, and closes it once drained).
+// a handler (Peer.HandleNotify), or a move retired ep on purpose (a move
+// back to a paused transport, or a resumed peer, replaced it: it is closed
+// once drained). A connection that failed is reported even when a
+// reconnection already replaced it.
 func (p *Peer) lost(ep transport.Endpoint) {
 	select {
 	case <-p.done:
@@ -149,7 +155,7 @@ func (p *Peer) lost(ep transport.Endpoint) {
 	if p.e.ctx.Err() != nil || p.notify.Load() != nil {
 		return
 	}
-	if b := p.ep.Load(); b != nil && b.ep != ep {
+	if _, ok := p.retired.LoadAndDelete(ep); ok {
 		return
 	}
 	err := ep.Err()

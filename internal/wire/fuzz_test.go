@@ -66,7 +66,20 @@ func FuzzReadMessage(f *testing.F) {
 
 func FuzzDecodeHello(f *testing.F) {
 	f.Add(AppendHello(nil, sampleHello())[HandshakeHeaderLen:])
-	f.Fuzz(func(t *testing.T, b []byte) { _, _ = DecodeHello(b) })
+	r := sampleHello()
+	r.Caps |= CapResume
+	r.Resume[3] = 1
+	f.Add(AppendHello(nil, r)[HandshakeHeaderLen:])
+	f.Fuzz(func(t *testing.T, b []byte) {
+		h, err := DecodeHello(b)
+		if err != nil {
+			return
+		}
+		g, err := DecodeHello(AppendHello(nil, h)[HandshakeHeaderLen:])
+		if err != nil || !reflect.DeepEqual(g, h) {
+			t.Fatalf("hello does not round-trip: %v", err)
+		}
+	})
 }
 
 func FuzzDecodeWelcome(f *testing.F) {

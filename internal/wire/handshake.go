@@ -55,6 +55,10 @@ const (
 	CapAuth   uint64 = 1 << 0 // can authenticate with a shared secret
 	CapNotify uint64 = 1 << 1 // write-with-notify
 	CapAttach uint64 = 1 << 2 // region attach (shm)
+	// CapResume, in a Hello, says that Resume follows the transports: the
+	// dialer asks the acceptor to put the new connection under the peer
+	// of the connection whose Welcome carried that token, replacing it.
+	CapResume uint64 = 1 << 3
 )
 
 // TransportOffer is one transport the dialer can use, with its handshake data.
@@ -77,6 +81,9 @@ type Hello struct {
 	RecvDepth              uint32
 	Listen                 string
 	Transports             []TransportOffer
+	// Resume, with CapResume, is the Welcome token of the dialer's
+	// current connection to this acceptor (see CapResume).
+	Resume [16]byte
 }
 
 // Challenge answers Hello with the acceptor's nonce: nothing derived from
@@ -194,6 +201,9 @@ func AppendHello(b []byte, m *Hello) []byte {
 		e.str(t.Name)
 		e.bytes16(t.Blob)
 	}
+	if m.Caps&CapResume != 0 {
+		e.raw(m.Resume[:])
+	}
 	return finish(e, at)
 }
 
@@ -222,6 +232,9 @@ func DecodeHello(body []byte) (*Hello, error) {
 		t.Name = d.str(maxTransportLen, "transport name")
 		t.Blob = d.bytes16(MaxBlob, "transport blob")
 		m.Transports = append(m.Transports, t)
+	}
+	if m.Caps&CapResume != 0 {
+		d.fixed(m.Resume[:], "resume token")
 	}
 	if d.err == nil && m.MinVersion > m.MaxVersion {
 		d.fail("min version %d > max version %d", m.MinVersion, m.MaxVersion)

@@ -41,6 +41,18 @@ func TestHandshakeRoundTrip(t *testing.T) {
 	if err != nil || !reflect.DeepEqual(got, h) {
 		t.Fatalf("hello: %v\n got %+v\nwant %+v", err, got, h)
 	}
+	// A hello that resumes carries the token; one without CapResume
+	// does not, and a resume token cut short is refused.
+	h.Caps |= CapResume
+	h.Resume[0], h.Resume[15] = 7, 9
+	rb := roundTrip(t, AppendHello(nil, h), MsgHello)
+	got, err = DecodeHello(rb)
+	if err != nil || !reflect.DeepEqual(got, h) {
+		t.Fatalf("hello with a resume token: %v\n got %+v\nwant %+v", err, got, h)
+	}
+	if _, err := DecodeHello(rb[:len(rb)-1]); !errors.Is(err, ErrMalformed) {
+		t.Fatalf("a hello whose resume token is cut short: %v, want ErrMalformed", err)
+	}
 	c := &Challenge{Version: 2, Caps: 3, AuthRequired: true}
 	c.Nonce[3] = 4
 	gc, err := DecodeChallenge(roundTrip(t, AppendChallenge(nil, c), MsgChallenge))
