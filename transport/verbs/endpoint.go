@@ -135,11 +135,17 @@ var (
 func (e *Endpoint) Progress() (moved uint64, pending int) {
 	moved = e.completions.Load()
 	if e.s != nil {
-		m, _ := e.s.Progress()
+		m, sp := e.s.Progress()
 		moved += m
+		if e.onStream() {
+			pending += sp // the operations the stream carries now
+		}
 	}
+	e.pmu.Lock()
+	pending += len(e.held)
+	e.pmu.Unlock()
 	e.mu.Lock()
-	pending = len(e.pend) - len(e.freeIDs)
+	pending += len(e.pend) - len(e.freeIDs)
 	e.mu.Unlock()
 	e.cmu.Lock()
 	pending += len(e.sendWait)
