@@ -175,6 +175,18 @@ func TestFailbackToPausedTransport(t *testing.T) {
 		}
 		return tcpPeer != nil
 	})
+	// A server-side Recv that waits through the move back is not ended
+	// by it: it gets the message sent after.
+	type recvd struct {
+		msg []byte
+		err error
+	}
+	recvCh := make(chan recvd, 1)
+	go func() {
+		buf := make([]byte, 64)
+		n, err := tcpPeer.Recv(ctx, buf)
+		recvCh <- recvd{buf[:n], err}
+	}()
 	waitFor("two failed probes of shm", func() bool {
 		ps := cli.Status().Peers
 		return len(ps) == 1 && len(ps[0].Paused) == 1 && ps[0].Paused[0].Probes >= 2
@@ -204,6 +216,31 @@ func TestFailbackToPausedTransport(t *testing.T) {
 	}
 	if n := len(srv.accepted); n != 2 {
 		t.Errorf("Accept has %d peers queued, want 2 (the first connection's and the tcp one's)", n)
+	}
+	// The client closed the tcp connection once drained; the server
+	// sees it end a moment later.
+	waitFor("the client closed the tcp connection", func() bool { return p.draining.Load() == nil })
+	time.Sleep(100 * time.Millisecond)
+	select {
+	case r := <-recvCh:
+		t.Fatalf("the server's Recv ended during the move back: %q, %v", r.msg, r.err)
+	default:
+	}
+	msg, err := cli.Alloc(16)
+	if err != nil {
+		t.Fatal(err)
+	}
+	copy(msg.Bytes(), "after the move")
+	if err := p.Send(ctx, msg.Bytes()[:14]); err != nil {
+		t.Fatalf("send after the move back: %v", err)
+	}
+	select {
+	case r := <-recvCh:
+		if r.err != nil || string(r.msg) != "after the move" {
+			t.Fatalf("the server's Recv across the move back: %q, %v", r.msg, r.err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the server's Recv did not get the message sent after the move back")
 	}
 	close(stop)
 	wg.Wait()

@@ -48,7 +48,9 @@ type Peer struct {
 	tokens sync.Map
 	// retired holds the connections a move replaced and closes on purpose
 	// (a move back to a paused transport, a resumed peer's old one): their
-	// end is no loss to report (Engine.WaitNotify).
+	// end is no loss to report (Engine.WaitNotify), and a waiter on one
+	// waits on the peer's new connection instead. Kept while the peer
+	// lives: moves are rare.
 	retired sync.Map
 
 	stats peerStats

@@ -128,7 +128,6 @@ func (p *Peer) watch(ep transport.Endpoint) {
 				p.e.removePeer(p)
 			}
 			p.lost(ep)
-			p.retired.Delete(ep)
 		case <-p.done:
 			// The peer closed. Peer.Close closes its current endpoint;
 			// this one may have been replaced meanwhile (a reconnect) and
@@ -155,7 +154,7 @@ func (p *Peer) lost(ep transport.Endpoint) {
 	if p.e.ctx.Err() != nil || p.notify.Load() != nil {
 		return
 	}
-	if _, ok := p.retired.LoadAndDelete(ep); ok {
+	if _, ok := p.retired.Load(ep); ok {
 		return
 	}
 	err := ep.Err()

@@ -55,24 +55,30 @@ func (p *Peer) Recv(ctx context.Context, buf []byte) (n int, err error) {
 // waitFor waits, as a waiter the watchdog probes the peer for, until
 // signal has a token; or fails when ctx ends, the peer is closed, or the
 // connection it waits on fails (the peer died, or stalled: a
-// *StallError), naming the operation op and the peer.
+// *StallError), naming the operation op and the peer. A connection that a
+// move retired on purpose is no failure: it waits on the new one.
 func (p *Peer) waitFor(ctx context.Context, op string, signal <-chan struct{}) error {
-	var epDone <-chan struct{}
-	ep := p.current()
-	if ep != nil {
-		epDone = ep.Done()
-	}
 	p.waiters.Add(1)
 	defer p.waiters.Add(-1)
-	select {
-	case <-signal:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-p.done:
-		return fmt.Errorf("%s from %s: %w", op, p, ErrClosed)
-	case <-epDone:
-		return p.waitEnded(op, ep)
+	for {
+		var epDone <-chan struct{}
+		ep := p.current()
+		if ep != nil {
+			epDone = ep.Done()
+		}
+		select {
+		case <-signal:
+			return nil
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-p.done:
+			return fmt.Errorf("%s from %s: %w", op, p, ErrClosed)
+		case <-epDone:
+			if _, moved := p.retired.Load(ep); moved && p.current() != ep {
+				continue // a move replaced it: wait on the new one
+			}
+			return p.waitEnded(op, ep)
+		}
 	}
 }
 
