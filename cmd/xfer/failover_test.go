@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -41,7 +42,8 @@ func TestBenchDeviceRemoved(t *testing.T) {
 
 	serve := exec.Command(xferBinary(t), "--log-level", "debug", "serve", "--listen", "127.0.0.1:0", "--transport", "auto")
 	serve.Env = env
-	serve.Stderr = os.Stderr
+	var serveLog syncBuffer
+	serve.Stderr = io.MultiWriter(os.Stderr, &serveLog)
 	addr, ok := strings.CutPrefix(strings.TrimSpace(testutil.StartProcess(t, serve)), serveBanner)
 	if !ok {
 		t.Fatal("xfer serve did not announce its address")
@@ -159,6 +161,11 @@ func TestBenchDeviceRemoved(t *testing.T) {
 	}
 	if row.Transport != "rdma" {
 		t.Fatalf("the bench ended on %q, not back on rdma, after %s was added back:\n%s", row.Transport, dev, logs)
+	}
+	// xfer serve kept its one peer throughout: the move to tcp was inside
+	// the connection, and the move back resumed the peer.
+	if sl := serveLog.String(); strings.Count(sl, "peer connected") != 1 || !strings.Contains(sl, "peer resumed on a new connection") || strings.Contains(sl, "peer gone") {
+		t.Errorf("xfer serve did not keep its one peer through the failover and the move back:\n%s", sl)
 	}
 
 	row, logs = bench("2s", 0, nil)
