@@ -16,7 +16,9 @@ import (
 // offers the paused transport alone. When a probe connects, the new
 // connection becomes the peer's, and the lesser one is closed once the
 // operations posted on it have ended. A peer this engine accepted follows:
-// the dialer's probe is a new inbound connection like any other.
+// the dialer's probe names the Welcome token of the connection it replaces
+// (wire.CapResume), and the acceptor puts the new connection under that
+// connection's peer, which Accept returned once and does not return again.
 
 // The probes' backoff: the first a second after the pause, then each
 // wait twice the last, up to 30 s. TENT, Mooncake's engine, pauses a rail
