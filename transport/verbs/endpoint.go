@@ -108,6 +108,7 @@ type Endpoint struct {
 	// path is pathRDMA, pathMoving or pathStream; held is what was
 	// posted while moving, in order, guarded by pmu.
 	onFailover func(from, to string, cause error)
+	recvOut    atomic.Int64 // receives posted and not yet handled
 	path       atomic.Uint32
 	pmu        sync.Mutex
 	held       []*transport.Op
@@ -1207,10 +1208,15 @@ func (e *Endpoint) repost(qi int, wrs []ibv.RecvWR) error {
 	if e.released {
 		return errReleased
 	}
+	var err error
 	if e.srq != nil {
-		return e.srq.PostRecv(wrs)
+		err = e.srq.PostRecv(wrs)
+	} else {
+		_, err = e.qps[qi].qp.PostRecv(wrs)
 	}
-	_, err := e.qps[qi].qp.PostRecv(wrs)
+	if err == nil {
+		e.recvOut.Add(int64(len(wrs)))
+	}
 	return err
 }
 
@@ -1219,6 +1225,7 @@ func (e *Endpoint) repost(qi int, wrs []ibv.RecvWR) error {
 var errReleased error = &transport.LinkError{Peer: "rdma peer", Local: true}
 
 func (e *Endpoint) handleRecv(wc *ibv.WC) {
+	defer e.recvOut.Add(-1) // once delivered: see drainRecvs
 	slot := uint32(wc.ID)
 	if wc.Status != ibv.WCSuccess {
 		// A flushed receive means the QP is in the error state (on iWARP,

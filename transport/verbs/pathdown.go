@@ -3,6 +3,7 @@ package verbs
 import (
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/xferio/xfer/transport"
 )
@@ -20,6 +21,11 @@ import (
 //     posted meanwhile wait, in order, in e.held;
 //   - the operations pending on the queue pairs are taken, and the send
 //     queues killed, which wakes their waiting posters;
+//   - the queue pairs go to the error state, which flushes their
+//     receives, and the poller hands over the messages the NIC received
+//     before (drainRecvs), so that none is lost or overtaken by the
+//     stream's; the peer's frame waits for the same on the stream's read
+//     loop (onPathDown);
 //   - the queue pairs are destroyed, after the posts under way return
 //     (closeQPs holds e.life): from then on the NIC touches none of the
 //     operations' buffers;
@@ -100,6 +106,18 @@ func (e *Endpoint) moveOrFail(err error, fromPeer bool) {
 // it may wait for posters, and the failure that started it may have been
 // found in the CQ's poller.
 func (e *Endpoint) move(ops []*transport.Op, errs []error, cause error, fromPeer bool) {
+	// The messages the NIC received before the failure are delivered
+	// before any that comes on the stream: the queue pairs go to the
+	// error state, which flushes their receives after those, and the
+	// poller hands them all over before the queue pairs go.
+	e.life.RLock()
+	if !e.released {
+		for _, q := range e.qps {
+			q.qp.ToError()
+		}
+	}
+	e.life.RUnlock()
+	e.drainRecvs()
 	e.closeQPs()
 	if !fromPeer {
 		if err := e.s.PathDown(); err != nil {
@@ -202,9 +220,38 @@ func (e *Endpoint) reject(op *transport.Op, err error) {
 	complete(op, err)
 }
 
-// onPathDown is the peer's FramePathDown: its queue pairs failed.
+// onPathDown is the peer's FramePathDown: its queue pairs failed. It runs
+// on the stream's read loop, and returns once the messages received on the
+// queue pairs are delivered: the peer's messages after the frame come on
+// the stream, and must not overtake them.
 func (e *Endpoint) onPathDown() {
 	e.moveOrFail(&transport.LinkError{Peer: "rdma peer", Cause: errors.New("the peer's queue pairs failed")}, true)
+	if e.onStream() {
+		e.drainRecvs()
+	}
+}
+
+// recvDrainMax bounds the wait for the receives of failed queue pairs to
+// be handled; srqDrainGrace is the wait with a shared receive queue, whose
+// receives a queue pair's failure does not flush: it gives the poller
+// time for the completions already in the queue.
+const (
+	recvDrainMax  = time.Second
+	srqDrainGrace = 20 * time.Millisecond
+)
+
+// drainRecvs waits until every receive posted on the failed queue pairs
+// was handled (a message delivered, or flushed), or recvDrainMax passed
+// (a removed device completes nothing more).
+func (e *Endpoint) drainRecvs() {
+	if e.cfg.UseSRQ {
+		time.Sleep(srqDrainGrace)
+		return
+	}
+	deadline := time.Now().Add(recvDrainMax)
+	for e.recvOut.Load() > 0 && time.Now().Before(deadline) {
+		time.Sleep(time.Millisecond)
+	}
 }
 
 // unalloc frees the pending slot of an operation that was not posted, if

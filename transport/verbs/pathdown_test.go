@@ -22,8 +22,9 @@ import (
 // them) while its control stream lives carries on over that stream: both
 // sides move (the dialer finds the failure, the acceptor is told), each
 // says so once, and Transport is "tcp" on both. Four workers keep 64 KiB
-// WRITEs and READs in flight throughout and check every byte: none fails,
-// those in flight when the queue pairs broke are repeated on the stream.
+// WRITEs and READs in flight throughout, a fifth batches of four READs
+// posted at once, and they check every byte: none fails, those in flight
+// when the queue pairs broke are repeated on the stream.
 // A sender keeps numbered messages in flight: every message that
 // succeeded arrives, in order, none twice; one in flight at the break may
 // fail with ErrPathFailed. After the move, messages beyond the receive
@@ -54,7 +55,7 @@ func TestPathFailover(t *testing.T) {
 	defer cancel()
 
 	const chunk = 64 << 10
-	local := d.Host.NewRegion(4*chunk, transport.AccessRead|transport.AccessWrite)
+	local := d.Host.NewRegion(5*chunk, transport.AccessRead|transport.AccessWrite)
 	remote := a.Host.NewRegion(5*chunk, transport.AccessRead|transport.AccessWrite)
 	pattern := func(i, round int, b []byte) {
 		for j := range b {
@@ -115,6 +116,48 @@ func TestPathFailover(t *testing.T) {
 			}
 		}()
 	}
+
+	// A fifth worker posts batches: four READs of a quarter each, of the
+	// slot worker 1 reads, in one Post.
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		buf := local.Bytes()[4*chunk : 5*chunk]
+		want := make([]byte, chunk)
+		pattern(1, 0, want)
+		const q = chunk / 4
+		for round := 0; ; round++ {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			clear(buf)
+			done := make(completions, 4)
+			batch := make([]*transport.Op, 4)
+			for k := range batch {
+				batch[k] = d.Host.Op(transport.OpRead, buf[k*q:(k+1)*q], remote.At(uint64(chunk+k*q)), 0, done)
+			}
+			d.Endpoint.Post(batch, false)
+			for range batch {
+				select {
+				case op := <-done:
+					if op.Err != nil {
+						errs <- fmt.Errorf("batch round %d: %w", round, op.Err)
+						return
+					}
+				case <-ctx.Done():
+					errs <- fmt.Errorf("batch round %d still in flight: %w", round, ctx.Err())
+					return
+				}
+			}
+			if !bytes.Equal(buf, want) {
+				errs <- fmt.Errorf("batch round %d: the READs returned other bytes than the target holds", round)
+				return
+			}
+			ops.Add(1)
+		}
+	}()
 
 	// Numbered messages, dialer to acceptor, and a receiver that hands
 	// the credits back.

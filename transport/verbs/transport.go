@@ -313,6 +313,7 @@ func (e *Endpoint) connect(ctx context.Context, p transport.Params) (ep transpor
 		if err := e.srq.PostRecv(wrs); err != nil {
 			return nil, fmt.Errorf("rdma: post receives: %w", err)
 		}
+		e.recvOut.Add(int64(len(wrs)))
 	}
 	peer, err := wire.DecodeVerbsInfo(p.Remote.Blob)
 	if err != nil {
@@ -513,6 +514,7 @@ func (e *Endpoint) postInitialRecvs(i int) error {
 	if _, err := e.qps[i].qp.PostRecv(wrs); err != nil {
 		return fmt.Errorf("rdma: post receives: %w", err)
 	}
+	e.recvOut.Add(int64(len(wrs)))
 	return nil
 }
 
