@@ -7,6 +7,7 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"github.com/xferio/xfer/internal/sys"
 	"github.com/xferio/xfer/transport"
 )
 
@@ -42,6 +43,9 @@ type RailEndpoint struct {
 	load  []atomic.Int64 // operations in flight, per rail
 	slice int            // a WRITE or READ above it is cut over the rails
 	next  atomic.Uint32  // round robin among equally loaded rails
+	// numa: the rails' devices are on different known NUMA nodes, so an
+	// operation prefers the rail on its memory's node (nodeOf, pick).
+	numa bool
 
 	// What a rail that comes back connects with: the role, the engine's
 	// extra connections, and each rail's parameters (Conn unset).
@@ -168,18 +172,30 @@ func (re *RailEndpoint) fail(err error) {
 }
 
 // pick returns the rail up with the fewest operations in flight, other
-// than not (-1: any), or -1 when none is up.
-func (re *RailEndpoint) pick(not int) int {
+// than not (-1: any), or -1 when none is up. With node (the NUMA node of
+// the operation's memory; -1: unknown), a rail whose device is on that
+// node goes first, unless it has more than localSlack operations in
+// flight beyond the least loaded rail: Mooncake matches each buffer to
+// the NICs of its node the same way, and spills to the others under load.
+func (re *RailEndpoint) pick(not, node int) int {
 	best, load := -1, int64(0)
+	local, localLoad := -1, int64(0)
 	start := int(re.next.Add(1))
 	for k := range re.eps {
 		i := (start + k) % len(re.eps)
 		if i == not || re.down[i].Load() || re.ep(i).failed() != nil || re.ep(i).onStream() {
 			continue
 		}
-		if l := re.load[i].Load(); best < 0 || l < load {
+		l := re.load[i].Load()
+		if best < 0 || l < load {
 			best, load = i, l
 		}
+		if node >= 0 && re.subs[i].numaNode == node && (local < 0 || l < localLoad) {
+			local, localLoad = i, l
+		}
+	}
+	if local >= 0 && localLoad <= load+localSlack {
+		return local
 	}
 	if best < 0 && not != 0 && !re.down[0].Load() && re.ep(0).failed() == nil {
 		// Rail 0 moved to its control stream (see pathdown.go) and no
@@ -187,6 +203,50 @@ func (re *RailEndpoint) pick(not int) int {
 		best = 0
 	}
 	return best
+}
+
+// localSlack is how many more operations in flight the rail on an
+// operation's NUMA node may have than the least loaded rail, and still
+// take it.
+const localSlack = 4
+
+// nodeOf is the NUMA node of op's memory (its registered region's, looked
+// up once per region with get_mempolicy), or -1 when the rails' nodes do
+// not differ or it is unknown.
+func (re *RailEndpoint) nodeOf(op *transport.Op) int {
+	if !re.numa || op.Region == nil {
+		return -1
+	}
+	if v, ok := re.r.memNodes.Load(op.Region); ok {
+		return v.(int)
+	}
+	n := -1
+	if op.Region.Location().IsHost() {
+		if m, err := memNode(op.Region.Bytes()); err == nil {
+			n = m
+		}
+	}
+	re.r.memNodes.Store(op.Region, n)
+	return n
+}
+
+// memNode is sys.MemNode; tests stand in nodes of their own.
+var memNode = sys.MemNode
+
+// railsNUMA reports whether the rails' devices are on at least two
+// different known NUMA nodes.
+func railsNUMA(subs []*Transport) bool {
+	seen := -1
+	for _, t := range subs {
+		if t == nil || t.numaNode < 0 {
+			continue
+		}
+		if seen >= 0 && t.numaNode != seen {
+			return true
+		}
+		seen = t.numaNode
+	}
+	return false
 }
 
 // railOp is one operation, or one piece of one, posted on a rail.
@@ -300,7 +360,7 @@ func (re *RailEndpoint) place(op *transport.Op) []*railOp {
 	}
 	if len(up) < 2 {
 		c := re.newPiece(op, nil, 0, n)
-		c.rail = max(re.pick(-1), 0) // none up: rail 0 says why it fails
+		c.rail = max(re.pick(-1, re.nodeOf(op)), 0) // none up: rail 0 says why it fails
 		c.ep = re.ep(c.rail)
 		c.single[0] = c
 		return c.single[:]
@@ -330,7 +390,7 @@ func (c *railOp) OpDone(*transport.Op) {
 	re.load[c.rail].Add(-1)
 	err := c.op.Err
 	if err != nil && re.repeatable(c, err) {
-		if to := re.pick(c.rail); to >= 0 {
+		if to := re.pick(c.rail, -1); to >= 0 {
 			re.markDown(c.rail, c.ep, err)
 			re.subs[c.rail].railRepeated.Add(1)
 			c.tries++

@@ -40,6 +40,11 @@ type rails struct {
 	closed bool
 	stop   chan struct{} // closed by close: the probes end
 	probes sync.WaitGroup
+
+	// memNodes caches the NUMA node of each registered region's memory
+	// (*mem.Handle → int; -1: unknown), for the rails' per-buffer
+	// preference (RailEndpoint.nodeOf).
+	memNodes sync.Map
 }
 
 // resolve builds the per-device transports once: the names configured,
@@ -151,6 +156,7 @@ func (r *rails) usable(local, remote transport.PeerInfo) error {
 }
 
 func (r *rails) regionRemoved(h *mem.Handle) {
+	r.memNodes.Delete(h)
 	r.mu.Lock()
 	subs := r.subs
 	r.mu.Unlock()
@@ -276,6 +282,7 @@ func (r *rails) connect(ctx context.Context, p transport.Params) (transport.Endp
 		re.eps[i].Store(ep)
 		re.subs[i], re.names[i] = sub, ep.dev.info.Name
 	}
+	re.numa = railsNUMA(re.subs)
 	re.start()
 	return re, nil
 }
