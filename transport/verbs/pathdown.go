@@ -241,17 +241,26 @@ const (
 )
 
 // drainRecvs waits until every receive posted on the failed queue pairs
-// was handled (a message delivered, or flushed), or recvDrainMax passed
-// (a removed device completes nothing more).
+// was handled (a message delivered, or flushed), the queue pairs are
+// released (a removed device completes nothing more), or recvDrainMax
+// passed.
 func (e *Endpoint) drainRecvs() {
 	if e.cfg.UseSRQ {
 		time.Sleep(srqDrainGrace)
 		return
 	}
 	deadline := time.Now().Add(recvDrainMax)
-	for e.recvOut.Load() > 0 && time.Now().Before(deadline) {
+	for e.recvOut.Load() > 0 && !e.qpsReleased() && time.Now().Before(deadline) {
 		time.Sleep(time.Millisecond)
 	}
+}
+
+// qpsReleased reports whether the queue pairs are gone, and with them what
+// they could still complete (a removed device releases them at once).
+func (e *Endpoint) qpsReleased() bool {
+	e.life.RLock()
+	defer e.life.RUnlock()
+	return e.released
 }
 
 // unalloc frees the pending slot of an operation that was not posted, if
