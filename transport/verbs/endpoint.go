@@ -251,18 +251,10 @@ func (e *Endpoint) fail(err error) {
 		return
 	}
 	e.err = err
-	var ops []*transport.Op
-	var errs []error
-	for i := range e.pend {
-		p := &e.pend[i]
-		if p.op != nil {
-			ops = append(ops, p.op)
-			if p.err != nil {
-				errs = append(errs, p.err)
-			} else {
-				errs = append(errs, err)
-			}
-			p.op = nil
+	ops, errs := e.takePending()
+	for i := range errs {
+		if errs[i] == nil {
+			errs[i] = err
 		}
 	}
 	e.mu.Unlock()
@@ -285,6 +277,21 @@ func (e *Endpoint) fail(err error) {
 	}
 	e.once.Do(func() { close(e.done) })
 	go e.s.Close()
+}
+
+// takePending takes every pending operation out of its slot, with the
+// error noted for it (nil: none); e.mu is held.
+func (e *Endpoint) takePending() (ops []*transport.Op, errs []error) {
+	for i := range e.pend {
+		p := &e.pend[i]
+		if p.op != nil {
+			ops = append(ops, p.op)
+			errs = append(errs, p.err)
+			p.op = nil
+			e.freeIDs = append(e.freeIDs, uint32(i))
+		}
+	}
+	return ops, errs
 }
 
 func complete(op *transport.Op, err error) {
@@ -579,25 +586,23 @@ func (e *Endpoint) Cancel(op *transport.Op) bool {
 	if !e.onStream() {
 		return false
 	}
-	e.pmu.Lock()
-	for i, h := range e.held {
-		if h == op {
-			e.held = append(e.held[:i], e.held[i+1:]...)
-			e.pmu.Unlock()
-			return true
-		}
+	if takeOut(&e.pmu, &e.held, op) || takeOut(&e.cmu, &e.sendWait, op) {
+		return true
 	}
-	e.pmu.Unlock()
-	e.cmu.Lock()
-	for i, h := range e.sendWait {
-		if h == op {
-			e.sendWait = append(e.sendWait[:i], e.sendWait[i+1:]...)
-			e.cmu.Unlock()
-			return true
-		}
-	}
-	e.cmu.Unlock()
 	return e.s.Cancel(op)
+}
+
+// takeOut removes op from *list, under mu, and reports whether it was there.
+func takeOut(mu *sync.Mutex, list *[]*transport.Op, op *transport.Op) bool {
+	mu.Lock()
+	defer mu.Unlock()
+	for i, h := range *list {
+		if h == op {
+			*list = append((*list)[:i], (*list)[i+1:]...)
+			return true
+		}
+	}
+	return false
 }
 
 // postRDMA posts op; it returns its pending slot when it was posted as one

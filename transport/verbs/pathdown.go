@@ -84,17 +84,7 @@ func (e *Endpoint) moveOrFail(err error, fromPeer bool) {
 	e.pmu.Lock()
 	e.path.Store(pathMoving)
 	e.pmu.Unlock()
-	var ops []*transport.Op
-	var errs []error
-	for i := range e.pend {
-		p := &e.pend[i]
-		if p.op != nil {
-			ops = append(ops, p.op)
-			errs = append(errs, p.err)
-			p.op = nil
-			e.freeIDs = append(e.freeIDs, uint32(i))
-		}
-	}
+	ops, errs := e.takePending()
 	e.mu.Unlock()
 	for _, q := range e.qps {
 		q.kill()
