@@ -56,3 +56,46 @@ func (e *EventFD) Close() error {
 	e.f.Close() // a second Close reports os.ErrClosed: nothing to do
 	return nil
 }
+
+// Eventfd creates an eventfd, non-blocking and close-on-exec, with its
+// counter at zero: a doorbell that one process rings (EventfdRing) and
+// another, which took it with pidfd_getfd, waits on (NewEventFD).
+func Eventfd() (int, error) {
+	fd, err := unix.Eventfd(0, unix.EFD_NONBLOCK|unix.EFD_CLOEXEC)
+	if err != nil {
+		return -1, fmt.Errorf("eventfd: %w", err)
+	}
+	return fd, nil
+}
+
+// EventfdRing adds one to the counter of eventfd fd, which makes it
+// readable. A counter that is full (it never is: a reader drains it) is
+// not an error.
+func EventfdRing(fd int) error {
+	one := [8]byte{1}
+	for {
+		_, err := unix.Write(fd, one[:])
+		switch err {
+		case nil, unix.EAGAIN:
+			return nil
+		case unix.EINTR:
+			continue
+		}
+		return fmt.Errorf("eventfd write: %w", err)
+	}
+}
+
+// EventfdDrain resets the counter of the non-blocking eventfd fd to zero.
+func EventfdDrain(fd int) error {
+	var b [8]byte
+	for {
+		_, err := unix.Read(fd, b[:])
+		switch err {
+		case nil, unix.EAGAIN:
+			return nil
+		case unix.EINTR:
+			continue
+		}
+		return fmt.Errorf("eventfd read: %w", err)
+	}
+}

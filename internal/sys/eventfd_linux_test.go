@@ -53,3 +53,33 @@ func TestEventFD(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// An eventfd rung is readable until drained.
+func TestEventfdRing(t *testing.T) {
+	fd, err := Eventfd()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Close(fd)
+	e, err := NewEventFD(fd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close()
+	if err := EventfdRing(fd); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.Wait(); err != nil {
+		t.Fatal(err)
+	}
+	if err := EventfdDrain(fd); err != nil {
+		t.Fatal(err)
+	}
+	fds := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}
+	if n, _ := unix.Poll(fds, 0); n != 0 {
+		t.Fatal("eventfd still readable after EventfdDrain")
+	}
+	if err := EventfdDrain(fd); err != nil {
+		t.Fatalf("draining an empty eventfd: %v", err)
+	}
+}
