@@ -177,6 +177,12 @@ func (e *Stream) Close() error {
 	return nil
 }
 
+// Fail takes the stream down with err (wrapped in a *transport.LinkError),
+// as a connection error would: the owner found the peer at fault on a path
+// of its own (shm's message ring). It does not wait for the goroutines
+// (Close does) and may be called from any goroutine but a callback's.
+func (e *Stream) Fail(err error) { e.fail(e.linkErr(err)) }
+
 // fail takes the stream down once, completing every waiting operation.
 func (e *Stream) fail(err error) {
 	e.mu.Lock()
