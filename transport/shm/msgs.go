@@ -46,6 +46,10 @@ type msgs struct {
 	sendWait []*transport.Op // SENDs waiting for credit
 	overflow []pending       // entries waiting for space in out, in order
 	err      error           // set once down: what new operations fail with
+	// The stream's Done and Err, set once it is built: the stream is
+	// down a moment before its OnDown (goDown) runs.
+	streamDone <-chan struct{}
+	streamErr  func() error
 
 	overflowN atomic.Int32
 	// failFn takes the connection down (the stream's Fail), set once the
@@ -253,6 +257,19 @@ func (m *msgs) close() {
 	})
 }
 
+// downErr returns the error new operations fail with, nil while up;
+// m.wmu is held.
+func (m *msgs) downErr() error {
+	if m.err == nil && m.streamDone != nil {
+		select {
+		case <-m.streamDone:
+			m.err = m.streamErr()
+		default:
+		}
+	}
+	return m.err
+}
+
 // goDown is the stream's OnDown: new operations fail with err, those
 // waiting for credit complete with it, and the reader delivers what is
 // published and exits.
@@ -290,8 +307,7 @@ func (m *msgs) send(op *transport.Op) (sent bool) {
 		return false
 	}
 	m.wmu.Lock()
-	if m.err != nil {
-		err := m.err
+	if err := m.downErr(); err != nil {
 		m.wmu.Unlock()
 		complete(op, err)
 		return false
@@ -317,7 +333,7 @@ func (m *msgs) notify(n transport.Notification) error {
 	binary.LittleEndian.PutUint64(b[8:], n.Addr)
 	binary.LittleEndian.PutUint64(b[16:], n.Len)
 	m.wmu.Lock()
-	err := m.err
+	err := m.downErr()
 	if err == nil {
 		err = m.put(kindNotify, b[:])
 	}
@@ -333,8 +349,7 @@ func (m *msgs) appendSend(max int, fill func(b []byte) []byte) (bool, error) {
 		return false, nil
 	}
 	m.wmu.Lock()
-	if m.err != nil {
-		err := m.err
+	if err := m.downErr(); err != nil {
 		m.wmu.Unlock()
 		return false, err
 	}

@@ -218,6 +218,9 @@ func (t *Transport) Connect(ctx context.Context, p transport.Params) (transport.
 	if e.msgs != nil {
 		fail := s.Fail
 		e.msgs.failFn.Store(&fail)
+		e.msgs.wmu.Lock()
+		e.msgs.streamDone, e.msgs.streamErr = s.Done(), s.Err
+		e.msgs.wmu.Unlock()
 		e.msgs.start(e)
 	}
 	return e, nil
