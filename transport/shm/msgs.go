@@ -57,6 +57,7 @@ type msgs struct {
 	failFn  atomic.Pointer[func(error)]
 	countFn func(op *transport.Op)
 	stop    atomic.Bool // Close: exit at once
+	failing atomic.Bool // the reader found the ring malformed
 	down    atomic.Bool // the stream is down: deliver what is published, then exit
 	done    chan struct{}
 	closed  sync.Once
@@ -257,6 +258,30 @@ func (m *msgs) close() {
 	})
 }
 
+// beforeDown is the stream's BeforeDown: it waits, up to a second, until
+// the reader has delivered what the peer published before the stream
+// failed, so that a peer's last messages and notifications arrive before
+// its loss is told, as on a stream. It returns at once on Close.
+func (m *msgs) beforeDown() {
+	if m.stop.Load() || m.failing.Load() {
+		return
+	}
+	tail := atomic.LoadUint64(m.in.u64(offTail))
+	sys.EventfdRing(m.ownBell)
+	deadline := time.Now().Add(time.Second)
+	for int64(atomic.LoadUint64(m.in.u64(offHead))-tail) < 0 {
+		select {
+		case <-m.done:
+			return
+		default:
+		}
+		if m.stop.Load() || m.failing.Load() || time.Now().After(deadline) {
+			return
+		}
+		time.Sleep(20 * time.Microsecond)
+	}
+}
+
 // downErr returns the error new operations fail with, nil while up;
 // m.wmu is held.
 func (m *msgs) downErr() error {
@@ -411,6 +436,7 @@ func (m *msgs) after(err error) {
 
 // fail takes the connection down for a malformed ring.
 func (m *msgs) fail(err error) {
+	m.failing.Store(true)
 	if f := m.failFn.Load(); f != nil {
 		(*f)(fmt.Errorf("%w: %w", transport.ErrProtocol, err))
 	}

@@ -201,7 +201,7 @@ func (t *Transport) Connect(ctx context.Context, p transport.Params) (transport.
 		}
 		if m != nil {
 			m.countFn = e.sentMsg
-			opts.OnCredit, opts.OnDown = m.onCredit, m.goDown
+			opts.OnCredit, opts.OnDown, opts.BeforeDown = m.onCredit, m.goDown, m.beforeDown
 			e.msgs = m
 		}
 	}
