@@ -21,8 +21,10 @@ import (
 
 // Transport is the shm transport: one-sided operations between processes on
 // one host are a single memcpy into the peer's memfd-backed region, mapped
-// into this process with pidfd_getfd. Everything else (sends, notifications,
-// attach requests) travels over a control stream (transport/stream).
+// into this process with pidfd_getfd. Sends and notifications take a ring
+// of shared memory in each direction (msgs.go); everything else (attach
+// requests, revocations, credits) travels over a control stream
+// (transport/stream).
 type Transport struct {
 	once   sync.Once
 	closed sync.Once
@@ -227,14 +229,16 @@ func (t *Transport) Connect(ctx context.Context, p transport.Params) (transport.
 }
 
 // Endpoint is an shm endpoint: one-sided operations are copies into the
-// peer's mapped regions; everything else (sends, notifications, attach
-// requests, regions without a memfd) travels over its stream.
+// peer's mapped regions; sends and notifications take its message rings;
+// everything else (attach requests, credits, regions without a memfd)
+// travels over its stream.
 type Endpoint struct {
 	t   *Transport
 	log *slog.Logger
-	// The stream carries what is not a copy: SENDs, notifications,
-	// attaches, revokes and credits; its methods are the endpoint's but
-	// for Post, Counts and Close. (Its Cancel serves: a copy is done when
+	// The stream carries what is neither a copy nor a message: attaches,
+	// revokes and credits (and the messages when msgs is nil); its
+	// methods are the endpoint's but for Post, Counts, Progress,
+	// AppendSend, Consumed, Cancel and Close. (Its Cancel serves: a copy is done when
 	// Post returns, so only what waits on the stream can be cancelled.)
 	*stream.Stream
 	pidfd int
