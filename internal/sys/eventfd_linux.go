@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"syscall"
+	"unsafe"
 
 	"golang.org/x/sys/unix"
 )
@@ -16,6 +17,10 @@ import (
 type EventFD struct {
 	f  *os.File
 	rc syscall.RawConn
+	// drain is Drain's attempt, built once so that a wait allocates
+	// nothing; buf is its read buffer.
+	drain func(fd uintptr) bool
+	buf   [8]byte
 }
 
 // NewEventFD watches fd.
@@ -34,8 +39,18 @@ func NewEventFD(fd int) (*EventFD, error) {
 		f.Close()
 		return nil, err
 	}
-	return &EventFD{f: f, rc: rc}, nil
+	e := &EventFD{f: f, rc: rc}
+	e.drain = func(fd uintptr) bool {
+		_, _, errno := unix.RawSyscall(unix.SYS_READ, fd, uintptr(unsafe.Pointer(&e.buf[0])), uintptr(len(e.buf)))
+		return errno != unix.EAGAIN && errno != unix.EINTR
+	}
+	return e, nil
 }
+
+// Drain waits until the watched eventfd (it must be one) is readable and
+// resets its counter to zero, allocating nothing; it returns an error once
+// Close was called. One goroutine at a time may call it.
+func (e *EventFD) Drain() error { return e.rc.Read(e.drain) }
 
 // Wait returns once the descriptor is readable (it consumes nothing), or
 // with an error once Close was called.

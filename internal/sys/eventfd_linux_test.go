@@ -79,6 +79,31 @@ func TestEventfdRing(t *testing.T) {
 	if n, _ := unix.Poll(fds, 0); n != 0 {
 		t.Fatal("eventfd still readable after EventfdDrain")
 	}
+	// Drain waits for a ring and resets the counter, allocating nothing.
+	woke := make(chan error, 1)
+	go func() { woke <- e.Drain() }()
+	select {
+	case <-woke:
+		t.Fatal("Drain returned before the eventfd was rung")
+	case <-time.After(20 * time.Millisecond):
+	}
+	EventfdRing(fd)
+	EventfdRing(fd)
+	if err := <-woke; err != nil {
+		t.Fatal(err)
+	}
+	if n, _ := unix.Poll(fds, 0); n != 0 {
+		t.Fatal("eventfd still readable after Drain")
+	}
+	if n := testing.AllocsPerRun(100, func() { EventfdRing(fd); e.Drain() }); n != 0 {
+		t.Fatalf("ring and Drain: %v allocations", n)
+	}
+	go func() { woke <- e.Drain() }()
+	time.Sleep(10 * time.Millisecond)
+	e.Close()
+	if err := <-woke; err == nil {
+		t.Fatal("Drain after Close: no error")
+	}
 	if err := EventfdDrain(fd); err != nil {
 		t.Fatalf("draining an empty eventfd: %v", err)
 	}

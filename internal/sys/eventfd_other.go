@@ -11,6 +11,9 @@ func NewEventFD(fd int) (*EventFD, error) { return nil, ErrNotSupported }
 // Wait fails.
 func (e *EventFD) Wait() error { return ErrNotSupported }
 
+// Drain fails.
+func (e *EventFD) Drain() error { return ErrNotSupported }
+
 // Close does nothing.
 func (e *EventFD) Close() error { return nil }
 

@@ -620,10 +620,9 @@ func (m *msgs) idle(head uint64) {
 	// stores the word, then looks at the tail: one of the two sees the
 	// other's store.
 	if !m.ready(head) {
-		m.wait.Wait()
+		m.wait.Drain()
 	}
 	atomic.StoreUint32(sleep, 0)
-	sys.EventfdDrain(m.ownBell)
 }
 
 // At most maxSpinners ring readers of the process spin at once, so that
