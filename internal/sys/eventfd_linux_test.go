@@ -88,12 +88,20 @@ func TestEventfdRing(t *testing.T) {
 	case <-time.After(20 * time.Millisecond):
 	}
 	EventfdRing(fd)
-	EventfdRing(fd)
 	if err := <-woke; err != nil {
 		t.Fatal(err)
 	}
 	if n, _ := unix.Poll(fds, 0); n != 0 {
 		t.Fatal("eventfd still readable after Drain")
+	}
+	// Rung twice, one Drain resets it.
+	EventfdRing(fd)
+	EventfdRing(fd)
+	if err := e.Drain(); err != nil {
+		t.Fatal(err)
+	}
+	if n, _ := unix.Poll(fds, 0); n != 0 {
+		t.Fatal("eventfd rung twice still readable after Drain")
 	}
 	if n := testing.AllocsPerRun(100, func() { EventfdRing(fd); e.Drain() }); n != 0 && !raceEnabled {
 		t.Fatalf("ring and Drain: %v allocations", n)
