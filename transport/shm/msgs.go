@@ -36,6 +36,7 @@ type msgs struct {
 	maxMsg  int
 	depth   int
 	spin    time.Duration
+	noSpin  int // waits left that sleep at once (the reader's own)
 
 	inFlight atomic.Int64  // messages delivered and not yet consumed
 	received atomic.Uint64 // entries read (Progress)
@@ -529,7 +530,12 @@ func (m *msgs) serve(e *Endpoint) {
 			m.fail(err)
 			return
 		}
-		if n > 0 || m.flush() {
+		if n > 0 {
+			// The goroutine the delivery woke, if any, runs first.
+			runtime.Gosched()
+			continue
+		}
+		if m.flush() {
 			continue
 		}
 		if m.down.Load() {
@@ -598,7 +604,9 @@ func (m *msgs) flushable() bool {
 // idle waits for something to do: a spin of m.spin, yielding between
 // looks, then the doorbell.
 func (m *msgs) idle(head uint64) {
-	if m.spin > 0 && spinners.Add(1) <= maxSpinners {
+	if m.spin > 0 && m.noSpin > 0 {
+		m.noSpin--
+	} else if m.spin > 0 && spinners.Add(1) <= maxSpinners {
 		// The clock is read every 16 looks: a look costs less.
 		until := time.Now().Add(m.spin)
 		for i := 1; !m.ready(head) && (i%16 != 0 || time.Now().Before(until)); i++ {
@@ -608,6 +616,11 @@ func (m *msgs) idle(head uint64) {
 		if m.ready(head) {
 			return
 		}
+		// A spin that found nothing only took the CPU from the work
+		// that answers, and kept the Go poller from waking a goroutine
+		// that sleeps (its Ps were never idle): sleep at once the next
+		// spinMisses times.
+		m.noSpin = spinMisses
 	} else if m.spin > 0 {
 		spinners.Add(-1)
 	}
@@ -625,11 +638,16 @@ func (m *msgs) idle(head uint64) {
 	atomic.StoreUint32(sleep, 0)
 }
 
-// At most maxSpinners ring readers of the process spin at once, so that
-// spinning never takes every CPU from the work that answers.
+// spinMisses is how many waits after a spin that found nothing sleep at
+// once.
+const spinMisses = 16
+
+// At most maxSpinners ring readers of the process spin at once (half the
+// Ps, none with one), so that spinning never takes every CPU from the work
+// that answers, nor keeps every P from the poller.
 var (
 	spinners    atomic.Int32
-	maxSpinners = int32(max(1, runtime.GOMAXPROCS(0)))
+	maxSpinners = int32(runtime.GOMAXPROCS(0) / 2)
 )
 
 // sentBytes counts a message sent.
