@@ -530,12 +530,13 @@ func (m *msgs) serve(e *Endpoint) {
 			m.fail(err)
 			return
 		}
+		flushed := m.flush() // also while the peer keeps sending
 		if n > 0 {
 			// The goroutine the delivery woke, if any, runs first.
 			runtime.Gosched()
 			continue
 		}
-		if m.flush() {
+		if flushed {
 			continue
 		}
 		if m.down.Load() {
