@@ -210,3 +210,25 @@ func TestRingMalformedEntry(t *testing.T) {
 	}
 	t.Log(ep.Err())
 }
+
+// A max_message too large for a ring keeps the messages on the stream, on
+// both sides, and they still arrive.
+func TestRingTooLargeMaxMessage(t *testing.T) {
+	p := transporttest.NewPair(t, newSHM, transporttest.PairConfig{Memfd: true, MaxMessage: 8 << 20})
+	if shm.UsesRing(p.Dialer.Endpoint) || shm.UsesRing(p.Acceptor.Endpoint) {
+		t.Fatal("a ring for messages of 8 MiB")
+	}
+	buf := p.Dialer.Host.NewRegion(4096, transport.AccessReadWrite)
+	copy(buf.Bytes(), "hello")
+	d := make(done, 1)
+	p.Dialer.Endpoint.Post([]*transport.Op{p.Dialer.Host.Op(transport.OpSend, buf.Bytes()[:5], transport.RemoteAddr{}, 0, d)}, false)
+	if op := d.wait(t); op.Err != nil {
+		t.Fatal(op.Err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), waitFor)
+	defer cancel()
+	if m, err := p.Acceptor.Host.Recv(ctx); err != nil || string(m) != "hello" {
+		t.Fatalf("message %q, %v", m, err)
+	}
+	p.Acceptor.Endpoint.Consumed(1)
+}
