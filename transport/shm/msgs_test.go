@@ -232,3 +232,40 @@ func TestRingTooLargeMaxMessage(t *testing.T) {
 	}
 	p.Acceptor.Endpoint.Consumed(1)
 }
+
+// oldSHM stands for a peer from before message rings: its blob ends with
+// the cookie, and it never sets a ring up.
+type oldSHM struct{ *shm.Transport }
+
+func (t oldSHM) LocalBlob() []byte { return t.Transport.LocalBlob()[:20] }
+
+func (t oldSHM) Connect(ctx context.Context, p transport.Params) (transport.Endpoint, error) {
+	p.Remote.Blob = p.Remote.Blob[:20]
+	return t.Transport.Connect(ctx, p)
+}
+
+func (t oldSHM) Close() error { return t.Transport.Close() }
+
+// With a peer that offers no rings, messages take the stream.
+func TestRingOldPeer(t *testing.T) {
+	p, err := transporttest.Connect(t, oldSHM{shm.New()}, shm.New(), transporttest.PairConfig{Memfd: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if shm.UsesRing(p.Acceptor.Endpoint) {
+		t.Fatal("a ring with a peer that offered none")
+	}
+	buf := p.Acceptor.Host.NewRegion(4096, transport.AccessReadWrite)
+	copy(buf.Bytes(), "hello")
+	d := make(done, 1)
+	p.Acceptor.Endpoint.Post([]*transport.Op{p.Acceptor.Host.Op(transport.OpSend, buf.Bytes()[:5], transport.RemoteAddr{}, 0, d)}, false)
+	if op := d.wait(t); op.Err != nil {
+		t.Fatal(op.Err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), waitFor)
+	defer cancel()
+	if m, err := p.Dialer.Host.Recv(ctx); err != nil || string(m) != "hello" {
+		t.Fatalf("message %q, %v", m, err)
+	}
+	p.Dialer.Endpoint.Consumed(1)
+}
