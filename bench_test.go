@@ -81,3 +81,27 @@ func TestOpAllocs(t *testing.T) {
 		}
 	}
 }
+
+// BenchmarkCopy4K: Engine.Copy of a 4 KiB Go slice, which the engine must
+// ask the CUDA driver about when one is loaded (the stand-in driver in
+// these tests; XFER_NO_FAKE_CUDA=1: none), into registered host memory: a
+// connector Put's copy into its pool.
+func BenchmarkCopy4K(b *testing.B) {
+	e, err := xfer.Open(context.Background(), xfer.Config{MemoryMB: 8})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer e.Close()
+	buf, err := e.Alloc(4096)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer e.Free(buf)
+	src := make([]byte, 4096)
+	b.SetBytes(4096)
+	for b.Loop() {
+		if err := e.Copy(buf.Bytes(), src); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"syscall"
+	"unsafe"
 
 	"golang.org/x/sys/unix"
 )
@@ -16,6 +17,10 @@ import (
 type EventFD struct {
 	f  *os.File
 	rc syscall.RawConn
+	// drain is Drain's attempt, built once so that a wait allocates
+	// nothing; buf is its read buffer.
+	drain func(fd uintptr) bool
+	buf   [8]byte
 }
 
 // NewEventFD watches fd.
@@ -34,8 +39,18 @@ func NewEventFD(fd int) (*EventFD, error) {
 		f.Close()
 		return nil, err
 	}
-	return &EventFD{f: f, rc: rc}, nil
+	e := &EventFD{f: f, rc: rc}
+	e.drain = func(fd uintptr) bool {
+		_, _, errno := unix.RawSyscall(unix.SYS_READ, fd, uintptr(unsafe.Pointer(&e.buf[0])), uintptr(len(e.buf)))
+		return errno != unix.EAGAIN && errno != unix.EINTR
+	}
+	return e, nil
 }
+
+// Drain waits until the watched eventfd (it must be one) is readable and
+// resets its counter to zero, allocating nothing; it returns an error once
+// Close was called. One goroutine at a time may call it.
+func (e *EventFD) Drain() error { return e.rc.Read(e.drain) }
 
 // Wait returns once the descriptor is readable (it consumes nothing), or
 // with an error once Close was called.
@@ -55,4 +70,47 @@ func (e *EventFD) Close() error {
 	}
 	e.f.Close() // a second Close reports os.ErrClosed: nothing to do
 	return nil
+}
+
+// Eventfd creates an eventfd, non-blocking and close-on-exec, with its
+// counter at zero: a doorbell that one process rings (EventfdRing) and
+// another, which took it with pidfd_getfd, waits on (NewEventFD).
+func Eventfd() (int, error) {
+	fd, err := unix.Eventfd(0, unix.EFD_NONBLOCK|unix.EFD_CLOEXEC)
+	if err != nil {
+		return -1, fmt.Errorf("eventfd: %w", err)
+	}
+	return fd, nil
+}
+
+// EventfdRing adds one to the counter of eventfd fd, which makes it
+// readable. A counter that is full (it never is: a reader drains it) is
+// not an error.
+func EventfdRing(fd int) error {
+	one := [8]byte{1}
+	for {
+		_, err := unix.Write(fd, one[:])
+		switch err {
+		case nil, unix.EAGAIN:
+			return nil
+		case unix.EINTR:
+			continue
+		}
+		return fmt.Errorf("eventfd write: %w", err)
+	}
+}
+
+// EventfdDrain resets the counter of the non-blocking eventfd fd to zero.
+func EventfdDrain(fd int) error {
+	var b [8]byte
+	for {
+		_, err := unix.Read(fd, b[:])
+		switch err {
+		case nil, unix.EAGAIN:
+			return nil
+		case unix.EINTR:
+			continue
+		}
+		return fmt.Errorf("eventfd read: %w", err)
+	}
 }

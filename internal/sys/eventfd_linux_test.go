@@ -53,3 +53,66 @@ func TestEventFD(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// An eventfd rung is readable until drained.
+func TestEventfdRing(t *testing.T) {
+	fd, err := Eventfd()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Close(fd)
+	e, err := NewEventFD(fd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close()
+	if err := EventfdRing(fd); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.Wait(); err != nil {
+		t.Fatal(err)
+	}
+	if err := EventfdDrain(fd); err != nil {
+		t.Fatal(err)
+	}
+	fds := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}
+	if n, _ := unix.Poll(fds, 0); n != 0 {
+		t.Fatal("eventfd still readable after EventfdDrain")
+	}
+	// Drain waits for a ring and resets the counter, allocating nothing.
+	woke := make(chan error, 1)
+	go func() { woke <- e.Drain() }()
+	select {
+	case <-woke:
+		t.Fatal("Drain returned before the eventfd was rung")
+	case <-time.After(20 * time.Millisecond):
+	}
+	EventfdRing(fd)
+	if err := <-woke; err != nil {
+		t.Fatal(err)
+	}
+	if n, _ := unix.Poll(fds, 0); n != 0 {
+		t.Fatal("eventfd still readable after Drain")
+	}
+	// Rung twice, one Drain resets it.
+	EventfdRing(fd)
+	EventfdRing(fd)
+	if err := e.Drain(); err != nil {
+		t.Fatal(err)
+	}
+	if n, _ := unix.Poll(fds, 0); n != 0 {
+		t.Fatal("eventfd rung twice still readable after Drain")
+	}
+	if n := testing.AllocsPerRun(100, func() { EventfdRing(fd); e.Drain() }); n != 0 && !raceEnabled {
+		t.Fatalf("ring and Drain: %v allocations", n)
+	}
+	go func() { woke <- e.Drain() }()
+	time.Sleep(10 * time.Millisecond)
+	e.Close()
+	if err := <-woke; err == nil {
+		t.Fatal("Drain after Close: no error")
+	}
+	if err := EventfdDrain(fd); err != nil {
+		t.Fatalf("draining an empty eventfd: %v", err)
+	}
+}

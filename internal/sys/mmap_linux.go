@@ -216,3 +216,12 @@ func parseMeminfo(b []byte) (HugeTLB, error) {
 	}
 	return h, nil
 }
+
+// FileSize returns the size in bytes of the file behind fd (fstat).
+func FileSize(fd int) (int64, error) {
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil {
+		return 0, fmt.Errorf("fstat fd %d: %w", fd, err)
+	}
+	return st.Size, nil
+}

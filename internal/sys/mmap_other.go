@@ -68,3 +68,8 @@ func ShmemTHPMode() string { return "" }
 func HugeTLBPages() (HugeTLB, error) {
 	return HugeTLB{}, fmt.Errorf("huge page pool: %w", ErrNotSupported)
 }
+
+// FileSize is only supported on Linux.
+func FileSize(fd int) (int64, error) {
+	return 0, fmt.Errorf("fstat fd %d: %w", fd, ErrNotSupported)
+}

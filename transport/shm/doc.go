@@ -7,9 +7,38 @@
 // maps it. From then on a WRITE or READ is one memcpy, with no system call
 // and no copy through a socket; bounds, key and rights are checked against
 // what the peer granted before any byte is touched. A write-with-notify
-// sends its notification over the stream after the copy, so the data is in
-// place when it arrives. Regions without a memfd (memory the user registered
+// sends its notification after the copy, so the data is in place when it
+// arrives. Regions without a memfd (memory the user registered
 // themselves) fall back to the stream path, served by the peer.
+//
+// Messages: at connect, before the stream starts, each side creates a
+// message ring (a memfd: a page of control words, then 256 KiB of entries
+// for the default 64 KiB max_message) and an eventfd, its doorbell, and
+// sends their numbers on the control connection; the peer takes both with
+// pidfd_getfd and maps the ring. Every SEND, AppendSend (encoded straight
+// into the peer's ring) and write-with-notify notification of the
+// connection is an entry in the peer's ring, so they keep their order
+// (ring.go has the layout). A ring reader goroutine per endpoint delivers
+// entries from the ring itself (the message is only lent, as
+// transport.Host.Deliver allows) and frees them; when it finds none it
+// looks again for Params.PollSpin, yielding between looks (at most half
+// the Ps spin at once; a reader whose spin found nothing sleeps at once
+// the next 16 times, since a spinning P also keeps the Go poller from
+// waking the goroutines that sleep), then raises its sleep word and waits
+// for its doorbell in the Go poller. A writer rings the doorbell (one
+// write system call) only when it sees the word raised, so a message to a
+// reader that is spinning or busy costs no system call. Receive credits
+// still come back over the stream, in batches (OnCredit); an entry that
+// finds the peer's ring full waits here, in order, and the reader moves
+// it once the peer frees space (the peer rings the doorbell when asked
+// to). A connection whose max_message needs a ring over 4 MiB, or whose
+// peer did not offer rings in its handshake blob, sends its messages over
+// the stream as before. A malformed entry (a length out of range, an
+// unknown kind, a tail or head out of range) takes the connection down
+// with a protocol error (FuzzDecodeEntry). The stream still tells when the
+// peer is gone: before it goes down it waits (up to a second) until the
+// reader has delivered what the peer published before its EOF, then wakes
+// the reader, which exits; Close stops the reader and waits for it.
 //
 // Rights: a region that grants peers no write is handed out as a
 // descriptor of its memfd opened read-only (mem.Handle.FD), and mapped

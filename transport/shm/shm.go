@@ -21,8 +21,10 @@ import (
 
 // Transport is the shm transport: one-sided operations between processes on
 // one host are a single memcpy into the peer's memfd-backed region, mapped
-// into this process with pidfd_getfd. Everything else (sends, notifications,
-// attach requests) travels over a control stream (transport/stream).
+// into this process with pidfd_getfd. Sends and notifications take a ring
+// of shared memory in each direction (msgs.go); everything else (attach
+// requests, revocations, credits) travels over a control stream
+// (transport/stream).
 type Transport struct {
 	once   sync.Once
 	closed sync.Once
@@ -104,7 +106,18 @@ func (t *Transport) LocalBlob() []byte {
 		return nil
 	}
 	b := binary.LittleEndian.AppendUint32(nil, uint32(t.fd))
-	return append(b, t.cookie[:]...)
+	b = append(b, t.cookie[:]...)
+	return append(b, blobRings)
+}
+
+// blobRings, the byte after the cookie, says that this side sets up
+// message rings at connect (msgs.go).
+const blobRings = 1
+
+// peerRings reports whether the peer's blob offers message rings, as
+// this side's always does.
+func peerRings(remote []byte) bool {
+	return len(remote) > blobLen && remote[blobLen]&blobRings != 0
 }
 
 // Usable checks that the peer is on this host and that the kernel lets this
@@ -117,7 +130,7 @@ func (t *Transport) Usable(local, remote transport.PeerInfo) error {
 	if local.HostID != remote.HostID {
 		return fmt.Errorf("shm: %w: peer is on another host or PID namespace", transport.ErrNotSupported)
 	}
-	if len(remote.Blob) != blobLen {
+	if len(remote.Blob) < blobLen {
 		return fmt.Errorf("shm: %w: peer sent no probe", transport.ErrNotSupported)
 	}
 	fd := int(binary.LittleEndian.Uint32(remote.Blob))
@@ -178,28 +191,61 @@ func (t *Transport) Connect(ctx context.Context, p transport.Params) (transport.
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	e := &Endpoint{t: t, log: log, pidfd: pidfd, att: map[uint32]*attachment{}}
-	s, err := stream.New(ctx, p, stream.Options{Name: "shm", OnRevoke: e.revoked, OnAttach: t.exportDevice})
+	p.Logger = log
+	e := &Endpoint{t: t, log: log, pidfd: pidfd, att: map[uint32]*attachment{}, host: p.Host}
+	opts := stream.Options{Name: "shm", OnRevoke: e.revoked, OnAttach: t.exportDevice}
+	if peerRings(p.Remote.Blob) {
+		m, err := setupMsgs(ctx, p.Conn, pidfd, p)
+		if err != nil {
+			p.Conn.Close()
+			sys.Close(pidfd)
+			return nil, err
+		}
+		if m != nil {
+			m.countFn = e.sentMsg
+			opts.OnCredit, opts.OnDown, opts.BeforeDown = m.onCredit, m.goDown, m.beforeDown
+			e.msgs = m
+		}
+	}
+	s, err := stream.New(ctx, p, opts)
 	if err != nil {
+		if e.msgs != nil {
+			e.msgs.start(e)
+			e.msgs.close()
+		}
 		sys.Close(pidfd)
 		return nil, err
 	}
 	e.Stream = s
+	if e.msgs != nil {
+		fail := s.Fail
+		e.msgs.failFn.Store(&fail)
+		e.msgs.wmu.Lock()
+		e.msgs.streamDone, e.msgs.streamErr = s.Done(), s.Err
+		e.msgs.wmu.Unlock()
+		e.msgs.start(e)
+	}
 	return e, nil
 }
 
 // Endpoint is an shm endpoint: one-sided operations are copies into the
-// peer's mapped regions; everything else (sends, notifications, attach
-// requests, regions without a memfd) travels over its stream.
+// peer's mapped regions; sends and notifications take its message rings;
+// everything else (attach requests, credits, regions without a memfd)
+// travels over its stream.
 type Endpoint struct {
 	t   *Transport
 	log *slog.Logger
-	// The stream carries what is not a copy: SENDs, notifications,
-	// attaches, revokes and credits; its methods are the endpoint's but
-	// for Post, Counts and Close. (Its Cancel serves: a copy is done when
+	// The stream carries what is neither a copy nor a message: attaches,
+	// revokes and credits (and the messages when msgs is nil); its
+	// methods are the endpoint's but for Post, Counts, Progress,
+	// AppendSend, Consumed, Cancel and Close. (Its Cancel serves: a copy is done when
 	// Post returns, so only what waits on the stream can be cancelled.)
 	*stream.Stream
 	pidfd int
+	host  transport.Host
+	// msgs carries the SENDs and notifications when both sides set up
+	// its rings (msgs.go); nil: the stream carries them.
+	msgs *msgs
 
 	mu        sync.Mutex
 	att       map[uint32]*attachment
@@ -261,6 +307,16 @@ func (e *Endpoint) Post(ops []*transport.Op, wait bool) {
 			if e.copyOp(op) {
 				continue
 			}
+		case transport.OpSend:
+			if e.msgs != nil {
+				e.mu.Lock()
+				e.ops[op.Kind]++
+				e.mu.Unlock()
+				if e.msgs.send(op) {
+					e.sentMsg(op)
+				}
+				continue
+			}
 		}
 		if onDevice(op) {
 			// MovesDevice said yes, but the region went meanwhile (a
@@ -313,7 +369,7 @@ func (e *Endpoint) copyOp(op *transport.Op) bool {
 		return true
 	}
 	if op.Kind == transport.OpWriteImm {
-		if err := e.Stream.Notify(transport.Notification{Value: op.Imm, Region: op.Remote.Region, Addr: op.Remote.Addr, Len: n}); err != nil {
+		if err := e.notify(transport.Notification{Value: op.Imm, Region: op.Remote.Region, Addr: op.Remote.Addr, Len: n}); err != nil {
 			complete(op, err)
 			return true
 		}
@@ -510,9 +566,18 @@ func (e *Endpoint) closedErr() error {
 	return &transport.LinkError{Peer: "shm peer", Local: true}
 }
 
-// Close closes the stream and unmaps every attachment.
+// Close closes the stream, stops the message ring's reader and unmaps
+// every attachment.
 func (e *Endpoint) Close() error {
+	if e.msgs != nil {
+		e.msgs.stop.Store(true) // deliver nothing more
+	}
 	err := e.Stream.Close() // fails the background attaches' round trips
+	if e.msgs != nil {
+		// Not under e.mu: the reader may be delivering a message whose
+		// handler posts.
+		e.msgs.close()
+	}
 	e.mu.Lock()
 	if e.closed {
 		e.mu.Unlock()
@@ -530,4 +595,57 @@ func (e *Endpoint) Close() error {
 		a.release()
 	}
 	return err
+}
+
+// notify sends a write-with-notify's notification, after its data: on
+// the message ring, or on the stream.
+func (e *Endpoint) notify(n transport.Notification) error {
+	if e.msgs != nil {
+		return e.msgs.notify(n)
+	}
+	return e.Stream.Notify(n)
+}
+
+// sentMsg counts a message sent on the ring.
+func (e *Endpoint) sentMsg(op *transport.Op) {
+	e.mu.Lock()
+	e.sent += uint64(len(op.Local))
+	e.mu.Unlock()
+}
+
+// AppendSend implements transport.Appender: on the message ring, or on
+// the stream.
+func (e *Endpoint) AppendSend(max int, fill func(b []byte) []byte) (bool, error) {
+	if e.msgs != nil {
+		return e.msgs.appendSend(max, fill)
+	}
+	return e.Stream.AppendSend(max, fill)
+}
+
+// Consumed returns receive credits over the stream, for messages from the
+// ring or the stream.
+func (e *Endpoint) Consumed(n int) {
+	if e.msgs != nil {
+		e.msgs.inFlight.Add(int64(-n))
+	}
+	e.Stream.Consumed(n)
+}
+
+// Cancel takes back a SEND waiting for credit, or what the stream can.
+func (e *Endpoint) Cancel(op *transport.Op) bool {
+	if e.msgs != nil && op.Kind == transport.OpSend {
+		return e.msgs.cancel(op)
+	}
+	return e.Stream.Cancel(op)
+}
+
+// Progress implements transport.Progresser: the stream's, plus the ring's
+// entries read, and what waits on the ring for credit or space.
+func (e *Endpoint) Progress() (moved uint64, pending int) {
+	moved, pending = e.Stream.Progress()
+	if e.msgs != nil {
+		moved += e.msgs.received.Load() + atomic.LoadUint64(e.msgs.out.u64(offHead))
+		pending += e.msgs.waiting()
+	}
+	return moved, pending
 }

@@ -36,6 +36,12 @@ type Options struct {
 	// OnDown, when set, is called once when the stream goes down, with the
 	// reason.
 	OnDown func(err error)
+	// BeforeDown, when set, is called when the stream is about to go down,
+	// before anything sees it down, in the goroutine that found why (a
+	// read loop that read the peer's EOF); perhaps more than once. It may
+	// wait, briefly: shm delivers there what the peer sent on its message
+	// ring before it went, as a stream delivers what came before an EOF.
+	BeforeDown func()
 	// OnCredit, when set, receives the peer's returned receive credits
 	// instead of the stream's own send path: the owner sends its messages
 	// elsewhere (rdma, on its QPs) and counts credits itself. Such an
@@ -183,8 +189,17 @@ func (e *Stream) Close() error {
 	return nil
 }
 
+// Fail takes the stream down with err (wrapped in a *transport.LinkError),
+// as a connection error would: the owner found the peer at fault on a path
+// of its own (shm's message ring). It does not wait for the goroutines
+// (Close does) and may be called from any goroutine but a callback's.
+func (e *Stream) Fail(err error) { e.fail(e.linkErr(err)) }
+
 // fail takes the stream down once, completing every waiting operation.
 func (e *Stream) fail(err error) {
+	if e.opts.BeforeDown != nil && e.Err() == nil {
+		e.opts.BeforeDown()
+	}
 	e.mu.Lock()
 	if e.err != nil {
 		e.mu.Unlock()

@@ -155,3 +155,72 @@ func TestAppendSendWriteError(t *testing.T) {
 		t.Fatal("the stream did not go down after its write error")
 	}
 }
+
+// BeforeDown runs before anything sees the stream down, when the peer
+// goes (its EOF) and on Fail; Fail's error is the stream's, as the cause
+// of a LinkError; OnDown follows once.
+func TestFailAndBeforeDown(t *testing.T) {
+	for _, how := range []string{"peer closes", "fail"} {
+		t.Run(how, func(t *testing.T) {
+			a, b := tcpPair(t)
+			b.SetReadDeadline(time.Time{})
+			p := transport.Params{Conns: 1, MaxMessage: 4096, RecvDepth: 8}
+			pa, pb := p, p
+			pa.Role, pa.Conn, pa.Host = transport.Dialer, a, &gatedHost{gate: make(chan struct{})}
+			pb.Role, pb.Conn, pb.Host = transport.Acceptor, b, &gatedHost{gate: make(chan struct{})}
+			var mu sync.Mutex
+			var events []string
+			var ea *Stream
+			opts := Options{
+				BeforeDown: func() {
+					mu.Lock()
+					defer mu.Unlock()
+					select {
+					case <-ea.Done():
+						events = append(events, "before, seen down")
+					default:
+						events = append(events, "before")
+					}
+				},
+				OnDown: func(error) { mu.Lock(); events = append(events, "down"); mu.Unlock() },
+			}
+			ea, err := New(context.Background(), pa, opts)
+			if err != nil {
+				t.Fatal(err)
+			}
+			eb, err := New(context.Background(), pb, Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { ea.Close(); eb.Close() })
+			mu.Lock() // ea is set: BeforeDown may read it
+			mu.Unlock()
+			bad := errors.New("the peer wrote nonsense on another path")
+			if how == "fail" {
+				ea.Fail(bad)
+			} else {
+				eb.Close()
+			}
+			select {
+			case <-ea.Done():
+			case <-time.After(5 * time.Second):
+				t.Fatal("the stream is still up")
+			}
+			ea.Close()
+			mu.Lock()
+			defer mu.Unlock()
+			if len(events) < 2 || events[0] != "before" || events[len(events)-1] != "down" {
+				t.Fatalf("events %q: want before first, down last", events)
+			}
+			for _, e := range events[1 : len(events)-1] {
+				if e != "before" {
+					t.Fatalf("events %q", events)
+				}
+			}
+			var le *transport.LinkError
+			if err := ea.Err(); !errors.As(err, &le) || (how == "fail" && !errors.Is(err, bad)) {
+				t.Fatalf("Err %v", err)
+			}
+		})
+	}
+}

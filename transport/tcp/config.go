@@ -28,7 +28,8 @@ const (
 // their two values) and hands both values to the transport in
 // transport.Params. PollSpin reaches every stream (transport/stream) that
 // way: the tcp transport's connections, and the control stream that shm
-// and rdma keep beside their own data path.
+// and rdma keep beside their own data path. shm's message-ring readers
+// spin for it too (transport/shm/doc.go).
 //
 // The zero value of every field means its documented default. WithDefaults
 // checks a Config and fills in the defaults; its errors name the key

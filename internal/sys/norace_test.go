@@ -1,0 +1,5 @@
+//go:build !race
+
+package sys
+
+const raceEnabled = false
