@@ -649,12 +649,13 @@ func (m *msgs) idle(head uint64) {
 }
 
 // spinMisses is how many waits after a spin that found nothing sleep at
-// once, when the peer is in this process. Measured (tools/bench/connector.sh
-// and an A/B of tools/bench/kv.sh, 2026-11-28): with 16 the 4 KiB put+get
-// in one process had p50 8.3 µs, but kv's single-client ops between two
-// processes ran at half their speed, every wait after a 1 MiB value's
-// copy sleeping; with none in one process the put+get's p50 was 31-49 µs
-// (a spinning reader keeps the P the answering goroutine needs).
+// once, when the peer is in this process. Measured on 2026-11-28 on two
+// vCPUs (tools/bench/connector.sh, and A/Bs of tools/bench/kv.sh): the 4
+// KiB put+get in one process had p50 8.3 µs with 16, 8.7-10.5 with 4, and
+// 31-49 µs with none (a spinning reader keeps the P the answering
+// goroutine needs); between two processes the back-off only cost (kv's
+// single-client ops at half speed with 16, every wait after a 1 MiB
+// value's copy sleeping), so there it is none.
 const spinMisses = 4
 
 // At most maxSpinners ring readers of the process spin at once (half the
