@@ -99,18 +99,3 @@ func EventfdRing(fd int) error {
 		return fmt.Errorf("eventfd write: %w", err)
 	}
 }
-
-// EventfdDrain resets the counter of the non-blocking eventfd fd to zero.
-func EventfdDrain(fd int) error {
-	var b [8]byte
-	for {
-		_, err := unix.Read(fd, b[:])
-		switch err {
-		case nil, unix.EAGAIN:
-			return nil
-		case unix.EINTR:
-			continue
-		}
-		return fmt.Errorf("eventfd read: %w", err)
-	}
-}

@@ -22,6 +22,3 @@ func Eventfd() (int, error) { return -1, ErrNotSupported }
 
 // EventfdRing is not supported on this platform.
 func EventfdRing(fd int) error { return ErrNotSupported }
-
-// EventfdDrain is not supported on this platform.
-func EventfdDrain(fd int) error { return ErrNotSupported }
