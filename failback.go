@@ -251,12 +251,7 @@ func (p *Peer) tryPaused(pt *pauseState) error {
 	p.mu.Unlock()
 	old := p.current()
 	if old != nil {
-		// Revokes reach the old connection too while it drains (set
-		// before the swap, so that none falls in between); one still
-		// draining from an earlier move is closed now.
-		if prev := p.draining.Swap(&old); prev != nil {
-			(*prev).Close()
-		}
+		p.startDraining(old)
 	}
 	p.mark.Store(mark)
 	p.setEndpoint(nep)
@@ -274,10 +269,22 @@ func (p *Peer) tryPaused(pt *pauseState) error {
 	return nil
 }
 
+// startDraining makes old, the connection a move replaces, the peer's
+// draining one: revokes reach it too while it drains (call it before the
+// swap, so that none falls in between), and its end is no loss to report
+// (retired). One still draining from an earlier move is closed now.
+func (p *Peer) startDraining(old transport.Endpoint) *transport.Endpoint {
+	p.retired.Store(old, struct{}{})
+	d := &old
+	if prev := p.draining.Swap(d); prev != nil {
+		(*prev).Close()
+	}
+	return d
+}
+
 // retire closes ep, a connection the peer no longer posts on, once the
 // operations posted on it have ended (or after drainMax).
 func (p *Peer) retire(ep transport.Endpoint) {
-	p.retired.Store(ep, struct{}{})
 	e := p.e
 	e.mu.Lock()
 	if e.closed {

@@ -304,13 +304,7 @@ func (e *Engine) acceptPeer(nc net.Conn, h *wire.Hello, helloBody []byte) (*Peer
 	var was string
 	if old := p.current(); resumed && old != nil {
 		was = old.Transport()
-		p.retired.Store(old, struct{}{})
-		// Revokes reach the connection replaced too, while the dialer
-		// drains it (set before the swap, so that none falls in between).
-		d := &old
-		if prev := p.draining.Swap(d); prev != nil {
-			(*prev).Close()
-		}
+		d := p.startDraining(old) // the dialer closes it once drained
 		go func() {
 			select {
 			case <-old.Done():
