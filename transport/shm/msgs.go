@@ -49,6 +49,7 @@ type msgs struct {
 	sendWait []*transport.Op // SENDs waiting for credit
 	overflow []pending       // entries waiting for space in out, in order
 	err      error           // set once down: what new operations fail with
+	unmapped bool            // close released the rings
 	// The stream's Done and Err, set once it is built: the stream is
 	// down a moment before its OnDown (goDown) runs.
 	streamDone <-chan struct{}
@@ -263,9 +264,28 @@ func (m *msgs) close() {
 		m.wait.Close()
 		sys.Close(m.ownBell)
 		sys.Close(m.peerBel)
+		// Under wmu: writers and Progress (the watchdog's) check
+		// unmapped before they touch the rings.
+		m.wmu.Lock()
+		m.unmapped = true
+		if m.err == nil {
+			m.err = net.ErrClosed
+		}
 		sys.Munmap(m.in.mem)
 		sys.Munmap(m.out.mem)
+		m.wmu.Unlock()
 	})
+}
+
+// peerHead is how far the peer has read this side's outbound ring (0
+// once the rings are released).
+func (m *msgs) peerHead() uint64 {
+	m.wmu.Lock()
+	defer m.wmu.Unlock()
+	if m.unmapped {
+		return 0
+	}
+	return atomic.LoadUint64(m.out.u64(offHead))
 }
 
 // beforeDown is the stream's BeforeDown: it waits, up to a second, until

@@ -644,7 +644,7 @@ func (e *Endpoint) Cancel(op *transport.Op) bool {
 func (e *Endpoint) Progress() (moved uint64, pending int) {
 	moved, pending = e.Stream.Progress()
 	if e.msgs != nil {
-		moved += e.msgs.received.Load() + atomic.LoadUint64(e.msgs.out.u64(offHead))
+		moved += e.msgs.received.Load() + e.msgs.peerHead()
 		pending += e.msgs.waiting()
 	}
 	return moved, pending
