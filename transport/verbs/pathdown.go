@@ -202,7 +202,16 @@ func (e *Endpoint) streamPost(ops []*transport.Op, wait bool) {
 
 // reject completes op with err, unless the endpoint is moving to (or is
 // on) its stream: then op goes there.
+//
+// An operation refused because the device is gone (its registrations went
+// with it) takes the queue pairs down first, as the device's removal will
+// a moment later: the endpoint moves to its stream, or fails, before the
+// operation completes, so whoever sees the error finds the endpoint failed
+// (a rail's WRITEs and READs are repeated on the other rails on that sign).
 func (e *Endpoint) reject(op *transport.Op, err error) {
+	if !e.onStream() && e.failed() == nil && e.dev.removed() {
+		e.pathFailed(e.linkErr(err))
+	}
 	if e.onStream() && e.failed() == nil {
 		e.postStream([]*transport.Op{op}, false)
 		return
