@@ -1,6 +1,10 @@
 package verbs
 
-import "github.com/xferio/xfer/internal/ibv"
+import (
+	"time"
+
+	"github.com/xferio/xfer/internal/ibv"
+)
 
 // IgnoreRevokes makes endpoints keep stale rkeys (tests only).
 func IgnoreRevokes(on bool) { testIgnoreRevokes.Store(on) }
@@ -120,3 +124,17 @@ func ForgeGID() { testForgeGID.Store(true) }
 // BreakQPs moves every QP of the transport's endpoints to the error state,
 // as a NIC that fails under them would: their work requests flush.
 func BreakQPs(t *Transport) { eachQP(t, func(qp *ibv.QP) { qp.ToError() }) }
+
+// MarkGone marks the transport's device gone, as its removal does first,
+// without telling its endpoints yet: what a post finds between the two.
+func MarkGone(t *Transport, cause error) {
+	t.mu.Lock()
+	d := t.dev
+	t.mu.Unlock()
+	if d == nil {
+		return
+	}
+	d.mu.Lock()
+	d.gone, d.goneAt = cause, time.Now()
+	d.mu.Unlock()
+}
