@@ -65,11 +65,16 @@ func SendSGE(t *Transport) []int {
 	return out
 }
 
+// opened is the device the transport opened (nil: none yet).
+func opened(t *Transport) *device {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.dev
+}
+
 // eachQP calls f with every QP of the transport's endpoints.
 func eachQP(t *Transport, f func(*ibv.QP)) {
-	t.mu.Lock()
-	d := t.dev
-	t.mu.Unlock()
+	d := opened(t)
 	if d == nil {
 		return
 	}
@@ -128,9 +133,7 @@ func BreakQPs(t *Transport) { eachQP(t, func(qp *ibv.QP) { qp.ToError() }) }
 // MarkGone marks the transport's device gone, as its removal does first,
 // without telling its endpoints yet: what a post finds between the two.
 func MarkGone(t *Transport, cause error) {
-	t.mu.Lock()
-	d := t.dev
-	t.mu.Unlock()
+	d := opened(t)
 	if d == nil {
 		return
 	}
