@@ -58,12 +58,18 @@ func TestDeviceRemoved(t *testing.T) {
 	if got := p.Peer.Transport(); got != "rdma" {
 		t.Fatalf("auto picked %q with %s available", got, dev)
 	}
-	accepted := p.Server.Peers()
-	if len(accepted) != 1 {
-		t.Fatalf("the server has %d peers, want 1", len(accepted))
-	}
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
+	// Dial returns once the client's side of the connection is up; the
+	// server lists its peer a moment later, when its own side is.
+	ap, err := p.Server.Accept(ctx)
+	if err != nil {
+		t.Fatalf("the server accepted no peer: %v", err)
+	}
+	accepted := p.Server.Peers()
+	if len(accepted) != 1 || accepted[0] != ap {
+		t.Fatalf("the server has %d peers, want 1: the one it accepted", len(accepted))
+	}
 	desc, ok := p.Peer.Region("target")
 	if !ok {
 		t.Fatal("no target region")
