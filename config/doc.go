@@ -9,7 +9,7 @@
 // added to any layer is a key everywhere at once; then the log keys
 // (log_level, log_format), the xfer command's metrics_listen, and the
 // connector's keys (role, producer, ttl_seconds, pull, chunk_size,
-// wait_for_memory) for the C ABI. Program says whose document is decoded;
+// wait_for_memory, wait_spin) for the C ABI. Program says whose document is decoded;
 // Keys lists its keys, each with its environment variables and its flag,
 // which is all the xfer command adds (the environment, then the flags,
 // over the file).

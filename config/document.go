@@ -22,8 +22,8 @@ const (
 	// Library is the connector's configuration, the JSON that the C ABI
 	// (cmd/libxfer) takes: the engine's keys, the log keys, and the
 	// connector's (role, producer, ttl_seconds, pull, chunk_size,
-	// wait_for_memory, and device, the RDMA device's name from before the
-	// ABI took every key).
+	// wait_for_memory, wait_spin, and device, the RDMA device's name from
+	// before the ABI took every key).
 	Library
 
 	every = Command | Library
@@ -67,6 +67,10 @@ type Document struct {
 	Pull          connector.Pull
 	ChunkSize     int
 	WaitForMemory bool
+	// WaitSpin is wait_spin: how long a Get waits on its thread's CPU for
+	// the answer before the thread sleeps. Zero means the layer's default
+	// (the C ABI's is connector.ThreadWaitSpin), negative none.
+	WaitSpin time.Duration
 }
 
 // Defaults of the log keys.
@@ -110,8 +114,10 @@ func (d Document) Connector(w io.Writer) (connector.Config, error) {
 		Pull:          d.Pull,
 		ChunkSize:     d.ChunkSize,
 		WaitForMemory: d.WaitForMemory,
+		WaitSpin:      d.WaitSpin,
 		Logger:        log,
 	}
+
 	if d.Engine.Logger == nil {
 		cfg.Engine.Logger = log
 	}

@@ -294,6 +294,14 @@ func otherKeys() []Key {
 			d.WaitForMemory, err = parseBool(s)
 			return err
 		}},
+		{Name: "wait_spin", Flat: "wait_spin", programs: Library, set: func(d *Document, s string) error {
+			v, err := time.ParseDuration(strings.TrimSpace(s))
+			if err != nil {
+				return errors.New("not a duration (e.g. 50us, 0s)")
+			}
+			d.WaitSpin = v
+			return nil
+		}},
 	}
 }
 

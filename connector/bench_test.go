@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"runtime"
 	"slices"
 	"testing"
 	"time"
@@ -93,6 +94,41 @@ func BenchmarkPutGet4K(b *testing.B) {
 			b.StopTimer()
 			reportLatency(b, lat)
 		})
+	}
+}
+
+// BenchmarkPutGet4KThread is BenchmarkPutGet4K from a goroutine locked
+// to its thread, as a call through the C ABI (the Python package) is:
+// with no WaitSpin, and with ThreadWaitSpin, the C ABI's default.
+func BenchmarkPutGet4KThread(b *testing.B) {
+	policies, dev := benchPolicies(b)
+	for _, policy := range policies {
+		for _, spin := range []time.Duration{0, ThreadWaitSpin} {
+			b.Run(fmt.Sprintf("%s/spin=%v", policy, spin), func(b *testing.B) {
+				runtime.LockOSThread()
+				defer runtime.UnlockOSThread()
+				p, c := benchPair(b, policy, dev, PullAuto, 4096)
+				c.spin = waitSpin(spin)
+				ctx := context.Background()
+				t := Tensor{DType: F32, Shape: []int64{1024}, Data: make([]byte, 4096)}
+				var lat []time.Duration
+				for b.Loop() {
+					start := time.Now()
+					_, meta, err := p.Put(ctx, "a", "b", "k", t)
+					if err != nil {
+						b.Fatal(err)
+					}
+					buf, _, err := c.Get(ctx, "a", "b", "k", &meta)
+					if err != nil {
+						b.Fatal(err)
+					}
+					buf.Release()
+					lat = append(lat, time.Since(start))
+				}
+				b.StopTimer()
+				reportLatency(b, lat)
+			})
+		}
 	}
 }
 

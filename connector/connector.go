@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"runtime"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -150,6 +151,19 @@ type Config struct {
 	// Default: CallTimeoutFactor × the engine's op_timeout (30 s by
 	// default; none when op_timeout is negative); negative: none.
 	CallTimeout time.Duration
+	// WaitSpin is how long a Get's caller waits on its CPU for the
+	// producer's answer before its thread sleeps. A goroutine needs none
+	// (the default: 0 or negative): when it waits, the Go scheduler runs
+	// other work on its thread, and the answer's goroutine wakes it
+	// cheaply. A caller on a thread of its own -- a call through the C ABI,
+	// as the Python package makes, or a goroutine under
+	// runtime.LockOSThread -- has its thread put to sleep at once, and
+	// waking a sleeping thread costs tens of µs: for those callers a spin
+	// about as long as a small Get (ThreadWaitSpin, the C ABI's default)
+	// answers from the CPU instead. The spin needs a second P for the
+	// answer's work, so it is skipped when GOMAXPROCS is 1, and a Get that
+	// spins ends at the latest WaitSpin after its ctx.
+	WaitSpin time.Duration
 	// Logger receives the connector's logs; the engine's too unless
 	// Engine.Logger is set. Default: the engine's default logger.
 	Logger *slog.Logger
@@ -172,6 +186,12 @@ var (
 	ErrProtocol = xfer.ErrProtocol
 )
 
+// ThreadWaitSpin is the WaitSpin the C ABI (and so the Python package)
+// uses unless configured otherwise: on a shared 2-vCPU host it took a
+// 4 KiB put+get from a goroutine locked to its thread from 70-105 µs to
+// about 35 µs at p50 (docs/TUNING.md, "A Get on a thread of its own").
+const ThreadWaitSpin = 50 * time.Microsecond
+
 // Connector puts values for consumers and gets values from producers. Its
 // methods are safe for concurrent use.
 type Connector struct {
@@ -181,6 +201,7 @@ type Connector struct {
 	pull Pull
 
 	bound    time.Duration   // Config.CallTimeout; 0: none
+	spin     time.Duration   // Config.WaitSpin; 0: none (also with GOMAXPROCS 1)
 	ctx      context.Context // ends at Close (or Stop)
 	cancel   context.CancelFunc
 	wg       sync.WaitGroup
@@ -296,6 +317,7 @@ func Open(ctx context.Context, cfg Config) (*Connector, error) {
 	c := &Connector{
 		cfg:       cfg,
 		bound:     callTimeout(cfg.CallTimeout, eng),
+		spin:      waitSpin(cfg.WaitSpin),
 		eng:       eng,
 		log:       log,
 		pull:      cfg.Pull,
@@ -323,6 +345,15 @@ func Open(ctx context.Context, cfg Config) (*Connector, error) {
 		c.wg.Go(c.reapLoop)
 	}
 	return c, nil
+}
+
+// waitSpin is the spin a Get makes: none when asked for none, or when the
+// process has one P (the spin would hold the only one the answer needs).
+func waitSpin(d time.Duration) time.Duration {
+	if d <= 0 || runtime.GOMAXPROCS(0) < 2 {
+		return 0
+	}
+	return d
 }
 
 // Engine is the engine the connector owns, for its address, peers and

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/xferio/xfer"
 )
@@ -301,6 +302,11 @@ func (c *Connector) call(ctx context.Context, r *remote, dst []byte, msg func(id
 	}
 	// The connection the get left on: Send may have dialed a new one.
 	down := r.peer.Down()
+	if c.spin > 0 {
+		if res, ok := spinRecv(ch, c.spin); ok {
+			return res, res.err
+		}
+	}
 	select {
 	case res := <-ch:
 		return res, res.err
@@ -522,3 +528,22 @@ func notFoundIfWaiting(err error) error {
 	}
 	return err
 }
+
+// spinRecv polls ch for up to d (Config.WaitSpin) and reports whether it
+// got a result: the caller keeps its thread awake meanwhile, and then waits
+// as usual. The clock is read every spinCheck polls.
+func spinRecv(ch <-chan result, d time.Duration) (result, bool) {
+	start := time.Now()
+	for i := 1; ; i++ {
+		select {
+		case res := <-ch:
+			return res, true
+		default:
+		}
+		if i%spinCheck == 0 && time.Since(start) >= d {
+			return result{}, false
+		}
+	}
+}
+
+const spinCheck = 32

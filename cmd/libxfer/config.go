@@ -16,8 +16,9 @@ const maxConfigJSON = 64 << 10
 // command's config file as a JSON object (every engine key, flat or
 // nested: memory_mb, conns, rdma: {gid_index: 1, use_cm: true}, ...; the
 // log keys) plus the connector's keys (role, producer, ttl_seconds, pull,
-// chunk_size, wait_for_memory, and device for rdma.device). Zero means the
-// connector's default, key by key. Unknown keys (all of them, in one
+// chunk_size, wait_for_memory, wait_spin, and device for rdma.device).
+// Zero means the connector's default, key by key, but for wait_spin, whose
+// zero here is connector.ThreadWaitSpin (negative: no spin). Unknown keys (all of them, in one
 // error, each with its line), trailing data and out-of-range values are
 // errors matching errInvalid. The connector logs to standard error.
 func parseConfig(b []byte) (connector.Config, error) {
@@ -34,6 +35,12 @@ func parseConfig(b []byte) (connector.Config, error) {
 	cfg, err := doc.Connector(os.Stderr)
 	if err != nil {
 		return connector.Config{}, fmt.Errorf("libxfer: %w: %w", err, errInvalid)
+	}
+	if cfg.WaitSpin == 0 {
+		// A call through the ABI runs on its caller's thread, which the
+		// Go runtime puts to sleep at once when a Get waits: it spins
+		// first (connector.Config.WaitSpin).
+		cfg.WaitSpin = connector.ThreadWaitSpin
 	}
 	return cfg, nil
 }

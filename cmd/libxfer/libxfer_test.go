@@ -38,8 +38,17 @@ func TestParseConfig(t *testing.T) {
 		cfg.Engine.MemoryDevice.String() != "cuda:1" {
 		t.Errorf("parsed %+v", cfg)
 	}
+	// A Get through the ABI spins before its thread sleeps, unless told.
+	if cfg.WaitSpin != connector.ThreadWaitSpin {
+		t.Errorf("wait_spin by default: %v, want %v", cfg.WaitSpin, connector.ThreadWaitSpin)
+	}
+	for doc, want := range map[string]time.Duration{`{"wait_spin":"20us"}`: 20 * time.Microsecond, `{"wait_spin":"-1ns"}`: -1} {
+		if cfg, err := parseConfig([]byte(doc)); err != nil || cfg.WaitSpin != want {
+			t.Errorf("%s: wait_spin %v, %v; want %v", doc, cfg.WaitSpin, err, want)
+		}
+	}
 	for _, bad := range []string{
-		``, `[]`, `{"role":"sender"}`, `{"transport":"udp"}`, `{"memory_mb":-1}`, `{"chunk_size":-5}`,
+		``, `[]`, `{"role":"sender"}`, `{"wait_spin":"soon"}`, `{"wait_spin":50}`, `{"transport":"udp"}`, `{"memory_mb":-1}`, `{"chunk_size":-5}`,
 		`{"pull":"push"}`, `{"nope":1}`, `{} {}`, `{"ttl_seconds":1e300}`, `{"memory_device":"tpu:0"}`,
 		`{"device":"a","rdma_device":"b"}`, `{"conns":-1}`, `{"role":"producer","role":"consumer"}`, `{"log_format":"xml"}`,
 	} {
