@@ -229,13 +229,22 @@ func addSoftDevice(t *testing.T, dev string) string {
 	run("rdma", "link", "add", second, "type", typ, "netdev", "xfkvrail1")
 	// Registered first, so it runs after the servers' and clients' own.
 	t.Cleanup(func() { exec.Command("rdma", "link", "delete", second).Run() })
+	// Usable as an engine would use it (its port ACTIVE, a GID to
+	// connect with): a server that found it unusable would connect its
+	// peers over one rail, and say so in its log.
 	for deadline := time.Now().Add(20 * time.Second); ; {
 		b, _ := os.ReadFile(filepath.Join("/sys/class/infiniband", second, "ports/1/state"))
+		err := fmt.Errorf("port 1 is %q", strings.TrimSpace(string(b)))
 		if strings.Contains(string(b), "ACTIVE") {
-			return second
+			tr := verbs.New(verbs.Config{Device: second})
+			err = tr.Available()
+			tr.Close()
+			if err == nil {
+				return second
+			}
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("%s: port 1 not ACTIVE 20s after it was added (%q)", second, strings.TrimSpace(string(b)))
+			t.Fatalf("%s: not usable 20s after it was added: %v", second, err)
 		}
 		time.Sleep(50 * time.Millisecond)
 	}

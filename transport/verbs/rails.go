@@ -41,6 +41,10 @@ type rails struct {
 	stop   chan struct{} // closed by close: the probes end
 	probes sync.WaitGroup
 
+	// unusable is the error last logged for each configured device that
+	// up left out (by name); a device that opens again leaves the map.
+	unusable map[string]string
+
 	// memNodes caches the NUMA node of each registered region's memory
 	// (*mem.Handle → int; -1: unknown), for the rails' per-buffer
 	// preference (RailEndpoint.nodeOf).
@@ -99,7 +103,9 @@ func (r *rails) up() ([]*Transport, error) {
 	var ups []*Transport
 	var errs []error
 	for _, t := range subs {
-		if err := t.Available(); err != nil {
+		err := t.Available()
+		r.noteUsable(t.cfg.Device, err, len(subs))
+		if err != nil {
 			errs = append(errs, err)
 			continue
 		}
@@ -112,6 +118,37 @@ func (r *rails) up() ([]*Transport, error) {
 		return nil, fmt.Errorf("rdma: none of the %d configured devices is usable: %w", len(subs), errors.Join(errs...))
 	}
 	return ups, nil
+}
+
+// noteUsable logs, once per device and error, that a device of the rails
+// is left out of the connections made now (and, at Info, when it is
+// usable again): otherwise a peer connected over fewer rails than
+// configured would say nothing of it.
+func (r *rails) noteUsable(dev string, err error, of int) {
+	r.mu.Lock()
+	last, was := r.unusable[dev]
+	log := r.log
+	switch {
+	case err != nil && (!was || last != err.Error()):
+		if r.unusable == nil {
+			r.unusable = make(map[string]string)
+		}
+		r.unusable[dev] = err.Error()
+	case err == nil && was:
+		delete(r.unusable, dev)
+	default:
+		r.mu.Unlock()
+		return
+	}
+	r.mu.Unlock()
+	if log == nil {
+		log = slog.Default()
+	}
+	if err != nil {
+		log.Warn("rdma: a rail's device is not usable: peers connect without it", "device", dev, "rails", of, "err", err)
+	} else {
+		log.Info("rdma: a rail's device is usable again", "device", dev)
+	}
 }
 
 func (r *rails) setLogger(l *slog.Logger) {
