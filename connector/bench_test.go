@@ -73,26 +73,9 @@ func BenchmarkPutGet4K(b *testing.B) {
 	for _, policy := range policies {
 		b.Run(string(policy), func(b *testing.B) {
 			p, c := benchPair(b, policy, dev, PullAuto, 4096)
-			ctx := context.Background()
-			t := Tensor{DType: F32, Shape: []int64{1024}, Data: make([]byte, 4096)}
-			var lat []time.Duration
 			b.SetBytes(4096)
 			b.ReportAllocs()
-			for b.Loop() {
-				start := time.Now()
-				_, meta, err := p.Put(ctx, "a", "b", "k", t)
-				if err != nil {
-					b.Fatal(err)
-				}
-				buf, _, err := c.Get(ctx, "a", "b", "k", &meta)
-				if err != nil {
-					b.Fatal(err)
-				}
-				buf.Release()
-				lat = append(lat, time.Since(start))
-			}
-			b.StopTimer()
-			reportLatency(b, lat)
+			putGet4K(b, p, c)
 		})
 	}
 }
@@ -109,27 +92,33 @@ func BenchmarkPutGet4KThread(b *testing.B) {
 				defer runtime.UnlockOSThread()
 				p, c := benchPair(b, policy, dev, PullAuto, 4096)
 				c.spin = waitSpin(spin)
-				ctx := context.Background()
-				t := Tensor{DType: F32, Shape: []int64{1024}, Data: make([]byte, 4096)}
-				var lat []time.Duration
-				for b.Loop() {
-					start := time.Now()
-					_, meta, err := p.Put(ctx, "a", "b", "k", t)
-					if err != nil {
-						b.Fatal(err)
-					}
-					buf, _, err := c.Get(ctx, "a", "b", "k", &meta)
-					if err != nil {
-						b.Fatal(err)
-					}
-					buf.Release()
-					lat = append(lat, time.Since(start))
-				}
-				b.StopTimer()
-				reportLatency(b, lat)
+				putGet4K(b, p, c)
 			})
 		}
 	}
+}
+
+// putGet4K is the loop of the PutGet4K benchmarks: each iteration puts a
+// 4 KiB tensor, gets it and releases it, timed as one.
+func putGet4K(b *testing.B, p, c *Connector) {
+	ctx := context.Background()
+	t := Tensor{DType: F32, Shape: []int64{1024}, Data: make([]byte, 4096)}
+	var lat []time.Duration
+	for b.Loop() {
+		start := time.Now()
+		_, meta, err := p.Put(ctx, "a", "b", "k", t)
+		if err != nil {
+			b.Fatal(err)
+		}
+		buf, _, err := c.Get(ctx, "a", "b", "k", &meta)
+		if err != nil {
+			b.Fatal(err)
+		}
+		buf.Release()
+		lat = append(lat, time.Since(start))
+	}
+	b.StopTimer()
+	reportLatency(b, lat)
 }
 
 // reportLatency reports the median, the 99th and the 99.9th percentile of lat in µs.
