@@ -188,7 +188,7 @@ var (
 
 // ThreadWaitSpin is the WaitSpin the C ABI (and so the Python package)
 // uses unless configured otherwise: on a shared 2-vCPU host it took a
-// 4 KiB put+get from a goroutine locked to its thread from 70-105 µs to
+// 4 KiB put+get from a goroutine locked to its thread from 42-106 µs to
 // about 35 µs at p50 (docs/TUNING.md, "A Get on a thread of its own").
 const ThreadWaitSpin = 50 * time.Microsecond
 
