@@ -6,6 +6,7 @@ import (
 	"os"
 	"runtime"
 	"slices"
+	"sync"
 	"testing"
 	"time"
 
@@ -93,6 +94,58 @@ func BenchmarkPutGet4KThread(b *testing.B) {
 				p, c := benchPair(b, policy, dev, PullAuto, 4096)
 				c.spin = waitSpin(spin)
 				putGet4K(b, p, c)
+			})
+		}
+	}
+}
+
+// BenchmarkPutGet4KThreads is BenchmarkPutGet4KThread from 4 goroutines
+// at once, each locked to its thread and putting and getting a key of its
+// own: several callers of the C ABI. A Get spins only while no other
+// waits, so the spin must not cost them (ns/op is per put+get).
+func BenchmarkPutGet4KThreads(b *testing.B) {
+	const callers = 4
+	policies, dev := benchPolicies(b)
+	for _, policy := range policies {
+		for _, spin := range []time.Duration{0, ThreadWaitSpin} {
+			b.Run(fmt.Sprintf("%s/spin=%v", policy, spin), func(b *testing.B) {
+				p, c := benchPair(b, policy, dev, PullAuto, 4096)
+				c.spin = waitSpin(spin)
+				var wg sync.WaitGroup
+				var mu sync.Mutex
+				var lat []time.Duration
+				b.ResetTimer()
+				for w := range callers {
+					wg.Go(func() {
+						runtime.LockOSThread()
+						defer runtime.UnlockOSThread()
+						ctx := context.Background()
+						t := Tensor{DType: F32, Shape: []int64{1024}, Data: make([]byte, 4096)}
+						key := fmt.Sprint("k", w)
+						mine := make([]time.Duration, 0, b.N/callers)
+						for range b.N / callers {
+							start := time.Now()
+							_, meta, err := p.Put(ctx, "a", "b", key, t)
+							if err != nil {
+								b.Error(err)
+								return
+							}
+							buf, _, err := c.Get(ctx, "a", "b", key, &meta)
+							if err != nil {
+								b.Error(err)
+								return
+							}
+							buf.Release()
+							mine = append(mine, time.Since(start))
+						}
+						mu.Lock()
+						lat = append(lat, mine...)
+						mu.Unlock()
+					})
+				}
+				wg.Wait()
+				b.StopTimer()
+				reportLatency(b, lat)
 			})
 		}
 	}

@@ -303,8 +303,12 @@ func (c *Connector) call(ctx context.Context, r *remote, dst []byte, msg func(id
 	// The connection the get left on: Send may have dialed a new one.
 	down := r.peer.Down()
 	if c.spin > 0 {
-		if res, ok := spinRecv(ch, c.spin); ok {
-			return res, res.err
+		alone := getWaiters.Add(1) == 1
+		defer getWaiters.Add(-1)
+		if alone {
+			if res, ok := spinRecv(ch, c.spin); ok {
+				return res, res.err
+			}
 		}
 	}
 	select {
@@ -547,3 +551,7 @@ func spinRecv(ch <-chan result, d time.Duration) (result, bool) {
 }
 
 const spinCheck = 32
+
+// getWaiters counts the Gets of the process waiting now on connectors
+// that spin (waitSpin).
+var getWaiters atomic.Int32

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"runtime"
 	"testing"
 	"time"
@@ -47,6 +48,21 @@ func TestWaitSpin(t *testing.T) {
 				if err := spinGet(ctx, c, "late", want); err != nil {
 					return err
 				}
+				// With another Get of the process waiting, a Get waits at
+				// once, and still gets its value.
+				if _, _, err := p.Put(ctx, "a", "b", "busy", want); err != nil {
+					return err
+				}
+				getWaiters.Store(1)
+				err := spinGet(ctx, c, "busy", want)
+				busy := getWaiters.Load()
+				getWaiters.Store(0)
+				if err == nil && busy != 1 {
+					err = fmt.Errorf("a Get beside another waiting one left %d waiters counted, want 1", busy)
+				}
+				if err != nil {
+					return err
+				}
 				short, cancel := context.WithTimeout(ctx, 20*time.Millisecond)
 				defer cancel()
 				if _, _, err := c.Get(short, "a", "b", "never", nil); !errors.Is(err, ErrNotFound) && !errors.Is(err, context.DeadlineExceeded) {
@@ -58,6 +74,9 @@ func TestWaitSpin(t *testing.T) {
 		if err := <-done; err != nil {
 			t.Fatal(err)
 		}
+		if n := getWaiters.Load(); n != 0 {
+			t.Errorf("%d Gets still counted as waiting after they ended", n)
+		}
 	})
 }
 
@@ -67,7 +86,7 @@ func spinGet(ctx context.Context, c *Connector, key string, want []byte) error {
 		return err
 	}
 	defer b.Release()
-	if !bytes.Equal(b.Bytes(), want) {
+	if want != nil && !bytes.Equal(b.Bytes(), want) {
 		return errors.New("Get of " + key + " returned other bytes than were put")
 	}
 	return nil
