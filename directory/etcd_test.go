@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/xferio/xfer/internal/testutil"
 	"github.com/xferio/xfer/internal/testutil/etcdtest"
 )
 
@@ -101,9 +102,7 @@ func TestEtcdServerBinary(t *testing.T) {
 		if err := d.Register(context.Background(), entry("sk", "10.0.0.1:1")); err != nil {
 			t.Fatal(err)
 		}
-		if err := cmd.Process.Signal(syscall.SIGSTOP); err != nil {
-			t.Fatal(err)
-		}
+		testutil.Pause(t, cmd.Process)
 		defer cmd.Process.Signal(syscall.SIGCONT)
 		for name, call := range map[string]func() error{
 			"lookup":     func() error { _, err := d.Lookup(context.Background(), "sk"); return err },

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/xferio/xfer"
+	"github.com/xferio/xfer/internal/testutil"
 )
 
 // integrityValue builds a self-checking value: put id, key index, length
@@ -241,7 +242,7 @@ func TestClientDiesMidPut(t *testing.T) {
 	waitFor(t, 20*time.Second, "the first value", func() bool { return s.Snapshot().Keys == 1 })
 	caught := false
 	for i := 0; i < 500 && !caught; i++ {
-		cmd.Process.Signal(syscall.SIGSTOP)
+		testutil.Pause(t, cmd.Process)
 		time.Sleep(2 * time.Millisecond)
 		st := s.Snapshot()
 		if st.PoolUsed > roundUp(st.ValueBytes) {

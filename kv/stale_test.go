@@ -13,6 +13,7 @@ import (
 
 	"github.com/xferio/xfer"
 	"github.com/xferio/xfer/directory"
+	"github.com/xferio/xfer/internal/testutil"
 	"github.com/xferio/xfer/internal/testutil/etcdtest"
 )
 
@@ -83,7 +84,7 @@ func testNoStaleReads(t *testing.T, url string, ttl time.Duration) {
 		old, latest := fmt.Sprintf("old-%d", r), fmt.Sprintf("new-%d", r)
 		putAll(old)
 		victim := ids[r%len(ids)]
-		procs[victim].Process.Signal(syscall.SIGSTOP)
+		testutil.Pause(t, procs[victim].Process)
 		waitFor(t, time.Minute, "the cluster dropping the paused "+victim, func() bool { return !slices.Contains(c.Servers(), victim) })
 		putAll(latest) // every write acknowledged
 		procs[victim].Process.Signal(syscall.SIGCONT)

@@ -75,7 +75,9 @@ func benchUntilStopped(t *testing.T, srv *exec.Cmd, sig syscall.Signal, want []s
 		t.Fatal(err)
 	}
 	time.Sleep(2 * time.Second) // the bench is under way
-	if err := srv.Process.Signal(sig); err != nil {
+	if sig == syscall.SIGSTOP {
+		testutil.Pause(t, srv.Process)
+	} else if err := srv.Process.Signal(sig); err != nil {
 		t.Fatal(err)
 	}
 	stopped := time.Now()

@@ -148,9 +148,7 @@ func TestBenchStoppedPeer(t *testing.T) {
 		t.Fatal(err)
 	}
 	time.Sleep(time.Second) // the bench is under way
-	if err := cmd.Process.Signal(syscall.SIGSTOP); err != nil {
-		t.Fatal(err)
-	}
+	testutil.Pause(t, cmd.Process)
 	stopped := time.Now()
 	done := make(chan error, 1)
 	go func() { done <- bench.Wait() }()

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/xferio/xfer/directory"
+	"github.com/xferio/xfer/internal/testutil"
 	"github.com/xferio/xfer/internal/testutil/etcdtest"
 )
 
@@ -78,7 +79,7 @@ func TestServeNodeIDOwnedAndHealed(t *testing.T) {
 			if ent, err := lookup(); err != nil || ent.Addrs[0] != addr {
 				t.Fatalf("lookup: %+v, %v; want the first serve at %s", ent, err, addr)
 			}
-			a.Process.Signal(syscall.SIGSTOP)
+			testutil.Pause(t, a.Process)
 			deadline := time.Now().Add(20 * time.Second)
 			for {
 				if _, err := lookup(); errors.Is(err, directory.ErrNotFound) {

@@ -2,8 +2,12 @@ package testutil
 
 import (
 	"bufio"
+	"bytes"
+	"fmt"
 	"io"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
@@ -55,4 +59,61 @@ func stop(cmd *exec.Cmd) {
 		cmd.Process.Kill()
 		<-done
 	}
+}
+
+// Pause stops p with SIGSTOP and returns once every thread of it has
+// stopped. kill(2) returns before the stop takes effect: a thread running
+// on another CPU can still answer a request that arrives just after
+// Signal returns, and a test that then expects no answer fails by chance.
+// Pause reads each thread's state in /proc until all are stopped (T), and
+// fails the test if they are not within ten seconds.
+func Pause(tb testing.TB, p *os.Process) {
+	tb.Helper()
+	if err := p.Signal(syscall.SIGSTOP); err != nil {
+		tb.Fatalf("SIGSTOP %d: %v", p.Pid, err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		running, err := runningThreads(p.Pid)
+		if err != nil {
+			tb.Fatalf("pausing %d: %v", p.Pid, err)
+		}
+		if running == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			tb.Fatalf("pausing %d: %d threads still not stopped 10 s after SIGSTOP", p.Pid, running)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// runningThreads counts the threads of pid whose state in
+// /proc/PID/task/TID/stat is not stopped (T) or tracing-stopped (t).
+func runningThreads(pid int) (int, error) {
+	dir := fmt.Sprintf("/proc/%d/task", pid)
+	tasks, err := os.ReadDir(dir)
+	if err != nil {
+		return 0, err
+	}
+	n := 0
+	for _, t := range tasks {
+		b, err := os.ReadFile(filepath.Join(dir, t.Name(), "stat"))
+		if os.IsNotExist(err) {
+			continue // the thread exited
+		}
+		if err != nil {
+			return 0, err
+		}
+		// The state follows the command name, which is in parentheses and
+		// may itself hold spaces or parentheses: take the last ')'.
+		i := bytes.LastIndexByte(b, ')')
+		if i < 0 || i+2 >= len(b) {
+			return 0, fmt.Errorf("%s/%s/stat: unexpected %q", dir, t.Name(), b)
+		}
+		if s := b[i+2]; s != 'T' && s != 't' {
+			n++
+		}
+	}
+	return n, nil
 }

@@ -1,10 +1,14 @@
 package testutil
 
 import (
+	"bytes"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -54,4 +58,50 @@ func TestStartProcessNoLine(t *testing.T) {
 	if !strings.Contains(f.failed, `printed "half"`) || f.returned {
 		t.Errorf("a process that exits before a whole line: failed=%q returned=%v", f.failed, f.returned)
 	}
+}
+
+// TestPause pauses a real process that spins on a CPU: once Pause returns,
+// its threads all read as stopped and it gets no more CPU time; SIGCONT
+// runs it again.
+func TestPause(t *testing.T) {
+	sh, err := exec.LookPath("sh")
+	if err != nil {
+		t.Skip("no sh")
+	}
+	cmd := exec.Command(sh, "-c", `while :; do :; done`)
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	Pause(t, cmd.Process)
+	if n, err := runningThreads(cmd.Process.Pid); err != nil || n != 0 {
+		t.Fatalf("after Pause: %d threads not stopped, %v", n, err)
+	}
+	before := cpuTicks(t, cmd.Process.Pid)
+	time.Sleep(200 * time.Millisecond)
+	if after := cpuTicks(t, cmd.Process.Pid); after != before {
+		t.Errorf("a paused process ran: utime+stime %d then %d ticks", before, after)
+	}
+	cmd.Process.Signal(syscall.SIGCONT)
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		if n, _ := runningThreads(cmd.Process.Pid); n > 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("still stopped 10 s after SIGCONT")
+		}
+	}
+}
+
+// cpuTicks reads utime+stime, in clock ticks, from /proc/PID/stat.
+func cpuTicks(t *testing.T, pid int) int64 {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := strings.Fields(string(b[bytes.LastIndexByte(b, ')')+2:]))
+	// After the state (field 3) come fields 4 on; utime and stime are 14, 15.
+	u, _ := strconv.ParseInt(f[14-3], 10, 64)
+	s, _ := strconv.ParseInt(f[15-3], 10, 64)
+	return u + s
 }
