@@ -61,12 +61,16 @@ func stop(cmd *exec.Cmd) {
 	}
 }
 
-// Pause stops p with SIGSTOP and returns once every thread of it has
-// stopped. kill(2) returns before the stop takes effect: a thread running
-// on another CPU can still answer a request that arrives just after
-// Signal returns, and a test that then expects no answer fails by chance.
-// Pause reads each thread's state in /proc until all are stopped (T), and
-// fails the test if they are not within ten seconds.
+// Pause stops p with SIGSTOP and returns once it has stopped. kill(2)
+// returns before the stop takes effect: the kernel wakes one thread to
+// take the signal, and until that thread has begun the group stop, the
+// others can go on running (a thread on another CPU, one the network
+// wakes), and answer a request that arrives just after Signal returns; a
+// test that then expects no answer fails by chance. Pause reads each
+// thread's state in /proc until at least one has stopped (T: the group
+// stop has begun, and every other thread stops before it next runs the
+// process's code) and none is running (R). It fails the test if that
+// takes more than ten seconds, naming each thread's state.
 func Pause(tb testing.TB, p *os.Process) {
 	tb.Helper()
 	if err := p.Signal(syscall.SIGSTOP); err != nil {
@@ -74,46 +78,51 @@ func Pause(tb testing.TB, p *os.Process) {
 	}
 	deadline := time.Now().Add(10 * time.Second)
 	for {
-		running, err := runningThreads(p.Pid)
+		states, err := threadStates(p.Pid)
 		if err != nil {
 			tb.Fatalf("pausing %d: %v", p.Pid, err)
 		}
-		if running == 0 {
+		if paused(states) {
 			return
 		}
 		if time.Now().After(deadline) {
-			tb.Fatalf("pausing %d: %d threads still not stopped 10 s after SIGSTOP", p.Pid, running)
+			tb.Fatalf("pausing %d: not stopped 10 s after SIGSTOP; its threads' states: %s", p.Pid, states)
 		}
 		time.Sleep(time.Millisecond)
 	}
 }
 
-// runningThreads counts the threads of pid whose state in
-// /proc/PID/task/TID/stat is not stopped (T) or tracing-stopped (t).
-func runningThreads(pid int) (int, error) {
+// paused reports whether states, one letter a thread as in
+// /proc/PID/task/TID/stat, show a process in a group stop: a thread
+// stopped (T, or t when traced) and none running or runnable (R).
+func paused(states string) bool {
+	return strings.ContainsAny(states, "Tt") && !strings.Contains(states, "R")
+}
+
+// threadStates returns the state letter of each thread of pid, from
+// /proc/PID/task/TID/stat.
+func threadStates(pid int) (string, error) {
 	dir := fmt.Sprintf("/proc/%d/task", pid)
 	tasks, err := os.ReadDir(dir)
 	if err != nil {
-		return 0, err
+		return "", err
 	}
-	n := 0
+	var states []byte
 	for _, t := range tasks {
 		b, err := os.ReadFile(filepath.Join(dir, t.Name(), "stat"))
 		if os.IsNotExist(err) {
 			continue // the thread exited
 		}
 		if err != nil {
-			return 0, err
+			return "", err
 		}
 		// The state follows the command name, which is in parentheses and
 		// may itself hold spaces or parentheses: take the last ')'.
 		i := bytes.LastIndexByte(b, ')')
 		if i < 0 || i+2 >= len(b) {
-			return 0, fmt.Errorf("%s/%s/stat: unexpected %q", dir, t.Name(), b)
+			return "", fmt.Errorf("%s/%s/stat: unexpected %q", dir, t.Name(), b)
 		}
-		if s := b[i+2]; s != 'T' && s != 't' {
-			n++
-		}
+		states = append(states, b[i+2])
 	}
-	return n, nil
+	return string(states), nil
 }

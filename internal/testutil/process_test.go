@@ -74,8 +74,8 @@ func TestPause(t *testing.T) {
 	}
 	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
 	Pause(t, cmd.Process)
-	if n, err := runningThreads(cmd.Process.Pid); err != nil || n != 0 {
-		t.Fatalf("after Pause: %d threads not stopped, %v", n, err)
+	if states, err := threadStates(cmd.Process.Pid); err != nil || states != "T" {
+		t.Fatalf("after Pause: thread states %q, %v; want T", states, err)
 	}
 	before := cpuTicks(t, cmd.Process.Pid)
 	time.Sleep(200 * time.Millisecond)
@@ -84,11 +84,23 @@ func TestPause(t *testing.T) {
 	}
 	cmd.Process.Signal(syscall.SIGCONT)
 	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
-		if n, _ := runningThreads(cmd.Process.Pid); n > 0 {
+		if states, _ := threadStates(cmd.Process.Pid); !paused(states) {
 			break
 		}
 		if time.Now().After(deadline) {
 			t.Fatal("still stopped 10 s after SIGCONT")
+		}
+	}
+}
+
+// TestPaused: the states that make a group stop.
+func TestPaused(t *testing.T) {
+	for states, want := range map[string]bool{
+		"T": true, "TTS": true, "TDS": true, "tS": true,
+		"": false, "S": false, "SS": false, "TR": false, "RT": false, "D": false,
+	} {
+		if got := paused(states); got != want {
+			t.Errorf("paused(%q) = %v, want %v", states, got, want)
 		}
 	}
 }
