@@ -5,7 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"reflect"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/xferio/xfer"
@@ -83,8 +85,15 @@ func nop() {}
 // generation opened plus that eighth. So each such call ends between one
 // bound and nine eighths of one after it began, and costs no allocation
 // (context.Background) or one (a context with values), where a timer
-// context costs five. A context that can end (a cancel, no deadline) gets
-// a timer context of its own, which also ends when its parent does.
+// context costs five.
+//
+// A context that can end (a cancel, no deadline) is bounded by a timer
+// context over it, which also ends when its parent does. Calls that share
+// such a parent (the usual case: a program's or a worker's context) share
+// that timer context too: the generation keeps one for each of its first
+// few parents, with the generation's end as its deadline, so those calls
+// too cost no allocation. Any further parent gets a timer context of its
+// own per call.
 func (c *Client) bound(ctx context.Context) (context.Context, context.CancelFunc) {
 	if c.callTimeout <= 0 {
 		return ctx, nop
@@ -92,14 +101,64 @@ func (c *Client) bound(ctx context.Context) (context.Context, context.CancelFunc
 	if _, ok := ctx.Deadline(); ok {
 		return ctx, nop
 	}
+	g := c.generation()
 	if ctx.Done() == nil {
-		g := c.generation()
 		if ctx == context.Background() {
 			return &g.bg, nop
 		}
 		return &boundCtx{Context: ctx, g: g}, nop
 	}
+	if b := g.over(ctx); b != nil {
+		return b, nop
+	}
 	return context.WithTimeoutCause(ctx, c.callTimeout, errCallBound)
+}
+
+// boundSlots is how many cancelable parents a generation keeps a shared
+// timer context for.
+const boundSlots = 4
+
+// parentBound is a generation's timer context over one parent. Its
+// deadline, the generation's end, ends it with errCallBound, or its
+// parent ends first; cancel is never called, so that it ends as a bound
+// and not as a cancel.
+type parentBound struct {
+	parent context.Context
+	ctx    context.Context
+	cancel context.CancelFunc
+}
+
+// over returns the generation's timer context over parent, made on first
+// use, or nil when the generation keeps one for as many other parents as
+// it may. Only parents that are pointers are kept: they compare by
+// identity, and comparing them cannot panic.
+func (g *callGen) over(parent context.Context) context.Context {
+	if reflect.TypeOf(parent).Kind() != reflect.Pointer {
+		return nil
+	}
+	for i := range g.parents {
+		p := g.parents[i].Load()
+		if p == nil {
+			break
+		}
+		if p.parent == parent {
+			return p.ctx
+		}
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	for i := range g.parents {
+		p := g.parents[i].Load()
+		if p == nil {
+			ctx, cancel := context.WithDeadlineCause(parent, g.end, errCallBound)
+			g.parents[i].Store(&parentBound{parent: parent, ctx: ctx, cancel: cancel})
+			return ctx
+		}
+		if p.parent == parent {
+			return p.ctx // another call made it meanwhile
+		}
+	}
+	return nil
 }
 
 // callGen is a generation of calls bounded together: its done closes at
@@ -114,6 +173,10 @@ type callGen struct {
 	mu    sync.Mutex
 	ended bool
 	after map[*func()]struct{} // AfterFunc's functions, run when it ends
+
+	// parents are the generation's timer contexts over cancelable
+	// parents (over), filled in order under mu.
+	parents [boundSlots]atomic.Pointer[parentBound]
 }
 
 // expire ends the generation: its contexts are done.

@@ -140,3 +140,81 @@ func TestCallBoundGenerations(t *testing.T) {
 		})
 	}
 }
+
+// valueCtx is a context whose type is not a pointer: a value of it cannot
+// be compared safely, so the generation never keeps it.
+type valueCtx struct {
+	context.Context
+	tags []string
+}
+
+// TestCallBoundSharedParents: calls over one cancelable parent in a
+// generation share one timer context, without allocating; cancelling the
+// parent ends it with the parent's error, not as a bound; parents beyond
+// the generation's slots, and parents that are not pointers, get a timer
+// context per call, bounded all the same.
+func TestCallBoundSharedParents(t *testing.T) {
+	const bound = time.Minute
+	c := &Client{callTimeout: bound}
+	defer c.stopGenerations()
+	parent, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	a, doneA := c.bound(parent)
+	b, doneB := c.bound(parent)
+	doneA()
+	doneB()
+	if a != b {
+		t.Fatal("two calls over one parent in one generation got two contexts")
+	}
+	if n := testing.AllocsPerRun(100, func() { _, done := c.bound(parent); done() }); n != 0 {
+		t.Errorf("a bound over a kept parent allocates %v times", n)
+	}
+	// The other slots, then one parent too many.
+	var others []context.Context
+	for range boundSlots - 1 {
+		p, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		ctx, done := c.bound(p)
+		done()
+		others = append(others, ctx)
+	}
+	extra, cancelExtra := context.WithCancel(context.Background())
+	defer cancelExtra()
+	e1, done1 := c.bound(extra)
+	e2, done2 := c.bound(extra)
+	if e1 == e2 {
+		t.Error("a parent beyond the slots shares a context")
+	}
+	for _, ctx := range []context.Context{e1, e2} {
+		if d, ok := ctx.Deadline(); !ok || time.Until(d) < bound*7/8 {
+			t.Errorf("a parent beyond the slots: deadline %v, %v", time.Until(d), ok)
+		}
+	}
+	done1()
+	if e1.Err() == nil {
+		t.Error("a per-call context survives its call's end")
+	}
+	done2()
+	// A parent that is not a pointer.
+	v := valueCtx{Context: parent, tags: []string{"x"}}
+	if ctx, done := c.bound(v); ctx == a {
+		t.Error("a value context shares a kept parent's context")
+	} else {
+		done()
+	}
+	// Cancelling the parent ends the shared context with its error.
+	cancel()
+	select {
+	case <-a.Done():
+	case <-time.After(10 * time.Second):
+		t.Fatal("the shared context did not end with its parent")
+	}
+	if !errors.Is(a.Err(), context.Canceled) || boundEnded(a) {
+		t.Errorf("after the parent's cancel: %v, ended by the bound: %v", a.Err(), boundEnded(a))
+	}
+	for _, o := range others {
+		if o.Err() != nil {
+			t.Errorf("another parent's context ended with this one: %v", o.Err())
+		}
+	}
+}

@@ -262,6 +262,15 @@ type pendingCall struct {
 	id   uint64
 	fill func(b []byte) []byte
 
+	// A pooled call's request, for enc = encGet or encPut (bound once, so
+	// that a GET or an inline PUT builds no closure): the key, the
+	// buffer's descriptor (GET) or the value (PUT), the largest inline
+	// answer (GET) and the server's ID. The caller clears them before it
+	// puts the call back.
+	key, reqBytes, sid []byte
+	inlineMax          uint64
+	encGet, encPut     func(b []byte, id uint64) []byte
+
 	// A response of the fast path is decoded into these, without
 	// allocating. The caller of a pooled call (GETs, inline PUTs) is done
 	// with them before it puts the call back.
@@ -288,8 +297,25 @@ func requestSize(fields ...int) int {
 // callPool holds the pendingCalls of GETs and inline PUTs, each with its
 // channel.
 var callPool = sync.Pool{New: func() any {
-	return &pendingCall{ch: make(chan *kvpb.Response, 1)}
+	pc := &pendingCall{ch: make(chan *kvpb.Response, 1)}
+	pc.fill, pc.encGet, pc.encPut = pc.appendRequest, pc.appendGet, pc.appendPut
+	return pc
 }}
+
+// appendGet appends the call's GET request (a pooled call's fields).
+func (pc *pendingCall) appendGet(b []byte, id uint64) []byte {
+	return appendGetRequest(b, id, pc.key, pc.reqBytes, pc.inlineMax, pc.sid, true)
+}
+
+// appendPut appends the call's inline PUT request.
+func (pc *pendingCall) appendPut(b []byte, id uint64) []byte {
+	return appendPutRequest(b, id, pc.key, pc.reqBytes, pc.sid)
+}
+
+// clearRequest drops what a pooled call's request referred to.
+func (pc *pendingCall) clearRequest() {
+	pc.key, pc.reqBytes, pc.sid, pc.inlineMax = nil, nil, nil, 0
+}
 
 // Dial connects to the KV server at addr ("host:port" or "http://host:port").
 func Dial(ctx context.Context, addr string, opts ClientOptions) (*Client, error) {
@@ -770,14 +796,15 @@ func (c *Client) get(ctx context.Context, key string, buf xfer.Buffer, wantInlin
 				return err
 			}
 			pc.size = requestSize(len(key), len(desc), len(s.id))
-			r, done, err := c.callWith(ctx, s, pc, func(b []byte, id uint64) []byte {
-				return appendGetRequest(b, id, unsafe.Slice(unsafe.StringData(key), len(key)), desc, inlineMax, unsafe.Slice(unsafe.StringData(s.id), len(s.id)), true)
-			}, late)
+			pc.key, pc.reqBytes, pc.inlineMax = unsafe.Slice(unsafe.StringData(key), len(key)), desc, inlineMax
+			pc.sid = unsafe.Slice(unsafe.StringData(s.id), len(s.id))
+			r, done, err := c.callWith(ctx, s, pc, pc.encGet, late)
 			if err == nil {
 				// An inline value is in buf already (onResponse).
 				n, ver = int(r.GetGet().GetLength()), r.GetGet().GetVersion()
 			}
 			if done {
+				pc.clearRequest()
 				pc.dst, pc.late, pc.size, pc.notify = nil, nil, 0, false
 				callPool.Put(pc)
 			}
@@ -912,13 +939,14 @@ func (c *Client) putInline(ctx context.Context, key string, value []byte) (uint6
 	err := c.retry(ctx, func(s *session) error {
 		pc := callPool.Get().(*pendingCall)
 		pc.size = requestSize(len(key), len(value), len(s.id))
-		r, done, err := c.callWith(ctx, s, pc, func(b []byte, id uint64) []byte {
-			return appendPutRequest(b, id, unsafe.Slice(unsafe.StringData(key), len(key)), value, unsafe.Slice(unsafe.StringData(s.id), len(s.id)))
-		}, nil)
+		pc.key, pc.reqBytes = unsafe.Slice(unsafe.StringData(key), len(key)), value
+		pc.sid = unsafe.Slice(unsafe.StringData(s.id), len(s.id))
+		r, done, err := c.callWith(ctx, s, pc, pc.encPut, nil)
 		if err == nil {
 			ver = r.GetPut().GetVersion()
 		}
 		if done {
+			pc.clearRequest()
 			pc.dst, pc.late, pc.size = nil, nil, 0
 			callPool.Put(pc)
 		}

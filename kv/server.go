@@ -664,9 +664,9 @@ func (s *Server) serveSmallGet(p *xfer.Peer, msgs *msgBufs, ans *answer, id uint
 func (s *Server) serveInlinePut(p *xfer.Peer, msgs *msgBufs, ans *answer, r fastPut) {
 	src := kvpb.PutRequest_Value{Value: r.value}
 	req := kvpb.PutRequest{Key: r.key, Source: &src, ServerId: r.serverID}
-	resp, err := s.put(s.ctx, &req) // an inline PUT needs no peer (fromPeer)
+	ver, evicted, err := s.putValue(s.ctx, &req) // an inline PUT needs no peer (fromPeer)
 	if err == nil {
-		ans.id, ans.version, ans.evicted, ans.get = r.id, resp.Version, resp.Evicted, false
+		ans.id, ans.version, ans.evicted, ans.get = r.id, ver, evicted, false
 		if ans.send(s, p) {
 			return
 		}
@@ -675,7 +675,7 @@ func (s *Server) serveInlinePut(p *xfer.Peer, msgs *msgBufs, ans *answer, r fast
 	if !ok {
 		er := &kvpb.Response{Id: r.id}
 		if err == nil {
-			er.Result = &kvpb.Response_Put{Put: resp}
+			er.Result = &kvpb.Response_Put{Put: &kvpb.PutResponse{Version: ver, Evicted: evicted}}
 		} else {
 			setError(er, err)
 		}
@@ -684,7 +684,7 @@ func (s *Server) serveInlinePut(p *xfer.Peer, msgs *msgBufs, ans *answer, r fast
 	}
 	var out []byte
 	if err == nil {
-		out = appendPutResponse(b[:0], r.id, resp.Version, resp.Evicted)
+		out = appendPutResponse(b[:0], r.id, ver, evicted)
 		ok = cap(out) == cap(b)
 	} else {
 		er := &kvpb.Response{Id: r.id}
@@ -993,12 +993,22 @@ func (s *Server) Put(ctx context.Context, req *kvpb.PutRequest) (*kvpb.PutRespon
 
 // put serves a PUT, from gRPC or the data plane.
 func (s *Server) put(ctx context.Context, req *kvpb.PutRequest) (*kvpb.PutResponse, error) {
-	s.puts.Add(1)
-	if err := s.checkSession(req.ServerId); err != nil {
+	ver, evicted, err := s.putValue(ctx, req)
+	if err != nil {
 		return nil, err
 	}
+	return &kvpb.PutResponse{Version: ver, Evicted: evicted}, nil
+}
+
+// putValue is put without a response to allocate: it returns the value's
+// version and how many values the PUT evicted.
+func (s *Server) putValue(ctx context.Context, req *kvpb.PutRequest) (ver uint64, nevicted uint32, _ error) {
+	s.puts.Add(1)
+	if err := s.checkSession(req.ServerId); err != nil {
+		return 0, 0, err
+	}
 	if err := s.checkKey(req.Key); err != nil {
-		return nil, err
+		return 0, 0, err
 	}
 	var (
 		d      xfer.RegionDesc
@@ -1008,38 +1018,38 @@ func (s *Server) put(ctx context.Context, req *kvpb.PutRequest) (*kvpb.PutRespon
 	switch src := req.Source.(type) {
 	case *kvpb.PutRequest_Value:
 		if len(src.Value) > s.opts.InlineMax {
-			return nil, status.Errorf(codes.InvalidArgument, "inline value of %d bytes is larger than the inline limit of %d: send a buffer", len(src.Value), s.opts.InlineMax)
+			return 0, 0, status.Errorf(codes.InvalidArgument, "inline value of %d bytes is larger than the inline limit of %d: send a buffer", len(src.Value), s.opts.InlineMax)
 		}
 		n, inline = len(src.Value), true
 	case *kvpb.PutRequest_Buffer:
 		var err error
 		if d, err = decodeBuffer(src.Buffer); err != nil {
-			return nil, err
+			return 0, 0, err
 		}
 		if d.Len > uint64(s.opts.MaxValue) {
-			return nil, s.tooLarge(d.Len)
+			return 0, 0, s.tooLarge(d.Len)
 		}
 		n = int(d.Len)
 	default:
-		return nil, status.Error(codes.InvalidArgument, "put needs a value: a buffer or an inline value")
+		return 0, 0, status.Error(codes.InvalidArgument, "put needs a value: a buffer or an inline value")
 	}
 	if n > s.opts.MaxValue {
-		return nil, s.tooLarge(uint64(n))
+		return 0, 0, s.tooLarge(uint64(n))
 	}
 	f := s.fence.Load()
 	gen, err := f.admit(req.Key)
 	if err != nil {
-		return nil, err
+		return 0, 0, err
 	}
 	b, evicted, err := s.st.reserve(ctx, n)
 	if err != nil {
 		if errors.Is(err, errFull) {
-			return nil, status.Errorf(codes.ResourceExhausted, "%v", err)
+			return 0, 0, status.Errorf(codes.ResourceExhausted, "%v", err)
 		}
 		if ctx.Err() != nil {
-			return nil, status.FromContextError(ctx.Err()).Err()
+			return 0, 0, status.FromContextError(ctx.Err()).Err()
 		}
-		return nil, status.Errorf(codes.Internal, "reserve %d bytes: %v", n, err)
+		return 0, 0, status.Errorf(codes.Internal, "reserve %d bytes: %v", n, err)
 	}
 	if inline {
 		copy(b.Bytes(), req.GetValue())
@@ -1055,18 +1065,18 @@ func (s *Server) put(ctx context.Context, req *kvpb.PutRequest) (*kvpb.PutRespon
 		}
 		if err != nil {
 			s.st.abort(b)
-			return nil, err
+			return 0, 0, err
 		}
 		s.planeBytes.Add(uint64(n))
 		s.planeReqs.Add(1)
 	}
 	if err := f.hold(req.Key, gen); err != nil {
 		s.st.abort(b)
-		return nil, err
+		return 0, 0, err
 	}
-	ver := s.st.commit(req.Key, b, n)
+	ver = s.st.commit(req.Key, b, n)
 	f.release()
-	return &kvpb.PutResponse{Version: ver, Evicted: uint32(evicted)}, nil
+	return ver, uint32(evicted), nil
 }
 
 func (s *Server) tooLarge(n uint64) error {

@@ -157,11 +157,24 @@ func (st *store) unlink(s *slot) {
 
 // commit makes the first n bytes of b, filled by a PUT, the value of key and
 // returns its version. The value it replaces is freed once no reader holds it.
+//
+// A value that no reader holds is replaced in its slot, which keeps its key
+// and its place in the LRU list (moved to the front): an overwrite
+// allocates nothing, so a server under PUTs makes no garbage.
 func (st *store) commit(key []byte, b mem.Buffer, n int) uint64 {
-	s := &slot{buf: b, n: n, key: string(key), refs: 1}
 	st.mu.Lock()
 	st.ver++
-	s.ver = st.ver
+	ver := st.ver
+	if old := st.m[string(key)]; old != nil && old.refs == 1 {
+		oldBuf := old.buf
+		st.bytes += uint64(n) - uint64(old.n)
+		old.buf, old.n, old.ver = b, n, ver
+		st.lru.MoveToFront(old.elem)
+		st.mu.Unlock()
+		st.pool.Free(oldBuf)
+		return ver
+	}
+	s := &slot{buf: b, n: n, ver: ver, key: string(key), refs: 1}
 	old := st.m[s.key]
 	var freeOld bool
 	if old != nil {
@@ -176,7 +189,7 @@ func (st *store) commit(key []byte, b mem.Buffer, n int) uint64 {
 	if freeOld {
 		st.pool.Free(old.buf)
 	}
-	return s.ver
+	return ver
 }
 
 // abort frees a block reserve returned, for a PUT that failed.
