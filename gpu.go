@@ -285,7 +285,7 @@ func (e *Engine) Copy(dst, src []byte) error {
 // e does not know, where the driver says (GPU memory of another engine or
 // of a framework), else in host memory.
 func (e *Engine) locate(b []byte) mem.Location {
-	if r, err := e.regions.local(b); err == nil {
+	if r := e.regions.find(b); r != nil {
 		return r.h.Location()
 	}
 	if len(b) > 0 && cuda.Load() == nil {

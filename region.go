@@ -356,6 +356,15 @@ func (t *regionTable) pinLocal(b []byte) (*mem.Handle, error) {
 
 // local finds the registered region holding b.
 func (t *regionTable) local(b []byte) (*Region, error) {
+	if r := t.find(b); r != nil {
+		return r, nil
+	}
+	return nil, fmt.Errorf("local buffer %#x+%d: %w", uintptr(unsafe.Pointer(unsafe.SliceData(b))), len(b), ErrNotRegistered)
+}
+
+// find is local without an error: nil when no registered region holds b
+// (for callers to whom that is no error, such as Copy's locate).
+func (t *regionTable) find(b []byte) *Region {
 	s := t.load()
 	p := uint64(uintptr(unsafe.Pointer(unsafe.SliceData(b))))
 	n := uint64(len(b))
@@ -363,10 +372,10 @@ func (t *regionTable) local(b []byte) (*Region, error) {
 	if i >= 0 {
 		r := s.byAddr[i]
 		if p-r.h.Base() <= r.h.Len() && n <= r.h.Len()-(p-r.h.Base()) {
-			return r, nil
+			return r
 		}
 	}
-	return nil, fmt.Errorf("local buffer %#x+%d: %w", p, n, ErrNotRegistered)
+	return nil
 }
 
 // resolve implements transport.Host.Resolve for the engine. A peer's

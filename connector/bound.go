@@ -2,12 +2,12 @@ package connector
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"os"
 	"time"
 
 	"github.com/xferio/xfer"
+	"github.com/xferio/xfer/internal/callbound"
 )
 
 // Every call ends: by its ctx's deadline, or, when ctx has none, by the
@@ -46,9 +46,6 @@ func (e *StalledError) Is(target error) bool {
 // Unwrap returns how the probe failed.
 func (e *StalledError) Unwrap() error { return e.Err }
 
-// errCallBound is the cause of a context that the call bound ended.
-var errCallBound = fmt.Errorf("the call bound was reached: %w", context.DeadlineExceeded)
-
 // callTimeout is the call bound that Config.CallTimeout d gives with
 // engine e: 0 for none.
 func callTimeout(d time.Duration, e *xfer.Engine) time.Duration {
@@ -64,23 +61,15 @@ func callTimeout(d time.Duration, e *xfer.Engine) time.Duration {
 	return 0
 }
 
-func nop() {}
-
-// bounded returns ctx limited by the call bound when it has no deadline.
+// bounded returns ctx limited by the call bound when it has no deadline
+// (callbound.Bounder.Bound: calls over one parent context share its
+// bound, without allocating).
 func (c *Connector) bounded(ctx context.Context) (context.Context, context.CancelFunc) {
-	if c.bound <= 0 {
-		return ctx, nop
-	}
-	if _, ok := ctx.Deadline(); ok {
-		return ctx, nop
-	}
-	return context.WithTimeoutCause(ctx, c.bound, errCallBound)
+	return c.calls.Bound(ctx)
 }
 
 // byBound reports whether the call bound ended ctx (from bounded).
-func byBound(ctx context.Context) bool {
-	return errors.Is(context.Cause(ctx), errCallBound)
-}
+func byBound(ctx context.Context) bool { return callbound.Ended(ctx) }
 
 // probe asks the producer at addr for a key it cannot hold, without
 // waiting, and reports nil when it answers within the engine's

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/xferio/xfer"
+	"github.com/xferio/xfer/internal/callbound"
 )
 
 // Role says which side of a pipeline stage a Connector plays.
@@ -201,9 +202,10 @@ type Connector struct {
 	log  *slog.Logger
 	pull Pull
 
-	bound    time.Duration   // Config.CallTimeout; 0: none
-	spin     time.Duration   // Config.WaitSpin; 0: none (also with GOMAXPROCS 1)
-	ctx      context.Context // ends at Close (or Stop)
+	bound    time.Duration      // Config.CallTimeout; 0: none
+	calls    *callbound.Bounder // bounds calls by bound
+	spin     time.Duration      // Config.WaitSpin; 0: none (also with GOMAXPROCS 1)
+	ctx      context.Context    // ends at Close (or Stop)
 	cancel   context.CancelFunc
 	wg       sync.WaitGroup
 	ctrl     *ctrlPool
@@ -329,6 +331,7 @@ func Open(ctx context.Context, cfg Config) (*Connector, error) {
 		remote:    make(map[*xfer.Peer]*remote),
 		inline:    eng.Config().MemoryDevice.IsHost(),
 	}
+	c.calls = callbound.New(c.bound)
 	if c.pull == PullAuto {
 		c.pull = PullWrite
 	}
@@ -453,6 +456,7 @@ func (c *Connector) Stop() {
 }
 
 func (c *Connector) stop() {
+	c.calls.Stop()
 	c.mu.Lock()
 	c.closed = true
 	remotes := make([]*remote, 0, len(c.remote))
@@ -555,13 +559,32 @@ func newCtrlPool(eng *xfer.Engine) (*ctrlPool, error) {
 	return p, nil
 }
 
+// appender appends msg for Peer.TrySendAppend, through fill (its append,
+// bound once): a send builds no closure.
+type appender struct {
+	msg  []byte
+	fill func(b []byte) []byte
+}
+
+func (a *appender) append(b []byte) []byte { return append(b, a.msg...) }
+
+var appenders = sync.Pool{New: func() any {
+	a := &appender{}
+	a.fill = a.append
+	return a
+}}
+
 // send sends the control message msg, straight into the transport's queue
 // where it can, else from a registered block.
 func (c *Connector) send(ctx context.Context, p *xfer.Peer, msg []byte) error {
 	if len(msg) > maxControl {
 		return fmt.Errorf("connector: control message of %d bytes: %w", len(msg), ErrTooLarge)
 	}
-	ok, err := p.TrySendAppend(maxControl, func(b []byte) []byte { return append(b, msg...) })
+	a := appenders.Get().(*appender)
+	a.msg = msg
+	ok, err := p.TrySendAppend(maxControl, a.fill)
+	a.msg = nil
+	appenders.Put(a)
 	if ok || err != nil {
 		return err
 	}

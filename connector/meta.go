@@ -121,6 +121,14 @@ func uvarintLen(v uint64) int {
 // MarshalBinary encodes m (AppendBinary).
 func (m Meta) MarshalBinary() ([]byte, error) { return m.AppendBinary(nil) }
 
+// joinWhat names a field in a decoding error: what, then suffix if any.
+func joinWhat(what, suffix string) string {
+	if suffix == "" {
+		return what
+	}
+	return what + " " + suffix
+}
+
 // UnmarshalBinary decodes what AppendBinary wrote. Anything else, including
 // trailing bytes and varints longer than they need be, is an error matching
 // ErrMeta, and nothing is allocated beyond the sizes the limits allow.
@@ -134,33 +142,36 @@ func (m *Meta) UnmarshalBinary(b []byte) error {
 	}
 	out := Meta{Kind: Kind(b[1]), DType: DType(b[2])}
 	b = b[3:]
-	next := func(max uint64, what string) (uint64, error) {
+	// next reads a varint of at most max; what (and suffix, if not "")
+	// name it in an error, and are joined only then.
+	next := func(max uint64, what, suffix string) (uint64, error) {
 		v, n := binary.Uvarint(b)
 		if n <= 0 {
-			return 0, bad(what + ": truncated")
+			return 0, bad(joinWhat(what, suffix) + ": truncated")
 		}
-		if n != len(binary.AppendUvarint(nil, v)) {
-			return 0, bad(what + ": not in its shortest form") // one encoding per value
+		var short [binary.MaxVarintLen64]byte
+		if n != binary.PutUvarint(short[:], v) {
+			return 0, bad(joinWhat(what, suffix) + ": not in its shortest form") // one encoding per value
 		}
 		if v > max {
-			return 0, bad(fmt.Sprintf("%s %d: at most %d", what, v, max))
+			return 0, bad(fmt.Sprintf("%s %d: at most %d", joinWhat(what, suffix), v, max))
 		}
 		b = b[n:]
 		return v, nil
 	}
-	size, err := next(1<<63-1, "size")
+	size, err := next(1<<63-1, "size", "")
 	if err != nil {
 		return err
 	}
 	out.Size = int64(size)
-	dims, err := next(MaxDims, "dimensions")
+	dims, err := next(MaxDims, "dimensions", "")
 	if err != nil {
 		return err
 	}
 	if dims > 0 {
 		out.Shape = make([]int64, dims)
 		for i := range out.Shape {
-			d, err := next(1<<63-1, "dimension")
+			d, err := next(1<<63-1, "dimension", "")
 			if err != nil {
 				return err
 			}
@@ -168,7 +179,7 @@ func (m *Meta) UnmarshalBinary(b []byte) error {
 		}
 	}
 	str := func(max uint64, what string) (string, error) {
-		n, err := next(max, what+" length")
+		n, err := next(max, what, "length")
 		if err != nil {
 			return "", err
 		}

@@ -24,6 +24,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/xferio/xfer"
+	"github.com/xferio/xfer/internal/callbound"
 	"github.com/xferio/xfer/kv/kvpb"
 )
 
@@ -216,11 +217,9 @@ type Client struct {
 
 	metrics *clientMetrics // nil without ClientOptions.Metrics
 	// callTimeout is the call bound (ClientOptions.CallTimeout); 0: none.
+	// calls bounds the calls by it.
 	callTimeout time.Duration
-	// gen is the current generation of calls bounded together (bound.go);
-	// genMu serializes opening one.
-	gen   atomic.Pointer[callGen]
-	genMu sync.Mutex
+	calls       *callbound.Bounder
 
 	mu   sync.Mutex
 	sess *session
@@ -374,6 +373,7 @@ func Dial(ctx context.Context, addr string, opts ClientOptions) (*Client, error)
 	}
 	c.poolCap = c.e.Pool().Stats().Capacity
 	c.callTimeout = callTimeout(opts, c.e)
+	c.calls = callbound.New(c.callTimeout)
 	creds := insecure.NewCredentials()
 	if opts.TLS != nil {
 		creds = credentials.NewTLS(opts.TLS)
@@ -528,7 +528,7 @@ func (c *Client) Transport() string {
 // engine.
 func (c *Client) Close() error {
 	err := c.conn.Close()
-	c.stopGenerations()
+	c.calls.Stop()
 	c.mu.Lock()
 	if c.sess != nil {
 		c.sess.peer.Close()
