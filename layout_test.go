@@ -75,8 +75,8 @@ func goSources(t *testing.T, tests bool) []string {
 }
 
 // services are the packages built only on the public API: the root package
-// xfer, mem, probe, directory, latency, their own subpackages and
-// third-party modules.
+// xfer, mem, probe, directory, latency, callbound, their own subpackages
+// and third-party modules.
 var services = []string{"kv", "connector", "pages"}
 
 // transports are the transport packages, siblings that never import each
@@ -134,7 +134,9 @@ var layers = map[string][]string{
 	"cputime":  {"internal/sys"},
 	// The latency histogram of the benchmarks and of the pages client.
 	"latency": {},
-	"cmd":     {"", "mem", "transport", "probe", "kv", "connector", "pages", "directory", "config", "bytesize", "cputime", "latency"},
+	// The call bound of the KV client's and the connector's calls.
+	"callbound": {},
+	"cmd":       {"", "mem", "transport", "probe", "kv", "connector", "pages", "directory", "config", "bytesize", "cputime", "latency"},
 	// The project's own helpers: tools/bench/regmr measures ibv_reg_mr
 	// through the binding itself, so tools may use internal packages.
 	"tools": {"", "mem", "transport", "probe", "internal/"},
@@ -212,10 +214,10 @@ func checkImport(dir, im string, pending map[string]string) string {
 		return "commands import public packages only"
 	}
 	if svc, ok := underAny(dir, services); ok {
-		if rel == "" || under(rel, "mem") || under(rel, "probe") || under(rel, "directory") || under(rel, "latency") || under(rel, svc) {
+		if rel == "" || under(rel, "mem") || under(rel, "probe") || under(rel, "directory") || under(rel, "latency") || under(rel, "callbound") || under(rel, svc) {
 			return ""
 		}
-		return "services use the public xfer API, mem, probe, directory and latency only"
+		return "services use the public xfer API, mem, probe, directory, latency and callbound only"
 	}
 	if under(dir, "transport/stream") {
 		if _, ok := underAny(rel, transports); ok {
@@ -276,9 +278,9 @@ func TestCheckLayout(t *testing.T) {
 		"probe":           {m("internal/ibv"), m("internal/sys"), m("bytesize")},
 		".":               {m("transport/verbs"), m("internal/wire"), m("mem"), m("directory")},
 		"directory":       {"go.etcd.io/etcd/client/v3", "net/http"},
-		"kv":              {m(""), m("mem"), m("probe"), m("kv/kvpb"), m("directory"), "google.golang.org/grpc"},
+		"kv":              {m(""), m("mem"), m("probe"), m("kv/kvpb"), m("directory"), m("callbound"), "google.golang.org/grpc"},
 		"kv/kvpb":         {"google.golang.org/protobuf/proto"},
-		"connector":       {m(""), m("mem")},
+		"connector":       {m(""), m("mem"), m("callbound")},
 		"pages":           {m(""), m("latency")},
 		"cmd/xfer": {m(""), m("kv"), m("probe"), m("transport"), m("config"), m("bytesize"), m("cputime"), m("latency"),
 			m("connector/transferctl"), "github.com/spf13/cobra"},

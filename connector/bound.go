@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/xferio/xfer"
-	"github.com/xferio/xfer/internal/callbound"
+	"github.com/xferio/xfer/callbound"
 )
 
 // Every call ends: by its ctx's deadline, or, when ctx has none, by the

@@ -13,7 +13,7 @@ import (
 	"time"
 
 	"github.com/xferio/xfer"
-	"github.com/xferio/xfer/internal/callbound"
+	"github.com/xferio/xfer/callbound"
 )
 
 // Role says which side of a pipeline stage a Connector plays.

@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/xferio/xfer"
-	"github.com/xferio/xfer/internal/callbound"
+	"github.com/xferio/xfer/callbound"
 )
 
 // Every call of a Client ends: by its context's deadline, or, when the

@@ -24,7 +24,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/xferio/xfer"
-	"github.com/xferio/xfer/internal/callbound"
+	"github.com/xferio/xfer/callbound"
 	"github.com/xferio/xfer/kv/kvpb"
 )
 
