@@ -120,6 +120,9 @@ func (g *callGen) over(parent context.Context) context.Context {
 			return p.ctx
 		}
 	}
+	if g.parents[boundSlots-1].Load() != nil {
+		return nil // every slot is another parent's: no lock on this path
+	}
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	for i := range g.parents {
