@@ -212,76 +212,13 @@ func NewReader(rc syscall.RawConn, spin time.Duration) *Reader {
 // workers) gets its answers back to back, its CPUs do not go idle between
 // them, and a spin would only take CPU from the work (4 KiB KV GETs with 16
 // clients: +25%, docs/BENCHMARKS.md). A reader that has waited longer (an
-// idle connection) does not count.
+// idle connection) does not count. Nor does any spin while the process
+// is busy (Handed).
 var (
-	spinners    atomic.Int32
-	maxSpinners = int32(max(1, runtime.GOMAXPROCS(0)/2))
-	spinHits    atomic.Uint64
-	waiters     waitCount
+	spinners atomic.Int32
+	spinHits atomic.Uint64
+	waiters  waitCount
 )
-
-// spinWindow is how recently a waiting reader must have begun to wait to
-// count as one with an answer due. A variable for tests.
-var spinWindow = time.Millisecond
-
-// waitCount counts the readers that began to wait in each epoch (a
-// spinWindow of time since the process started), in a ring of slots that
-// each hold an epoch and its count. A reader that leaves a slot reused by a
-// later epoch has nothing to take back. Why by hand: nothing in the
-// standard library counts by time window without a lock.
-type waitCount struct {
-	slots [4]atomic.Uint64 // epoch<<24 | count
-}
-
-const waitCountMask = 1<<24 - 1
-
-var start = time.Now()
-
-// epoch is now's epoch, at least 1.
-func epoch() int64 { return epochAt(time.Now()) }
-
-func epochAt(t time.Time) int64 { return int64(t.Sub(start)/spinWindow) + 1 }
-
-// add counts a reader that began to wait in epoch e.
-func (w *waitCount) add(e int64) {
-	slot := &w.slots[e%int64(len(w.slots))]
-	for {
-		v := slot.Load()
-		nv := uint64(e)<<24 | 1
-		if int64(v>>24) == e {
-			nv = v + 1
-		}
-		if slot.CompareAndSwap(v, nv) {
-			return
-		}
-	}
-}
-
-// remove takes back add(e), unless e's slot has been reused since.
-func (w *waitCount) remove(e int64) {
-	slot := &w.slots[e%int64(len(w.slots))]
-	for {
-		v := slot.Load()
-		if int64(v>>24) != e || v&waitCountMask == 0 {
-			return
-		}
-		if slot.CompareAndSwap(v, v-1) {
-			return
-		}
-	}
-}
-
-// recent is how many readers began to wait in epoch e or the one before,
-// and wait still.
-func (w *waitCount) recent(e int64) int32 {
-	n := int32(0)
-	for _, x := range [2]int64{e, e - 1} {
-		if v := w.slots[x%int64(len(w.slots))].Load(); int64(v>>24) == x {
-			n += int32(v & waitCountMask)
-		}
-	}
-	return n
-}
 
 // SpinHits counts the reads that found data while spinning (tests and
 // diagnostics).
@@ -305,7 +242,7 @@ func (r *Reader) read(fd uintptr) bool {
 					r.waitEpoch = epochAt(now)
 					waiters.add(r.waitEpoch)
 				}
-				if waiters.recent(epochAt(now)) > maxSpinners {
+				if waiters.recent(epochAt(now)) > maxSpinners || Busy() {
 					return false
 				}
 				if spinners.Add(1) > maxSpinners {

@@ -39,6 +39,8 @@ type msgs struct {
 	spin    time.Duration
 	noSpin  int // waits left that sleep at once (the reader's own)
 	misses  int // the waits that sleep at once after a fruitless spin
+	// handedEpoch is sys.Handed's state.
+	handedEpoch int64
 
 	inFlight atomic.Int64  // messages delivered and not yet consumed
 	received atomic.Uint64 // entries read (Progress)
@@ -561,8 +563,13 @@ func (m *msgs) serve(e *Endpoint) {
 		}
 		flushed := m.flush() // also while the peer keeps sending
 		if n > 0 {
-			// The goroutine the delivery woke, if any, runs first.
-			runtime.Gosched()
+			// The goroutine the delivery woke, if any, runs first,
+			// unless the process is busy (sys.Handed): then the
+			// next look finds nothing and the reader sleeps, and the
+			// poller serves it in turn with the other connections.
+			if !sys.Handed(&m.handedEpoch) {
+				runtime.Gosched()
+			}
 			continue
 		}
 		if flushed {
@@ -634,9 +641,16 @@ func (m *msgs) flushable() bool {
 // idle waits for something to do: a spin of m.spin, yielding between
 // looks, then the doorbell.
 func (m *msgs) idle(head uint64) {
-	if m.spin > 0 && m.noSpin > 0 {
+	switch {
+	case m.spin <= 0:
+	case m.noSpin > 0:
 		m.noSpin--
-	} else if m.spin > 0 && spinners.Add(1) <= maxSpinners {
+	case sys.Busy():
+		// Many connections deliver: a spin would keep the poller
+		// from the readers that sleep (sys.Handed).
+	case spinners.Add(1) > maxSpinners:
+		spinners.Add(-1)
+	default:
 		// The clock is read every 16 looks: a look costs less.
 		until := time.Now().Add(m.spin)
 		for i := 1; !m.ready(head) && (i%16 != 0 || time.Now().Before(until)); i++ {
@@ -651,8 +665,6 @@ func (m *msgs) idle(head uint64) {
 		// that sleeps (its Ps were never idle): sleep at once the next
 		// spinMisses times.
 		m.noSpin = m.misses
-	} else if m.spin > 0 {
-		spinners.Add(-1)
 	}
 	sleep := m.in.u32(offSleep)
 	atomic.StoreUint32(sleep, 1)

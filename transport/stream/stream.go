@@ -664,10 +664,11 @@ type conn struct {
 
 	// Read-ahead, used by the read loop only: rbuf[rpos:rend] holds bytes
 	// read from the socket and not yet consumed.
-	rbuf       []byte
-	rpos, rend int
-	scratch    []byte // messages larger than the read-ahead buffer
-	completed  int    // operations completed and messages delivered since the last read
+	rbuf        []byte
+	rpos, rend  int
+	scratch     []byte // messages larger than the read-ahead buffer
+	completed   int    // operations completed and messages delivered since the last read
+	handedEpoch int64  // sys.Handed's state
 }
 
 func newConn(e *Stream, nc net.Conn, spin time.Duration) *conn {
@@ -921,6 +922,14 @@ func (c *conn) serveResp(h *wire.Header) error {
 // answered inline (a kv server's GET) woke nobody, and the yield returns at
 // once, unless another goroutine was waiting to run.
 //
+// While the process is busy (sys.Handed: more connections than half the
+// Ps handed something over within the last millisecond or two) it does not
+// yield. The loop's next read then finds the socket drained and waits in
+// the poller, whose next sweep serves every ready connection in turn;
+// yielding loops that found their next answer already there would keep
+// the run queues from ever emptying, and Go polls the network only when
+// they are empty, leaving the waiting connections unread for milliseconds.
+//
 // When this read completed one, the queue is uncorked first: the
 // goroutine's next request goes out at once, from that goroutine. When it
 // completed several, the queue stays corked while the goroutines run, and
@@ -932,6 +941,9 @@ func (c *conn) handedOver() {
 	}
 	if c.completed <= 1 {
 		c.s.uncork()
+	}
+	if sys.Handed(&c.handedEpoch) {
+		return // busy: the poller's sweep serves this connection again
 	}
 	runtime.Gosched()
 }
