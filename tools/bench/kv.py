@@ -25,11 +25,15 @@ them on the data plane); its targets' ids end in -grpc.
 
 Usage: tools/bench/kv.py [--rounds N] [--xfer PATH] [--xfer-b PATH] [--secret-file-b FILE]
                          [--out FILE] [--transports tcp,shm] [--requests data|grpc]
-                         [--scale F] [--procs N]
+                         [--scale F] [--procs N] [--tail-procs N]
 
 --procs N runs the xfer server and clients with GOMAXPROCS=N (default: Go's,
 one P per CPU). Redis and redis-benchmark run one thread each; on a small
 machine that both sides share, --procs 1 gives xfer the same thread budget.
+A second pass measures the p99 targets (kv-T-OP-4k-c16-p99, at most 1.5x
+Redis's p99): 16 clients' 4 KiB GETs and PUTs over tcp and shm with the
+xfer processes at GOMAXPROCS=N of --tail-procs (default 1, Redis's thread
+budget; 0 skips the pass), interleaved with Redis again.
 In the VM, over SoftRoCE (XFER_DEVICE=rxe0 picks the device):
   XFER_DEVICE=rxe0 tools/rdma-vm/rdma-vm --rxe --timeout 3000 -- \\
       python3 tools/bench/kv.py --transports rdma --scale 0.1
@@ -59,6 +63,8 @@ SCALE = 1.0
 # GET 4 KiB at 1.0x Redis's operations per second, GET 1 MiB at 3x its
 # bytes per second (the same ratio at one value size); PUT has no goal.
 GOALS = {("get", 4096): ">= 1.0", ("get", 1 << 20): ">= 3.0"}
+# 16 clients' 4 KiB GETs and PUTs: p99 at most 1.5x Redis's (--tail-procs).
+TAIL_GOAL = "<= 1.5"
 
 
 def run(cmd, timeout=300, env=None):
@@ -175,6 +181,58 @@ def serve(xfer, transport, offset, extra=()):
     return srv
 
 
+def interleave(binaries, rounds, transport, op, size, conc, requests):
+    """ROUNDS interleaved rounds of each binary and Redis (A, Redis, B; then B, Redis, A; ...):
+    each binary's results (by its key) and Redis's."""
+    xs = {w[0]: [] for w in binaries}
+    rs = []
+    for r in range(rounds):
+        order = binaries if r % 2 == 0 else binaries[::-1]
+        first = order[0]
+        xs[first[0]].append(xfer_run(first[1], xfer_args(KV_PORT + first[2], transport, op, size, conc, requests,
+                                                         first[3])))
+        rs.append(redis_run(op, size, conc))
+        for w, path, offset, extra in order[1:]:
+            xs[w].append(xfer_run(path, xfer_args(KV_PORT + offset, transport, op, size, conc, requests, extra)))
+    return xs, rs
+
+
+def tail_pass(args, binaries, targets):
+    """The p99 targets: 16 clients' 4 KiB GETs and PUTs with each xfer process at
+    GOMAXPROCS=args.tail_procs, Redis's thread budget, against Redis's p99 in the same rounds."""
+    global XFER_ENV
+    saved, XFER_ENV = XFER_ENV, dict(os.environ, GOMAXPROCS=str(args.tail_procs))
+    try:
+        for transport in args.transports.split(","):
+            if transport == "rdma":
+                continue
+            servers = [serve(path, transport, offset, extra) for _, path, offset, extra in binaries]
+            try:
+                for op in ("get", "put"):
+                    xs, rs = interleave(binaries, args.rounds, transport, op, 4096, 16, args.requests)
+                    p99 = lambda l: [x["p99_us"] for x in l]
+                    xcmd = (f"GOMAXPROCS={args.tail_procs} xfer "
+                            + shlex.join(xfer_args(KV_PORT, transport, op, 4096, 16, args.requests)))
+                    name = (f"{transport} {op.upper()}{' (SET)' if op == 'put' else ''} 4 KiB, 16 clients, p99, "
+                            f"GOMAXPROCS={args.tail_procs} a side{', gRPC requests' if args.requests == 'grpc' else ''}")
+                    t = results.target(
+                        f"kv-{transport}-{op}-4k-c16-p99{'-grpc' if args.requests == 'grpc' else ''}", "kv", name, "us",
+                        results.series(p99(xs["a"]), xcmd, latency=results.latency(xs["a"])),
+                        results.series(p99(rs), shlex.join(redis_args(op, 4096, 16)), "redis-benchmark p99",
+                                       latency=results.latency(rs)),
+                        results.goal(TAIL_GOAL), xfer_b=results.series(p99(xs["b"])) if "b" in xs else None)
+                    targets.append(t)
+                    print(f"{transport} {op} 4096 c=16 GOMAXPROCS={args.tail_procs}: xfer p99 "
+                          f"{t['xfer']['median']:.0f} µs, redis p99 {t['peer']['median']:.0f} µs, ratio "
+                          f"{t['ratio']:.2f}", flush=True)
+            finally:
+                for srv in servers:
+                    srv.terminate()
+                    srv.wait(timeout=20)
+    finally:
+        XFER_ENV = saved
+
+
 def lat(row, who):
     """p50 / p99 / p99.9 of who's medians in row, in µs."""
     return " / ".join("-" if row[f"{who}_{k}"] is None else f"{row[f'{who}_{k}']:.1f}" for k in results.LATENCY_KEYS)
@@ -196,9 +254,13 @@ def main():
     ap.add_argument("--secret-file-b", help="B's server and clients run with this secret file (A without)")
     ap.add_argument("--scale", type=float, default=1.0, help="scale the operation counts (0.1 in the VM)")
     ap.add_argument("--procs", type=int, default=0, help="GOMAXPROCS of the xfer processes (default: Go's)")
+    ap.add_argument("--tail-procs", type=int, default=1,
+                    help="GOMAXPROCS of the xfer processes for the 16-client p99 targets (default 1; 0: skip them)")
     args = ap.parse_args()
     if args.rounds < 1:
         ap.error("--rounds must be at least 1")
+    if args.tail_procs < 0:
+        ap.error("--tail-procs must be at least 0 (0 skips the p99 pass)")
     if args.out is None:
         rdma = all(t == "rdma" for t in args.transports.split(","))
         args.out = results.default_path("kv-rdma" if rdma else "kv")
@@ -231,19 +293,7 @@ def main():
                 for op in ("get", "put"):
                     for size in (4096, 1 << 20):
                         for conc in (1, 16):
-                            xs = {w[0]: [] for w in binaries}
-                            rs = []
-                            for r in range(args.rounds):
-                                order = binaries if r % 2 == 0 else binaries[::-1]
-                                # A, Redis, B (or, with one binary, xfer, Redis).
-                                xfer_first = order[0]
-                                xs[xfer_first[0]].append(xfer_run(xfer_first[1], xfer_args(
-                                    KV_PORT + xfer_first[2], transport, op, size, conc, args.requests,
-                                    xfer_first[3])))
-                                rs.append(redis_run(op, size, conc))
-                                for w, path, offset, extra in order[1:]:
-                                    xs[w].append(xfer_run(path, xfer_args(KV_PORT + offset, transport, op, size,
-                                                                          conc, args.requests, extra)))
+                            xs, rs = interleave(binaries, args.rounds, transport, op, size, conc, args.requests)
                             med = lambda l, k: statistics.median(x[k] for x in l)
                             row = {"transport": transport, "op": op, "size": size, "conc": conc,
                                    "xfer_gomaxprocs": procs, "xfer": xs["a"], "redis": rs}
@@ -276,6 +326,8 @@ def main():
                 for srv in servers:
                     srv.terminate()
                     srv.wait(timeout=20)
+        if args.tail_procs > 0:
+            tail_pass(args, binaries, targets)
     finally:
         redis.terminate()
         redis.wait(timeout=20)
