@@ -7,9 +7,14 @@ import (
 )
 
 // maxSpinners is how many readers of the process may spin at once (half
-// the Ps, at least one; see Spinning), and how many connections may hand
-// over messages within a window before the process counts as busy (Busy).
+// the Ps, at least one; see Spinning).
 var maxSpinners = int32(max(1, runtime.GOMAXPROCS(0)/2))
+
+// busyConns is how many connections may hand over messages within a window
+// before the process counts as busy (Handed): one per P, and at least two,
+// so that both ends of a connection within one process, taking turns,
+// are not.
+var busyConns = int32(max(2, runtime.GOMAXPROCS(0)))
 
 // spinWindow is how recently a waiting reader must have begun to wait to
 // count as one with an answer due. A variable for tests.
@@ -93,7 +98,7 @@ func (w *waitCount) count(e int64) int32 {
 // empty (or every 10 ms, from sysmon), leaves the connections whose readers
 // wait in the poller unread for milliseconds: the tail of 16 KV clients in
 // one process (docs/TUNING.md, "Yielding only while few connections are
-// busy"). So when more connections than maxSpinners handed something over
+// busy"). So when more connections than busyConns handed something over
 // within the current or the last spinWindow, the process is busy and read
 // loops do not yield: each reads once more, finds the socket drained and
 // waits in the poller, whose next sweep serves every ready connection in
@@ -109,12 +114,12 @@ func Handed(last *int64) bool {
 		*last = e
 		handers.add(e)
 	}
-	return max(handers.count(e), handers.count(e-1)) > maxSpinners
+	return max(handers.count(e), handers.count(e-1)) > busyConns
 }
 
 // Busy reports whether the process is busy (see Handed), without noting
 // anything.
 func Busy() bool {
 	e := epoch()
-	return max(handers.count(e), handers.count(e-1)) > maxSpinners
+	return max(handers.count(e), handers.count(e-1)) > busyConns
 }

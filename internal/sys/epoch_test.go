@@ -5,7 +5,7 @@ import (
 	"time"
 )
 
-// TestHanded: a process is busy once more connections than maxSpinners
+// TestHanded: a process is busy once more connections than busyConns
 // handed something over within the window, each counted once however often
 // it hands over, and no longer once the window has passed.
 func TestHanded(t *testing.T) {
@@ -17,19 +17,19 @@ func TestHanded(t *testing.T) {
 	for e := epoch(); epoch() == e; {
 		time.Sleep(time.Millisecond)
 	}
-	conns := make([]int64, maxSpinners+1)
-	for i := range maxSpinners {
+	conns := make([]int64, busyConns+1)
+	for i := range busyConns {
 		for range 3 {
 			if Handed(&conns[i]) {
-				t.Fatalf("busy after %d connections handed over, want busy only beyond %d", i+1, maxSpinners)
+				t.Fatalf("busy after %d connections handed over, want busy only beyond %d", i+1, busyConns)
 			}
 		}
 	}
 	if Busy() {
-		t.Fatalf("Busy with %d connections handing over", maxSpinners)
+		t.Fatalf("Busy with %d connections handing over", busyConns)
 	}
-	if !Handed(&conns[maxSpinners]) || !Busy() {
-		t.Fatalf("not busy with %d connections handing over (at most %d may)", maxSpinners+1, maxSpinners)
+	if !Handed(&conns[busyConns]) || !Busy() {
+		t.Fatalf("not busy with %d connections handing over (at most %d may)", busyConns+1, busyConns)
 	}
 	time.Sleep(2*spinWindow + 10*time.Millisecond)
 	if Busy() {

@@ -23,7 +23,7 @@
 // transport.Host.Deliver allows) and frees them; when it finds none it
 // looks again for Params.PollSpin, yielding between looks (at most half
 // the Ps spin at once, and none while the process is busy, with more
-// connections delivering than that, internal/sys Handed; when the peer is
+// connections delivering than it has Ps, internal/sys Handed; when the peer is
 // in the same process, a reader whose spin found nothing sleeps at once
 // the next 4 times, since a spinning P keeps the CPU and the Go poller
 // from the goroutines that answer), then raises its sleep word and waits

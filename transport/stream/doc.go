@@ -52,8 +52,8 @@
 // loop yields (runtime.Gosched) so that the goroutine waiting for it runs
 // before the read loop's next read, which most likely finds the socket
 // empty; bulk completions do not yield. Nor does any read loop while the
-// process is busy, with more connections handing over messages than half
-// its Ps (internal/sys Handed): loops that yield and then find their next
+// process is busy, with more connections handing over messages than it
+// has Ps, and more than two (internal/sys Handed): loops that yield and then find their next
 // answer waiting would keep the run queues full, and the Go poller from
 // the connections whose readers wait in it.
 //

@@ -922,8 +922,8 @@ func (c *conn) serveResp(h *wire.Header) error {
 // answered inline (a kv server's GET) woke nobody, and the yield returns at
 // once, unless another goroutine was waiting to run.
 //
-// While the process is busy (sys.Handed: more connections than half the
-// Ps handed something over within the last millisecond or two) it does not
+// While the process is busy (sys.Handed: more connections than Ps, and
+// more than two, handed something over within the last millisecond or two) it does not
 // yield. The loop's next read then finds the socket drained and waits in
 // the poller, whose next sweep serves every ready connection in turn;
 // yielding loops that found their next answer already there would keep
