@@ -41,6 +41,7 @@ Needs: redis-server and redis-benchmark (make bench-kv installs them).
 Only loopback addresses are used.
 """
 import argparse
+import contextlib
 import json
 import os
 import re
@@ -197,6 +198,30 @@ def interleave(binaries, rounds, transport, op, size, conc, requests):
     return xs, rs
 
 
+@contextlib.contextmanager
+def serving(binaries, transport):
+    """Each binary's server over transport, for the with block."""
+    servers = []
+    try:
+        for _, path, offset, extra in binaries:
+            servers.append(serve(path, transport, offset, extra))
+        yield
+    finally:
+        for srv in servers:
+            srv.terminate()
+            srv.wait(timeout=20)
+
+
+def kv_target(tid, group, name, unit, key, xs, rs, xcmd, rcmd, peer_name, goal):
+    """A target of each round's figure key: xfer's (A's, and B's if it ran) against Redis's, with
+    both sides' latencies; goal is its text or None."""
+    vals = lambda l: [x[key] for x in l]
+    return results.target(
+        tid, group, name, unit, results.series(vals(xs["a"]), xcmd, latency=results.latency(xs["a"])),
+        results.series(vals(rs), shlex.join(rcmd), peer_name, latency=results.latency(rs)),
+        results.goal(goal) if goal else None, xfer_b=results.series(vals(xs["b"])) if "b" in xs else None)
+
+
 def tail_pass(args, binaries, targets):
     """The p99 targets: 16 clients' 4 KiB GETs and PUTs with each xfer process at
     GOMAXPROCS=args.tail_procs, Redis's thread budget, against Redis's p99 in the same rounds."""
@@ -206,29 +231,20 @@ def tail_pass(args, binaries, targets):
         for transport in args.transports.split(","):
             if transport == "rdma":
                 continue
-            servers = [serve(path, transport, offset, extra) for _, path, offset, extra in binaries]
-            try:
+            with serving(binaries, transport):
                 for op in ("get", "put"):
                     xs, rs = interleave(binaries, args.rounds, transport, op, 4096, 16, args.requests)
-                    p99 = lambda l: [x["p99_us"] for x in l]
                     xcmd = (f"GOMAXPROCS={args.tail_procs} xfer "
                             + shlex.join(xfer_args(KV_PORT, transport, op, 4096, 16, args.requests)))
                     name = (f"{transport} {op.upper()}{' (SET)' if op == 'put' else ''} 4 KiB, 16 clients, p99, "
                             f"GOMAXPROCS={args.tail_procs} a side{', gRPC requests' if args.requests == 'grpc' else ''}")
-                    t = results.target(
-                        f"kv-{transport}-{op}-4k-c16-p99{'-grpc' if args.requests == 'grpc' else ''}", "kv", name, "us",
-                        results.series(p99(xs["a"]), xcmd, latency=results.latency(xs["a"])),
-                        results.series(p99(rs), shlex.join(redis_args(op, 4096, 16)), "redis-benchmark p99",
-                                       latency=results.latency(rs)),
-                        results.goal(TAIL_GOAL), xfer_b=results.series(p99(xs["b"])) if "b" in xs else None)
+                    t = kv_target(f"kv-{transport}-{op}-4k-c16-p99{'-grpc' if args.requests == 'grpc' else ''}",
+                                  "kv", name, "us", "p99_us", xs, rs, xcmd, redis_args(op, 4096, 16),
+                                  "redis-benchmark p99", TAIL_GOAL)
                     targets.append(t)
                     print(f"{transport} {op} 4096 c=16 GOMAXPROCS={args.tail_procs}: xfer p99 "
                           f"{t['xfer']['median']:.0f} µs, redis p99 {t['peer']['median']:.0f} µs, ratio "
                           f"{t['ratio']:.2f}", flush=True)
-            finally:
-                for srv in servers:
-                    srv.terminate()
-                    srv.wait(timeout=20)
     finally:
         XFER_ENV = saved
 
@@ -286,10 +302,7 @@ def main():
     try:
         time.sleep(0.5)
         for transport in args.transports.split(","):
-            servers = []
-            try:
-                for _, path, offset, extra in binaries:
-                    servers.append(serve(path, transport, offset, extra))
+            with serving(binaries, transport):
                 for op in ("get", "put"):
                     for size in (4096, 1 << 20):
                         for conc in (1, 16):
@@ -309,23 +322,14 @@ def main():
                                      f"{'4 KiB' if size == 4096 else '1 MiB'}, {conc} client{'s' if conc > 1 else ''}"
                                      f"{', gRPC requests' if args.requests == 'grpc' else ''}")
                             xcmd = "xfer " + shlex.join(xfer_args(KV_PORT, transport, op, size, conc, args.requests))
-                            xb = results.series([x["ops_per_sec"] for x in xs["b"]]) if args.xfer_b else None
-                            t = results.target(
-                                f"kv-{transport}-{op}-{size_name(size)}-c{conc}"
-                                f"{'-grpc' if args.requests == 'grpc' else ''}", "kv" if transport != "rdma" else "kv-rdma",
-                                label, "ops/s", results.series([x["ops_per_sec"] for x in xs["a"]], xcmd,
-                                                               latency=results.latency(xs["a"])),
-                                results.series([x["ops_per_sec"] for x in rs], shlex.join(redis_args(op, size, conc)),
-                                               "redis-benchmark", latency=results.latency(rs)),
-                                results.goal(g) if g else None, xfer_b=xb)
+                            t = kv_target(f"kv-{transport}-{op}-{size_name(size)}-c{conc}"
+                                          f"{'-grpc' if args.requests == 'grpc' else ''}",
+                                          "kv" if transport != "rdma" else "kv-rdma", label, "ops/s", "ops_per_sec",
+                                          xs, rs, xcmd, redis_args(op, size, conc), "redis-benchmark", g)
                             targets.append(t)
                             print(f"{transport} {op} {size} c={conc}: xfer {row['xfer_ops_per_sec']:.0f} ops/s "
                                   f"redis {row['redis_ops_per_sec']:.0f} ops/s ratio "
                                   f"{row['xfer_ops_per_sec'] / row['redis_ops_per_sec']:.2f}", flush=True)
-            finally:
-                for srv in servers:
-                    srv.terminate()
-                    srv.wait(timeout=20)
         if args.tail_procs > 0:
             tail_pass(args, binaries, targets)
     finally:
