@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/hmac"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"strings"
@@ -69,9 +70,10 @@ func TestConnAuth(t *testing.T) {
 	if d := time.Since(start); d > 10*time.Second {
 		t.Errorf("a refused client waited %v for its verdict", d)
 	}
-	if n := kvRefusals(s, xfer.ReasonBadProof); n == 0 {
-		t.Errorf("the refusal was not counted: %+v", s.Engine().Status().AuthFailures)
-	}
+	// The server counts the refusal once it has sent it: the client may
+	// have its verdict a moment before.
+	waitFor(t, 5*time.Second, "the refusal counted", func() bool { return kvRefusals(s, xfer.ReasonBadProof) > 0 },
+		func() string { return fmt.Sprintf("refusals %+v", s.Engine().Status().AuthFailures) })
 
 	open := startServer(t, ServerOptions{Engine: xfer.Config{Transport: xfer.PolicyTCP}})
 	_, err = Dial(ctx, open.addr, ClientOptions{EngineConfig: xfer.Config{Transport: xfer.PolicyTCP, MemoryMB: 4, Secret: testSecret}})
