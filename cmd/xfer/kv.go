@@ -60,7 +60,10 @@ func newKVServeCmd(g *globals) *cobra.Command {
 			"any port. The config file's other engine keys apply to the data plane too.\n\n" +
 			"With --directory and --node-id the server registers its node (data-plane address, and the\n" +
 			"gRPC address as its kv service) and keeps the entry alive; clients given --directory spread\n" +
-			"keys over every server registered there. See docs/KV.md.",
+			"keys over every server registered there.\n\n" +
+			"On a host whose few CPUs the server shares with its clients, run each process with\n" +
+			"GOMAXPROCS=1: with one thread per CPU in every process, the kernel's run queue sets the\n" +
+			"tail latency. See docs/KV.md, \"Performance\".",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			fs := cmd.Flags()

@@ -59,7 +59,9 @@ func newKVBenchCmd(g *globals) *cobra.Command {
 			"so that none of them is evicted (--allow-evict lifts that).\n\n" +
 			"By default each worker is a client of its own, with its own connection and registered buffers,\n" +
 			"like redis-benchmark -c. --clients N shares N clients among the workers instead, as goroutines\n" +
-			"of one program share a kv.Client: their requests are then multiplexed on N connections.",
+			"of one program share a kv.Client: their requests are then multiplexed on N connections.\n\n" +
+			"Against a server on the same small host, GOMAXPROCS=1 in both processes gives them the\n" +
+			"thread budget of Redis and redis-benchmark (tools/bench/kv.py's p99 pass does so).",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			fs := cmd.Flags()
