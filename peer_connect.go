@@ -29,6 +29,7 @@ func (p *Peer) setEndpoint(ep transport.Endpoint) *epBox {
 			p.stats.prevOps.Add(ops)
 			p.stats.prevBytes.Add(bytes)
 		}
+		p.takeEarly(b.conn)
 	}
 	p.stats.upSince.Store(time.Now().UnixNano())
 	p.ep.Store(b)

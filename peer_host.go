@@ -79,14 +79,34 @@ func (h peerHost) Exports() []transport.RegionKey {
 // served counts a peer's one-sided access of n bytes that this engine
 // resolved (transport.Host.Resolve): a write into its memory or a read.
 func (p *Peer) served(want Access, n uint64) {
-	c := p.stats.conn.Load()
-	if c == nil {
-		return // the endpoint serves a moment before the peer publishes it
-	}
 	i := 0
 	if want == AccessRead {
 		i = 1
 	}
+	c := p.stats.conn.Load()
+	if c == nil {
+		// The endpoint serves a moment before the peer publishes its
+		// counters: keep the count for them.
+		p.stats.early.served[i].Add(1)
+		p.stats.early.servedBytes[i].Add(n)
+		if c = p.stats.conn.Load(); c != nil {
+			p.takeEarly(c) // published meanwhile
+		}
+		return
+	}
 	c.served[i].Add(1)
 	c.servedBytes[i].Add(n)
+}
+
+// takeEarly moves what was counted before the peer had counters (early)
+// into c. Each count moves once, whoever moves it: setEndpoint after it
+// publishes c, or a counter that found none and then c.
+func (p *Peer) takeEarly(c *connStats) {
+	e := &p.stats.early
+	for i := range e.served {
+		c.served[i].Add(e.served[i].Swap(0))
+		c.servedBytes[i].Add(e.servedBytes[i].Swap(0))
+	}
+	c.ops[mRecv].Add(e.recvOps.Swap(0))
+	c.received.Add(e.recvBytes.Swap(0))
 }

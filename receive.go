@@ -177,8 +177,16 @@ func (p *Peer) recvDone(n int, start time.Time, err error) {
 // handled counts a message of n bytes delivered to the peer's handler
 // (Peer.Handle): a recv without a latency, since nobody waited in Recv.
 func (p *Peer) handled(n int) {
-	if c := p.stats.conn.Load(); c != nil {
-		c.ops[mRecv].Add(1)
-		c.received.Add(uint64(n))
+	c := p.stats.conn.Load()
+	if c == nil {
+		// Delivered a moment before the peer published its counters.
+		p.stats.early.recvOps.Add(1)
+		p.stats.early.recvBytes.Add(uint64(n))
+		if c = p.stats.conn.Load(); c != nil {
+			p.takeEarly(c)
+		}
+		return
 	}
+	c.ops[mRecv].Add(1)
+	c.received.Add(uint64(n))
 }

@@ -229,6 +229,13 @@ type peerStats struct {
 	// prevOps and prevBytes are the counts of the peer's earlier
 	// connections.
 	prevOps, prevBytes atomic.Uint64
+	// early holds what an accepted connection's endpoint served and
+	// delivered before the peer published its counters (setEndpoint):
+	// the first connection's counters take it over (takeEarly).
+	early struct {
+		served, servedBytes [2]atomic.Uint64
+		recvOps, recvBytes  atomic.Uint64
+	}
 
 	mu        sync.Mutex
 	lastErr   string

@@ -1,0 +1,36 @@
+package xfer
+
+import "testing"
+
+// TestEarlyCounts: what an accepted connection's endpoint serves and
+// delivers before the peer publishes its counters is kept, and the first
+// counters take it over, once.
+func TestEarlyCounts(t *testing.T) {
+	p := &Peer{}
+	p.served(AccessWrite, 100)
+	p.served(AccessWrite, 20)
+	p.served(AccessRead, 7)
+	p.handled(5)
+	c := &connStats{}
+	p.stats.conn.Store(c)
+	p.takeEarly(c) // as setEndpoint does once it has published c
+	p.takeEarly(c) // a second move moves nothing
+	p.served(AccessWrite, 1)
+	p.handled(3)
+	want := []struct {
+		name      string
+		got, want uint64
+	}{
+		{"writes served", c.served[0].Load(), 3},
+		{"bytes written", c.servedBytes[0].Load(), 121},
+		{"reads served", c.served[1].Load(), 1},
+		{"bytes read", c.servedBytes[1].Load(), 7},
+		{"messages", c.ops[mRecv].Load(), 2},
+		{"message bytes", c.received.Load(), 8},
+	}
+	for _, w := range want {
+		if w.got != w.want {
+			t.Errorf("%s: %d, want %d", w.name, w.got, w.want)
+		}
+	}
+}
