@@ -242,7 +242,7 @@ func (r *Reader) read(fd uintptr) bool {
 					r.waitEpoch = epochAt(now)
 					waiters.add(r.waitEpoch)
 				}
-				if waiters.recent(epochAt(now)) > maxSpinners || Busy() {
+				if e := epochAt(now); waiters.recent(e) > maxSpinners || busyIn(e) {
 					return false
 				}
 				if spinners.Add(1) > maxSpinners {

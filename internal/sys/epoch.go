@@ -114,12 +114,12 @@ func Handed(last *int64) bool {
 		*last = e
 		handers.add(e)
 	}
-	return max(handers.count(e), handers.count(e-1)) > busyConns
+	return busyIn(e)
 }
 
 // Busy reports whether the process is busy (see Handed), without noting
 // anything.
-func Busy() bool {
-	e := epoch()
-	return max(handers.count(e), handers.count(e-1)) > busyConns
-}
+func Busy() bool { return busyIn(epoch()) }
+
+// busyIn reports whether the process is busy in epoch e.
+func busyIn(e int64) bool { return max(handers.count(e), handers.count(e-1)) > busyConns }
