@@ -33,10 +33,14 @@ type call struct {
 	op   transport.Op
 	ops  [1]*transport.Op
 	done chan struct{}
-	// state is callRunning while the caller waits, then callDone (OpDone
-	// wakes it) or callAbandoned (its context ended and the transport
-	// could not take the operation back: OpDone releases what the
-	// operation holds, lr and release, and returns the call to the pool).
+	// state is callRunning from the post, callWaiting once the caller
+	// blocks on done, then callDone (OpDone sends on done only when the
+	// caller waits there: an operation that completes before the caller
+	// looks, as a synchronous poll or a shared-memory copy does, costs no
+	// channel operation) or callAbandoned (its context ended and the
+	// transport could not take the operation back: OpDone releases what
+	// the operation holds, lr and release, and returns the call to the
+	// pool).
 	state   atomic.Uint32
 	lr      *mem.Handle // an abandoned operation's pinned region
 	release func()      // an abandoned operation's hold on the pool's bytes
@@ -56,12 +60,16 @@ var callPool = sync.Pool{New: func() any {
 // The states of a call.
 const (
 	callRunning uint32 = iota
+	callWaiting
 	callDone
 	callAbandoned
 )
 
 func (c *call) OpDone(*transport.Op) {
 	if c.state.CompareAndSwap(callRunning, callDone) {
+		return // the caller has not looked yet: it finds callDone
+	}
+	if c.state.CompareAndSwap(callWaiting, callDone) {
 		c.done <- struct{}{}
 		return
 	}
@@ -169,7 +177,9 @@ func (p *Peer) doOnce(ctx context.Context, kind OpKind, local []byte, remote Rem
 	} else {
 		ep.Post(c.ops[:], true)
 	}
-	if done := ctx.Done(); done != nil {
+	if !c.state.CompareAndSwap(callRunning, callWaiting) {
+		// Done already (OpDone ran during the post, or since).
+	} else if done := ctx.Done(); done != nil {
 		select {
 		case <-c.done:
 		case <-done:
@@ -219,7 +229,7 @@ func (p *Peer) doOnce(ctx context.Context, kind OpKind, local []byte, remote Rem
 func (p *Peer) abandon(c *call, lr *mem.Handle, local []byte) bool {
 	release, _ := p.e.pool.Hold(local)
 	c.lr, c.release = lr, release
-	if c.state.CompareAndSwap(callRunning, callAbandoned) {
+	if c.state.CompareAndSwap(callWaiting, callAbandoned) {
 		return true
 	}
 	c.lr, c.release = nil, nil
