@@ -201,7 +201,7 @@ func (cq *CQ) Poll(wcs []WC) (int, error) {
 	if n == 0 {
 		return 0, nil
 	}
-	k := C.xibv_poll_cq(cq.c, cq.buf, C.int(n), (*C.struct_xfer_wc)(unsafe.Pointer(&wcs[0])))
+	k := C.xibv_poll_cq(handle(unsafe.Pointer(cq.c)), handle(unsafe.Pointer(cq.buf)), C.int(n), (*C.struct_xfer_wc)(unsafe.Pointer(&wcs[0])))
 	if k < 0 {
 		return 0, cq.pollError(int(k))
 	}
@@ -223,7 +223,7 @@ func (cq *CQ) ReqNotify(solicitedOnly bool) error {
 	if solicitedOnly {
 		s = 1
 	}
-	if rc := C.xibv_req_notify_cq(cq.c, s); rc != 0 {
+	if rc := C.xibv_req_notify_cq(handle(unsafe.Pointer(cq.c)), s); rc != 0 {
 		return cq.notifyError(int(rc))
 	}
 	return nil
@@ -278,3 +278,8 @@ func closedErr(err error) error {
 	}
 	return err
 }
+
+// handle passes a pointer to C memory (a verbs object, a ring, a
+// completion buffer) to the data path's wrappers as an integer, which cgo
+// does not check for Go pointers on each call (see shim.h).
+func handle(p unsafe.Pointer) C.uintptr_t { return C.uintptr_t(uintptr(p)) }

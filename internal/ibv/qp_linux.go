@@ -348,7 +348,7 @@ func (qp *QP) PostSend(wrs []SendWR) (int, error) {
 	if n > math.MaxInt32 {
 		n = math.MaxInt32
 	}
-	rc := C.xibv_post_send(qp.c, qp.ring, (*C.struct_xfer_send_wr)(unsafe.Pointer(&wrs[0])), C.int(n))
+	rc := C.xibv_post_send(handle(unsafe.Pointer(qp.c)), handle(unsafe.Pointer(qp.ring)), (*C.struct_xfer_send_wr)(unsafe.Pointer(&wrs[0])), C.int(n))
 	if rc != 0 {
 		e := ringError("ibv_post_send", qp.obj, qp.ring, rc, n)
 		if e.Bad >= 0 {
@@ -375,7 +375,7 @@ func (qp *QP) PostRecv(wrs []RecvWR) (int, error) {
 	if n > math.MaxInt32 {
 		n = math.MaxInt32
 	}
-	rc := C.xibv_post_recv(qp.c, qp.ring, (*C.struct_xfer_recv_wr)(unsafe.Pointer(&wrs[0])), C.int(n))
+	rc := C.xibv_post_recv(handle(unsafe.Pointer(qp.c)), handle(unsafe.Pointer(qp.ring)), (*C.struct_xfer_recv_wr)(unsafe.Pointer(&wrs[0])), C.int(n))
 	if rc != 0 {
 		e := ringError("ibv_post_recv", qp.obj, qp.ring, rc, n)
 		if e.Bad >= 0 {
@@ -474,7 +474,7 @@ func (srq *SRQ) PostRecv(wrs []RecvWR) error {
 	if n > math.MaxInt32 {
 		n = math.MaxInt32
 	}
-	rc := C.xibv_post_srq_recv(srq.c, srq.ring, (*C.struct_xfer_recv_wr)(unsafe.Pointer(&wrs[0])), C.int(n))
+	rc := C.xibv_post_srq_recv(handle(unsafe.Pointer(srq.c)), handle(unsafe.Pointer(srq.ring)), (*C.struct_xfer_recv_wr)(unsafe.Pointer(&wrs[0])), C.int(n))
 	if rc != 0 {
 		e := ringError("ibv_post_srq_recv", srq.obj, srq.ring, rc, n)
 		if e.Bad >= 0 {

@@ -10,7 +10,12 @@
  * xibv_poll_cq, xibv_req_notify_cq) calls the provider's entry points in
  * ctx->ops, as the static inline functions of <infiniband/verbs.h> do, and
  * translates whole batches per call between the package's Go structs and
- * the verbs structs held in C memory.
+ * the verbs structs held in C memory. They take the verbs objects and the
+ * ring as uintptr_t handles: a C pointer argument whose struct holds
+ * pointers makes cgo check on every call whether it points into Go memory
+ * (cgoCheckPointer), which these never do; a handle is not checked. The
+ * arrays of Go structs they read and write hold no pointers, so cgo does
+ * not check those either.
  */
 #ifndef XFER_IBV_SHIM_H
 #define XFER_IBV_SHIM_H
@@ -116,12 +121,12 @@ struct xibv_ring *xibv_ring_new(int scap, int rcap);
 void xibv_ring_free(struct xibv_ring *r);
 
 /* The data path. Each returns 0 or a positive errno; r->posted tells how many WRs were posted. */
-int xibv_post_send(struct ibv_qp *qp, struct xibv_ring *r, const struct xfer_send_wr *wrs, int n);
-int xibv_post_recv(struct ibv_qp *qp, struct xibv_ring *r, const struct xfer_recv_wr *wrs, int n);
-int xibv_post_srq_recv(struct ibv_srq *srq, struct xibv_ring *r, const struct xfer_recv_wr *wrs, int n);
+int xibv_post_send(uintptr_t qp, uintptr_t r, const struct xfer_send_wr *wrs, int n);
+int xibv_post_recv(uintptr_t qp, uintptr_t r, const struct xfer_recv_wr *wrs, int n);
+int xibv_post_srq_recv(uintptr_t srq, uintptr_t r, const struct xfer_recv_wr *wrs, int n);
 /* Polls up to n (<= the size of buf) completions into buf and translates them to out. */
-int xibv_poll_cq(struct ibv_cq *cq, struct ibv_wc *buf, int n, struct xfer_wc *out);
-int xibv_req_notify_cq(struct ibv_cq *cq, int solicited_only);
+int xibv_poll_cq(uintptr_t cq, uintptr_t buf, int n, struct xfer_wc *out);
+int xibv_req_notify_cq(uintptr_t cq, int solicited_only);
 
 /* ---- control path wrappers over the bound functions ---- */
 

@@ -185,8 +185,10 @@ static int refused(struct xibv_ring *r, int done, int k, ptrdiff_t idx, int rc)
 	return norm(rc);
 }
 
-int xibv_post_send(struct ibv_qp *qp, struct xibv_ring *r, const struct xfer_send_wr *wrs, int n)
+int xibv_post_send(uintptr_t qph, uintptr_t rh, const struct xfer_send_wr *wrs, int n)
 {
+	struct ibv_qp *qp = (struct ibv_qp *)qph;
+	struct xibv_ring *r = (struct xibv_ring *)rh;
 	r->posted = 0;
 	r->bad = -1;
 	for (int i = 0; i < n; i++) {
@@ -267,19 +269,20 @@ static int post_recv(struct ibv_qp *qp, struct ibv_srq *srq, struct xibv_ring *r
 	return 0;
 }
 
-int xibv_post_recv(struct ibv_qp *qp, struct xibv_ring *r, const struct xfer_recv_wr *wrs, int n)
+int xibv_post_recv(uintptr_t qp, uintptr_t r, const struct xfer_recv_wr *wrs, int n)
 {
-	return post_recv(qp, NULL, r, wrs, n);
+	return post_recv((struct ibv_qp *)qp, NULL, (struct xibv_ring *)r, wrs, n);
 }
 
-int xibv_post_srq_recv(struct ibv_srq *srq, struct xibv_ring *r, const struct xfer_recv_wr *wrs,
-		       int n)
+int xibv_post_srq_recv(uintptr_t srq, uintptr_t r, const struct xfer_recv_wr *wrs, int n)
 {
-	return post_recv(NULL, srq, r, wrs, n);
+	return post_recv(NULL, (struct ibv_srq *)srq, (struct xibv_ring *)r, wrs, n);
 }
 
-int xibv_poll_cq(struct ibv_cq *cq, struct ibv_wc *buf, int n, struct xfer_wc *out)
+int xibv_poll_cq(uintptr_t cqh, uintptr_t bufh, int n, struct xfer_wc *out)
 {
+	struct ibv_cq *cq = (struct ibv_cq *)cqh;
+	struct ibv_wc *buf = (struct ibv_wc *)bufh;
 	int k = cq->context->ops.poll_cq(cq, n, buf);
 	for (int i = 0; i < k; i++) {
 		const struct ibv_wc *w = &buf[i];
@@ -297,8 +300,9 @@ int xibv_poll_cq(struct ibv_cq *cq, struct ibv_wc *buf, int n, struct xfer_wc *o
 	return k;
 }
 
-int xibv_req_notify_cq(struct ibv_cq *cq, int solicited_only)
+int xibv_req_notify_cq(uintptr_t cqh, int solicited_only)
 {
+	struct ibv_cq *cq = (struct ibv_cq *)cqh;
 	return norm(cq->context->ops.req_notify_cq(cq, solicited_only));
 }
 
