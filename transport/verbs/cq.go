@@ -64,11 +64,16 @@ type cqGroup struct {
 	eps    []*Endpoint
 	closed bool        // the CQ is destroyed
 	caller atomic.Bool // a caller is polling: the poller does not spin
-	// callerDone is when a caller last stopped polling for its own
-	// operation (UnixNano), and found when the poller last found a
-	// completion itself (the poller's own): see napping.
-	callerDone atomic.Int64
-	found      int64
+	// callerPolls counts the polls of callers for their own operations
+	// that ended; seenPolls is its value when the poller last looked, at
+	// callerSeen (UnixNano), and found is when the poller last found a
+	// completion itself (the last three are the poller's own): see
+	// napping. A count rather than a time keeps the clock off the
+	// caller's path: the poller reads it, between its naps.
+	callerPolls atomic.Uint64
+	seenPolls   uint64
+	callerSeen  int64
+	found       int64
 	// unwaited is set when a poll dispatched a completion no caller can
 	// poll for; the poller clears it when it notes found.
 	unwaited atomic.Bool
@@ -470,10 +475,14 @@ func (g *cqGroup) noteFound() {
 }
 
 // napping reports whether the busy poller naps: a caller polled within
-// callerWindow, and the poller found nothing itself within it.
+// callerWindow (as the poller saw it, from one of its polls to the next),
+// and the poller found nothing itself within it.
 func (g *cqGroup) napping() bool {
 	now := time.Now().UnixNano()
-	return now-g.callerDone.Load() < int64(callerWindow) && now-g.found >= int64(callerWindow)
+	if p := g.callerPolls.Load(); p != g.seenPolls || g.caller.Load() {
+		g.seenPolls, g.callerSeen = p, now
+	}
+	return now-g.callerSeen < int64(callerWindow) && now-g.found >= int64(callerWindow)
 }
 
 // pollLocked is poll under pollMu, after handing over held completions.
@@ -535,12 +544,12 @@ const (
 // for its dispatch is far cheaper than giving up and being woken by it. It
 // gives up after dispatchTries while completions are being dispatched, since
 // the caller may be a handler that posts from inside that very dispatch.
-func (e *Endpoint) pollFor(slot, gen uint32) { pollUntil(e, slotWait{e, slot, gen}) }
+func (e *Endpoint) pollFor(slot, gen uint32) { pollUntil(e, slotWait{e, slot, gen}, true) }
 
 // PollUntil implements transport.Poller, as pollFor does for a posted
 // operation: a batch's waiter (Batch.Wait, a page-fetch pipeline's Next)
 // polls for its completions rather than being woken by the poller.
-func (e *Endpoint) PollUntil(w transport.Waiter) { pollUntil(e, w) }
+func (e *Endpoint) PollUntil(w transport.Waiter) { pollUntil(e, w, false) }
 
 // slotWait waits for the operation of slot and gen.
 type slotWait struct {
@@ -554,7 +563,10 @@ func (w slotWait) Done() bool { return w.e.slotDone(w.slot, w.gen) }
 // The endpoint may be closed by another goroutine meanwhile: its group is
 // read once, under the life lock, and used throughout (a closed endpoint
 // leaves the group, which outlives it, and its operations are failed).
-func pollUntil[W transport.Waiter](e *Endpoint, w W) {
+// posted says that w's operation was posted just now: it is polled for
+// before w is asked whether it is done, which then is most unlikely (and
+// asking takes the endpoint's lock).
+func pollUntil[W transport.Waiter](e *Endpoint, w W, posted bool) {
 	var g *cqGroup
 	e.life.RLock()
 	if !e.released { // leaveCQ clears cqg after closeQPs marked it released
@@ -574,9 +586,10 @@ func pollUntil[W transport.Waiter](e *Endpoint, w W) {
 	g.caller.Store(true)
 	defer g.stopCaller()
 	var deadline time.Time
+	found := false // this call's polls dispatched completions
 	for i := 0; ; i++ {
-		if w.Done() {
-			if i > 0 {
+		if (i > 0 || !posted) && w.Done() {
+			if found {
 				syncPolled.Add(1)
 			}
 			return
@@ -587,13 +600,16 @@ func pollUntil[W transport.Waiter](e *Endpoint, w W) {
 			return // the poller finds it too, and fails the endpoints
 		}
 		if n > 0 {
+			found = true
 			continue
 		}
-		switch {
-		case i == 0:
-			deadline = time.Now().Add(syncPollMax)
-		case i%64 == 0:
-			if time.Now().After(deadline) {
+		// The clock is read every 64 polls only: an operation that
+		// completes sooner costs no clock read.
+		if i%64 == 63 {
+			now := time.Now()
+			if deadline.IsZero() {
+				deadline = now.Add(syncPollMax)
+			} else if now.After(deadline) {
 				return
 			}
 			yield()
@@ -603,7 +619,7 @@ func pollUntil[W transport.Waiter](e *Endpoint, w W) {
 
 // stopCaller ends a caller's poll.
 func (g *cqGroup) stopCaller() {
-	g.callerDone.Store(time.Now().UnixNano())
+	g.callerPolls.Add(1)
 	g.caller.Store(false)
 }
 
