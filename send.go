@@ -279,14 +279,15 @@ func (p *Peer) Send(ctx context.Context, msg []byte) error {
 }
 
 // TrySendAppend sends one message that fill appends to b, encoded straight
-// into the transport's send queue: no buffer of registered memory, no
-// batch, no wait for a completion. It is the fast path of small
-// request/response protocols such as the kv package's, on tcp and shm.
+// into the transport's send queue (over rdma, into a send buffer
+// registered with the connection): no buffer of the pool, no batch, no
+// wait for a completion. It is the fast path of small request/response
+// protocols such as the kv package's and the connector's.
 //
 // It reports false, without calling fill, when the message cannot go that
-// way at once: on rdma (messages leave from registered memory), while no
-// connection is up, with no receive credit left at the peer, or with max
-// above the transport's limit for such messages (16 KiB). The caller then
+// way at once: while no connection is up, with no receive credit left at
+// the peer, with every rdma send buffer in flight, or with max above the
+// transport's limit for such messages (16 KiB). The caller then
 // sends the message with Send. fill must append at most max bytes, must
 // not block, and must not call the peer's methods. An error means the
 // connection failed, or fill appended more than max bytes; nothing was sent.

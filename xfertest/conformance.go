@@ -415,8 +415,9 @@ func testSendFlowControl(t *testing.T, o Options) {
 }
 
 // testSendAppend: Peer.TrySendAppend encodes messages straight into the
-// send queue on tcp and shm, reports false without calling fill where it
-// cannot (rdma; no credit left at the peer), keeps the order of the
+// send queue on tcp, shm and rdma, reports false without calling fill
+// where it cannot (the test-only twin transport; no credit left at the
+// peer), keeps the order of the
 // messages sent either way, and refuses a fill longer than its bound with
 // nothing sent.
 func testSendAppend(t *testing.T, o Options) {
@@ -424,7 +425,7 @@ func testSendAppend(t *testing.T, o Options) {
 	p := NewPair(t, o, "")
 	ctx := ctxT(t)
 	sp := acceptOne(t, p.Server)
-	fast := o.Want == "tcp" || o.Want == "shm"
+	fast := o.Want != "twin" // the only transport without transport.Appender
 	msg := alloc(t, p.Client, 8)
 	var seq uint64
 	calls := 0

@@ -43,8 +43,9 @@ func (e *Endpoint) sendID(slot, gen uint32, count int) uint64 {
 
 // Endpoint is an rdma endpoint: RC queue pairs for the data path, and a
 // stream on the handshaken TCP connection for control (region attach with
-// rkeys, revocation, SEND credits, liveness). It does not implement
-// transport.Appender: its messages leave from registered memory on the QPs.
+// rkeys, revocation, SEND credits, liveness). It implements
+// transport.Appender with send buffers of its own, registered in its ring
+// (append.go).
 type Endpoint struct {
 	s    *stream.Stream // the control stream, set once the QPs are connected
 	host transport.Host
@@ -69,7 +70,9 @@ type Endpoint struct {
 	// take a message, an immediate or a notification.
 	srq *ibv.SRQ
 
-	// Receive ring: RecvDepth buffers of MaxMessage bytes, registered.
+	// Receive ring: RecvDepth buffers of MaxMessage bytes, registered;
+	// after them the notifications' scratch slots, the fence byte and
+	// AppendSend's send buffers.
 	ring     *mem.Region
 	ringMR   *ibv.MR
 	slotSize int
@@ -97,6 +100,8 @@ type Endpoint struct {
 	cmu      sync.Mutex
 	credits  int
 	sendWait []*transport.Op
+
+	appendState // AppendSend's send buffers, in the ring (append.go)
 
 	// noImm: the device has no RDMA WRITE with immediate (iWARP). A
 	// write-with-notify is then its WRITEs followed, on the same QP, by a

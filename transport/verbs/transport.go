@@ -294,12 +294,13 @@ func (e *Endpoint) connect(ctx context.Context, p transport.Params) (ep transpor
 	if cfg.UseSRQ {
 		e.ringSlots = depth * max(2, cfg.QPsPerPeer)
 	}
-	if e.ring, err = mem.NewRegion(mem.RegionOptions{Size: e.ringSlots*e.slotSize + depth*noteSlot + 64}); err != nil {
+	if e.ring, err = mem.NewRegion(mem.RegionOptions{Size: e.ringSlots*e.slotSize + depth*noteSlot + 64 + appendLen(e.slotSize)}); err != nil {
 		return nil, fmt.Errorf("rdma: receive ring: %w", err)
 	}
 	if e.ringMR, err = d.pd.RegMR(e.ring.Bytes(), ibv.AccessLocalWrite); err != nil {
 		return nil, fmt.Errorf("rdma: register receive ring of %d KiB on %s: %w%s", depth*e.slotSize>>10, d.info.Name, err, memlockHint(err))
 	}
+	e.initAppend(e.fenceOff()+64, e.slotSize)
 	local := d.localInfo()
 	local.RecvDepth = uint32(depth)
 	if cfg.UseSRQ {
