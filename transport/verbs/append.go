@@ -89,8 +89,17 @@ func (e *Endpoint) AppendSend(max int, fill func(b []byte) []byte) (bool, error)
 		a.OpDone(&a.op)
 		return false, nil
 	}
+	// The ring outlives the QPs (release); holding life keeps it mapped
+	// while fill writes into it.
+	e.life.RLock()
+	if e.released {
+		e.life.RUnlock()
+		a.OpDone(&a.op)
+		return false, errReleased
+	}
 	buf := e.ring.Bytes()[a.off : a.off : a.off+e.apSize]
 	b := fill(buf)
+	e.life.RUnlock()
 	if len(b) > max || len(b) > 0 && unsafe.SliceData(b) != unsafe.SliceData(buf[:1]) {
 		a.OpDone(&a.op)
 		return false, fmt.Errorf("rdma: a message appended in place took %d bytes, at most %d: %w", len(b), max, transport.ErrTooLarge)
