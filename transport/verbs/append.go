@@ -70,8 +70,10 @@ func (e *Endpoint) AppendSend(max int, fill func(b []byte) []byte) (bool, error)
 	if max > min(e.apSize, e.maxMessage) || e.path.Load() != pathRDMA {
 		return false, nil
 	}
-	if err := e.failed(); err != nil {
-		return false, err
+	e.cmu.Lock()
+	defer e.cmu.Unlock()
+	if e.credits == 0 || len(e.sendWait) > 0 {
+		return false, e.failed()
 	}
 	e.apMu.Lock()
 	k := len(e.apFree)
@@ -82,13 +84,6 @@ func (e *Endpoint) AppendSend(max int, fill func(b []byte) []byte) (bool, error)
 	a := e.apFree[k-1]
 	e.apFree = e.apFree[:k-1]
 	e.apMu.Unlock()
-
-	e.cmu.Lock()
-	defer e.cmu.Unlock()
-	if e.credits == 0 || len(e.sendWait) > 0 {
-		a.OpDone(&a.op)
-		return false, nil
-	}
 	// The ring outlives the QPs (release); holding life keeps it mapped
 	// while fill writes into it.
 	e.life.RLock()
@@ -113,16 +108,17 @@ func (e *Endpoint) AppendSend(max int, fill func(b []byte) []byte) (bool, error)
 		}
 	}
 	e.credits--
-	if _, _, posted := e.sendNow(&a.op, wr); !posted {
-		// Failed (and completed: the buffer is back), or queued to go
-		// out on the control stream the connection is moving to, which
-		// may outlive the ring: it goes with a copy.
-		for _, op := range e.sendWait {
-			if op == &a.op {
-				a.op.Local = append([]byte(nil), b...)
-				break
-			}
+	if _, _, posted := e.sendNow(&a.op, wr); posted {
+		return true, nil
+	}
+	// Queued to go out on the control stream the connection is moving to,
+	// which may outlive the ring: it goes with a copy.
+	for _, op := range e.sendWait {
+		if op == &a.op {
+			a.op.Local = append([]byte(nil), b...)
+			return true, nil
 		}
 	}
-	return true, nil
+	// Not posted: the endpoint failed (the buffer is back).
+	return false, e.failed()
 }
