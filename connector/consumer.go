@@ -25,7 +25,23 @@ type remote struct {
 	// inline value (a producer from before inline values): its gets ask
 	// no more.
 	noInline atomic.Bool
+	// rels are releases held back for the next get to carry
+	// (flagReleases), carriedLen bytes each; relTimer sends them alone
+	// when no get has carried them within releaseDelay.
+	relMu    sync.Mutex
+	rels     []byte
+	relTimer *time.Timer
+	relArmed bool
+	// noCarry is set once the producer refused a get carrying releases (a
+	// producer from before carried releases): releases go to it alone.
+	noCarry atomic.Bool
 }
+
+// releaseDelay bounds how long a release waits for a get to the same
+// producer to carry it. A stream of gets sends one message each way per
+// get; a lone get's release leaves within about a millisecond (Go's timers
+// are that coarse on an idle process).
+const releaseDelay = 500 * time.Microsecond
 
 // olderProducer reports whether rep refuses a get for asking for an inline
 // value, which a producer from before inline values does ("unknown
@@ -294,11 +310,37 @@ func (c *Connector) onReply(p *xfer.Peer, msg []byte) {
 // fails first, the get is abandoned: the producer is told, and late hands
 // whatever still arrives for it (to release a claim, free a buffer).
 // dst is where an inline value of its length goes (nil: none).
+// A get carries the releases held back for its producer; any other
+// message goes after them.
 func (c *Connector) call(ctx context.Context, r *remote, dst []byte, msg func(id uint32) []byte, late func(result)) (result, error) {
+	res, carried, err := c.callOnce(ctx, r, dst, msg, late)
+	if len(carried) > 0 && err == nil && res.rep.status == statusRefused && strings.Contains(res.rep.msg, "unknown flags") {
+		// A producer from before carried releases refused the whole get:
+		// the releases go alone, now and from now on, and the get again.
+		r.noCarry.Store(true)
+		c.sendReleases(r, carried)
+		return c.call(ctx, r, dst, msg, late)
+	}
+	return res, err
+}
+
+// callOnce is call, less asking an older producer again; it also returns
+// the releases its get carried.
+func (c *Connector) callOnce(ctx context.Context, r *remote, dst []byte, msg func(id uint32) []byte, late func(result)) (result, []byte, error) {
 	id, ch := r.newCall(dst)
-	if err := c.send(ctx, r.peer, msg(id)); err != nil {
+	m := msg(id)
+	var carried []byte
+	if m[0] == msgGet {
+		m, carried = c.carry(r, m)
+	} else {
+		c.sendReleases(r, nil)
+	}
+	if err := c.send(ctx, r.peer, m); err != nil {
 		r.forget(id)
-		return result{}, err
+		if len(carried) > 0 {
+			c.sendReleases(r, carried)
+		}
+		return result{}, nil, err
 	}
 	// The connection the get left on: Send may have dialed a new one.
 	down := r.peer.Down()
@@ -307,18 +349,18 @@ func (c *Connector) call(ctx context.Context, r *remote, dst []byte, msg func(id
 		defer getWaiters.Add(-1)
 		if alone {
 			if res, ok := spinRecv(ch, c.spin); ok {
-				return res, res.err
+				return res, carried, res.err
 			}
 		}
 	}
 	select {
 	case res := <-ch:
-		return res, res.err
+		return res, carried, res.err
 	case <-ctx.Done():
 	case <-down:
 	case <-c.ctx.Done():
 		r.forget(id)
-		return result{}, net.ErrClosed
+		return result{}, nil, net.ErrClosed
 	}
 	err := context.Cause(ctx)
 	if ctx.Err() == nil {
@@ -328,9 +370,9 @@ func (c *Connector) call(ctx context.Context, r *remote, dst []byte, msg func(id
 	case res := <-ch:
 		// It ended as it was abandoned.
 		if res.err == nil {
-			return res, nil
+			return res, carried, nil
 		}
-		return res, res.err
+		return res, carried, res.err
 	default:
 	}
 	c.wg.Go(func() {
@@ -346,7 +388,7 @@ func (c *Connector) call(ctx context.Context, r *remote, dst []byte, msg func(id
 		case <-c.ctx.Done():
 		}
 	})
-	return result{}, err
+	return result{}, nil, err
 }
 
 // answerErr turns a producer's non-ok answer into an error.
@@ -364,11 +406,84 @@ func answerErr(rep reply) error {
 }
 
 // release ends the claim id at the producer r: taken says whether this
-// consumer has the value.
+// consumer has the value. The release waits for the next get to r to
+// carry it, for releaseDelay at most.
 func (c *Connector) release(r *remote, id uint32, taken bool) {
+	if !r.noCarry.Load() {
+		r.relMu.Lock()
+		if len(r.rels) < maxCarried*carriedLen {
+			r.rels = appendCarriedRelease(r.rels, id, taken)
+			if !r.relArmed {
+				r.relArmed = true
+				if r.relTimer == nil {
+					r.relTimer = time.AfterFunc(releaseDelay, func() { c.releaseLate(r) })
+				} else {
+					r.relTimer.Reset(releaseDelay)
+				}
+			}
+			r.relMu.Unlock()
+			return
+		}
+		r.relMu.Unlock()
+	}
+	c.sendRelease(r, id, taken)
+}
+
+// sendRelease sends one release on its own.
+func (c *Connector) sendRelease(r *remote, id uint32, taken bool) {
 	if err := c.send(c.ctx, r.peer, appendRelease(nil, id, taken)); err != nil {
 		c.log.Debug("connector: releasing a claim failed", "peer", r.peer.String(), "err", err)
 	}
+}
+
+// sendReleases sends rels (releases a get did not carry after all) and
+// the releases held back for r, each on its own.
+func (c *Connector) sendReleases(r *remote, rels []byte) {
+	r.relMu.Lock()
+	held := r.rels
+	if len(held) > 0 {
+		r.rels = nil
+	}
+	r.relMu.Unlock()
+	for _, b := range [][]byte{rels, held} {
+		for ; len(b) >= carriedLen; b = b[carriedLen:] {
+			c.sendRelease(r, binary.LittleEndian.Uint32(b), b[4] == 1)
+		}
+	}
+}
+
+// releaseLate sends the releases no get carried within releaseDelay. Once
+// the connector stops, its syncs send them (Stop).
+func (c *Connector) releaseLate(r *remote) {
+	c.mu.Lock()
+	if c.closed {
+		c.mu.Unlock()
+		return
+	}
+	c.wg.Add(1)
+	c.mu.Unlock()
+	defer c.wg.Done()
+	r.relMu.Lock()
+	r.relArmed = false
+	r.relMu.Unlock()
+	c.sendReleases(r, nil)
+}
+
+// carry makes the get m carry the releases held back for r, when they fit
+// and the producer takes them. It returns the message and what it carries.
+func (c *Connector) carry(r *remote, m []byte) ([]byte, []byte) {
+	if r.noCarry.Load() {
+		return m, nil
+	}
+	r.relMu.Lock()
+	defer r.relMu.Unlock()
+	n := len(r.rels)
+	if n == 0 || len(m)+1+n > maxControl {
+		return m, nil
+	}
+	m = appendCarried(m, r.rels)
+	r.rels = r.rels[:0]
+	return m, m[len(m)-n:]
 }
 
 // takeInline ends a get answered with its value inline (statusValue): the

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync/atomic"
 	"time"
 
 	"github.com/xferio/xfer"
@@ -427,6 +428,12 @@ func (c *Connector) reap(now time.Time) {
 func (c *Connector) onRequest(p *xfer.Peer, req request) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	// The releases a get carries came before it.
+	req.eachRelease(func(id uint32, taken bool) {
+		carriedReleases.Add(1)
+		c.endClaimLocked(claimKey{p, id}, taken)
+	})
+	req.rels = nil // in the message, which a waiting get outlives
 	k := claimKey{p, req.id}
 	switch req.typ {
 	case msgRelease:
@@ -512,6 +519,10 @@ func (c *Connector) serveLocked(p *xfer.Peer, req request, s *slot, onRecv bool)
 	})
 	return true
 }
+
+// carriedReleases counts the releases producers took from gets that
+// carried them (tests only look at it).
+var carriedReleases atomic.Uint64
 
 // claimLocked claims s for the get id of p.
 func (c *Connector) claimLocked(p *xfer.Peer, id uint32, s *slot) *claim {

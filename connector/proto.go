@@ -14,7 +14,8 @@ import (
 // consumer dialed: no port or library of its own. Every message starts with
 // its type; integers are little-endian.
 //
-//	get     consumer → producer  id, flags, key, [dest: region, addr, key, len]
+//	get     consumer → producer  id, flags, key, [dest: region, addr, key, len],
+//	                             [releases: count, then id and taken each]
 //	info    producer → consumer  id, status, then meta and source (ok), meta
 //	                             and the value (value) or a message
 //	release consumer → producer  id, taken
@@ -37,6 +38,12 @@ import (
 // value costs one message each way and no one-sided operation; the claim
 // and its release are as for any other get.
 //
+// A get may carry the releases of the consumer's earlier gets to the same
+// producer (flagReleases): a consumer holds a release back until its next
+// get, or for at most releaseDelay, so that a stream of gets sends one
+// message each way per get. The producer ends those claims before it looks
+// at the get itself, as if the releases had come first.
+//
 // A consumer that closes first syncs with each producer: the answer comes
 // after the producer has handled every message the consumer sent before it
 // (messages arrive in order), so no release is lost to the connection
@@ -55,7 +62,14 @@ const (
 	flagDest                  // the consumer's buffer follows: write the value into it
 	flagWantWrite             // the consumer will pull by write but does not know the size: answer with the metadata
 	flagInline                // a value of at most inlineMax bytes may come in the answer (statusValue)
+	flagReleases              // releases of earlier gets follow the get's own fields
 )
+
+// maxCarried bounds the releases one get carries.
+const maxCarried = 32
+
+// carriedLen is the bytes of one carried release: id, taken.
+const carriedLen = 5
 
 // Status of an info answer.
 const (
@@ -89,6 +103,16 @@ type request struct {
 	dest    xfer.RemoteAddr
 	destLen uint64
 	taken   bool
+	// rels are the releases a get carries (flagReleases), carriedLen
+	// bytes each, in the message (checked: ranged over by eachRelease).
+	rels []byte
+}
+
+// eachRelease calls f for each release the get r carries, in order.
+func (r *request) eachRelease(f func(id uint32, taken bool)) {
+	for b := r.rels; len(b) >= carriedLen; b = b[carriedLen:] {
+		f(binary.LittleEndian.Uint32(b), b[4] == 1)
+	}
 }
 
 // reply is a decoded info answer.
@@ -114,6 +138,23 @@ func appendGet(b []byte, id uint32, flags byte, key string, dest xfer.RemoteAddr
 		b = binary.LittleEndian.AppendUint64(b, destLen)
 	}
 	return b
+}
+
+// appendCarried makes the get in b carry rels, carriedLen bytes a
+// release (appendCarriedRelease), at most maxCarried of them.
+func appendCarried(b []byte, rels []byte) []byte {
+	b[5] |= flagReleases
+	b = append(b, byte(len(rels)/carriedLen))
+	return append(b, rels...)
+}
+
+// appendCarriedRelease appends one release for a get to carry.
+func appendCarriedRelease(b []byte, id uint32, taken bool) []byte {
+	b = binary.LittleEndian.AppendUint32(b, id)
+	if taken {
+		return append(b, 1)
+	}
+	return append(b, 0)
 }
 
 func appendRelease(b []byte, id uint32, taken bool) []byte {
@@ -273,6 +314,10 @@ func (d *decoder) end() error {
 // before inline values did (tests only).
 var testNoInline atomic.Bool
 
+// testNoCarried makes producers refuse flagReleases as unknown, as one
+// from before carried releases did (tests only).
+var testNoCarried atomic.Bool
+
 // parseRequest decodes a message a producer receives.
 func parseRequest(b []byte) (request, error) {
 	d := decoder{b: b}
@@ -280,9 +325,12 @@ func parseRequest(b []byte) (request, error) {
 	switch r.typ {
 	case msgGet:
 		r.flags = d.u8("flags")
-		known := byte(flagNoWait | flagDest | flagWantWrite | flagInline)
+		known := byte(flagNoWait | flagDest | flagWantWrite | flagInline | flagReleases)
 		if testNoInline.Load() {
-			known &^= flagInline // a producer from before inline values
+			known &^= flagInline | flagReleases // a producer from before inline values
+		}
+		if testNoCarried.Load() {
+			known &^= flagReleases // a producer from before carried releases
 		}
 		if r.flags&^known != 0 {
 			d.fail(fmt.Sprintf("unknown flags %#x", r.flags))
@@ -295,6 +343,18 @@ func parseRequest(b []byte) (request, error) {
 		if r.flags&flagDest != 0 {
 			r.dest = d.remote()
 			r.destLen = d.u64("destination length")
+		}
+		if r.flags&flagReleases != 0 {
+			n := int(d.u8("release count"))
+			if d.err == nil && (n == 0 || n > maxCarried) {
+				d.fail(fmt.Sprintf("%d carried releases", n))
+			}
+			r.rels = d.bytes(n*carriedLen, "releases")
+			for b := r.rels; len(b) >= carriedLen && d.err == nil; b = b[carriedLen:] {
+				if b[4] > 1 {
+					d.fail("a carried release's taken is neither 0 nor 1")
+				}
+			}
 		}
 	case msgRelease:
 		switch d.u8("taken") {

@@ -2,6 +2,8 @@ package connector
 
 import (
 	"errors"
+	"fmt"
+	"reflect"
 	"testing"
 
 	"github.com/xferio/xfer"
@@ -22,9 +24,13 @@ func TestControlRoundTrip(t *testing.T) {
 		{appendRelease(nil, 11, false), request{typ: msgRelease, id: 11}},
 		{appendCancel(nil, 12), request{typ: msgCancel, id: 12}},
 		{appendSync(nil, 13), request{typ: msgSync, id: 13}},
+		{appendCarried(appendGet(nil, 15, flagInline, "k", xfer.RemoteAddr{}, 0), carried(3, 4)),
+			request{typ: msgGet, id: 15, flags: flagInline | flagReleases, key: "k", rels: carried(3, 4)}},
+		{appendCarried(appendGet(nil, 16, flagDest, "k", dest, 8), carried(maxCarried, 1)),
+			request{typ: msgGet, id: 16, flags: flagDest | flagReleases, key: "k", dest: dest, destLen: 8, rels: carried(maxCarried, 1)}},
 	} {
 		got, err := parseRequest(tc.msg)
-		if err != nil || got != tc.want {
+		if err != nil || !reflect.DeepEqual(got, tc.want) {
 			t.Errorf("parseRequest(%x) = %+v, %v; want %+v", tc.msg, got, err, tc.want)
 		}
 	}
@@ -96,6 +102,12 @@ func TestControlMalformed(t *testing.T) {
 		"unknown flags": {msgGet, 1, 0, 0, 0, 0x80, 1, 0, 'k'},
 		"empty key":     {msgGet, 1, 0, 0, 0, 0, 0, 0},
 		"bad taken":     {msgRelease, 1, 0, 0, 0, 2},
+		"no releases":   {msgGet, 1, 0, 0, 0, flagReleases, 1, 0, 'k', 0},
+		"too many releases": append([]byte{msgGet, 1, 0, 0, 0, flagReleases, 1, 0, 'k', maxCarried + 1},
+			carried(maxCarried+1, 1)...),
+		"releases short":         {msgGet, 1, 0, 0, 0, flagReleases, 1, 0, 'k', 2, 1, 0, 0, 0, 1},
+		"carried taken":          {msgGet, 1, 0, 0, 0, flagReleases, 1, 0, 'k', 1, 1, 0, 0, 0, 2},
+		"releases then trailing": append(appendCarried(appendGet(nil, 1, 0, "k", xfer.RemoteAddr{}, 0), carried(1, 1)), 0),
 	} {
 		if _, err := parseRequest(b); !errors.Is(err, errControl) {
 			t.Errorf("%s: parseRequest: %v, want errControl", name, err)
@@ -114,6 +126,28 @@ func TestControlMalformed(t *testing.T) {
 		if _, err := parseReply(b); !errors.Is(err, errControl) {
 			t.Errorf("%s: parseReply: %v, want errControl", name, err)
 		}
+	}
+}
+
+// carried is n releases for a get to carry: ids from first on, taken
+// when odd.
+func carried(n int, first uint32) []byte {
+	var b []byte
+	for i := range uint32(n) {
+		b = appendCarriedRelease(b, first+i, (first+i)%2 == 1)
+	}
+	return b
+}
+
+func TestCarriedReleases(t *testing.T) {
+	r, err := parseRequest(appendCarried(appendGet(nil, 1, 0, "k", xfer.RemoteAddr{}, 0), carried(3, 7)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	r.eachRelease(func(id uint32, taken bool) { got = append(got, fmt.Sprint(id, taken)) })
+	if want := []string{"7 true", "8 false", "9 true"}; !reflect.DeepEqual(got, want) {
+		t.Errorf("eachRelease: %v, want %v", got, want)
 	}
 }
 
@@ -142,6 +176,7 @@ func FuzzControl(f *testing.F) {
 	f.Add(appendGet(nil, 6, flagInline|flagWantWrite, "a/b/k", xfer.RemoteAddr{}, 0))
 	v, _ := appendValue(nil, 7, &m, []byte{1, 2, 3, 4})
 	f.Add(v)
+	f.Add(appendCarried(appendGet(nil, 8, flagDest, "a/b/k", dest, 64), carried(2, 1)))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		if r, err := parseRequest(b); err != nil {
 			if !errors.Is(err, errControl) {
@@ -151,7 +186,10 @@ func FuzzControl(f *testing.F) {
 			var again []byte
 			switch r.typ {
 			case msgGet:
-				again = appendGet(nil, r.id, r.flags, r.key, r.dest, r.destLen)
+				again = appendGet(nil, r.id, r.flags&^flagReleases, r.key, r.dest, r.destLen)
+				if r.flags&flagReleases != 0 {
+					again = appendCarried(again, r.rels)
+				}
 			case msgRelease:
 				again = appendRelease(nil, r.id, r.taken)
 			case msgCancel:
