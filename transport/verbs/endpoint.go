@@ -77,8 +77,8 @@ type Endpoint struct {
 	ringMR   *ibv.MR
 	slotSize int
 	freeMu   sync.Mutex
-	free     []uint32 // ring slots whose message was consumed, to repost
-	owed     int      // Consumed() calls waiting for a free slot
+	free     []uint32 // ring slots whose message was delivered, to repost
+	owed     int      // consumed messages whose credit waits for a slot to repost
 
 	mu      sync.Mutex
 	down    error // the control stream's failure, while completions drain
@@ -1002,7 +1002,14 @@ var testMaxMsg atomic.Uint32
 // refuse an access (and put the QP in the error state).
 var testIgnoreRevokes atomic.Bool
 
-// Consumed reposts receive buffers for consumed messages.
+// Consumed reposts receive buffers for consumed messages, and gives their
+// credits back once it has.
+//
+// A message is delivered in place, from its ring slot (Deliver's msg is
+// valid only during the call), so its slot is free only once Deliver has
+// returned (slotFree), and the host may call Consumed before that, from
+// inside Deliver. A credit goes back only with a receive posted for it:
+// the peer never sends into a queue with no receive posted.
 func (e *Endpoint) Consumed(n int) {
 	if e.onStream() {
 		// No receive is posted again: the queue pairs are gone, and the
@@ -1010,6 +1017,24 @@ func (e *Endpoint) Consumed(n int) {
 		e.s.Consumed(n)
 		return
 	}
+	e.repostOwed(n)
+}
+
+// slotFree makes the ring slot of a delivered message free to post again,
+// and posts it when a consumed message waits for it.
+func (e *Endpoint) slotFree(slot uint32) {
+	e.freeMu.Lock()
+	e.free = append(e.free, slot)
+	e.freeMu.Unlock()
+	if !e.onStream() {
+		e.repostOwed(0)
+	}
+}
+
+// repostOwed adds n consumed messages to those owed a receive, posts a
+// free slot again for as many of them as it can, and gives the peer back
+// their credits.
+func (e *Endpoint) repostOwed(n int) {
 	e.freeMu.Lock()
 	e.owed += n
 	var wrs []ibv.RecvWR
@@ -1020,16 +1045,17 @@ func (e *Endpoint) Consumed(n int) {
 		wrs = append(wrs, e.recvWR(s))
 	}
 	e.freeMu.Unlock()
-	if len(wrs) > 0 {
-		if err := e.repost(0, wrs); err != nil {
-			e.pathFailed(&transport.LinkError{Peer: "rdma peer", Cause: err})
-			if e.failed() != nil {
-				return
-			}
+	if len(wrs) == 0 {
+		return
+	}
+	if err := e.repost(0, wrs); err != nil {
+		e.pathFailed(&transport.LinkError{Peer: "rdma peer", Cause: err})
+		if e.failed() != nil {
+			return
 		}
 	}
 	// The receives are posted again: the peer may send as many more.
-	e.s.Consumed(n)
+	e.s.Consumed(len(wrs))
 }
 
 // Revoke tells the peer, over the control stream, that a local region is
@@ -1055,12 +1081,8 @@ func (e *Endpoint) handleSRQRecv(wc *ibv.WC, slot uint32) {
 		}
 		e.host.Notify(e, n)
 	default:
-		msg := make([]byte, wc.ByteLen)
-		copy(msg, e.ring.Bytes()[off:off+int(wc.ByteLen)])
-		e.freeMu.Lock()
-		e.free = append(e.free, slot)
-		e.freeMu.Unlock()
-		e.host.Deliver(e, msg)
+		e.host.Deliver(e, e.ring.Bytes()[off:off+int(wc.ByteLen):off+int(wc.ByteLen)])
+		e.slotFree(slot)
 		return // reposted once consumed
 	}
 	if err := e.repost(0, []ibv.RecvWR{e.recvWR(slot)}); err != nil {
@@ -1286,10 +1308,6 @@ func (e *Endpoint) handleRecv(wc *ibv.WC) {
 		return
 	}
 	off := int(slot) * e.slotSize
-	msg := make([]byte, wc.ByteLen)
-	copy(msg, e.ring.Bytes()[off:off+int(wc.ByteLen)])
-	e.freeMu.Lock()
-	e.free = append(e.free, slot)
-	e.freeMu.Unlock()
-	e.host.Deliver(e, msg)
+	e.host.Deliver(e, e.ring.Bytes()[off:off+int(wc.ByteLen):off+int(wc.ByteLen)])
+	e.slotFree(slot)
 }
