@@ -1010,15 +1010,7 @@ var testIgnoreRevokes atomic.Bool
 // returned (slotFree), and the host may call Consumed before that, from
 // inside Deliver. A credit goes back only with a receive posted for it:
 // the peer never sends into a queue with no receive posted.
-func (e *Endpoint) Consumed(n int) {
-	if e.onStream() {
-		// No receive is posted again: the queue pairs are gone, and the
-		// peer's messages come on the stream. The credits go back.
-		e.s.Consumed(n)
-		return
-	}
-	e.repostOwed(n)
-}
+func (e *Endpoint) Consumed(n int) { e.repostOwed(n) }
 
 // slotFree makes the ring slot of a delivered message free to post again,
 // and posts it when a consumed message waits for it.
@@ -1026,17 +1018,26 @@ func (e *Endpoint) slotFree(slot uint32) {
 	e.freeMu.Lock()
 	e.free = append(e.free, slot)
 	e.freeMu.Unlock()
-	if !e.onStream() {
-		e.repostOwed(0)
-	}
+	e.repostOwed(0)
 }
 
 // repostOwed adds n consumed messages to those owed a receive, posts a
 // free slot again for as many of them as it can, and gives the peer back
-// their credits.
+// their credits. Once the endpoint has moved to its stream no receive is
+// posted again (the queue pairs are gone, and the peer's messages come on
+// the stream): every credit owed goes back at once.
 func (e *Endpoint) repostOwed(n int) {
 	e.freeMu.Lock()
 	e.owed += n
+	if e.onStream() {
+		owed := e.owed
+		e.owed = 0
+		e.freeMu.Unlock()
+		if owed > 0 {
+			e.s.Consumed(owed)
+		}
+		return
+	}
 	var wrs []ibv.RecvWR
 	for e.owed > 0 && len(e.free) > 0 {
 		s := e.free[len(e.free)-1]
