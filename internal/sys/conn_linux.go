@@ -186,6 +186,15 @@ type Reader struct {
 	// found the socket drained and began to wait, until the read returns;
 	// 0 while it does not wait.
 	waitEpoch int64
+	// Bulk reads (ReadBulk): want is how many bytes the caller needs before
+	// it can go on, bulk that the read is a large copy (made with an
+	// ordinary system call, which gives up the P); lowat is the socket's
+	// receive low-water mark as this Reader last set it (1, the kernel's
+	// default, until then), and lowatOK whether it may set it at all.
+	want    int
+	bulk    bool
+	lowat   int
+	lowatOK bool
 }
 
 // NewReader returns a Reader for the socket behind rc; nil where raw reads
@@ -193,9 +202,45 @@ type Reader struct {
 // finds the socket drained keeps trying for spin before it waits in the
 // poller (0: it waits at once); see Spinning.
 func NewReader(rc syscall.RawConn, spin time.Duration) *Reader {
-	r := &Reader{rc: rc, spin: spin}
+	r := &Reader{rc: rc, spin: spin, want: 1, lowat: 1}
 	r.fn = r.read
 	return r
+}
+
+// EnableLowWater lets ReadBulk wait for its bytes in the kernel: before a
+// read waits in the poller, it sets the socket's receive low-water mark
+// (SO_RCVLOWAT) to what its caller still needs, so that the socket becomes
+// readable once that much has arrived, not at each segment. Only for TCP
+// sockets: they honour the mark in poll (a Unix socket would not, which is
+// harmless but useless), and wake a reader anyway when the peer closes or
+// the receive window is full, so a mark above what will come cannot hang a
+// read.
+func (r *Reader) EnableLowWater() { r.lowatOK = true }
+
+// Receive low-water marks. lowatMax bounds the mark: a reader woken at 1 MiB
+// copies it out in four reads (the stream's read chunk) without waiting
+// between them, and the kernel grows the receive buffer to hold twice the
+// mark. lowatStep: the mark is raised only when that much more is wanted,
+// so that the rest of a payload, which shrinks read by read, does not cost
+// a system call per read; it is lowered whenever less is wanted.
+const (
+	lowatMax  = 1 << 20
+	lowatStep = 64 << 10
+)
+
+// setLowat sets the socket's receive low-water mark for a read that is
+// about to wait: to min(want, lowatMax), if that is lower than the mark
+// now or lowatStep above it.
+func (r *Reader) setLowat(fd uintptr) {
+	if !r.lowatOK {
+		return
+	}
+	v := min(max(r.want, 1), lowatMax)
+	if v < r.lowat || v >= r.lowat+lowatStep {
+		if unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_RCVLOWAT, v) == nil {
+			r.lowat = v
+		}
+	}
 }
 
 // Spinning. A reader that waits in the Go poller is woken by epoll, and when
@@ -228,13 +273,22 @@ func (r *Reader) read(fd uintptr) bool {
 	spinning := false
 	var until time.Time
 	for {
-		n, _, errno := unix.RawSyscall(unix.SYS_READ, fd, uintptr(bufPtr(r.buf)), uintptr(len(r.buf)))
+		var n uintptr
+		var errno unix.Errno
+		if r.bulk {
+			n, _, errno = unix.Syscall(unix.SYS_READ, fd, uintptr(bufPtr(r.buf)), uintptr(len(r.buf)))
+		} else {
+			n, _, errno = unix.RawSyscall(unix.SYS_READ, fd, uintptr(bufPtr(r.buf)), uintptr(len(r.buf)))
+		}
 		switch errno {
 		case unix.EINTR:
 			continue
 		case unix.EAGAIN:
+			if r.lowat > 1 || r.want >= lowatStep {
+				r.setLowat(fd)
+			}
 			if !spinning {
-				if r.spin <= 0 {
+				if r.spin <= 0 || r.bulk {
 					return false // wait in the poller, then try again
 				}
 				now := time.Now()
@@ -272,7 +326,20 @@ func (r *Reader) read(fd uintptr) bool {
 // Read reads at least one byte into b, waiting for the socket to become
 // readable if need be. At the end of the stream it returns 0, io.EOF.
 func (r *Reader) Read(b []byte) (int, error) {
-	r.buf = b
+	return r.readWant(b, 1, false)
+}
+
+// ReadBulk reads at least one byte into b, as Read does, for a caller that
+// needs want bytes (at least len(b)) before it can go on: the rest of a
+// large payload. The read is made with an ordinary system call, so that a
+// long copy gives up the P, and does not spin; with EnableLowWater it waits
+// until want bytes (at most lowatMax) have arrived, or the stream ends.
+func (r *Reader) ReadBulk(b []byte, want int) (int, error) {
+	return r.readWant(b, want, true)
+}
+
+func (r *Reader) readWant(b []byte, want int, bulk bool) (int, error) {
+	r.buf, r.want, r.bulk = b, want, bulk
 	err := r.rc.Read(r.fn)
 	r.buf = nil
 	if r.waitEpoch != 0 {

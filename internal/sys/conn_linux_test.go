@@ -349,3 +349,70 @@ func isTimeout(err error) bool {
 	var ne net.Error
 	return errors.As(err, &ne) && ne.Timeout()
 }
+
+// TestReadBulkLowWater: with the low-water mark, a bulk read that finds the
+// socket drained waits until the bytes it wants have arrived, not for the
+// first segment; a later read that wants less is woken by less (the mark
+// comes down before it waits); and a mark above what ever comes does not
+// hang a read when the peer closes.
+func TestReadBulkLowWater(t *testing.T) {
+	for _, mark := range []bool{false, true} {
+		a, b := tcpPair(t)
+		r := NewReader(rawConn(t, b), 0)
+		if mark {
+			r.EnableLowWater()
+		}
+		const want = 512 << 10
+		piece := make([]byte, 16<<10)
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			for sent := 0; sent < want; sent += len(piece) {
+				if _, err := a.Write(piece); err != nil {
+					return
+				}
+				time.Sleep(2 * time.Millisecond)
+			}
+		}()
+		// 32 pieces 2 ms apart: without the mark each read returns with
+		// the piece or two that came; with it, a read that waits returns
+		// once all that it wants has come. A read may find some bytes there
+		// already, and the kernel wakes a reader early when the receive
+		// window fills, so allow a few reads.
+		buf := make([]byte, want)
+		reads := 0
+		for got := 0; got < want; reads++ {
+			m, err := r.ReadBulk(buf[got:], want-got)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got += m
+		}
+		t.Logf("mark %v: %d reads for %d bytes in 32 pieces", mark, reads, want)
+		if mark && reads > 8 {
+			t.Fatalf("with the mark: %d reads for %d bytes in 32 pieces 2 ms apart", reads, want)
+		}
+		<-done
+
+		// A small message after the bulk: the mark must come down.
+		b.SetReadDeadline(time.Now().Add(5 * time.Second))
+		go a.Write([]byte("ping"))
+		small := make([]byte, 64)
+		n, err := r.Read(small)
+		if err != nil || string(small[:n]) != "ping" {
+			t.Fatalf("small read after a bulk one: %q, %v", small[:n], err)
+		}
+
+		// A bulk read that wants more than ever comes ends when the peer
+		// closes, with what came.
+		go func() { a.Write([]byte("tail")); a.Close() }()
+		n, err = r.ReadBulk(buf, want)
+		if err != nil || string(buf[:n]) != "tail" {
+			t.Fatalf("bulk read before close: %q, %v", buf[:n], err)
+		}
+		if n, err = r.ReadBulk(buf, want); n != 0 || err != io.EOF {
+			t.Fatalf("bulk read at the end: %d, %v; want 0, EOF", n, err)
+		}
+		b.SetReadDeadline(time.Time{})
+	}
+}

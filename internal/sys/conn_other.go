@@ -41,3 +41,9 @@ func SpinHits() uint64 { return 0 }
 
 // Read reads nothing; NewReader never returns a Reader here.
 func (r *Reader) Read(b []byte) (int, error) { return 0, ErrNotSupported }
+
+// ReadBulk reads nothing; NewReader never returns a Reader here.
+func (r *Reader) ReadBulk(b []byte, want int) (int, error) { return 0, ErrNotSupported }
+
+// EnableLowWater does nothing here.
+func (r *Reader) EnableLowWater() {}
