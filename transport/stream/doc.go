@@ -45,7 +45,11 @@
 // and writes are raw system calls on the non-blocking socket (internal/sys
 // Reader and Writer), which keeps the runtime's sysmon asleep between
 // requests instead of waking it on each one; a goroutine still waits for
-// data in the runtime's poller. SEND flow control uses credits: the
+// data in the runtime's poller. A read loop that waits for the rest of a
+// large payload on a TCP socket first sets the socket's receive low-water
+// mark to what it still needs (up to 1 MiB of a WRITE's payload, 256 KiB
+// of a READ's data), so the poller wakes it once that much has arrived
+// instead of at every segment. SEND flow control uses credits: the
 // receiver returns them in batches as messages are consumed.
 //
 // When a small operation completes and nothing more is buffered, the read
