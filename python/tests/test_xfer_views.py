@@ -168,3 +168,39 @@ def test_close_under_use_every_api():
         print("ok")
     """)
     assert out.strip() == "ok"
+
+
+def test_close_racing_a_buffer_handout():
+    # A close in another thread at the worst moment of handing out a
+    # buffer: after its address was read from the library, before the view
+    # was counted. The close must wait, see the view and leave the pool
+    # mapped, or come first and refuse the buffer; it must never unmap the
+    # memory of a view it hands out (a write there would crash the process).
+    out = run_child("""
+        import threading, numpy as np, xfer
+        from xfer import _lib
+        p = xfer.Connector({"role": "sender", "protocol": "tcp", "host": "127.0.0.1", "zmq_port": 0})
+        lib = _lib.lib()
+        orig = lib.xfer_buffer_data
+        closers = []
+        def racing(*args):
+            rc = orig(*args)
+            lib.xfer_buffer_data = orig
+            t = threading.Thread(target=p.close)
+            t.start()
+            closers.append(t)
+            t.join(0.3)  # a close that does not wait for the view is done here
+            return rc
+        lib.xfer_buffer_data = racing
+        try:
+            arr = p.alloc_tensor(np.uint8, (4096,))
+            arr[:] = 7  # the pool must still be mapped
+            assert int(arr.sum()) == 7 * 4096
+            print("view")
+        except xfer.XferError as e:
+            print("refused", e)
+        for t in closers:
+            t.join()
+        assert p.closed
+    """)
+    assert out.strip() == "view"

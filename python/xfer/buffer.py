@@ -46,25 +46,23 @@ class ManagedBuffer:
         # whose memory the CPU must not touch.
         self.device = getattr(conn, "device", None)
         if self.size > 0:
-            lib = _lib.lib()
-            ptr, n = ctypes.c_void_p(), ctypes.c_int64()
-            call = _lib.Call()
-            call.check(lib.xfer_buffer_data(handle, ctypes.byref(ptr), ctypes.byref(n), call.err, _lib.ERR_LEN))
-            if not ptr.value or n.value != self.size:
+            # The address, and the view counted, in one step against a
+            # close in another thread (Connector._view_of).
+            addr = conn._view_of(handle, self.size)
+            if not addr:
                 # The connector closed while the buffer was handed out.
                 _release(handle)
                 raise errors.ClosedError("xfer: the connector closed while it handed out a buffer")
-            self.address = ptr.value
+            self.address = addr
             # A ctypes array at the pool's address: the views' buffer. The
             # buffer goes back to the pool when this array is garbage (every
             # view holds it) or at release().
-            self._arr = (ctypes.c_char * n.value).from_address(ptr.value)
+            self._arr = (ctypes.c_char * self.size).from_address(addr)
             self._fin = weakref.finalize(self._arr, _release, handle)
             # The array (and so every view) keeps the connector, and its
             # pool mapped, alive: a connector closed while views live
             # unmaps the pool only once the last of them is gone.
             self._arr._conn = conn
-            conn._view()
             weakref.finalize(self._arr, conn._unview).atexit = False
         else:
             self._fin = weakref.finalize(self, _release, handle)

@@ -310,9 +310,29 @@ class Connector:
         call.check(lib.xfer_close(h, call.err, _lib.ERR_LEN))
 
     def _view(self):
-        """A view of the pool was made (ManagedBuffer)."""
+        """A view of the pool was made (the Mooncake API's pool array)."""
         with self._lock:
             self._live += 1
+
+    def _view_of(self, handle, size):
+        """The address of the memory of buffer handle, counted as a view of
+        the pool (see _unview); 0 when the connector is closed or closing,
+        or the buffer is not size bytes. Under the lock that close() takes,
+        so that a close either comes first (and the buffer is refused) or
+        sees the view and leaves the pool mapped until it is gone. Read
+        outside the lock, the address could be that of a pool that a close
+        in another thread unmaps before the view is counted."""
+        lib = _lib.lib()
+        ptr, n = ctypes.c_void_p(), ctypes.c_int64()
+        call = _lib.Call()
+        with self._lock:
+            if not self._handle:
+                return 0
+            call.check(lib.xfer_buffer_data(handle, ctypes.byref(ptr), ctypes.byref(n), call.err, _lib.ERR_LEN))
+            if not ptr.value or n.value != size:
+                return 0
+            self._live += 1
+            return ptr.value
 
     def _unview(self):
         """A view of the pool is gone: the last one completes a deferred
