@@ -8,6 +8,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // tcpPair returns both ends of a loopback TCP connection.
@@ -363,6 +365,10 @@ func TestReadBulkLowWater(t *testing.T) {
 			r.EnableLowWater()
 		}
 		const want = 512 << 10
+		// The mark stays under an eighth of the receive buffer, which
+		// autotuning grows as bulk data flows: move some first.
+		rb := warmReceiveBuffer(t, a, b, r, 8*want)
+		t.Logf("receive buffer %d bytes", rb)
 		piece := make([]byte, 16<<10)
 		done := make(chan struct{})
 		go func() {
@@ -414,5 +420,88 @@ func TestReadBulkLowWater(t *testing.T) {
 			t.Fatalf("bulk read at the end: %d, %v; want 0, EOF", n, err)
 		}
 		b.SetReadDeadline(time.Time{})
+	}
+}
+
+// warmReceiveBuffer streams bulk data from a to b, read through r, until
+// b's receive buffer (grown by the kernel's autotuning) holds at least
+// want bytes, and returns its size. It gives up after 1 GiB.
+func warmReceiveBuffer(t *testing.T, a, b *net.TCPConn, r *Reader, want int) int {
+	t.Helper()
+	rcvbuf := func() int {
+		var n int
+		var serr error
+		if err := rawConn(t, b).Control(func(fd uintptr) {
+			n, serr = unix.GetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_RCVBUF)
+		}); err != nil || serr != nil {
+			t.Fatal(err, serr)
+		}
+		return n
+	}
+	chunk := make([]byte, 1<<20)
+	buf := make([]byte, 1<<20)
+	for moved := 0; moved < 1<<30; moved += len(chunk) {
+		if n := rcvbuf(); n >= want {
+			return n
+		}
+		errc := make(chan error, 1)
+		go func() { _, err := a.Write(chunk); errc <- err }()
+		for got := 0; got < len(chunk); {
+			m, err := r.ReadBulk(buf[got:], len(chunk)-got)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got += m
+		}
+		if err := <-errc; err != nil {
+			t.Fatal(err)
+		}
+	}
+	t.Fatalf("the receive buffer grew to %d bytes after 1 GiB, want %d", rcvbuf(), want)
+	return 0
+}
+
+// TestReadBulkKeepsReceiveBuffer: on a connection whose receive buffer has
+// not grown yet, a bulk read that waits sets no mark the buffer could not
+// hold, so the kernel does not resize the buffer (and, before Linux's fix
+// of late 2025, clamp the receive window to the mark).
+func TestReadBulkKeepsReceiveBuffer(t *testing.T) {
+	a, b := tcpPair(t)
+	r := NewReader(rawConn(t, b), 0)
+	r.EnableLowWater()
+	rcvbuf := func() int {
+		var n int
+		var serr error
+		if err := rawConn(t, b).Control(func(fd uintptr) {
+			n, serr = unix.GetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_RCVBUF)
+		}); err != nil || serr != nil {
+			t.Fatal(err, serr)
+		}
+		return n
+	}
+	before := rcvbuf()
+	const want = 1 << 20
+	buf := make([]byte, want)
+	done := make(chan error, 1)
+	go func() {
+		for got := 0; got < want; {
+			m, err := r.ReadBulk(buf[got:], want-got)
+			if err != nil {
+				done <- err
+				return
+			}
+			got += m
+		}
+		done <- nil
+	}()
+	time.Sleep(50 * time.Millisecond) // the read waits, its mark set
+	if after := rcvbuf(); after != before {
+		t.Errorf("receive buffer %d bytes before a bulk read of %d waited, %d while it waits: the mark made the kernel resize it", before, want, after)
+	}
+	if _, err := a.Write(make([]byte, want)); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-done; err != nil {
+		t.Fatal(err)
 	}
 }
