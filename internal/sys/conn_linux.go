@@ -219,8 +219,7 @@ func (r *Reader) EnableLowWater() { r.lowatOK = true }
 
 // Receive low-water marks. lowatMax bounds the mark: a reader woken at 1 MiB
 // copies it out in four reads (the stream's read chunk) without waiting
-// between them, and the kernel grows the receive buffer to hold twice the
-// mark. lowatStep: the mark is raised only when that much more is wanted,
+// between them. lowatStep: the mark is raised only when that much more is wanted,
 // so that the rest of a payload, which shrinks read by read, does not cost
 // a system call per read; it is lowered whenever less is wanted.
 const (

@@ -428,16 +428,7 @@ func TestReadBulkLowWater(t *testing.T) {
 // want bytes, and returns its size. It gives up after 1 GiB.
 func warmReceiveBuffer(t *testing.T, a, b *net.TCPConn, r *Reader, want int) int {
 	t.Helper()
-	rcvbuf := func() int {
-		var n int
-		var serr error
-		if err := rawConn(t, b).Control(func(fd uintptr) {
-			n, serr = unix.GetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_RCVBUF)
-		}); err != nil || serr != nil {
-			t.Fatal(err, serr)
-		}
-		return n
-	}
+	rcvbuf := func() int { return receiveBuffer(t, b) }
 	chunk := make([]byte, 1<<20)
 	buf := make([]byte, 1<<20)
 	for moved := 0; moved < 1<<30; moved += len(chunk) {
@@ -469,16 +460,7 @@ func TestReadBulkKeepsReceiveBuffer(t *testing.T) {
 	a, b := tcpPair(t)
 	r := NewReader(rawConn(t, b), 0)
 	r.EnableLowWater()
-	rcvbuf := func() int {
-		var n int
-		var serr error
-		if err := rawConn(t, b).Control(func(fd uintptr) {
-			n, serr = unix.GetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_RCVBUF)
-		}); err != nil || serr != nil {
-			t.Fatal(err, serr)
-		}
-		return n
-	}
+	rcvbuf := func() int { return receiveBuffer(t, b) }
 	before := rcvbuf()
 	const want = 1 << 20
 	buf := make([]byte, want)
@@ -504,4 +486,17 @@ func TestReadBulkKeepsReceiveBuffer(t *testing.T) {
 	if err := <-done; err != nil {
 		t.Fatal(err)
 	}
+}
+
+// receiveBuffer returns the size of c's receive buffer (SO_RCVBUF).
+func receiveBuffer(t *testing.T, c *net.TCPConn) int {
+	t.Helper()
+	var n int
+	var serr error
+	if err := rawConn(t, c).Control(func(fd uintptr) {
+		n, serr = unix.GetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_RCVBUF)
+	}); err != nil || serr != nil {
+		t.Fatal(err, serr)
+	}
+	return n
 }
