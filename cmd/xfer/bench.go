@@ -50,7 +50,9 @@ func newBenchCmd(g *globals) *cobra.Command {
 		Short: "Measure bandwidth, latency and CPU cost of transfers",
 		Long: "bench measures write, read or send transfers of each size against a peer, with\n" +
 			"--depth operations in flight, and prints a table (or JSON lines) of bandwidth,\n" +
-			"latency percentiles and CPU seconds per GB.\n\n" +
+			"latency percentiles and CPU seconds per GB. Its buffers hold a pattern written\n" +
+			"before the run (as xfer serve's region does), so operations copy real memory,\n" +
+			"never the kernel's shared page of zeros that unwritten memory reads as.\n\n" +
 			"Without --peer it starts its own target (xfer serve on 127.0.0.1) and stops it\n" +
 			"at the end; CPU time then counts both processes. --directory URL --peer-node ID\n" +
 			"finds a running xfer serve by its node ID instead of its address.",
@@ -246,6 +248,11 @@ func bench(ctx context.Context, g *globals, cfg xfer.Config, plan benchPlan) (er
 	if err != nil {
 		return err
 	}
+	if e.DefaultRegion().Location().IsHost() {
+		for _, b := range bufs {
+			populate(b)
+		}
+	}
 	var checks [][]byte
 	if plan.verify {
 		if checks, err = allocBuffers(e, plan.depth, plan.maxSize, cfg.MemoryMB); err != nil {
@@ -306,6 +313,24 @@ func measure(ctx context.Context, g *globals, r *runner, cpu cputime.Meter, plan
 	res.CPU, res.CPUKnown = cpu1-cpu0, ok0 && ok1
 	res.Verified = plan.verify // every operation was checked, or err is set
 	return res, nil
+}
+
+// populate writes a pattern into every page of b. Memory that was mapped
+// and never written reads as the kernel's one shared page of zeros: a
+// WRITE from it, or a READ from a target's, would copy from a page that
+// sits in the CPU's cache, and measure a cache instead of memory. So the
+// buffers a benchmark sends from, and the region xfer serve exports, hold
+// real pages, as an application's data does.
+func populate(b []byte) {
+	if len(b) == 0 {
+		return
+	}
+	for i := range min(len(b), 4096) {
+		b[i] = byte(i*131 + 17)
+	}
+	for n := 4096; n < len(b); n *= 2 {
+		copy(b[n:], b[:n])
+	}
 }
 
 // allocBuffers allocates n buffers of size bytes from e's pool; they live

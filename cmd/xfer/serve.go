@@ -26,7 +26,9 @@ func newServeCmd(g *globals) *cobra.Command {
 		Use:   "serve",
 		Short: "Run a target that peers can write to, read from and send to",
 		Long: "serve opens an engine, exports its default region as \"" + defaultRegionName + "\" and accepts peers\n" +
-			"until SIGINT or SIGTERM. Messages sent to it are received and discarded.\n" +
+			"until SIGINT or SIGTERM. Messages sent to it are received and discarded. The\n" +
+			"region (in host memory) is filled with a pattern first, so READs from it copy\n" +
+			"real memory.\n" +
 			"With --directory URL and --node-id ID it registers itself (address, transports,\n" +
 			"exports) and leaves on exit; `xfer bench --directory URL --peer-node ID` finds it.\n" +
 			"Once it listens it prints one line to stdout:\n\n  " + serveBanner + "HOST:PORT",
@@ -72,6 +74,9 @@ func serve(ctx context.Context, g *globals, cfg xfer.Config, ops *opsServer) err
 		return fmt.Errorf("open engine: %w", err)
 	}
 	defer e.Close() // after the explicit Close below this is a no-op
+	if r := e.DefaultRegion(); r.Location().IsHost() {
+		populate(r.Bytes()) // READs copy real memory, not the zero page
+	}
 	e.Export(defaultRegionName, e.DefaultRegion())
 	ops.setStatus(func() statusDoc { return engineStatus("serve", e) })
 	ops.setReady(true)

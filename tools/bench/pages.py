@@ -50,7 +50,9 @@ def run_json(cmd, timeout=300):
 
 
 def serve(xfer, host, transport):
-    cmd = [xfer, "pages", "serve", "--listen", f"{host}:0", "--size", "64MiB", "--transport", transport]
+    # --stamp writes every page: pages never written read as the kernel's shared
+    # zero page, which a fetch would copy from the CPU's cache.
+    cmd = [xfer, "pages", "serve", "--listen", f"{host}:0", "--size", "64MiB", "--transport", transport, "--stamp"]
     p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     line = p.stdout.readline()
     if not line.startswith(BANNER):
