@@ -13,9 +13,9 @@ import (
 // runtime's memmove), which bypass the cache: right for a copy larger
 // than the cache, wrong for one that fits, whose bytes the peer (a core
 // sharing the same last-level cache) is about to read. On a 2-vCPU AMD
-// EPYC with 32 MiB of L3, a hot copy of 1 to 8 MiB moved 36–38 GB/s in one
-// piece and 48–58 GB/s in pieces of 512 KiB; at 16 MiB the pieces moved
-// 35 GB/s against 37. So a copy of up to a quarter of the last-level
+// EPYC with 32 MiB of L3, a hot copy of 1 to 8 MiB moved 36–39 GB/s in one
+// piece and 41–59 GB/s in pieces of 512 KiB; at 16 MiB the pieces moved
+// 35 GB/s against 37 (docs/TUNING.md, "Copies that fit in the cache"). So a copy of up to a quarter of the last-level
 // cache (glibc's memcpy uses non-temporal stores from about there) goes in
 // pieces below the runtime's threshold, and a larger one whole.
 func copyMem(dst, src []byte) {
