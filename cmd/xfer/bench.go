@@ -322,12 +322,7 @@ func measure(ctx context.Context, g *globals, r *runner, cpu cputime.Meter, plan
 // buffers a benchmark sends from, and the region xfer serve exports, hold
 // real pages, as an application's data does.
 func populate(b []byte) {
-	if len(b) == 0 {
-		return
-	}
-	for i := range min(len(b), 4096) {
-		b[i] = byte(i*131 + 17)
-	}
+	fillPattern(b[:min(len(b), 4096)], 1) // the first page, then copies of it
 	for n := 4096; n < len(b); n *= 2 {
 		copy(b[n:], b[:n])
 	}
