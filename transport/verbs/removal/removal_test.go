@@ -56,7 +56,11 @@ func TestDeviceRemoved(t *testing.T) {
 	p := xfertest.NewPair(t, xfertest.Options{Policy: xfer.PolicyAuto, Config: xfer.Config{RDMA: verbs.Config{Device: dev},
 		Logger: slog.New(slog.NewTextHandler(&logBuf, nil))}}, "")
 	if got := p.Peer.Transport(); got != "rdma" {
-		t.Fatalf("auto picked %q with %s available", got, dev)
+		// Say why: the transports as each engine sees them now, the
+		// fallbacks each recorded, and the client's log.
+		cs, ss := p.Client.Status(), p.Server.Status()
+		t.Fatalf("auto picked %q with %s available\nclient: transports %+v, fallbacks %+v, auth failures %+v\nserver: transports %+v, fallbacks %+v, auth failures %+v\nthe client's log:\n%s",
+			got, dev, cs.Transports, cs.RecentFallbacks, cs.RecentAuthFailures, ss.Transports, ss.RecentFallbacks, ss.RecentAuthFailures, logBuf.String())
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
