@@ -8,6 +8,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/xferio/xfer"
 )
 
 // BenchmarkFetchPage4K fetches random 4 KiB pages of a 64 MiB address space,
@@ -66,14 +68,19 @@ func BenchmarkFetchPages4K(b *testing.B) {
 }
 
 // BenchmarkPipeline4K keeps 32 fetches of random 4 KiB pages in flight, in
-// two pipelines per CPU (as xfer pages bench --depth 32 does).
+// one pipeline per CPU on shm and two per CPU otherwise (as xfer pages
+// bench --depth 32 does).
 func BenchmarkPipeline4K(b *testing.B) {
 	for _, policy := range policies(b) {
 		b.Run(string(policy), func(b *testing.B) {
 			ctx := context.Background()
 			const size, depth = 64 << 20, 32
 			c, bufs, _ := newCluster(b, policy, size, depth, 1)
-			workers := min(depth, 2*runtime.GOMAXPROCS(0))
+			perCPU := 2
+			if policy == xfer.PolicySHM {
+				perCPU = 1
+			}
+			workers := min(depth, perCPU*runtime.GOMAXPROCS(0))
 			var next atomic.Int64
 			b.SetBytes(PageSize4K)
 			b.ResetTimer()

@@ -7,7 +7,6 @@ import (
 	"slices"
 	"sync"
 	"sync/atomic"
-	"time"
 
 	"github.com/xferio/xfer"
 	"github.com/xferio/xfer/latency"
@@ -201,15 +200,15 @@ func (c *Client) FetchPage(ctx context.Context, gpa uint64, buf []byte) error {
 	if err != nil {
 		return err
 	}
-	t0 := time.Now()
+	t0 := sinceEpoch()
 	if c.cache != nil && c.cache.take(gpa, buf) {
-		c.lat.Record(time.Since(t0))
+		c.lat.Record(sinceEpoch() - t0)
 		return nil
 	}
 	if err := n.peer.Read(ctx, buf, src); err != nil {
 		return fmt.Errorf("pages: fetch GPA %#x from %s: %w", gpa, n.addr, err)
 	}
-	c.lat.Record(time.Since(t0))
+	c.lat.Record(sinceEpoch() - t0)
 	return nil
 }
 
@@ -268,7 +267,7 @@ func (c *Client) batch(ctx context.Context, kind xfer.OpKind, gpas []uint64, buf
 		}
 		groups[k].ops = append(groups[k].ops, xfer.Op{Kind: kind, Local: bufs[i], Remote: src})
 	}
-	t0 := time.Now()
+	t0 := sinceEpoch()
 	for k := range groups {
 		groups[k].b = groups[k].n.peer.Submit(groups[k].ops)
 	}
@@ -284,7 +283,7 @@ func (c *Client) batch(ctx context.Context, kind xfer.OpKind, gpas []uint64, buf
 					ok++
 				}
 			}
-			c.lat.RecordN(time.Since(t0), ok)
+			c.lat.RecordN(sinceEpoch()-t0, ok)
 		}
 	}
 	return first

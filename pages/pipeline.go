@@ -56,11 +56,11 @@ type slot struct {
 	gpa    uint64
 	buf    []byte
 	node   *node
-	t0     time.Time
-	done   bool // complete (or cached), the result in ops[i].Err
-	cached bool // taken from the prefetch cache: already in place
-	lead   int  // the leader of this slot's group
-	group  int  // for a leader: how many slots its batch holds
+	t0     time.Duration // since epoch (monotonic)
+	done   bool          // complete (or cached), the result in ops[i].Err
+	cached bool          // taken from the prefetch cache: already in place
+	lead   int           // the leader of this slot's group
+	group  int           // for a leader: how many slots its batch holds
 	b      xfer.Batch
 }
 
@@ -116,7 +116,7 @@ func (p *Pipeline) Start(gpa uint64, buf []byte) error {
 	}
 	i := (p.head + p.n) % len(p.slots)
 	s := &p.slots[i]
-	s.gpa, s.buf, s.node, s.t0, s.done, s.lead, s.group = gpa, buf, n, time.Now(), false, i, 0
+	s.gpa, s.buf, s.node, s.t0, s.done, s.lead, s.group = gpa, buf, n, sinceEpoch(), false, i, 0
 	p.ops[i] = xfer.Op{Kind: xfer.OpRead, Local: buf, Remote: src}
 	if s.cached = c.cache != nil && c.cache.take(gpa, buf); s.cached {
 		p.Flush() // the queue ends before a slot that needs no READ
@@ -187,6 +187,6 @@ func (p *Pipeline) Next(ctx context.Context) (gpa uint64, buf []byte, err error)
 	if err != nil && !s.cached {
 		return gpa, buf, fmt.Errorf("pages: fetch GPA %#x from %s: %w", gpa, s.node.addr, err)
 	}
-	p.lat.Record(time.Since(s.t0))
+	p.lat.Record(sinceEpoch() - s.t0)
 	return gpa, buf, nil
 }
