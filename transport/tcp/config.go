@@ -7,10 +7,13 @@ import (
 
 // Defaults of Config.
 const (
-	// DefaultConns is the number of TCP connections per peer: two bulk
-	// streams use both cores of a small host better than one (measured in
-	// docs/TUNING.md, "Engine defaults on tcp").
-	DefaultConns = 3
+	// DefaultConns is the number of TCP connections per peer: one for
+	// small operations and messages, four bulk. A connection's stream
+	// idles between its payloads (the sender waits for room, the receiver
+	// for a wake-up), and four bulk streams keep a small host's CPUs
+	// busier than two (measured in docs/TUNING.md, "Engine defaults on
+	// tcp").
+	DefaultConns = 5
 	// DefaultPollSpin is how long a connection's reader spins on a drained
 	// socket before it waits in the Go poller.
 	DefaultPollSpin = 20 * time.Microsecond
@@ -21,7 +24,7 @@ const (
 )
 
 // Config configures the tcp transport's connections. In a config file it
-// is the tcp mapping (tcp: {conns: 3, poll_spin: 20us}) or the same keys at
+// is the tcp mapping (tcp: {conns: 5, poll_spin: 20us}) or the same keys at
 // the top level (conns: 3).
 //
 // The engine states Conns in its handshake (the peers use the smaller of
@@ -36,7 +39,7 @@ const (
 // ("config: tcp.conns 100: must be between 1 and 64").
 type Config struct {
 	// Conns is the number of TCP connections per peer: the first carries
-	// small operations and messages, the others bulk transfers. Default: 3
+	// small operations and messages, the others bulk transfers. Default: 5
 	// (DefaultConns); at most 64 (MaxConns).
 	Conns int `yaml:"conns"`
 	// PollSpin is how long a connection's reader keeps reading a drained
