@@ -25,7 +25,7 @@ const (
 
 // Config configures the tcp transport's connections. In a config file it
 // is the tcp mapping (tcp: {conns: 5, poll_spin: 20us}) or the same keys at
-// the top level (conns: 3).
+// the top level (conns: 5).
 //
 // The engine states Conns in its handshake (the peers use the smaller of
 // their two values) and hands both values to the transport in
