@@ -105,7 +105,7 @@ var configDefaults = map[string]any{
 	"Metrics":                             nil,
 	"ExtraTransport":                      nil,
 
-	"TCP.Conns":    3,
+	"TCP.Conns":    5,
 	"TCP.PollSpin": 20 * time.Microsecond,
 
 	"RDMA.Device":          "",
