@@ -105,8 +105,9 @@ var configDefaults = map[string]any{
 	"Metrics":                             nil,
 	"ExtraTransport":                      nil,
 
-	"TCP.Conns":    5,
-	"TCP.PollSpin": 20 * time.Microsecond,
+	"TCP.Conns":      5,
+	"TCP.PollSpin":   20 * time.Microsecond,
+	"TCP.Congestion": "auto",
 
 	"RDMA.Device":          "",
 	"RDMA.Devices":         []string(nil),
@@ -159,8 +160,9 @@ var configInvalid = map[string]struct {
 	"HandshakeTimeout":                    {func(c *Config) { c.HandshakeTimeout = -time.Second }, "handshake_timeout -1s"},
 	"OpTimeout":                           {func(c *Config) { c.OpTimeout = time.Millisecond }, "op_timeout 1ms"},
 
-	"TCP.Conns":    {func(c *Config) { c.TCP.Conns = 1000 }, "tcp.conns 1000"},
-	"TCP.PollSpin": {func(c *Config) { c.TCP.PollSpin = 2 * time.Second }, "tcp.poll_spin 2s"},
+	"TCP.Conns":      {func(c *Config) { c.TCP.Conns = 1000 }, "tcp.conns 1000"},
+	"TCP.PollSpin":   {func(c *Config) { c.TCP.PollSpin = 2 * time.Second }, "tcp.poll_spin 2s"},
+	"TCP.Congestion": {func(c *Config) { c.TCP.Congestion = "BBR" }, `tcp.congestion "BBR"`},
 
 	"RDMA.Port":          {func(c *Config) { c.RDMA.Port = -1 }, "rdma.port -1"},
 	"RDMA.Devices":       {func(c *Config) { c.RDMA.Devices = []string{"auto", "mlx5_0"} }, "rdma.devices"},

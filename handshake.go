@@ -287,7 +287,7 @@ func (e *Engine) acceptPeer(nc net.Conn, h *wire.Hello, helloBody []byte) (*Peer
 	defer cancel()
 	ep, err := t.Connect(ctx, transport.Params{
 		Role: transport.Acceptor, Conn: nc, Local: local, Remote: remote, Host: p.host(),
-		Conns: conns, MaxMessage: int(w.MaxMessage), RecvDepth: int(w.RecvDepth), PollSpin: e.cfg.TCP.PollSpin, Logger: e.log,
+		Conns: conns, MaxMessage: int(w.MaxMessage), RecvDepth: int(w.RecvDepth), PollSpin: e.cfg.TCP.PollSpin, Congestion: e.cfg.TCP.Congestion, Logger: e.log,
 		OnFailover: p.failoverHook(acceptedPolicy(h.Policy, e.cfg.Transport)),
 		AcceptExtra: func(ctx context.Context) (net.Conn, error) {
 			select {
@@ -720,7 +720,7 @@ func (e *Engine) connectOnce(ctx context.Context, p *Peer, exclude map[string]er
 	p.setRemote(remote, w.Exports)
 	ep, err = t.Connect(ctx, transport.Params{
 		Role: transport.Dialer, Conn: nc, Local: local, Remote: remote, Host: p.host(),
-		Conns: int(w.Conns), MaxMessage: int(w.MaxMessage), RecvDepth: int(w.RecvDepth), PollSpin: e.cfg.TCP.PollSpin, Logger: e.log,
+		Conns: int(w.Conns), MaxMessage: int(w.MaxMessage), RecvDepth: int(w.RecvDepth), PollSpin: e.cfg.TCP.PollSpin, Congestion: e.cfg.TCP.Congestion, Logger: e.log,
 		OnFailover: p.failoverHook(p.policy),
 		DialExtra:  func(ctx context.Context) (net.Conn, error) { return e.join(ctx, addr, w.Token) },
 	})

@@ -3,6 +3,8 @@ package probe
 import (
 	"fmt"
 	"os"
+	"path/filepath"
+	"slices"
 	"strings"
 )
 
@@ -32,6 +34,9 @@ type CheckConfig struct {
 	// UseCM: connections are set up through rdma_cm, whose device file
 	// must then be usable.
 	UseCM bool
+	// Congestion is tcp.congestion: "auto", "system" or an algorithm's
+	// name, which the kernel must have and allow.
+	Congestion string
 }
 
 // The statuses of a check. A check that fails comes with the fix; a
@@ -199,6 +204,7 @@ func runChecks(cfg CheckConfig, h hostPaths) *Report {
 	checkCUDA(r, nvidia)
 	// The transports that need no RDMA.
 	r.ok("tcp", "tcp: works on every host (the fallback of transport: auto)")
+	checkCongestion(r, h, cfg.Congestion)
 	if err := Memfd(); err != nil {
 		r.warn("shm", "", "shm: %v: same-host peers use tcp", err)
 	} else if err := Pidfd(); err != nil {
@@ -207,6 +213,44 @@ func runChecks(cfg CheckConfig, h hostPaths) *Report {
 		r.ok("shm", "shm: works (memfd_create and pidfd_getfd) for peers on this host")
 	}
 	return r
+}
+
+// checkCongestion reports the TCP congestion control xfer's connections
+// get under tcp.congestion (mode), and whether the kernel has and allows
+// a named one.
+func checkCongestion(r *Report, h hostPaths, mode string) {
+	read := func(name string) []string {
+		b, err := os.ReadFile(filepath.Join(h.ipv4, "tcp_"+name))
+		if err != nil {
+			return nil
+		}
+		return strings.Fields(string(b))
+	}
+	def := read("congestion_control")
+	if len(def) == 0 {
+		r.skip("congestion", "tcp congestion control: unknown on this host (no %s)", filepath.Join(h.ipv4, "tcp_congestion_control"))
+		return
+	}
+	available, allowed := read("available_congestion_control"), read("allowed_congestion_control")
+	switch mode {
+	case "", "auto":
+		r.ok("congestion", "tcp congestion control: %s for peers on other hosts (the system's default), reno for peers on this host (tcp.congestion: auto)", def[0])
+	case "system":
+		r.ok("congestion", "tcp congestion control: %s on every connection (tcp.congestion: system)", def[0])
+	case def[0]:
+		r.ok("congestion", "tcp congestion control: %s on every connection (tcp.congestion, the system's default too)", mode)
+	default:
+		switch {
+		case !slices.Contains(available, mode):
+			r.fail("congestion", fmt.Sprintf("modprobe tcp_%s   # or set tcp.congestion to one of: %s", mode, strings.Join(available, " ")),
+				"tcp.congestion %q: the kernel has no such algorithm (available: %s): connections will fail", mode, strings.Join(available, " "))
+		case !slices.Contains(allowed, mode) && os.Geteuid() != 0:
+			r.fail("congestion", fmt.Sprintf("sysctl -w net.ipv4.tcp_allowed_congestion_control='%s %s'   # or give xfer CAP_NET_ADMIN", strings.Join(allowed, " "), mode),
+				"tcp.congestion %q: not allowed for unprivileged processes (allowed: %s): connections will fail", mode, strings.Join(allowed, " "))
+		default:
+			r.ok("congestion", "tcp congestion control: %s on every connection (tcp.congestion)", mode)
+		}
+	}
 }
 
 func limitString(v uint64) string {

@@ -67,7 +67,7 @@ func TestCheckupWithoutRDMA(t *testing.T) {
 		if (c.Status == StatusFail || c.Status == StatusWarn) && c.Fix == "" && c.Check != "hugepages" {
 			t.Errorf("%s %s has no fix: %s", c.Status, c.Check, c.Message)
 		}
-		if c.Status == StatusOK && c.Check != "build" && c.Check != "libibverbs" && c.Check != "memlock" && c.Check != "hugepages" && c.Check != "tcp" && c.Check != "shm" {
+		if c.Status == StatusOK && c.Check != "build" && c.Check != "libibverbs" && c.Check != "memlock" && c.Check != "hugepages" && c.Check != "tcp" && c.Check != "congestion" && c.Check != "shm" {
 			t.Errorf("%s passed on a host without RDMA: %s", c.Check, c.Message)
 		}
 	}
@@ -177,5 +177,49 @@ func TestCheckDevices(t *testing.T) {
 	checkDevices(r, CheckConfig{}, []Device{roce})
 	if !has(r, "gid", StatusFail, "roce9 port 1 has no routable RoCE v2 GID", "ip addr add <address>/<prefix> dev xfertest0") {
 		t.Errorf("a RoCE port without a routable RoCE v2 GID: %+v", r.Checks)
+	}
+}
+
+// The congestion check on a host tree: what auto and system give, a name
+// the kernel lacks (fails, with the modprobe), one it does not allow an
+// unprivileged process (fails as such, but for root), and no proc file.
+func TestCheckCongestion(t *testing.T) {
+	dir := t.TempDir()
+	for name, v := range map[string]string{
+		"tcp_congestion_control":           "bbr\n",
+		"tcp_available_congestion_control": "reno bbr cubic\n",
+		"tcp_allowed_congestion_control":   "reno bbr\n",
+	} {
+		if err := os.WriteFile(dir+"/"+name, []byte(v), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cubic := StatusFail
+	if os.Geteuid() == 0 {
+		cubic = StatusOK // root may choose any algorithm the kernel has
+	}
+	for _, c := range []struct{ mode, status, msg, fix string }{
+		{"auto", StatusOK, "bbr for peers on other hosts (the system's default), reno for peers on this host", ""},
+		{"", StatusOK, "reno for peers on this host", ""},
+		{"system", StatusOK, "bbr on every connection", ""},
+		{"bbr", StatusOK, "bbr on every connection", ""},
+		{"reno", StatusOK, "reno on every connection", ""},
+		{"vegas", StatusFail, `tcp.congestion "vegas": the kernel has no such algorithm (available: reno bbr cubic)`, "modprobe tcp_vegas"},
+		{"cubic", cubic, "cubic", ""},
+	} {
+		r := &Report{}
+		checkCongestion(r, hostPaths{ipv4: dir}, c.mode)
+		if len(r.Checks) != 1 || r.Checks[0].Check != "congestion" || r.Checks[0].Status != c.status ||
+			!strings.Contains(r.Checks[0].Message, c.msg) || !strings.Contains(r.Checks[0].Fix, c.fix) {
+			t.Errorf("tcp.congestion %q: %+v, want one congestion check, %s, saying %q, fix %q", c.mode, r.Checks, c.status, c.msg, c.fix)
+		}
+		if c.mode == "cubic" && cubic == StatusFail && !strings.Contains(r.Checks[0].Fix, "net.ipv4.tcp_allowed_congestion_control='reno bbr cubic'") {
+			t.Errorf("cubic, not allowed: fix %q", r.Checks[0].Fix)
+		}
+	}
+	r := &Report{}
+	checkCongestion(r, hostPaths{ipv4: t.TempDir()}, "auto")
+	if len(r.Checks) != 1 || r.Checks[0].Status != StatusSkip {
+		t.Errorf("no proc files: %+v, want one skipped check", r.Checks)
 	}
 }

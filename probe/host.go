@@ -14,9 +14,10 @@ type hostPaths struct {
 	sysModule   string // /sys/module
 	pciDevices  string // /sys/bus/pci/devices
 	devIB       string // /dev/infiniband
+	ipv4        string // /proc/sys/net/ipv4
 }
 
-var realHost = hostPaths{procModules: "/proc/modules", sysModule: "/sys/module", pciDevices: "/sys/bus/pci/devices", devIB: "/dev/infiniband"}
+var realHost = hostPaths{procModules: "/proc/modules", sysModule: "/sys/module", pciDevices: "/sys/bus/pci/devices", devIB: "/dev/infiniband", ipv4: "/proc/sys/net/ipv4"}
 
 // RDMA device drivers (kernel modules that register an ib_device).
 var rdmaProviders = []string{"rdma_rxe", "siw", "mlx5_ib", "mlx4_ib", "irdma", "i40iw", "bnxt_re", "efa", "hfi1", "qedr",

@@ -395,6 +395,24 @@ type PeerInfo struct {
 	Blob   []byte   // transport-specific data from the handshake
 }
 
+// Params.Congestion's modes; any other value names an algorithm.
+const (
+	// CongestionAuto gives connections to a peer on the same host
+	// SameHostCongestion and leaves the others to the system's default.
+	CongestionAuto = "auto"
+	// CongestionSystem leaves every connection to the system's default.
+	CongestionSystem = "system"
+	// SameHostCongestion is the congestion control CongestionAuto picks for
+	// a peer on the same host: a loss-based algorithm without pacing.
+	// Between two sockets of one host nothing is lost and nothing queues
+	// but the receiver's window, so every loss-based algorithm opens its
+	// window alike, while a paced one (BBR, the default of some
+	// distributions) spaces the segments out with a timer each. Linux lets
+	// every process choose reno; others must be listed in
+	// net.ipv4.tcp_allowed_congestion_control.
+	SameHostCongestion = "reno"
+)
+
 // Params is everything a transport needs to turn a handshaken connection into
 // an endpoint.
 type Params struct {
@@ -418,6 +436,11 @@ type Params struct {
 	// PollSpin is how long a stream's reader keeps reading a drained socket
 	// before it waits in the poller; 0 or less: it waits at once.
 	PollSpin time.Duration
+
+	// Congestion is the TCP congestion control of the stream's connections:
+	// CongestionAuto (or empty), CongestionSystem, or an algorithm's name
+	// (see tcp.Config.Congestion).
+	Congestion string
 
 	// OnFailover, when set, lets an endpoint whose own data path fails
 	// (rdma: a queue pair in the error state, a failed post, a removed

@@ -80,6 +80,7 @@ func checkConfig(cfg xfer.Config) probe.CheckConfig {
 		MaxSendWR:    cfg.RDMA.MaxSendWR,
 		MaxRecvWR:    cfg.RDMA.MaxRecvWR,
 		UseCM:        cfg.RDMA.UseCM,
+		Congestion:   cfg.TCP.Congestion,
 	}
 }
 

@@ -69,7 +69,7 @@ func newRootCmd(stdout, stderr io.Writer) *cobra.Command {
 			"Configuration comes from a YAML file (--config, or $" + envConfigFile + ") with the keys\n" +
 			"  " + fileKeys() + "\n" +
 			"where the tcp and rdma keys may also be written as mappings:\n" +
-			"  tcp: {conns: 5, poll_spin: 20us}\n" +
+			"  tcp: {conns: 5, poll_spin: 20us, congestion: auto}\n" +
 			"  rdma: {device: rxe0, gid_index: auto}\n" +
 			"(not both forms for one option). A transport section of the production layout,\n" +
 			"  transport: {amst: {enable_rdma: true, rdma_device: mlx5_0, rdma_max_sge: 16, ...}}\n" +

@@ -3,6 +3,8 @@ package tcp
 import (
 	"fmt"
 	"time"
+
+	"github.com/xferio/xfer/transport"
 )
 
 // Defaults of Config.
@@ -51,6 +53,21 @@ type Config struct {
 	// idle). Default: 20µs (DefaultPollSpin; the KV service's engines use
 	// 50µs, kv.DefaultPollSpin); negative: never spin. At most 1s.
 	PollSpin time.Duration `yaml:"poll_spin"`
+	// Congestion is the TCP congestion control of xfer's connections:
+	// "auto" gives connections to a peer on the same host (a loopback
+	// address, or the host's own) reno, a loss-based algorithm without
+	// pacing, and leaves the others to the system's default
+	// (net.ipv4.tcp_congestion_control); "system" leaves every connection
+	// to the system's default; any other value is an algorithm's name
+	// ("cubic", "bbr", "dctcp", ...), set on every connection, which the
+	// kernel must have (net.ipv4.tcp_available_congestion_control) and
+	// allow this process (net.ipv4.tcp_allowed_congestion_control, or
+	// CAP_NET_ADMIN). Both sides apply their own: the sender's choice is
+	// what governs each direction. Where the system's default is paced
+	// (bbr), same-host bulk transfers move 1.1–1.4 times as much with
+	// reno (docs/TUNING.md, "Congestion control between two sockets of
+	// one host"). Default: auto (transport.CongestionAuto).
+	Congestion string `yaml:"congestion"`
 }
 
 // Clone returns a copy of c. Config holds only values, so the copy shares
@@ -74,5 +91,25 @@ func (c Config) WithDefaults() (Config, error) {
 	case c.PollSpin < 0:
 		c.PollSpin = -1
 	}
+	switch {
+	case c.Congestion == "":
+		c.Congestion = transport.CongestionAuto
+	case !validCongestion(c.Congestion):
+		return c, fmt.Errorf("config: tcp.congestion %q: want auto, system or an algorithm's name (lowercase letters, digits and _, at most 15)", c.Congestion)
+	}
 	return c, nil
+}
+
+// validCongestion reports whether name can be a congestion control
+// algorithm's name (the kernel's TCP_CA_NAME_MAX is 16 with the NUL).
+func validCongestion(name string) bool {
+	if len(name) > 15 {
+		return false
+	}
+	for _, r := range name {
+		if (r < 'a' || r > 'z') && (r < '0' || r > '9') && r != '_' {
+			return false
+		}
+	}
+	return true
 }

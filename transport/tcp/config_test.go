@@ -16,6 +16,9 @@ func TestConfigErrorsNameTheKey(t *testing.T) {
 		{tcp.Config{Conns: -1}, "config: tcp.conns -1: must be between 1 and 64"},
 		{tcp.Config{Conns: 1000}, "config: tcp.conns 1000: must be between 1 and 64"},
 		{tcp.Config{PollSpin: 2 * time.Second}, "config: tcp.poll_spin 2s: at most 1s"},
+		{tcp.Config{Congestion: "Cubic"}, `config: tcp.congestion "Cubic": want auto, system or an algorithm's name`},
+		{tcp.Config{Congestion: "tcp cubic"}, `config: tcp.congestion "tcp cubic": want auto, system`},
+		{tcp.Config{Congestion: "averyveryverylongname"}, `config: tcp.congestion "averyveryverylongname": want`},
 	} {
 		_, err := tc.cfg.WithDefaults()
 		if err == nil || !strings.HasPrefix(err.Error(), tc.want) {
@@ -26,9 +29,10 @@ func TestConfigErrorsNameTheKey(t *testing.T) {
 
 func TestConfigDefaults(t *testing.T) {
 	for _, tc := range []struct{ cfg, want tcp.Config }{
-		{tcp.Config{}, tcp.Config{Conns: tcp.DefaultConns, PollSpin: tcp.DefaultPollSpin}},
-		{tcp.Config{Conns: 1, PollSpin: -time.Second}, tcp.Config{Conns: 1, PollSpin: -1}},
-		{tcp.Config{Conns: 64, PollSpin: time.Second}, tcp.Config{Conns: 64, PollSpin: time.Second}},
+		{tcp.Config{}, tcp.Config{Conns: tcp.DefaultConns, PollSpin: tcp.DefaultPollSpin, Congestion: "auto"}},
+		{tcp.Config{Conns: 1, PollSpin: -time.Second, Congestion: "system"}, tcp.Config{Conns: 1, PollSpin: -1, Congestion: "system"}},
+		{tcp.Config{Conns: 64, PollSpin: time.Second, Congestion: "bbr"}, tcp.Config{Conns: 64, PollSpin: time.Second, Congestion: "bbr"}},
+		{tcp.Config{Congestion: "dctcp"}, tcp.Config{Conns: tcp.DefaultConns, PollSpin: tcp.DefaultPollSpin, Congestion: "dctcp"}},
 	} {
 		got, err := tc.cfg.WithDefaults()
 		if err != nil || got != tc.want {
