@@ -196,7 +196,7 @@ func Open(ctx context.Context, cfg Config) (_ *Engine, err error) {
 		}
 	}
 	if cfg.Listen != "" {
-		var lc net.ListenConfig
+		lc := net.ListenConfig{Control: e.listenControl}
 		ln, err := lc.Listen(ctx, "tcp", cfg.Listen)
 		if err != nil {
 			if e.metrics != nil {

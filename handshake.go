@@ -104,6 +104,7 @@ func (e *Engine) acceptLoop() {
 			nc.Close()
 			continue
 		}
+		e.acceptedCongestion(nc)
 		e.wg.Add(1)
 		go func() {
 			defer e.wg.Done()
@@ -287,7 +288,7 @@ func (e *Engine) acceptPeer(nc net.Conn, h *wire.Hello, helloBody []byte) (*Peer
 	defer cancel()
 	ep, err := t.Connect(ctx, transport.Params{
 		Role: transport.Acceptor, Conn: nc, Local: local, Remote: remote, Host: p.host(),
-		Conns: conns, MaxMessage: int(w.MaxMessage), RecvDepth: int(w.RecvDepth), PollSpin: e.cfg.TCP.PollSpin, Congestion: e.cfg.TCP.Congestion, Logger: e.log,
+		Conns: conns, MaxMessage: int(w.MaxMessage), RecvDepth: int(w.RecvDepth), PollSpin: e.cfg.TCP.PollSpin, Logger: e.log,
 		OnFailover: p.failoverHook(acceptedPolicy(h.Policy, e.cfg.Transport)),
 		AcceptExtra: func(ctx context.Context) (net.Conn, error) {
 			select {
@@ -618,7 +619,7 @@ func (e *Engine) connectOnce(ctx context.Context, p *Peer, exclude map[string]er
 	}
 	ctx, cancel := context.WithTimeout(ctx, e.cfg.HandshakeTimeout)
 	defer cancel()
-	var d net.Dialer
+	d := net.Dialer{Control: e.dialControl}
 	nc, err := d.DialContext(ctx, "tcp", addr)
 	if err != nil {
 		return nil, "", fmt.Errorf("dial %s: %w", addr, err)
@@ -720,7 +721,7 @@ func (e *Engine) connectOnce(ctx context.Context, p *Peer, exclude map[string]er
 	p.setRemote(remote, w.Exports)
 	ep, err = t.Connect(ctx, transport.Params{
 		Role: transport.Dialer, Conn: nc, Local: local, Remote: remote, Host: p.host(),
-		Conns: int(w.Conns), MaxMessage: int(w.MaxMessage), RecvDepth: int(w.RecvDepth), PollSpin: e.cfg.TCP.PollSpin, Congestion: e.cfg.TCP.Congestion, Logger: e.log,
+		Conns: int(w.Conns), MaxMessage: int(w.MaxMessage), RecvDepth: int(w.RecvDepth), PollSpin: e.cfg.TCP.PollSpin, Logger: e.log,
 		OnFailover: p.failoverHook(p.policy),
 		DialExtra:  func(ctx context.Context) (net.Conn, error) { return e.join(ctx, addr, w.Token) },
 	})
@@ -751,7 +752,7 @@ func offered(h *wire.Hello, name string) bool {
 
 // join opens one more connection to an established peer.
 func (e *Engine) join(ctx context.Context, addr string, token [16]byte) (net.Conn, error) {
-	var d net.Dialer
+	d := net.Dialer{Control: e.dialControl}
 	nc, err := d.DialContext(ctx, "tcp", addr)
 	if err != nil {
 		return nil, err

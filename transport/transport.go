@@ -395,7 +395,7 @@ type PeerInfo struct {
 	Blob   []byte   // transport-specific data from the handshake
 }
 
-// Params.Congestion's modes; any other value names an algorithm.
+// The modes of tcp.Config.Congestion; any other value names an algorithm.
 const (
 	// CongestionAuto gives connections to a peer on the same host
 	// SameHostCongestion and leaves the others to the system's default.
@@ -436,11 +436,6 @@ type Params struct {
 	// PollSpin is how long a stream's reader keeps reading a drained socket
 	// before it waits in the poller; 0 or less: it waits at once.
 	PollSpin time.Duration
-
-	// Congestion is the TCP congestion control of the stream's connections:
-	// CongestionAuto (or empty), CongestionSystem, or an algorithm's name
-	// (see tcp.Config.Congestion).
-	Congestion string
 
 	// OnFailover, when set, lets an endpoint whose own data path fails
 	// (rdma: a queue pair in the error state, a failed post, a removed

@@ -138,14 +138,6 @@ func New(ctx context.Context, p transport.Params, opts Options) (*Stream, error)
 		ncs = append(ncs, nc)
 	}
 	for i, nc := range ncs {
-		if err := setCongestion(nc, p.Congestion); err != nil {
-			for _, c := range ncs {
-				c.Close()
-			}
-			return nil, fmt.Errorf("%s: connection %d of %d to %s: tcp.congestion: %w", opts.Name, i+1, len(ncs), peerName(p), err)
-		}
-	}
-	for i, nc := range ncs {
 		// Only the first connection, which carries small operations and
 		// messages, spins on a drained socket (Params.PollSpin): bulk
 		// transfers gain nothing from it.
@@ -164,45 +156,6 @@ func New(ctx context.Context, p transport.Params, opts Options) (*Stream, error)
 		}()
 	}
 	return e, nil
-}
-
-// setCongestion gives a TCP connection the congestion control that mode
-// (transport.Params.Congestion) asks for. Under auto, a connection to
-// another host keeps the system's default, and one to the same host that
-// cannot have reno keeps it too: it works as it is, only slower.
-func setCongestion(nc net.Conn, mode string) error {
-	tc, ok := nc.(*net.TCPConn)
-	if !ok || mode == transport.CongestionSystem {
-		return nil
-	}
-	auto := mode == "" || mode == transport.CongestionAuto
-	name := mode
-	if auto {
-		if !sameHost(tc.LocalAddr(), tc.RemoteAddr()) {
-			return nil
-		}
-		name = transport.SameHostCongestion
-	}
-	rc, err := tc.SyscallConn()
-	if err == nil {
-		err = sys.SetCongestion(rc, name)
-	}
-	if auto {
-		return nil
-	}
-	return err
-}
-
-// sameHost reports whether a connection between local and remote stays on
-// this host: the peer is at a loopback address, or at the address the
-// connection leaves from (one of the host's own).
-func sameHost(local, remote net.Addr) bool {
-	l, ok := local.(*net.TCPAddr)
-	r, ok2 := remote.(*net.TCPAddr)
-	if !ok || !ok2 {
-		return false
-	}
-	return r.IP.IsLoopback() || r.IP.Equal(l.IP)
 }
 
 func peerName(p transport.Params) string {
