@@ -18,6 +18,11 @@ Usage: tools/bench/peers.py [--rounds N] [--seconds S] [--xfer PATH] [--xfer-b P
 Needs: iperf3, qperf, gcc (make bench-peers installs them with apt).
 Only loopback addresses are used.
 
+xfer gives connections between two sockets of one host reno (tcp.congestion:
+auto), where the system's default may be a paced algorithm (BBR). The tcp
+targets compare against iperf3 as it runs by default; the -same-cc rows
+against iperf3 -C reno in the same rounds; the loopback ceiling runs reno.
+
 The 64 B round trip and the 4 KiB READ also give latency targets (the
 latency table of docs/BENCHMARKS.md): xfer's p50, p99 and p99.9, and for
 the round trip sockperf's ping-pong over tcp (--full-rtt: whole round
@@ -57,22 +62,27 @@ def xfer_bench(xfer, args):
     return rows[0]
 
 
-def iperf3_cmd(port, seconds):
-    return ["iperf3", "-c", "127.0.0.1", "-p", str(port), "-t", str(seconds), "-J"]
+# The congestion control xfer gives connections between two sockets of one
+# host (transport.SameHostCongestion): the same-CC peers run with it.
+SAME_HOST_CC = "reno"
 
 
-def iperf3(seconds, port=19301):
+def iperf3_cmd(port, seconds, cc=None):
+    return ["iperf3", "-c", "127.0.0.1", "-p", str(port), "-t", str(seconds), "-J"] + (["-C", cc] if cc else [])
+
+
+def iperf3(seconds, port=19301, cc=None):
     srv = subprocess.Popen(["iperf3", "-s", "-1", "-p", str(port)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         time.sleep(0.5)
-        d = json.loads(run(iperf3_cmd(port, seconds)))
+        d = json.loads(run(iperf3_cmd(port, seconds, cc)))
         return d["end"]["sum_received"]["bits_per_second"] / 8
     finally:
         srv.wait(timeout=10)
 
 
 def tcp_stream_cmd(binary, port):
-    return [binary, "48", str(port)]
+    return [binary, "48", str(port), SAME_HOST_CC]
 
 
 def tcp_stream(binary, port=19304):
@@ -192,6 +202,7 @@ def main():
     for r in range(a.rounds):
         print(f"round {r + 1}/{a.rounds}", file=sys.stderr)
         add("iperf3", iperf3(t_tcp))
+        add("iperf3_cc", iperf3(t_tcp, cc=SAME_HOST_CC))
         xfer(r, "tcp_write_1m", xfer_args("tcp", "write", "1MiB", 4, t_tcp), lambda x: x["bytes_per_sec"])
         add("iperf3", iperf3(t_tcp))
         xfer(r, "tcp_read_1m", xfer_args("tcp", "read", "1MiB", 4, t_tcp), lambda x: x["bytes_per_sec"])
@@ -217,9 +228,11 @@ def main():
 
     peers = {
         "iperf3": results.series(series["iperf3"], " ".join(iperf3_cmd(19301, t_tcp)), "iperf3, one stream"),
+        "iperf3_cc": results.series(series["iperf3_cc"], " ".join(iperf3_cmd(19301, t_tcp, SAME_HOST_CC)),
+                                    f"iperf3, one stream, {SAME_HOST_CC}"),
         "qperf_rtt": results.series(series["qperf_rtt"], " ".join(qperf_cmd(19302, t_tcp)), "qperf tcp_lat × 2"),
         "tcp_stream": results.series(series["tcp_stream"], " ".join(tcp_stream_cmd("bench-out/tcp_stream", 19304)),
-                                     "loopback ceiling (tcp_stream.c)"),
+                                     f"loopback ceiling (tcp_stream.c, {SAME_HOST_CC})"),
     }
     for name in ("1m", "16m"):
         size = 1 << 20 if name == "1m" else 16 << 20
@@ -228,8 +241,16 @@ def main():
     defs = [
         ("tcp-write-1m", "tcp WRITE 1 MiB, depth 4", "B/s", "tcp_write_1m", "iperf3", results.goal(">= 2.0")),
         ("tcp-read-1m", "tcp READ 1 MiB, depth 4", "B/s", "tcp_read_1m", "iperf3", results.goal(">= 2.0")),
+        # iperf3 with the congestion control xfer's same-host connections
+        # run (the system's default may be paced, BBR): shown beside the
+        # goal, not judged.
+        ("tcp-write-1m-same-cc", f"tcp WRITE 1 MiB, depth 4, against iperf3 with {SAME_HOST_CC}", "B/s", "tcp_write_1m",
+         "iperf3_cc", None),
+        ("tcp-read-1m-same-cc", f"tcp READ 1 MiB, depth 4, against iperf3 with {SAME_HOST_CC}", "B/s", "tcp_read_1m",
+         "iperf3_cc", None),
         # What one loopback stream carries here at all, for a program that
-        # does nothing else: shown beside the goal, not judged.
+        # does nothing else, with xfer's congestion control: shown beside
+        # the goal, not judged.
         ("tcp-write-1m-ceiling", "tcp WRITE 1 MiB, depth 4, against the loopback ceiling", "B/s", "tcp_write_1m",
          "tcp_stream", None),
         ("tcp-read-1m-ceiling", "tcp READ 1 MiB, depth 4, against the loopback ceiling", "B/s", "tcp_read_1m",

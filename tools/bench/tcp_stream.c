@@ -2,7 +2,8 @@
  * (docs/BENCHMARKS.md): a thread writes HDR bytes and 1 MiB, 3000 times, with
  * writev; the main thread reads the header, then the payload in reads of at
  * most 256 KiB into 16 rotating 1 MiB buffers, as xfer's read loop does.
- * Usage: tcp_stream HDR PORT   (loopback only) */
+ * Usage: tcp_stream HDR PORT [CC]   (loopback only; CC: the TCP congestion
+ * control of both sockets, set before they connect, as xfer sets its own) */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -21,7 +22,9 @@ static void* writer(void*a){ char*p=mmap(0,N,3,MAP_PRIVATE|MAP_ANONYMOUS,-1,0); 
   for(int i=0;i<iters;i++){ struct iovec v[2]={{h,hdr},{p,N}}; size_t tot=hdr+N, done=0; while(done<tot){ ssize_t n=writev(fdw,v,2); if(n<=0){perror("w");exit(1);} done+=n; size_t m=n; for(int k=0;k<2;k++){ size_t t=m<v[k].iov_len?m:v[k].iov_len; v[k].iov_base=(char*)v[k].iov_base+t; v[k].iov_len-=t; m-=t;} } } return 0;}
 int main(int argc,char**argv){ hdr=atoi(argv[1]);
   int ls=socket(AF_INET,SOCK_STREAM,0); struct sockaddr_in a={.sin_family=AF_INET,.sin_port=htons(atoi(argv[2])),.sin_addr.s_addr=htonl(0x7f000001)}; int one=1; setsockopt(ls,SOL_SOCKET,SO_REUSEADDR,&one,4);
-  bind(ls,(void*)&a,sizeof a); listen(ls,1); fdw=socket(AF_INET,SOCK_STREAM,0); connect(fdw,(void*)&a,sizeof a); fdr=accept(ls,0,0);
+  fdw=socket(AF_INET,SOCK_STREAM,0);
+  if(argc>3 && (setsockopt(ls,IPPROTO_TCP,TCP_CONGESTION,argv[3],strlen(argv[3]))||setsockopt(fdw,IPPROTO_TCP,TCP_CONGESTION,argv[3],strlen(argv[3])))){perror("TCP_CONGESTION");return 1;}
+  bind(ls,(void*)&a,sizeof a); listen(ls,1); connect(fdw,(void*)&a,sizeof a); fdr=accept(ls,0,0);
   char*dst=mmap(0,16*N,3,MAP_PRIVATE|MAP_ANONYMOUS,-1,0); memset(dst,0,16*N); char h[128];
   pthread_t t; double t0=now(); pthread_create(&t,0,writer,0);
   for(int i=0;i<iters;i++){ size_t got=0; while(got<(size_t)hdr){ ssize_t n=read(fdr,h+got,hdr-got); got+=n;} char*d=dst+(i%16)*N; got=0; while(got<N){ size_t want=N-got; if(want>262144)want=262144; ssize_t n=read(fdr,d+got,want); if(n<=0){perror("r");exit(1);} got+=n;} }
