@@ -9,7 +9,9 @@
 # (/usr/bin/python3: a python3 earlier on PATH, e.g. pyenv's, does not see
 # Debian's packages). gcc: cgo builds the C ABI, libxfer.so.
 # libibverbs1 and its providers: the verbs binding's tests load the real
-# library (with no RDMA device here, they check what it says). Go modules
+# library (with no RDMA device here, they check what it says). iproute2:
+# the two-node tests make network namespaces (ip) and read their sockets
+# (ss). Go modules
 # come with `go test` itself.
 # Run as root on a fresh machine (make test runs it); otherwise it says what
 # to install, and the tests that need it skip (or fail under
@@ -21,6 +23,7 @@ command -v etcd >/dev/null 2>&1 || need+=(etcd-server)
 { command -v prometheus && command -v promtool; } >/dev/null 2>&1 || need+=(prometheus)
 [ -x /usr/bin/python3 ] || need+=(python3)
 command -v gcc >/dev/null 2>&1 || need+=(gcc) # cgo builds libxfer.so (make python)
+{ command -v ip && command -v ss; } >/dev/null 2>&1 || need+=(iproute2) # the two-node tests: network namespaces, and ss's view of their sockets
 /sbin/ldconfig -p 2>/dev/null | grep 'libibverbs\.so\.1 ' >/dev/null || need+=(libibverbs1 ibverbs-providers) # not grep -q: its early exit fails the pipe under pipefail
 for m in numpy:python3-numpy torch:python3-torch pytest:python3-pytest pip:python3-pip ensurepip:python3-venv setuptools:python3-setuptools wheel:python3-wheel; do
   /usr/bin/python3 -c "import ${m%%:*}" >/dev/null 2>&1 || need+=("${m#*:}")
