@@ -23,41 +23,40 @@ import (
 // transport.SameHostCongestion; under a name, every connection gets it,
 // and a kernel that refuses it fails the dial.
 func (e *Engine) dialControl(network, address string, c syscall.RawConn) error {
-	name := e.cfg.TCP.Congestion
-	switch name {
-	case transport.CongestionSystem:
-		return nil
-	case "", transport.CongestionAuto:
+	return e.setCongestion(c, func() bool {
 		ap, err := netip.ParseAddrPort(address)
-		if err != nil || !hostAddr(ap.Addr()) {
-			return nil
-		}
-		_ = sys.SetCongestion(c, transport.SameHostCongestion) // the default works too, only slower
-		return nil
-	}
-	if err := sys.SetCongestion(c, name); err != nil {
-		return fmt.Errorf("tcp.congestion: %w", err)
-	}
-	return nil
+		return err == nil && hostAddr(ap.Addr())
+	})
 }
 
 // listenControl is the engine's net.ListenConfig Control: under auto the
 // listener gets transport.SameHostCongestion, which accepted connections
-// from other hosts give back (acceptedCongestion); under a name, every accepted
-// connection gets it, and a kernel that refuses it fails the listen.
+// from other hosts give back (acceptedCongestion); under a name, every
+// accepted connection gets it, and a kernel that refuses it fails the
+// listen.
 func (e *Engine) listenControl(network, address string, c syscall.RawConn) error {
-	name := e.cfg.TCP.Congestion
-	switch name {
+	return e.setCongestion(c, func() bool { return true })
+}
+
+// setCongestion gives the socket behind c the congestion control of
+// tcp.congestion; sameHost tells, under auto, whether its peers are on
+// this host. Under auto a failure is no error: the system's default works
+// too, only slower.
+func (e *Engine) setCongestion(c syscall.RawConn, sameHost func() bool) error {
+	switch name := e.cfg.TCP.Congestion; name {
 	case transport.CongestionSystem:
 		return nil
 	case "", transport.CongestionAuto:
-		_ = sys.SetCongestion(c, transport.SameHostCongestion)
+		if sameHost() {
+			_ = sys.SetCongestion(c, transport.SameHostCongestion)
+		}
+		return nil
+	default:
+		if err := sys.SetCongestion(c, name); err != nil {
+			return fmt.Errorf("tcp.congestion: %w", err)
+		}
 		return nil
 	}
-	if err := sys.SetCongestion(c, name); err != nil {
-		return fmt.Errorf("tcp.congestion: %w", err)
-	}
-	return nil
 }
 
 // acceptedCongestion gives a connection accepted under auto from another host the

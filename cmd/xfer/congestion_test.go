@@ -1,70 +1,12 @@
 package main
 
 import (
-	"bufio"
 	"context"
-	"os"
 	"os/exec"
 	"strings"
 	"testing"
 	"time"
 )
-
-// congestions returns the TCP congestion control of each established
-// connection with an end at port in node A's namespace (a) or node B's, as
-// ss reports it.
-func congestions(t *testing.T, n nodePair, a bool, port string) []string {
-	t.Helper()
-	out, err := n.cmd(context.Background(), a, "ss", "-tinH", "state", "established").Output()
-	if err != nil {
-		t.Fatalf("ss: %v", err)
-	}
-	var got []string
-	lines := strings.Split(string(out), "\n")
-	for i := 0; i+1 < len(lines); i++ {
-		f := strings.Fields(lines[i])
-		if len(f) < 4 || !strings.HasPrefix(lines[i+1], "\t") {
-			continue
-		}
-		if strings.HasSuffix(f[2], ":"+port) || strings.HasSuffix(f[3], ":"+port) {
-			if info := strings.Fields(lines[i+1]); len(info) > 0 {
-				got = append(got, info[0])
-			}
-		}
-		i++
-	}
-	return got
-}
-
-// servePagesIn starts xfer pages serve in node A's namespace (a) or node B's,
-// listening on addr, and returns its address.
-func servePagesIn(t *testing.T, ctx context.Context, n nodePair, a bool, bin, addr string) string {
-	t.Helper()
-	srv := n.cmd(ctx, a, bin, "pages", "serve", "--listen", addr, "--size", "16MiB", "--transport", "tcp")
-	srv.Env = cleanEnv()
-	out, err := srv.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	var serr syncBuffer
-	srv.Stderr = &serr
-	if err := srv.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		srv.Process.Signal(os.Interrupt)
-		srv.Wait()
-	})
-	line, err := bufio.NewReader(out).ReadString('\n')
-	if err != nil {
-		t.Fatalf("pages serve: %v; stderr:\n%s", err, serr.String())
-	}
-	got, ok := strings.CutPrefix(strings.TrimSpace(line), pagesBanner)
-	if !ok {
-		t.Fatalf("pages serve printed %q", line)
-	}
-	return got
-}
 
 // TestTwoNodeCongestion: under tcp.congestion auto, the connections
 // between two hosts (two network namespaces joined by a veth pair) keep
@@ -112,7 +54,7 @@ func TestTwoNodeCongestion(t *testing.T) {
 		// Two hosts: the server on node A, the client on node B. One
 		// host: both on node B.
 		onA := c.want == def
-		addr := servePagesIn(t, ctx, n, onA, bin, c.listen)
+		addr := servePagesIn(t, ctx, n, onA, bin, nil, c.listen, "--size", "16MiB", "--transport", "tcp")
 		_, port, _ := strings.Cut(addr, ":")
 		bench := n.cmd(ctx, false, bin, "pages", "bench", "--peer", addr, "--transport", "tcp", "--duration", "3s", "--depth", "32")
 		bench.Env = cleanEnv()
@@ -124,12 +66,8 @@ func TestTwoNodeCongestion(t *testing.T) {
 		deadline := time.Now().Add(2500 * time.Millisecond)
 		for time.Now().Before(deadline) && (len(server) < 2 || len(client) < 2) {
 			time.Sleep(200 * time.Millisecond)
-			server, client = congestions(t, n, onA, port), congestions(t, n, false, port)
-			if !onA {
-				// One namespace: ss lists both ends; the server's have the
-				// port as their local address.
-				server, client = splitEnds(t, n, port)
-			}
+			server, _ = ends(t, n, onA, port)
+			_, client = ends(t, n, false, port)
 		}
 		if err := bench.Wait(); err != nil {
 			t.Fatalf("%s: pages bench: %v", c.name, err)
@@ -148,12 +86,13 @@ func TestTwoNodeCongestion(t *testing.T) {
 	}
 }
 
-// splitEnds returns, in node B's namespace, the congestion control of the
-// connections whose local port is port (the server's ends) and of those
-// whose peer's is (the client's).
-func splitEnds(t *testing.T, n nodePair, port string) (server, client []string) {
+// ends returns the TCP congestion control of the established
+// connections in node A's namespace (a) or node B's, as ss reports it:
+// of those whose local port is port (a server's ends) and of those whose
+// peer's is (a client's).
+func ends(t *testing.T, n nodePair, a bool, port string) (server, client []string) {
 	t.Helper()
-	out, err := n.cmd(context.Background(), false, "ss", "-tinH", "state", "established").Output()
+	out, err := n.cmd(context.Background(), a, "ss", "-tinH", "state", "established").Output()
 	if err != nil {
 		t.Fatalf("ss: %v", err)
 	}

@@ -113,7 +113,19 @@ func twoNodes(t *testing.T) nodePair {
 // when the test ends.
 func servePagesOn(t *testing.T, ctx context.Context, n nodePair, bin string, env []string, args ...string) string {
 	t.Helper()
-	srv := n.cmd(ctx, true, bin, append([]string{"pages", "serve", "--listen", n.ipA + ":0", "--size", "16MiB", "--stamp"}, args...)...)
+	addr := servePagesIn(t, ctx, n, true, bin, env, n.ipA+":0", append([]string{"--size", "16MiB", "--stamp"}, args...)...)
+	if !strings.HasPrefix(addr, n.ipA+":") {
+		t.Fatalf("pages serve listens on %q, not on %s", addr, n.ipA)
+	}
+	return addr
+}
+
+// servePagesIn starts xfer pages serve in node A's namespace (a) or node
+// B's, listening on listen, and returns its address. The server stops when
+// the test ends.
+func servePagesIn(t *testing.T, ctx context.Context, n nodePair, a bool, bin string, env []string, listen string, args ...string) string {
+	t.Helper()
+	srv := n.cmd(ctx, a, bin, append([]string{"pages", "serve", "--listen", listen}, args...)...)
 	srv.Env = cleanEnv(env...)
 	out, err := srv.StdoutPipe()
 	if err != nil {
@@ -133,7 +145,7 @@ func servePagesOn(t *testing.T, ctx context.Context, n nodePair, bin string, env
 		t.Fatalf("pages serve: %v; stderr:\n%s", err, serr.String())
 	}
 	addr, ok := strings.CutPrefix(strings.TrimSpace(line), pagesBanner)
-	if !ok || !strings.HasPrefix(addr, n.ipA+":") {
+	if !ok {
 		t.Fatalf("pages serve printed %q", line)
 	}
 	return addr
