@@ -59,9 +59,10 @@ func (e *Engine) setCongestion(c syscall.RawConn, sameHost func() bool) error {
 	}
 }
 
-// acceptedCongestion gives a connection accepted under auto from another host the
-// system's default back: only peers on this host get reno. Setting an
-// algorithm on a connection born with reno leaves nothing of reno behind.
+// acceptedCongestion gives a connection accepted under auto from another
+// host the system's default back: only peers on this host get reno.
+// Setting an algorithm on a connection born with reno leaves nothing of
+// reno behind (reno does not pace).
 func (e *Engine) acceptedCongestion(nc net.Conn) {
 	if m := e.cfg.TCP.Congestion; m != "" && m != transport.CongestionAuto {
 		return
@@ -94,7 +95,7 @@ func sameHost(local, remote net.Addr) bool {
 // hostAddr reports whether ip is a loopback address or one of this host's
 // interfaces' addresses.
 func hostAddr(ip netip.Addr) bool {
-	ip = ip.Unmap()
+	ip = ip.Unmap().WithZone("")
 	if ip.IsLoopback() {
 		return true
 	}

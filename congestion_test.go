@@ -183,7 +183,7 @@ func TestSameHost(t *testing.T) {
 		ip   string
 		want bool
 	}{
-		{"127.0.0.1", true}, {"::1", true}, {"::ffff:127.0.0.1", true}, {"0.0.0.0", true},
+		{"127.0.0.1", true}, {"::1", true}, {"::ffff:127.0.0.1", true}, {"0.0.0.0", true}, {"::1%lo", true},
 		{"192.0.2.1", false}, // TEST-NET-1: on no interface
 	} {
 		if got := hostAddr(netip.MustParseAddr(c.ip)); got != c.want {
