@@ -174,6 +174,11 @@ clean:
 .PHONY: vm-setup verbs-check verbs-test
 
 RDMA_VM     = $(CURDIR)/tools/rdma-vm/rdma-vm
+## verbs-test boots a VM again, once, when its guest wedges (no heartbeat for
+## two minutes) or dies without the command's status: the reason and the
+## guest console's tail are printed first. A command that hangs in a live
+## guest is never retried: its own -timeout dumps its goroutines.
+VM_RETRIES ?= 1
 ## The packages run in the VM; internal/testutil checks that the device made
 ## it into the guest. Directories that do not exist yet are left out, so that
 ## go test never fails on a missing pattern.
@@ -194,6 +199,7 @@ verbs-check: vm-setup
 
 ## verbs-test: the verbs packages' tests, once on rxe and once on siw (one VM
 ## per package, one at a time); a test that cannot find verbs fails here.
+verbs-test: export RDMA_VM_RETRIES = $(VM_RETRIES)
 verbs-test: verbs-check
 	@test -n "$(VERBS_PKGS)" || { echo "verbs-test: no packages in $(VERBS_DIRS)"; exit 1; }
 	XFER_REQUIRE_VERBS=1 XFER_TEST_DEVICE=rxe0 $(GO) test -count=1 -timeout 30m -p 1 -exec "$(RDMA_VM) --rxe --" $(VERBS_PKGS)
