@@ -102,26 +102,27 @@ def parse(d, errors, notes, xfer_only=False):
             est = iters * 65536 / 2 / MIB
             if abs(est - avg) > 0.25 * avg:
                 notes.append(f"round {r} {name}: {avg:.1f} MiB/s reported, iterations/2 s give {est:.1f}")
-        elif name == "ib_write_lat":
+        elif name in ("ib_write_lat", "ib_read_lat"):
             tok = perftest_row(text, "t_typical")
             if not tok:
                 errors.append(f"round {r} {name}: no result line")
                 continue
-            add("ib_write_lat_typical_us", r, float(tok[4]))
-            add("ib_write_lat_p99_us", r, float(tok[7]))
+            add(f"{name}_typical_us", r, float(tok[4]))
+            add(f"{name}_p99_us", r, float(tok[7]))
             if len(tok) > 8:
-                add("ib_write_lat_p999_us", r, float(tok[8]))
+                add(f"{name}_p999_us", r, float(tok[8]))
         elif "xfer_" in name:
             row = xfer_row(text, errors, f"round {r} {name}")
             if not row:
                 continue
             variant = next((v for v in VARIANTS if v and name.startswith(v)), "")
             key = name.removeprefix(variant)
-            if key.startswith("xfer_write_8"):
-                add(variant + "xfer_write_8_p50_us", r, row["lat_p50_ns"] / 1e3)
-                add(variant + "xfer_write_8_p99_us", r, row["lat_p99_ns"] / 1e3)
+            if key.startswith(("xfer_write_8", "xfer_read_8")):
+                op = "write" if key.startswith("xfer_write") else "read"
+                add(f"{variant}xfer_{op}_8_p50_us", r, row["lat_p50_ns"] / 1e3)
+                add(f"{variant}xfer_{op}_8_p99_us", r, row["lat_p99_ns"] / 1e3)
                 if "lat_p999_ns" in row:
-                    add(variant + "xfer_write_8_p999_us", r, row["lat_p999_ns"] / 1e3)
+                    add(f"{variant}xfer_{op}_8_p999_us", r, row["lat_p999_ns"] / 1e3)
             else:
                 add(name, r, row["bytes_per_sec"])
         for w in re.findall(r"^.*(?:[Ww]arning|Conflicting).*$", text + read(path + ".srv"), re.M):
@@ -176,6 +177,30 @@ def targets_of(series, series_b, dev, has_b):
             "rdma WRITE 8 B round trip p99, depth 1" + LABELS[variant], "us", results.series(vals(k), cmd),
             results.series(p99, lat, "ib_write_lat 99% × 2") if p99 else None, None,
             xfer_b=results.series(vals(k, series_b)) if has_b else None))
+        # iWARP: the same round trips against perftest's 8 B READ, which
+        # is what an xfer WRITE there waits for (no goal; siw only).
+        rlat = f"ib_read_lat -d {dev} -s 8 -n 1000{cm}"
+        for q, pk, plabel in (("p50", "typical", "t_typical"), ("p99", "p99", "99%")):
+            rvals = vals(f"ib_read_lat_{pk}_us")
+            if not rvals:
+                continue
+            out.append(results.target(
+                f"rdma-{dev[:3]}-write-8-rtt-{q}-vs-read{SUFFIX[variant]}", f"rdma-{dev[:3]}",
+                f"rdma WRITE 8 B round trip {q}, depth 1, against a READ" + LABELS[variant], "us",
+                results.series(vals(f"{variant}xfer_write_8_{q}_us"), cmd),
+                results.series(rvals, rlat, f"ib_read_lat -s 8 {plabel}"), None,
+                xfer_b=results.series(vals(f"{variant}xfer_write_8_{q}_us", series_b)) if has_b else None))
+        # xfer's own 8 B READ against perftest's (siw only).
+        rcmd = f"{ENV[variant]}xfer bench --transport rdma --op read --size 8 --depth 1 --iters 2000 --json"
+        for q, pk, plabel in (("p50", "typical", "t_typical"), ("p99", "p99", "99%")):
+            rvals, xvals = vals(f"ib_read_lat_{pk}_us"), vals(f"{variant}xfer_read_8_{q}_us")
+            if not rvals or not xvals:
+                continue
+            out.append(results.target(
+                f"rdma-{dev[:3]}-read-8-rtt-{q}{SUFFIX[variant]}", f"rdma-{dev[:3]}",
+                f"rdma READ 8 B round trip {q}, depth 1" + LABELS[variant], "us",
+                results.series(xvals, rcmd), results.series(rvals, rlat, f"ib_read_lat -s 8 {plabel}"), None,
+                xfer_b=results.series(vals(f"{variant}xfer_read_8_{q}_us", series_b)) if has_b else None))
         # The latency table: the three percentiles of both, perftest's doubled.
         xlat = {q: med(vals(f"{variant}xfer_write_8_{q}")) for q in results.LATENCY_KEYS}
         plat = {"p50_us": med(p50), "p99_us": med(p99), "p999_us": med(p999)}
@@ -232,6 +257,13 @@ def main():
             print(f"| rdma WRITE 8 B round trip p99{LABELS[variant]} | {med[f'{variant}xfer_write_8_p99_us']:.1f} µs "
                   f"| ib_write_lat 99% × 2 | {2 * med['ib_write_lat_p99_us']:.1f} µs | "
                   f"{med[f'{variant}xfer_write_8_p99_us'] / (2 * med['ib_write_lat_p99_us']):.2f} | (none) | |")
+        for q, pk, plabel in (("p50", "typical", "t_typical"), ("p99", "p99", "99%")):
+            p = med.get(f"ib_read_lat_{pk}_us")
+            for op, label in (("write", "WRITE 8 B round trip {q}, against a READ"), ("read", "READ 8 B round trip {q}")):
+                x = med.get(f"{variant}xfer_{op}_8_{q}_us")
+                if x is not None and p is not None:
+                    print(f"| rdma {label.format(q=q)}{LABELS[variant]} | {x:.1f} µs "
+                          f"| ib_read_lat -s 8 {plabel} | {p:.1f} µs | {x / p:.2f} | (none) | |")
 
     print("\nPer-round values (MB/s = 10^6 B/s; latencies in µs):\n")
     for k in sorted(series):

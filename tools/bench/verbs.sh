@@ -22,7 +22,13 @@
 #   ib_read_bw  -d DEV [-x 1] -s 65536 -D 2
 #   xfer bench --transport rdma --op read  --size 64KiB --duration 2s --depth D --json   (each D)
 #   ib_write_lat -d DEV [-x 1] -s 8 -n 1000
+#   ib_read_lat -d DEV -s 8 -n 1000                (siw0 only: see below)
+#   xfer bench --transport rdma --op read --size 8 --depth 1 --iters 2000 --json   (siw0 only)
 #   xfer bench --transport rdma --op write --size 8 --depth 1 --iters 2000 --json
+# On siw0 an xfer WRITE ends with a 1-byte READ (iWARP completes a WRITE once
+# its data has left, not once it is placed), so the 8 B round trip is also
+# shown against ib_read_lat's, the floor of a READ's round trip, and xfer's
+# own 8 B READ against ib_read_lat (no goals).
 # With --xfer-b, every xfer run is made with both binaries, one right after
 # the other, A first in odd rounds and B first in even ones (an A/B in one
 # VM run, tools/bench/ab.sh); the second binary's outputs go to
@@ -219,6 +225,15 @@ for r in $(seq 1 "$ROUNDS"); do
     fi
   done
   peer "r$r-ib_write_lat" ib_write_lat -d $DEV -s 8 -n 1000
+  # iWARP: xfer ends each WRITE with a 1-byte READ (a WRITE completes once
+  # its data has left), so its round trip is a READ's: perftest's 8 B READ
+  # is the floor to compare it with.
+  # xfer's own 8 B READ beside it splits xfer's round trip into what the
+  # READ costs xfer and what the WRITE in front of it adds.
+  case "$DEV" in siw*)
+    peer "r$r-ib_read_lat" ib_read_lat -d $DEV -s 8 -n 1000
+    xb "r$r-xfer_read_8_d1" --op read --size 8 --depth 1 --iters 2000 ;;
+  esac
   xb "r$r-xfer_write_8_d1" --op write --size 8 --depth 1 --iters 2000
   if [ "$EVENTS" = 1 ]; then
     XFER_RDMA_USE_EVENT_CHANNEL=true xb "r$r-events-xfer_write_8_d1" --op write --size 8 --depth 1 --iters 2000
