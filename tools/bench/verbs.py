@@ -201,6 +201,14 @@ def targets_of(series, series_b, dev, has_b):
                 f"rdma READ 8 B round trip {q}, depth 1" + LABELS[variant], "us",
                 results.series(xvals, rcmd), results.series(rvals, rlat, f"ib_read_lat -s 8 {plabel}"), None,
                 xfer_b=results.series(vals(f"{variant}xfer_read_8_{q}_us", series_b)) if has_b else None))
+        if vals(f"{variant}xfer_read_8_p50_us") and vals("ib_read_lat_typical_us"):
+            out.append(results.latency_target(
+                f"rdma-{dev[:3]}-read-8-rtt{SUFFIX[variant]}", f"rdma-{dev[:3]}",
+                "rdma READ 8 B round trip, depth 1" + LABELS[variant],
+                results.series([], rcmd, latency={q: med(vals(f"{variant}xfer_read_8_{q}")) for q in results.LATENCY_KEYS}),
+                results.series([], rlat, "ib_read_lat -s 8 (t_typical, 99%, 99.9%)", latency={
+                    "p50_us": med(vals("ib_read_lat_typical_us")), "p99_us": med(vals("ib_read_lat_p99_us")),
+                    "p999_us": med(vals("ib_read_lat_p999_us"))})))
         # The latency table: the three percentiles of both, perftest's doubled.
         xlat = {q: med(vals(f"{variant}xfer_write_8_{q}")) for q in results.LATENCY_KEYS}
         plat = {"p50_us": med(p50), "p99_us": med(p99), "p999_us": med(p999)}

@@ -63,6 +63,11 @@ class LatencyTest(unittest.TestCase):
         self.assertAlmostEqual(t["xfer"]["median"], 11.5)
         self.assertAlmostEqual(t["peer"]["median"], 9.01)
         self.assertAlmostEqual(ts["rdma-siw-read-8-rtt-p99"]["xfer"]["median"], 21.0)
+        # And in the latency table, against perftest's READ, not doubled.
+        t = ts["rdma-siw-read-8-rtt"]
+        self.assertEqual(t["table"], "latency")
+        self.assertEqual(t["xfer"]["latency"]["p50_us"], 11.5)
+        self.assertEqual(t["peer"]["latency"], {"p50_us": 9.01, "p99_us": 17.05, "p999_us": 40.13})
         # ib_write_lat's rows are unchanged beside them.
         self.assertAlmostEqual(ts["rdma-siw-write-8-rtt-p50"]["peer"]["median"], 16.02)
         # No ib_read_lat, no such rows (rxe).
