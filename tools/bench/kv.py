@@ -20,6 +20,11 @@ runs. --secret-file-b FILE gives B's server and clients the shared secret in
 FILE (A runs without one): with the same binary as --xfer and --xfer-b, an
 A/B of what authentication costs.
 
+For the tcp GET of 1 MiB with one client, each round also runs the loopback
+floor, tools/bench/tcp_pingpong.c with reno (48-byte requests answered by
+48 B + 1 MiB on blocking sockets: what no request/response over TCP beats
+here), right after Redis: the kv-tcp-get-1m-c1-floor target (no goal).
+
 --requests grpc sends the requests as gRPC calls (the default, data, sends
 them on the data plane); its targets' ids end in -grpc.
 
@@ -184,20 +189,50 @@ def serve(xfer, transport, offset, extra=()):
     return srv
 
 
-def interleave(binaries, rounds, transport, op, size, conc, requests):
+def interleave(binaries, rounds, transport, op, size, conc, requests, floor=None):
     """ROUNDS interleaved rounds of each binary and Redis (A, Redis, B; then B, Redis, A; ...):
-    each binary's results (by its key) and Redis's."""
+    each binary's results (by its key) and Redis's; with floor (a function), also its result
+    each round, right after Redis's."""
     xs = {w[0]: [] for w in binaries}
-    rs = []
+    rs, fs = [], []
     for r in range(rounds):
         order = binaries if r % 2 == 0 else binaries[::-1]
         first = order[0]
         xs[first[0]].append(xfer_run(first[1], xfer_args(KV_PORT + first[2], transport, op, size, conc, requests,
                                                          first[3])))
         rs.append(redis_run(op, size, conc))
+        if floor:
+            fs.append(floor())
         for w, path, offset, extra in order[1:]:
             xs[w].append(xfer_run(path, xfer_args(KV_PORT + offset, transport, op, size, conc, requests, extra)))
-    return xs, rs
+    return (xs, rs, fs) if floor else (xs, rs)
+
+
+# The loopback floor of a one-client 1 MiB GET over TCP: tools/bench/tcp_pingpong.c
+# (48-byte requests answered by 48 B + 1 MiB on blocking sockets), with the
+# congestion control xfer gives a peer on the same host.
+FLOOR_PORT, SAME_HOST_CC = 19354, "reno"
+
+
+def floor_cmd(binary):
+    return [binary, str(FLOOR_PORT), SAME_HOST_CC]
+
+
+def parse_pingpong(out):
+    """ops/s, p50, p99 and p99.9 (µs) of tcp_pingpong's line."""
+    m = re.search(r"([\d.]+) ops/s .* p50 ([\d.]+) us p99 ([\d.]+) us p99\.9 ([\d.]+) us", out)
+    if not m:
+        raise ValueError(f"tcp_pingpong printed no result: {out.strip()[-300:]}")
+    ops, p50, p99, p999 = map(float, m.groups())
+    return {"ops_per_sec": ops, "bytes_per_sec": ops * (1 << 20), "p50_us": p50, "p99_us": p99, "p999_us": p999}
+
+
+def floor_run(binary):
+    out = run(floor_cmd(binary))
+    try:
+        return parse_pingpong(out)
+    except ValueError as e:
+        sys.exit(f"kv.py: {shlex.join(floor_cmd(binary))}: {e}")
 
 
 @contextlib.contextmanager
@@ -311,6 +346,10 @@ def main():
     binaries = [("a", args.xfer, 0, ())] + ([("b", args.xfer_b, B_OFFSET, b_extra)] if args.xfer_b else [])
     redis = subprocess.Popen(["redis-server", "--port", str(REDIS_PORT), "--bind", "127.0.0.1", "--save", "",
                               "--appendonly", "no"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    pingpong = os.path.join(ROOT, "bench-out", "tcp_pingpong")
+    if "tcp" in args.transports.split(","):
+        os.makedirs(os.path.dirname(pingpong), exist_ok=True)
+        subprocess.run(["gcc", "-O2", "-o", pingpong, os.path.join(HERE, "tcp_pingpong.c")], check=True)
     rows, targets = [], []
     try:
         time.sleep(0.5)
@@ -319,7 +358,13 @@ def main():
                 for op in ("get", "put"):
                     for size in (4096, 1 << 20):
                         for conc in (1, 16):
-                            xs, rs = interleave(binaries, args.rounds, transport, op, size, conc, args.requests)
+                            floor = (transport == "tcp" and op == "get" and size == 1 << 20 and conc == 1
+                                     and args.requests == "data")
+                            if floor:
+                                xs, rs, fs = interleave(binaries, args.rounds, transport, op, size, conc,
+                                                        args.requests, lambda: floor_run(pingpong))
+                            else:
+                                xs, rs = interleave(binaries, args.rounds, transport, op, size, conc, args.requests)
                             med = lambda l, k: statistics.median(x[k] for x in l)
                             row = {"transport": transport, "op": op, "size": size, "conc": conc,
                                    "xfer_gomaxprocs": procs, "xfer": xs["a"], "redis": rs}
@@ -340,6 +385,14 @@ def main():
                                           "kv" if transport != "rdma" else "kv-rdma", label, "ops/s", "ops_per_sec",
                                           xs, rs, xcmd, redis_args(op, size, conc), "redis-benchmark", g)
                             targets.append(t)
+                            if floor:
+                                # What no request/response over loopback TCP can beat here (no goal).
+                                targets.append(kv_target(
+                                    t["id"] + "-floor", "kv", label + ", against the loopback floor", "ops/s",
+                                    "ops_per_sec", xs, fs, xcmd, floor_cmd("bench-out/tcp_pingpong"),
+                                    f"loopback floor (tcp_pingpong.c, {SAME_HOST_CC})", None))
+                                print(f"  loopback floor: {statistics.median(f['ops_per_sec'] for f in fs):.0f} ops/s",
+                                      flush=True)
                             print(f"{transport} {op} {size} c={conc}: xfer {row['xfer_ops_per_sec']:.0f} ops/s "
                                   f"redis {row['redis_ops_per_sec']:.0f} ops/s ratio "
                                   f"{row['xfer_ops_per_sec'] / row['redis_ops_per_sec']:.2f}", flush=True)

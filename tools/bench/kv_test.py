@@ -90,5 +90,19 @@ class RedisBenchmarkTest(unittest.TestCase):
                     kv.parse_redis_benchmark(out)
 
 
+
+class PingpongTest(unittest.TestCase):
+    def test_line(self):
+        r = kv.parse_pingpong("c1 1MiB ping-pong: 7947 ops/s 8.33 GB/s p50 119 us p99 161 us p99.9 2708 us\n")
+        self.assertEqual(r, {"ops_per_sec": 7947.0, "bytes_per_sec": 7947.0 * (1 << 20), "p50_us": 119.0,
+                             "p99_us": 161.0, "p999_us": 2708.0})
+
+    def test_no_line(self):
+        for out in ("", "TCP_CONGESTION: No such file or directory\n",
+                    "c1 1MiB ping-pong: 7947 ops/s 8.33 GB/s p50 119 us p99 161 us\n"):
+            with self.subTest(out), self.assertRaises(ValueError):
+                kv.parse_pingpong(out)
+
+
 if __name__ == "__main__":
     unittest.main()
