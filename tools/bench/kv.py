@@ -191,8 +191,8 @@ def serve(xfer, transport, offset, extra=()):
 
 def interleave(binaries, rounds, transport, op, size, conc, requests, floor=None):
     """ROUNDS interleaved rounds of each binary and Redis (A, Redis, B; then B, Redis, A; ...):
-    each binary's results (by its key) and Redis's; with floor (a function), also its result
-    each round, right after Redis's."""
+    each binary's results (by its key), Redis's, and floor's (a function run each round right
+    after Redis; none without it)."""
     xs = {w[0]: [] for w in binaries}
     rs, fs = [], []
     for r in range(rounds):
@@ -205,7 +205,7 @@ def interleave(binaries, rounds, transport, op, size, conc, requests, floor=None
             fs.append(floor())
         for w, path, offset, extra in order[1:]:
             xs[w].append(xfer_run(path, xfer_args(KV_PORT + offset, transport, op, size, conc, requests, extra)))
-    return (xs, rs, fs) if floor else (xs, rs)
+    return xs, rs, fs
 
 
 # The loopback floor of a one-client 1 MiB GET over TCP: tools/bench/tcp_pingpong.c
@@ -270,7 +270,7 @@ def tail_pass(args, binaries, targets):
                 continue
             with serving(binaries, transport):
                 for op in ("get", "put"):
-                    xs, rs = interleave(binaries, args.rounds, transport, op, 4096, 16, args.requests)
+                    xs, rs, _ = interleave(binaries, args.rounds, transport, op, 4096, 16, args.requests)
                     xcmd = (f"GOMAXPROCS={args.tail_procs} xfer "
                             + shlex.join(xfer_args(KV_PORT, transport, op, 4096, 16, args.requests)))
                     name = (f"{transport} {op.upper()}{' (SET)' if op == 'put' else ''} 4 KiB, 16 clients, p99, "
@@ -360,11 +360,8 @@ def main():
                         for conc in (1, 16):
                             floor = (transport == "tcp" and op == "get" and size == 1 << 20 and conc == 1
                                      and args.requests == "data")
-                            if floor:
-                                xs, rs, fs = interleave(binaries, args.rounds, transport, op, size, conc,
-                                                        args.requests, lambda: floor_run(pingpong))
-                            else:
-                                xs, rs = interleave(binaries, args.rounds, transport, op, size, conc, args.requests)
+                            xs, rs, fs = interleave(binaries, args.rounds, transport, op, size, conc, args.requests,
+                                                    (lambda: floor_run(pingpong)) if floor else None)
                             med = lambda l, k: statistics.median(x[k] for x in l)
                             row = {"transport": transport, "op": op, "size": size, "conc": conc,
                                    "xfer_gomaxprocs": procs, "xfer": xs["a"], "redis": rs}
