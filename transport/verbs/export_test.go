@@ -72,18 +72,33 @@ func opened(t *Transport) *device {
 	return t.dev
 }
 
-// eachQP calls f with every QP of the transport's endpoints.
+// eachQP calls f with every QP of the transport's endpoints that are not
+// released. It holds each endpoint's life lock, as the endpoint's own posts
+// do: an endpoint whose path failed destroys its QPs meanwhile (move), and
+// a QP must not be used once destroyed. The device's lock is not held
+// then, since posters take it under the life lock.
 func eachQP(t *Transport, f func(*ibv.QP)) {
 	d := opened(t)
 	if d == nil {
 		return
 	}
 	d.mu.Lock()
-	defer d.mu.Unlock()
+	eps := make([]*Endpoint, 0, len(d.eps))
 	for e := range d.eps {
-		for _, q := range e.qps {
-			f(q.qp)
-		}
+		eps = append(eps, e)
+	}
+	d.mu.Unlock()
+	for _, e := range eps {
+		func() {
+			e.life.RLock()
+			defer e.life.RUnlock()
+			if e.released {
+				return
+			}
+			for _, q := range e.qps {
+				f(q.qp)
+			}
+		}()
 	}
 }
 
