@@ -16,7 +16,7 @@
 //
 //	go run ./tools/layering [-v] [-tests] [packages]
 //
-// -v lists every back-pointing use and every two-way pair of root files.
+// -v lists every back-pointing use (with the first names it is made of) and every two-way pair of root files.
 // The packages default to ./... ; test files are left out unless -tests.
 package main
 
@@ -29,6 +29,7 @@ import (
 	"go/types"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 
@@ -78,6 +79,7 @@ func run(patterns []string, tests, verbose bool) error {
 	var module string
 	g := newGraph()
 	seen := map[string]bool{}
+	why := map[[2]string][]string{} // the first names each use is made of
 	for _, p := range pkgs {
 		if p.Module != nil && module == "" {
 			module = p.Module.Path
@@ -105,6 +107,10 @@ func run(patterns []string, tests, verbose bool) error {
 				def := rel(pos.Filename)
 				if def != name && strings.HasSuffix(def, ".go") && (tests || !strings.HasSuffix(def, "_test.go")) {
 					g.edge(name, def)
+					k := [2]string{name, def}
+					if len(why[k]) < 4 && !slices.Contains(why[k], obj.Name()) {
+						why[k] = append(why[k], obj.Name())
+					}
 				}
 			})
 		}
@@ -144,7 +150,7 @@ func run(patterns []string, tests, verbose bool) error {
 	fmt.Printf("non-test lines: root %d, cmd/xfer %d\n", lines(cwd, "."), lines(cwd, "cmd/xfer"))
 	if verbose {
 		for _, b := range back {
-			fmt.Printf("back  %s -> %s\n", b[0], b[1])
+			fmt.Printf("back  %s -> %s (%s)\n", b[0], b[1], strings.Join(why[b], ", "))
 		}
 		for _, p := range twoWay {
 			fmt.Printf("both  %s <-> %s\n", p[0], p[1])
