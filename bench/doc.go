@@ -10,14 +10,18 @@
 //     or cluster; the driver of xfer kv bench.
 //   - Pages (pages.go): page fetches, one READ each, from a page server;
 //     the driver of xfer pages bench.
+//   - Tensors (tensors.go): one side, producer or consumer, of tensors put
+//     and got through the connector across hosts; the driver of xfer
+//     transfer.
 //
 // A driver's errors name the command's flags where a flag is the fix
 // (--memory-mb, --pages): the command prints them as they are.
 //
 // Threading: a Runner runs one Run or Measure at a time; its Completed may
 // be called from another goroutine while it runs. KV and Pages start their
-// own workers and return when they are done. Lifetimes: a Runner's buffers
+// own workers and return when they are done; Tensors calls Each on the
+// caller's goroutine, one transfer at a time. Lifetimes: a Runner's buffers
 // come from the caller's engine and live as it does; KV frees the buffers
-// it takes from its clients' engines, and Pages closes the client it
-// opens.
+// it takes from its clients' engines, and Pages and Tensors close the
+// client or connector they open.
 package bench
