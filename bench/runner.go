@@ -68,6 +68,10 @@ type Runner struct {
 	done  atomic.Int64
 }
 
+// NewRunner returns a Runner of op (OpWrite, OpRead or OpSend) on peer,
+// into or from remote, with one worker per buffer of bufs; checks, when not
+// nil, are the workers' buffers for verifying every operation (write and
+// read only), as large as bufs'.
 func NewRunner(peer Transferer, op string, remote xfer.RegionDesc, bufs, checks [][]byte) *Runner {
 	r := &Runner{peer: peer, op: op, remote: remote, bufs: bufs, checks: checks, verify: checks != nil}
 	for range bufs {
