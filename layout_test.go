@@ -136,7 +136,10 @@ var layers = map[string][]string{
 	"latency": {},
 	// The call bound of the KV client's and the connector's calls.
 	"callbound": {},
-	"cmd":       {"", "mem", "transport", "probe", "kv", "connector", "pages", "directory", "config", "bytesize", "cputime", "latency"},
+	// The benchmark drivers of the commands, above the services they
+	// measure: the public API, the services and the leaves.
+	"bench": {"", "mem", "kv", "connector", "pages", "directory", "bytesize", "cputime", "latency"},
+	"cmd":   {"", "mem", "transport", "probe", "kv", "connector", "pages", "directory", "config", "bytesize", "cputime", "latency", "bench"},
 	// The project's own helpers: tools/bench/regmr measures ibv_reg_mr
 	// through the binding itself, so tools may use internal packages.
 	"tools": {"", "mem", "transport", "probe", "internal/"},
@@ -286,6 +289,7 @@ func TestCheckLayout(t *testing.T) {
 			m("connector/transferctl"), "github.com/spf13/cobra"},
 		"connector/transferctl": {m("connector")},
 		"cputime":               {m("internal/sys")},
+		"bench":                 {m(""), m("kv"), m("pages"), m("connector/transferctl"), m("cputime"), m("latency"), m("bytesize")},
 		"cmd/libxfer":           {"C", m("connector"), m("config")},
 		"config":                {m(""), m("connector"), m("mem"), "gopkg.in/yaml.v3", "encoding/json"},
 	}
@@ -321,6 +325,9 @@ func TestCheckLayout(t *testing.T) {
 		{"cmd/xfer", "gopkg.in/yaml.v3", "commands decode no YAML"},
 		{"cmd/libxfer", "sigs.k8s.io/yaml", "commands decode no YAML"},
 		{"config", m("kv"), "against the layering"},
+		{"bench", m("config"), "against the layering"},
+		{"bench", m("transport/tcp"), "against the layering"},
+		{"kv", m("bench"), "services use the public xfer API"},
 		{"config", m("transport/verbs"), "against the layering"},
 		{"connector", m("config"), "services use the public xfer API"},
 		{".", m("config"), "against the layering"},

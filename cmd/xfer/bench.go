@@ -13,14 +13,13 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/xferio/xfer"
+	"github.com/xferio/xfer/bench"
 	"github.com/xferio/xfer/bytesize"
 	"github.com/xferio/xfer/cputime"
 )
 
 const (
 	defaultSizes = "64,4KiB,64KiB,1MiB,16MiB"
-	// warmupOps operations run before each size's measurement, uncounted.
-	warmupOps = 50
 	// maxDepth bounds --depth: each worker holds buffers and a histogram
 	// of some 200 KiB.
 	maxDepth = 256
@@ -75,7 +74,7 @@ func newBenchCmd(g *globals) *cobra.Command {
 			}
 			defer ops.Close()
 			g.ops = ops
-			return bench(cmd.Context(), g, cfg, plan)
+			return runBench(cmd.Context(), g, cfg, plan)
 		},
 	}
 	fs := cmd.Flags()
@@ -86,7 +85,7 @@ func newBenchCmd(g *globals) *cobra.Command {
 	directoryTLSFlags(fs)
 	fs.String("transport", string(xfer.PolicyAuto), "transport `policy`: "+policies)
 	addOpTimeoutFlag(fs)
-	fs.StringVar(&f.op, "op", opWrite, "operation: write, read or send")
+	fs.StringVar(&f.op, "op", bench.OpWrite, "operation: write, read or send")
 	fs.StringVar(&f.sizes, "size", defaultSizes, "comma-separated message `sizes` (64, 4KiB, 1MiB, ...)")
 	fs.DurationVar(&f.duration, "duration", 2*time.Second, "how long to run each size")
 	fs.Int64Var(&f.iters, "iters", 0, "operations per size, in all (overrides --duration)")
@@ -110,7 +109,7 @@ type benchPlan struct {
 	sizes    []int64
 	maxSize  int64
 	depth    int
-	lim      limit
+	lim      bench.Limit
 	verify   bool
 	json     bool
 	plot     string
@@ -120,11 +119,11 @@ type benchPlan struct {
 func (f benchFlags) plan(itersSet bool) (benchPlan, error) {
 	p := benchPlan{peer: f.peer, peerNode: f.peerNode, op: f.op, depth: f.depth, verify: f.verify, json: f.json, plot: f.plot}
 	switch f.op {
-	case opWrite, opRead, opSend:
+	case bench.OpWrite, bench.OpRead, bench.OpSend:
 	default:
 		return p, fmt.Errorf("--op %q: must be write, read or send", f.op)
 	}
-	if f.verify && f.op == opSend {
+	if f.verify && f.op == bench.OpSend {
 		return p, errors.New("--verify works with write and read")
 	}
 	var err error
@@ -145,11 +144,11 @@ func (f benchFlags) plan(itersSet bool) (benchPlan, error) {
 		if f.iters < 1 {
 			return p, fmt.Errorf("--iters %d: must be at least 1", f.iters)
 		}
-		p.lim = limit{iters: f.iters}
+		p.lim = bench.Limit{Iters: f.iters}
 	case f.duration <= 0:
 		return p, fmt.Errorf("--duration %v: must be positive", f.duration)
 	default:
-		p.lim = limit{dur: f.duration}
+		p.lim = bench.Limit{Dur: f.duration}
 	}
 	if f.plot != "" {
 		if _, err := plotFormat(f.plot); err != nil {
@@ -166,18 +165,18 @@ func (f benchFlags) plan(itersSet bool) (benchPlan, error) {
 // and a remote slot of the largest size per operation in flight, doubled
 // for headroom, in MiB, at least minPoolMB.
 func defaultPoolMB(depth int, maxSize int64) int {
-	need := 2 * int64(depth) * slotStride(maxSize)
+	need := 2 * int64(depth) * bench.SlotStride(maxSize)
 	return max(minPoolMB, int((need+(1<<20)-1)>>20))
 }
 
-// bench runs the benchmark described by plan with the engine configuration
-// cfg, printing results to g.stdout.
-func bench(ctx context.Context, g *globals, cfg xfer.Config, plan benchPlan) (err error) {
+// runBench runs the benchmark described by plan with the engine
+// configuration cfg, printing results to g.stdout.
+func runBench(ctx context.Context, g *globals, cfg xfer.Config, plan benchPlan) (err error) {
 	defer func() {
 		if err != nil && ctx.Err() != nil {
 			err = fmt.Errorf("interrupted (%w)", err)
 		}
-		if err != nil && plan.op == opSend && errors.Is(err, xfer.ErrTooLarge) {
+		if err != nil && plan.op == bench.OpSend && errors.Is(err, xfer.ErrTooLarge) {
 			// The connection's limit is the smaller of both sides'.
 			err = fmt.Errorf("%w\nsends of %s need max_message of at least that on both sides: --max-message %d here, and on the peer xfer serve --max-message %d (or max_message in their configs)",
 				err, bytesize.Format(plan.maxSize), plan.maxSize, plan.maxSize)
@@ -186,7 +185,7 @@ func bench(ctx context.Context, g *globals, cfg xfer.Config, plan benchPlan) (er
 	if cfg.MemoryMB == 0 {
 		cfg.MemoryMB = defaultPoolMB(plan.depth, plan.maxSize)
 	}
-	if plan.op == opSend {
+	if plan.op == bench.OpSend {
 		// Both sides must accept messages of the largest size.
 		switch {
 		case plan.maxSize > xfer.MaxMaxMessage:
@@ -238,38 +237,38 @@ func bench(ctx context.Context, g *globals, cfg xfer.Config, plan benchPlan) (er
 	if !ok {
 		return fmt.Errorf("peer %s exports no region named %q: is it an xfer serve?", addr, defaultRegionName)
 	}
-	if need := int64(plan.depth) * slotStride(plan.maxSize); plan.op != opSend && need > int64(remote.Len) {
+	if need := int64(plan.depth) * bench.SlotStride(plan.maxSize); plan.op != bench.OpSend && need > int64(remote.Len) {
 		return fmt.Errorf("--depth %d × %s needs %s in the peer's region, which has %s: give the peer a larger --memory-mb",
 			plan.depth, bytesize.Format(plan.maxSize), bytesize.Format(need), bytesize.Format(int64(remote.Len)))
 	}
 	g.log.Info("bench", "peer", addr, "transport", p.Transport(), "op", plan.op, "depth", plan.depth)
 
-	bufs, err := allocBuffers(e, plan.depth, plan.maxSize, cfg.MemoryMB)
+	bufs, err := bench.AllocBuffers(e, plan.depth, plan.maxSize, cfg.MemoryMB)
 	if err != nil {
 		return err
 	}
 	if e.DefaultRegion().Location().IsHost() {
 		for _, b := range bufs {
-			populate(b)
+			bench.Populate(b)
 		}
 	}
 	var checks [][]byte
 	if plan.verify {
-		if checks, err = allocBuffers(e, plan.depth, plan.maxSize, cfg.MemoryMB); err != nil {
+		if checks, err = bench.AllocBuffers(e, plan.depth, plan.maxSize, cfg.MemoryMB); err != nil {
 			return err
 		}
 	}
-	r := newRunner(p, plan.op, remote, bufs, checks)
+	r := bench.NewRunner(p, plan.op, remote, bufs, checks)
 	if !e.DefaultRegion().Location().IsHost() {
 		// The buffers are GPU memory: patterns are made and checked in
 		// host memory and copied over.
-		r.onDevice(e.Copy, plan.maxSize)
+		r.OnDevice(e.Copy, plan.maxSize)
 	}
 
 	out := &resultWriter{w: g.stdout, json: plan.json}
-	var results []sizeResult
+	var results []bench.Result
 	for _, size := range plan.sizes {
-		res, err := measure(ctx, g, r, cpu, plan, size)
+		res, err := r.Measure(ctx, size, plan.lim, cpu, progressOn(g.stderr))
 		if err != nil {
 			return err
 		}
@@ -294,52 +293,6 @@ func bench(ctx context.Context, g *globals, cfg xfer.Config, plan benchPlan) (er
 		return writePlot(plan.plot, results)
 	}
 	return nil
-}
-
-// measure warms up, then runs one size and summarises it.
-func measure(ctx context.Context, g *globals, r *runner, cpu cputime.Meter, plan benchPlan, size int64) (sizeResult, error) {
-	if _, _, _, err := r.run(ctx, size, limit{iters: warmupOps}); err != nil {
-		return sizeResult{}, fmt.Errorf("warm-up: %w", err)
-	}
-	cpu0, ok0 := cpu.Read()
-	hide := showProgress(g.stderr, fmt.Sprintf("%s %s", plan.op, bytesize.Format(size)), plan.lim, r.completed)
-	ops, elapsed, lat, err := r.run(ctx, size, plan.lim)
-	hide()
-	cpu1, ok1 := cpu.Read()
-	if err != nil {
-		return sizeResult{}, err
-	}
-	res := newSizeResult(plan.op, size, ops, elapsed, lat)
-	res.CPU, res.CPUKnown = cpu1-cpu0, ok0 && ok1
-	res.Verified = plan.verify // every operation was checked, or err is set
-	return res, nil
-}
-
-// populate writes a pattern into every page of b. Memory that was mapped
-// and never written reads as the kernel's one shared page of zeros: a
-// WRITE from it, or a READ from a target's, would copy from a page that
-// sits in the CPU's cache, and measure a cache instead of memory. So the
-// buffers a benchmark sends from, and the region xfer serve exports, hold
-// real pages, as an application's data does.
-func populate(b []byte) {
-	fillPattern(b[:min(len(b), 4096)], 1) // the first page, then copies of it
-	for n := 4096; n < len(b); n *= 2 {
-		copy(b[n:], b[:n])
-	}
-}
-
-// allocBuffers allocates n buffers of size bytes from e's pool; they live
-// until e is closed.
-func allocBuffers(e *xfer.Engine, n int, size int64, poolMB int) ([][]byte, error) {
-	bufs := make([][]byte, n)
-	for i := range bufs {
-		b, err := e.Alloc(int(size))
-		if err != nil {
-			return nil, fmt.Errorf("allocate buffer %d of %s from the %d MiB pool: %w (raise --memory-mb)", i+1, bytesize.Format(size), poolMB, err)
-		}
-		bufs[i] = b.Bytes()[:size]
-	}
-	return bufs, nil
 }
 
 // startLocalTarget starts "xfer serve" on 127.0.0.1 with the same engine

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/schollz/progressbar/v3"
+	"github.com/xferio/xfer/bench"
 	"golang.org/x/term"
 )
 
@@ -29,7 +30,7 @@ type jsonRecord struct {
 	Verified    bool     `json:"verified"`
 }
 
-func newJSONRecord(r sizeResult) jsonRecord {
+func newJSONRecord(r bench.Result) jsonRecord {
 	rec := jsonRecord{
 		Transport:   r.Transport,
 		Op:          r.Op,
@@ -62,7 +63,7 @@ type resultWriter struct {
 	header bool // the table header has been printed
 }
 
-func (o *resultWriter) write(r sizeResult) error {
+func (o *resultWriter) write(r bench.Result) error {
 	if o.json {
 		b, err := json.Marshal(newJSONRecord(r))
 		if err != nil {
@@ -100,14 +101,14 @@ func micros(d time.Duration) float64 { return float64(d) / 1e3 }
 // showProgress draws a progress bar on w while a size runs, if w is a
 // terminal, and returns the function that removes it. completed reports the
 // operations done so far.
-func showProgress(w io.Writer, desc string, lim limit, completed func() int64) (hide func()) {
+func showProgress(w io.Writer, desc string, lim bench.Limit, completed func() int64) (hide func()) {
 	if !isTerminal(w) {
 		return func() {}
 	}
 	// The bar counts operations with --iters, milliseconds otherwise.
-	total := lim.iters
+	total := lim.Iters
 	if total == 0 {
-		total = max(lim.dur.Milliseconds(), 1)
+		total = max(lim.Dur.Milliseconds(), 1)
 	}
 	bar := progressbar.NewOptions64(total,
 		progressbar.OptionSetWriter(w),
@@ -128,7 +129,7 @@ func showProgress(w io.Writer, desc string, lim limit, completed func() int64) (
 			case <-stop:
 				return
 			case <-tick.C:
-				if lim.iters > 0 {
+				if lim.Iters > 0 {
 					_ = bar.Set64(min(completed(), total))
 				} else {
 					_ = bar.Set64(min(time.Since(start).Milliseconds(), total))
@@ -140,6 +141,13 @@ func showProgress(w io.Writer, desc string, lim limit, completed func() int64) (
 		close(stop)
 		wg.Wait()
 		_ = bar.Clear()
+	}
+}
+
+// progressOn is the drivers' progress display: showProgress on w.
+func progressOn(w io.Writer) bench.Progress {
+	return func(desc string, lim bench.Limit, completed func() int64) func() {
+		return showProgress(w, desc, lim, completed)
 	}
 }
 

@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 	"unicode/utf8"
+
+	"github.com/xferio/xfer/bench"
 )
 
 // jsonFields is the exact set of fields of a "bench --json" line.
@@ -35,7 +37,7 @@ func checkJSONFields(t *testing.T, line []byte) map[string]any {
 	return m
 }
 
-var sampleResult = sizeResult{
+var sampleResult = bench.Result{
 	Transport: "tcp", Op: "write", Size: 65536, Ops: 1000, Elapsed: time.Second,
 	P50: 12300 * time.Nanosecond, P99: 45600 * time.Nanosecond, P999: 78900 * time.Nanosecond, Max: 99100 * time.Nanosecond,
 	CPU: 13107200 * time.Nanosecond, CPUKnown: true, Verified: true,
@@ -88,7 +90,7 @@ func TestTable(t *testing.T) {
 	w := &resultWriter{w: &buf}
 	r2 := sampleResult
 	r2.Size, r2.CPUKnown = 16<<20, false
-	for _, r := range []sizeResult{sampleResult, r2} {
+	for _, r := range []bench.Result{sampleResult, r2} {
 		if err := w.write(r); err != nil {
 			t.Fatal(err)
 		}

@@ -12,6 +12,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/xferio/xfer/bench"
 	"github.com/xferio/xfer/directory"
 	"github.com/xferio/xfer/internal/testutil"
 	"github.com/xferio/xfer/internal/testutil/etcdtest"
@@ -59,7 +60,7 @@ func TestKVDirectory(t *testing.T) {
 	if o, e, code = xferRun(t, env, "kv", "bench", "--directory", url, "--transport", "tcp", "--ops", "300", "--keys", "30", "--concurrency", "2", "--json"); code != 0 {
 		t.Fatalf("bench: exit %d: %s", code, e)
 	}
-	var rec kvBenchRecord
+	var rec bench.KVResult
 	if err := json.Unmarshal([]byte(o), &rec); err != nil || rec.Ops != 300 {
 		t.Fatalf("bench printed %q (%v)", o, err)
 	}

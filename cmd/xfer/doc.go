@@ -13,7 +13,10 @@
 // by flags given on the command line.
 //
 // The command imports public packages only (xfer, mem, transport/..., kv,
-// connector, probe), as any program built on xfer would. Long-running
+// connector, probe, bench), as any program built on xfer would. The
+// benchmark drivers (bench, kv bench, pages bench, and transfer's producer
+// and consumer) live in package bench: the command gives them its flags and
+// prints their results. Long-running
 // commands (serve, kv serve, transfer) stop on SIGINT or SIGTERM: they
 // close their engines, which closes every peer, region and transport,
 // before they exit.

@@ -18,6 +18,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/xferio/xfer/bench"
 	"github.com/xferio/xfer/internal/testmain"
 )
 
@@ -110,7 +111,7 @@ func xferRun(t *testing.T, env []string, args ...string) (stdout, stderr string,
 
 func TestEndToEndBench(t *testing.T) {
 	for _, transport := range []string{"tcp", "shm"} {
-		for _, op := range []string{opWrite, opRead} {
+		for _, op := range []string{bench.OpWrite, bench.OpRead} {
 			t.Run(transport+"/"+op, func(t *testing.T) {
 				plot := filepath.Join(t.TempDir(), "bench.svg")
 				stdout, stderr, code := xferRun(t, cleanEnv(), "bench", "--transport", transport, "--op", op,

@@ -1,21 +1,17 @@
 package main
 
 import (
-	"cmp"
 	"context"
 	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"math/rand/v2"
-	"runtime"
-	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/xferio/xfer"
+	"github.com/xferio/xfer/bench"
 	"github.com/xferio/xfer/bytesize"
 	"github.com/xferio/xfer/directory"
 	"github.com/xferio/xfer/pages"
@@ -126,22 +122,6 @@ func servePages(ctx context.Context, g *globals, cfg pages.ServerConfig, stamp b
 	return nil
 }
 
-// pagesResult is what `pages bench` reports.
-type pagesResult struct {
-	Transport string  `json:"transport"`
-	PageSize  int     `json:"page_size"`
-	Depth     int     `json:"depth"`
-	Pattern   string  `json:"pattern"`
-	Pages     int64   `json:"pages"`
-	Seconds   float64 `json:"seconds"`
-	PagesPerS float64 `json:"pages_per_sec"`
-	P50us     float64 `json:"p50_us"`
-	P99us     float64 `json:"p99_us"`
-	P999us    float64 `json:"p999_us"`
-	MaxUs     float64 `json:"max_us"`
-	Verified  bool    `json:"verified"`
-}
-
 func newPagesBenchCmd(g *globals) *cobra.Command {
 	var peer, dirURL, peerNode, pattern, pageSize string
 	var npages int64
@@ -206,7 +186,7 @@ func newPagesBenchCmd(g *globals) *cobra.Command {
 				peer = e.Addrs[0]
 			}
 			cfg.MemoryMB = max(cfg.MemoryMB, int((int64(depth)*int64(ps)+int64(256)*int64(ps))>>20)+8)
-			res, err := benchPages(ctx, cfg, peer, ps, npages, pattern, depth, duration, verify)
+			res, err := bench.Pages(ctx, bench.PagesConfig{Engine: cfg, Peer: peer, PageSize: ps, Pages: npages, Pattern: pattern, Depth: depth, Duration: duration, Verify: verify})
 			if err != nil {
 				return err
 			}
@@ -235,159 +215,4 @@ func newPagesBenchCmd(g *globals) *cobra.Command {
 	fs.BoolVar(&asJSON, "json", false, "print one JSON object")
 	fs.BoolVar(&verify, "verify", false, "check each page's first 8 bytes hold its offset (serve --stamp)")
 	return cmd
-}
-
-func benchPages(ctx context.Context, cfg xfer.Config, peer string, ps int, npages int64, pattern string, depth int, duration time.Duration, verify bool) (pagesResult, error) {
-	c, err := pages.NewClient(ctx, pages.ClientConfig{Engine: cfg, PageSize: ps, CachePages: -1})
-	if err != nil {
-		return pagesResult{}, err
-	}
-	defer c.Close()
-	if err := c.AddNode(ctx, peer, 0); err != nil {
-		return pagesResult{}, err
-	}
-	p, err := c.Engine().Dial(ctx, peer)
-	if err != nil {
-		return pagesResult{}, err
-	}
-	desc, _ := p.Region(pages.ExportName)
-	total := int64(desc.Len) / int64(ps)
-	if npages > total {
-		return pagesResult{}, fmt.Errorf("--pages %d: the server at %s has only %d pages of %s: give at most %d, or leave --pages out to fetch among all of them",
-			npages, peer, total, bytesize.Format(int64(ps)), total)
-	}
-	if npages <= 0 {
-		npages = total
-	}
-	bufs, err := c.Alloc(depth)
-	if err != nil {
-		return pagesResult{}, err
-	}
-	defer c.Free(bufs)
-	pb := make([][]byte, depth)
-	for i := range pb {
-		pb[i] = bufs[i].Bytes()
-	}
-	var seq atomic.Int64
-	newPicker := func(w int) func() uint64 {
-		rng := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), uint64(w)))
-		return func() uint64 {
-			if pattern == "seq" {
-				return uint64((seq.Add(1)-1)%npages) * uint64(ps)
-			}
-			return uint64(rng.Int64N(npages)) * uint64(ps)
-		}
-	}
-	// Warm up the connection before measuring.
-	for range 10 {
-		if err := c.FetchPage(ctx, 0, pb[0]); err != nil {
-			return pagesResult{}, err
-		}
-	}
-	c.ResetLatency()
-	var fetched int64
-	start := time.Now()
-	if depth == 1 {
-		next := newPicker(0)
-		for time.Since(start) < duration {
-			if err := ctx.Err(); err != nil {
-				return pagesResult{}, err
-			}
-			g := next()
-			if err := c.FetchPage(ctx, g, pb[0]); err != nil {
-				return pagesResult{}, err
-			}
-			if err := checkPage(verify, g, pb[0]); err != nil {
-				return pagesResult{}, err
-			}
-			fetched++
-		}
-	} else {
-		// depth fetches in flight, in pipelines that share them. On shm
-		// a fetch is a copy that the fetching goroutine makes: one
-		// pipeline per CPU keeps each CPU copying, and a second would
-		// only contend for the endpoint's lock (2 pipelines of 16
-		// against 4 of 8 on two vCPUs: 9.7-10.0M pages/s against
-		// 7.5-10.0M, bimodal, 6 interleaved rounds). Over SoftRoCE a
-		// post does the device's work in the posting thread, and a
-		// second pipeline per CPU posts while the first polls (4
-		// pipelines of 8 against 2 of 16: 14.7-16.3k pages/s against
-		// 13.0-14.5k, 3 interleaved rounds).
-		perCPU := 2
-		if p.Transport() == "shm" {
-			perCPU = 1
-		}
-		workers := min(depth, perCPU*runtime.GOMAXPROCS(0))
-		var wg sync.WaitGroup
-		var total atomic.Int64
-		errs := make([]error, workers)
-		// The pipelines stop starting fetches when the timer fires: a
-		// clock read per fetch would cost as much as a tenth of one on shm.
-		var stop atomic.Bool
-		tm := time.AfterFunc(duration-time.Since(start), func() { stop.Store(true) })
-		defer tm.Stop()
-		for w := range workers {
-			share := pb[w*depth/workers : (w+1)*depth/workers]
-			wg.Go(func() {
-				n, err := pipelinePages(ctx, c, share, newPicker(w+1), &stop, verify)
-				total.Add(n)
-				errs[w] = err
-			})
-		}
-		wg.Wait()
-		if err := errors.Join(errs...); err != nil {
-			return pagesResult{}, err
-		}
-		fetched = total.Load()
-	}
-	el := time.Since(start)
-	l := c.Latency()
-	us := func(d time.Duration) float64 { return float64(d) / float64(time.Microsecond) }
-	return pagesResult{Transport: p.Transport(), PageSize: ps, Depth: depth, Pattern: pattern, Pages: fetched,
-		Seconds: el.Seconds(), PagesPerS: float64(fetched) / el.Seconds(),
-		P50us: us(l.P50), P99us: us(l.P99), P999us: us(l.P999), MaxUs: us(l.Max), Verified: verify}, nil
-}
-
-// pipelinePages keeps len(bufs) fetches in flight in a pipeline of c until
-// stop is set, taking the oldest and starting the next, and returns how
-// many it fetched.
-func pipelinePages(ctx context.Context, c *pages.Client, bufs [][]byte, next func() uint64, stop *atomic.Bool, verify bool) (int64, error) {
-	pl, err := c.NewPipeline(len(bufs))
-	if err != nil {
-		return 0, err
-	}
-	defer pl.Close()
-	var n int64
-	for _, b := range bufs {
-		if err := pl.Start(next(), b); err != nil {
-			return 0, err
-		}
-	}
-	var first error
-	for pl.InFlight() > 0 {
-		g, buf, err := pl.Next(ctx)
-		if err == nil && first == nil {
-			err = checkPage(verify, g, buf)
-		}
-		if err != nil {
-			first = cmp.Or(first, err)
-			continue // take the rest: their buffers are in flight
-		}
-		n++
-		if first == nil && !stop.Load() {
-			if err := pl.Start(next(), buf); err != nil {
-				first = err
-			}
-		}
-	}
-	return n, first
-}
-
-// checkPage checks, with verify, that the page at GPA g (of a server run
-// with --stamp) starts with g.
-func checkPage(verify bool, g uint64, buf []byte) error {
-	if got := binary.LittleEndian.Uint64(buf); verify && got != g {
-		return fmt.Errorf("verify: the page at GPA %#x starts with %#x: is the server run with --stamp?", g, got)
-	}
-	return nil
 }

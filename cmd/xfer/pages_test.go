@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/xferio/xfer/bench"
 	"github.com/xferio/xfer/directory"
 )
 
@@ -49,7 +50,7 @@ func TestPagesCommands(t *testing.T) {
 		if code != 0 {
 			t.Fatalf("pages bench --depth %s: exit %d: %s", depth, code, errb.String())
 		}
-		var r pagesResult
+		var r bench.PagesResult
 		if err := json.Unmarshal([]byte(out.String()), &r); err != nil {
 			t.Fatalf("%v: %s", err, out.String())
 		}

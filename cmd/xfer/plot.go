@@ -17,6 +17,7 @@ import (
 	"gonum.org/v1/plot/vg/vgimg"
 	"gonum.org/v1/plot/vg/vgsvg"
 
+	"github.com/xferio/xfer/bench"
 	"github.com/xferio/xfer/bytesize"
 )
 
@@ -32,13 +33,13 @@ func plotFormat(path string) (string, error) {
 
 // writePlot draws two panels into path: bandwidth against size above, p50
 // and p99 latency against size below, both with a log2 size axis.
-func writePlot(path string, results []sizeResult) error {
+func writePlot(path string, results []bench.Result) error {
 	format, err := plotFormat(path)
 	if err != nil {
 		return err
 	}
 	// A size without operations has no latency for the log axis to show.
-	results = slices.DeleteFunc(slices.Clone(results), func(r sizeResult) bool { return r.Ops == 0 })
+	results = slices.DeleteFunc(slices.Clone(results), func(r bench.Result) bool { return r.Ops == 0 })
 	if len(results) == 0 {
 		return fmt.Errorf("plot %s: no operations to plot", path)
 	}
@@ -48,7 +49,7 @@ func writePlot(path string, results []sizeResult) error {
 	bw.Title.Text = title
 	bw.Y.Label.Text = "bandwidth (GB/s)"
 	bw.Y.Min = 0
-	if err := addLine(bw, 0, "", results, func(r sizeResult) float64 { return r.BytesPerSec() / 1e9 }); err != nil {
+	if err := addLine(bw, 0, "", results, func(r bench.Result) float64 { return r.BytesPerSec() / 1e9 }); err != nil {
 		return err
 	}
 
@@ -56,10 +57,10 @@ func writePlot(path string, results []sizeResult) error {
 	lat.Y.Label.Text = "latency (µs)"
 	lat.Y.Scale = plot.LogScale{}
 	lat.Y.Tick.Marker = plot.LogTicks{Prec: -1}
-	if err := addLine(lat, 1, "p50", results, func(r sizeResult) float64 { return micros(r.P50) }); err != nil {
+	if err := addLine(lat, 1, "p50", results, func(r bench.Result) float64 { return micros(r.P50) }); err != nil {
 		return err
 	}
-	if err := addLine(lat, 2, "p99", results, func(r sizeResult) float64 { return micros(r.P99) }); err != nil {
+	if err := addLine(lat, 2, "p99", results, func(r bench.Result) float64 { return micros(r.P99) }); err != nil {
 		return err
 	}
 	lat.Legend.Top = true
@@ -96,7 +97,7 @@ func writePlot(path string, results []sizeResult) error {
 // newSizePlot returns a plot whose x axis is the message size on a log2
 // scale: a labelled tick at each measured size and a minor one at every
 // power of two between them.
-func newSizePlot(results []sizeResult) *plot.Plot {
+func newSizePlot(results []bench.Result) *plot.Plot {
 	p := plot.New()
 	p.X.Label.Text = "message size"
 	p.X.Scale = plot.LogScale{}
@@ -125,7 +126,7 @@ func newSizePlot(results []sizeResult) *plot.Plot {
 
 // addLine adds a line with points of y(r) against r.Size, in palette
 // colour i, with a legend entry unless name is empty.
-func addLine(p *plot.Plot, i int, name string, results []sizeResult, y func(sizeResult) float64) error {
+func addLine(p *plot.Plot, i int, name string, results []bench.Result, y func(bench.Result) float64) error {
 	xys := make(plotter.XYs, len(results))
 	for j, r := range results {
 		xys[j] = plotter.XY{X: float64(r.Size), Y: y(r)}

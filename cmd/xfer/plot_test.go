@@ -9,12 +9,14 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/xferio/xfer/bench"
 )
 
-func plotResults() []sizeResult {
-	var rs []sizeResult
+func plotResults() []bench.Result {
+	var rs []bench.Result
 	for i, size := range []int64{64, 4 << 10, 64 << 10, 1 << 20, 16 << 20} {
-		rs = append(rs, sizeResult{
+		rs = append(rs, bench.Result{
 			Transport: "tcp", Op: "write", Size: size, Ops: 1000, Elapsed: time.Duration(i+1) * time.Millisecond,
 			P50: time.Duration(size/10+1000) * time.Nanosecond, P99: time.Duration(size/5+3000) * time.Nanosecond,
 		})
@@ -86,7 +88,7 @@ func TestPlotErrors(t *testing.T) {
 			t.Errorf("%s: error %v, want one about the extension", name, err)
 		}
 	}
-	if err := writePlot(filepath.Join(dir, "x.png"), []sizeResult{{Size: 64}}); err == nil {
+	if err := writePlot(filepath.Join(dir, "x.png"), []bench.Result{{Size: 64}}); err == nil {
 		t.Error("no error plotting sizes without operations")
 	}
 }

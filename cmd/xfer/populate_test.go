@@ -9,24 +9,6 @@ import (
 	"github.com/xferio/xfer"
 )
 
-// TestPopulate: every page of a buffer holds the pattern, none reads as
-// zeros, whatever the length.
-func TestPopulate(t *testing.T) {
-	for _, n := range []int{0, 1, 4095, 4096, 4097, 3 << 20} {
-		b := make([]byte, n)
-		populate(b)
-		for off := 0; off < n; off += 4096 {
-			page := b[off:min(off+4096, n)]
-			if bytes.Count(page, []byte{0}) == len(page) {
-				t.Fatalf("%d bytes: the page at %d is all zeros", n, off)
-			}
-		}
-		if n > 4096 && !bytes.Equal(b[n-100:], b[(n-100)%4096:(n-100)%4096+100]) {
-			t.Fatalf("%d bytes: the tail does not repeat the first page", n)
-		}
-	}
-}
-
 // TestServeMemoryPopulated: xfer serve's region holds a pattern, not the
 // zeros of memory never written, so a READ from it copies real memory (a
 // benchmark that READs the kernel's shared zero page measures a cache).

@@ -12,6 +12,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/xferio/xfer"
+	"github.com/xferio/xfer/bench"
 )
 
 // serveBanner starts the one line serve prints to stdout once it listens;
@@ -75,7 +76,7 @@ func serve(ctx context.Context, g *globals, cfg xfer.Config, ops *opsServer) err
 	}
 	defer e.Close() // after the explicit Close below this is a no-op
 	if r := e.DefaultRegion(); r.Location().IsHost() {
-		populate(r.Bytes()) // READs copy real memory, not the zero page
+		bench.Populate(r.Bytes()) // READs copy real memory, not the zero page
 	}
 	e.Export(defaultRegionName, e.DefaultRegion())
 	ops.setStatus(func() statusDoc { return engineStatus("serve", e) })

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"net"
@@ -11,6 +12,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/xferio/xfer"
+	"github.com/xferio/xfer/bench"
 	"github.com/xferio/xfer/connector"
 	"github.com/xferio/xfer/connector/transferctl"
 	"github.com/xferio/xfer/probe"
@@ -29,13 +31,6 @@ const (
 	transferMaxSizeMB = 256 << 10
 	// envTestHost is the default of --local-host.
 	envTestHost = "RDMA_TEST_HOST"
-)
-
-// The transfer modes.
-const (
-	modeCopy     = "copy"
-	modeZeroCopy = "zerocopy"
-	modeGPU      = "gpu"
 )
 
 // noCUDA is what --mode gpu says where there is no CUDA: the driver's
@@ -157,7 +152,7 @@ func newTransferCmd(g *globals) *cobra.Command {
 	fs.IntVar(&f.ctrlPort, "ctrl-port", transferDefaultCtrlPort, "`port` of the control channel, on the producer's host")
 	fs.IntVar(&f.sizeMB, "tensor-size-mb", transferDefaultSizeMB, "size of each tensor in `MiB`")
 	fs.IntVar(&f.n, "num-transfers", transferDefaultN, "number of transfers")
-	fs.StringVar(&f.mode, "mode", modeCopy, "how the producer makes tensors: copy (a Go tensor copied into the pool), zerocopy (made in the pool) or gpu (made in a pool on GPU --gpu-id: shm moves it with CUDA IPC, tcp through pinned host memory); the consumer reports the producer's, and with gpu receives into a pool on its own GPU")
+	fs.StringVar(&f.mode, "mode", bench.ModeCopy, "how the producer makes tensors: copy (a Go tensor copied into the pool), zerocopy (made in the pool) or gpu (made in a pool on GPU --gpu-id: shm moves it with CUDA IPC, tcp through pinned host memory); the consumer reports the producer's, and with gpu receives into a pool on its own GPU")
 	fs.IntVar(&f.gpuID, "gpu-id", 0, "GPU `index` for --mode gpu (its pool lives in that GPU's memory)")
 	fs.BoolVar(&f.benchmark, "benchmark", false, "skip the MD5s: a pure performance run")
 	fs.StringVar(&f.dtype, "dtype", "f32", "element type of the producer's tensors: f32 or u8")
@@ -188,8 +183,8 @@ func (f transferFlags) plan() (transferPlan, error) {
 		return p, fmt.Errorf("--role %q: must be producer or consumer", f.role)
 	}
 	switch f.mode {
-	case modeCopy, modeZeroCopy:
-	case modeGPU:
+	case bench.ModeCopy, bench.ModeZeroCopy:
+	case bench.ModeGPU:
 		if f.gpuID < 0 || f.gpuID > 255 {
 			return p, fmt.Errorf("--gpu-id %d: must be from 0 to 255", f.gpuID)
 		}
@@ -281,6 +276,39 @@ func (f transferFlags) plan() (transferPlan, error) {
 	}
 	p.memoryMB = mb
 	return p, nil
+}
+
+// transfer runs one side of xfer transfer with the engine configuration
+// cfg.
+func transfer(ctx context.Context, g *globals, cfg xfer.Config, plan transferPlan) (err error) {
+	defer func() {
+		if err != nil && ctx.Err() != nil {
+			err = fmt.Errorf("interrupted (%w)", err)
+		}
+	}()
+	out := newTransferOut(g.stdout, g.stderr, plan)
+	defer out.clear()
+	s, err := bench.Tensors(ctx, bench.TensorConfig{
+		Engine: cfg, Role: plan.role,
+		LocalHost: plan.localHost, RemoteHost: plan.remoteHost,
+		LocalPort: plan.localPort, RemotePort: plan.remotePort, CtrlPort: plan.ctrlPort,
+		N: plan.n, Mode: plan.mode, DType: plan.dtype, Shape: plan.shape, Size: plan.size,
+		Benchmark: plan.benchmark, Timeout: plan.timeout, Out: plan.out, Pull: plan.pull,
+		MemoryMB: plan.memoryMB, GPU: plan.gpu, GPUID: plan.gpuID,
+		Logger: g.log,
+		Say:    func(s string) { fmt.Fprintf(g.stderr, "xfer transfer: %s\n", s) },
+		Each:   func(r bench.TensorResult) error { return out.add(r, plan.n) },
+	})
+	if err != nil {
+		return err
+	}
+	if err := out.summary(s); err != nil {
+		return err
+	}
+	if s.MD5Mismatches > 0 {
+		return fmt.Errorf("the MD5 of %d of %d transfers did not match", s.MD5Mismatches, s.Transfers)
+	}
+	return nil
 }
 
 // sameHost reports whether two host names or addresses name the same host

@@ -3,69 +3,20 @@ package main
 import (
 	"fmt"
 	"io"
-	"slices"
 	"time"
 
 	"github.com/schollz/progressbar/v3"
 
+	"github.com/xferio/xfer/bench"
 	"github.com/xferio/xfer/bytesize"
 )
-
-// transferResult is one transfer as a side saw it. Seconds is the
-// consumer's Get; PutSeconds the producer's Put (see the command's help).
-type transferResult struct {
-	Role           string  `json:"role"`
-	Transfer       int     `json:"transfer"`
-	Bytes          int64   `json:"bytes"`
-	Seconds        float64 `json:"seconds"`
-	BytesPerSec    float64 `json:"bytes_per_sec"`
-	GBps           float64 `json:"gbps"`
-	PutSeconds     float64 `json:"put_seconds"`
-	PutBytesPerSec float64 `json:"put_bytes_per_sec"`
-	MD5            *string `json:"md5"`    // null under --benchmark
-	MD5OK          *bool   `json:"md5_ok"` // null under --benchmark
-}
-
-// transferSummary sums a side's transfers up.
-type transferSummary struct {
-	Summary        bool    `json:"summary"` // always true: tells the summary line from the others
-	Role           string  `json:"role"`
-	Transfers      int     `json:"transfers"`
-	Bytes          int64   `json:"bytes"`
-	Seconds        float64 `json:"seconds"`       // the Gets, summed
-	BytesPerSec    float64 `json:"bytes_per_sec"` // Bytes / Seconds
-	GBpsMedian     float64 `json:"gbps_median"`   // of the transfers' get GB/s
-	GBpsMin        float64 `json:"gbps_min"`
-	GBpsMax        float64 `json:"gbps_max"`
-	PutSeconds     float64 `json:"put_seconds"`
-	PutBytesPerSec float64 `json:"put_bytes_per_sec"`
-	E2EBytesPerSec float64 `json:"e2e_bytes_per_sec"` // Bytes / (Seconds + PutSeconds)
-	MD5OK          *bool   `json:"md5_ok"`            // all matched; null under --benchmark
-	MD5Mismatches  int     `json:"md5_mismatches"`
-	Mode           string  `json:"mode"`
-	Transport      string  `json:"transport"`
-	Pull           string  `json:"pull"`
-	DType          string  `json:"dtype"`
-	TensorBytes    int64   `json:"tensor_bytes"`
-	WallSeconds    float64 `json:"wall_seconds"` // from the first transfer's start to the last's end
-	MemoryMB       int     `json:"memory_mb"`    // this side's pool
-}
-
-// rate is n bytes over secs, per second (0 when secs is 0).
-func rate(n int64, secs float64) float64 {
-	if secs <= 0 {
-		return 0
-	}
-	return float64(n) / secs
-}
 
 // transferOut prints a side's results as text or JSON lines, with a
 // progress bar on a terminal.
 type transferOut struct {
-	w       io.Writer
-	json    bool
-	bar     *progressbar.ProgressBar
-	results []transferResult
+	w    io.Writer
+	json bool
+	bar  *progressbar.ProgressBar
 }
 
 // newTransferOut shows a progress bar on stderr when it is a terminal,
@@ -99,8 +50,7 @@ func boolText(ok *bool) string {
 }
 
 // add prints one transfer.
-func (o *transferOut) add(r transferResult, n int) error {
-	o.results = append(o.results, r)
+func (o *transferOut) add(r bench.TensorResult, n int) error {
 	o.clear()
 	var err error
 	if o.json {
@@ -129,39 +79,11 @@ func (o *transferOut) clear() {
 	}
 }
 
-// summary prints the summary and returns it.
-func (o *transferOut) summary(s transferSummary) (transferSummary, error) {
+// summary prints the summary.
+func (o *transferOut) summary(s bench.TensorSummary) error {
 	o.clear()
-	var gbps []float64
-	for _, r := range o.results {
-		s.Transfers++
-		s.Bytes += r.Bytes
-		s.Seconds += r.Seconds
-		s.PutSeconds += r.PutSeconds
-		gbps = append(gbps, r.GBps)
-		if r.MD5OK != nil && !*r.MD5OK {
-			s.MD5Mismatches++
-		}
-	}
-	s.Summary = true
-	s.BytesPerSec = rate(s.Bytes, s.Seconds)
-	s.PutBytesPerSec = rate(s.Bytes, s.PutSeconds)
-	s.E2EBytesPerSec = rate(s.Bytes, s.Seconds+s.PutSeconds)
-	if len(gbps) > 0 {
-		slices.Sort(gbps)
-		s.GBpsMin, s.GBpsMax = gbps[0], gbps[len(gbps)-1]
-		if m := len(gbps) / 2; len(gbps)%2 == 1 {
-			s.GBpsMedian = gbps[m]
-		} else {
-			s.GBpsMedian = (gbps[m-1] + gbps[m]) / 2
-		}
-	}
-	if len(o.results) > 0 && o.results[0].MD5OK != nil {
-		ok := s.MD5Mismatches == 0
-		s.MD5OK = &ok
-	}
 	if o.json {
-		return s, writeJSONLine(o.w, s)
+		return writeJSONLine(o.w, s)
 	}
 	verdict := "MD5 not checked (--benchmark)"
 	if s.MD5OK != nil {
@@ -177,5 +99,5 @@ func (o *transferOut) summary(s transferSummary) (transferSummary, error) {
 		s.Role, s.Transfers, bytesize.Format(s.TensorBytes), s.DType, s.Transport, s.Mode, s.Pull,
 		s.GBpsMedian, s.GBpsMin, s.GBpsMax, s.BytesPerSec/1e9, s.Seconds,
 		s.PutBytesPerSec/1e9, s.E2EBytesPerSec/1e9, verdict)
-	return s, err
+	return err
 }

@@ -2,7 +2,9 @@ package main
 
 import (
 	"bytes"
+	"crypto/md5"
 	"encoding/json"
+	"fmt"
 	"math/rand/v2"
 	"net"
 	"os"
@@ -14,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/xferio/xfer/bench"
 	"github.com/xferio/xfer/connector"
 	"github.com/xferio/xfer/internal/testutil"
 	"github.com/xferio/xfer/probe"
@@ -23,7 +26,7 @@ import (
 func TestTransferFlags(t *testing.T) {
 	good := func() transferFlags {
 		return transferFlags{role: "producer", localHost: "127.0.0.1", remoteHost: "127.0.0.1", localPort: 15500, remotePort: 15502,
-			ctrlPort: 15501, sizeMB: 4, n: 3, mode: modeCopy, dtype: "f32", timeout: time.Second, pull: "auto"}
+			ctrlPort: 15501, sizeMB: 4, n: 3, mode: bench.ModeCopy, dtype: "f32", timeout: time.Second, pull: "auto"}
 	}
 	if p, err := good().plan(); err != nil || p.size != 4<<20 || p.memoryMB != 2*4+16 || p.dtype != connector.F32 {
 		t.Fatalf("good flags: %+v, %v", p, err)
@@ -239,7 +242,7 @@ func transferTransports() []string {
 func TestTransferTwoProcesses(t *testing.T) {
 	const sizeMB, n = 2, 3
 	for _, transport := range transferTransports() {
-		for _, mode := range []string{modeCopy, modeZeroCopy} {
+		for _, mode := range []string{bench.ModeCopy, bench.ModeZeroCopy} {
 			for _, first := range []string{"producer", "consumer"} {
 				t.Run(transport+"/"+mode+"/"+first+"-first", func(t *testing.T) {
 					tt := newTransferTest(t, transport)
@@ -302,8 +305,8 @@ func TestTransferTwoProcesses(t *testing.T) {
 						t.Fatal(err)
 					}
 					tn, ok := tensors["tensor"]
-					if !ok || tn.DType != connector.F32 || len(tn.Data) != sizeMB<<20 || md5Hex(tn.Data) != lastMD5 || meta["md5"] != lastMD5 {
-						t.Fatalf("--out: %v %v %d bytes, md5 %s, want %s", tn.DType, tn.Shape, len(tn.Data), md5Hex(tn.Data), lastMD5)
+					if !ok || tn.DType != connector.F32 || len(tn.Data) != sizeMB<<20 || fmt.Sprintf("%x", md5.Sum(tn.Data)) != lastMD5 || meta["md5"] != lastMD5 {
+						t.Fatalf("--out: %v %v %d bytes, md5 %s, want %s", tn.DType, tn.Shape, len(tn.Data), fmt.Sprintf("%x", md5.Sum(tn.Data)), lastMD5)
 					}
 				})
 			}
@@ -377,7 +380,7 @@ func TestTransferGPU(t *testing.T) {
 	if probe.CUDA() == nil {
 		t.Skip("this host has CUDA")
 	}
-	f := transferFlags{role: "producer", mode: modeGPU, localHost: "127.0.0.1", localPort: 15500, remotePort: 15501, ctrlPort: 15502, sizeMB: 1, n: 1, timeout: time.Second}
+	f := transferFlags{role: "producer", mode: bench.ModeGPU, localHost: "127.0.0.1", localPort: 15500, remotePort: 15501, ctrlPort: 15502, sizeMB: 1, n: 1, timeout: time.Second}
 	if _, err := f.plan(); err == nil || !strings.Contains(err.Error(), "CUDA is not available") || !strings.Contains(err.Error(), "--mode copy") {
 		t.Fatalf("plan: %v", err)
 	}

@@ -11,6 +11,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/xferio/xfer/bench"
 )
 
 // envRequireNetns makes the two-node tests fail, instead of skipping, where
@@ -153,11 +155,11 @@ func servePagesIn(t *testing.T, ctx context.Context, n nodePair, a bool, bin str
 
 // benchPagesOn runs xfer pages bench --verify --json on node B against
 // addr and returns its result.
-func benchPagesOn(t *testing.T, ctx context.Context, n nodePair, bin string, env []string, addr string, args ...string) pagesResult {
+func benchPagesOn(t *testing.T, ctx context.Context, n nodePair, bin string, env []string, addr string, args ...string) bench.PagesResult {
 	t.Helper()
-	bench := n.cmd(ctx, false, bin, append([]string{"pages", "bench", "--peer", addr, "--verify", "--json"}, args...)...)
-	bench.Env = cleanEnv(env...)
-	b, err := bench.Output()
+	cmd := n.cmd(ctx, false, bin, append([]string{"pages", "bench", "--peer", addr, "--verify", "--json"}, args...)...)
+	cmd.Env = cleanEnv(env...)
+	b, err := cmd.Output()
 	if err != nil {
 		var stderr string
 		if ee, ok := err.(*exec.ExitError); ok {
@@ -165,7 +167,7 @@ func benchPagesOn(t *testing.T, ctx context.Context, n nodePair, bin string, env
 		}
 		t.Fatalf("pages bench on node B: %v\n%s", err, stderr)
 	}
-	var r pagesResult
+	var r bench.PagesResult
 	if err := json.Unmarshal(b, &r); err != nil {
 		t.Fatalf("%v: %s", err, b)
 	}

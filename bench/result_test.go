@@ -1,4 +1,4 @@
-package main
+package bench
 
 import (
 	"math"
@@ -7,7 +7,7 @@ import (
 )
 
 func TestSizeResult(t *testing.T) {
-	r := sizeResult{Size: 1 << 20, Ops: 1000, Elapsed: 500 * time.Millisecond, CPU: 200 * time.Millisecond, CPUKnown: true}
+	r := Result{Size: 1 << 20, Ops: 1000, Elapsed: 500 * time.Millisecond, CPU: 200 * time.Millisecond, CPUKnown: true}
 	if got, want := r.BytesPerSec(), float64(1000<<20)*2; got != want {
 		t.Errorf("BytesPerSec = %v, want %v", got, want)
 	}
@@ -19,7 +19,7 @@ func TestSizeResult(t *testing.T) {
 	if _, ok := r.CPUPerGB(); ok {
 		t.Error("CPUPerGB ok without a CPU measurement")
 	}
-	if (sizeResult{}).BytesPerSec() != 0 {
+	if (Result{}).BytesPerSec() != 0 {
 		t.Error("BytesPerSec of nothing is not 0")
 	}
 }

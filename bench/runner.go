@@ -1,4 +1,4 @@
-package main
+package bench
 
 import (
 	"context"
@@ -8,49 +8,51 @@ import (
 	"time"
 
 	"github.com/xferio/xfer"
+	"github.com/xferio/xfer/bytesize"
+	"github.com/xferio/xfer/cputime"
 	"github.com/xferio/xfer/latency"
 )
 
-// transferer is the part of *xfer.Peer the benchmark drives.
-type transferer interface {
+// Transferer is the part of *xfer.Peer the benchmark drives.
+type Transferer interface {
 	Write(ctx context.Context, src []byte, dst xfer.RemoteAddr) error
 	Read(ctx context.Context, dst []byte, src xfer.RemoteAddr) error
 	Send(ctx context.Context, msg []byte) error
 }
 
-var _ transferer = (*xfer.Peer)(nil)
+var _ Transferer = (*xfer.Peer)(nil)
 
-// The operations bench can measure.
+// The operations a Runner can measure.
 const (
-	opWrite = "write"
-	opRead  = "read"
-	opSend  = "send"
+	OpWrite = "write"
+	OpRead  = "read"
+	OpSend  = "send"
 )
 
-// slotAlign aligns each worker's slot in the remote region.
-const slotAlign = 4096
+// SlotAlign aligns each worker's slot in the remote region.
+const SlotAlign = 4096
 
-// slotStride is the distance between two workers' slots for size bytes.
-func slotStride(size int64) int64 { return (size + slotAlign - 1) &^ (slotAlign - 1) }
+// SlotStride is the distance between two workers' slots for size bytes.
+func SlotStride(size int64) int64 { return (size + SlotAlign - 1) &^ (SlotAlign - 1) }
 
 // readVerifyRound is how many verified reads share one pattern before the
 // worker writes a new one into its slot.
 const readVerifyRound = 16
 
-// limit ends a run: after iters operations in all, or when dur has passed
-// if iters is 0.
-type limit struct {
-	iters int64
-	dur   time.Duration
+// Limit ends a run: after Iters operations in all, or when Dur has passed
+// if Iters is 0.
+type Limit struct {
+	Iters int64
+	Dur   time.Duration
 }
 
-// runner runs one operation with several in flight: worker w owns local
+// Runner runs one operation with several in flight: worker w owns local
 // buffer bufs[w] (and checks[w] when verifying) and the slot at offset
-// w*slotStride(size) of the remote region, and does one synchronous
+// w*SlotStride(size) of the remote region, and does one synchronous
 // operation after another. Each worker records latencies into its own
 // histogram; they are merged when the run ends.
-type runner struct {
-	peer   transferer
+type Runner struct {
+	peer   Transferer
 	op     string
 	remote xfer.RegionDesc
 	bufs   [][]byte
@@ -66,17 +68,21 @@ type runner struct {
 	done  atomic.Int64
 }
 
-func newRunner(peer transferer, op string, remote xfer.RegionDesc, bufs, checks [][]byte) *runner {
-	r := &runner{peer: peer, op: op, remote: remote, bufs: bufs, checks: checks, verify: checks != nil}
+// NewRunner returns a Runner of op (OpWrite, OpRead or OpSend) on peer,
+// into or from remote, with one worker per buffer of bufs; checks, when not
+// nil, are the workers' buffers for verifying every operation (write and
+// read only), as large as bufs'.
+func NewRunner(peer Transferer, op string, remote xfer.RegionDesc, bufs, checks [][]byte) *Runner {
+	r := &Runner{peer: peer, op: op, remote: remote, bufs: bufs, checks: checks, verify: checks != nil}
 	for range bufs {
 		r.lats = append(r.lats, latency.New())
 	}
 	return r
 }
 
-// onDevice tells r that its buffers are GPU memory, which copy moves to and
+// OnDevice tells r that its buffers are GPU memory, which copy moves to and
 // from host memory.
-func (r *runner) onDevice(copy func(dst, src []byte) error, maxSize int64) {
+func (r *Runner) OnDevice(copy func(dst, src []byte) error, maxSize int64) {
 	r.copyDev = copy
 	if !r.verify {
 		return
@@ -88,7 +94,7 @@ func (r *runner) onDevice(copy func(dst, src []byte) error, maxSize int64) {
 }
 
 // fill fills worker w's buffer b with the pattern of seed.
-func (r *runner) fill(w int, b []byte, seed uint64) error {
+func (r *Runner) fill(w int, b []byte, seed uint64) error {
 	if r.copyDev == nil {
 		fillPattern(b, seed)
 		return nil
@@ -99,7 +105,7 @@ func (r *runner) fill(w int, b []byte, seed uint64) error {
 }
 
 // clear zeroes worker w's check buffer b.
-func (r *runner) clear(w int, b []byte) error {
+func (r *Runner) clear(w int, b []byte) error {
 	if r.copyDev == nil {
 		clear(b)
 		return nil
@@ -111,7 +117,7 @@ func (r *runner) clear(w int, b []byte) error {
 
 // host returns worker w's buffer b as host memory: b itself, or a copy in
 // scratch.
-func (r *runner) host(b, scratch []byte) ([]byte, error) {
+func (r *Runner) host(b, scratch []byte) ([]byte, error) {
 	if r.copyDev == nil {
 		return b, nil
 	}
@@ -119,13 +125,13 @@ func (r *runner) host(b, scratch []byte) ([]byte, error) {
 	return h, r.copyDev(h, b)
 }
 
-// completed reports the operations finished so far in the current run.
-func (r *runner) completed() int64 { return r.done.Load() }
+// Completed reports the operations finished so far in the current run.
+func (r *Runner) Completed() int64 { return r.done.Load() }
 
-// run performs operations of size bytes until lim and returns how many were
+// Run performs operations of size bytes until lim and returns how many were
 // done, how long they took, and their latencies. The first error stops every
 // worker and is returned.
-func (r *runner) run(ctx context.Context, size int64, lim limit) (ops int64, elapsed time.Duration, lat *latency.Histogram, err error) {
+func (r *Runner) Run(ctx context.Context, size int64, lim Limit) (ops int64, elapsed time.Duration, lat *latency.Histogram, err error) {
 	r.round++
 	r.done.Store(0)
 	for _, l := range r.lats {
@@ -157,23 +163,23 @@ func (r *runner) run(ctx context.Context, size int64, lim limit) (ops int64, ela
 	return lat.Count(), elapsed, lat, nil
 }
 
-func (r *runner) worker(ctx context.Context, w int, size int64, lim limit, start time.Time, claimed *atomic.Int64) error {
+func (r *Runner) worker(ctx context.Context, w int, size int64, lim Limit, start time.Time, claimed *atomic.Int64) error {
 	buf := r.bufs[w][:size]
 	var check []byte
 	if r.verify {
 		check = r.checks[w][:size]
 	}
-	slot := r.remote.At(uint64(int64(w) * slotStride(size)))
+	slot := r.remote.At(uint64(int64(w) * SlotStride(size)))
 	lat := r.lats[w]
 	for k := uint64(0); ; k++ {
 		if err := context.Cause(ctx); err != nil {
 			return err
 		}
-		if lim.iters > 0 {
-			if claimed.Add(1) > lim.iters {
+		if lim.Iters > 0 {
+			if claimed.Add(1) > lim.Iters {
 				return nil
 			}
-		} else if time.Since(start) >= lim.dur {
+		} else if time.Since(start) >= lim.Dur {
 			return nil
 		}
 		if err := r.one(ctx, w, k, buf, check, slot, lat); err != nil {
@@ -184,11 +190,11 @@ func (r *runner) worker(ctx context.Context, w int, size int64, lim limit, start
 }
 
 // one performs worker w's operation number k.
-func (r *runner) one(ctx context.Context, w int, k uint64, buf, check []byte, slot xfer.RemoteAddr, lat *latency.Histogram) error {
+func (r *Runner) one(ctx context.Context, w int, k uint64, buf, check []byte, slot xfer.RemoteAddr, lat *latency.Histogram) error {
 	size := int64(len(buf))
 	seed := patternSeed(size, r.round<<40|k, w)
 	switch r.op {
-	case opWrite:
+	case OpWrite:
 		if r.verify {
 			if err := r.fill(w, buf, seed); err != nil {
 				return fmt.Errorf("verify: fill %d bytes: %w", size, err)
@@ -209,7 +215,7 @@ func (r *runner) one(ctx context.Context, w int, k uint64, buf, check []byte, sl
 			}
 			return r.compareHost(w, buf, check, k)
 		}
-	case opRead:
+	case OpRead:
 		if r.verify {
 			if k%readVerifyRound == 0 {
 				if err := r.fill(w, check, seed); err != nil {
@@ -231,7 +237,7 @@ func (r *runner) one(ctx context.Context, w int, k uint64, buf, check []byte, sl
 		if r.verify {
 			return r.compareHost(w, check, buf, k)
 		}
-	case opSend:
+	case OpSend:
 		t0 := time.Now()
 		if err := r.peer.Send(ctx, buf); err != nil {
 			return fmt.Errorf("send %d bytes: %w", size, err)
@@ -244,7 +250,7 @@ func (r *runner) one(ctx context.Context, w int, k uint64, buf, check []byte, sl
 }
 
 // compareHost compares worker w's want and got, either in GPU memory.
-func (r *runner) compareHost(w int, want, got []byte, k uint64) error {
+func (r *Runner) compareHost(w int, want, got []byte, k uint64) error {
 	if r.copyDev == nil {
 		return r.compare(want, got, w, k)
 	}
@@ -259,10 +265,42 @@ func (r *runner) compareHost(w int, want, got []byte, k uint64) error {
 	return r.compare(hw, hg, w, k)
 }
 
-func (r *runner) compare(want, got []byte, w int, k uint64) error {
+func (r *Runner) compare(want, got []byte, w int, k uint64) error {
 	off, n := compare(want, got)
 	if off < 0 {
 		return nil
 	}
 	return &mismatchError{Op: r.op, Size: int64(len(want)), Worker: w, Count: k, Offset: off, Want: want[off], Got: got[off], Mismatch: n}
+}
+
+// WarmupOps operations run before each size's measurement, uncounted.
+const WarmupOps = 50
+
+// Progress displays a run while it lasts: desc names it, lim ends it and
+// completed reports the operations done so far. It returns the function
+// that removes the display.
+type Progress func(desc string, lim Limit, completed func() int64) (hide func())
+
+// Measure warms r up with WarmupOps operations, then runs operations of
+// size bytes until lim and summarises them, with the CPU time that cpu
+// meters. progress, when not nil, displays the run.
+func (r *Runner) Measure(ctx context.Context, size int64, lim Limit, cpu cputime.Meter, progress Progress) (Result, error) {
+	if _, _, _, err := r.Run(ctx, size, Limit{Iters: WarmupOps}); err != nil {
+		return Result{}, fmt.Errorf("warm-up: %w", err)
+	}
+	cpu0, ok0 := cpu.Read()
+	hide := func() {}
+	if progress != nil {
+		hide = progress(fmt.Sprintf("%s %s", r.op, bytesize.Format(size)), lim, r.Completed)
+	}
+	ops, elapsed, lat, err := r.Run(ctx, size, lim)
+	hide()
+	cpu1, ok1 := cpu.Read()
+	if err != nil {
+		return Result{}, err
+	}
+	res := newResult(r.op, size, ops, elapsed, lat)
+	res.CPU, res.CPUKnown = cpu1-cpu0, ok0 && ok1
+	res.Verified = r.verify // every operation was checked, or err is set
+	return res, nil
 }

@@ -1,4 +1,4 @@
-package main
+package bench
 
 import (
 	"time"
@@ -6,8 +6,8 @@ import (
 	"github.com/xferio/xfer/latency"
 )
 
-// sizeResult is the outcome of one message size.
-type sizeResult struct {
+// Result is the outcome of one message size.
+type Result struct {
 	Transport string
 	Op        string
 	Size      int64
@@ -24,9 +24,9 @@ type sizeResult struct {
 	Verified bool
 }
 
-// newSizeResult summarises a run of ops operations of size bytes.
-func newSizeResult(op string, size, ops int64, elapsed time.Duration, lat *latency.Histogram) sizeResult {
-	return sizeResult{
+// newResult summarises a run of ops operations of size bytes.
+func newResult(op string, size, ops int64, elapsed time.Duration, lat *latency.Histogram) Result {
+	return Result{
 		Op:      op,
 		Size:    size,
 		Ops:     ops,
@@ -39,10 +39,10 @@ func newSizeResult(op string, size, ops int64, elapsed time.Duration, lat *laten
 }
 
 // Bytes is the payload moved.
-func (r sizeResult) Bytes() int64 { return r.Ops * r.Size }
+func (r Result) Bytes() int64 { return r.Ops * r.Size }
 
 // BytesPerSec is the payload bandwidth.
-func (r sizeResult) BytesPerSec() float64 {
+func (r Result) BytesPerSec() float64 {
 	if r.Elapsed <= 0 {
 		return 0
 	}
@@ -51,7 +51,7 @@ func (r sizeResult) BytesPerSec() float64 {
 
 // CPUPerGB is CPU seconds per 1e9 payload bytes; ok is false when CPU time
 // is unknown or nothing was moved.
-func (r sizeResult) CPUPerGB() (v float64, ok bool) {
+func (r Result) CPUPerGB() (v float64, ok bool) {
 	if !r.CPUKnown || r.Bytes() == 0 {
 		return 0, false
 	}

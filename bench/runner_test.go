@@ -1,4 +1,4 @@
-package main
+package bench
 
 import (
 	"context"
@@ -74,25 +74,25 @@ func buffers(n int, size int64) [][]byte {
 	return b
 }
 
-func newTestRunner(m *memPeer, op string, depth int, maxSize int64, verify bool) *runner {
+func newTestRunner(m *memPeer, op string, depth int, maxSize int64, verify bool) *Runner {
 	var checks [][]byte
 	if verify {
 		checks = buffers(depth, maxSize)
 	}
-	return newRunner(m, op, m.desc, buffers(depth, maxSize), checks)
+	return NewRunner(m, op, m.desc, buffers(depth, maxSize), checks)
 }
 
 func TestRunnerIters(t *testing.T) {
-	for _, op := range []string{opWrite, opRead, opSend} {
+	for _, op := range []string{OpWrite, OpRead, OpSend} {
 		m := newMemPeer(4 * 8192)
-		r := newTestRunner(m, op, 4, 8192, op != opSend)
+		r := newTestRunner(m, op, 4, 8192, op != OpSend)
 		for _, size := range []int64{1, 100, 4096, 8192} {
-			ops, elapsed, lat, err := r.run(context.Background(), size, limit{iters: 333})
+			ops, elapsed, lat, err := r.Run(context.Background(), size, Limit{Iters: 333})
 			if err != nil {
 				t.Fatalf("%s %d: %v", op, size, err)
 			}
-			if ops != 333 || lat.Count() != 333 || r.completed() != 333 {
-				t.Errorf("%s %d: ops %d, latencies %d, completed %d; want 333", op, size, ops, lat.Count(), r.completed())
+			if ops != 333 || lat.Count() != 333 || r.Completed() != 333 {
+				t.Errorf("%s %d: ops %d, latencies %d, completed %d; want 333", op, size, ops, lat.Count(), r.Completed())
 			}
 			if elapsed <= 0 || lat.Quantile(50) <= 0 {
 				t.Errorf("%s %d: elapsed %v, p50 %v", op, size, elapsed, lat.Quantile(50))
@@ -102,9 +102,9 @@ func TestRunnerIters(t *testing.T) {
 }
 
 func TestRunnerDuration(t *testing.T) {
-	r := newTestRunner(newMemPeer(2*4096), opWrite, 2, 4096, false)
+	r := newTestRunner(newMemPeer(2*4096), OpWrite, 2, 4096, false)
 	start := time.Now()
-	ops, elapsed, _, err := r.run(context.Background(), 4096, limit{dur: 50 * time.Millisecond})
+	ops, elapsed, _, err := r.Run(context.Background(), 4096, Limit{Dur: 50 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -116,27 +116,27 @@ func TestRunnerDuration(t *testing.T) {
 func TestRunnerSlots(t *testing.T) {
 	// Each worker writes its own slot: with verification on, workers that
 	// overlapped would corrupt each other's data.
-	m := newMemPeer(int(8 * slotStride(5000)))
-	r := newTestRunner(m, opWrite, 8, 5000, true)
-	if _, _, _, err := r.run(context.Background(), 5000, limit{iters: 800}); err != nil {
+	m := newMemPeer(int(8 * SlotStride(5000)))
+	r := newTestRunner(m, OpWrite, 8, 5000, true)
+	if _, _, _, err := r.Run(context.Background(), 5000, Limit{Iters: 800}); err != nil {
 		t.Fatal(err)
 	}
 	// And a region too small for the slots is refused by the target. (Every
 	// slot is out of range: with one slot missing, the worker that owns it
 	// may, under the race detector, get no operation of the 800 at all.)
 	m = newMemPeer(4096)
-	r = newTestRunner(m, opWrite, 8, 5000, false)
-	if _, _, _, err := r.run(context.Background(), 5000, limit{iters: 800}); !errors.Is(err, xfer.ErrRemoteAccess) {
+	r = newTestRunner(m, OpWrite, 8, 5000, false)
+	if _, _, _, err := r.Run(context.Background(), 5000, Limit{Iters: 800}); !errors.Is(err, xfer.ErrRemoteAccess) {
 		t.Errorf("err = %v, want ErrRemoteAccess", err)
 	}
 }
 
 func TestRunnerVerifyMismatch(t *testing.T) {
-	for _, op := range []string{opWrite, opRead} {
+	for _, op := range []string{OpWrite, OpRead} {
 		m := newMemPeer(2 * 4096)
 		m.corrupt = 1234
 		r := newTestRunner(m, op, 2, 4096, true)
-		_, _, _, err := r.run(context.Background(), 4096, limit{iters: 100})
+		_, _, _, err := r.Run(context.Background(), 4096, Limit{Iters: 100})
 		var me *mismatchError
 		if !errors.As(err, &me) {
 			t.Fatalf("%s: err = %v, want a mismatch", op, err)
@@ -152,29 +152,29 @@ func TestRunnerVerifyMismatch(t *testing.T) {
 
 func TestRunnerVerifyDroppedWrite(t *testing.T) {
 	m := newMemPeer(4096)
-	r := newTestRunner(m, opWrite, 1, 4096, true)
-	if _, _, _, err := r.run(context.Background(), 4096, limit{iters: 10}); err != nil {
+	r := newTestRunner(m, OpWrite, 1, 4096, true)
+	if _, _, _, err := r.Run(context.Background(), 4096, Limit{Iters: 10}); err != nil {
 		t.Fatal(err)
 	}
 	// From now on writes are lost: the read-back returns the last run's
 	// data, which must not pass for this run's.
 	m.drop = true
 	var me *mismatchError
-	if _, _, _, err := r.run(context.Background(), 4096, limit{iters: 10}); !errors.As(err, &me) {
+	if _, _, _, err := r.Run(context.Background(), 4096, Limit{Iters: 10}); !errors.As(err, &me) {
 		t.Fatalf("err = %v, want a mismatch", err)
 	}
 	// Reads of a slot that was never rewritten fail the same way.
-	r = newTestRunner(m, opRead, 1, 4096, true)
-	if _, _, _, err := r.run(context.Background(), 4096, limit{iters: 10}); !errors.As(err, &me) {
+	r = newTestRunner(m, OpRead, 1, 4096, true)
+	if _, _, _, err := r.Run(context.Background(), 4096, Limit{Iters: 10}); !errors.As(err, &me) {
 		t.Fatalf("read: err = %v, want a mismatch", err)
 	}
 }
 
 func TestRunnerCancel(t *testing.T) {
-	r := newTestRunner(newMemPeer(4096), opWrite, 1, 4096, false)
+	r := newTestRunner(newMemPeer(4096), OpWrite, 1, 4096, false)
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	if _, _, _, err := r.run(ctx, 4096, limit{dur: time.Hour}); !errors.Is(err, context.Canceled) {
+	if _, _, _, err := r.Run(ctx, 4096, Limit{Dur: time.Hour}); !errors.Is(err, context.Canceled) {
 		t.Errorf("err = %v, want context.Canceled", err)
 	}
 }
@@ -195,59 +195,5 @@ func TestPatternsDiffer(t *testing.T) {
 	fillPattern(b, 99)
 	if off, n := compare(a, b); off != -1 || n != 0 {
 		t.Errorf("same seed: compare = %d, %d", off, n)
-	}
-}
-
-func TestBenchPlan(t *testing.T) {
-	ok := benchFlags{op: opWrite, sizes: defaultSizes, duration: 2 * time.Second, depth: 4}
-	p, err := ok.plan(false)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if p.maxSize != 16<<20 || len(p.sizes) != 5 || p.lim != (limit{dur: 2 * time.Second}) {
-		t.Errorf("plan %+v", p)
-	}
-	withIters := ok
-	withIters.iters = 200
-	if p, err := withIters.plan(true); err != nil || p.lim != (limit{iters: 200}) {
-		t.Errorf("--iters 200: plan %+v, %v", p, err)
-	}
-
-	for _, tc := range []struct {
-		change   func(*benchFlags)
-		itersSet bool
-		want     string
-	}{
-		{func(f *benchFlags) { f.op = "copy" }, false, `--op "copy"`},
-		{func(f *benchFlags) { f.op, f.verify = opSend, true }, false, "--verify works with write and read"},
-		{func(f *benchFlags) { f.sizes = "64,4KB" }, false, `--size: size list element 2: size "4KB"`},
-		{func(f *benchFlags) { f.sizes = "0" }, false, "at least 1 byte"},
-		{func(f *benchFlags) { f.depth = 0 }, false, "--depth 0"},
-		{func(f *benchFlags) { f.depth = maxDepth + 1 }, false, "--depth"},
-		{func(f *benchFlags) { f.iters = 0 }, true, "--iters 0"},
-		{func(f *benchFlags) { f.duration = 0 }, false, "--duration 0s"},
-		{func(f *benchFlags) { f.plot = "out.jpg" }, false, ".png or .svg"},
-	} {
-		f := ok
-		tc.change(&f)
-		if _, err := f.plan(tc.itersSet); err == nil || !strings.Contains(err.Error(), tc.want) {
-			t.Errorf("%+v: error %v, want it to contain %q", f, err, tc.want)
-		}
-	}
-}
-
-func TestDefaultPoolMB(t *testing.T) {
-	for _, tc := range []struct {
-		depth int
-		size  int64
-		want  int
-	}{
-		{1, 64, minPoolMB},
-		{4, 16 << 20, 128},
-		{16, 10<<20 + 1, 321}, // 2 × 16 × (10MiB + 4KiB) = 320.125MiB
-	} {
-		if got := defaultPoolMB(tc.depth, tc.size); got != tc.want {
-			t.Errorf("defaultPoolMB(%d, %d) = %d, want %d", tc.depth, tc.size, got, tc.want)
-		}
 	}
 }

@@ -1,0 +1,143 @@
+package kv
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"net"
+	"sync"
+	"time"
+
+	"github.com/xferio/xfer"
+	"github.com/xferio/xfer/kv/kvpb"
+)
+
+// session is what a Hello established: the server's limits and the
+// data-plane connection to it.
+type session struct {
+	id        string
+	addr      string // the data address dialed
+	peer      *xfer.Peer
+	inlineMax uint64
+	maxValue  uint64
+	maxKey    uint64
+
+	// The data-plane request path: calls waiting for their response.
+	pmu     sync.Mutex
+	pending map[uint64]*pendingCall
+	nextID  uint64
+	down    error // set when the connection failed; calls fail with it
+}
+
+// session returns the current session, establishing one when there is none.
+func (c *Client) session(ctx context.Context) (*session, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.sess != nil {
+		return c.sess, nil
+	}
+	// Not WaitForReady: while the server is unreachable Hello fails at
+	// once with Unavailable, and the callers (connect, retry) wait and try
+	// again, knowing why.
+	h, err := c.rpc.Hello(ctx, &kvpb.HelloRequest{Protocol: Protocol})
+	if err != nil {
+		return nil, c.convert(err)
+	}
+	c.helloAnswered.Store(true)
+	if len(h.DataAddrs) == 0 {
+		return nil, fmt.Errorf("kv: %s: the server has no data-plane address", c.target)
+	}
+	// Spread clients over the server's data-plane engines.
+	f := fnv.New32a()
+	id := c.e.ID()
+	f.Write(id[:])
+	addr := c.dataAddr(h.DataAddrs[int(f.Sum32())%len(h.DataAddrs)])
+	p, err := c.e.Dial(ctx, addr)
+	if err != nil {
+		if errors.Is(err, xfer.ErrAuth) || errors.Is(err, xfer.ErrNoTransport) || errors.Is(err, xfer.ErrVersion) || ctx.Err() != nil {
+			return nil, fmt.Errorf("kv: data plane %s: %w", addr, err)
+		}
+		// Most likely the server is restarting: worth another Hello.
+		return nil, fmt.Errorf("kv: data plane %s: %w: %w", addr, ErrUnavailable, err)
+	}
+	c.sess = &session{id: string(h.ServerId), addr: addr, peer: p, inlineMax: h.InlineMax, maxValue: h.MaxValue, maxKey: h.MaxKey}
+	if m, ok := h.InlineMaxByTransport[p.Transport()]; ok {
+		c.sess.inlineMax = min(c.sess.inlineMax, m)
+	}
+	if c.opts.InlineMax < 0 {
+		c.sess.inlineMax = 0
+	} else if c.opts.InlineMax > 0 {
+		c.sess.inlineMax = min(c.sess.inlineMax, uint64(c.opts.InlineMax))
+	}
+	if c.msgs != nil {
+		// Requests carry at most a key and an inline value.
+		c.sess.inlineMax = min(c.sess.inlineMax, uint64(max(c.msgs.size-1024-int(h.MaxKey), 0)))
+		c.sess.pending = make(map[uint64]*pendingCall)
+		sess := c.sess
+		p.Handle(func(msg []byte) { c.onResponse(sess, msg) })
+		p.HandleNotify(func(n xfer.Notification) { c.onNotify(sess, n) })
+	}
+	return c.sess, nil
+}
+
+// dataAddr fills in the host of a data address that has none.
+func (c *Client) dataAddr(a string) string {
+	host, port, err := net.SplitHostPort(a)
+	if err != nil {
+		return a
+	}
+	if ip := net.ParseIP(host); host == "" || (ip != nil && ip.IsUnspecified()) {
+		return net.JoinHostPort(c.host, port)
+	}
+	return a
+}
+
+// reset drops sess, after the server said it does not know this client's
+// data-plane connection or it broke; the next call says Hello again.
+func (c *Client) reset(sess *session) {
+	c.mu.Lock()
+	if c.sess == sess {
+		c.sess = nil
+		sess.peer.Close()
+	}
+	c.mu.Unlock()
+}
+
+// retry runs f with a session until it succeeds, fails for a reason other
+// than the server's unavailability, or ctx is done.
+func (c *Client) retry(ctx context.Context, f func(*session) error) error {
+	backoff := 10 * time.Millisecond
+	for {
+		sess, err := c.session(ctx)
+		if err == nil {
+			err = f(sess)
+			if err == nil {
+				return nil
+			}
+			err = c.convert(err)
+			if !errors.Is(err, ErrUnavailable) {
+				return err
+			}
+			c.reset(sess)
+		}
+		if !errors.Is(err, ErrUnavailable) && !errors.Is(err, xfer.ErrClosed) && !errors.Is(err, xfer.ErrPeerLost) {
+			if cerr := ctx.Err(); cerr != nil {
+				return fmt.Errorf("kv: %w", cerr)
+			}
+			return err
+		}
+		if c.noWait {
+			if errors.Is(err, ErrUnavailable) {
+				return err
+			}
+			return &unavailableError{target: c.target, msg: err.Error()}
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("kv: %w (last error: %w)", ctx.Err(), err)
+		case <-time.After(backoff):
+		}
+		backoff = min(2*backoff, time.Second)
+	}
+}
