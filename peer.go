@@ -38,7 +38,7 @@ type Peer struct {
 	wd    watchdogState
 	// waiters counts the goroutines waiting for this peer to send
 	// (Recv, WaitNotify); probing is set while the watchdog's probe of
-	// a quiet peer with waiters is out (probe.go).
+	// a quiet peer with waiters is out (watchdog.go).
 	waiters atomic.Int32
 	probing atomic.Bool
 	mark    atomic.Uint64 // the engine's revoke count when the connection began
