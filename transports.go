@@ -126,6 +126,16 @@ func rank(name string) int {
 // policy's order of preference: "rdma", "shm", "tcp".
 func TransportNames() []string { return transportNames() }
 
+// TransportCaps returns the capabilities of the transport named, as its
+// row in the transport table states them, and whether this build knows it,
+// so that services choose by what a transport does, never by its name.
+func TransportCaps(name string) (transport.Caps, bool) {
+	if r := transportRowOf(name); r != nil {
+		return r.caps, true
+	}
+	return transport.Caps{}, false
+}
+
 // TransportSections maps each transport that has settings of its own to
 // the yaml key of its section in Config ("rdma", "tcp").
 func TransportSections() map[string]string {
