@@ -33,12 +33,11 @@ type Peer struct {
 	// replaced, while its operations end (failback.go): revokes reach it.
 	draining atomic.Pointer[transport.Endpoint]
 	// stall is set when the watchdog closed an endpoint whose peer made
-	// no progress (Config.OpTimeout); wd is the watchdog's own state.
+	// no progress (Config.OpTimeout).
 	stall atomic.Pointer[stallRec]
-	wd    watchdogState
 	// waiters counts the goroutines waiting for this peer to send
 	// (Recv, WaitNotify); probing is set while the watchdog's probe of
-	// a quiet peer with waiters is out (probe.go).
+	// a quiet peer with waiters is out (watchdog.go).
 	waiters atomic.Int32
 	probing atomic.Bool
 	mark    atomic.Uint64 // the engine's revoke count when the connection began

@@ -1,7 +1,9 @@
 package xfer
 
 import (
+	"net"
 	"strings"
+	"syscall"
 
 	"github.com/xferio/xfer/internal/wire"
 	"github.com/xferio/xfer/mem"
@@ -124,6 +126,16 @@ func rank(name string) int {
 // policy's order of preference: "rdma", "shm", "tcp".
 func TransportNames() []string { return transportNames() }
 
+// TransportCaps returns the capabilities of the transport named, as its
+// row in the transport table states them, and whether this build knows it,
+// so that services choose by what a transport does, never by its name.
+func TransportCaps(name string) (transport.Caps, bool) {
+	if r := transportRowOf(name); r != nil {
+		return r.caps, true
+	}
+	return transport.Caps{}, false
+}
+
 // TransportSections maps each transport that has settings of its own to
 // the yaml key of its section in Config ("rdma", "tcp").
 func TransportSections() map[string]string {
@@ -181,3 +193,22 @@ func (e *Engine) checkNamedDevices() {
 		}
 	}
 }
+
+// The engine's own TCP connections, which its handshake dials and accepts
+// and the chosen transport then takes over, get their congestion control
+// from the tcp section (tcp.congestion: transport/tcp/congestion.go).
+
+// dialControl is the engine's net.Dialer Control.
+func (e *Engine) dialControl(network, address string, c syscall.RawConn) error {
+	return e.cfg.TCP.DialControl(network, address, c)
+}
+
+// listenControl is the engine's net.ListenConfig Control.
+func (e *Engine) listenControl(network, address string, c syscall.RawConn) error {
+	return e.cfg.TCP.ListenControl(network, address, c)
+}
+
+// acceptedCongestion gives a connection accepted from the engine's listener
+// its own congestion control (under auto, the system's default to another
+// host).
+func (e *Engine) acceptedCongestion(nc net.Conn) { e.cfg.TCP.Accepted(nc) }

@@ -6,6 +6,7 @@ import (
 	"os"
 	"time"
 
+	"github.com/xferio/xfer/internal/watchdog"
 	"github.com/xferio/xfer/transport"
 )
 
@@ -53,73 +54,54 @@ func (p *Peer) stalled(ep transport.Endpoint, kind OpKind, err error) error {
 	return &StallError{Op: kind.String(), Peer: p.String(), Timeout: r.timeout, Pending: r.pending, Cause: err}
 }
 
-// watchdogState is what the watchdog remembers of a peer between looks;
-// only the watchdog's goroutine touches it.
-type watchdogState struct {
-	ep    transport.Endpoint
-	moved uint64
-	since time.Time // when moved last changed, or operations began to wait
-}
-
-// watchdog looks at every peer eight times per Config.OpTimeout, and closes
-// the connection of a peer that has had operations outstanding and made no
-// progress for OpTimeout (transport.Progresser). It runs until the engine
-// closes.
+// watchdog runs the op_timeout watchdog (internal/watchdog) over the
+// engine's peers until the engine closes: a peer that has had operations
+// outstanding and made no progress for Config.OpTimeout
+// (transport.Progresser) has its connection closed.
 func (e *Engine) watchdog() {
 	defer e.wg.Done()
-	timeout := e.cfg.OpTimeout
-	tick := time.NewTicker(timeout / 8)
-	defer tick.Stop()
-	for {
-		select {
-		case <-e.ctx.Done():
-			return
-		case now := <-tick.C:
-			for _, p := range e.Peers() {
-				p.look(now, timeout)
+	watchdog.Run(e.ctx, e.cfg.OpTimeout, func(yield func(watchdog.Peer) bool) {
+		for _, p := range e.Peers() {
+			if !yield((*watchedPeer)(p)) {
+				return
 			}
 		}
-	}
+	})
 }
 
-// look is one look of the watchdog at p.
-func (p *Peer) look(now time.Time, timeout time.Duration) {
-	w := &p.wd
-	box := p.ep.Load()
+// watchedPeer is a Peer as the watchdog sees it (watchdog.Peer), without
+// those methods on Peer itself. Its connections are the peer's endpoints.
+type watchedPeer Peer
+
+// Conn returns the peer's endpoint, if it can tell its progress.
+func (w *watchedPeer) Conn() watchdog.Conn {
+	box := w.ep.Load()
 	if box == nil {
-		w.ep = nil
-		return
+		return nil
 	}
-	pr, ok := box.ep.(transport.Progresser)
-	if !ok {
-		return // an endpoint that cannot tell: not watched
-	}
-	moved, pending := pr.Progress()
-	waiting := p.waiters.Load() > 0 || p.e.notes.waiting.Load() > 0 && p.notify.Load() == nil
-	if box.ep != w.ep || pending == 0 && !waiting || moved != w.moved {
-		w.ep, w.moved, w.since = box.ep, moved, now
-		return
-	}
-	if pending == 0 && p.probing.Load() {
-		pending = 1 // the probe is outstanding, whatever the transport counts
-	}
-	if pending == 0 {
-		// Only waiters, and a quiet peer: an idle peer is no failure,
-		// but one that does not answer a probe either is stalled.
-		if now.Sub(w.since) >= timeout/2 {
-			p.probe(box)
-		}
-		return
-	}
-	if now.Sub(w.since) < timeout {
-		return
-	}
-	w.since = now
-	p.stall.Store(&stallRec{ep: box.ep, timeout: timeout, pending: pending})
+	pr, _ := box.ep.(transport.Progresser)
+	return pr
+}
+
+// Waiting reports goroutines in Recv or Peer.WaitNotify, or in
+// Engine.WaitNotify while the peer has no notify handler.
+func (w *watchedPeer) Waiting() bool {
+	return w.waiters.Load() > 0 || w.e.notes.waiting.Load() > 0 && w.notify.Load() == nil
+}
+
+func (w *watchedPeer) Probing() bool { return w.probing.Load() }
+
+func (w *watchedPeer) Probe(c watchdog.Conn) { (*Peer)(w).probe(c.(transport.Endpoint)) }
+
+// Stalled records the stall, so that the operations the close fails
+// report a *StallError, and closes the endpoint.
+func (w *watchedPeer) Stalled(c watchdog.Conn, timeout time.Duration, pending int) {
+	p, ep := (*Peer)(w), c.(transport.Endpoint)
+	p.stall.Store(&stallRec{ep: ep, timeout: timeout, pending: pending})
 	p.e.log.Warn("peer made no progress; closing its connection", "peer", p, "op_timeout", timeout, "outstanding", pending,
-		"transport", box.ep.Transport())
+		"transport", ep.Transport())
 	if m := p.e.metrics; m != nil {
-		m.stalls.WithLabelValues(box.ep.Transport()).Inc()
+		m.stalls.WithLabelValues(ep.Transport()).Inc()
 	}
 	// Close fails what is outstanding and waits for the endpoint's
 	// goroutines, which may take a while on a stalled peer: not in the
@@ -128,6 +110,65 @@ func (p *Peer) look(now time.Time, timeout time.Duration) {
 	p.e.wg.Add(1)
 	go func() {
 		defer p.e.wg.Done()
-		box.ep.Close()
+		ep.Close()
 	}()
+}
+
+// Probes: a goroutine waiting for a peer to send (Recv, Peer.WaitNotify,
+// and Engine.WaitNotify for every peer without a notify handler) must
+// learn that the peer stalled, but an idle peer that is alive is no
+// failure. So when such a peer has been quiet for half of
+// Config.OpTimeout, the watchdog asks it something it must answer: a
+// one-byte READ of region 0, which no engine has (region IDs start at 1),
+// answered at once with an unknown-region error by a live peer (over rdma
+// too: the region is looked up over the control connection, by the peer's
+// process, before any work reaches the NIC). The answer is progress; a
+// peer that gives none within OpTimeout has its connection closed, as for
+// any operation, and the waiters fail with a *StallError.
+
+// probeOp is the completion of a probe.
+type probeOp struct{ done chan struct{} }
+
+func (o *probeOp) OpDone(*transport.Op) { close(o.done) }
+
+// probe posts a probe to the peer's endpoint ep, unless one is out.
+func (p *Peer) probe(ep transport.Endpoint) {
+	if !p.probing.CompareAndSwap(false, true) {
+		return
+	}
+	buf, err := p.e.Alloc(1)
+	if err != nil {
+		p.probing.Store(false) // no memory to probe from: not now
+		return
+	}
+	p.e.wg.Add(1) // the watchdog holds a count of e.wg: safe during Close
+	go func() {
+		defer p.e.wg.Done()
+		defer p.probing.Store(false)
+		defer p.e.Free(buf)
+		local := buf.Bytes()[:1]
+		lr, err := p.e.regions.pinLocal(local)
+		if err != nil {
+			return
+		}
+		defer lr.Unpin()
+		o := &probeOp{done: make(chan struct{})}
+		op := &transport.Op{Kind: OpRead, Local: local, Remote: RemoteAddr{}, Region: lr, Done: o}
+		// Post may wait (rdma looks the region up over the control
+		// connection): not in the watchdog's goroutine. The op ends when
+		// the peer answers or the connection closes.
+		ep.Post([]*transport.Op{op}, false)
+		<-o.done
+		p.e.log.Debug("probed a quiet peer with waiters", "peer", p, "answer", fmt.Sprint(op.Err))
+	}()
+}
+
+// waitEnded is the error of a wait for peer p (Recv, WaitNotify) whose
+// connection ep failed: a *StallError when the watchdog closed it.
+func (p *Peer) waitEnded(op string, ep transport.Endpoint) error {
+	err := ep.Err()
+	if r := p.stall.Load(); r != nil && r.ep == ep {
+		return &StallError{Op: op, Peer: p.String(), Timeout: r.timeout, Pending: r.pending, Cause: err}
+	}
+	return fmt.Errorf("%s from %s: %w", op, p, err)
 }

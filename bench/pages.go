@@ -125,9 +125,10 @@ func Pages(ctx context.Context, pc PagesConfig) (PagesResult, error) {
 		}
 	} else {
 		// depth fetches in flight, in pipelines that share them. On shm
-		// a fetch is a copy that the fetching goroutine makes: one
-		// pipeline per CPU keeps each CPU copying, and a second would
-		// only contend for the endpoint's lock (2 pipelines of 16
+		// (a transport that maps the peer's memory) a fetch is a copy
+		// that the fetching goroutine makes: one pipeline per CPU keeps
+		// each CPU copying, and a second would only contend for the
+		// endpoint's lock (2 pipelines of 16
 		// against 4 of 8 on two vCPUs: 9.7-10.0M pages/s against
 		// 7.5-10.0M, bimodal, 6 interleaved rounds). Over SoftRoCE a
 		// post does the device's work in the posting thread, and a
@@ -135,7 +136,7 @@ func Pages(ctx context.Context, pc PagesConfig) (PagesResult, error) {
 		// pipelines of 8 against 2 of 16: 14.7-16.3k pages/s against
 		// 13.0-14.5k, 3 interleaved rounds).
 		perCPU := 2
-		if p.Transport() == "shm" {
+		if c, _ := xfer.TransportCaps(p.Transport()); c.MapsMemory {
 			perCPU = 1
 		}
 		workers := min(depth, perCPU*runtime.GOMAXPROCS(0))

@@ -124,14 +124,28 @@ func (s *Server) inlineByTransport() map[string]uint64 {
 	if !s.inlineAuto {
 		return nil
 	}
-	return map[string]uint64{"shm": DefaultInlineMaxSHM, "rdma": DefaultInlineMaxSHM}
+	m := map[string]uint64{}
+	for _, name := range xfer.TransportNames() {
+		if oneCopy(name) {
+			m[name] = DefaultInlineMaxSHM
+		}
+	}
+	return m
+}
+
+// oneCopy reports whether a one-sided transfer on the transport named is
+// one copy or the NIC's DMA (shm, rdma), not a pass through both engines
+// (tcp): its clients get DefaultInlineMaxSHM under the default InlineMax.
+func oneCopy(transport string) bool {
+	c, ok := xfer.TransportCaps(transport)
+	return ok && !c.OwnerServes()
 }
 
 // inlineMax is the inline limit for a client on the given transport ("" if
 // unknown).
 func (s *Server) inlineMax(transport string) int {
-	if m, ok := s.inlineByTransport()[transport]; ok {
-		return min(int(m), s.opts.InlineMax)
+	if s.inlineAuto && oneCopy(transport) {
+		return min(DefaultInlineMaxSHM, s.opts.InlineMax)
 	}
 	return s.opts.InlineMax
 }

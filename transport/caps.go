@@ -31,6 +31,12 @@ type Caps struct {
 	Rights Rights `json:"rights"`
 }
 
+// OwnerServes reports whether the owner's engine serves every one-sided
+// access itself (RightsByOwner: a stream transport, where a WRITE's bytes
+// pass through both engines), rather than the peer reaching the region by
+// a mapping (one copy) or by the NIC's DMA.
+func (c Caps) OwnerServes() bool { return c.Rights == RightsByOwner }
+
 // Rights says what keeps a peer from touching a region beyond the rights
 // it grants (read-only, say).
 type Rights uint8

@@ -395,24 +395,6 @@ type PeerInfo struct {
 	Blob   []byte   // transport-specific data from the handshake
 }
 
-// The modes of tcp.Config.Congestion; any other value names an algorithm.
-const (
-	// CongestionAuto gives connections to a peer on the same host
-	// SameHostCongestion and leaves the others to the system's default.
-	CongestionAuto = "auto"
-	// CongestionSystem leaves every connection to the system's default.
-	CongestionSystem = "system"
-	// SameHostCongestion is the congestion control CongestionAuto picks for
-	// a peer on the same host: a loss-based algorithm without pacing.
-	// Between two sockets of one host nothing is lost and nothing queues
-	// but the receiver's window, so every loss-based algorithm opens its
-	// window alike, while a paced one (BBR, the default of some
-	// distributions) spaces the segments out with a timer each. Linux lets
-	// every process choose reno; others must be listed in
-	// net.ipv4.tcp_allowed_congestion_control.
-	SameHostCongestion = "reno"
-)
-
 // Params is everything a transport needs to turn a handshaken connection into
 // an endpoint.
 type Params struct {

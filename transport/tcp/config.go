@@ -3,8 +3,6 @@ package tcp
 import (
 	"fmt"
 	"time"
-
-	"github.com/xferio/xfer/transport"
 )
 
 // Defaults of Config.
@@ -66,7 +64,7 @@ type Config struct {
 	// what governs each direction. Where the system's default is paced
 	// (bbr), same-host bulk transfers move 1.1–1.4 times as much with
 	// reno (docs/TUNING.md, "Congestion control between two sockets of
-	// one host"). Default: auto (transport.CongestionAuto).
+	// one host"). Default: auto (CongestionAuto; congestion.go).
 	Congestion string `yaml:"congestion"`
 }
 
@@ -93,7 +91,7 @@ func (c Config) WithDefaults() (Config, error) {
 	}
 	switch {
 	case c.Congestion == "":
-		c.Congestion = transport.CongestionAuto
+		c.Congestion = CongestionAuto
 	case !validCongestion(c.Congestion):
 		return c, fmt.Errorf("config: tcp.congestion %q: want auto, system or an algorithm's name (lowercase letters, digits and _, at most 15)", c.Congestion)
 	}

@@ -7,4 +7,9 @@
 // An Endpoint holds its stream as a field and forwards the transport
 // contract to it; it implements transport.Appender. Its lifetime is the
 // stream's: Close closes the stream and waits for its goroutines.
+//
+// Config is the engine's tcp section. Its congestion control policy
+// (Config.Congestion; congestion.go) applies to sockets before they
+// connect, so the engine, which dials and accepts every connection for
+// its handshake, applies it with DialControl, ListenControl and Accepted.
 package tcp
