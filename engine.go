@@ -3,6 +3,7 @@ package xfer
 import (
 	"context"
 	"crypto/rand"
+	"crypto/sha256"
 	"errors"
 	"fmt"
 	"io"
@@ -705,7 +706,7 @@ func hostID() [16]byte {
 		_, _ = rand.Read(id[:])
 		return id
 	}
-	sum := sha256Sum([]byte(s))
+	sum := sha256.Sum256([]byte(s))
 	copy(id[:], sum[:16])
 	return id
 }

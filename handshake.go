@@ -3,10 +3,7 @@ package xfer
 import (
 	"bytes"
 	"context"
-	"crypto/hmac"
 	"crypto/rand"
-	"crypto/sha256"
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"net"
@@ -14,11 +11,10 @@ import (
 	"strings"
 	"time"
 
+	"github.com/xferio/xfer/internal/auth"
 	"github.com/xferio/xfer/internal/wire"
 	"github.com/xferio/xfer/transport"
 )
-
-func sha256Sum(b []byte) [32]byte { return sha256.Sum256(b) }
 
 // The handshake with a secret (protocol version 2):
 //
@@ -47,30 +43,13 @@ const (
 )
 
 // transcript hashes the hello's and the challenge's bodies.
-func transcript(hello, challenge []byte) [32]byte {
-	h := sha256.New()
-	var n [4]byte
-	binary.LittleEndian.PutUint32(n[:], uint32(len(hello)))
-	h.Write(n[:])
-	h.Write(hello)
-	binary.LittleEndian.PutUint32(n[:], uint32(len(challenge)))
-	h.Write(n[:])
-	h.Write(challenge)
-	var out [32]byte
-	copy(out[:], h.Sum(nil))
-	return out
-}
+func transcript(hello, challenge []byte) [32]byte { return auth.Transcript(hello, challenge) }
 
 // proof is HMAC-SHA256(secret, label | transcript | more): the labels keep
 // one side's proof from being replayed as the other's, the transcript's
 // nonces keep it from being replayed on another connection.
-func proof(secret, label string, th [32]byte, more []byte) [32]byte {
-	m := hmac.New(sha256.New, []byte(secret))
-	m.Write([]byte(label))
-	m.Write(th[:])
-	m.Write(more)
-	var out [32]byte
-	copy(out[:], m.Sum(nil))
+func proof(secret, label string, th [32]byte, more []byte) (out [32]byte) {
+	auth.NewKey([]byte(secret)).Sum(out[:0], label, th[:], more)
 	return out
 }
 
@@ -222,8 +201,7 @@ func (e *Engine) acceptPeer(nc net.Conn, h *wire.Hello, helloBody []byte) (*Peer
 		if err != nil {
 			return nil, &authError{reasonMalformed, err}
 		}
-		want := proof(e.cfg.Secret, labelDialer, th, nil)
-		if !hmac.Equal(a.Proof[:], want[:]) {
+		if want := proof(e.cfg.Secret, labelDialer, th, nil); !auth.Equal(a.Proof[:], want[:]) {
 			refuse(nc, wire.StatusAuthFailed, "authentication failed: wrong secret")
 			return nil, &authError{reasonBadProof, errors.New("authentication failed: wrong secret")}
 		}
@@ -696,7 +674,7 @@ func (e *Engine) connectOnce(ctx context.Context, p *Peer, exclude map[string]er
 	}
 	if e.cfg.Secret != "" {
 		want := welcomeProof(e.cfg.Secret, th, body)
-		if len(body) < wire.WelcomeProofOffset+32 || !hmac.Equal(body[wire.WelcomeProofOffset:wire.WelcomeProofOffset+32], want[:]) {
+		if len(body) < wire.WelcomeProofOffset+32 || !auth.Equal(body[wire.WelcomeProofOffset:wire.WelcomeProofOffset+32], want[:]) {
 			return nil, "", fmt.Errorf("dial %s: %w: the peer could not prove it knows this side's shared secret (different secrets)", addr, ErrAuth)
 		}
 	}
