@@ -1,7 +1,6 @@
 package directory
 
 import (
-	"crypto/subtle"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -14,6 +13,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/xferio/xfer/internal/auth"
 )
 
 // The coordinator's HTTP API (JSON bodies; errors are {"error": "..."}):
@@ -127,7 +128,7 @@ func (c *Coordinator) authorized(write bool, h http.HandlerFunc) http.HandlerFun
 		got, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
 		reason := "no_proof"
 		if ok && got != "" {
-			if subtle.ConstantTimeCompare([]byte(got), []byte(c.token)) == 1 {
+			if auth.Equal([]byte(got), []byte(c.token)) {
 				h(w, r)
 				return
 			}
