@@ -194,8 +194,11 @@ func checkImport(dir, im string, pending map[string]string) string {
 			return `only internal/ibv (and the C ABI, cmd/libxfer) may import "C"`
 		}
 		return ""
-	case im == "crypto/hmac" && dir == ".":
-		return "the root package computes no MAC: internal/auth holds the authentication primitives"
+	case im == "crypto/hmac" || im == "crypto/subtle":
+		if dir != "internal/auth" {
+			return "only internal/auth may import crypto/hmac and crypto/subtle: the authentication primitives are written once, there"
+		}
+		return ""
 	}
 	if under(dir, "cmd") && isYAML(im) {
 		return noYAML
@@ -319,7 +322,9 @@ func TestCheckLayout(t *testing.T) {
 		{"transport/tcp", m("internal/ibv"), "internal/ibv may be imported only by"},
 		{"transport/stream", m("transport/tcp"), "the control stream imports no transport"},
 		{".", m("internal/ibv"), "internal/ibv may be imported only by"},
-		{".", "crypto/hmac", "the root package computes no MAC"},
+		{".", "crypto/hmac", "only internal/auth may import crypto/hmac"},
+		{"kv", "crypto/hmac", "only internal/auth may import crypto/hmac"},
+		{"directory", "crypto/subtle", "only internal/auth may import crypto/hmac"},
 		{"mem", m("transport"), "against the layering"},
 		{"directory", m(""), "against the layering"},
 		{"directory", m("mem"), "against the layering"},
