@@ -76,12 +76,6 @@ const (
 	ReasonTimeout = "timeout"
 )
 
-const (
-	reasonNoProof   = ReasonNoProof
-	reasonBadProof  = ReasonBadProof
-	reasonMalformed = ReasonMalformed
-)
-
 var authReasons = []string{ReasonNoProof, ReasonBadProof, ReasonMalformed, ReasonNotAllowed, ReasonTimeout}
 
 // authError is a handshake refused for an authentication reason.

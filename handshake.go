@@ -113,7 +113,7 @@ func (e *Engine) serveConn(nc net.Conn) error {
 	case errors.Is(err, os.ErrDeadlineExceeded) && e.ctx.Err() == nil:
 		return &authError{ReasonTimeout, fmt.Errorf("no hello within handshake_timeout %v", e.cfg.HandshakeTimeout)}
 	case errors.Is(err, wire.ErrMalformed):
-		return &authError{reasonMalformed, err}
+		return &authError{ReasonMalformed, err}
 	default:
 		return err // a connection closed without a word (a port check), or Close
 	}
@@ -128,7 +128,7 @@ func (e *Engine) serveConn(nc net.Conn) error {
 		e.mu.Unlock()
 		if ch == nil {
 			nc.Write(wire.AppendResult(nil, &wire.Result{Status: wire.StatusBadRequest, Message: "join: unknown token"}))
-			return &authError{reasonBadProof, errors.New("join with an unknown token")}
+			return &authError{ReasonBadProof, errors.New("join with an unknown token")}
 		}
 		if _, err := nc.Write(wire.AppendResult(nil, &wire.Result{Status: wire.StatusOK})); err != nil {
 			return err
@@ -143,7 +143,7 @@ func (e *Engine) serveConn(nc net.Conn) error {
 	case wire.MsgHello:
 		h, err := wire.DecodeHello(body)
 		if err != nil {
-			return &authError{reasonMalformed, err}
+			return &authError{ReasonMalformed, err}
 		}
 		p, err := e.acceptPeer(nc, h, body)
 		if errors.Is(err, errResumed) {
@@ -159,7 +159,7 @@ func (e *Engine) serveConn(nc net.Conn) error {
 		}
 		return nil
 	default:
-		return &authError{reasonMalformed, fmt.Errorf("%w: first message is type %d, not hello or join", ErrProtocol, typ)}
+		return &authError{ReasonMalformed, fmt.Errorf("%w: first message is type %d, not hello or join", ErrProtocol, typ)}
 	}
 }
 
@@ -187,7 +187,7 @@ func (e *Engine) acceptPeer(nc net.Conn, h *wire.Hello, helloBody []byte) (*Peer
 	if e.cfg.Secret != "" {
 		typ, body, err := wire.ReadMessage(nc)
 		if err != nil {
-			reason := reasonNoProof
+			reason := ReasonNoProof
 			if errors.Is(err, os.ErrDeadlineExceeded) {
 				reason = ReasonTimeout
 			}
@@ -195,15 +195,15 @@ func (e *Engine) acceptPeer(nc net.Conn, h *wire.Hello, helloBody []byte) (*Peer
 		}
 		if typ != wire.MsgAuth {
 			refuse(nc, wire.StatusAuthFailed, "this engine requires authentication: configure the shared secret")
-			return nil, &authError{reasonNoProof, fmt.Errorf("auth: message type %d instead of a proof", typ)}
+			return nil, &authError{ReasonNoProof, fmt.Errorf("auth: message type %d instead of a proof", typ)}
 		}
 		a, err := wire.DecodeAuth(body)
 		if err != nil {
-			return nil, &authError{reasonMalformed, err}
+			return nil, &authError{ReasonMalformed, err}
 		}
 		if want := proof(e.cfg.Secret, labelDialer, th, nil); !auth.Equal(a.Proof[:], want[:]) {
 			refuse(nc, wire.StatusAuthFailed, "authentication failed: wrong secret")
-			return nil, &authError{reasonBadProof, errors.New("authentication failed: wrong secret")}
+			return nil, &authError{ReasonBadProof, errors.New("authentication failed: wrong secret")}
 		}
 	}
 	local := transport.PeerInfo{ID: e.id, PID: os.Getpid(), HostID: e.hostID, Addr: e.addr}
