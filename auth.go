@@ -11,6 +11,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/xferio/xfer/internal/auth"
 )
 
 // MinSecretLen is the shortest shared secret Config.Secret accepts, in
@@ -103,18 +105,14 @@ type AuthFailureCount struct {
 	Count  uint64 `json:"count"`
 }
 
-// authLogPeriod is how often a source's refusals are logged at Warn; the
-// others in the period go to Debug.
-const authLogPeriod = time.Minute
-
 // maxRecentAuthFailures bounds Status.RecentAuthFailures.
 const maxRecentAuthFailures = 32
 
 type authStats struct {
 	mu     sync.Mutex
 	counts map[[2]string]uint64 // plane, reason
-	warned map[string]time.Time // source → last Warn; bounded by maxWarned
 	recent []AuthFailure
+	warned auth.Warnings
 }
 
 // AuthFailed records a refusal on a plane (PlanePeer, PlaneKV, ...) for a
@@ -124,9 +122,7 @@ type authStats struct {
 // it must not hold a secret. Services built on the engine call it for
 // their own planes.
 func (e *Engine) AuthFailed(plane, reason, source string, err error) {
-	if host, _, splitErr := net.SplitHostPort(source); splitErr == nil {
-		source = host
-	}
+	source = auth.Source(source)
 	detail := ""
 	if err != nil {
 		detail = err.Error()
@@ -142,20 +138,12 @@ func (e *Engine) AuthFailed(plane, reason, source string, err error) {
 		s.recent = append(s.recent[:0], s.recent[1:]...)
 	}
 	s.recent = append(s.recent, AuthFailure{Time: now.UTC(), Plane: plane, Reason: reason, Source: source, Detail: detail})
-	last, seen := s.warned[source]
-	warn := !seen || now.Sub(last) >= authLogPeriod
-	if warn {
-		if s.warned == nil || len(s.warned) >= maxWarned {
-			s.warned = map[string]time.Time{}
-		}
-		s.warned[source] = now
-	}
 	s.mu.Unlock()
 	if m := e.metrics; m != nil {
 		m.authFailures.WithLabelValues(plane, reason).Inc()
 	}
 	args := []any{"plane", plane, "reason", reason, "source", source, "err", detail}
-	if warn {
+	if s.warned.Due(source, now) {
 		e.log.Warn("refused an unauthenticated caller (logged once per source and minute)", args...)
 		return
 	}

@@ -14,13 +14,15 @@
 //   - Equal compares two secrets or MACs in constant time.
 //   - Window is a replay window: it accepts each sequence number once,
 //     and none older than WindowSize below the highest it has seen.
+//   - Warnings says which refusals to log at Warn (a source's first, then
+//     one a minute), and Source names a refusal's source.
 //
 // The wire formats are the callers': each decides its labels and the
 // order of its parts, and docs/SECURITY.md lists them. The package uses
 // the standard library only.
 //
-// Threading: a Key is safe for concurrent use (it pools its keyed
-// hashes); Transcript and Equal are pure functions; a Window is for one
-// goroutine at a time, its owner locks it. Lifetimes: a Key holds a copy
+// Threading: a Key and Warnings are safe for concurrent use (a Key pools
+// its keyed hashes); Transcript, Equal and Source are pure functions; a
+// Window is for one goroutine at a time, its owner locks it. Lifetimes: a Key holds a copy
 // of its secret until it is garbage; nothing needs closing.
 package auth
