@@ -4,8 +4,6 @@ import (
 	"crypto/rand"
 	"encoding/base64"
 	"fmt"
-	"net"
-	"net/netip"
 	"os"
 	"slices"
 	"strings"
@@ -163,44 +161,11 @@ func (s *authStats) snapshot() ([]AuthFailureCount, []AuthFailure) {
 	return out, slices.Clone(s.recent)
 }
 
-// parseAllowedPeers parses security.allowed_peers: CIDRs or single
-// addresses.
-func parseAllowedPeers(list []string) ([]netip.Prefix, error) {
-	var out []netip.Prefix
-	for _, s := range list {
-		s = strings.TrimSpace(s)
-		if p, err := netip.ParsePrefix(s); err == nil {
-			out = append(out, p.Masked())
-			continue
-		}
-		a, err := netip.ParseAddr(s)
-		if err != nil {
-			return nil, fmt.Errorf("config: security.allowed_peers %q: want a CIDR (10.0.0.0/8, fd00::/8) or an address", s)
-		}
-		out = append(out, netip.PrefixFrom(a, a.BitLen()))
+// parseAllowedPeers parses security.allowed_peers.
+func parseAllowedPeers(list []string) (auth.Allowlist, error) {
+	l, err := auth.ParseAllowlist(list)
+	if err != nil {
+		return nil, fmt.Errorf("config: security.allowed_peers %w", err)
 	}
-	return out, nil
-}
-
-// peerAllowed reports whether an inbound connection from addr may speak:
-// always, without security.allowed_peers.
-func (e *Engine) peerAllowed(addr net.Addr) bool {
-	if len(e.allowedPeers) == 0 {
-		return true
-	}
-	ta, ok := addr.(*net.TCPAddr)
-	if !ok {
-		return false
-	}
-	a, ok := netip.AddrFromSlice(ta.IP)
-	if !ok {
-		return false
-	}
-	a = a.Unmap()
-	for _, p := range e.allowedPeers {
-		if p.Contains(a) {
-			return true
-		}
-	}
-	return false
+	return l, nil
 }

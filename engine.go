@@ -9,11 +9,11 @@ import (
 	"io"
 	"log/slog"
 	"net"
-	"net/netip"
 	"os"
 	"sync"
 	"sync/atomic"
 
+	"github.com/xferio/xfer/internal/auth"
 	"github.com/xferio/xfer/internal/wire"
 	"github.com/xferio/xfer/mem"
 	"github.com/xferio/xfer/transport"
@@ -57,7 +57,7 @@ type Engine struct {
 
 	stats        engineStats
 	auth         authStats      // refusals, for AuthFailed and Status
-	allowedPeers []netip.Prefix // security.allowed_peers; none: every address
+	allowedPeers auth.Allowlist // security.allowed_peers; none: every address
 	allowedGIDs  [][16]byte     // security.rdma.allowed_gids; none: every GID
 	metrics      *engineMetrics // nil without Config.Metrics
 	fb           failback       // probing paused transports (failback.go)

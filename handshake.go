@@ -78,7 +78,7 @@ func (e *Engine) acceptLoop() {
 			e.log.Error("accept failed; no longer accepting peers", "err", err)
 			return
 		}
-		if !e.peerAllowed(nc.RemoteAddr()) {
+		if !e.allowedPeers.Allows(nc.RemoteAddr()) {
 			e.AuthFailed(PlanePeer, ReasonNotAllowed, nc.RemoteAddr().String(), errors.New("address not in security.allowed_peers"))
 			nc.Close()
 			continue

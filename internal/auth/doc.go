@@ -14,6 +14,7 @@
 //   - Equal compares two secrets or MACs in constant time.
 //   - Window is a replay window: it accepts each sequence number once,
 //     and none older than WindowSize below the highest it has seen.
+//   - Allowlist is the networks callers may connect from.
 //   - Warnings says which refusals to log at Warn (a source's first, then
 //     one a minute), and Source names a refusal's source.
 //
@@ -22,7 +23,8 @@
 // the standard library only.
 //
 // Threading: a Key and Warnings are safe for concurrent use (a Key pools
-// its keyed hashes); Transcript, Equal and Source are pure functions; a
-// Window is for one goroutine at a time, its owner locks it. Lifetimes: a Key holds a copy
-// of its secret until it is garbage; nothing needs closing.
+// its keyed hashes); Transcript, Equal and Source are pure functions; an
+// Allowlist is read-only once parsed; a Window is for one goroutine at a
+// time, its owner locks it. Lifetimes: a Key holds a copy of its secret
+// until it is garbage; nothing needs closing.
 package auth
