@@ -4,13 +4,13 @@ import (
 	"crypto/rand"
 	"encoding/base64"
 	"fmt"
-	"net"
-	"net/netip"
 	"os"
 	"slices"
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/xferio/xfer/internal/auth"
 )
 
 // MinSecretLen is the shortest shared secret Config.Secret accepts, in
@@ -76,12 +76,6 @@ const (
 	ReasonTimeout = "timeout"
 )
 
-const (
-	reasonNoProof   = ReasonNoProof
-	reasonBadProof  = ReasonBadProof
-	reasonMalformed = ReasonMalformed
-)
-
 var authReasons = []string{ReasonNoProof, ReasonBadProof, ReasonMalformed, ReasonNotAllowed, ReasonTimeout}
 
 // authError is a handshake refused for an authentication reason.
@@ -109,18 +103,14 @@ type AuthFailureCount struct {
 	Count  uint64 `json:"count"`
 }
 
-// authLogPeriod is how often a source's refusals are logged at Warn; the
-// others in the period go to Debug.
-const authLogPeriod = time.Minute
-
 // maxRecentAuthFailures bounds Status.RecentAuthFailures.
 const maxRecentAuthFailures = 32
 
 type authStats struct {
 	mu     sync.Mutex
 	counts map[[2]string]uint64 // plane, reason
-	warned map[string]time.Time // source → last Warn; bounded by maxWarned
 	recent []AuthFailure
+	warned auth.Warnings
 }
 
 // AuthFailed records a refusal on a plane (PlanePeer, PlaneKV, ...) for a
@@ -130,9 +120,7 @@ type authStats struct {
 // it must not hold a secret. Services built on the engine call it for
 // their own planes.
 func (e *Engine) AuthFailed(plane, reason, source string, err error) {
-	if host, _, splitErr := net.SplitHostPort(source); splitErr == nil {
-		source = host
-	}
+	source = auth.Source(source)
 	detail := ""
 	if err != nil {
 		detail = err.Error()
@@ -148,20 +136,12 @@ func (e *Engine) AuthFailed(plane, reason, source string, err error) {
 		s.recent = append(s.recent[:0], s.recent[1:]...)
 	}
 	s.recent = append(s.recent, AuthFailure{Time: now.UTC(), Plane: plane, Reason: reason, Source: source, Detail: detail})
-	last, seen := s.warned[source]
-	warn := !seen || now.Sub(last) >= authLogPeriod
-	if warn {
-		if s.warned == nil || len(s.warned) >= maxWarned {
-			s.warned = map[string]time.Time{}
-		}
-		s.warned[source] = now
-	}
 	s.mu.Unlock()
 	if m := e.metrics; m != nil {
 		m.authFailures.WithLabelValues(plane, reason).Inc()
 	}
 	args := []any{"plane", plane, "reason", reason, "source", source, "err", detail}
-	if warn {
+	if s.warned.Due(source, now) {
 		e.log.Warn("refused an unauthenticated caller (logged once per source and minute)", args...)
 		return
 	}
@@ -181,44 +161,11 @@ func (s *authStats) snapshot() ([]AuthFailureCount, []AuthFailure) {
 	return out, slices.Clone(s.recent)
 }
 
-// parseAllowedPeers parses security.allowed_peers: CIDRs or single
-// addresses.
-func parseAllowedPeers(list []string) ([]netip.Prefix, error) {
-	var out []netip.Prefix
-	for _, s := range list {
-		s = strings.TrimSpace(s)
-		if p, err := netip.ParsePrefix(s); err == nil {
-			out = append(out, p.Masked())
-			continue
-		}
-		a, err := netip.ParseAddr(s)
-		if err != nil {
-			return nil, fmt.Errorf("config: security.allowed_peers %q: want a CIDR (10.0.0.0/8, fd00::/8) or an address", s)
-		}
-		out = append(out, netip.PrefixFrom(a, a.BitLen()))
+// parseAllowedPeers parses security.allowed_peers.
+func parseAllowedPeers(list []string) (auth.Allowlist, error) {
+	l, err := auth.ParseAllowlist(list)
+	if err != nil {
+		return nil, fmt.Errorf("config: security.allowed_peers %w", err)
 	}
-	return out, nil
-}
-
-// peerAllowed reports whether an inbound connection from addr may speak:
-// always, without security.allowed_peers.
-func (e *Engine) peerAllowed(addr net.Addr) bool {
-	if len(e.allowedPeers) == 0 {
-		return true
-	}
-	ta, ok := addr.(*net.TCPAddr)
-	if !ok {
-		return false
-	}
-	a, ok := netip.AddrFromSlice(ta.IP)
-	if !ok {
-		return false
-	}
-	a = a.Unmap()
-	for _, p := range e.allowedPeers {
-		if p.Contains(a) {
-			return true
-		}
-	}
-	return false
+	return l, nil
 }

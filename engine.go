@@ -3,16 +3,17 @@ package xfer
 import (
 	"context"
 	"crypto/rand"
+	"crypto/sha256"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"net"
-	"net/netip"
 	"os"
 	"sync"
 	"sync/atomic"
 
+	"github.com/xferio/xfer/internal/auth"
 	"github.com/xferio/xfer/internal/wire"
 	"github.com/xferio/xfer/mem"
 	"github.com/xferio/xfer/transport"
@@ -56,7 +57,7 @@ type Engine struct {
 
 	stats        engineStats
 	auth         authStats      // refusals, for AuthFailed and Status
-	allowedPeers []netip.Prefix // security.allowed_peers; none: every address
+	allowedPeers auth.Allowlist // security.allowed_peers; none: every address
 	allowedGIDs  [][16]byte     // security.rdma.allowed_gids; none: every GID
 	metrics      *engineMetrics // nil without Config.Metrics
 	fb           failback       // probing paused transports (failback.go)
@@ -705,7 +706,7 @@ func hostID() [16]byte {
 		_, _ = rand.Read(id[:])
 		return id
 	}
-	sum := sha256Sum([]byte(s))
+	sum := sha256.Sum256([]byte(s))
 	copy(id[:], sum[:16])
 	return id
 }

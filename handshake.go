@@ -3,10 +3,7 @@ package xfer
 import (
 	"bytes"
 	"context"
-	"crypto/hmac"
 	"crypto/rand"
-	"crypto/sha256"
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"net"
@@ -14,11 +11,10 @@ import (
 	"strings"
 	"time"
 
+	"github.com/xferio/xfer/internal/auth"
 	"github.com/xferio/xfer/internal/wire"
 	"github.com/xferio/xfer/transport"
 )
-
-func sha256Sum(b []byte) [32]byte { return sha256.Sum256(b) }
 
 // The handshake with a secret (protocol version 2):
 //
@@ -47,30 +43,13 @@ const (
 )
 
 // transcript hashes the hello's and the challenge's bodies.
-func transcript(hello, challenge []byte) [32]byte {
-	h := sha256.New()
-	var n [4]byte
-	binary.LittleEndian.PutUint32(n[:], uint32(len(hello)))
-	h.Write(n[:])
-	h.Write(hello)
-	binary.LittleEndian.PutUint32(n[:], uint32(len(challenge)))
-	h.Write(n[:])
-	h.Write(challenge)
-	var out [32]byte
-	copy(out[:], h.Sum(nil))
-	return out
-}
+func transcript(hello, challenge []byte) [32]byte { return auth.Transcript(hello, challenge) }
 
 // proof is HMAC-SHA256(secret, label | transcript | more): the labels keep
 // one side's proof from being replayed as the other's, the transcript's
 // nonces keep it from being replayed on another connection.
-func proof(secret, label string, th [32]byte, more []byte) [32]byte {
-	m := hmac.New(sha256.New, []byte(secret))
-	m.Write([]byte(label))
-	m.Write(th[:])
-	m.Write(more)
-	var out [32]byte
-	copy(out[:], m.Sum(nil))
+func proof(secret, label string, th [32]byte, more []byte) (out [32]byte) {
+	auth.NewKey([]byte(secret)).Sum(out[:0], label, th[:], more)
 	return out
 }
 
@@ -99,7 +78,7 @@ func (e *Engine) acceptLoop() {
 			e.log.Error("accept failed; no longer accepting peers", "err", err)
 			return
 		}
-		if !e.peerAllowed(nc.RemoteAddr()) {
+		if !e.allowedPeers.Allows(nc.RemoteAddr()) {
 			e.AuthFailed(PlanePeer, ReasonNotAllowed, nc.RemoteAddr().String(), errors.New("address not in security.allowed_peers"))
 			nc.Close()
 			continue
@@ -134,7 +113,7 @@ func (e *Engine) serveConn(nc net.Conn) error {
 	case errors.Is(err, os.ErrDeadlineExceeded) && e.ctx.Err() == nil:
 		return &authError{ReasonTimeout, fmt.Errorf("no hello within handshake_timeout %v", e.cfg.HandshakeTimeout)}
 	case errors.Is(err, wire.ErrMalformed):
-		return &authError{reasonMalformed, err}
+		return &authError{ReasonMalformed, err}
 	default:
 		return err // a connection closed without a word (a port check), or Close
 	}
@@ -149,7 +128,7 @@ func (e *Engine) serveConn(nc net.Conn) error {
 		e.mu.Unlock()
 		if ch == nil {
 			nc.Write(wire.AppendResult(nil, &wire.Result{Status: wire.StatusBadRequest, Message: "join: unknown token"}))
-			return &authError{reasonBadProof, errors.New("join with an unknown token")}
+			return &authError{ReasonBadProof, errors.New("join with an unknown token")}
 		}
 		if _, err := nc.Write(wire.AppendResult(nil, &wire.Result{Status: wire.StatusOK})); err != nil {
 			return err
@@ -164,7 +143,7 @@ func (e *Engine) serveConn(nc net.Conn) error {
 	case wire.MsgHello:
 		h, err := wire.DecodeHello(body)
 		if err != nil {
-			return &authError{reasonMalformed, err}
+			return &authError{ReasonMalformed, err}
 		}
 		p, err := e.acceptPeer(nc, h, body)
 		if errors.Is(err, errResumed) {
@@ -180,7 +159,7 @@ func (e *Engine) serveConn(nc net.Conn) error {
 		}
 		return nil
 	default:
-		return &authError{reasonMalformed, fmt.Errorf("%w: first message is type %d, not hello or join", ErrProtocol, typ)}
+		return &authError{ReasonMalformed, fmt.Errorf("%w: first message is type %d, not hello or join", ErrProtocol, typ)}
 	}
 }
 
@@ -208,7 +187,7 @@ func (e *Engine) acceptPeer(nc net.Conn, h *wire.Hello, helloBody []byte) (*Peer
 	if e.cfg.Secret != "" {
 		typ, body, err := wire.ReadMessage(nc)
 		if err != nil {
-			reason := reasonNoProof
+			reason := ReasonNoProof
 			if errors.Is(err, os.ErrDeadlineExceeded) {
 				reason = ReasonTimeout
 			}
@@ -216,16 +195,15 @@ func (e *Engine) acceptPeer(nc net.Conn, h *wire.Hello, helloBody []byte) (*Peer
 		}
 		if typ != wire.MsgAuth {
 			refuse(nc, wire.StatusAuthFailed, "this engine requires authentication: configure the shared secret")
-			return nil, &authError{reasonNoProof, fmt.Errorf("auth: message type %d instead of a proof", typ)}
+			return nil, &authError{ReasonNoProof, fmt.Errorf("auth: message type %d instead of a proof", typ)}
 		}
 		a, err := wire.DecodeAuth(body)
 		if err != nil {
-			return nil, &authError{reasonMalformed, err}
+			return nil, &authError{ReasonMalformed, err}
 		}
-		want := proof(e.cfg.Secret, labelDialer, th, nil)
-		if !hmac.Equal(a.Proof[:], want[:]) {
+		if want := proof(e.cfg.Secret, labelDialer, th, nil); !auth.Equal(a.Proof[:], want[:]) {
 			refuse(nc, wire.StatusAuthFailed, "authentication failed: wrong secret")
-			return nil, &authError{reasonBadProof, errors.New("authentication failed: wrong secret")}
+			return nil, &authError{ReasonBadProof, errors.New("authentication failed: wrong secret")}
 		}
 	}
 	local := transport.PeerInfo{ID: e.id, PID: os.Getpid(), HostID: e.hostID, Addr: e.addr}
@@ -696,7 +674,7 @@ func (e *Engine) connectOnce(ctx context.Context, p *Peer, exclude map[string]er
 	}
 	if e.cfg.Secret != "" {
 		want := welcomeProof(e.cfg.Secret, th, body)
-		if len(body) < wire.WelcomeProofOffset+32 || !hmac.Equal(body[wire.WelcomeProofOffset:wire.WelcomeProofOffset+32], want[:]) {
+		if len(body) < wire.WelcomeProofOffset+32 || !auth.Equal(body[wire.WelcomeProofOffset:wire.WelcomeProofOffset+32], want[:]) {
 			return nil, "", fmt.Errorf("dial %s: %w: the peer could not prove it knows this side's shared secret (different secrets)", addr, ErrAuth)
 		}
 	}

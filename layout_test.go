@@ -76,7 +76,8 @@ func goSources(t *testing.T, tests bool) []string {
 
 // services are the packages built only on the public API: the root package
 // xfer, mem, probe, directory, latency, callbound, their own subpackages
-// and third-party modules.
+// and third-party modules; and internal/auth, the authentication
+// primitives every plane shares.
 var services = []string{"kv", "connector", "pages"}
 
 // transports are the transport packages, siblings that never import each
@@ -116,6 +117,7 @@ func isYAML(im string) bool {
 var layers = map[string][]string{
 	"internal/sys":      {},
 	"internal/wire":     {},
+	"internal/auth":     {},
 	"internal/ibv":      {"internal/sys"},
 	"internal/cuda":     {"internal/sys"},
 	"internal/rdmacm":   {"internal/ibv", "internal/sys"},
@@ -131,8 +133,9 @@ var layers = map[string][]string{
 	".":                 {"transport", "mem", "directory", "internal/"},
 	// The directory sits below the engine, which registers itself in it
 	// and resolves node IDs with it: it imports no package of this module
-	// (the standard library, the etcd client).
-	"directory": {},
+	// (the standard library, the etcd client) but the authentication
+	// primitives, for its token.
+	"directory": {"internal/auth"},
 	// The configuration document (its keys, YAML and JSON decoding,
 	// defaults and validation) sits beside the commands, above the
 	// services: its keys are the engine's and the connector's.
@@ -203,13 +206,18 @@ func checkImport(dir, im string, pending map[string]string) string {
 			return `only internal/ibv (and the C ABI, cmd/libxfer) may import "C"`
 		}
 		return ""
+	case im == "crypto/hmac" || im == "crypto/subtle":
+		if dir != "internal/auth" {
+			return "only internal/auth may import crypto/hmac and crypto/subtle: the authentication primitives are written once, there"
+		}
+		return ""
 	}
 	if under(dir, "cmd") && isYAML(im) {
 		return noYAML
 	}
 	first, _, _ := strings.Cut(im, "/")
-	if dir == "internal/wire" && strings.Contains(first, ".") {
-		return "internal/wire must use the standard library only"
+	if (dir == "internal/wire" || dir == "internal/auth") && strings.Contains(first, ".") {
+		return dir + " must use the standard library only"
 	}
 	rel, ok := strings.CutPrefix(im, module)
 	if !ok || (rel != "" && rel[0] != '/') {
@@ -236,10 +244,10 @@ func checkImport(dir, im string, pending map[string]string) string {
 		return "commands import public packages only"
 	}
 	if svc, ok := underAny(dir, services); ok {
-		if rel == "" || under(rel, "mem") || under(rel, "probe") || under(rel, "directory") || under(rel, "latency") || under(rel, "callbound") || under(rel, svc) {
+		if rel == "" || under(rel, "mem") || under(rel, "probe") || under(rel, "directory") || under(rel, "latency") || under(rel, "callbound") || under(rel, "internal/auth") || under(rel, svc) {
 			return ""
 		}
-		return "services use the public xfer API, mem, probe, directory, latency and callbound only"
+		return "services use the public xfer API, mem, probe, directory, latency, callbound and internal/auth only"
 	}
 	if under(dir, "transport/stream") {
 		if _, ok := underAny(rel, transports); ok {
@@ -298,15 +306,16 @@ func TestCheckLayout(t *testing.T) {
 		"transport/shm":   {m("transport/stream"), m("transport/tcp")}, // pending below
 		"transport/verbs": {m("internal/ibv"), m("internal/rdmacm"), m("transport/stream")},
 		"probe":           {m("internal/ibv"), m("internal/sys"), m("bytesize")},
-		".":               {m("transport/verbs"), m("internal/wire"), m("mem"), m("directory")},
-		"directory":       {"go.etcd.io/etcd/client/v3", "net/http"},
+		".":               {m("transport/verbs"), m("internal/wire"), m("internal/auth"), m("mem"), m("directory")},
+		"directory":       {"go.etcd.io/etcd/client/v3", "net/http", m("internal/auth")},
+		"internal/auth":   {"crypto/hmac"},
 		"kv":              {m(""), m("mem"), m("probe"), m("kv/kvpb"), m("directory"), m("callbound"), "google.golang.org/grpc"},
 		"kv/kvpb":         {"google.golang.org/protobuf/proto"},
 		"connector":       {m(""), m("mem"), m("callbound")},
 		"pages":           {m(""), m("latency")},
 		"cmd/xfer": {m(""), m("kv"), m("probe"), m("transport"), m("config"), m("bytesize"), m("cputime"), m("latency"),
 			m("connector/transferctl"), "github.com/spf13/cobra"},
-		"connector/transferctl": {m("connector")},
+		"connector/transferctl": {m("connector"), m("internal/auth")},
 		"cputime":               {m("internal/sys")},
 		"bench":                 {m(""), m("kv"), m("pages"), m("connector/transferctl"), m("cputime"), m("latency"), m("bytesize")},
 		"cmd/libxfer":           {"C", m("connector"), m("config")},
@@ -320,6 +329,8 @@ func TestCheckLayout(t *testing.T) {
 		{"transport/tcp", "C", `only internal/ibv (and the C ABI, cmd/libxfer) may import "C"`},
 		{"cmd/xfer", "C", `only internal/ibv (and the C ABI, cmd/libxfer) may import "C"`},
 		{"internal/wire", "google.golang.org/protobuf/proto", "standard library only"},
+		{"internal/auth", "golang.org/x/crypto/hkdf", "standard library only"},
+		{"kv", m("internal/wire"), "services use the public xfer API"},
 		{"cmd/xfer", m("internal/sys"), "public packages only"},
 		{"kv", m("internal/ibv"), "internal/ibv may be imported only by"},
 		{"kv", m("transport"), "services use the public xfer API"},
@@ -334,6 +345,9 @@ func TestCheckLayout(t *testing.T) {
 		{"transport/tcp", m("internal/ibv"), "internal/ibv may be imported only by"},
 		{"transport/stream", m("transport/tcp"), "the control stream imports no transport"},
 		{".", m("internal/ibv"), "internal/ibv may be imported only by"},
+		{".", "crypto/hmac", "only internal/auth may import crypto/hmac"},
+		{"kv", "crypto/hmac", "only internal/auth may import crypto/hmac"},
+		{"directory", "crypto/subtle", "only internal/auth may import crypto/hmac"},
 		{"mem", m("transport"), "against the layering"},
 		{"directory", m(""), "against the layering"},
 		{"directory", m("mem"), "against the layering"},

@@ -1,19 +1,19 @@
 package directory
 
 import (
-	"crypto/subtle"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
 	"net/http"
 	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/xferio/xfer/internal/auth"
 )
 
 // The coordinator's HTTP API (JSON bodies; errors are {"error": "..."}):
@@ -57,8 +57,7 @@ type Coordinator struct {
 	protectReads bool
 	onRefused    func(remote, reason string, err error)
 	refused      atomic.Uint64
-	warnMu       sync.Mutex
-	warned       map[string]time.Time // source → last Warn
+	warned       auth.Warnings
 
 	mu    sync.Mutex
 	nodes map[string]*record
@@ -127,7 +126,7 @@ func (c *Coordinator) authorized(write bool, h http.HandlerFunc) http.HandlerFun
 		got, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
 		reason := "no_proof"
 		if ok && got != "" {
-			if subtle.ConstantTimeCompare([]byte(got), []byte(c.token)) == 1 {
+			if auth.Equal([]byte(got), []byte(c.token)) {
 				h(w, r)
 				return
 			}
@@ -150,22 +149,8 @@ func (c *Coordinator) refuse(remote, reason string, err error) {
 	if c.onRefused != nil {
 		c.onRefused(remote, reason, err)
 	}
-	src := remote
-	if h, _, e := net.SplitHostPort(remote); e == nil {
-		src = h
-	}
-	now := c.now()
-	c.warnMu.Lock()
-	last, seen := c.warned[src]
-	warn := !seen || now.Sub(last) >= time.Minute
-	if warn {
-		if c.warned == nil || len(c.warned) >= 4096 {
-			c.warned = map[string]time.Time{}
-		}
-		c.warned[src] = now
-	}
-	c.warnMu.Unlock()
-	if warn {
+	src := auth.Source(remote)
+	if c.warned.Due(src, c.now()) {
 		c.log.Warn("coordinator: refused a request without the token (logged once per source and minute)", "source", src, "reason", reason)
 	}
 }

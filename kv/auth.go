@@ -2,12 +2,9 @@ package kv
 
 import (
 	"context"
-	"crypto/hmac"
-	"crypto/sha256"
 	"encoding/base64"
 	"encoding/binary"
 	"errors"
-	"hash"
 	"sync"
 	"time"
 
@@ -19,6 +16,7 @@ import (
 	"google.golang.org/grpc/tap"
 
 	"github.com/xferio/xfer"
+	"github.com/xferio/xfer/internal/auth"
 )
 
 // With a secret (the data-plane engine's Config.Secret, the same on both
@@ -61,51 +59,32 @@ const (
 	callProofLen = 8 + 16 + 32
 	// replyProofB64 is the server's proof's size encoded: an HMAC in
 	// unpadded base64.
-	replyProofB64 = (sha256.Size*8 + 5) / 6
+	replyProofB64 = (auth.Size*8 + 5) / 6
 	// replayWindow is how many of a client's latest call numbers the
 	// server remembers: an older number is refused. Calls in flight at
 	// once from one client are fewer.
-	replayWindow = 1024
+	replayWindow = auth.WindowSize
 	// maxClients bounds the clients remembered: past it, new clients are
 	// refused until old ones expire (only holders of the secret make
 	// clients).
 	maxClients = 1 << 16
 )
 
-// callKeys computes the proofs' HMACs with the secret keyed once: a proof
-// costs the hashing of its own bytes, not a new HMAC (hmac.New hashes the
-// key's two pads and allocates) each time. Safe for concurrent use.
-type callKeys struct{ pool sync.Pool }
+// callKeys is the secret keyed once (auth.Key), and the layouts of the
+// MACs of calls and connections. Safe for concurrent use.
+type callKeys struct{ *auth.Key }
 
-// macState is one keyed HMAC and the scratch its messages are built in.
-type macState struct {
-	h   hash.Hash
-	msg []byte
-}
-
-func newCallKeys(secret string) *callKeys {
-	key := []byte(secret)
-	k := &callKeys{}
-	k.pool.New = func() any { return &macState{h: hmac.New(sha256.New, key), msg: make([]byte, 0, 128)} }
-	return k
-}
+func newCallKeys(secret string) *callKeys { return &callKeys{auth.NewKey([]byte(secret))} }
 
 // mac appends HMAC-SHA256(secret, label | method | 0 | ts | nonce) to dst.
 func (k *callKeys) mac(dst []byte, label, method string, ts, nonce []byte) []byte {
-	st := k.pool.Get().(*macState)
-	st.msg = append(append(append(append(append(st.msg[:0], label...), method...), 0), ts...), nonce...)
-	st.h.Reset()
-	st.h.Write(st.msg)
-	dst = st.h.Sum(dst)
-	k.pool.Put(st)
-	return dst
+	return k.Sum(dst, label, []byte(method), []byte{0}, ts, nonce)
 }
 
 // equalMAC reports, in constant time, whether the proof got is the MAC of
 // label, method, ts and nonce.
 func (k *callKeys) equalMAC(got []byte, label, method string, ts, nonce []byte) bool {
-	var want [sha256.Size]byte
-	return hmac.Equal(got, k.mac(want[:0], label, method, ts, nonce))
+	return k.Verify(got, label, []byte(method), []byte{0}, ts, nonce)
 }
 
 // callAuth is the server's side: the secret and the nonces seen lately.
@@ -118,37 +97,14 @@ type callAuth struct {
 	pruned  time.Time
 }
 
-// seenCalls are the call numbers of one client seen lately: max, and a
-// bit for each of the replayWindow numbers up to it.
+// seenCalls are the call numbers of one client seen lately.
 type seenCalls struct {
-	max  uint64
-	bits [replayWindow / 64]uint64
+	auth.Window
 	last time.Time // the latest call
 }
 
 // fresh records call number n and reports whether it is new.
-func (w *seenCalls) fresh(n uint64) bool {
-	switch {
-	case n > w.max:
-		shift := n - w.max
-		if shift >= replayWindow {
-			w.bits = [replayWindow / 64]uint64{}
-		} else {
-			for i := w.max + 1; i <= n; i++ {
-				w.bits[(i%replayWindow)/64] &^= 1 << (i % 64)
-			}
-		}
-		w.max = n
-	case w.max-n >= replayWindow:
-		return false // too old to tell
-	}
-	word, bit := &w.bits[(n%replayWindow)/64], uint64(1)<<(n%64)
-	if *word&bit != 0 {
-		return false
-	}
-	*word |= bit
-	return true
-}
+func (w *seenCalls) fresh(n uint64) bool { return w.Accept(n) }
 
 // newCallAuth returns the server's side for the engine e; it checks nothing
 // when e has no secret.
@@ -195,7 +151,7 @@ func (a *callAuth) check(ctx context.Context) error {
 			return err
 		}
 	}
-	var mac [sha256.Size]byte
+	var mac [auth.Size]byte
 	// In the trailer only: every response has one, success or failure,
 	// and a second copy in the header would cost every call its encoding
 	// and decoding again (a value that differs every call gains nothing

@@ -2,9 +2,7 @@ package kv
 
 import (
 	"context"
-	"crypto/hmac"
 	"crypto/rand"
-	"crypto/sha256"
 	"errors"
 	"fmt"
 	"io"
@@ -16,6 +14,7 @@ import (
 	"google.golang.org/grpc/peer"
 
 	"github.com/xferio/xfer"
+	"github.com/xferio/xfer/internal/auth"
 )
 
 // Connection authentication: with a secret, a client authenticates each
@@ -185,7 +184,7 @@ func (c *connCreds) clientExchange(conn net.Conn, ai credentials.AuthInfo) error
 	if _, err := conn.Write(proof); err != nil {
 		return err
 	}
-	var verdict [1 + sha256.Size]byte
+	var verdict [1 + auth.Size]byte
 	if _, err := io.ReadFull(conn, verdict[:1]); err != nil {
 		return err
 	}
@@ -195,8 +194,7 @@ func (c *connCreds) clientExchange(conn net.Conn, ai credentials.AuthInfo) error
 	if _, err := io.ReadFull(conn, verdict[1:]); err != nil {
 		return err
 	}
-	var want [sha256.Size]byte
-	if !hmac.Equal(verdict[1:], c.keys.connMAC(want[:0], connServerLabel, nonceC, nonceS, bind)) {
+	if !c.keys.Verify(verdict[1:], connServerLabel, nonceC, nonceS, bind) {
 		return fmt.Errorf("%sthe server could not prove it knows the shared secret", authRefusedText)
 	}
 	return nil
@@ -254,7 +252,7 @@ func (c *connCreds) serverExchange(conn net.Conn, ai credentials.AuthInfo, hello
 	if _, err := conn.Write(reply[:]); err != nil {
 		return false, "", err
 	}
-	var proof [sha256.Size]byte
+	var proof [auth.Size]byte
 	if _, err := io.ReadFull(conn, proof[:]); err != nil {
 		reason := xfer.ReasonNoProof
 		if errors.Is(err, io.ErrUnexpectedEOF) {
@@ -269,12 +267,11 @@ func (c *connCreds) serverExchange(conn net.Conn, ai credentials.AuthInfo, hello
 		return false, "", fmt.Errorf("%sTLS keying material: %w", authRefusedText, err)
 	}
 	nonceC := hello[len(connMagic)+1:]
-	var want [sha256.Size]byte
-	if !hmac.Equal(proof[:], c.keys.connMAC(want[:0], connClientLabel, nonceC, nonceS, bind)) {
+	if !c.keys.Verify(proof[:], connClientLabel, nonceC, nonceS, bind) {
 		conn.Write([]byte{connRefused})
 		return false, xfer.ReasonBadProof, fmt.Errorf("%sauthentication failed: wrong secret", authRefusedText)
 	}
-	verdict := append(make([]byte, 0, 1+sha256.Size), connAccepted)
+	verdict := append(make([]byte, 0, 1+auth.Size), connAccepted)
 	verdict = c.keys.connMAC(verdict, connServerLabel, nonceC, nonceS, bind)
 	if _, err := conn.Write(verdict); err != nil {
 		return false, "", err
@@ -284,13 +281,7 @@ func (c *connCreds) serverExchange(conn net.Conn, ai credentials.AuthInfo, hello
 
 // connMAC appends HMAC-SHA256(secret, label | nonceC | nonceS | bind) to dst.
 func (k *callKeys) connMAC(dst []byte, label string, nonceC, nonceS, bind []byte) []byte {
-	st := k.pool.Get().(*macState)
-	st.msg = append(append(append(append(st.msg[:0], label...), nonceC...), nonceS...), bind...)
-	st.h.Reset()
-	st.h.Write(st.msg)
-	dst = st.h.Sum(dst)
-	k.pool.Put(st)
-	return dst
+	return k.Sum(dst, label, nonceC, nonceS, bind)
 }
 
 // prefixConn gives back the bytes the server read to tell a connection

@@ -2,9 +2,7 @@ package transferctl
 
 import (
 	"context"
-	"crypto/hmac"
 	"crypto/rand"
-	"crypto/sha256"
 	"encoding/binary"
 	"encoding/hex"
 	"errors"
@@ -13,6 +11,8 @@ import (
 	"os"
 	"sync"
 	"time"
+
+	"github.com/xferio/xfer/internal/auth"
 )
 
 // The authentication messages' types (with a secret; see the package
@@ -27,7 +27,7 @@ const (
 const DefaultAuthTimeout = 10 * time.Second
 
 // macLen is the length of a line's MAC prefix: 64 hex digits and a space.
-const macLen = 2*sha256.Size + 1
+const macLen = 2*auth.Size + 1
 
 const (
 	labelConsumerProof = "xfer-transfer-v1 consumer proof"
@@ -36,23 +36,18 @@ const (
 	labelProducerKey   = "xfer-transfer-v1 producer key"
 )
 
+// derive is HMAC-SHA256(secret, label | nonce_p | nonce_c): a proof, or a
+// direction's line key.
 func derive(secret, label string, np, nc []byte) []byte {
-	m := hmac.New(sha256.New, []byte(secret))
-	m.Write([]byte(label))
-	m.Write(np)
-	m.Write(nc)
-	return m.Sum(nil)
+	return auth.NewKey([]byte(secret)).Sum(nil, label, np, nc)
 }
 
 // lineMAC is HMAC-SHA256(key, counter | message), the counter being the
 // number of earlier lines this direction carried since authentication.
 func lineMAC(key []byte, n uint64, msg []byte) []byte {
-	m := hmac.New(sha256.New, key)
 	var b [8]byte
 	binary.BigEndian.PutUint64(b[:], n)
-	m.Write(b[:])
-	m.Write(msg)
-	return m.Sum(nil)
+	return auth.NewKey(key).Sum(nil, "", b[:], msg)
 }
 
 // AuthError is a connection that did not authenticate; Reason is one of
@@ -86,13 +81,13 @@ func (c *Conn) authenticate(secret string, producer bool) error {
 			return &AuthError{reason, err}
 		}
 		got, err1 := hex.DecodeString(m.Proof)
-		if n, err2 := hex.DecodeString(m.Nonce); err1 != nil || err2 != nil || len(n) != 32 || len(got) != sha256.Size {
+		if n, err2 := hex.DecodeString(m.Nonce); err1 != nil || err2 != nil || len(n) != 32 || len(got) != auth.Size {
 			c.Fail(errors.New("authentication: malformed proof"))
 			return &AuthError{"malformed", fmt.Errorf("control channel: a malformed proof from the %s", c.peer)}
 		} else {
 			copy(nc, n)
 		}
-		if !hmac.Equal(got, derive(secret, labelConsumerProof, np, nc)) {
+		if !auth.Equal(got, derive(secret, labelConsumerProof, np, nc)) {
 			c.Fail(errors.New("authentication failed: the consumer's secret differs"))
 			return &AuthError{"bad_proof", fmt.Errorf("control channel: the %s's proof is wrong (different secrets)", c.peer)}
 		}
@@ -124,7 +119,7 @@ func (c *Conn) authenticate(secret string, producer bool) error {
 		return err
 	}
 	got, err := hex.DecodeString(m.Proof)
-	if err != nil || !hmac.Equal(got, derive(secret, labelProducerProof, np, nc)) {
+	if err != nil || !auth.Equal(got, derive(secret, labelProducerProof, np, nc)) {
 		return fmt.Errorf("control channel: the %s could not prove it knows the secret (different secrets)", c.peer)
 	}
 	c.skey, c.rkey = derive(secret, labelConsumerKey, np, nc), derive(secret, labelProducerKey, np, nc)

@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"bytes"
 	"context"
-	"crypto/hmac"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -12,6 +11,8 @@ import (
 	"net"
 	"os"
 	"time"
+
+	"github.com/xferio/xfer/internal/auth"
 )
 
 // Conn is one end of the control channel. It is for one goroutine.
@@ -106,7 +107,7 @@ func (c *Conn) Recv(want string) (Msg, error) {
 		// The MAC as its canonical lower-case hex, compared in constant
 		// time: another spelling of the same bytes is not the line sent.
 		ok := len(body) >= macLen && body[macLen-1] == ' ' &&
-			hmac.Equal(body[:macLen-1], hex.AppendEncode(make([]byte, 0, macLen-1), lineMAC(c.rkey, c.received, body[macLen:])))
+			auth.Equal(body[:macLen-1], hex.AppendEncode(make([]byte, 0, macLen-1), lineMAC(c.rkey, c.received, body[macLen:])))
 		if !ok {
 			return Msg{}, fmt.Errorf("control channel: a message from the %s failed authentication (forged, replayed or reordered)", c.peer)
 		}
