@@ -6,7 +6,6 @@ import (
 	"sync"
 	"unsafe"
 
-	"github.com/xferio/xfer/internal/cuda"
 	"github.com/xferio/xfer/mem"
 	"github.com/xferio/xfer/transport"
 )
@@ -23,7 +22,7 @@ const (
 // gpus is an engine's GPU state: the devices' contexts and idle streams,
 // opened on first use, and the staging memory.
 type gpus struct {
-	cuda.Contexts
+	mem.DeviceSet
 
 	stagingOnce sync.Once
 	staging     *mem.Pool
@@ -32,20 +31,20 @@ type gpus struct {
 	// stagingMu guards staging and pinnedBy for Status, which reads them
 	// from any goroutine.
 	stagingMu sync.Mutex
-	pinnedBy  *cuda.Context // the context that pinned the staging memory
+	pinnedBy  mem.Device // the device that pinned the staging memory
 }
 
-// cudaContext returns the context of GPU n, retaining it on first use.
-func (e *Engine) cudaContext(n int) (*cuda.Context, error) { return e.gpu.Get(n) }
+// device returns GPU n, opening it (retaining its context) on first use.
+func (e *Engine) device(n int) (mem.Device, error) { return e.gpu.Get(mem.CUDA(n)) }
 
 // stagingPool is the pinned host memory that staged operations take their
 // pieces from, registered with the engine (so that rdma can post from it)
 // and with the driver (cuMemHostRegister, so that the GPU's copies run at
 // full speed), made on first use.
-func (e *Engine) stagingPool(dev int) (*mem.Pool, *Region, error) {
+func (e *Engine) stagingPool(dev mem.Location) (*mem.Pool, *Region, error) {
 	g := &e.gpu
 	g.stagingOnce.Do(func() {
-		c, err := e.cudaContext(dev)
+		c, err := g.Get(dev)
 		if err != nil {
 			g.stagingErr = err
 			return
@@ -56,7 +55,7 @@ func (e *Engine) stagingPool(dev int) (*mem.Pool, *Region, error) {
 			g.stagingErr = fmt.Errorf("staging memory for GPU transfers: %w", err)
 			return
 		}
-		if err := c.HostRegister(mr.Bytes()); err != nil {
+		if err := c.Pin(mr.Bytes()); err != nil {
 			// Unpinned staging still works, at the speed of pageable
 			// copies.
 			e.log.Warn("staging memory for GPU transfers is not pinned: the GPU's copies run slower", "err", err)
@@ -94,7 +93,7 @@ func (g *gpus) unpin(b []byte) error {
 	if c == nil {
 		return nil
 	}
-	return c.HostUnregister(b)
+	return c.Unpin(b)
 }
 
 // closeStaging releases the staging memory; the engine calls it once its
@@ -111,7 +110,12 @@ func (e *Engine) closeStaging() error {
 // gpuStatus is the GPU part of Status, or nil before the engine used a
 // GPU.
 func (e *Engine) gpuStatus() *GPUStatus {
-	devs := e.gpu.Devices()
+	var devs []int
+	for _, l := range e.gpu.Opened() {
+		if l.Kind == mem.KindCUDA {
+			devs = append(devs, l.Device)
+		}
+	}
 	if len(devs) == 0 {
 		return nil
 	}
@@ -136,11 +140,11 @@ func (e *Engine) closeGPU() error { return e.gpu.Close() }
 // transport moves device memory: shm with the GPU's copy engines, the
 // others through pinned host staging buffers (docs/GPU.md).
 func (e *Engine) NewDeviceRegion(n, size int, access Access) (*Region, error) {
-	c, err := e.cudaContext(n)
+	c, err := e.device(n)
 	if err != nil {
 		return nil, fmt.Errorf("new region on cuda:%d: %w", n, err)
 	}
-	mr, err := mem.NewDeviceRegion(c, size)
+	mr, err := c.Alloc(size)
 	if err != nil {
 		return nil, err
 	}
@@ -149,11 +153,11 @@ func (e *Engine) NewDeviceRegion(n, size int, access Access) (*Region, error) {
 
 // newDevicePool allocates the default pool's memory on GPU n.
 func (e *Engine) newDevicePool(n, size int) (*mem.Region, error) {
-	c, err := e.cudaContext(n)
+	c, err := e.device(n)
 	if err != nil {
 		return nil, err
 	}
-	return mem.NewDeviceRegion(c, size)
+	return c.Alloc(size)
 }
 
 // RegisterDevice registers size bytes of GPU memory at device address p
@@ -166,7 +170,7 @@ func (e *Engine) RegisterDevice(p uintptr, size int, access Access) (*Region, er
 	if err != nil {
 		return nil, err
 	}
-	if _, err := e.cudaContext(mr.Location().Device); err != nil {
+	if _, err := e.gpu.Get(mr.Location()); err != nil {
 		return nil, fmt.Errorf("register device memory on %s: %w", mr.Location(), err)
 	}
 	return e.regions.add(e, mr, access, nil)
@@ -194,7 +198,7 @@ func addrOf(b []byte) uintptr { return uintptr(unsafe.Pointer(unsafe.SliceData(b
 // staged is a host copy of part of a device region, handed to a transport
 // as a remote access's memory (transport.Resolved.Staged).
 type staged struct {
-	ctx    *cuda.Context
+	ctx    mem.Device
 	dev    uintptr // the device bytes it stands for
 	buf    []byte
 	pooled mem.Buffer  // the piece of staging memory, or
@@ -223,8 +227,8 @@ func (s *staged) Release() {
 // bytes already. It never waits for staging memory: when the pool is full
 // the copy gets memory of its own.
 func (e *Engine) stageRemote(h *mem.Handle, off, n uint64, want Access) (*staged, error) {
-	dev := h.Location().Device
-	c, err := e.cudaContext(dev)
+	dev := h.Location()
+	c, err := e.gpu.Get(dev)
 	if err != nil {
 		return nil, err
 	}
@@ -267,11 +271,11 @@ func (e *Engine) Copy(dst, src []byte) error {
 	if len(src) == 0 {
 		return nil
 	}
-	dev := dl.Device
+	dev := dl
 	if dl.IsHost() {
-		dev = sl.Device
+		dev = sl
 	}
-	c, err := e.cudaContext(dev)
+	c, err := e.gpu.Get(dev)
 	if err != nil {
 		return fmt.Errorf("copy %d bytes from %s to %s memory: %w", len(src), sl, dl, err)
 	}
@@ -288,10 +292,8 @@ func (e *Engine) locate(b []byte) mem.Location {
 	if r := e.regions.find(b); r != nil {
 		return r.h.Location()
 	}
-	if len(b) > 0 && cuda.Load() == nil {
-		if info, err := cuda.PointerAttributes(addrOf(b)); err == nil && info.Type == cuda.MemoryDevice {
-			return mem.CUDA(info.Device)
-		}
+	if len(b) == 0 {
+		return mem.Host
 	}
-	return mem.Host
+	return mem.Locate(addrOf(b))
 }

@@ -39,7 +39,7 @@ func (p *piece) OpDone(*transport.Op) { p.done <- struct{}{} }
 
 func (e *Engine) runStaged(ep transport.Endpoint, op *transport.Op) (err error) {
 	loc := op.Region.Location()
-	pool, sreg, err := e.stagingPool(loc.Device)
+	pool, sreg, err := e.stagingPool(loc)
 	if err != nil {
 		return fmt.Errorf("%s from %s: %w", op.Kind, loc, err)
 	}
@@ -47,15 +47,15 @@ func (e *Engine) runStaged(ep transport.Endpoint, op *transport.Op) (err error) 
 		return fmt.Errorf("%s from %s: staging memory: %w", op.Kind, loc, ErrClosed)
 	}
 	defer sreg.h.Unpin()
-	c, err := e.cudaContext(loc.Device)
+	c, err := e.gpu.Get(loc)
 	if err != nil {
 		return fmt.Errorf("%s from %s: %w", op.Kind, loc, err)
 	}
-	st, err := e.gpu.Stream(c)
+	st, err := c.Stream()
 	if err != nil {
 		return fmt.Errorf("%s from %s: %w", op.Kind, loc, err)
 	}
-	defer e.gpu.PutStream(c, st)
+	defer st.Release()
 
 	dev, n := addrOf(op.Local), len(op.Local)
 	read := op.Kind == transport.OpRead

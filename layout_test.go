@@ -93,6 +93,13 @@ var cgoPackages = []string{"internal/ibv", "internal/cuda", "cmd/libxfer"}
 // (internal/testmain/rdmaleak only for its count of live objects).
 var ibvImporters = []string{"transport/verbs", "probe", "internal/rdmacm", "internal/testmain/rdmaleak"}
 
+// cudaImporters are the only packages that may use the CUDA binding:
+// mem, whose table of memory kinds is the engine's one way to GPU memory
+// (the root package reaches devices through it, never the driver), the
+// transports that move GPU memory themselves (shm with CUDA IPC, verbs
+// with DMA-BUF), probe for doctor, and the tests' stand-in driver.
+var cudaImporters = []string{"mem", "probe", "transport/shm", "transport/verbs", "internal/testutil"}
+
 // yamlLibraries are the YAML modules a command might reach for; package
 // config decodes the configuration file for every command.
 var yamlLibraries = []string{"gopkg.in/yaml.", "github.com/goccy/go-yaml", "sigs.k8s.io/yaml", "github.com/ghodss/yaml", "go.yaml.in/yaml"}
@@ -210,6 +217,11 @@ func checkImport(dir, im string, pending map[string]string) string {
 			return "internal/ibv may be imported only by " + strings.Join(ibvImporters, ", ")
 		}
 	}
+	if under(rel, "internal/cuda") {
+		if _, ok := underAny(dir, cudaImporters); !ok && !under(dir, "tools") {
+			return "internal/cuda may be imported only by " + strings.Join(cudaImporters, ", ") + ": the others reach devices through mem's table of kinds"
+		}
+	}
 	if under(dir, "cmd") && under(rel, "internal") {
 		return "commands import public packages only"
 	}
@@ -271,7 +283,7 @@ func TestCheckLayout(t *testing.T) {
 		"internal/ibv":    {"C", m("internal/sys")},
 		"internal/wire":   {"encoding/binary"},
 		"internal/rdmacm": {m("internal/ibv"), m("internal/sys")},
-		"mem":             {m("internal/sys"), "github.com/google/btree"},
+		"mem":             {m("internal/sys"), m("internal/cuda"), "github.com/google/btree"},
 		"transport/tcp":   {m("transport"), m("transport/stream"), m("internal/wire"), m("mem")},
 		"transport/shm":   {m("transport/stream"), m("transport/tcp")}, // pending below
 		"transport/verbs": {m("internal/ibv"), m("internal/rdmacm"), m("transport/stream")},
@@ -311,6 +323,9 @@ func TestCheckLayout(t *testing.T) {
 		{"transport/tcp", m("internal/ibv"), "internal/ibv may be imported only by"},
 		{"transport/stream", m("transport/tcp"), "the control stream imports no transport"},
 		{".", m("internal/ibv"), "internal/ibv may be imported only by"},
+		{".", m("internal/cuda"), "internal/cuda may be imported only by"},
+		{"connector", m("internal/cuda"), "internal/cuda may be imported only by"},
+		{"transport/tcp", m("internal/cuda"), "internal/cuda may be imported only by"},
 		{"mem", m("transport"), "against the layering"},
 		{"directory", m(""), "against the layering"},
 		{"directory", m("mem"), "against the layering"},
