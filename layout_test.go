@@ -94,11 +94,10 @@ var cgoPackages = []string{"internal/ibv", "internal/cuda", "cmd/libxfer"}
 var ibvImporters = []string{"transport/verbs", "probe", "internal/rdmacm", "internal/testmain/rdmaleak"}
 
 // cudaImporters are the only packages that may use the CUDA binding:
-// mem, whose table of memory kinds is the engine's one way to GPU memory
-// (the root package reaches devices through it, never the driver), the
-// transports that move GPU memory themselves (shm with CUDA IPC, verbs
-// with DMA-BUF), probe for doctor, and the tests' stand-in driver.
-var cudaImporters = []string{"mem", "probe", "transport/shm", "transport/verbs", "internal/testutil"}
+// mem, whose table of memory kinds is the one way to GPU memory (the root
+// package and verbs reach devices through it, never the driver), shm for
+// its CUDA IPC handles, probe for doctor, and the tests' stand-in driver.
+var cudaImporters = []string{"mem", "probe", "transport/shm", "internal/testutil"}
 
 // yamlLibraries are the YAML modules a command might reach for; package
 // config decodes the configuration file for every command.
@@ -326,6 +325,7 @@ func TestCheckLayout(t *testing.T) {
 		{".", m("internal/cuda"), "internal/cuda may be imported only by"},
 		{"connector", m("internal/cuda"), "internal/cuda may be imported only by"},
 		{"transport/tcp", m("internal/cuda"), "internal/cuda may be imported only by"},
+		{"transport/verbs", m("internal/cuda"), "internal/cuda may be imported only by"},
 		{"mem", m("transport"), "against the layering"},
 		{"directory", m(""), "against the layering"},
 		{"directory", m("mem"), "against the layering"},

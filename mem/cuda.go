@@ -115,6 +115,20 @@ func (d *cudaDevice) Pin(b []byte) error { return d.ctx.HostRegister(b) }
 
 func (d *cudaDevice) Unpin(b []byte) error { return d.ctx.HostUnregister(b) }
 
+// DMABuf exports the allocation that holds p as a DMA-BUF
+// (cuMemGetHandleForAddressRange).
+func (d *cudaDevice) DMABuf(p uintptr) (int, uintptr, error) {
+	base, size, err := d.ctx.AddressRange(p)
+	if err != nil {
+		return -1, 0, err
+	}
+	fd, err := d.ctx.DMABufFD(base, size)
+	if err != nil {
+		return -1, 0, err
+	}
+	return fd, base, nil
+}
+
 func (d *cudaDevice) Stream() (Stream, error) {
 	st, err := d.set.ctxs.Stream(d.ctx)
 	if err != nil {

@@ -102,6 +102,14 @@ type Device interface {
 	Stream() (Stream, error)
 }
 
+// DMABufExporter is a Device whose memory a NIC can reach as a DMA-BUF
+// (GPUDirect RDMA): the rdma transport registers it with the NIC.
+type DMABufExporter interface {
+	// DMABuf returns a DMA-BUF of the allocation that holds p (its
+	// descriptor, which the caller closes) and that allocation's base.
+	DMABuf(p uintptr) (fd int, base uintptr, err error)
+}
+
 // Stream is a queue of copies on a device, taken with Device.Stream.
 type Stream interface {
 	// CopyAsync queues a copy of n bytes from src to dst.
