@@ -95,9 +95,9 @@ var ibvImporters = []string{"transport/verbs", "probe", "internal/rdmacm", "inte
 
 // cudaImporters are the only packages that may use the CUDA binding:
 // mem, whose table of memory kinds is the one way to GPU memory (the root
-// package and verbs reach devices through it, never the driver), shm for
-// its CUDA IPC handles, probe for doctor, and the tests' stand-in driver.
-var cudaImporters = []string{"mem", "probe", "transport/shm", "internal/testutil"}
+// package and the transports reach devices through it, never the driver),
+// probe for doctor, and the tests' stand-in driver.
+var cudaImporters = []string{"mem", "probe", "internal/testutil"}
 
 // yamlLibraries are the YAML modules a command might reach for; package
 // config decodes the configuration file for every command.
@@ -326,6 +326,7 @@ func TestCheckLayout(t *testing.T) {
 		{"connector", m("internal/cuda"), "internal/cuda may be imported only by"},
 		{"transport/tcp", m("internal/cuda"), "internal/cuda may be imported only by"},
 		{"transport/verbs", m("internal/cuda"), "internal/cuda may be imported only by"},
+		{"transport/shm", m("internal/cuda"), "internal/cuda may be imported only by"},
 		{"mem", m("transport"), "against the layering"},
 		{"directory", m(""), "against the layering"},
 		{"directory", m("mem"), "against the layering"},

@@ -16,6 +16,8 @@ var ErrCUDANotAvailable = cuda.ErrNotAvailable
 // libcuda.so.1 at run time.
 type cudaDriver struct{}
 
+func (cudaDriver) Available() error { return cuda.Load() }
+
 func (cudaDriver) Open() Devices { return &cudaDevices{} }
 
 func (cudaDriver) Locate(p uintptr) (int, bool) {
@@ -128,6 +130,24 @@ func (d *cudaDevice) DMABuf(p uintptr) (int, uintptr, error) {
 	}
 	return fd, base, nil
 }
+
+// IPCHandle returns the CUDA IPC handle of the allocation that holds p
+// (cuIpcGetMemHandle).
+func (d *cudaDevice) IPCHandle(p uintptr) (IPCHandle, uintptr, error) {
+	base, _, err := d.ctx.AddressRange(p)
+	if err != nil {
+		return IPCHandle{}, 0, err
+	}
+	h, err := d.ctx.IPCHandle(base)
+	if err != nil {
+		return IPCHandle{}, 0, err
+	}
+	return IPCHandle(h), base, nil
+}
+
+func (d *cudaDevice) OpenIPC(h IPCHandle) (uintptr, error) { return d.ctx.OpenIPC(cuda.IPCHandle(h)) }
+
+func (d *cudaDevice) CloseIPC(p uintptr) error { return d.ctx.CloseIPC(p) }
 
 func (d *cudaDevice) Stream() (Stream, error) {
 	st, err := d.set.ctxs.Stream(d.ctx)

@@ -53,6 +53,9 @@ func (k Kind) Info() (KindInfo, bool) {
 // Driver is a device memory kind's device interface: what the engine
 // needs of that kind. Its methods are safe for concurrent use.
 type Driver interface {
+	// Available reports whether this process can use the kind: nil, or
+	// an error that says what is missing and how to fix it.
+	Available() error
 	// Open returns an empty set of the kind's devices for one user (an
 	// engine), each opened on first use.
 	Open() Devices
@@ -109,6 +112,22 @@ type DMABufExporter interface {
 	// descriptor, which the caller closes) and that allocation's base.
 	DMABuf(p uintptr) (fd int, base uintptr, err error)
 }
+
+// IPCExporter is a Device whose memory another process on the host can
+// map by a handle (CUDA IPC): the shm transport moves it so.
+type IPCExporter interface {
+	// IPCHandle returns the handle of the allocation that holds p, and
+	// that allocation's base.
+	IPCHandle(p uintptr) (h IPCHandle, base uintptr, err error)
+	// OpenIPC maps the allocation of another process that h names and
+	// returns its address here; CloseIPC unmaps it.
+	OpenIPC(h IPCHandle) (uintptr, error)
+	CloseIPC(p uintptr) error
+}
+
+// IPCHandle names a device allocation to another process on the same
+// host; it is plain bytes and may be sent over any channel.
+type IPCHandle [64]byte
 
 // Stream is a queue of copies on a device, taken with Device.Stream.
 type Stream interface {
