@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"net"
 
-	"github.com/xferio/xfer/internal/cuda"
 	"github.com/xferio/xfer/mem"
 	"github.com/xferio/xfer/transport"
 )
@@ -49,7 +48,7 @@ var (
 	// ErrCUDANotAvailable means GPU memory was asked for where there is no
 	// CUDA: no driver (libcuda.so.1), no GPU, a driver too old, or a
 	// build without cgo. The error says which, and how to fix it.
-	ErrCUDANotAvailable = cuda.ErrNotAvailable
+	ErrCUDANotAvailable = mem.ErrCUDANotAvailable
 	// ErrPeerLost means the connection to a peer failed. It also matches
 	// ErrClosed.
 	ErrPeerLost = transport.ErrPeerLost

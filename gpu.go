@@ -1,133 +1,85 @@
 package xfer
 
 import (
-	"errors"
 	"fmt"
 	"sync"
 	"unsafe"
 
-	"github.com/xferio/xfer/internal/cuda"
 	"github.com/xferio/xfer/mem"
 	"github.com/xferio/xfer/transport"
+	"github.com/xferio/xfer/transport/stage"
 )
 
-// stagingMB is the size of the pinned host memory through which an engine
-// stages GPU memory for transports that move host memory only (tcp, and
-// rdma without a NIC that reaches the GPU): pieces of stageChunk bytes,
-// so up to 16 pieces in flight for all operations together.
-const (
-	stagingMB  = 64
-	stageChunk = 4 << 20
-)
-
-// gpus is an engine's GPU state: the devices' contexts and idle streams,
-// opened on first use, and the staging memory.
+// gpus is an engine's device state: its devices of every kind in mem's
+// table, opened on first use, and the staging of their memory for the
+// transports that move host memory only (transport/stage).
 type gpus struct {
-	cuda.Contexts
+	mem.DeviceSet
 
-	stagingOnce sync.Once
-	staging     *mem.Pool
-	stagingReg  *Region
-	stagingErr  error
-	// stagingMu guards staging and pinnedBy for Status, which reads them
-	// from any goroutine.
-	stagingMu sync.Mutex
-	pinnedBy  *cuda.Context // the context that pinned the staging memory
+	once  sync.Once
+	stage stager // made on first use (stager)
 }
 
-// cudaContext returns the context of GPU n, retaining it on first use.
-func (e *Engine) cudaContext(n int) (*cuda.Context, error) { return e.gpu.Get(n) }
+// stager is what the engine needs of the staging of device memory through
+// host memory: *stage.Stager.
+type stager interface {
+	// Post runs an operation whose local memory is on a device over an
+	// endpoint that moves host memory only; it completes through op.Done.
+	Post(ep transport.Endpoint, op *transport.Op)
+	// Remote makes the host copy that stands for a range of a device
+	// region that a peer accesses.
+	Remote(h *mem.Handle, off, n uint64, read bool) ([]byte, transport.Staging, error)
+	Stats() stage.Stats
+	Close() error
+}
 
-// stagingPool is the pinned host memory that staged operations take their
-// pieces from, registered with the engine (so that rdma can post from it)
-// and with the driver (cuMemHostRegister, so that the GPU's copies run at
-// full speed), made on first use.
-func (e *Engine) stagingPool(dev int) (*mem.Pool, *Region, error) {
-	g := &e.gpu
-	g.stagingOnce.Do(func() {
-		c, err := e.cudaContext(dev)
-		if err != nil {
-			g.stagingErr = err
-			return
-		}
-		mr, err := mem.NewRegion(mem.RegionOptions{Size: stagingMB << 20, HugePages: e.cfg.HugePages,
-			Shared: e.cfg.sharedMemory(), Name: "xfer-staging"})
-		if err != nil {
-			g.stagingErr = fmt.Errorf("staging memory for GPU transfers: %w", err)
-			return
-		}
-		if err := c.HostRegister(mr.Bytes()); err != nil {
-			// Unpinned staging still works, at the speed of pageable
-			// copies.
-			e.log.Warn("staging memory for GPU transfers is not pinned: the GPU's copies run slower", "err", err)
-		} else {
-			g.stagingMu.Lock()
-			g.pinnedBy = c
-			g.stagingMu.Unlock()
-		}
-		r, err := e.regions.add(e, mr, AccessReadWrite, nil)
-		if err != nil {
-			g.unpin(mr.Bytes())
-			mr.Close()
-			g.stagingErr = err
-			return
-		}
-		p, err := mem.NewPool(mr, mem.PoolOptions{})
-		if err != nil {
-			g.unpin(mr.Bytes())
-			r.Close()
-			g.stagingErr = err
-			return
-		}
-		g.stagingMu.Lock()
-		g.staging, g.stagingReg = p, r
-		g.stagingMu.Unlock()
+// stager returns the engine's staging, made on first use: its memory is
+// made by the first staged operation, registered as a region of e.
+func (e *Engine) stager() stager {
+	e.gpu.once.Do(func() {
+		e.gpu.stage = stage.New(stage.Config{
+			Devices: &e.gpu.DeviceSet,
+			Memory:  mem.RegionOptions{HugePages: e.cfg.HugePages, Shared: e.cfg.sharedMemory()},
+			Register: func(mr *mem.Region) (*mem.Handle, func() error, error) {
+				r, err := e.regions.add(e, mr, AccessReadWrite, nil)
+				if err != nil {
+					return nil, nil, err
+				}
+				return r.h, r.Close, nil
+			},
+			Log:     e.log,
+			Context: e.ctx,
+		})
 	})
-	return g.staging, g.stagingReg, g.stagingErr
+	return e.gpu.stage
 }
 
-func (g *gpus) unpin(b []byte) error {
-	g.stagingMu.Lock()
-	c := g.pinnedBy
-	g.pinnedBy = nil
-	g.stagingMu.Unlock()
-	if c == nil {
-		return nil
-	}
-	return c.HostUnregister(b)
-}
+// device returns GPU n, opening it (retaining its context) on first use.
+func (e *Engine) device(n int) (mem.Device, error) { return e.gpu.Get(mem.CUDA(n)) }
 
 // closeStaging releases the staging memory; the engine calls it once its
 // peers are closed, before it closes its other regions.
-func (e *Engine) closeStaging() error {
-	g := &e.gpu
-	g.stagingOnce.Do(func() { g.stagingErr = ErrClosed })
-	if g.staging == nil {
-		return nil
-	}
-	return errors.Join(g.staging.Close(), g.unpin(g.stagingReg.Bytes()), g.stagingReg.Close())
-}
+func (e *Engine) closeStaging() error { return e.stager().Close() }
 
 // gpuStatus is the GPU part of Status, or nil before the engine used a
 // GPU.
 func (e *Engine) gpuStatus() *GPUStatus {
-	devs := e.gpu.Devices()
+	var devs []int
+	for _, l := range e.gpu.Opened() {
+		if l.Kind == mem.KindCUDA {
+			devs = append(devs, l.Device)
+		}
+	}
 	if len(devs) == 0 {
 		return nil
 	}
-	s := &GPUStatus{Devices: devs}
-	g := &e.gpu
-	g.stagingMu.Lock()
-	defer g.stagingMu.Unlock()
-	if g.staging != nil {
-		st := g.staging.Stats()
-		s.StagingBytes, s.StagingUsedBytes, s.StagingPinned = st.Capacity, st.InUse, g.pinnedBy != nil
-	}
-	return s
+	st := e.stager().Stats()
+	return &GPUStatus{Devices: devs, StagingBytes: st.Bytes, StagingUsedBytes: st.UsedBytes, StagingPinned: st.Pinned}
 }
 
-// closeGPU releases the streams and the contexts; the engine calls it
-// once every region is closed (device memory is freed in its context).
+// closeGPU closes the devices (a GPU's streams and context); the engine
+// calls it once every region is closed (device memory is freed through its
+// device).
 func (e *Engine) closeGPU() error { return e.gpu.Close() }
 
 // NewDeviceRegion allocates size bytes of memory on GPU n (cuMemAlloc) and
@@ -136,11 +88,11 @@ func (e *Engine) closeGPU() error { return e.gpu.Close() }
 // transport moves device memory: shm with the GPU's copy engines, the
 // others through pinned host staging buffers (docs/GPU.md).
 func (e *Engine) NewDeviceRegion(n, size int, access Access) (*Region, error) {
-	c, err := e.cudaContext(n)
+	c, err := e.device(n)
 	if err != nil {
 		return nil, fmt.Errorf("new region on cuda:%d: %w", n, err)
 	}
-	mr, err := mem.NewDeviceRegion(c, size)
+	mr, err := c.Alloc(size)
 	if err != nil {
 		return nil, err
 	}
@@ -149,11 +101,11 @@ func (e *Engine) NewDeviceRegion(n, size int, access Access) (*Region, error) {
 
 // newDevicePool allocates the default pool's memory on GPU n.
 func (e *Engine) newDevicePool(n, size int) (*mem.Region, error) {
-	c, err := e.cudaContext(n)
+	c, err := e.device(n)
 	if err != nil {
 		return nil, err
 	}
-	return mem.NewDeviceRegion(c, size)
+	return c.Alloc(size)
 }
 
 // RegisterDevice registers size bytes of GPU memory at device address p
@@ -166,90 +118,30 @@ func (e *Engine) RegisterDevice(p uintptr, size int, access Access) (*Region, er
 	if err != nil {
 		return nil, err
 	}
-	if _, err := e.cudaContext(mr.Location().Device); err != nil {
+	if _, err := e.gpu.Get(mr.Location()); err != nil {
 		return nil, fmt.Errorf("register device memory on %s: %w", mr.Location(), err)
 	}
 	return e.regions.add(e, mr, access, nil)
 }
 
 // staging reports whether op, posted with its local region pinned, must
-// be staged through host memory: its local memory is on a GPU and ep does
-// not move it itself, because its transport does not move that kind of
-// memory (the table's caps) or cannot move this operation now (its
-// DeviceMover says no: no DMA-BUF, the peer's GPU out of reach).
+// be staged through host memory (stage.Needed, with the kinds of memory
+// the transport table says ep's transport moves).
 func (e *Engine) staging(ep transport.Endpoint, op *transport.Op) bool {
-	loc := op.Region.Location()
-	if loc.IsHost() {
-		return false
-	}
-	if !e.caps(ep.Transport()).Memory.Has(loc.Kind) {
-		return true
-	}
-	m, ok := ep.(transport.DeviceMover)
-	return !ok || !m.MovesDevice(op)
+	return stage.Needed(e.caps(ep.Transport()).Memory, ep, op)
+}
+
+// postStaged runs op, whose local memory is on a device, over ep, which
+// moves host memory only (stage.Stager.Post).
+func (e *Engine) postStaged(ep transport.Endpoint, op *transport.Op) { e.stager().Post(ep, op) }
+
+// stageRemote makes the host copy that stands for n bytes at offset off of
+// device region h, for a peer's access (stage.Stager.Remote).
+func (e *Engine) stageRemote(h *mem.Handle, off, n uint64, want Access) ([]byte, transport.Staging, error) {
+	return e.stager().Remote(h, off, n, want&AccessRead != 0)
 }
 
 func addrOf(b []byte) uintptr { return uintptr(unsafe.Pointer(unsafe.SliceData(b))) }
-
-// staged is a host copy of part of a device region, handed to a transport
-// as a remote access's memory (transport.Resolved.Staged).
-type staged struct {
-	ctx    *cuda.Context
-	dev    uintptr // the device bytes it stands for
-	buf    []byte
-	pooled mem.Buffer  // the piece of staging memory, or
-	temp   *mem.Region // memory of its own when the staging pool is full
-}
-
-func (s *staged) Commit() error {
-	if err := s.ctx.Copy(s.dev, addrOf(s.buf), len(s.buf)); err != nil {
-		return fmt.Errorf("write of %d bytes into GPU memory: %w", len(s.buf), err)
-	}
-	return nil
-}
-
-func (s *staged) Release() {
-	if s.temp != nil {
-		s.temp.Close()
-		return
-	}
-	if !s.pooled.IsZero() {
-		s.pooled.Pool().Free(s.pooled)
-	}
-}
-
-// stageRemote makes the host copy that stands for n bytes at offset off of
-// device region h, for a peer's access: a READ's copy holds the device's
-// bytes already. It never waits for staging memory: when the pool is full
-// the copy gets memory of its own.
-func (e *Engine) stageRemote(h *mem.Handle, off, n uint64, want Access) (*staged, error) {
-	dev := h.Location().Device
-	c, err := e.cudaContext(dev)
-	if err != nil {
-		return nil, err
-	}
-	s := &staged{ctx: c, dev: uintptr(h.Base() + off)}
-	if pool, _, err := e.stagingPool(dev); err == nil && n <= uint64(pool.Region().Len()) {
-		if b, err := pool.Alloc(int(n)); err == nil {
-			s.pooled, s.buf = b, b.Bytes()
-		}
-	}
-	if s.buf == nil {
-		size := int(max(n, 1))
-		r, err := mem.NewRegion(mem.RegionOptions{Size: size})
-		if err != nil {
-			return nil, fmt.Errorf("staging %d bytes of GPU memory: %w", n, err)
-		}
-		s.temp, s.buf = r, r.Bytes()[:n]
-	}
-	if want&AccessRead != 0 && n > 0 {
-		if err := c.Copy(addrOf(s.buf), s.dev, int(n)); err != nil {
-			s.Release()
-			return nil, fmt.Errorf("read of %d bytes from GPU memory: %w", n, err)
-		}
-	}
-	return s, nil
-}
 
 // Copy copies src to dst, either of which may be GPU memory registered
 // with e (a region's or a Buffer's Bytes) and the other any host memory:
@@ -267,11 +159,11 @@ func (e *Engine) Copy(dst, src []byte) error {
 	if len(src) == 0 {
 		return nil
 	}
-	dev := dl.Device
+	dev := dl
 	if dl.IsHost() {
-		dev = sl.Device
+		dev = sl
 	}
-	c, err := e.cudaContext(dev)
+	c, err := e.gpu.Get(dev)
 	if err != nil {
 		return fmt.Errorf("copy %d bytes from %s to %s memory: %w", len(src), sl, dl, err)
 	}
@@ -288,10 +180,8 @@ func (e *Engine) locate(b []byte) mem.Location {
 	if r := e.regions.find(b); r != nil {
 		return r.h.Location()
 	}
-	if len(b) > 0 && cuda.Load() == nil {
-		if info, err := cuda.PointerAttributes(addrOf(b)); err == nil && info.Type == cuda.MemoryDevice {
-			return mem.CUDA(info.Device)
-		}
+	if len(b) == 0 {
+		return mem.Host
 	}
-	return mem.Host
+	return mem.Locate(addrOf(b))
 }

@@ -100,6 +100,12 @@ var ibvImporters = []string{"transport/verbs", "probe", "internal/rdmacm", "inte
 // control, mem's mappings).
 var rootForbidden = []string{"internal/sys"}
 
+// cudaImporters are the only packages that may use the CUDA binding:
+// mem, whose table of memory kinds is the one way to GPU memory (the root
+// package and the transports reach devices through it, never the driver),
+// probe for doctor, and the tests' stand-in driver.
+var cudaImporters = []string{"mem", "probe", "internal/testutil"}
+
 // yamlLibraries are the YAML modules a command might reach for; package
 // config decodes the configuration file for every command.
 var yamlLibraries = []string{"gopkg.in/yaml.", "github.com/goccy/go-yaml", "sigs.k8s.io/yaml", "github.com/ghodss/yaml", "go.yaml.in/yaml"}
@@ -129,8 +135,12 @@ var layers = map[string][]string{
 	"mem":               {"internal/sys", "internal/cuda"},
 	"probe":             {"internal/ibv", "internal/cuda", "internal/sys", "bytesize"},
 	"transport":         {"transport", "mem", "internal/"},
-	"xfertest":          {"", "transport", "mem", "internal/sys"},
-	".":                 {"transport", "mem", "directory", "internal/"},
+	// The staging of device memory through host memory, which the engine
+	// holds: it posts on endpoints and reaches devices through mem's
+	// table of memory kinds only.
+	"transport/stage": {"transport", "mem"},
+	"xfertest":        {"", "transport", "mem", "internal/sys"},
+	".":               {"transport", "mem", "directory", "internal/"},
 	// The directory sits below the engine, which registers itself in it
 	// and resolves node IDs with it: it imports no package of this module
 	// (the standard library, the etcd client) but the authentication
@@ -232,12 +242,16 @@ func checkImport(dir, im string, pending map[string]string) string {
 	}
 	// The root package is the engine's face: the operating system is
 	// reached through the packages below it (transport/tcp's socket
-	// policy, mem's mappings), never from the root itself. The same will
-	// hold for internal/cuda once GPU memory is mem's (gpu.go and
-	// errors.go import it today); add it to rootForbidden then.
+	// policy, mem's mappings), never from the root itself; GPUs likewise,
+	// through mem's table of memory kinds (cudaImporters, below).
 	if dir == "." {
 		if p, ok := underAny(rel, rootForbidden); ok {
 			return "the root package imports no " + p + ": reach it through the package that owns the mechanism"
+		}
+	}
+	if under(rel, "internal/cuda") {
+		if _, ok := underAny(dir, cudaImporters); !ok && !under(dir, "tools") {
+			return "internal/cuda may be imported only by " + strings.Join(cudaImporters, ", ") + ": the others reach devices through mem's table of kinds"
 		}
 	}
 	if under(dir, "cmd") && under(rel, "internal") {
@@ -252,6 +266,11 @@ func checkImport(dir, im string, pending map[string]string) string {
 	if under(dir, "transport/stream") {
 		if _, ok := underAny(rel, transports); ok {
 			return "the control stream imports no transport: the transports compose it"
+		}
+	}
+	if under(dir, "transport/stage") {
+		if _, ok := underAny(rel, transports); ok {
+			return "the staging imports no transport: it posts on any endpoint"
 		}
 	}
 	if tr, ok := underAny(dir, transports); ok {
@@ -301,10 +320,11 @@ func TestCheckLayout(t *testing.T) {
 		"internal/ibv":    {"C", m("internal/sys")},
 		"internal/wire":   {"encoding/binary"},
 		"internal/rdmacm": {m("internal/ibv"), m("internal/sys")},
-		"mem":             {m("internal/sys"), "github.com/google/btree"},
+		"mem":             {m("internal/sys"), m("internal/cuda"), "github.com/google/btree"},
 		"transport/tcp":   {m("transport"), m("transport/stream"), m("internal/wire"), m("mem")},
 		"transport/shm":   {m("transport/stream"), m("transport/tcp")}, // pending below
 		"transport/verbs": {m("internal/ibv"), m("internal/rdmacm"), m("transport/stream")},
+		"transport/stage": {m("transport"), m("mem")},
 		"probe":           {m("internal/ibv"), m("internal/sys"), m("bytesize")},
 		".":               {m("transport/verbs"), m("internal/wire"), m("internal/auth"), m("mem"), m("directory")},
 		"directory":       {"go.etcd.io/etcd/client/v3", "net/http", m("internal/auth")},
@@ -348,6 +368,13 @@ func TestCheckLayout(t *testing.T) {
 		{".", "crypto/hmac", "only internal/auth may import crypto/hmac"},
 		{"kv", "crypto/hmac", "only internal/auth may import crypto/hmac"},
 		{"directory", "crypto/subtle", "only internal/auth may import crypto/hmac"},
+		{".", m("internal/cuda"), "internal/cuda may be imported only by"},
+		{"connector", m("internal/cuda"), "internal/cuda may be imported only by"},
+		{"transport/tcp", m("internal/cuda"), "internal/cuda may be imported only by"},
+		{"transport/stage", m("internal/sys"), "against the layering"},
+		{"transport/stage", m("transport/tcp"), "the staging imports no transport"},
+		{"transport/verbs", m("internal/cuda"), "internal/cuda may be imported only by"},
+		{"transport/shm", m("internal/cuda"), "internal/cuda may be imported only by"},
 		{"mem", m("transport"), "against the layering"},
 		{"directory", m(""), "against the layering"},
 		{"directory", m("mem"), "against the layering"},

@@ -387,12 +387,12 @@ func (t *regionTable) resolve(id uint32, key, addr, n uint64, want Access) (tran
 		return res, err
 	}
 	r := t.load().byID[id]
-	s, err := r.e.stageRemote(res.Region, addr-res.Region.Base(), n, want)
+	buf, s, err := r.e.stageRemote(res.Region, addr-res.Region.Base(), n, want)
 	if err != nil {
 		res.Release()
 		return transport.Resolved{}, err
 	}
-	res.Mem, res.Staged = s.buf, s
+	res.Mem, res.Staged = buf, s
 	return res, nil
 }
 

@@ -21,6 +21,15 @@
 // reported with an error (ErrDoubleFree, ErrOverlap, ErrNotAllocated,
 // ErrForeignBuffer) instead of corrupting the Pool.
 //
+// # Memory kinds
+//
+// Memory has a kind (Location: host, or a device's, "cuda:0"). The kinds
+// are a table (kinds.go): each row is a kind's names and, for device
+// memory, its Driver, through which the engine and the transports open
+// the kind's devices (a DeviceSet), allocate, copy, pin host memory and
+// take streams of copies. Only this package calls a device's binding
+// (internal/cuda); adding a kind is its binding, its Driver and its row.
+//
 // # Threading
 //
 // Regions and Pools are safe for concurrent use. The contents of a Buffer

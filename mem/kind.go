@@ -20,13 +20,10 @@ const (
 	KindCUDA
 )
 
-// String is "host" or "cuda".
+// String is the kind's name in the table: "host" or "cuda".
 func (k Kind) String() string {
-	switch k {
-	case KindHost:
-		return "host"
-	case KindCUDA:
-		return "cuda"
+	if info, ok := k.Info(); ok {
+		return info.Name
 	}
 	return "kind(" + strconv.Itoa(int(k)) + ")"
 }
@@ -66,15 +63,19 @@ func (s Kinds) MarshalText() ([]byte, error) { return []byte(s.String()), nil }
 func (s *Kinds) UnmarshalText(text []byte) error {
 	var set Kinds
 	if len(text) > 0 {
+	names:
 		for _, name := range strings.Split(string(text), ",") {
-			switch strings.TrimSpace(name) {
-			case "host":
-				set |= KindSet(KindHost)
-			case "cuda":
-				set |= KindSet(KindCUDA)
-			default:
-				return fmt.Errorf("memory kind %q: want host or cuda", name)
+			for _, info := range kinds {
+				if strings.TrimSpace(name) == info.Name {
+					set |= KindSet(info.Kind)
+					continue names
+				}
 			}
+			var want []string
+			for _, info := range kinds {
+				want = append(want, info.Name)
+			}
+			return fmt.Errorf("memory kind %q: want %s", name, strings.Join(want, " or "))
 		}
 	}
 	*s = set
@@ -109,25 +110,39 @@ func (l Location) String() string {
 const maxDevice = 255
 
 // ParseLocation parses "host" (or "cpu", or empty) and "cuda:N" (or
-// "cuda", device 0; "gpu:N" is taken for "cuda:N").
+// "cuda", device 0; "gpu:N" is taken for "cuda:N"): a kind's name or
+// alias in the table, and a device's ordinal for a device kind.
 func ParseLocation(s string) (Location, error) {
 	v := strings.ToLower(strings.TrimSpace(s))
-	switch v {
-	case "", "host", "cpu":
+	if v == "" {
 		return Host, nil
-	case "cuda", "gpu":
-		return CUDA(0), nil
 	}
-	for _, p := range []string{"cuda:", "gpu:"} {
-		if rest, ok := strings.CutPrefix(v, p); ok {
+	var want []string
+	for _, info := range kinds {
+		for _, name := range append([]string{info.Name}, info.Aliases...) {
+			if v == name {
+				return Location{Kind: info.Kind}, nil
+			}
+			if info.Driver == nil {
+				want = append(want, name)
+				continue
+			}
+			rest, ok := strings.CutPrefix(v, name+":")
+			if !ok {
+				continue
+			}
 			n, err := strconv.Atoi(rest)
 			if err != nil || n < 0 || n > maxDevice {
 				return Location{}, fmt.Errorf("memory device %q: the device must be a GPU index from 0 to %d", s, maxDevice)
 			}
-			return CUDA(n), nil
+			return Location{Kind: info.Kind, Device: n}, nil
+		}
+		if info.Driver != nil {
+			want = append(want, info.Name, info.Name+":N")
 		}
 	}
-	return Location{}, fmt.Errorf("memory device %q: must be host, cpu, cuda or cuda:N", s)
+	last := len(want) - 1
+	return Location{}, fmt.Errorf("memory device %q: must be %s or %s", s, strings.Join(want[:last], ", "), want[last])
 }
 
 // MarshalText implements encoding.TextMarshaler.

@@ -84,3 +84,41 @@ func FuzzKindsText(f *testing.F) {
 		}
 	})
 }
+
+// TestKindTable checks the table of memory kinds: each row sits at its
+// Kind, its names are its own, every kind but host has a driver, and the
+// names it gives read back as the kind.
+func TestKindTable(t *testing.T) {
+	seen := map[string]Kind{}
+	for i, info := range KindTable() {
+		if info.Kind != Kind(i) || info.Kind.String() != info.Name {
+			t.Errorf("row %d is %v, named %q", i, info.Kind, info.Name)
+		}
+		if (info.Driver == nil) != (info.Kind == KindHost) {
+			t.Errorf("%s: driver %v: every kind but host needs one", info.Name, info.Driver)
+		}
+		for _, name := range append([]string{info.Name}, info.Aliases...) {
+			if k, ok := seen[name]; ok {
+				t.Errorf("%q names %s and %s", name, k, info.Kind)
+			}
+			seen[name] = info.Kind
+			if l, err := ParseLocation(name); err != nil || l.Kind != info.Kind {
+				t.Errorf("ParseLocation(%q) = %v, %v; want %s", name, l, err, info.Kind)
+			}
+		}
+		var s Kinds
+		if err := s.UnmarshalText([]byte(info.Name)); err != nil || s != KindSet(info.Kind) {
+			t.Errorf("Kinds %q = %v, %v", info.Name, s, err)
+		}
+	}
+	if _, ok := Kind(len(KindTable())).Info(); ok {
+		t.Error("a kind past the table has a row")
+	}
+	var d DeviceSet
+	if _, err := d.Get(Host); err == nil {
+		t.Error("DeviceSet.Get(host): a device for host memory")
+	}
+	if err := d.Close(); err != nil || len(d.Opened()) != 0 {
+		t.Errorf("empty DeviceSet: Close %v, Opened %v", err, d.Opened())
+	}
+}

@@ -7,12 +7,13 @@ import (
 	"slices"
 	"testing"
 
-	"github.com/xferio/xfer/internal/testmain"
+	"github.com/xferio/xfer/internal/testutil"
 )
 
 // TestMain fails the test binary when a test leaks a goroutine or a file
-// descriptor (a memfd among them).
-func TestMain(m *testing.M) { testmain.Run(m) }
+// descriptor (a memfd among them). The tests of the table's cuda row run
+// against the stand-in driver where the NVIDIA driver is missing.
+func TestMain(m *testing.M) { testutil.RunWithCUDA(m) }
 
 // skipIfNotSupported skips t when err says the platform lacks a feature,
 // but only off Linux: there, ErrNotSupported is a regression.

@@ -6,8 +6,8 @@ import (
 	"sync"
 	"unsafe"
 
-	"github.com/xferio/xfer/internal/cuda"
 	"github.com/xferio/xfer/internal/wire"
+	"github.com/xferio/xfer/mem"
 	"github.com/xferio/xfer/transport"
 )
 
@@ -24,12 +24,11 @@ import (
 // that, and the region is reached through the stream, which the owner
 // stages through host memory.
 
-// gpuState is the shm transport's CUDA state, shared by its endpoints: the
-// devices' contexts and idle streams, and the IPC handles opened.
+// gpuState is the shm transport's device state, shared by its endpoints:
+// its devices (mem's table of memory kinds: contexts and idle streams),
+// and the IPC handles opened.
 type gpuState struct {
-	ctxs cuda.Contexts
-	once sync.Once
-	err  error // why CUDA cannot be used here, or nil
+	devs mem.DeviceSet
 
 	mu     sync.Mutex
 	opened map[ipcKey]*ipcOpen
@@ -37,35 +36,53 @@ type gpuState struct {
 
 type ipcKey struct {
 	pid    uint32
-	handle cuda.IPCHandle
+	handle mem.IPCHandle
 }
 
 // ipcOpen is an allocation of another process opened in this one,
 // counted by the attachments that use it: CUDA maps one handle once per
 // process.
 type ipcOpen struct {
-	ctx  *cuda.Context
+	dev  mem.Device
+	x    mem.IPCExporter // dev, which opened it
 	base uintptr
 	refs int
 }
 
-// available reports whether this process can use CUDA.
-func (g *gpuState) available() error {
-	g.once.Do(func() { g.err = cuda.Load() })
-	return g.err
+// available reports whether this process can use memory of kind k.
+func (g *gpuState) available(k mem.Kind) error {
+	info, ok := k.Info()
+	if !ok || info.Driver == nil {
+		return fmt.Errorf("shm: %s memory has no device", k)
+	}
+	return info.Driver.Available()
 }
 
-// context returns GPU n's context, retained on first use.
-func (g *gpuState) context(n int) (*cuda.Context, error) {
-	if err := g.available(); err != nil {
+// device returns the device of l, opened on first use.
+func (g *gpuState) device(l mem.Location) (mem.Device, error) {
+	if err := g.available(l.Kind); err != nil {
 		return nil, err
 	}
-	return g.ctxs.Get(n)
+	return g.devs.Get(l)
+}
+
+// ipc returns the device of l, which must export its memory by IPC
+// handles.
+func (g *gpuState) ipc(l mem.Location) (mem.Device, mem.IPCExporter, error) {
+	d, err := g.device(l)
+	if err != nil {
+		return nil, nil, err
+	}
+	x, ok := d.(mem.IPCExporter)
+	if !ok {
+		return nil, nil, fmt.Errorf("shm: %s memory has no IPC handles", l.Kind)
+	}
+	return d, x, nil
 }
 
 // open maps the allocation of process pid that handle names.
-func (g *gpuState) open(pid uint32, device int, handle cuda.IPCHandle) (*ipcOpen, error) {
-	c, err := g.context(device)
+func (g *gpuState) open(pid uint32, l mem.Location, handle mem.IPCHandle) (*ipcOpen, error) {
+	d, x, err := g.ipc(l)
 	if err != nil {
 		return nil, err
 	}
@@ -76,14 +93,14 @@ func (g *gpuState) open(pid uint32, device int, handle cuda.IPCHandle) (*ipcOpen
 		o.refs++
 		return o, nil
 	}
-	p, err := c.OpenIPC(handle)
+	p, err := x.OpenIPC(handle)
 	if err != nil {
 		return nil, err
 	}
 	if g.opened == nil {
 		g.opened = map[ipcKey]*ipcOpen{}
 	}
-	o := &ipcOpen{ctx: c, base: p, refs: 1}
+	o := &ipcOpen{dev: d, x: x, base: p, refs: 1}
 	g.opened[k] = o
 	return o, nil
 }
@@ -101,12 +118,12 @@ func (g *gpuState) close(o *ipcOpen) {
 			delete(g.opened, k)
 		}
 	}
-	o.ctx.CloseIPC(o.base)
+	o.x.CloseIPC(o.base)
 }
 
-// release frees the streams and the contexts; Transport.Close calls it
-// once the endpoints are closed.
-func (g *gpuState) release() error { return g.ctxs.Close() }
+// release closes the devices (streams and contexts); Transport.Close
+// calls it once the endpoints are closed.
+func (g *gpuState) release() error { return g.devs.Close() }
 
 // exportDevice completes the answer to a peer that attaches a GPU region:
 // the IPC handle of its allocation. Where there is none to give, the
@@ -115,15 +132,11 @@ func (t *Transport) exportDevice(_ transport.Resolved, info *wire.AttachInfo) er
 	if info.Kind == 0 {
 		return nil
 	}
-	c, err := t.gpu.context(int(info.Device))
+	_, x, err := t.gpu.ipc(mem.Location{Kind: mem.Kind(info.Kind), Device: int(info.Device)})
 	if err != nil {
 		return nil
 	}
-	base, _, err := c.AddressRange(uintptr(info.Base))
-	if err != nil {
-		return nil
-	}
-	h, err := c.IPCHandle(base)
+	h, base, err := x.IPCHandle(uintptr(info.Base))
 	if err != nil {
 		return nil
 	}
@@ -136,27 +149,27 @@ func (t *Transport) exportDevice(_ transport.Resolved, info *wire.AttachInfo) er
 // engines of one process). It leaves a without one when that cannot be
 // done, and the region takes the stream path.
 func (e *Endpoint) attachDevice(a *attachment, info wire.AttachInfo) {
-	if info.Kind != 1 || e.t.gpu.available() != nil {
+	loc := mem.Location{Kind: mem.Kind(info.Kind), Device: int(info.Device)}
+	if loc.IsHost() || e.t.gpu.available(loc.Kind) != nil {
 		return
 	}
-	dev := int(info.Device)
 	if int(info.PID) == os.Getpid() {
-		c, err := e.t.gpu.context(dev)
+		c, err := e.t.gpu.device(loc)
 		if err != nil {
 			return
 		}
 		a.dev, a.ctx = uintptr(info.Base), c
 		return
 	}
-	if info.IPC == (cuda.IPCHandle{}) {
+	if info.IPC == ([64]byte{}) {
 		return
 	}
-	o, err := e.t.gpu.open(info.PID, dev, info.IPC)
+	o, err := e.t.gpu.open(info.PID, loc, info.IPC)
 	if err != nil {
 		e.log.Debug("shm: cannot open the peer's GPU memory; it goes through the stream", "region_base", info.Base, "err", err)
 		return
 	}
-	a.dev, a.ctx, a.ipc = o.base+uintptr(info.IPCOffset), o.ctx, o
+	a.dev, a.ctx, a.ipc = o.base+uintptr(info.IPCOffset), o.dev, o
 }
 
 // MovesDevice implements transport.DeviceMover: an operation on local GPU
@@ -169,7 +182,7 @@ func (e *Endpoint) MovesDevice(op *transport.Op) bool {
 	default:
 		return false
 	}
-	if e.t.gpu.available() != nil {
+	if op.Region == nil || e.t.gpu.available(op.Region.Location().Kind) != nil {
 		return false
 	}
 	want := transport.AccessWrite
@@ -209,7 +222,7 @@ func (e *Endpoint) copyDevice(op *transport.Op, a *attachment, off, n uint64) er
 	c := a.ctx
 	if onDevice(op) {
 		var err error
-		if c, err = e.t.gpu.context(op.Region.Location().Device); err != nil {
+		if c, err = e.t.gpu.device(op.Region.Location()); err != nil {
 			return fmt.Errorf("shm %s of %d bytes: %w", op.Kind, n, err)
 		}
 	}
@@ -217,8 +230,23 @@ func (e *Endpoint) copyDevice(op *transport.Op, a *attachment, off, n uint64) er
 	if op.Kind == transport.OpRead {
 		dst, src = local, remote
 	}
-	if err := e.t.gpu.ctxs.Copy(c, dst, src, int(n)); err != nil {
+	if err := streamCopy(c, dst, src, int(n)); err != nil {
 		return fmt.Errorf("shm %s of %d bytes: %w", op.Kind, n, err)
 	}
 	return nil
+}
+
+// streamCopy copies n bytes from src to dst on an idle stream of d, and
+// waits for it.
+func streamCopy(d mem.Device, dst, src uintptr, n int) error {
+	st, err := d.Stream()
+	if err != nil {
+		return err
+	}
+	err = st.CopyAsync(dst, src, n)
+	if err == nil {
+		err = st.Sync()
+	}
+	st.Release()
+	return err
 }

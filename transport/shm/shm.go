@@ -13,8 +13,8 @@ import (
 	"sync"
 	"sync/atomic"
 
-	"github.com/xferio/xfer/internal/cuda"
 	"github.com/xferio/xfer/internal/sys"
+	"github.com/xferio/xfer/mem"
 	"github.com/xferio/xfer/transport"
 	"github.com/xferio/xfer/transport/stream"
 )
@@ -278,7 +278,7 @@ type attachment struct {
 	// 0 when the region is host memory or cannot be opened here. A
 	// region with neither mem nor dev takes the stream path.
 	dev   uintptr
-	ctx   *cuda.Context
+	ctx   mem.Device
 	ipc   *ipcOpen
 	t     *Transport
 	refs  atomic.Int64

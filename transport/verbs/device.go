@@ -15,7 +15,6 @@ import (
 	"time"
 	"unsafe"
 
-	"github.com/xferio/xfer/internal/cuda"
 	"github.com/xferio/xfer/internal/ibv"
 	"github.com/xferio/xfer/internal/rdmacm"
 	"github.com/xferio/xfer/internal/sys"
@@ -53,7 +52,7 @@ type device struct {
 	dmabufs map[*mem.Handle]int
 	// gpu holds the GPUs' contexts (DMA-BUF exports); gpuHow is how GPU
 	// memory was last registered (gpu.go).
-	gpu     cuda.Contexts
+	gpu     mem.DeviceSet
 	gpuMu   sync.Mutex
 	gpuHow  string
 	gpuSeen map[string]bool // the ways logged already

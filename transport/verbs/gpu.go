@@ -35,22 +35,23 @@ const (
 // MR is closed (else -1).
 func (d *device) regDevice(h *mem.Handle, access ibv.Access) (*ibv.MR, int, error) {
 	loc := h.Location()
-	c, err := d.gpu.Get(loc.Device)
+	c, err := d.gpu.Get(loc)
 	if err != nil {
 		return nil, -1, fmt.Errorf("rdma: region %d is %s memory: %w", h.ID(), loc, err)
 	}
 	var viaDMABuf error
-	base, size, err := c.AddressRange(uintptr(h.Base()))
-	if err == nil {
-		var fd int
-		if fd, err = c.DMABufFD(base, size); err == nil {
-			var mr *ibv.MR
-			if mr, err = d.pd.RegDmabufMR(h.Base()-uint64(base), int(h.Len()), h.Base(), fd, access); err == nil {
-				d.gpuPath(gpuByDMABuf)
-				return mr, fd, nil
-			}
-			sys.Close(fd)
+	x, ok := c.(mem.DMABufExporter)
+	if !ok {
+		err = fmt.Errorf("%s memory has no DMA-BUF export", loc.Kind)
+	} else if fd, base, xerr := x.DMABuf(uintptr(h.Base())); xerr != nil {
+		err = xerr
+	} else {
+		var mr *ibv.MR
+		if mr, err = d.pd.RegDmabufMR(h.Base()-uint64(base), int(h.Len()), h.Base(), fd, access); err == nil {
+			d.gpuPath(gpuByDMABuf)
+			return mr, fd, nil
 		}
+		sys.Close(fd)
 	}
 	viaDMABuf = err
 	mr, err := d.pd.RegMR(h.Bytes(), access)

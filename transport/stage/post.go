@@ -1,16 +1,17 @@
-package xfer
+package stage
 
 import (
 	"fmt"
+	"net"
 
 	"github.com/xferio/xfer/mem"
 	"github.com/xferio/xfer/transport"
 )
 
-// postStaged runs op, whose local memory is on a GPU, over ep, which moves
+// Post runs op, whose local memory is on a device, over ep, which moves
 // host memory only. It returns at once; op completes through op.Done.
 //
-// The operation goes in pieces of stageChunk bytes through the engine's
+// The operation goes in pieces of Piece bytes through the engine's
 // pinned staging memory. For a WRITE each piece is copied from the GPU
 // and posted while the next is copied, so the GPU's copies overlap the
 // transport's; for a READ the pieces are read ahead and each is copied to
@@ -20,9 +21,9 @@ import (
 //
 // A staged operation cannot be cancelled (Endpoint.Cancel reports false
 // for it): it ends when its pieces have.
-func (e *Engine) postStaged(ep transport.Endpoint, op *transport.Op) {
+func (s *Stager) Post(ep transport.Endpoint, op *transport.Op) {
 	go func() {
-		op.Err = e.runStaged(ep, op)
+		op.Err = s.run(ep, op)
 		op.Done.OpDone(op)
 	}()
 }
@@ -37,25 +38,25 @@ type piece struct {
 
 func (p *piece) OpDone(*transport.Op) { p.done <- struct{}{} }
 
-func (e *Engine) runStaged(ep transport.Endpoint, op *transport.Op) (err error) {
+func (s *Stager) run(ep transport.Endpoint, op *transport.Op) (err error) {
 	loc := op.Region.Location()
-	pool, sreg, err := e.stagingPool(loc.Device)
+	pool, sreg, err := s.staging(loc)
 	if err != nil {
 		return fmt.Errorf("%s from %s: %w", op.Kind, loc, err)
 	}
-	if !sreg.h.Pin() {
-		return fmt.Errorf("%s from %s: staging memory: %w", op.Kind, loc, ErrClosed)
+	if !sreg.Pin() {
+		return fmt.Errorf("%s from %s: staging memory: %w", op.Kind, loc, net.ErrClosed)
 	}
-	defer sreg.h.Unpin()
-	c, err := e.cudaContext(loc.Device)
+	defer sreg.Unpin()
+	c, err := s.cfg.Devices.Get(loc)
 	if err != nil {
 		return fmt.Errorf("%s from %s: %w", op.Kind, loc, err)
 	}
-	st, err := e.gpu.Stream(c)
+	st, err := c.Stream()
 	if err != nil {
 		return fmt.Errorf("%s from %s: %w", op.Kind, loc, err)
 	}
-	defer e.gpu.PutStream(c, st)
+	defer st.Release()
 
 	dev, n := addrOf(op.Local), len(op.Local)
 	read := op.Kind == transport.OpRead
@@ -81,14 +82,14 @@ func (e *Engine) runStaged(ep transport.Endpoint, op *transport.Op) (err error) 
 	}
 	// One piece at least: an empty write-with-notify still notifies.
 	for off := 0; first == nil; {
-		m := min(stageChunk, n-off)
+		m := min(Piece, n-off)
 		b, aerr := pool.Alloc(max(m, 1))
 		if aerr != nil {
 			if len(inflight) > 0 {
 				finish() // frees a piece: never wait holding one
 				continue
 			}
-			if b, aerr = pool.AllocWait(e.ctx, max(m, 1)); aerr != nil {
+			if b, aerr = pool.AllocWait(s.cfg.Context, max(m, 1)); aerr != nil {
 				first = fmt.Errorf("%s of %d bytes from %s: staging memory: %w", op.Kind, n, loc, aerr)
 				break
 			}
@@ -119,7 +120,7 @@ func (e *Engine) runStaged(ep transport.Endpoint, op *transport.Op) (err error) 
 				}
 			}
 		}
-		p.t = transport.Op{Kind: kind, Local: local, Imm: op.Imm, Done: p, Region: sreg.h,
+		p.t = transport.Op{Kind: kind, Local: local, Imm: op.Imm, Done: p, Region: sreg,
 			Remote: transport.RemoteAddr{Region: op.Remote.Region, Addr: op.Remote.Addr + uint64(off), Key: op.Remote.Key}}
 		ep.Post([]*transport.Op{&p.t}, false)
 		inflight = append(inflight, p)
