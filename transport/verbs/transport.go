@@ -10,7 +10,6 @@ import (
 	"net"
 	"net/netip"
 	"os"
-	"runtime"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -831,8 +830,6 @@ func rtrError(err error, l, r *wire.VerbsInfo, mtu int) error {
 	// auto policy falls back to the next transport rather than fail.
 	return fmt.Errorf("rdma: %w: failed to modify QP to RTR: %w; local %s, remote %s; %s", transport.ErrNotSupported, err, l, r, d)
 }
-
-func yield() { runtime.Gosched() }
 
 // Close releases the device: registrations, protection domain, context.
 // The engine calls it after closing every peer and region.
