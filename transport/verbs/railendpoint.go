@@ -233,22 +233,6 @@ func (re *RailEndpoint) nodeOf(op *transport.Op) int {
 // memNode is sys.MemNode; tests stand in nodes of their own.
 var memNode = sys.MemNode
 
-// railsNUMA reports whether the rails' devices are on at least two
-// different known NUMA nodes.
-func railsNUMA(subs []*Transport) bool {
-	seen := -1
-	for _, t := range subs {
-		if t == nil || t.numaNode < 0 {
-			continue
-		}
-		if seen >= 0 && t.numaNode != seen {
-			return true
-		}
-		seen = t.numaNode
-	}
-	return false
-}
-
 // railOp is one operation, or one piece of one, posted on a rail.
 type railOp struct {
 	op     transport.Op // what the rail posts; Done is the railOp

@@ -218,19 +218,6 @@ func (t *Transport) RegionRemoved(h *mem.Handle) {
 	}
 }
 
-// Connect creates the QPs, exchanges their numbers with the peer over the
-// handshaken connection, and brings them RESET→INIT→RTR→RTS.
-func (t *Transport) Connect(ctx context.Context, p transport.Params) (transport.Endpoint, error) {
-	if t.rails != nil {
-		return t.rails.connect(ctx, p)
-	}
-	ep, err := t.connectOne(ctx, p)
-	if err != nil {
-		return nil, err
-	}
-	return ep, nil
-}
-
 // connectOne is Connect over the transport's one device.
 func (t *Transport) connectOne(ctx context.Context, p transport.Params) (*Endpoint, error) {
 	d, err := t.device()
