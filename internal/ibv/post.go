@@ -1,6 +1,9 @@
 package ibv
 
-import "fmt"
+import (
+	"fmt"
+	"strconv"
+)
 
 // PostError reports a batch of work requests that the provider refused in
 // part or whole. The WRs before Bad were posted and will complete; the
@@ -24,3 +27,68 @@ func (e *PostError) Error() string {
 }
 
 func (e *PostError) Unwrap() error { return e.Err }
+
+// Opcode is the operation of a send work request (enum ibv_wr_opcode).
+type Opcode int
+
+// Send opcodes. The values are those of enum ibv_wr_opcode.
+const (
+	OpWrite    Opcode = 0 // RDMA WRITE
+	OpWriteImm Opcode = 1 // RDMA WRITE with immediate: consumes a receive at the peer
+	OpSend     Opcode = 2
+	OpSendImm  Opcode = 3
+	OpRead     Opcode = 4 // RDMA READ
+)
+
+func (o Opcode) String() string {
+	switch o {
+	case OpWrite:
+		return "RDMA_WRITE"
+	case OpWriteImm:
+		return "RDMA_WRITE_WITH_IMM"
+	case OpSend:
+		return "SEND"
+	case OpSendImm:
+		return "SEND_WITH_IMM"
+	case OpRead:
+		return "RDMA_READ"
+	}
+	return "opcode " + strconv.Itoa(int(o))
+}
+
+// SendFlags modify a send work request (enum ibv_send_flags).
+type SendFlags int
+
+// Send flags. The values are those of IBV_SEND_*.
+const (
+	FlagFence     SendFlags = 1 << 0 // wait for earlier RDMA READs and atomics
+	FlagSignaled  SendFlags = 1 << 1 // generate a completion
+	FlagSolicited SendFlags = 1 << 2 // wake a peer waiting for solicited events
+	FlagInline    SendFlags = 1 << 3 // copy the data at post time; Len <= QPCaps.MaxInline
+)
+
+// SGE is a scatter/gather element: Len bytes at Addr in the MR with LKey. A
+// zero Len makes a work request without data.
+type SGE struct {
+	Addr uint64
+	Len  uint32
+	LKey uint32
+}
+
+// SendWR is a send work request. RemoteAddr and RKey are for RDMA WRITE and
+// READ; Imm is for the *Imm opcodes and is sent in network order.
+type SendWR struct {
+	ID         uint64
+	Op         Opcode
+	Flags      SendFlags
+	SGE        SGE
+	RemoteAddr uint64
+	RKey       uint32
+	Imm        uint32
+}
+
+// RecvWR is a receive work request.
+type RecvWR struct {
+	ID  uint64
+	SGE SGE
+}

@@ -3,6 +3,7 @@ package verbs
 import (
 	"context"
 	"fmt"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -742,3 +743,5 @@ func (g *cqGroup) broken(err error, pending []*cqLeave) {
 		e.pathFailed(&transport.LinkError{Peer: "rdma peer", Cause: fmt.Errorf("completion queue: %w", err)})
 	}
 }
+
+func yield() { runtime.Gosched() }

@@ -2,13 +2,11 @@ package verbs
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"net"
 	"net/netip"
 	"os"
-	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -171,49 +169,6 @@ func pickGID(d ibv.DeviceInfo, p ibv.PortInfo, index int) (ibv.GIDInfo, error) {
 	return cands[0], nil
 }
 
-func openDevice(cfg Config) (_ *device, err error) {
-	d, p, g, err := selectDevice(cfg)
-	if err != nil {
-		return nil, err
-	}
-	// max_sge becomes each QP's max_send_sge: a device that allows fewer
-	// would refuse the QP at connect time, so say so now, by name.
-	if d.MaxSGE > 0 && cfg.MaxSGE > d.MaxSGE {
-		return nil, fmt.Errorf("rdma: %w: %smax_sge %d: %s allows at most %d scatter-gather entries per work request (ibv_devinfo -v: max_sge): set max_sge to %d or less",
-			transport.ErrNotSupported, keyPrefix, cfg.MaxSGE, d.Name, d.MaxSGE, d.MaxSGE)
-	}
-	mtu := p.ActiveMTU
-	if cfg.MTU != 0 && cfg.MTU < mtu {
-		mtu = cfg.MTU
-	}
-	dev := &device{info: d, port: p, gid: g, mtu: mtu, iwarp: d.Transport == "iWARP", ethernet: p.LinkLayer == "Ethernet",
-		eps: map[*Endpoint]*epState{}, stop: make(chan struct{})}
-	dev.useCM = dev.iwarp || cfg.UseCM
-	defer func() {
-		if err != nil {
-			dev.close()
-		}
-	}()
-	if dev.ctx, err = ibv.Open(d.Name); err != nil {
-		return nil, fmt.Errorf("rdma: open %s: %w", d.Name, err)
-	}
-	if dev.useCM {
-		if dev.ip, err = deviceIP(d.Name, g); err != nil {
-			return nil, fmt.Errorf("rdma: %s: %w", d.Name, err)
-		}
-		// The removal watch is also the check that rdma_cm reaches this
-		// device by its address.
-		if dev.watch, err = rdmacm.WatchRemoval(dev.ip, dev.ctx); err != nil {
-			return nil, fmt.Errorf("rdma: %s needs rdma_cm on %s: %w", d.Name, dev.ip, err)
-		}
-	}
-	if dev.pd, err = dev.ctx.AllocPD(); err != nil {
-		return nil, fmt.Errorf("rdma: %s: %w", d.Name, err)
-	}
-	dev.startWatch()
-	return dev, nil
-}
-
 // deviceIP is the IP address of the netdev behind GID g: rdma_cm addresses
 // devices by IP.
 func deviceIP(name string, g ibv.GIDInfo) (netip.Addr, error) {
@@ -255,16 +210,6 @@ func deviceIP(name string, g ibv.GIDInfo) (netip.Addr, error) {
 	return netip.Addr{}, fmt.Errorf("%w: netdev %s has no IP address; rdma_cm needs one: ip addr add ADDR/PREFIX dev %s", transport.ErrNotSupported, g.Netdev, g.Netdev)
 }
 
-// close releases the device (Transport.Close): it stops the watcher, waits
-// for a removal in progress, and frees what is left.
-func (d *device) close() {
-	d.closing.Do(func() { close(d.stop) })
-	d.watching.Wait()
-	d.watch.Close()
-	d.closeCQs()
-	d.free()
-}
-
 // free releases the registrations, the protection domain and the context,
 // once. Endpoints must have released their resources first.
 func (d *device) free() {
@@ -288,114 +233,6 @@ func (d *device) free() {
 		}
 		d.ctx.Close()
 	})
-}
-
-// startWatch watches for the device's removal through a kernel rdma_cm ID
-// bound to its IP address. Without an address (InfiniBand without IPoIB) or
-// without the rdma_ucm module there is no watch; Transport.device then
-// notices a removed device only once its sysfs entry is gone.
-func (d *device) startWatch() {
-	ip := d.ip
-	if d.watch == nil {
-		var err error
-		if ip, err = deviceIP(d.info.Name, d.gid); err != nil {
-			return
-		}
-		if d.watch, err = rdmacm.WatchRemoval(ip, d.ctx); err != nil {
-			d.watch = nil
-			return
-		}
-	}
-	d.watching.Add(1)
-	go d.watchRemoval(ip)
-}
-
-// watchRemoval waits for the kernel's removal report and takes the device
-// down (see remove).
-func (d *device) watchRemoval(ip netip.Addr) {
-	defer func() {
-		d.watch.Close()
-		d.watching.Done()
-	}()
-	for {
-		select {
-		case <-d.stop:
-			return
-		case <-d.watch.Removed():
-		}
-		if !d.stillListed() {
-			d.watch.Close()
-			d.remove(fmt.Errorf("rdma device %s removed", d.info.Name))
-			return
-		}
-		// Another device with the same address went away: watch again.
-		d.watch.Close()
-		w, err := rdmacm.WatchRemoval(ip, d.ctx)
-		if err != nil {
-			d.watch = nil
-			return
-		}
-		d.watch = w
-	}
-}
-
-// stillListed reports whether libibverbs still lists the device a while
-// after a removal report. The kernel stops listing a device as soon as its
-// unregistration starts, before rdma_cm hears of it, so the answer is
-// usually immediate; polling covers kernels that list devices from sysfs.
-func (d *device) stillListed() bool {
-	deadline := time.Now().Add(5 * time.Second)
-	for {
-		names, err := ibv.DeviceNames()
-		if err == nil && !slices.Contains(names, d.info.Name) {
-			return false
-		}
-		if time.Now().After(deadline) {
-			return true
-		}
-		select {
-		case <-d.stop:
-			return false
-		case <-time.After(20 * time.Millisecond):
-		}
-	}
-}
-
-// remove takes a removed device down so that the kernel can finish
-// unregistering it, which it does only once every handle on it is closed:
-// every endpoint fails with cause (operations in flight, and new ones, get
-// a link error, and the engine's peers dial again, over another transport
-// under auto), Connect calls in progress are cancelled, and the QPs, CQs,
-// completion channels, receive rings, registrations, protection domain and
-// context are released. The registered memory itself stays: only the
-// device's registrations of it go.
-func (d *device) remove(cause error) {
-	d.mu.Lock()
-	if d.gone != nil {
-		d.mu.Unlock()
-		return
-	}
-	d.gone, d.goneAt = cause, time.Now()
-	eps := make(map[*Endpoint]*epState, len(d.eps))
-	for e, st := range d.eps {
-		eps[e] = st
-	}
-	d.mu.Unlock()
-	lerr := &transport.LinkError{Peer: "rdma peer", Cause: cause}
-	for e, st := range eps {
-		st.cancel()
-		if st.up {
-			e.pathFailed(lerr) // the endpoint may carry on over its stream
-		}
-	}
-	d.connecting.Wait()
-	for e, st := range eps {
-		if st.up {
-			e.release()
-		}
-	}
-	d.closeCQs()
-	d.free()
 }
 
 // removedAt is when the device was taken down (zero while it was not).
@@ -443,106 +280,6 @@ func (d *device) leave(e *Endpoint) {
 }
 
 func addrOf(b []byte) uintptr { return uintptr(unsafe.Pointer(unsafe.SliceData(b))) }
-
-// mrAccess is what the registration of a region with rights a grants: the
-// NIC's own use (LocalWrite: the region may receive a READ's data) and, for
-// peers, no more than a. A read-only region's rkey cannot be used to write
-// into it, whatever the peer's engine does. One exception: on iWARP a
-// WRITE is complete only once a one-byte READ behind it on the same QP has
-// returned (the fence, see postGroup), so a write-only region is readable
-// through its rkey there.
-func mrAccess(a mem.Access, iwarp bool) ibv.Access {
-	acc := ibv.AccessLocalWrite
-	if a&mem.AccessRead != 0 || a&mem.AccessWrite != 0 && iwarp {
-		acc |= ibv.AccessRemoteRead
-	}
-	if a&mem.AccessWrite != 0 {
-		acc |= ibv.AccessRemoteWrite
-	}
-	return acc
-}
-
-// grantEnforcement says what makes the NIC enforce a grant on a device
-// with info: always the grant's own registration (an MR of its range with
-// its rights, see mr). A type 2 memory window bound over the region's MR
-// would cost no registration, but SoftRoCE's windows do not enforce their
-// range (the window's rkey reaches the whole MR; internal/ibv's
-// TestMemWindow shows it), and grants over windows are not built for
-// other devices yet.
-func grantEnforcement(info ibv.DeviceInfo) string {
-	switch {
-	case !info.MemWindows:
-		return "registration (the device has no type 2 memory windows)"
-	case strings.HasPrefix(info.Name, "rxe"):
-		return "registration (rxe's memory windows do not enforce their range)"
-	default:
-		return "registration (grants over memory windows are not built)"
-	}
-}
-
-// mr returns the registration of region h, registering the whole region
-// on first use, with the region's rights (mrAccess). The caller holds a pin on h, so the engine cannot have
-// deregistered it (RegionRemoved runs once the pins are gone).
-func (d *device) mr(h *mem.Handle) (*ibv.MR, error) {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	if d.gone != nil {
-		return nil, &transport.LinkError{Peer: "rdma peer", Cause: d.gone}
-	}
-	if m := d.mrs[h]; m != nil {
-		return m, nil
-	}
-	if h == nil {
-		return nil, fmt.Errorf("rdma: %w", transport.ErrNotRegistered)
-	}
-	if !h.Location().IsHost() {
-		m, fd, err := d.regDevice(h, mrAccess(h.Access(), d.iwarp))
-		if err != nil {
-			return nil, err
-		}
-		if d.mrs == nil {
-			d.mrs = make(map[*mem.Handle]*ibv.MR)
-		}
-		if fd >= 0 {
-			if d.dmabufs == nil {
-				d.dmabufs = make(map[*mem.Handle]int)
-			}
-			d.dmabufs[h] = fd
-		}
-		d.mrs[h] = m
-		return m, nil
-	}
-	m, err := d.pd.RegMR(h.Bytes(), mrAccess(h.Access(), d.iwarp))
-	if err != nil {
-		return nil, fmt.Errorf("rdma: register %d MiB on %s: %w%s", h.Len()>>20, d.info.Name, err, memlockHint(err))
-	}
-	if d.mrs == nil {
-		d.mrs = make(map[*mem.Handle]*ibv.MR)
-	}
-	d.mrs[h] = m
-	return m, nil
-}
-
-// forget deregisters the registration of region h (before it is unmapped).
-func (d *device) forget(h *mem.Handle) {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	if m := d.mrs[h]; m != nil {
-		m.Close()
-		delete(d.mrs, h)
-	}
-	if fd, ok := d.dmabufs[h]; ok {
-		sys.Close(fd)
-		delete(d.dmabufs, h)
-	}
-}
-
-func memlockHint(err error) string {
-	if errors.Is(err, os.ErrPermission) || strings.Contains(err.Error(), "cannot allocate memory") {
-		return " (raise the memlock limit: ulimit -l, or LimitMEMLOCK= in the service unit; xfer doctor checks it)"
-	}
-	return ""
-}
 
 // localInfo is this side's VerbsInfo, without QPs.
 func (d *device) localInfo() wire.VerbsInfo {

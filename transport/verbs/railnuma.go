@@ -143,3 +143,19 @@ func railOrder(root string, names []string, cpus []int) ([]string, []int) {
 	}
 	return outN, outD
 }
+
+// railsNUMA reports whether the rails' devices are on at least two
+// different known NUMA nodes.
+func railsNUMA(subs []*Transport) bool {
+	seen := -1
+	for _, t := range subs {
+		if t == nil || t.numaNode < 0 {
+			continue
+		}
+		if seen >= 0 && t.numaNode != seen {
+			return true
+		}
+		seen = t.numaNode
+	}
+	return false
+}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/xferio/xfer/transport"
 	"io"
 	"net"
 	"time"
@@ -221,5 +222,69 @@ func (re *RailEndpoint) debug(msg string, i int, err error) {
 	re.r.mu.Unlock()
 	if log != nil {
 		log.Debug(msg, "rail", i, "device", re.names[i], "reason", err)
+	}
+}
+
+// start watches the rails: rail 0 down takes the endpoint down, another
+// rail down is marked down. The acceptor answers the dialer's requests
+// to take a rail back.
+func (re *RailEndpoint) start() {
+	for i := range re.eps {
+		go re.watch(i, re.ep(i))
+	}
+	if re.role == transport.Acceptor && re.extra != nil {
+		re.bg.Add(1)
+		go re.answerLoop()
+	}
+}
+
+// watch waits for rail i's endpoint e to go down.
+func (re *RailEndpoint) watch(i int, e *Endpoint) {
+	select {
+	case <-e.Done():
+	case <-re.done:
+		return
+	}
+	if i == 0 {
+		re.fail(e.Err())
+		return
+	}
+	re.markDown(i, e, e.Err())
+}
+
+// markDown marks rail i down once, if e is still its endpoint, counts it
+// and says so. It closes e, and starts the dialer's rejoinLoop.
+func (re *RailEndpoint) markDown(i int, e *Endpoint, err error) {
+	if i == 0 {
+		return
+	}
+	re.mu.Lock()
+	if re.ep(i) != e || !re.down[i].CompareAndSwap(false, true) {
+		re.mu.Unlock()
+		return
+	}
+	if re.shut || re.err != nil {
+		re.mu.Unlock()
+		return
+	}
+	// Not from this goroutine: it may be e's poller, or a poster.
+	re.bg.Add(1)
+	go func() {
+		defer re.bg.Done()
+		e.Close()
+	}()
+	if re.role == transport.Dialer && re.extra != nil && !re.rejoining {
+		re.rejoining = true
+		re.bg.Add(1)
+		go re.rejoinLoop()
+	}
+	re.mu.Unlock()
+	re.subs[i].railDown.Add(1)
+	re.r.probe(re.subs[i])
+	re.r.mu.Lock()
+	log := re.r.log
+	re.r.mu.Unlock()
+	if log != nil {
+		log.Warn("rdma rail down; its operations are repeated on the other rails until it is back", "device", re.names[i], "rail", i, "reason", err)
 	}
 }

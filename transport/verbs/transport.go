@@ -10,7 +10,6 @@ import (
 	"net"
 	"net/netip"
 	"os"
-	"runtime"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -217,19 +216,6 @@ func (t *Transport) RegionRemoved(h *mem.Handle) {
 	if d != nil {
 		d.forget(h)
 	}
-}
-
-// Connect creates the QPs, exchanges their numbers with the peer over the
-// handshaken connection, and brings them RESET→INIT→RTR→RTS.
-func (t *Transport) Connect(ctx context.Context, p transport.Params) (transport.Endpoint, error) {
-	if t.rails != nil {
-		return t.rails.connect(ctx, p)
-	}
-	ep, err := t.connectOne(ctx, p)
-	if err != nil {
-		return nil, err
-	}
-	return ep, nil
 }
 
 // connectOne is Connect over the transport's one device.
@@ -831,8 +817,6 @@ func rtrError(err error, l, r *wire.VerbsInfo, mtu int) error {
 	// auto policy falls back to the next transport rather than fail.
 	return fmt.Errorf("rdma: %w: failed to modify QP to RTR: %w; local %s, remote %s; %s", transport.ErrNotSupported, err, l, r, d)
 }
-
-func yield() { runtime.Gosched() }
 
 // Close releases the device: registrations, protection domain, context.
 // The engine calls it after closing every peer and region.
