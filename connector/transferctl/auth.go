@@ -3,7 +3,6 @@ package transferctl
 import (
 	"context"
 	"crypto/rand"
-	"encoding/binary"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -26,9 +25,6 @@ const (
 // to authenticate before it closes it (Serve).
 const DefaultAuthTimeout = 10 * time.Second
 
-// macLen is the length of a line's MAC prefix: 64 hex digits and a space.
-const macLen = 2*auth.Size + 1
-
 const (
 	labelConsumerProof = "xfer-transfer-v1 consumer proof"
 	labelProducerProof = "xfer-transfer-v1 producer proof"
@@ -40,14 +36,6 @@ const (
 // direction's line key.
 func derive(secret, label string, np, nc []byte) []byte {
 	return auth.NewKey([]byte(secret)).Sum(nil, label, np, nc)
-}
-
-// lineMAC is HMAC-SHA256(key, counter | message), the counter being the
-// number of earlier lines this direction carried since authentication.
-func lineMAC(key []byte, n uint64, msg []byte) []byte {
-	var b [8]byte
-	binary.BigEndian.PutUint64(b[:], n)
-	return auth.NewKey(key).Sum(nil, "", b[:], msg)
 }
 
 // AuthError is a connection that did not authenticate; Reason is one of

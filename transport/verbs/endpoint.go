@@ -49,7 +49,6 @@ func (e *Endpoint) sendID(slot, gen uint32, count int) uint64 {
 type Endpoint struct {
 	s    *stream.Stream // the control stream, set once the QPs are connected
 	host transport.Host
-	t    *Transport
 	dev  *device
 	cfg  Config
 

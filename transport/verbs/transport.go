@@ -228,7 +228,7 @@ func (t *Transport) connectOne(ctx context.Context, p transport.Params) (*Endpoi
 	// The device's removal cancels the connection setup.
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	e := &Endpoint{t: t, dev: d, cfg: t.cfg, att: map[uint32]*remote{}, byQPN: map[uint32]int{}, done: make(chan struct{}), maxMessage: p.MaxMessage, host: p.Host,
+	e := &Endpoint{dev: d, cfg: t.cfg, att: map[uint32]*remote{}, byQPN: map[uint32]int{}, done: make(chan struct{}), maxMessage: p.MaxMessage, host: p.Host,
 		onFailover: p.OnFailover}
 	if err := d.enter(e, cancel); err != nil {
 		p.Conn.Close()
