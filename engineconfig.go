@@ -342,7 +342,7 @@ func (c Config) withDefaults() (Config, error) {
 		}
 		c.MemoryDevice, c.Memory = loc, MemoryAuto
 	}
-	if c.MemoryDevice.Kind > mem.KindCUDA || c.MemoryDevice.Device < 0 || c.MemoryDevice.Device > 255 {
+	if _, known := c.MemoryDevice.Kind.Info(); !known || c.MemoryDevice.Device < 0 || c.MemoryDevice.Device > 255 {
 		return c, fmt.Errorf("config: memory_device %s: must be host or cuda:N with N from 0 to 255", c.MemoryDevice)
 	}
 	if r := transportRowOf(string(c.Transport)); c.Memory == MemoryPrivate && r != nil && r.caps.MapsMemory {
