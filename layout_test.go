@@ -108,10 +108,11 @@ func isYAML(im string) bool {
 // path prefix; "" is the root package). Dependencies point one way:
 // cmd → services → xfer → transport/* → mem → internal/*.
 var layers = map[string][]string{
-	"internal/sys":      {},
-	"internal/wire":     {},
-	"internal/ibv":      {"internal/sys"},
-	"internal/cuda":     {"internal/sys"},
+	"internal/sys":  {},
+	"internal/wire": {},
+	// The bindings name buffer sizes in their errors as the CLI does (bytesize, a leaf).
+	"internal/ibv":      {"internal/sys", "bytesize"},
+	"internal/cuda":     {"internal/sys", "bytesize"},
 	"internal/rdmacm":   {"internal/ibv", "internal/sys"},
 	"internal/testmain": {},
 	"internal/testutil": {"internal/cuda", "internal/testmain"},
