@@ -110,9 +110,13 @@ func isYAML(im string) bool {
 var layers = map[string][]string{
 	"internal/sys":  {},
 	"internal/wire": {},
-	// The bindings name buffer sizes in their errors as the CLI does (bytesize, a leaf).
-	"internal/ibv":      {"internal/sys", "bytesize"},
-	"internal/cuda":     {"internal/sys", "bytesize"},
+	// The bindings name buffer sizes in their errors as the CLI does
+	// (bytesize, a leaf), and share the types of their ABI check (cabi).
+	"internal/ibv":  {"internal/sys", "internal/cabi", "bytesize"},
+	"internal/cuda": {"internal/sys", "internal/cabi", "bytesize"},
+	// The ABI table's types, which both cgo bindings fill from C, and the
+	// checks their tests run on it (cabitest): the standard library only.
+	"internal/cabi":     {"internal/cabi"},
 	"internal/rdmacm":   {"internal/ibv", "internal/sys"},
 	"internal/testmain": {},
 	"internal/testutil": {"internal/cuda", "internal/testmain"},
