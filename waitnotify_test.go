@@ -18,7 +18,14 @@ import (
 // region "target"; it closes when the test ends.
 func notifyServer(t *testing.T, policy xfer.Policy) *xfer.Engine {
 	t.Helper()
-	srv, err := xfer.Open(context.Background(), xfer.Config{Transport: policy, Listen: "127.0.0.1:0", MemoryMB: 8})
+	return targetServer(context.Background(), t, xfer.Config{Transport: policy, Listen: "127.0.0.1:0", MemoryMB: 8})
+}
+
+// targetServer opens an engine of cfg that exports a region "target" of
+// 1 MiB; it closes when the test ends.
+func targetServer(ctx context.Context, t *testing.T, cfg xfer.Config) *xfer.Engine {
+	t.Helper()
+	srv, err := xfer.Open(ctx, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
