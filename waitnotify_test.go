@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/xferio/xfer"
+	"github.com/xferio/xfer/internal/testutil"
 )
 
 // notifyServer opens an engine under policy that listens and exports a
@@ -170,13 +171,7 @@ func TestEngineWaitNotifyPeerKilled(t *testing.T) {
 			cmd := exec.Command(os.Args[0], "-test.run=^TestEngineWaitNotifyChild$", "-test.count=1")
 			cmd.Env = append(os.Environ(), "XFER_TEST_NOTIFY_ADDR="+srv.Addr(), "XFER_TEST_NOTIFY_POLICY="+string(policy))
 			cmd.Stderr = os.Stderr
-			out, err := cmd.StdoutPipe()
-			if err != nil {
-				t.Fatal(err)
-			}
-			if err := cmd.Start(); err != nil {
-				t.Fatal(err)
-			}
+			out := testutil.StartPiped(t, cmd)
 			defer func() {
 				cmd.Process.Kill()
 				cmd.Wait()

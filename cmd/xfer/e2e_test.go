@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/xferio/xfer/internal/testmain"
+	"github.com/xferio/xfer/internal/testutil"
 )
 
 // The end-to-end tests build the xfer binary and run it against real
@@ -162,13 +163,7 @@ func TestEndToEndServe(t *testing.T) {
 	cmd.Env = cleanEnv(envPrefix + "SECRET=open sesame, open sesame")
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
+	out := testutil.StartPiped(t, cmd)
 	exited := make(chan struct{}) // closed once serve has been waited for
 	t.Cleanup(func() {
 		select {
@@ -308,13 +303,7 @@ func TestEndToEndSHMFallback(t *testing.T) {
 	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gid: 65534}}
 	var stderr syncBuffer
 	cmd.Stderr = &stderr
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
+	out := testutil.StartPiped(t, cmd)
 	defer func() {
 		cmd.Process.Signal(syscall.SIGTERM)
 		cmd.Wait()
