@@ -59,13 +59,7 @@ func postFrozen(t *testing.T, p *xfer.Peer, r *relay, ops []xfer.Op) *xfer.Batch
 // not repeated: it fails with ErrPeerLost.
 func TestBatchFailover(t *testing.T) {
 	cli, p, desc, r := stallPair(t, time.Minute, 0)
-	buf, err := cli.Alloc(16 << 20)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for i := range buf.Bytes() {
-		buf.Bytes()[i] = byte(i * 13)
-	}
+	buf := patterned(t, cli, 16<<20)
 	const piece = 2 << 20
 	var writes []xfer.Op
 	for i := range 4 {
@@ -90,7 +84,7 @@ func TestBatchFailover(t *testing.T) {
 		{Kind: xfer.OpWrite, Local: buf.Bytes()[:piece], Remote: desc.At(0)},
 		{Kind: xfer.OpWriteNotify, Local: buf.Bytes()[piece : 2*piece], Remote: desc.At(piece), Value: 7},
 	}
-	err = lostUnder(t, p, r, mixed)
+	err := lostUnder(t, p, r, mixed)
 	if !errors.Is(err, xfer.ErrPeerLost) || strings.Contains(err.Error(), "posted again") {
 		t.Fatalf("a batch with a write-with-notify across a lost connection: %v, want ErrPeerLost", err)
 	}

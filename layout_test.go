@@ -121,11 +121,16 @@ func isYAML(im string) bool {
 // path prefix; "" is the root package). Dependencies point one way:
 // cmd → services → xfer → transport/* → mem → internal/*.
 var layers = map[string][]string{
-	"internal/sys":      {},
-	"internal/wire":     {},
-	"internal/auth":     {},
-	"internal/ibv":      {"internal/sys"},
-	"internal/cuda":     {"internal/sys"},
+	"internal/sys":  {},
+	"internal/wire": {},
+	"internal/auth": {},
+	// The bindings name buffer sizes in their errors as the CLI does
+	// (bytesize, a leaf), and share the types of their ABI check (cabi).
+	"internal/ibv":  {"internal/sys", "internal/cabi", "bytesize"},
+	"internal/cuda": {"internal/sys", "internal/cabi", "bytesize"},
+	// The ABI table's types, which both cgo bindings fill from C, and the
+	// checks their tests run on it (cabitest): the standard library only.
+	"internal/cabi":     {"internal/cabi"},
 	"internal/rdmacm":   {"internal/ibv", "internal/sys"},
 	"internal/testmain": {},
 	// The op_timeout watchdog: it knows peers and their connections only

@@ -263,7 +263,7 @@ func newEngineMetrics(e *Engine, reg prometheus.Registerer) (*engineMetrics, err
 			"Operations in flight on a device that failed, repeated on another device of the same connection (no error to the caller).",
 			[]string{"transport", "device"}, nil),
 	}
-	cs := []prometheus.Collector{m.errs, m.lat, m.fallback, m.retries, m.stalls, m.failover, m.authFailures, m}
+	cs := m.collectors()
 	for i, c := range cs {
 		if err := reg.Register(c); err != nil {
 			for _, d := range cs[:i] {
@@ -293,10 +293,16 @@ func newEngineMetrics(e *Engine, reg prometheus.Registerer) (*engineMetrics, err
 	return m, nil
 }
 
+// collectors lists what the engine registers: its vectors, and itself for
+// the values read at scrape time (Describe, Collect).
+func (m *engineMetrics) collectors() []prometheus.Collector {
+	return []prometheus.Collector{m.errs, m.lat, m.fallback, m.retries, m.stalls, m.failover, m.authFailures, m}
+}
+
 // unregister removes the engine's collectors (Engine.Close), so that a new
 // engine can register on the same registry.
 func (m *engineMetrics) unregister(reg prometheus.Registerer) {
-	for _, c := range []prometheus.Collector{m.errs, m.lat, m.fallback, m.retries, m.stalls, m.failover, m.authFailures, m} {
+	for _, c := range m.collectors() {
 		reg.Unregister(c)
 	}
 }

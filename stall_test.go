@@ -157,9 +157,31 @@ func relayedServer(t *testing.T, size, rate int) *relay {
 // server through a relay, with the client's op_timeout.
 func stallPair(t *testing.T, opTimeout time.Duration, rate int) (*xfer.Engine, *xfer.Peer, xfer.RegionDesc, *relay) {
 	t.Helper()
+	return relayedPair(t, 64<<20, rate, xfer.Config{Transport: xfer.PolicyTCP, MemoryMB: 72, OpTimeout: opTimeout})
+}
+
+// patterned allocates n bytes from cli's pool, filled with a pattern
+// that no shifted or torn copy matches.
+func patterned(t *testing.T, cli *xfer.Engine, n int) xfer.Buffer {
+	t.Helper()
+	buf, err := cli.Alloc(n)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range buf.Bytes() {
+		buf.Bytes()[i] = byte(i * 13)
+	}
+	return buf
+}
+
+// relayedPair dials, from a new engine of cfg, a server behind a relay
+// (relayedServer(t, size, rate)), and returns the engine, its peer, the
+// server's region "target" and the relay.
+func relayedPair(t *testing.T, size, rate int, cfg xfer.Config) (*xfer.Engine, *xfer.Peer, xfer.RegionDesc, *relay) {
+	t.Helper()
 	ctx := context.Background()
-	r := relayedServer(t, 64<<20, rate)
-	cli, err := xfer.Open(ctx, xfer.Config{Transport: xfer.PolicyTCP, MemoryMB: 72, OpTimeout: opTimeout})
+	r := relayedServer(t, size, rate)
+	cli, err := xfer.Open(ctx, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -328,13 +350,7 @@ func (r *relay) cut() {
 func TestFailoverRepeatsSafeOperations(t *testing.T) {
 	ctx := context.Background()
 	cli, p, desc, r := stallPair(t, time.Minute, 0)
-	buf, err := cli.Alloc(16 << 20)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for i := range buf.Bytes() {
-		buf.Bytes()[i] = byte(i * 13)
-	}
+	buf := patterned(t, cli, 16<<20)
 	for _, kind := range []string{"write", "read"} {
 		r.freeze()
 		done := make(chan error, 1)
@@ -377,18 +393,7 @@ func TestFailoverRepeatsSafeOperations(t *testing.T) {
 // the sockets' buffers. The engines close when the test ends.
 func byReferencePair(t *testing.T) (*xfer.Engine, *xfer.Peer, xfer.RegionDesc, *relay, xfer.Buffer) {
 	t.Helper()
-	ctx := context.Background()
-	r := relayedServer(t, 4<<20, 0)
-	cli, err := xfer.Open(ctx, xfer.Config{Transport: xfer.PolicyTCP, MemoryMB: 8, Memory: xfer.MemoryMemfd, OpTimeout: -1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { cli.Close() })
-	p, err := cli.Dial(ctx, r.addr())
-	if err != nil {
-		t.Fatal(err)
-	}
-	desc, _ := p.Region("target")
+	cli, p, desc, r := relayedPair(t, 4<<20, 0, xfer.Config{Transport: xfer.PolicyTCP, MemoryMB: 8, Memory: xfer.MemoryMemfd, OpTimeout: -1})
 	buf, err := cli.Alloc(256 << 10)
 	if err != nil {
 		t.Fatal(err)

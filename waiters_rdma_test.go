@@ -24,16 +24,7 @@ func rdmaPairOpTimeout(t *testing.T, timeout time.Duration) (context.Context, *x
 	t.Cleanup(cancel)
 	cfg := xfer.Config{Transport: xfer.PolicyRDMA, Listen: "127.0.0.1:0", MemoryMB: 8, OpTimeout: timeout}
 	cfg.RDMA.Device = dev
-	srv, err := xfer.Open(ctx, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { srv.Close() })
-	target, err := srv.NewRegion(1<<20, xfer.AccessReadWrite)
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv.Export("target", target)
+	srv := targetServer(ctx, t, cfg)
 	cfg.Listen = ""
 	cli, err := xfer.Open(ctx, cfg)
 	if err != nil {

@@ -12,13 +12,21 @@ import (
 	"time"
 
 	"github.com/xferio/xfer"
+	"github.com/xferio/xfer/internal/testutil"
 )
 
 // notifyServer opens an engine under policy that listens and exports a
 // region "target"; it closes when the test ends.
 func notifyServer(t *testing.T, policy xfer.Policy) *xfer.Engine {
 	t.Helper()
-	srv, err := xfer.Open(context.Background(), xfer.Config{Transport: policy, Listen: "127.0.0.1:0", MemoryMB: 8})
+	return targetServer(context.Background(), t, xfer.Config{Transport: policy, Listen: "127.0.0.1:0", MemoryMB: 8})
+}
+
+// targetServer opens an engine of cfg that exports a region "target" of
+// 1 MiB; it closes when the test ends.
+func targetServer(ctx context.Context, t *testing.T, cfg xfer.Config) *xfer.Engine {
+	t.Helper()
+	srv, err := xfer.Open(ctx, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -163,13 +171,7 @@ func TestEngineWaitNotifyPeerKilled(t *testing.T) {
 			cmd := exec.Command(os.Args[0], "-test.run=^TestEngineWaitNotifyChild$", "-test.count=1")
 			cmd.Env = append(os.Environ(), "XFER_TEST_NOTIFY_ADDR="+srv.Addr(), "XFER_TEST_NOTIFY_POLICY="+string(policy))
 			cmd.Stderr = os.Stderr
-			out, err := cmd.StdoutPipe()
-			if err != nil {
-				t.Fatal(err)
-			}
-			if err := cmd.Start(); err != nil {
-				t.Fatal(err)
-			}
+			out := testutil.StartPiped(t, cmd)
 			defer func() {
 				cmd.Process.Kill()
 				cmd.Wait()

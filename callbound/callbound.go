@@ -23,6 +23,26 @@ import (
 // Cause is the cause (context.Cause) of a context that a call bound ended.
 var Cause = fmt.Errorf("the call bound was reached: %w", context.DeadlineExceeded)
 
+// Factor is how many of an engine's op_timeout make the default call
+// bound: 30 s with the default op_timeout of 10 s.
+const Factor = 3
+
+// Resolve returns the call bound that a configured CallTimeout d gives
+// over an engine whose op_timeout is opTimeout: d when positive, none (0)
+// when negative, and, when d is 0, Factor × opTimeout (none when that is 0).
+func Resolve(d, opTimeout time.Duration) time.Duration {
+	switch {
+	case d < 0:
+		return 0
+	case d > 0:
+		return d
+	}
+	if opTimeout > 0 {
+		return Factor * opTimeout
+	}
+	return 0
+}
+
 // Bounder bounds calls by timeout. Its zero value bounds nothing; New
 // makes one.
 type Bounder struct {

@@ -154,3 +154,17 @@ func TestNoBound(t *testing.T) {
 		b.Stop()
 	}
 }
+
+func TestResolve(t *testing.T) {
+	for _, c := range []struct{ d, op, want time.Duration }{
+		{0, 10 * time.Second, 30 * time.Second},
+		{0, 0, 0},
+		{-1, 10 * time.Second, 0},
+		{5 * time.Second, 10 * time.Second, 5 * time.Second},
+		{5 * time.Second, 0, 5 * time.Second},
+	} {
+		if got := Resolve(c.d, c.op); got != c.want {
+			t.Errorf("Resolve(%v, %v) = %v, want %v", c.d, c.op, got, c.want)
+		}
+	}
+}

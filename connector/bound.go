@@ -17,7 +17,7 @@ import (
 
 // CallTimeoutFactor is how many of the engine's op_timeout make the
 // default call bound (Config.CallTimeout).
-const CallTimeoutFactor = 3
+const CallTimeoutFactor = callbound.Factor
 
 // StalledError is the error of a Get whose ctx had no deadline, that got
 // no value within the call bound (Config.CallTimeout), and whose producer
@@ -49,16 +49,7 @@ func (e *StalledError) Unwrap() error { return e.Err }
 // callTimeout is the call bound that Config.CallTimeout d gives with
 // engine e: 0 for none.
 func callTimeout(d time.Duration, e *xfer.Engine) time.Duration {
-	switch {
-	case d < 0:
-		return 0
-	case d > 0:
-		return d
-	}
-	if t := e.Config().OpTimeout; t > 0 {
-		return CallTimeoutFactor * t
-	}
-	return 0
+	return callbound.Resolve(d, e.Config().OpTimeout)
 }
 
 // bounded returns ctx limited by the call bound when it has no deadline

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/xferio/xfer"
+	"github.com/xferio/xfer/internal/testutil"
 )
 
 // TestGetBoundLiveProducer: a Get whose ctx has no deadline, of a key a
@@ -17,7 +18,7 @@ import (
 func TestGetBoundLiveProducer(t *testing.T) {
 	tp := tport{policy: xfer.PolicyTCP}
 	_, c := pair(t, tp, PullWrite, func(p, c *Config) { c.CallTimeout = 500 * time.Millisecond })
-	err := endsWithin(t, 30*time.Second, func() error {
+	err := testutil.EndsWithin(t, 30*time.Second, func() error {
 		_, _, err := c.Get(context.Background(), "a", "b", "never", nil)
 		return err
 	})
@@ -50,7 +51,7 @@ func TestGetBoundStalledProducer(t *testing.T) {
 	c := open(t, Config{Role: RoleConsumer, Engine: xfer.Config{Transport: xfer.PolicyTCP, MemoryMB: 16, OpTimeout: 500 * time.Millisecond},
 		Producer: mute.Addr(), CallTimeout: 500 * time.Millisecond})
 	for _, pull := range []string{"meta", "addr"} {
-		err := endsWithin(t, 30*time.Second, func() error {
+		err := testutil.EndsWithin(t, 30*time.Second, func() error {
 			var m *Meta
 			if pull == "meta" {
 				m = &Meta{Producer: mute.Addr(), Kind: KindBytes, Size: 100}
@@ -83,19 +84,5 @@ func TestGetProducerDies(t *testing.T) {
 		}
 	case <-time.After(30 * time.Second):
 		t.Fatal("the get still waits 30s after its producer died")
-	}
-}
-
-// endsWithin runs call and fails the test unless it returns within d.
-func endsWithin(t *testing.T, d time.Duration, call func() error) error {
-	t.Helper()
-	errc := make(chan error, 1)
-	go func() { errc <- call() }()
-	select {
-	case err := <-errc:
-		return err
-	case <-time.After(d):
-		t.Fatalf("the call still waits after %v", d)
-		return nil
 	}
 }

@@ -9,7 +9,6 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
-	"sync"
 	"time"
 )
 
@@ -208,21 +207,6 @@ func Open(ctx context.Context, rawURL string, o Options) (Directory, error) {
 		return openEtcd(ctx, eps, "/"+strings.Trim(prefix, "/"), o)
 	}
 	return nil, fmt.Errorf("directory %q: unknown scheme %q: want p2p, http or etcd", rawURL, scheme)
-}
-
-// encodeOpen encodes e for Register, unless the directory (whose state mu
-// guards) is closed.
-func encodeOpen(mu *sync.Mutex, closed *bool, e Entry) ([]byte, error) {
-	raw, err := e.Marshal()
-	if err != nil {
-		return nil, err
-	}
-	mu.Lock()
-	defer mu.Unlock()
-	if *closed {
-		return nil, ErrClosed
-	}
-	return raw, nil
 }
 
 // p2p is no directory.

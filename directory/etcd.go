@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"slices"
 	"strings"
-	"sync"
 	"time"
 
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
@@ -20,26 +19,15 @@ type etcdDir struct {
 	cli    *clientv3.Client
 	prefix string // "/xfer/nodes/"
 	o      Options
-
-	ctx    context.Context // ends at Close
-	cancel context.CancelFunc
-	wg     sync.WaitGroup
-
-	regMu  sync.Mutex // serialises Register and Deregister
-	mu     sync.Mutex
-	closed bool
-	leases map[string]*lease // this client's registrations, by node ID
+	registrar[*lease]
 }
 
 // lease is one of this client's registrations: its entry, the lease it is
 // bound to, and the goroutine that keeps the lease alive and, when it is
 // lost, registers the entry again with a new one.
 type lease struct {
-	id   clientv3.LeaseID // guarded by etcdDir.mu
-	raw  []byte           // the latest entry; guarded by etcdDir.mu
-	stop context.CancelFunc
-	done chan struct{} // closed when keep returns
-	st   *regState
+	reg
+	id clientv3.LeaseID // guarded by etcdDir.mu
 }
 
 func openEtcd(ctx context.Context, endpoints []string, prefix string, o Options) (*etcdDir, error) {
@@ -66,8 +54,8 @@ func openEtcd(ctx context.Context, endpoints []string, prefix string, o Options)
 		}
 		return nil, fmt.Errorf("directory: etcd %s: %w", strings.Join(endpoints, ","), err)
 	}
-	d := &etcdDir{cli: cli, prefix: prefix + "/nodes/", o: o, leases: map[string]*lease{}}
-	d.ctx, d.cancel = context.WithCancel(context.Background())
+	d := &etcdDir{cli: cli, prefix: prefix + "/nodes/", o: o}
+	d.open()
 	return d, nil
 }
 
@@ -92,7 +80,7 @@ func (d *etcdDir) at(err error) error {
 }
 
 func (d *etcdDir) Register(ctx context.Context, e Entry) (err error) {
-	raw, err := encodeOpen(&d.mu, &d.closed, e)
+	raw, err := d.encode(e)
 	if err != nil {
 		return err
 	}
@@ -106,7 +94,7 @@ func (d *etcdDir) Register(ctx context.Context, e Entry) (err error) {
 	d.regMu.Lock()
 	defer d.regMu.Unlock()
 	d.mu.Lock()
-	l := d.leases[e.NodeID]
+	l := d.regs[e.NodeID]
 	if l != nil {
 		l.raw = raw
 		lid := l.id
@@ -120,7 +108,7 @@ func (d *etcdDir) Register(ctx context.Context, e Entry) (err error) {
 		return err
 	}
 	kctx, stop := context.WithCancel(d.ctx)
-	l = &lease{id: lid, raw: raw, stop: stop, done: make(chan struct{}), st: newRegState(e.NodeID, sent)}
+	l = &lease{id: lid, reg: reg{raw: raw, stop: stop, done: make(chan struct{}), st: newRegState(e.NodeID, sent)}}
 	d.mu.Lock()
 	if d.closed {
 		d.mu.Unlock()
@@ -128,7 +116,7 @@ func (d *etcdDir) Register(ctx context.Context, e Entry) (err error) {
 		d.cli.Revoke(context.WithoutCancel(ctx), lid)
 		return ErrClosed
 	}
-	d.leases[e.NodeID] = l
+	d.regs[e.NodeID] = l
 	d.wg.Go(func() { d.keep(kctx, e.NodeID, l) })
 	d.mu.Unlock()
 	return nil
@@ -286,15 +274,10 @@ func (d *etcdDir) Deregister(ctx context.Context, id string) error {
 	defer cancel()
 	d.regMu.Lock()
 	defer d.regMu.Unlock()
-	d.mu.Lock()
-	l := d.leases[id]
-	delete(d.leases, id)
-	d.mu.Unlock()
-	if l != nil {
+	if l, ok := d.take(id); ok {
 		// Revoking the lease deletes only the keys bound to it: this
 		// client's entry, never one another node wrote since.
-		l.stop()
-		<-l.done
+		l.halt()
 		if err := d.revoke(ctx, l.id); err != nil {
 			return fmt.Errorf("directory: deregister node %s: %w", id, d.at(err))
 		}
@@ -316,17 +299,6 @@ func (d *etcdDir) revoke(ctx context.Context, lid clientv3.LeaseID) error {
 		return err
 	}
 	return nil
-}
-
-func (d *etcdDir) Registrations() []Registration {
-	d.mu.Lock()
-	out := make([]Registration, 0, len(d.leases))
-	for _, l := range d.leases {
-		out = append(out, l.st.get())
-	}
-	d.mu.Unlock()
-	slices.SortFunc(out, func(a, b Registration) int { return strings.Compare(a.NodeID, b.NodeID) })
-	return out
 }
 
 func (d *etcdDir) Lookup(ctx context.Context, id string) (Entry, error) {
@@ -394,17 +366,11 @@ func (d *etcdDir) Watch(ctx context.Context) (<-chan Event, error) {
 	if err != nil {
 		return nil, err
 	}
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	if d.closed {
-		return nil, ErrClosed
-	}
-	wctx, cancel := context.WithCancel(ctx)
-	wch := d.cli.Watch(clientv3.WithRequireLeader(wctx), d.prefix, clientv3.WithPrefix(), clientv3.WithRev(rev+1))
-	ch := make(chan Event, 64)
-	d.wg.Go(func() {
-		defer close(ch)
+	return d.watch(func(ch chan<- Event) {
+		// From the revision of the first list on: no event is missed.
+		wctx, cancel := context.WithCancel(ctx)
 		defer cancel()
+		wch := d.cli.Watch(clientv3.WithRequireLeader(wctx), d.prefix, clientv3.WithPrefix(), clientv3.WithRev(rev+1))
 		for _, e := range first {
 			if !send(ctx, d.ctx, ch, Event{Kind: Join, Entry: e}) {
 				return
@@ -450,20 +416,13 @@ func (d *etcdDir) Watch(ctx context.Context) (<-chan Event, error) {
 			}
 		}
 	})
-	return ch, nil
 }
 
 func (d *etcdDir) Close() error {
-	d.mu.Lock()
-	if d.closed {
-		d.mu.Unlock()
+	leases, ok := d.shut()
+	if !ok {
 		return nil
 	}
-	d.closed = true
-	leases := d.leases
-	d.leases = map[string]*lease{}
-	d.mu.Unlock()
-	d.cancel()
 	// Revoke this client's leases: its entries go now, not at expiry.
 	ctx, cancel := context.WithTimeout(context.Background(), d.o.DialTimeout)
 	defer cancel()

@@ -20,7 +20,7 @@ func expire(t *testing.T, d Directory, id string) {
 	switch d := d.(type) {
 	case *etcdDir:
 		d.mu.Lock()
-		lid := d.leases[id].id
+		lid := d.regs[id].id
 		d.mu.Unlock()
 		if _, err := d.cli.Revoke(context.Background(), lid); err != nil {
 			t.Fatal(err)

@@ -9,9 +9,6 @@ import (
 	"io"
 	"net/http"
 	"net/url"
-	"slices"
-	"strings"
-	"sync"
 	"time"
 )
 
@@ -19,30 +16,19 @@ import (
 type httpDir struct {
 	base *url.URL
 	o    Options
-
-	ctx    context.Context // ends at Close
-	cancel context.CancelFunc
-	wg     sync.WaitGroup
-
-	regMu  sync.Mutex // serialises Register and Deregister
-	mu     sync.Mutex
-	closed bool
-	beats  map[string]*beat // this client's registrations, by node ID
+	registrar[*beat]
 }
 
 // beat is one of this client's registrations: its entry, the incarnation
 // that the coordinator lets refresh and remove it, and its heartbeat.
 type beat struct {
-	raw  []byte // the latest entry; guarded by httpDir.mu
-	inc  string
-	stop context.CancelFunc
-	done chan struct{} // closed when heartbeat returns
-	st   *regState
+	reg
+	inc string
 }
 
 func openHTTP(u *url.URL, o Options) *httpDir {
-	d := &httpDir{base: u, o: o, beats: map[string]*beat{}}
-	d.ctx, d.cancel = context.WithCancel(context.Background())
+	d := &httpDir{base: u, o: o}
+	d.open()
 	return d
 }
 
@@ -115,14 +101,14 @@ func takenAnswer(id string, resp *http.Response) error {
 }
 
 func (d *httpDir) Register(ctx context.Context, e Entry) error {
-	raw, err := encodeOpen(&d.mu, &d.closed, e)
+	raw, err := d.encode(e)
 	if err != nil {
 		return err
 	}
 	d.regMu.Lock()
 	defer d.regMu.Unlock()
 	d.mu.Lock()
-	b := d.beats[e.NodeID]
+	b := d.regs[e.NodeID]
 	if b != nil {
 		b.raw = raw
 	}
@@ -137,14 +123,14 @@ func (d *httpDir) Register(ctx context.Context, e Entry) error {
 		return err
 	}
 	bctx, stop := context.WithCancel(d.ctx)
-	b = &beat{raw: raw, inc: inc, stop: stop, done: make(chan struct{}), st: newRegState(e.NodeID, sent)}
+	b = &beat{reg: reg{raw: raw, stop: stop, done: make(chan struct{}), st: newRegState(e.NodeID, sent)}, inc: inc}
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if d.closed {
 		stop()
 		return ErrClosed
 	}
-	d.beats[e.NodeID] = b
+	d.regs[e.NodeID] = b
 	d.wg.Go(func() { d.heartbeat(bctx, e.NodeID, b) })
 	return nil
 }
@@ -207,14 +193,9 @@ func (d *httpDir) Deregister(ctx context.Context, id string) error {
 	}
 	d.regMu.Lock()
 	defer d.regMu.Unlock()
-	d.mu.Lock()
-	b := d.beats[id]
-	delete(d.beats, id)
-	d.mu.Unlock()
 	inc := ""
-	if b != nil {
-		b.stop()
-		<-b.done
+	if b, ok := d.take(id); ok {
+		b.halt()
 		inc = b.inc
 	}
 	return d.remove(ctx, id, inc)
@@ -244,17 +225,6 @@ func (d *httpDir) remove(ctx context.Context, id, inc string) error {
 		return nil // another node's entry now: this one's is gone
 	}
 	return fmt.Errorf("directory: deregister node %s: %w", id, errorBody(resp))
-}
-
-func (d *httpDir) Registrations() []Registration {
-	d.mu.Lock()
-	out := make([]Registration, 0, len(d.beats))
-	for _, b := range d.beats {
-		out = append(out, b.st.get())
-	}
-	d.mu.Unlock()
-	slices.SortFunc(out, func(a, b Registration) int { return strings.Compare(a.NodeID, b.NodeID) })
-	return out
 }
 
 func (d *httpDir) Lookup(ctx context.Context, id string) (Entry, error) {
@@ -328,15 +298,8 @@ func (d *httpDir) Watch(ctx context.Context) (<-chan Event, error) {
 	if err != nil {
 		return nil, err
 	}
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	if d.closed {
-		return nil, ErrClosed
-	}
-	ch := make(chan Event, 64)
 	interval := min(max(d.o.TTL/4, 50*time.Millisecond), time.Second)
-	d.wg.Go(func() {
-		defer close(ch)
+	return d.watch(func(ch chan<- Event) {
 		seen := map[string]string{}
 		report := func(now []Entry) bool {
 			cur := make(map[string]string, len(now))
@@ -382,7 +345,6 @@ func (d *httpDir) Watch(ctx context.Context) (<-chan Event, error) {
 			}
 		}
 	})
-	return ch, nil
 }
 
 // send delivers ev unless either context ends first.
@@ -397,16 +359,10 @@ func send(ctx, dctx context.Context, ch chan<- Event, ev Event) bool {
 }
 
 func (d *httpDir) Close() error {
-	d.mu.Lock()
-	if d.closed {
-		d.mu.Unlock()
+	beats, ok := d.shut()
+	if !ok {
 		return nil
 	}
-	d.closed = true
-	beats := d.beats
-	d.beats = map[string]*beat{}
-	d.mu.Unlock()
-	d.cancel()
 	d.wg.Wait()
 	// Remove this node's entries now rather than when they expire.
 	ctx, cancel := context.WithTimeout(context.Background(), d.o.DialTimeout)

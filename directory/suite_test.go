@@ -185,17 +185,17 @@ func kill(d Directory) {
 	switch d := d.(type) {
 	case *httpDir:
 		d.mu.Lock()
-		for _, b := range d.beats {
+		for _, b := range d.regs {
 			b.stop()
 		}
-		d.beats = map[string]*beat{}
+		d.regs = map[string]*beat{}
 		d.mu.Unlock()
 	case *etcdDir:
 		d.mu.Lock()
-		for _, l := range d.leases {
+		for _, l := range d.regs {
 			l.stop()
 		}
-		d.leases = map[string]*lease{}
+		d.regs = map[string]*lease{}
 		d.mu.Unlock()
 	}
 }

@@ -19,7 +19,7 @@ import (
 // CallTimeoutFactor is how many of the client engine's op_timeout make the
 // default call bound (ClientOptions.CallTimeout): 30 s with the default
 // op_timeout of 10 s.
-const CallTimeoutFactor = 3
+const CallTimeoutFactor = callbound.Factor
 
 // StalledError is the error of a call whose context had no deadline and
 // which got no answer from the server within the client's call bound
@@ -56,16 +56,7 @@ func (e *StalledError) Unwrap() error { return e.Err }
 // callTimeout returns the call bound of a client whose options are opts
 // and whose engine is e: 0 for none.
 func callTimeout(opts ClientOptions, e *xfer.Engine) time.Duration {
-	switch {
-	case opts.CallTimeout < 0:
-		return 0
-	case opts.CallTimeout > 0:
-		return opts.CallTimeout
-	}
-	if t := e.Config().OpTimeout; t > 0 {
-		return CallTimeoutFactor * t
-	}
-	return 0
+	return callbound.Resolve(opts.CallTimeout, e.Config().OpTimeout)
 }
 
 // bound returns ctx limited by the client's call bound when it has no

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/xferio/xfer"
+	"github.com/xferio/xfer/internal/testutil"
 )
 
 // TestCallBoundServerGone: a call whose context has no deadline ends by the
@@ -32,7 +33,7 @@ func TestCallBoundServerGone(t *testing.T) {
 				"stats":  func() error { _, err := c.Stats(ctx); return err },
 			}
 			for op, call := range calls {
-				err := endsWithin(t, 30*time.Second, call)
+				err := testutil.EndsWithin(t, 30*time.Second, call)
 				// It fails at once when it finds no session to the server,
 				// or waits for the server until the bound.
 				if !errors.Is(err, ErrUnavailable) || errors.Is(err, xfer.ErrStalled) || !strings.Contains(err.Error(), s.addr) {
@@ -63,23 +64,9 @@ func TestCallBoundContextWins(t *testing.T) {
 	s.stop()
 	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
 	defer cancel()
-	err := endsWithin(t, 30*time.Second, func() error { _, err := d.Get(ctx, "x"); return err })
+	err := testutil.EndsWithin(t, 30*time.Second, func() error { _, err := d.Get(ctx, "x"); return err })
 	var se *StalledError
 	if errors.As(err, &se) || !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("get with a deadline from a server that is gone: %v; want the context's error", err)
-	}
-}
-
-// endsWithin runs call and fails the test unless it returns within d.
-func endsWithin(t *testing.T, d time.Duration, call func() error) error {
-	t.Helper()
-	errc := make(chan error, 1)
-	go func() { errc <- call() }()
-	select {
-	case err := <-errc:
-		return err
-	case <-time.After(d):
-		t.Fatalf("the call still waits after %v", d)
-		return nil
 	}
 }

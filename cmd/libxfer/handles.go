@@ -253,18 +253,28 @@ func (o putOptions) check() error {
 	return nil
 }
 
+// usePut is useStage for a put, whose options o it checks too.
+func usePut(h int64, from, to, key string, o putOptions) (*conn, func(), error) {
+	e, done, err := useStage(h, from, to, key)
+	if err != nil {
+		return nil, nil, err
+	}
+	if err := o.check(); err != nil {
+		done()
+		return nil, nil, err
+	}
+	return e, done, nil
+}
+
 // put stores a value: bytes, a tensor (dtype and shape), an object (data
 // is its JSON) or a pickled object. data is copied into the pool.
 func put(h int64, from, to, key string, kind int32, dtype string, shape []int64, data []byte, o putOptions, timeoutMS int64) (connector.Meta, error) {
-	e, done, err := useStage(h, from, to, key)
+	e, done, err := usePut(h, from, to, key, o)
 	if err != nil {
 		return connector.Meta{}, err
 	}
 	defer done()
 	c := e.c
-	if err := o.check(); err != nil {
-		return connector.Meta{}, err
-	}
 	var v any
 	switch kind {
 	case kindBytes:
@@ -341,15 +351,12 @@ func alloc(h int64, dtype string, shape []int64, n int64, timeoutMS int64) (int6
 
 // putBuffer publishes an allocated buffer without a copy; the handle ends.
 func putBuffer(h, bh int64, from, to, key string, o putOptions, timeoutMS int64) (connector.Meta, error) {
-	e, done, err := useStage(h, from, to, key)
+	e, done, err := usePut(h, from, to, key, o)
 	if err != nil {
 		return connector.Meta{}, err
 	}
 	defer done()
 	c := e.c
-	if err := o.check(); err != nil {
-		return connector.Meta{}, err
-	}
 	handleMu.Lock()
 	be, ok := buffers[bh]
 	handleMu.Unlock()

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"fmt"
 	"os"
 	"os/exec"
 	"strings"
@@ -62,6 +63,27 @@ func startStoppable(t *testing.T, banner string, args ...string) (*exec.Cmd, str
 	return srv, strings.Fields(rest)[0]
 }
 
+// benchFails waits for bench, which must fail within d after its peer
+// went (what says how); else it kills it and fails the test. stderr is
+// the bench's.
+func benchFails(t *testing.T, bench *exec.Cmd, d time.Duration, what string, stderr fmt.Stringer) {
+	t.Helper()
+	stopped := time.Now()
+	done := make(chan error, 1)
+	go func() { done <- bench.Wait() }()
+	select {
+	case err := <-done:
+		if err == nil {
+			t.Fatalf("the bench succeeded after %s: %s", what, stderr)
+		}
+		t.Logf("the bench failed %v after %s: %s", time.Since(stopped).Round(time.Millisecond), what, stderr)
+	case <-time.After(d):
+		bench.Process.Kill()
+		<-done
+		t.Fatalf("the bench still runs %v after %s, with --op-timeout 1s: %s", d, what, stderr)
+	}
+}
+
 // benchUntilStopped runs the xfer bench that args run, sends sig to its
 // server srv once it is under way, and requires the bench to fail within
 // a minute with an error that says each of want.
@@ -80,20 +102,7 @@ func benchUntilStopped(t *testing.T, srv *exec.Cmd, sig syscall.Signal, want []s
 	} else if err := srv.Process.Signal(sig); err != nil {
 		t.Fatal(err)
 	}
-	stopped := time.Now()
-	done := make(chan error, 1)
-	go func() { done <- bench.Wait() }()
-	select {
-	case err := <-done:
-		if err == nil {
-			t.Fatalf("the bench succeeded against a server that got %v: %s", sig, stderr.String())
-		}
-		t.Logf("the bench failed %v after its server got %v: %s", time.Since(stopped).Round(time.Millisecond), sig, stderr.String())
-	case <-time.After(60 * time.Second):
-		bench.Process.Kill()
-		<-done
-		t.Fatalf("the bench still runs 60s after its server got %v, with --op-timeout 1s: %s", sig, stderr.String())
-	}
+	benchFails(t, bench, 60*time.Second, fmt.Sprintf("its server got %v", sig), &stderr)
 	for _, w := range want {
 		if !strings.Contains(stderr.String(), w) {
 			t.Errorf("the bench's error does not say %q: %s", w, stderr.String())

@@ -149,20 +149,7 @@ func TestBenchStoppedPeer(t *testing.T) {
 	}
 	time.Sleep(time.Second) // the bench is under way
 	testutil.Pause(t, cmd.Process)
-	stopped := time.Now()
-	done := make(chan error, 1)
-	go func() { done <- bench.Wait() }()
-	select {
-	case err := <-done:
-		if err == nil {
-			t.Fatalf("the bench succeeded against a stopped peer: %s", stderr.String())
-		}
-		t.Logf("the bench failed %v after the peer stopped", time.Since(stopped).Round(time.Millisecond))
-	case <-time.After(30 * time.Second):
-		bench.Process.Kill()
-		<-done
-		t.Fatalf("the bench still runs 30s after its peer stopped, with --op-timeout 1s: %s", stderr.String())
-	}
+	benchFails(t, bench, 30*time.Second, "its peer stopped", &stderr)
 	for _, want := range []string{addr, "op_timeout", "1s"} {
 		if !strings.Contains(stderr.String(), want) {
 			t.Errorf("the bench's error does not name %q: %s", want, stderr.String())

@@ -110,12 +110,10 @@ func TestDoctorMemlock(t *testing.T) {
 	}
 }
 
-// In the RDMA VM (make verbs-test), on rxe and on siw, the built xfer
-// doctor passes: exit 0, the ACTIVE port, and the GID to use named (the
-// RoCE v2 entry on rxe; on siw, iWARP over the netdev). The same with the
-// production layout's config naming the device, and a config naming a
-// device that is not there fails and says so.
-func TestDoctorInVM(t *testing.T) {
+// vmDevice is testutil.RequireVerbs for a test that names its device:
+// XFER_TEST_DEVICE, else the first device the verbs list.
+func vmDevice(t *testing.T) string {
+	t.Helper()
 	dev := testutil.RequireVerbs(t)
 	if dev == "" {
 		devs, err := probe.Devices()
@@ -124,6 +122,16 @@ func TestDoctorInVM(t *testing.T) {
 		}
 		dev = devs[0].Name
 	}
+	return dev
+}
+
+// In the RDMA VM (make verbs-test), on rxe and on siw, the built xfer
+// doctor passes: exit 0, the ACTIVE port, and the GID to use named (the
+// RoCE v2 entry on rxe; on siw, iWARP over the netdev). The same with the
+// production layout's config naming the device, and a config naming a
+// device that is not there fails and says so.
+func TestDoctorInVM(t *testing.T) {
+	dev := vmDevice(t)
 	o, e, code := xferRun(t, cleanEnv(), "doctor")
 	t.Logf("xfer doctor on %s:\n%s%s", dev, o, e)
 	if code != 0 || !strings.Contains(o, "All checks passed") {

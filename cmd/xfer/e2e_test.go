@@ -20,6 +20,7 @@ import (
 
 	"github.com/xferio/xfer/bench"
 	"github.com/xferio/xfer/internal/testmain"
+	"github.com/xferio/xfer/internal/testutil"
 )
 
 // The end-to-end tests build the xfer binary and run it against real
@@ -163,13 +164,7 @@ func TestEndToEndServe(t *testing.T) {
 	cmd.Env = cleanEnv(envPrefix + "SECRET=open sesame, open sesame")
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
+	out := testutil.StartPiped(t, cmd)
 	exited := make(chan struct{}) // closed once serve has been waited for
 	t.Cleanup(func() {
 		select {
@@ -309,13 +304,7 @@ func TestEndToEndSHMFallback(t *testing.T) {
 	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gid: 65534}}
 	var stderr syncBuffer
 	cmd.Stderr = &stderr
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
+	out := testutil.StartPiped(t, cmd)
 	defer func() {
 		cmd.Process.Signal(syscall.SIGTERM)
 		cmd.Wait()

@@ -12,7 +12,6 @@ import (
 	"time"
 
 	"github.com/xferio/xfer/internal/testutil"
-	"github.com/xferio/xfer/probe"
 )
 
 // TestBenchDeviceRemoved is failover and failback as a user of the command
@@ -26,14 +25,7 @@ import (
 // finishes there, every byte verified. A new bench against the same xfer
 // serve is on rdma too.
 func TestBenchDeviceRemoved(t *testing.T) {
-	dev := testutil.RequireVerbs(t)
-	if dev == "" {
-		devs, err := probe.Devices()
-		if err != nil || len(devs) == 0 {
-			t.Fatalf("no devices: %v", err)
-		}
-		dev = devs[0].Name
-	}
+	dev := vmDevice(t)
 	if _, err := exec.LookPath("rdma"); err != nil {
 		t.Fatalf("the rdma tool (iproute2) deletes the device: %v", err)
 	}

@@ -11,6 +11,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/xferio/xfer/internal/testutil"
 )
 
 // startKVServe runs "xfer kv serve" and returns its gRPC address.
@@ -18,14 +20,8 @@ func startKVServe(t *testing.T, args ...string) string {
 	t.Helper()
 	cmd := exec.Command(xferBinary(t), append([]string{"kv", "serve", "--listen", "127.0.0.1:0", "--memory-mb", "64"}, args...)...)
 	cmd.Env = cleanEnv()
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
 	cmd.Stderr = os.Stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
+	out := testutil.StartPiped(t, cmd)
 	t.Cleanup(func() {
 		cmd.Process.Signal(syscall.SIGTERM)
 		done := make(chan error, 1)

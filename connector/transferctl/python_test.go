@@ -67,22 +67,11 @@ func TestPythonReencodes(t *testing.T) {
 // one transfer, and the consumer gets the producer's error; without a
 // secret and with one.
 func TestPythonConsumer(t *testing.T) {
-	for _, secret := range []string{"", testSecret} {
-		t.Run(map[bool]string{false: "open", true: "secret"}[secret != ""], func(t *testing.T) { pythonConsumer(t, secret) })
-	}
+	eachSecret(t, pythonConsumer)
 }
 
 func pythonConsumer(t *testing.T, secret string) {
-	addr := freeAddr(t)
-	host, port, _ := net.SplitHostPort(addr)
-	cmd := python(t, "consumer", host, port, secret)
-	var errOut bytes.Buffer
-	cmd.Stderr = &errOut
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer cmd.Wait()
-	defer cmd.Process.Kill()
+	addr, cmd, errOut := startPython(t, "consumer", secret)
 	ctx := context.Background()
 	c, err := Serve(ctx, addr, 10*time.Second, 0, secret, func(string) {}, nil)
 	if err != nil {
@@ -114,22 +103,11 @@ func pythonConsumer(t *testing.T, secret string) {
 // producer is refused, and the producer is told why; without a secret and
 // with one.
 func TestPythonProducer(t *testing.T) {
-	for _, secret := range []string{"", testSecret} {
-		t.Run(map[bool]string{false: "open", true: "secret"}[secret != ""], func(t *testing.T) { pythonProducer(t, secret) })
-	}
+	eachSecret(t, pythonProducer)
 }
 
 func pythonProducer(t *testing.T, secret string) {
-	addr := freeAddr(t)
-	host, port, _ := net.SplitHostPort(addr)
-	cmd := python(t, "producer", host, port, secret)
-	var errOut bytes.Buffer
-	cmd.Stderr = &errOut
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer cmd.Wait()
-	defer cmd.Process.Kill()
+	addr, cmd, errOut := startPython(t, "producer", secret)
 	ctx := context.Background()
 	c, err := Connect(ctx, addr, 10*time.Second, secret, func(string) {})
 	if err != nil {
@@ -161,6 +139,32 @@ func pythonProducer(t *testing.T, secret string) {
 }
 
 // freeAddr returns a loopback address with a port free a moment ago.
+// eachSecret runs test without a secret and with one.
+func eachSecret(t *testing.T, test func(t *testing.T, secret string)) {
+	for _, secret := range []string{"", testSecret} {
+		t.Run(map[bool]string{false: "open", true: "secret"}[secret != ""], func(t *testing.T) { test(t, secret) })
+	}
+}
+
+// startPython starts the Python side of a run in role, on a free loopback
+// address, which it returns with the process and its stderr; the process
+// is killed when the test ends.
+func startPython(t *testing.T, role, secret string) (addr string, cmd *exec.Cmd, errOut *bytes.Buffer) {
+	addr = freeAddr(t)
+	host, port, _ := net.SplitHostPort(addr)
+	cmd = python(t, role, host, port, secret)
+	errOut = new(bytes.Buffer)
+	cmd.Stderr = errOut
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		cmd.Process.Kill()
+		cmd.Wait()
+	})
+	return addr, cmd, errOut
+}
+
 func freeAddr(t *testing.T) string {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")

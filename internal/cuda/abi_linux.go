@@ -7,37 +7,26 @@ package cuda
 */
 import "C"
 
-import "unsafe"
+import (
+	"unsafe"
 
-// abiItem is one entry of abi_table.h evaluated against cuda_abi.h.
-type abiItem struct {
-	Expr  string // as written for the system headers
-	Value int64  // with cuda_abi.h
-}
+	"github.com/xferio/xfer/internal/cabi"
+)
 
 // abiTable returns abi_table.h evaluated against the package's header.
-func abiTable() []abiItem {
+func abiTable() []cabi.Item {
 	var n C.int
 	p := C.xcu_abi_table(&n)
-	items := unsafe.Slice(p, int(n))
-	out := make([]abiItem, len(items))
-	for i, it := range items {
-		out[i] = abiItem{Expr: C.GoString(it.expr), Value: int64(it.value)}
-	}
-	return out
-}
-
-// goConst pairs a Go constant with the C constant it must equal.
-type goConst struct {
-	Name  string
-	Go, C int64
+	return cabi.Table(unsafe.Slice(p, int(n)), func(it C.struct_xcu_abi_item) (string, int64) {
+		return C.GoString(it.expr), int64(it.value)
+	})
 }
 
 // abiGoConsts lists the Go constants whose values are cuda_abi.h's. TestABI
 // checks that each pair is equal.
-func abiGoConsts() []goConst {
-	c := func(name string, g, cv int64) goConst { return goConst{Name: name, Go: g, C: cv} }
-	return []goConst{
+func abiGoConsts() []cabi.Const {
+	c := cabi.Equal
+	return []cabi.Const{
 		c("codeSuccess", codeSuccess, C.CUDA_SUCCESS),
 		c("codeInvalidValue", codeInvalidValue, C.CUDA_ERROR_INVALID_VALUE),
 		c("codeNotInitialized", codeNotInitialized, C.CUDA_ERROR_NOT_INITIALIZED),

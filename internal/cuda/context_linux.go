@@ -14,6 +14,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"unsafe"
+
+	"github.com/xferio/xfer/bytesize"
 )
 
 // Context is a retained primary context of one device: the context that
@@ -131,7 +133,7 @@ func (c *Context) Alloc(n int) (uintptr, error) {
 	defer c.mu.RUnlock()
 	var p C.CUdeviceptr
 	if rc := C.xcu_mem_alloc(ctx, C.size_t(n), &p); rc != C.CUDA_SUCCESS {
-		return 0, c.fail(rc, "cuMemAlloc "+sizeString(uint64(n)))
+		return 0, c.fail(rc, "cuMemAlloc "+bytesize.Human(int64(n)))
 	}
 	return uintptr(p), nil
 }
@@ -161,7 +163,7 @@ func (c *Context) Memset(p uintptr, v byte, n int) error {
 	}
 	defer c.mu.RUnlock()
 	if rc := C.xcu_memset(ctx, C.CUdeviceptr(p), C.uchar(v), C.size_t(n)); rc != C.CUDA_SUCCESS {
-		return c.fail(rc, fmt.Sprintf("cuMemsetD8 %s at %#x", sizeString(uint64(n)), p))
+		return c.fail(rc, fmt.Sprintf("cuMemsetD8 %s at %#x", bytesize.Human(int64(n)), p))
 	}
 	return nil
 }
@@ -181,7 +183,7 @@ func (c *Context) Copy(dst, src uintptr, n int) error {
 	}
 	defer c.mu.RUnlock()
 	if rc := C.xcu_memcpy(ctx, C.CUdeviceptr(dst), C.CUdeviceptr(src), C.size_t(n)); rc != C.CUDA_SUCCESS {
-		return c.fail(rc, fmt.Sprintf("cuMemcpy %s from %#x to %#x", sizeString(uint64(n)), src, dst))
+		return c.fail(rc, fmt.Sprintf("cuMemcpy %s from %#x to %#x", bytesize.Human(int64(n)), src, dst))
 	}
 	return nil
 }
@@ -266,7 +268,7 @@ func (c *Context) HostRegister(b []byte) error {
 	rc := C.xcu_host_register(ctx, C.uintptr_t(p), C.size_t(len(b)))
 	runtime.KeepAlive(b)
 	if rc != C.CUDA_SUCCESS {
-		return c.fail(rc, fmt.Sprintf("cuMemHostRegister %s at %#x", sizeString(uint64(len(b))), p))
+		return c.fail(rc, fmt.Sprintf("cuMemHostRegister %s at %#x", bytesize.Human(int64(len(b))), p))
 	}
 	return nil
 }
@@ -295,7 +297,7 @@ func (c *Context) HostUnregister(b []byte) error {
 // and a device with DMABuf in its DeviceInfo; otherwise it fails with an
 // *Error, CUDA_ERROR_NOT_SUPPORTED when the driver lacks the call.
 func (c *Context) DMABufFD(p uintptr, n uint64) (int, error) {
-	op := fmt.Sprintf("cuMemGetHandleForAddressRange %s at %#x", sizeString(n), p)
+	op := fmt.Sprintf("cuMemGetHandleForAddressRange %s at %#x", bytesize.Human(int64(n)), p)
 	ctx, err := c.lock(op)
 	if err != nil {
 		return -1, err

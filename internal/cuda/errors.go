@@ -125,23 +125,5 @@ const fixDriver = "install the NVIDIA driver (it provides libcuda.so.1; `nvidia-
 	"in a container, run with the NVIDIA Container Toolkit (`docker run --gpus all`, or a nvidia.com/gpu " +
 	"resource on Kubernetes) so that the driver's libraries are mounted"
 
-// sizeString formats n bytes the way error messages name buffer sizes.
-func sizeString(n uint64) string {
-	switch {
-	case n >= 1<<30 && n%(1<<30) == 0:
-		return fmt.Sprintf("%d GiB", n>>30)
-	case n >= 1<<20 && n%(1<<20) == 0:
-		return fmt.Sprintf("%d MiB", n>>20)
-	case n >= 1<<20:
-		return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20))
-	case n >= 1<<10 && n%(1<<10) == 0:
-		return fmt.Sprintf("%d KiB", n>>10)
-	case n == 1:
-		return "1 byte"
-	default:
-		return fmt.Sprintf("%d bytes", n)
-	}
-}
-
 // deviceName is how messages name device ordinal i.
 func deviceName(i int) string { return fmt.Sprintf("cuda:%d", i) }

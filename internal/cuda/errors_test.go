@@ -83,14 +83,3 @@ func TestClosedErr(t *testing.T) {
 		t.Errorf("closedErr = %q, does not name the operation", err)
 	}
 }
-
-func TestSizeString(t *testing.T) {
-	for n, want := range map[uint64]string{
-		0: "0 bytes", 1: "1 byte", 100: "100 bytes", 4096: "4 KiB", 64 << 20: "64 MiB",
-		1 << 30: "1 GiB", 3<<20 + 1<<19: "3.5 MiB",
-	} {
-		if got := sizeString(n); got != want {
-			t.Errorf("sizeString(%d) = %q, want %q", n, got, want)
-		}
-	}
-}

@@ -3,17 +3,14 @@
 package cuda
 
 import (
-	"bufio"
-	"bytes"
-	"debug/elf"
 	"errors"
-	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/xferio/xfer/internal/cabi/cabitest"
 )
 
 // TestLoadWithoutDriver checks Load's error on a host without
@@ -73,7 +70,10 @@ func TestTryLoad(t *testing.T) {
 // TestTryLoadFakeDriver loads stand-ins for libcuda.so.1 built here: one
 // that reports an old driver, one that lacks the _v2 symbols.
 func TestTryLoadFakeDriver(t *testing.T) {
-	cc := ccOrSkip(t)
+	cc, err := cabitest.CC()
+	if err != nil {
+		t.Skip(err)
+	}
 	dir := t.TempDir()
 	build := func(name, src string) string {
 		t.Helper()
@@ -122,26 +122,7 @@ func TestInitError(t *testing.T) {
 
 // TestNotLinked checks that the binary does not link libcuda: it is opened
 // at run time, so the binary starts without it.
-func TestNotLinked(t *testing.T) {
-	exe, err := os.Executable()
-	if err != nil {
-		t.Fatal(err)
-	}
-	f, err := elf.Open(exe)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	libs, err := f.ImportedLibraries()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, l := range libs {
-		if strings.Contains(l, "libcuda") || strings.Contains(l, "libcudart") {
-			t.Errorf("the test binary links %s (DT_NEEDED: %v)", l, libs)
-		}
-	}
-}
+func TestNotLinked(t *testing.T) { cabitest.NotLinked(t, "libcuda", "libcudart") }
 
 // cudaHeaderDirs are where TestABI looks for cuda.h.
 func cudaHeaderDirs() []string {
@@ -154,30 +135,17 @@ func cudaHeaderDirs() []string {
 	return append(dirs, "/usr/local/cuda/include", "/usr/include")
 }
 
-func ccOrSkip(t *testing.T) string {
-	t.Helper()
-	cc := os.Getenv("CC")
-	if cc == "" {
-		cc = "cc"
-	}
-	if _, err := exec.LookPath(cc); err != nil {
-		t.Skipf("no C compiler (%s)", cc)
-	}
-	return cc
-}
-
 // TestABI checks every size and constant of abi_table.h, as the package's
 // own cuda_abi.h declares them, against the system's cuda.h (CUDA 11.7 or
 // newer), and the Go constants against cuda_abi.h. It compiles and runs a
 // C program; without a C compiler or a CUDA toolkit's cuda.h it checks the
 // Go side only. It needs no GPU.
 func TestABI(t *testing.T) {
-	for _, g := range abiGoConsts() {
-		if g.Go != g.C {
-			t.Errorf("constant %s: Go %d, C %d", g.Name, g.Go, g.C)
-		}
+	cabitest.CheckConsts(t, abiGoConsts())
+	cc, err := cabitest.CC()
+	if err != nil {
+		t.Skip(err)
 	}
-	cc := ccOrSkip(t)
 	var inc string
 	for _, d := range cudaHeaderDirs() {
 		if _, err := os.Stat(filepath.Join(d, "cuda.h")); err == nil {
@@ -188,46 +156,14 @@ func TestABI(t *testing.T) {
 	if inc == "" {
 		t.Skipf("no cuda.h in %v (a CUDA toolkit, or CUDA_HOME): cannot check cuda_abi.h", cudaHeaderDirs())
 	}
-	dir := t.TempDir()
 	items := abiTable()
-	var src bytes.Buffer
-	src.WriteString("#include <stddef.h>\n#include <stdio.h>\n#include <cuda.h>\n")
-	src.WriteString("#if CUDA_VERSION < 11070\n#error cuda.h is older than CUDA 11.7\n#endif\n")
-	src.WriteString("int main(void) {\n")
-	for _, it := range items {
-		fmt.Fprintf(&src, "\tprintf(\"%%lld\\n\", (long long)(%s));\n", it.Expr)
-	}
-	src.WriteString("\treturn 0;\n}\n")
-	prog := filepath.Join(dir, "abi")
-	if err := os.WriteFile(prog+".c", src.Bytes(), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	if out, err := exec.Command(cc, "-I", inc, "-o", prog, prog+".c").CombinedOutput(); err != nil {
-		if bytes.Contains(out, []byte("older than CUDA 11.7")) {
+	prelude := "#include <stddef.h>\n#include <stdio.h>\n#include <cuda.h>\n" +
+		"#if CUDA_VERSION < 11070\n#error cuda.h is older than CUDA 11.7\n#endif\n"
+	if err := cabitest.CheckSystem(t, cc, t.TempDir(), prelude, []string{"-I", inc}, items, inc+"/cuda.h", "cuda_abi.h"); err != nil {
+		if strings.Contains(err.Error(), "older than CUDA 11.7") {
 			t.Skipf("%s/cuda.h is older than CUDA 11.7", inc)
 		}
-		t.Fatalf("compiling the ABI probe against %s/cuda.h: %v\n%s", inc, err, out)
-	}
-	out, err := exec.Command(prog).Output()
-	if err != nil {
-		t.Fatalf("running the ABI probe: %v", err)
-	}
-	sc := bufio.NewScanner(bytes.NewReader(out))
-	i := 0
-	for ; sc.Scan(); i++ {
-		if i >= len(items) {
-			t.Fatalf("the probe printed more than %d values", len(items))
-		}
-		sys, err := strconv.ParseInt(sc.Text(), 10, 64)
-		if err != nil {
-			t.Fatalf("probe output line %d: %v", i+1, err)
-		}
-		if it := items[i]; sys != it.Value {
-			t.Errorf("%s: %s/cuda.h %d, cuda_abi.h %d", it.Expr, inc, sys, it.Value)
-		}
-	}
-	if i != len(items) {
-		t.Fatalf("the probe printed %d values, want %d", i, len(items))
+		t.Fatal(err)
 	}
 	t.Logf("checked %d sizes and constants against %s/cuda.h", len(items), inc)
 }

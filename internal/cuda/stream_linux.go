@@ -10,6 +10,8 @@ import "C"
 import (
 	"fmt"
 	"sync"
+
+	"github.com/xferio/xfer/bytesize"
 )
 
 // Stream is a CUDA stream of a Context: work queued on it runs in order,
@@ -69,7 +71,7 @@ func (s *Stream) CopyAsync(dst, src uintptr, n int) error {
 	}
 	defer s.mu.RUnlock()
 	if rc := C.xcu_memcpy_async(s.ctx, st, C.CUdeviceptr(dst), C.CUdeviceptr(src), C.size_t(n)); rc != C.CUDA_SUCCESS {
-		return s.fail(rc, fmt.Sprintf("cuMemcpyAsync %s from %#x to %#x", sizeString(uint64(n)), src, dst))
+		return s.fail(rc, fmt.Sprintf("cuMemcpyAsync %s from %#x to %#x", bytesize.Human(int64(n)), src, dst))
 	}
 	return nil
 }

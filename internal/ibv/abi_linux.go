@@ -7,41 +7,27 @@ package ibv
 */
 import "C"
 
-import "unsafe"
+import (
+	"unsafe"
 
-// abiItem is one entry of abi_table.h evaluated against ibv_abi.h.
-type abiItem struct {
-	Expr  string // as written for the system headers
-	Value int64  // with ibv_abi.h
-}
+	"github.com/xferio/xfer/internal/cabi"
+)
 
 // abiTable returns abi_table.h evaluated against the package's header.
-func abiTable() []abiItem {
+func abiTable() []cabi.Item {
 	var n C.int
 	p := C.xibv_abi_table(&n)
-	items := unsafe.Slice(p, int(n))
-	out := make([]abiItem, len(items))
-	for i, it := range items {
-		out[i] = abiItem{Expr: C.GoString(it.expr), Value: int64(it.value)}
-	}
-	return out
-}
-
-// goConst pairs a Go constant with the C constant it must equal.
-type goConst struct {
-	Name   string
-	Go, C  int64
-	Mirror bool // a size or offset of a Go struct that C reads or writes
+	return cabi.Table(unsafe.Slice(p, int(n)), func(it C.struct_xibv_abi_item) (string, int64) {
+		return C.GoString(it.expr), int64(it.value)
+	})
 }
 
 // abiGoConsts lists the Go constants whose values are the verbs ones, and
 // the layouts of the Go structs that cross into C, against ibv_abi.h and
 // shim.h. TestABI checks that each pair is equal.
-func abiGoConsts() []goConst {
-	c := func(name string, g, cv int64) goConst { return goConst{Name: name, Go: g, C: cv} }
-	m := func(name string, g, cv uintptr) goConst {
-		return goConst{Name: name, Go: int64(g), C: int64(cv), Mirror: true}
-	}
+func abiGoConsts() []cabi.Const {
+	c := cabi.Equal
+	m := cabi.Layout
 	var (
 		swr  SendWR
 		cswr C.struct_xfer_send_wr
@@ -50,7 +36,7 @@ func abiGoConsts() []goConst {
 		wc   WC
 		cwc  C.struct_xfer_wc
 	)
-	return []goConst{
+	return []cabi.Const{
 		c("AccessLocalWrite", int64(AccessLocalWrite), C.IBV_ACCESS_LOCAL_WRITE),
 		c("AccessRemoteWrite", int64(AccessRemoteWrite), C.IBV_ACCESS_REMOTE_WRITE),
 		c("AccessRemoteRead", int64(AccessRemoteRead), C.IBV_ACCESS_REMOTE_READ),

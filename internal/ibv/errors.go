@@ -62,19 +62,3 @@ func (e *LibraryError) Unwrap() error { return ErrNotSupported }
 // fixVerbs says how to install the library the package loads.
 const fixVerbs = "install rdma-core: `apt-get install rdma-core ibverbs-providers libibverbs1` " +
 	"(Debian, Ubuntu) or `dnf install rdma-core libibverbs` (Fedora, RHEL)"
-
-// sizeString formats n bytes the way error messages name buffer sizes.
-func sizeString(n int) string {
-	switch {
-	case n >= 1<<30 && n%(1<<30) == 0:
-		return fmt.Sprintf("%d GiB", n>>30)
-	case n >= 1<<20 && n%(1<<20) == 0:
-		return fmt.Sprintf("%d MiB", n>>20)
-	case n >= 1<<20:
-		return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20))
-	case n >= 1<<10 && n%(1<<10) == 0:
-		return fmt.Sprintf("%d KiB", n>>10)
-	default:
-		return fmt.Sprintf("%d bytes", n)
-	}
-}

@@ -3,11 +3,11 @@
 package ibv
 
 import (
-	"debug/elf"
 	"errors"
-	"os"
 	"strings"
 	"testing"
+
+	"github.com/xferio/xfer/internal/cabi/cabitest"
 )
 
 func TestLoad(t *testing.T) {
@@ -50,27 +50,7 @@ func TestLoadMissingLibrary(t *testing.T) {
 // TestNotLinked checks that the binary does not link libibverbs (or
 // librdmacm, which the module does not use): libibverbs is opened at run
 // time, so the binary starts without it.
-func TestNotLinked(t *testing.T) {
-	exe, err := os.Executable()
-	if err != nil {
-		t.Fatal(err)
-	}
-	f, err := elf.Open(exe)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	libs, err := f.ImportedLibraries()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, l := range libs {
-		if strings.Contains(l, "ibverbs") || strings.Contains(l, "rdmacm") {
-			t.Errorf("the test binary links %s (DT_NEEDED: %v)", l, libs)
-		}
-	}
-	t.Logf("DT_NEEDED: %v", libs)
-}
+func TestNotLinked(t *testing.T) { cabitest.NotLinked(t, "ibverbs", "rdmacm") }
 
 // TestDevicesAnywhere runs everywhere: Devices and Open return a list or an
 // error, never panic, and without devices Open's error wraps ErrNoDevice.

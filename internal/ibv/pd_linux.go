@@ -13,6 +13,8 @@ import (
 	"sync/atomic"
 	"syscall"
 	"unsafe"
+
+	"github.com/xferio/xfer/bytesize"
 )
 
 // PD is a protection domain (struct ibv_pd).
@@ -96,7 +98,7 @@ func (pd *PD) RegMR(b []byte, access Access) (*MR, error) {
 		if e == syscall.ENOMEM || e == syscall.EPERM || e == syscall.EAGAIN {
 			hint = " (is RLIMIT_MEMLOCK too low? see `ulimit -l`)"
 		}
-		return nil, fmt.Errorf("ibv_reg_mr %s on %s%s: %w", sizeString(len(b)), pd.ctx.name, hint, e)
+		return nil, fmt.Errorf("ibv_reg_mr %s on %s%s: %w", bytesize.Human(int64(len(b))), pd.ctx.name, hint, e)
 	}
 	live.mrs.Add(1)
 	pd.children.Add(1)
@@ -129,9 +131,9 @@ func (pd *PD) RegDmabufMR(offset uint64, length int, iova uint64, fd int, access
 	if m == nil {
 		e := errnoErr(err, syscall.EINVAL)
 		if e == syscall.ENOSYS || e == syscall.EOPNOTSUPP || e == syscall.EPROTONOSUPPORT {
-			return nil, fmt.Errorf("ibv_reg_dmabuf_mr %s on %s: %w (%w)", sizeString(length), pd.ctx.name, ErrNotSupported, e)
+			return nil, fmt.Errorf("ibv_reg_dmabuf_mr %s on %s: %w (%w)", bytesize.Human(int64(length)), pd.ctx.name, ErrNotSupported, e)
 		}
-		return nil, fmt.Errorf("ibv_reg_dmabuf_mr %s on %s: %w", sizeString(length), pd.ctx.name, e)
+		return nil, fmt.Errorf("ibv_reg_dmabuf_mr %s on %s: %w", bytesize.Human(int64(length)), pd.ctx.name, e)
 	}
 	live.mrs.Add(1)
 	pd.children.Add(1)
@@ -150,7 +152,7 @@ func (mr *MR) Close() error {
 	}
 	rc, err := C.xibv_dereg_mr(mr.c)
 	if e := rcErr(rc, err); e != nil {
-		return fmt.Errorf("ibv_dereg_mr %s on %s: %w", sizeString(mr.Len), mr.pd.ctx.name, e)
+		return fmt.Errorf("ibv_dereg_mr %s on %s: %w", bytesize.Human(int64(mr.Len)), mr.pd.ctx.name, e)
 	}
 	mr.c = nil
 	live.mrs.Add(-1)

@@ -28,13 +28,7 @@ var stopGrace = 10 * time.Second
 // SIGKILL if it has not exited ten seconds later.
 func StartProcess(tb testing.TB, cmd *exec.Cmd) string {
 	tb.Helper()
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		tb.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		tb.Fatal(err)
-	}
+	out := StartPiped(tb, cmd)
 	tb.Cleanup(func() { stop(cmd) })
 	r := bufio.NewReader(out)
 	line, err := r.ReadString('\n')
@@ -43,6 +37,21 @@ func StartProcess(tb testing.TB, cmd *exec.Cmd) string {
 	}
 	go io.Copy(io.Discard, r)
 	return strings.TrimSuffix(line, "\n")
+}
+
+// StartPiped starts cmd, whose Stdout must not be set, and returns its
+// standard output; a start that fails fails the test. Ending the process
+// is the caller's.
+func StartPiped(tb testing.TB, cmd *exec.Cmd) io.ReadCloser {
+	tb.Helper()
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		tb.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		tb.Fatal(err)
+	}
+	return out
 }
 
 // stop ends a started process: SIGTERM, SIGKILL after stopGrace.

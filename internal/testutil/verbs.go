@@ -75,6 +75,21 @@ func RequireVerbs(tb testing.TB) string {
 	return dev
 }
 
+// RequireDevice is RequireVerbs for a test that must name its device:
+// XFER_TEST_DEVICE, else the first device /sys/class/infiniband lists.
+func RequireDevice(tb testing.TB) string {
+	tb.Helper()
+	if dev := RequireVerbs(tb); dev != "" {
+		return dev
+	}
+	devs, _ := verbsDevices()
+	if len(devs) == 0 {
+		SkipOrFail(tb, "no RDMA device")
+		return ""
+	}
+	return devs[0]
+}
+
 // RequireRDMAAddr returns the IP address rdma_cm tests bind and connect
 // to: XFER_TEST_ADDR, else RDMA_VM_IP. Without either it skips the test (or
 // fails it; see SkipOrFail); an address that does not parse fails it.

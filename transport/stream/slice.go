@@ -103,11 +103,7 @@ func (e *Stream) postSpread(op *transport.Op, k int) {
 		sp.checks[i] = transport.Op{Kind: op.Kind, Local: op.Local[at:at], Remote: r, Done: sp}
 		hs[i] = wire.Header{Type: typ, Region: r.Region, Key: r.Key, Addr: r.Addr, ID: e.seq.Add(1)}
 	}
-	e.mu.Lock()
-	if e.err != nil {
-		err := e.err
-		e.mu.Unlock()
-		complete(op, err)
+	if !e.lockLive(op) {
 		return
 	}
 	for i := range sp.checks {
@@ -155,11 +151,7 @@ func (sp *spread) run(k int) {
 	sp.mu.Lock()
 	sp.left = k
 	sp.mu.Unlock()
-	e.mu.Lock()
-	if e.err != nil {
-		err := e.err
-		e.mu.Unlock()
-		complete(sp.op, err)
+	if !e.lockLive(sp.op) {
 		return
 	}
 	for i := range sp.parts {

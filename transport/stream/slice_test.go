@@ -56,17 +56,7 @@ func multiPair(t *testing.T, conns int, host transport.Host) (initiator, target 
 	pa, pb := p, p
 	pa.Role, pa.Conn, pa.DialExtra, pa.Host = transport.Dialer, as[0], extra(as), &gatedHost{gate: make(chan struct{})}
 	pb.Role, pb.Conn, pb.AcceptExtra, pb.Host = transport.Acceptor, bs[0], extra(bs), host
-	ea, err := New(context.Background(), pa, Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	eb, err := New(context.Background(), pb, Options{})
-	if err != nil {
-		ea.Close()
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { ea.Close(); eb.Close() })
-	return ea, eb
+	return openPair(t, pa, pb, Options{})
 }
 
 func newRegion(t *testing.T, size int, name string) *mem.Region {

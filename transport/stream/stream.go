@@ -335,11 +335,7 @@ func (e *Stream) start(op *transport.Op) {
 	// from the region's memfd without a copy. Such a WRITE cannot be
 	// cancelled: the kernel reads its memory until the target has it.
 	byRef := sendsByRef(op)
-	e.mu.Lock()
-	if e.err != nil {
-		err := e.err
-		e.mu.Unlock()
-		complete(op, err)
+	if !e.lockLive(op) {
 		return
 	}
 	e.pending[h.ID] = op
@@ -399,16 +395,25 @@ func (e *Stream) pick(n int) *conn {
 	return e.conns[i]
 }
 
-func (e *Stream) postSend(op *transport.Op) {
-	if len(op.Local) > e.p.MaxMessage {
-		complete(op, fmt.Errorf("%s send of %d bytes: %w (max_message is %d)", e.opts.Name, len(op.Local), transport.ErrTooLarge, e.p.MaxMessage))
-		return
-	}
+// lockLive locks e.mu unless the stream has failed; then it completes op
+// with the stream's error instead, and reports false.
+func (e *Stream) lockLive(op *transport.Op) bool {
 	e.mu.Lock()
 	if e.err != nil {
 		err := e.err
 		e.mu.Unlock()
 		complete(op, err)
+		return false
+	}
+	return true
+}
+
+func (e *Stream) postSend(op *transport.Op) {
+	if len(op.Local) > e.p.MaxMessage {
+		complete(op, fmt.Errorf("%s send of %d bytes: %w (max_message is %d)", e.opts.Name, len(op.Local), transport.ErrTooLarge, e.p.MaxMessage))
+		return
+	}
+	if !e.lockLive(op) {
 		return
 	}
 	if e.opts.OnCredit == nil {

@@ -49,16 +49,25 @@ func streamPair(t *testing.T, host transport.Host) (initiator *Stream) {
 	// The initiator serves nothing in these tests.
 	pa.Role, pa.Conn, pa.Host = transport.Dialer, a, &gatedHost{gate: make(chan struct{})}
 	pb.Role, pb.Conn, pb.Host = transport.Acceptor, b, host
-	ea, err := New(context.Background(), pa, Options{})
+	ea, _ := openPair(t, pa, pb, Options{})
+	return ea
+}
+
+// openPair opens the streams of pa (with options oa) and pb; they close
+// when the test ends.
+func openPair(t *testing.T, pa, pb transport.Params, oa Options) (ea, eb *Stream) {
+	t.Helper()
+	ea, err := New(context.Background(), pa, oa)
 	if err != nil {
 		t.Fatal(err)
 	}
-	eb, err := New(context.Background(), pb, Options{})
+	eb, err = New(context.Background(), pb, Options{})
 	if err != nil {
+		ea.Close()
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { ea.Close(); eb.Close() })
-	return ea
+	return ea, eb
 }
 
 // TestWriteByReferenceNotCancelled: a WRITE whose data goes out from its
@@ -184,15 +193,8 @@ func TestFailAndBeforeDown(t *testing.T) {
 				},
 				OnDown: func(error) { mu.Lock(); events = append(events, "down"); mu.Unlock() },
 			}
-			ea, err := New(context.Background(), pa, opts)
-			if err != nil {
-				t.Fatal(err)
-			}
-			eb, err := New(context.Background(), pb, Options{})
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() { ea.Close(); eb.Close() })
+			var eb *Stream
+			ea, eb = openPair(t, pa, pb, opts)
 			mu.Lock() // ea is set: BeforeDown may read it
 			mu.Unlock()
 			bad := errors.New("the peer wrote nonsense on another path")

@@ -701,20 +701,10 @@ func testBadAccess(t *testing.T, o Options) {
 	if err := do(t, p.Dialer, transport.OpWrite, local.Bytes()[:64], wo.At(0), 0); err != nil {
 		t.Fatalf("write of the write-only region: %v", err)
 	}
-	snap := map[*Region][]byte{}
-	for _, r := range []*Region{rw, ro, wo} {
-		snap[r] = append([]byte(nil), r.Bytes()...)
-	}
-	bad := func(a transport.RemoteAddr) transport.RemoteAddr { a.Key ^= 1 << 17; return a }
-	cases := []struct {
-		name   string
-		kind   transport.OpKind
-		remote transport.RemoteAddr
-		n      int
-	}{
-		{"WriteWrongKey", transport.OpWrite, bad(rw.At(0)), 4096},
-		{"ReadWrongKey", transport.OpRead, bad(rw.At(0)), 4096},
-		{"WriteNotifyWrongKey", transport.OpWriteImm, bad(rw.At(0)), 64},
+	mustRefuse(t, p.Dialer, local, []*Region{rw, ro, wo}, 400, 0xbad, []accessCase{
+		{"WriteWrongKey", transport.OpWrite, wrongKey(rw.At(0)), 4096},
+		{"ReadWrongKey", transport.OpRead, wrongKey(rw.At(0)), 4096},
+		{"WriteNotifyWrongKey", transport.OpWriteImm, wrongKey(rw.At(0)), 64},
 		{"WriteUnknownRegion", transport.OpWrite, transport.RemoteAddr{Region: 9999, Addr: rw.Base(), Key: rw.Key()}, 64},
 		{"ReadUnknownRegion", transport.OpRead, transport.RemoteAddr{Region: 9999, Addr: rw.Base(), Key: rw.Key()}, 64},
 		{"WriteRegionZero", transport.OpWrite, transport.RemoteAddr{Region: 0, Addr: rw.Base(), Key: rw.Key()}, 64},
@@ -730,24 +720,7 @@ func testBadAccess(t *testing.T, o Options) {
 		{"WriteReadOnly", transport.OpWrite, ro.At(0), 64},
 		{"WriteNotifyReadOnly", transport.OpWriteImm, ro.At(0), 64},
 		{"ReadWriteOnly", transport.OpRead, wo.At(0), 64},
-	}
-	for i, tc := range cases {
-		lb := local.Bytes()[:tc.n]
-		Fill(lb, uint64(400+i))
-		lsnap := append([]byte(nil), lb...)
-		err := do(t, p.Dialer, tc.kind, lb, tc.remote, 0xbad)
-		if !errors.Is(err, transport.ErrRemoteAccess) {
-			t.Errorf("%s: %v, want an error matching ErrRemoteAccess", tc.name, err)
-		}
-		for _, r := range []*Region{rw, ro, wo} {
-			if !bytes.Equal(r.Bytes(), snap[r]) {
-				t.Fatalf("%s: refused, but region %d (%s) changed", tc.name, r.ID(), r.Access())
-			}
-		}
-		if !bytes.Equal(lb, lsnap) {
-			t.Fatalf("%s: refused, but the local buffer changed", tc.name)
-		}
-	}
+	})
 	// The endpoints stay up, refused notifications reached nobody, and
 	// proper operations still work.
 	mustUp(t, p.Dialer)
@@ -767,6 +740,45 @@ func testBadAccess(t *testing.T, o Options) {
 	}
 }
 
+// accessCase is an operation that its target must refuse.
+type accessCase struct {
+	name   string
+	kind   transport.OpKind
+	remote transport.RemoteAddr
+	n      int // bytes, from the start of the local buffer
+}
+
+// wrongKey returns a with a key its region never had.
+func wrongKey(a transport.RemoteAddr) transport.RemoteAddr { a.Key ^= 1 << 17; return a }
+
+// mustRefuse runs each case from s, with imm and the local buffer filled
+// from seed on, and fails t unless each fails with ErrRemoteAccess and
+// touches nothing: neither the target's regions nor the local buffer.
+func mustRefuse(t *testing.T, s *Side, local *Region, regions []*Region, seed uint64, imm uint32, cases []accessCase) {
+	t.Helper()
+	snap := map[*Region][]byte{}
+	for _, r := range regions {
+		snap[r] = bytes.Clone(r.Bytes())
+	}
+	for i, tc := range cases {
+		lb := local.Bytes()[:tc.n]
+		Fill(lb, seed+uint64(i))
+		lsnap := bytes.Clone(lb)
+		err := do(t, s, tc.kind, lb, tc.remote, imm)
+		if !errors.Is(err, transport.ErrRemoteAccess) {
+			t.Errorf("%s: %v, want an error matching ErrRemoteAccess", tc.name, err)
+		}
+		for _, r := range regions {
+			if !bytes.Equal(r.Bytes(), snap[r]) {
+				t.Fatalf("%s: refused, but region %d (%s) changed", tc.name, r.ID(), r.Access())
+			}
+		}
+		if !bytes.Equal(lb, lsnap) {
+			t.Fatalf("%s: refused, but the local buffer changed", tc.name)
+		}
+	}
+}
+
 // testBadAccessLarge: operations of several MiB, which the stream
 // transports cut into slices over their connections and rdma over its
 // queue pairs, are refused whole, as small ones are: with nothing touched,
@@ -780,39 +792,15 @@ func testBadAccessLarge(t *testing.T, o Options) {
 	local := p.Dialer.Host.NewRegion(size, transport.AccessReadWrite)
 	Fill(rw.Bytes(), 500)
 	Fill(ro.Bytes(), 501)
-	snap := map[*Region][]byte{rw: bytes.Clone(rw.Bytes()), ro: bytes.Clone(ro.Bytes())}
-	bad := func(a transport.RemoteAddr) transport.RemoteAddr { a.Key ^= 1 << 17; return a }
-	cases := []struct {
-		name   string
-		kind   transport.OpKind
-		remote transport.RemoteAddr
-		n      int
-	}{
+	mustRefuse(t, p.Dialer, local, []*Region{rw, ro}, 600, 0, []accessCase{
 		{"WritePastEnd", transport.OpWrite, rw.At(4096), size},
 		{"ReadPastEnd", transport.OpRead, rw.At(1), size},
 		{"WriteBeforeBase", transport.OpWrite, transport.RemoteAddr{Region: rw.ID(), Addr: rw.Base() - 4096, Key: rw.Key()}, 4 << 20},
 		{"ReadBeforeBase", transport.OpRead, transport.RemoteAddr{Region: rw.ID(), Addr: rw.Base() - 1, Key: rw.Key()}, 4 << 20},
-		{"WriteWrongKey", transport.OpWrite, bad(rw.At(0)), 4 << 20},
-		{"ReadWrongKey", transport.OpRead, bad(rw.At(0)), 4 << 20},
+		{"WriteWrongKey", transport.OpWrite, wrongKey(rw.At(0)), 4 << 20},
+		{"ReadWrongKey", transport.OpRead, wrongKey(rw.At(0)), 4 << 20},
 		{"WriteReadOnly", transport.OpWrite, ro.At(0), 4 << 20},
-	}
-	for i, tc := range cases {
-		lb := local.Bytes()[:tc.n]
-		Fill(lb, uint64(600+i))
-		lsnap := bytes.Clone(lb)
-		err := do(t, p.Dialer, tc.kind, lb, tc.remote, 0)
-		if !errors.Is(err, transport.ErrRemoteAccess) {
-			t.Errorf("%s: %v, want an error matching ErrRemoteAccess", tc.name, err)
-		}
-		for _, r := range []*Region{rw, ro} {
-			if !bytes.Equal(r.Bytes(), snap[r]) {
-				t.Fatalf("%s: refused, but region %d (%s) changed", tc.name, r.ID(), r.Access())
-			}
-		}
-		if !bytes.Equal(lb, lsnap) {
-			t.Fatalf("%s: refused, but the local buffer changed", tc.name)
-		}
-	}
+	})
 	mustUp(t, p.Dialer)
 	mustUp(t, p.Acceptor)
 	// A proper large WRITE and READ still work.

@@ -80,14 +80,8 @@ func TestPeerKilled(t *testing.T) {
 	dev := testutil.RequireVerbs(t)
 	cmd := exec.Command(os.Args[0], "-test.run=^TestChildTarget$")
 	cmd.Env = append(os.Environ(), "XFER_TEST_CHILD=1", "XFER_TEST_DEVICE="+dev)
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
 	cmd.Stderr = os.Stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
+	out := testutil.StartPiped(t, cmd)
 	defer cmd.Wait()
 	defer cmd.Process.Kill()
 	sc := bufio.NewScanner(out)

@@ -15,6 +15,15 @@ func railGID(t *testing.T, s string) [16]byte {
 	return a.As16()
 }
 
+func railGIDs(t *testing.T, addrs []string) [][16]byte {
+	t.Helper()
+	var gids [][16]byte
+	for _, s := range addrs {
+		gids = append(gids, railGID(t, s))
+	}
+	return gids
+}
+
 // pairRails pairs rails by their GIDs' networks, falls back to the index
 // order where the GIDs say nothing, and gives both sides the same pairs.
 func TestRailPairing(t *testing.T) {
@@ -54,13 +63,7 @@ func TestRailPairing(t *testing.T) {
 		{"none", nil, []string{"::ffff:10.1.0.1"}, nil},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			var d, a [][16]byte
-			for _, s := range c.dialer {
-				d = append(d, railGID(t, s))
-			}
-			for _, s := range c.acceptor {
-				a = append(a, railGID(t, s))
-			}
+			d, a := railGIDs(t, c.dialer), railGIDs(t, c.acceptor)
 			got := pairRails(d, a)
 			if !slices.Equal(got, c.want) {
 				t.Fatalf("pairRails = %v, want %v", got, c.want)
@@ -98,13 +101,7 @@ func TestRailZero(t *testing.T) {
 			[2]int{0, 0}, [][2]int{{1, 1}}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			var d, a [][16]byte
-			for _, s := range c.dialer {
-				d = append(d, railGID(t, s))
-			}
-			for _, s := range c.acceptor {
-				a = append(a, railGID(t, s))
-			}
+			d, a := railGIDs(t, c.dialer), railGIDs(t, c.acceptor)
 			zero, rest := railZero(d, a)
 			if zero != c.zero || !slices.Equal(rest, c.rest) {
 				t.Fatalf("railZero = %v %v, want %v %v", zero, rest, c.zero, c.rest)

@@ -108,13 +108,7 @@ func (re *RailEndpoint) rejoin(i int) error {
 		conn.Close()
 		return fmt.Errorf("rejoin request: %w", err)
 	}
-	p := re.params[i]
-	p.Conn = conn
-	ep, err := sub.connectOne(ctx, p)
-	if err != nil {
-		return err
-	}
-	return re.install(i, ep)
+	return re.reconnect(ctx, i, conn)
 }
 
 // answerLoop is the acceptor's: it answers the dialer's rejoin requests,
@@ -165,9 +159,15 @@ func (re *RailEndpoint) answer(conn net.Conn) error {
 		conn.Close()
 		return errors.Join(aerr, err)
 	}
+	return re.reconnect(ctx, i, conn)
+}
+
+// reconnect connects rail i again over conn, its new control stream's
+// connection, and installs the new endpoint.
+func (re *RailEndpoint) reconnect(ctx context.Context, i int, conn net.Conn) error {
 	p := re.params[i]
 	p.Conn = conn
-	ep, err := sub.connectOne(ctx, p)
+	ep, err := re.subs[i].connectOne(ctx, p)
 	if err != nil {
 		return err
 	}

@@ -76,14 +76,7 @@ func railStatus(e *xfer.Engine) []xfer.RailStatus {
 // every byte read back the one written), and a new pair of engines uses
 // it too.
 func TestRailFailover(t *testing.T) {
-	dev := testutil.RequireVerbs(t)
-	if dev == "" {
-		ents, _ := os.ReadDir("/sys/class/infiniband")
-		if len(ents) == 0 {
-			testutil.SkipOrFail(t, "no RDMA device")
-		}
-		dev = ents[0].Name()
-	}
+	dev := testutil.RequireDevice(t)
 	typ, second := dummyNetdev(t, dev, "xfrail1", "10.0.9.1/24", "9")
 	add := func() {
 		run(t, "rdma", "link", "add", second, "type", typ, "netdev", "xfrail1")

@@ -37,14 +37,7 @@ func rdmaCmd(ctx context.Context, args ...string) ([]byte, error) {
 // device is added again afterwards, and the engine uses it again for a new
 // peer.
 func TestDeviceRemoved(t *testing.T) {
-	dev := testutil.RequireVerbs(t)
-	if dev == "" {
-		ents, _ := os.ReadDir("/sys/class/infiniband")
-		if len(ents) == 0 {
-			testutil.SkipOrFail(t, "no RDMA device")
-		}
-		dev = ents[0].Name()
-	}
+	dev := testutil.RequireDevice(t)
 	if _, err := exec.LookPath("rdma"); err != nil {
 		testutil.SkipOrFail(t, "the rdma tool (iproute2) is needed to delete the device: "+err.Error())
 	}
