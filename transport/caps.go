@@ -7,10 +7,12 @@ import (
 	"github.com/xferio/xfer/mem"
 )
 
-// Caps are what a transport can do. The engine's transport table states
-// each transport's, and the engine acts on them: which peers a transport
-// can reach, how many connections it spreads over, which memory it moves
-// itself, and who keeps a peer to a region's rights.
+// Caps are what a transport can do. Each transport states its own
+// (Transport.Caps, and a variable of its package that the engine's
+// transport table reads before any transport is built), and the engine
+// acts on them: which peers a transport can reach, how many connections
+// it spreads over, which memory it moves itself, and who keeps a peer to
+// a region's rights.
 type Caps struct {
 	// SameHost is set for a transport that connects peers on one host
 	// only (shm).

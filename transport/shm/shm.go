@@ -15,6 +15,7 @@ import (
 
 	"github.com/xferio/xfer/internal/cuda"
 	"github.com/xferio/xfer/internal/sys"
+	"github.com/xferio/xfer/mem"
 	"github.com/xferio/xfer/transport"
 	"github.com/xferio/xfer/transport/stream"
 )
@@ -42,6 +43,20 @@ func New() *Transport { return &Transport{fd: -1} }
 
 // Name is "shm".
 func (*Transport) Name() string { return "shm" }
+
+// Caps is what shm can do: it connects the peers of one host, maps their
+// regions (each backed by a memfd it passes over), moves GPU memory with
+// CUDA IPC, and maps a read-only region read-only, so that the kernel
+// keeps the peer to its rights (see rights_test.go).
+var Caps = transport.Caps{
+	SameHost:   true,
+	MapsMemory: true,
+	Memory:     mem.KindSet(mem.KindHost, mem.KindCUDA),
+	Rights:     transport.RightsByKernel,
+}
+
+// Caps returns the package's Caps.
+func (*Transport) Caps() transport.Caps { return Caps }
 
 const blobLen = 4 + 16
 

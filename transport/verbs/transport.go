@@ -90,6 +90,18 @@ func New(cfg Config) *Transport {
 // Name is "rdma".
 func (*Transport) Name() string { return "rdma" }
 
+// Caps is what rdma can do: it moves host memory, and GPU memory where
+// the NIC reaches it (DMA-BUF, nvidia-peermem), and each memory
+// registration grants the region's rights, no more, so the NIC keeps the
+// peer to them.
+var Caps = transport.Caps{
+	Memory: mem.KindSet(mem.KindHost, mem.KindCUDA),
+	Rights: transport.RightsByNIC,
+}
+
+// Caps returns the package's Caps.
+func (*Transport) Caps() transport.Caps { return Caps }
+
 // device opens the device on first use, and again when the one it had is
 // gone (a deleted rxe link, a hot-unplugged NIC): until then the transport
 // is not available, and the engine's auto policy picks another one.
