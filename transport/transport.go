@@ -453,4 +453,8 @@ type Transport interface {
 	// Connect builds the endpoint. Both sides call it after the handshake
 	// chose this transport.
 	Connect(ctx context.Context, p Params) (Endpoint, error)
+	// Devices describes the devices the transport has open, for status
+	// and metrics, without opening one: the zero Devices for a transport
+	// that opens none. It may be called from any goroutine.
+	Devices() Devices
 }

@@ -58,6 +58,9 @@ var Caps = transport.Caps{
 // Caps returns the package's Caps.
 func (*Transport) Caps() transport.Caps { return Caps }
 
+// Devices is none: it opens no device.
+func (*Transport) Devices() transport.Devices { return transport.Devices{} }
+
 const blobLen = 4 + 16
 
 func (t *Transport) init() {

@@ -31,6 +31,9 @@ var Caps = transport.Caps{
 // Caps returns the package's Caps.
 func (*Transport) Caps() transport.Caps { return Caps }
 
+// Devices is none: it opens no device.
+func (*Transport) Devices() transport.Devices { return transport.Devices{} }
+
 // Available is always nil.
 func (*Transport) Available() error { return nil }
 

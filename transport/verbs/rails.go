@@ -221,7 +221,7 @@ func (r *rails) inUse() (DeviceInUse, bool) {
 	subs := r.subs
 	r.mu.Unlock()
 	for _, t := range subs {
-		if d, ok := t.InUse(); ok {
+		if d, ok := t.inUse(); ok {
 			return d, true
 		}
 	}
@@ -324,11 +324,9 @@ func (r *rails) connect(ctx context.Context, p transport.Params) (transport.Endp
 	return re, nil
 }
 
-var _ transport.RailUser = (*Transport)(nil)
-
-// Rails describes each device of a transport over several (Config.Devices),
-// nil for one over one device. It opens none.
-func (t *Transport) Rails() []transport.RailStatus {
+// railStatus describes each device of a transport over several
+// (Config.Devices), nil for one over one device. It opens none.
+func (t *Transport) railStatus() []transport.RailStatus {
 	if t.rails == nil {
 		return nil
 	}
@@ -337,7 +335,7 @@ func (t *Transport) Rails() []transport.RailStatus {
 	t.rails.mu.Unlock()
 	out := make([]transport.RailStatus, len(subs))
 	for i, s := range subs {
-		_, up := s.InUse()
+		_, up := s.inUse()
 		out[i] = transport.RailStatus{Device: s.cfg.Device, Up: up, Down: s.railDown.Load(), Repeated: s.railRepeated.Load(), Ops: s.railOps.Load(),
 			NUMANode: s.numaNode}
 	}

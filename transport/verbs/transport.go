@@ -867,15 +867,23 @@ func (t *Transport) Close() error {
 // DeviceInUse describes the device, port and GID the transport has open.
 type DeviceInUse = transport.DeviceInUse
 
-var (
-	_ transport.DeviceUser = (*Transport)(nil)
-	_ transport.LogSetter  = (*Transport)(nil)
-)
+var _ transport.LogSetter = (*Transport)(nil)
 
-// InUse reports the device the transport has open, without opening one:
+// Devices reports the device the transport has open and, over several
+// devices (Config.Devices), each rail; it opens none.
+func (t *Transport) Devices() transport.Devices {
+	var ds transport.Devices
+	if d, ok := t.inUse(); ok {
+		ds.InUse = &d
+	}
+	ds.Rails = t.railStatus()
+	return ds
+}
+
+// inUse reports the device the transport has open, without opening one:
 // false until the transport was first used, and after its device was
 // removed.
-func (t *Transport) InUse() (DeviceInUse, bool) {
+func (t *Transport) inUse() (DeviceInUse, bool) {
 	if t.rails != nil {
 		return t.rails.inUse()
 	}
