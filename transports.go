@@ -51,7 +51,7 @@ type transportRow struct {
 var transportTable = []transportRow{
 	{
 		name:    "rdma",
-		open:    func(cfg *Config) transport.Transport { return verbs.New(cfg.RDMA) },
+		open:    func(cfg *Config) transport.Transport { return verbs.New(cfg.RDMA, cfg.Logger) },
 		section: "rdma",
 		device: func(cfg *Config) string {
 			if len(cfg.RDMA.Devices) > 0 {

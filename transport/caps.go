@@ -2,7 +2,6 @@ package transport
 
 import (
 	"fmt"
-	"log/slog"
 
 	"github.com/xferio/xfer/mem"
 )
@@ -85,11 +84,4 @@ func (r *Rights) UnmarshalText(text []byte) error {
 		}
 	}
 	return fmt.Errorf("rights %q: want peer, owner, kernel or nic", text)
-}
-
-// LogSetter is implemented by a transport that logs on its own, outside
-// any endpoint (rdma's, once per way it registers GPU memory). The engine
-// hands it its logger when it opens.
-type LogSetter interface {
-	SetLogger(l *slog.Logger)
 }

@@ -80,8 +80,7 @@ func (r *rails) resolve() ([]*Transport, error) {
 		for i, n := range names {
 			c := r.cfg.Clone()
 			c.Device, c.Devices = n, nil
-			t := New(c)
-			t.log = r.log
+			t := New(c, r.log)
 			t.numaNode = nodes[i]
 			r.subs = append(r.subs, t)
 		}
@@ -148,16 +147,6 @@ func (r *rails) noteUsable(dev string, err error, of int) {
 		log.Warn("rdma: a rail's device is not usable: peers connect without it", "device", dev, "rails", of, "err", err)
 	} else {
 		log.Info("rdma: a rail's device is usable again", "device", dev)
-	}
-}
-
-func (r *rails) setLogger(l *slog.Logger) {
-	r.mu.Lock()
-	r.log = l
-	subs := r.subs
-	r.mu.Unlock()
-	for _, t := range subs {
-		t.SetLogger(l)
 	}
 }
 
