@@ -116,8 +116,8 @@ func rank(name string) int {
 func TransportNames() []string { return transportNames() }
 
 // TransportCaps returns the capabilities of the transport named, as its
-// package states them, and whether this build knows it,
-// so that services choose by what a transport does, never by its name.
+// package states them, and whether this build knows it, so that services
+// choose by what a transport does, never by its name.
 func TransportCaps(name string) (transport.Caps, bool) {
 	if r := transportRowOf(name); r != nil {
 		return r.caps, true
