@@ -147,11 +147,6 @@ func Open(ctx context.Context, cfg Config) (_ *Engine, err error) {
 			}
 		}
 	}()
-	for _, t := range e.transports {
-		if l, ok := t.(transport.LogSetter); ok {
-			l.SetLogger(e.log)
-		}
-	}
 	if cfg.ExtraTransport != nil {
 		t := cfg.ExtraTransport()
 		if e.transports[t.Name()] != nil {

@@ -34,7 +34,7 @@ func TestErrNotSupportedAcrossLayers(t *testing.T) {
 
 	shmT := shm.New()
 	defer shmT.Close()
-	vt := verbs.New(verbs.Config{Device: "xfer-no-such-device"})
+	vt := verbs.New(verbs.Config{Device: "xfer-no-such-device"}, nil)
 	defer vt.Close()
 	_, ibvOpenErr := ibv.Open("xfer-no-such-device")
 	errs := map[string]error{

@@ -412,16 +412,14 @@ func (m *engineMetrics) Collect(ch chan<- prometheus.Metric) {
 		}
 	}
 	for name, t := range e.transports {
-		if u, ok := t.(transport.RailUser); ok {
-			for _, r := range u.Rails() {
-				up := 0.0
-				if r.Up {
-					up = 1
-				}
-				ch <- prometheus.MustNewConstMetric(m.railUpDesc, prometheus.GaugeValue, up, name, r.Device)
-				counter(m.railDownDesc, r.Down, name, r.Device)
-				counter(m.railRepeatedDesc, r.Repeated, name, r.Device)
+		for _, r := range t.Devices().Rails {
+			up := 0.0
+			if r.Up {
+				up = 1
 			}
+			ch <- prometheus.MustNewConstMetric(m.railUpDesc, prometheus.GaugeValue, up, name, r.Device)
+			counter(m.railDownDesc, r.Down, name, r.Device)
+			counter(m.railRepeatedDesc, r.Repeated, name, r.Device)
 		}
 	}
 	type key struct{ transport, device string }
@@ -465,8 +463,8 @@ func (m *engineMetrics) Collect(ch chan<- prometheus.Metric) {
 // deviceOf names the device a transport uses: the rdma device it has
 // open, "" for the others.
 func (e *Engine) deviceOf(transportName string) string {
-	if u, ok := e.transports[transportName].(transport.DeviceUser); ok {
-		if d, ok := u.InUse(); ok {
+	if t := e.transports[transportName]; t != nil {
+		if d := t.Devices().InUse; d != nil {
 			return d.Device
 		}
 	}

@@ -179,14 +179,8 @@ func (e *Engine) Status() Status {
 		} else if e.cfg.Transport != PolicyAuto && Policy(name) != e.cfg.Transport {
 			ts.Reason = "not used: the policy is " + string(e.cfg.Transport)
 		}
-		if u, ok := t.(transport.DeviceUser); ok {
-			if d, ok := u.InUse(); ok {
-				ts.Device = &d
-			}
-		}
-		if u, ok := t.(transport.RailUser); ok {
-			ts.Rails = u.Rails()
-		}
+		d := t.Devices()
+		ts.Device, ts.Rails = d.InUse, d.Rails
 		s.Transports = append(s.Transports, ts)
 	}
 	for _, p := range e.Peers() {

@@ -6,7 +6,6 @@ import (
 	"syscall"
 
 	"github.com/xferio/xfer/internal/wire"
-	"github.com/xferio/xfer/mem"
 	"github.com/xferio/xfer/transport"
 	"github.com/xferio/xfer/transport/shm"
 	"github.com/xferio/xfer/transport/tcp"
@@ -36,7 +35,9 @@ type transportRow struct {
 	// none, or when it has no devices): under the auto policy, a named
 	// device that cannot be opened is a warning and a fallback.
 	device func(cfg *Config) string
-	// caps is what it can do.
+	// caps is what it can do: the variable of its package that its
+	// Caps method returns, read here for what the engine needs before
+	// any transport is built (TransportCaps, the memory policy).
 	caps transport.Caps
 	// peerGIDs returns the GIDs a peer's handshake blob for it gives (one
 	// per device it connects over), for security.rdma.allowed_gids; nil
@@ -45,12 +46,12 @@ type transportRow struct {
 }
 
 // transportTable lists every transport once, best first: the order is the
-// auto policy's preference (rank). Adding a transport means its package
-// and one row here; nothing else in the root package names one.
+// auto policy's preference (rank). Adding a transport means its package,
+// its Caps, and one row here; nothing else in the root package names one.
 var transportTable = []transportRow{
 	{
 		name:    "rdma",
-		open:    func(cfg *Config) transport.Transport { return verbs.New(cfg.RDMA) },
+		open:    func(cfg *Config) transport.Transport { return verbs.New(cfg.RDMA, cfg.Logger) },
 		section: "rdma",
 		device: func(cfg *Config) string {
 			if len(cfg.RDMA.Devices) > 0 {
@@ -58,10 +59,7 @@ var transportTable = []transportRow{
 			}
 			return cfg.RDMA.Device
 		},
-		caps: transport.Caps{
-			Memory: mem.KindSet(mem.KindHost, mem.KindCUDA), // GPU memory where the NIC reaches it (DMA-BUF, peermem)
-			Rights: transport.RightsByNIC,                   // each MR grants the region's rights, no more
-		},
+		caps: verbs.Caps,
 		peerGIDs: func(blob []byte) ([][16]byte, error) {
 			v, err := wire.DecodeVerbsInfo(blob)
 			if err != nil {
@@ -73,22 +71,13 @@ var transportTable = []transportRow{
 	{
 		name: "shm",
 		open: func(*Config) transport.Transport { return shm.New() },
-		caps: transport.Caps{
-			SameHost:   true,
-			MapsMemory: true,
-			Memory:     mem.KindSet(mem.KindHost, mem.KindCUDA), // CUDA IPC
-			Rights:     transport.RightsByKernel,                // a read-only region is mapped read-only (see transport/shm)
-		},
+		caps: shm.Caps,
 	},
 	{
 		name:    "tcp",
 		open:    func(*Config) transport.Transport { return tcp.New() },
 		section: "tcp",
-		caps: transport.Caps{
-			Streams: true,
-			Memory:  mem.KindSet(mem.KindHost),
-			Rights:  transport.RightsByOwner, // the owner's engine checks every access
-		},
+		caps:    tcp.Caps,
 	},
 }
 
@@ -127,8 +116,8 @@ func rank(name string) int {
 func TransportNames() []string { return transportNames() }
 
 // TransportCaps returns the capabilities of the transport named, as its
-// row in the transport table states them, and whether this build knows it,
-// so that services choose by what a transport does, never by its name.
+// package states them, and whether this build knows it, so that services
+// choose by what a transport does, never by its name.
 func TransportCaps(name string) (transport.Caps, bool) {
 	if r := transportRowOf(name); r != nil {
 		return r.caps, true
@@ -160,14 +149,14 @@ func policyMapsMemory(p Policy) bool {
 	return false
 }
 
-// caps returns the capabilities of the transport named: its table row's,
-// or, for the extra transport (Config.ExtraTransport), those of one that
-// moves host memory over one connection and checks every access itself.
+// caps returns the capabilities of the transport named, as it states
+// them (the extra transport, Config.ExtraTransport, too); none for a name
+// the engine does not have.
 func (e *Engine) caps(name string) transport.Caps {
-	if r := transportRowOf(name); r != nil {
-		return r.caps
+	if t := e.transports[name]; t != nil {
+		return t.Caps()
 	}
-	return transport.Caps{Memory: mem.KindSet(mem.KindHost), Rights: transport.RightsByOwner}
+	return transport.Caps{}
 }
 
 // checkNamedDevices warns, under the auto policy, of each transport whose

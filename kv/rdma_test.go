@@ -236,7 +236,7 @@ func addSoftDevice(t *testing.T, dev string) string {
 		b, _ := os.ReadFile(filepath.Join("/sys/class/infiniband", second, "ports/1/state"))
 		err := fmt.Errorf("port 1 is %q", strings.TrimSpace(string(b)))
 		if strings.Contains(string(b), "ACTIVE") {
-			tr := verbs.New(verbs.Config{Device: second})
+			tr := verbs.New(verbs.Config{Device: second}, nil)
 			err = tr.Available()
 			tr.Close()
 			if err == nil {

@@ -438,6 +438,10 @@ type Params struct {
 type Transport interface {
 	// Name is "tcp", "shm" or "rdma".
 	Name() string
+	// Caps is what the transport can do; the same value for its whole
+	// life, before it was first used too. A transport's package exports
+	// it as a variable as well (tcp.Caps, ...), for the engine's table.
+	Caps() Caps
 	// Available reports whether the transport can be used on this host: nil,
 	// or an error matching ErrNotSupported that says why not.
 	Available() error
@@ -449,4 +453,8 @@ type Transport interface {
 	// Connect builds the endpoint. Both sides call it after the handshake
 	// chose this transport.
 	Connect(ctx context.Context, p Params) (Endpoint, error)
+	// Devices describes the devices the transport has open, for status
+	// and metrics, without opening one: the zero Devices for a transport
+	// that opens none. It may be called from any goroutine.
+	Devices() Devices
 }

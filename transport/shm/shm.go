@@ -43,6 +43,23 @@ func New() *Transport { return &Transport{fd: -1} }
 // Name is "shm".
 func (*Transport) Name() string { return "shm" }
 
+// Caps is what shm can do: it connects the peers of one host, maps their
+// regions (each backed by a memfd it passes over), moves GPU memory with
+// CUDA IPC, and maps a read-only region read-only, so that the kernel
+// keeps the peer to its rights (see rights_test.go).
+var Caps = transport.Caps{
+	SameHost:   true,
+	MapsMemory: true,
+	Memory:     mem.KindSet(mem.KindHost, mem.KindCUDA),
+	Rights:     transport.RightsByKernel,
+}
+
+// Caps returns the package's Caps.
+func (*Transport) Caps() transport.Caps { return Caps }
+
+// Devices is none: it opens no device.
+func (*Transport) Devices() transport.Devices { return transport.Devices{} }
+
 const blobLen = 4 + 16
 
 func (t *Transport) init() {

@@ -3,6 +3,7 @@ package tcp
 import (
 	"context"
 
+	"github.com/xferio/xfer/mem"
 	"github.com/xferio/xfer/transport"
 	"github.com/xferio/xfer/transport/stream"
 )
@@ -17,6 +18,21 @@ func New() *Transport { return &Transport{} }
 
 // Name is "tcp".
 func (*Transport) Name() string { return "tcp" }
+
+// Caps is what tcp can do: it spreads a peer's operations over several
+// connections, moves host memory only, and the owner's engine serves,
+// and checks, every access.
+var Caps = transport.Caps{
+	Streams: true,
+	Memory:  mem.KindSet(mem.KindHost),
+	Rights:  transport.RightsByOwner,
+}
+
+// Caps returns the package's Caps.
+func (*Transport) Caps() transport.Caps { return Caps }
+
+// Devices is none: it opens no device.
+func (*Transport) Devices() transport.Devices { return transport.Devices{} }
 
 // Available is always nil.
 func (*Transport) Available() error { return nil }

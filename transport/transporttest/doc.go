@@ -11,12 +11,12 @@
 //		})
 //	}
 //
-// The suite checks WRITE, READ and write-with-notify from 1 byte to 4 MiB
+// The suite checks the transport's Caps (host memory among its kinds,
+// known rights), WRITE, READ and write-with-notify from 1 byte to 4 MiB
 // (the notification only once its data is in place, with its value,
 // region, address and length), batches of many operations in one Post,
 // each completed exactly once, both sides posting from several goroutines
-// at once, SEND order, max_message and receive
-// credits, refused accesses (wrong key, out of range, wrapping addresses,
+// at once, SEND order, max_message and receive credits, refused accesses (wrong key, out of range, wrapping addresses,
 // missing rights, unknown regions: an error matching ErrRemoteAccess and
 // no byte touched), revocation, Cancel, Close with operations in flight
 // (net.ErrClosed), Post after Close, and leaked goroutines; and

@@ -15,6 +15,7 @@ import (
 
 	"go.uber.org/goleak"
 
+	"github.com/xferio/xfer/mem"
 	"github.com/xferio/xfer/transport"
 )
 
@@ -260,6 +261,18 @@ func testTransport(t *testing.T, o Options) {
 		}
 		if got := s.Endpoint.Transport(); got != want {
 			t.Errorf("Transport() = %q, want %q", got, want)
+		}
+		// What the suite moves is host memory, and a transport says who
+		// keeps a peer to a region's rights.
+		c := s.Transport.Caps()
+		if !c.Memory.Has(mem.KindHost) {
+			t.Errorf("Caps().Memory = %v: no host memory", c.Memory)
+		}
+		if c.Rights.String() == "unknown" {
+			t.Errorf("Caps().Rights = %d: not one of the Rights", c.Rights)
+		}
+		if c != p.Acceptor.Transport.Caps() {
+			t.Errorf("the two sides' Caps differ: %+v and %+v", c, p.Acceptor.Transport.Caps())
 		}
 		mustUp(t, s)
 	}

@@ -10,6 +10,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/xferio/xfer/mem"
 	"github.com/xferio/xfer/transport"
 )
 
@@ -32,6 +33,21 @@ func New() *Transport { return &Transport{} }
 
 // Name is "twin".
 func (*Transport) Name() string { return Name }
+
+// Caps is what the twin can do: it connects the endpoints of one process,
+// moves host memory only, and every access goes through the owner's Host,
+// which checks it.
+var Caps = transport.Caps{
+	SameHost: true,
+	Memory:   mem.KindSet(mem.KindHost),
+	Rights:   transport.RightsByOwner,
+}
+
+// Caps returns the package's Caps.
+func (*Transport) Caps() transport.Caps { return Caps }
+
+// Devices is none: it opens no device.
+func (*Transport) Devices() transport.Devices { return transport.Devices{} }
 
 // Available is always nil.
 func (*Transport) Available() error { return nil }

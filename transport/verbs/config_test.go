@@ -45,7 +45,7 @@ func TestConfigErrorsNameTheKey(t *testing.T) {
 // An invalid Config makes the transport unavailable with the same error,
 // instead of a transport that fails in some other way later.
 func TestNewInvalidConfig(t *testing.T) {
-	tr := verbs.New(verbs.Config{MTU: 1000})
+	tr := verbs.New(verbs.Config{MTU: 1000}, nil)
 	err := tr.Available()
 	if err == nil || !strings.Contains(err.Error(), "rdma.mtu 1000") {
 		t.Fatalf("Available: %v, want the mtu error", err)

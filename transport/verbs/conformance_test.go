@@ -51,5 +51,5 @@ func TestConformanceSRQEvents(t *testing.T) {
 func TestTransport(t *testing.T) {
 	dev := testutil.RequireVerbs(t)
 	cfg := verbs.Config{Device: dev} // GID index: automatic
-	transporttest.Run(t, transporttest.Options{New: func(testing.TB) transport.Transport { return verbs.New(cfg) }, NoNotifyAddress: true, StaleAccessFails: true})
+	transporttest.Run(t, transporttest.Options{New: func(testing.TB) transport.Transport { return verbs.New(cfg, nil) }, NoNotifyAddress: true, StaleAccessFails: true})
 }

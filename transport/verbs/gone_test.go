@@ -29,12 +29,12 @@ func TestPostOnGoneDevice(t *testing.T) {
 			name = "failover"
 		}
 		t.Run(name, func(t *testing.T) {
-			dt := verbs.New(verbs.Config{Device: dev})
+			dt := verbs.New(verbs.Config{Device: dev}, nil)
 			cfg := transporttest.PairConfig{}
 			if failover {
 				cfg.OnFailover = func(transport.Role, string, string, error) {}
 			}
-			p, err := transporttest.Connect(t, dt, verbs.New(verbs.Config{Device: dev}), cfg)
+			p, err := transporttest.Connect(t, dt, verbs.New(verbs.Config{Device: dev}, nil), cfg)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -29,13 +29,13 @@ func TestPathMTU(t *testing.T) {
 	if strings.HasPrefix(dev, "siw") {
 		t.Skip("iWARP runs over TCP, whose segments the path MTU does not size")
 	}
-	probe := verbs.New(verbs.Config{Device: dev})
+	probe := verbs.New(verbs.Config{Device: dev}, nil)
 	active := verbs.ActiveMTU(probe)
 	probe.Close()
 	if active < 256 {
 		t.Fatalf("%s reports active MTU %d", dev, active)
 	}
-	bad := verbs.New(verbs.Config{Device: dev, MTU: 1500})
+	bad := verbs.New(verbs.Config{Device: dev, MTU: 1500}, nil)
 	err := bad.Available()
 	bad.Close()
 	if err == nil || !strings.Contains(err.Error(), "mtu 1500") || !strings.Contains(err.Error(), "256, 512, 1024, 2048 or 4096") {
@@ -55,7 +55,7 @@ func TestPathMTU(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			var trs []*verbs.Transport
 			for _, m := range []int{c.dialer, c.acceptor} {
-				trs = append(trs, verbs.New(verbs.Config{Device: dev, MTU: m}))
+				trs = append(trs, verbs.New(verbs.Config{Device: dev, MTU: m}, nil))
 			}
 			p, err := transporttest.Connect(t, trs[0], trs[1], transporttest.PairConfig{})
 			if err != nil {
@@ -112,10 +112,10 @@ func TestQPInfoGIDMatchesHandshake(t *testing.T) {
 		t.Skip("iWARP connects through rdma_cm, by IP address")
 	}
 	verbs.ForgeGID()
-	_, err := transporttest.Connect(t, verbs.New(verbs.Config{Device: dev}), verbs.New(verbs.Config{Device: dev}), transporttest.PairConfig{})
+	_, err := transporttest.Connect(t, verbs.New(verbs.Config{Device: dev}, nil), verbs.New(verbs.Config{Device: dev}, nil), transporttest.PairConfig{})
 	if !errors.Is(err, transport.ErrProtocol) || !strings.Contains(err.Error(), "handshake GID") {
 		t.Fatalf("a dialer whose QP info names another GID: %v, want a protocol error naming both GIDs", err)
 	}
 	// The next connection, honest, works.
-	transporttest.NewPair(t, func(testing.TB) transport.Transport { return verbs.New(verbs.Config{Device: dev}) }, transporttest.PairConfig{})
+	transporttest.NewPair(t, func(testing.TB) transport.Transport { return verbs.New(verbs.Config{Device: dev}, nil) }, transporttest.PairConfig{})
 }

@@ -35,7 +35,7 @@ func TestPathFailover(t *testing.T) {
 	const depth = 8
 	var moved sync.Map // role -> cause
 	var calls atomic.Int32
-	p, err := transporttest.Connect(t, verbs.New(verbs.Config{Device: dev}), verbs.New(verbs.Config{Device: dev}), transporttest.PairConfig{
+	p, err := transporttest.Connect(t, verbs.New(verbs.Config{Device: dev}, nil), verbs.New(verbs.Config{Device: dev}, nil), transporttest.PairConfig{
 		RecvDepth: depth, MaxMessage: 4096,
 		OnFailover: func(role transport.Role, from, to string, cause error) {
 			calls.Add(1)

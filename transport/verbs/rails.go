@@ -78,8 +78,7 @@ func (r *rails) resolve() ([]*Transport, error) {
 		for i, n := range names {
 			c := r.cfg.Clone()
 			c.Device, c.Devices = n, nil
-			t := New(c)
-			t.log = r.log
+			t := New(c, r.log)
 			t.numaNode = nodes[i]
 			r.subs = append(r.subs, t)
 		}
@@ -149,16 +148,6 @@ func (r *rails) noteUsable(dev string, err error, of int) {
 	}
 }
 
-func (r *rails) setLogger(l *slog.Logger) {
-	r.mu.Lock()
-	r.log = l
-	subs := r.subs
-	r.mu.Unlock()
-	for _, t := range subs {
-		t.SetLogger(l)
-	}
-}
-
 func (r *rails) available() error {
 	_, err := r.up()
 	return err
@@ -219,18 +208,16 @@ func (r *rails) inUse() (DeviceInUse, bool) {
 	subs := r.subs
 	r.mu.Unlock()
 	for _, t := range subs {
-		if d, ok := t.InUse(); ok {
+		if d, ok := t.inUse(); ok {
 			return d, true
 		}
 	}
 	return DeviceInUse{}, false
 }
 
-var _ transport.RailUser = (*Transport)(nil)
-
-// Rails describes each device of a transport over several (Config.Devices),
-// nil for one over one device. It opens none.
-func (t *Transport) Rails() []transport.RailStatus {
+// railStatus describes each device of a transport over several
+// (Config.Devices), nil for one over one device. It opens none.
+func (t *Transport) railStatus() []transport.RailStatus {
 	if t.rails == nil {
 		return nil
 	}
@@ -239,7 +226,7 @@ func (t *Transport) Rails() []transport.RailStatus {
 	t.rails.mu.Unlock()
 	out := make([]transport.RailStatus, len(subs))
 	for i, s := range subs {
-		_, up := s.InUse()
+		_, up := s.inUse()
 		out[i] = transport.RailStatus{Device: s.cfg.Device, Up: up, Down: s.railDown.Load(), Repeated: s.railRepeated.Load(), Ops: s.railOps.Load(),
 			NUMANode: s.numaNode}
 	}

@@ -47,7 +47,7 @@ func TestMaliciousPeerRawWrites(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			p := transporttest.NewPair(t, func(testing.TB) transport.Transport { return New(Config{Device: dev}) }, transporttest.PairConfig{})
+			p := transporttest.NewPair(t, func(testing.TB) transport.Transport { return New(Config{Device: dev}, nil) }, transporttest.PairConfig{})
 			var tg target
 			tg.ro = p.Acceptor.Host.NewRegion(size, transport.AccessRead)
 			tg.rw = p.Acceptor.Host.NewRegion(size, transport.AccessReadWrite)

@@ -15,13 +15,13 @@ import (
 // naming the key and the device's limit.
 func TestMaxSGE(t *testing.T) {
 	dev := testutil.RequireVerbs(t)
-	probe := verbs.New(verbs.Config{Device: dev})
+	probe := verbs.New(verbs.Config{Device: dev}, nil)
 	limit := verbs.DeviceMaxSGE(probe)
 	probe.Close()
 	if limit < 1 {
 		t.Fatalf("%s reports max_sge %d", dev, limit)
 	}
-	over := verbs.New(verbs.Config{Device: dev, MaxSGE: limit + 1})
+	over := verbs.New(verbs.Config{Device: dev, MaxSGE: limit + 1}, nil)
 	err := over.Available()
 	over.Close()
 	if err == nil || !strings.Contains(err.Error(), "rdma.max_sge") || !strings.Contains(err.Error(), "allows at most") {
@@ -29,7 +29,7 @@ func TestMaxSGE(t *testing.T) {
 	}
 	var sides []*verbs.Transport
 	p := transporttest.NewPair(t, func(testing.TB) transport.Transport {
-		tr := verbs.New(verbs.Config{Device: dev, MaxSGE: limit})
+		tr := verbs.New(verbs.Config{Device: dev, MaxSGE: limit}, nil)
 		sides = append(sides, tr)
 		return tr
 	}, transporttest.PairConfig{})

@@ -38,7 +38,7 @@ type Transport struct {
 	// that is going away.
 	leaving   string
 	leavingAt time.Time
-	log       *slog.Logger
+	log       *slog.Logger // set by New, never changed
 
 	rails *rails // several devices (Config.Devices); nil for one
 
@@ -56,18 +56,6 @@ type Transport struct {
 // (added again before this transport saw the old one's entry go).
 const leaveGrace = 10 * time.Second
 
-// SetLogger gives the transport a logger for what it decides on its own
-// (how it registers GPU memory); without one it logs nothing. Call it
-// before the transport is used.
-func (t *Transport) SetLogger(l *slog.Logger) {
-	if t.rails != nil {
-		t.rails.setLogger(l)
-	}
-	t.mu.Lock()
-	t.log = l
-	t.mu.Unlock()
-}
-
 var (
 	_ transport.Transport = (*Transport)(nil)
 	_ transport.Registrar = (*Transport)(nil)
@@ -76,18 +64,33 @@ var (
 // New returns the rdma transport configured by cfg, with its defaults
 // filled in. Nothing is opened until it is used. An invalid cfg (see
 // Config.WithDefaults) makes the transport unavailable: Available and
-// Connect return the error, which names the key.
-func New(cfg Config) *Transport {
+// Connect return the error, which names the key. log receives what the
+// transport decides on its own, outside any endpoint (how a device
+// registers GPU memory, a rail left out); nil: it logs nothing of the
+// first, and the rails log to slog's default.
+func New(cfg Config, log *slog.Logger) *Transport {
 	cfg, err := cfg.WithDefaults()
-	t := &Transport{cfg: cfg, err: err}
+	t := &Transport{cfg: cfg, err: err, log: log}
 	if err == nil && len(cfg.Devices) > 0 {
-		t.rails = &rails{cfg: cfg, stop: make(chan struct{})}
+		t.rails = &rails{cfg: cfg, stop: make(chan struct{}), log: log}
 	}
 	return t
 }
 
 // Name is "rdma".
 func (*Transport) Name() string { return "rdma" }
+
+// Caps is what rdma can do: it moves host memory, and GPU memory where
+// the NIC reaches it (DMA-BUF, nvidia-peermem), and each memory
+// registration grants the region's rights, no more, so the NIC keeps the
+// peer to them.
+var Caps = transport.Caps{
+	Memory: mem.KindSet(mem.KindHost, mem.KindCUDA),
+	Rights: transport.RightsByNIC,
+}
+
+// Caps returns the package's Caps.
+func (*Transport) Caps() transport.Caps { return Caps }
 
 // device opens the device on first use, and again when the one it had is
 // gone (a deleted rxe link, a hot-unplugged NIC): until then the transport
@@ -839,15 +842,21 @@ func (t *Transport) Close() error {
 // DeviceInUse describes the device, port and GID the transport has open.
 type DeviceInUse = transport.DeviceInUse
 
-var (
-	_ transport.DeviceUser = (*Transport)(nil)
-	_ transport.LogSetter  = (*Transport)(nil)
-)
+// Devices reports the device the transport has open and, over several
+// devices (Config.Devices), each rail; it opens none.
+func (t *Transport) Devices() transport.Devices {
+	var ds transport.Devices
+	if d, ok := t.inUse(); ok {
+		ds.InUse = &d
+	}
+	ds.Rails = t.railStatus()
+	return ds
+}
 
-// InUse reports the device the transport has open, without opening one:
+// inUse reports the device the transport has open, without opening one:
 // false until the transport was first used, and after its device was
 // removed.
-func (t *Transport) InUse() (DeviceInUse, bool) {
+func (t *Transport) inUse() (DeviceInUse, bool) {
 	if t.rails != nil {
 		return t.rails.inUse()
 	}
