@@ -5,7 +5,9 @@ import (
 	"go/parser"
 	"go/token"
 	"io/fs"
+	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -442,5 +444,39 @@ func TestTransportTable(t *testing.T) {
 	}
 	if !table {
 		t.Errorf("%s imports no transport package: is the table still there?", tableFile)
+	}
+}
+
+// TestArchitectureDoc keeps docs/ARCHITECTURE.md true and short: it names
+// every package of the module by its path, every package that imports "C"
+// as one, and stays within 350 lines, so that a newcomer can find any room
+// from it alone.
+func TestArchitectureDoc(t *testing.T) {
+	raw, err := os.ReadFile("docs/ARCHITECTURE.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	doc := string(raw)
+	if n := strings.Count(doc, "\n"); n > 350 {
+		t.Errorf("docs/ARCHITECTURE.md has %d lines: keep it within 350", n)
+	}
+	dirs := map[string]bool{}
+	for _, path := range goSources(t, false) {
+		if dir := filepath.ToSlash(filepath.Dir(path)); dir != "." {
+			dirs[dir] = true
+		}
+	}
+	if len(dirs) < 10 {
+		t.Fatalf("found only %d packages: the walk is broken", len(dirs))
+	}
+	for dir := range dirs {
+		if !strings.Contains(doc, dir) {
+			t.Errorf("docs/ARCHITECTURE.md does not name the package %s: give it its room in the picture", dir)
+		}
+	}
+	for _, p := range cgoPackages {
+		if !regexp.MustCompile(regexp.QuoteMeta(p) + `[^\n]*import "C"`).MatchString(doc) {
+			t.Errorf("docs/ARCHITECTURE.md does not say that %s imports \"C\" on its line", p)
+		}
 	}
 }
