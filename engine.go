@@ -13,6 +13,7 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"github.com/xferio/xfer/directory"
 	"github.com/xferio/xfer/internal/auth"
 	"github.com/xferio/xfer/internal/wire"
 	"github.com/xferio/xfer/mem"
@@ -38,7 +39,7 @@ type Engine struct {
 	addr     string
 	exportMu sync.RWMutex
 	exports  []wire.Export
-	node     node // the directory (Config.Directory) and this engine's entry
+	node     atomic.Pointer[directory.Node] // the directory (Config.Directory) and this engine's entry; nil until Open registers
 
 	mu     sync.Mutex
 	closed bool

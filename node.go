@@ -4,55 +4,30 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"maps"
 	"net"
-	"slices"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/xferio/xfer/directory"
 )
 
-// node is an engine's place in the directory (Config.Directory): the
-// backend it resolves node IDs with and, when it has a NodeID, the entry it
-// registered.
-type node struct {
-	dir directory.Directory // nil under p2p
-	url string
-	id  string // Config.NodeID; "" when the engine does not register
-
-	pub      sync.Mutex // serialises building and publishing the entry
-	mu       sync.Mutex // guards services and closed
-	services map[string]string
-	closed   bool
-}
-
 // openNode opens the engine's directory and registers the engine in it.
 func (e *Engine) openNode(ctx context.Context) error {
-	e.node.url, e.node.id = e.cfg.Directory, e.cfg.NodeID
-	if e.cfg.Directory == "p2p" {
-		return nil
+	o := directory.Options{TTL: e.cfg.DirectoryTTL, Logger: e.log}
+	if e.cfg.Directory != "p2p" {
+		var err error
+		if o.Token, err = e.cfg.DirectoryToken(); err != nil {
+			return fmt.Errorf("open: %w", err)
+		}
+		if o.TLS, err = e.cfg.DirectoryTLS(); err != nil {
+			return fmt.Errorf("open: %w", err)
+		}
 	}
-	token, err := e.cfg.DirectoryToken()
+	n, err := directory.OpenNode(ctx, e.cfg.Directory, e.cfg.NodeID, o, e.entry)
 	if err != nil {
 		return fmt.Errorf("open: %w", err)
 	}
-	tlsCfg, err := e.cfg.DirectoryTLS()
-	if err != nil {
-		return fmt.Errorf("open: %w", err)
-	}
-	d, err := directory.Open(ctx, e.cfg.Directory, directory.Options{TTL: e.cfg.DirectoryTTL, Logger: e.log, Token: token, TLS: tlsCfg})
-	if err != nil {
-		return fmt.Errorf("open: directory: %w", err)
-	}
-	e.node.dir = d
-	if e.node.id == "" {
-		return nil
-	}
-	if err := e.Publish(ctx); err != nil {
-		return fmt.Errorf("open: %w", err)
-	}
+	e.node.Store(n)
 	return nil
 }
 
@@ -64,45 +39,17 @@ const deregisterTimeout = 2 * time.Second
 // closeNode removes the engine's entry (at once, rather than when it
 // expires) and closes the directory.
 func (e *Engine) closeNode() error {
-	n := &e.node
-	if n.dir == nil {
-		return nil
-	}
-	n.mu.Lock()
-	n.closed = true
-	n.mu.Unlock()
-	n.pub.Lock() // let a Publish under way finish before the entry goes
-	defer n.pub.Unlock()
-	var err error
-	// Only an entry this engine registered: when another node holds the
-	// ID (Open failed for that), its entry is not this engine's to remove.
-	if _, ok := e.registration(); ok {
-		ctx, cancel := context.WithTimeout(context.Background(), min(e.cfg.HandshakeTimeout, deregisterTimeout))
-		err = n.dir.Deregister(ctx, n.id)
-		cancel()
-		if errors.Is(err, directory.ErrNotFound) {
-			err = nil // it had expired already
-		}
-	}
-	return errors.Join(err, n.dir.Close())
+	return e.node.Load().Close(min(e.cfg.HandshakeTimeout, deregisterTimeout))
 }
 
 // registration is the state of the engine's entry in its directory, when
 // it registered one.
 func (e *Engine) registration() (directory.Registration, bool) {
-	if e.node.dir == nil || e.node.id == "" {
-		return directory.Registration{}, false
-	}
-	for _, r := range e.node.dir.Registrations() {
-		if r.NodeID == e.node.id {
-			return r, true
-		}
-	}
-	return directory.Registration{}, false
+	return e.node.Load().Registration()
 }
 
 // NodeID is the engine's node ID in the directory (Config.NodeID), or "".
-func (e *Engine) NodeID() string { return e.node.id }
+func (e *Engine) NodeID() string { return e.cfg.NodeID }
 
 // Entry is the directory entry the engine publishes under its NodeID: its
 // advertised address (every address of the host's interfaces, loopback
@@ -111,17 +58,23 @@ func (e *Engine) NodeID() string { return e.node.id }
 // services (SetService). It carries no region key and no secret: peers get
 // the exports' descriptors from the handshake, which authenticates them.
 func (e *Engine) Entry() directory.Entry {
-	ent := directory.Entry{NodeID: e.node.id, Addrs: advertisedAddrs(e.addr), Transports: e.offeredTransports()}
+	n := e.node.Load()
+	if n == nil {
+		ent := e.entry()
+		ent.NodeID = e.cfg.NodeID
+		return ent
+	}
+	return n.Entry()
+}
+
+// entry is the engine's entry less its node ID and services.
+func (e *Engine) entry() directory.Entry {
+	ent := directory.Entry{Addrs: directory.AdvertisedAddrs(e.addr), Transports: e.offeredTransports()}
 	e.exportMu.RLock()
 	for _, x := range e.exports {
 		ent.Exports = append(ent.Exports, directory.Export{Name: x.Name, Len: x.Desc.Len})
 	}
 	e.exportMu.RUnlock()
-	e.node.mu.Lock()
-	if len(e.node.services) > 0 {
-		ent.Services = maps.Clone(e.node.services)
-	}
-	e.node.mu.Unlock()
 	return ent
 }
 
@@ -130,28 +83,13 @@ func (e *Engine) Entry() directory.Entry {
 // itself only to learn whether an Export's update reached the directory.
 // Without a directory or a NodeID it does nothing.
 func (e *Engine) Publish(ctx context.Context) error {
-	n := &e.node
-	if n.dir == nil || n.id == "" {
-		return nil
-	}
-	n.pub.Lock()
-	defer n.pub.Unlock()
-	n.mu.Lock()
-	closed := n.closed
-	n.mu.Unlock()
-	if closed {
-		return fmt.Errorf("publish node %s: %w", n.id, ErrClosed)
-	}
-	if err := n.dir.Register(ctx, e.Entry()); err != nil {
-		return fmt.Errorf("register node %s in directory %s: %w", n.id, n.url, err)
-	}
-	return nil
+	return e.node.Load().Publish(ctx)
 }
 
 // publishLater publishes the entry after a change that has no context of
 // its own (Export), within the handshake timeout; a failure is logged.
 func (e *Engine) publishLater(what string) {
-	if e.node.dir == nil || e.node.id == "" {
+	if n := e.node.Load(); n.Directory() == nil || n.ID() == "" {
 		return
 	}
 	ctx, cancel := context.WithTimeout(e.ctx, e.cfg.HandshakeTimeout)
@@ -169,60 +107,47 @@ func (e *Engine) SetService(ctx context.Context, name, addr string) error {
 	if addr != "" {
 		if host, port, err := net.SplitHostPort(addr); err == nil {
 			if ip := net.ParseIP(host); host == "" || ip != nil && ip.IsUnspecified() {
-				if h, _, err := net.SplitHostPort(advertisedAddrs(e.addr)[0]); err == nil {
+				if h, _, err := net.SplitHostPort(directory.AdvertisedAddrs(e.addr)[0]); err == nil {
 					addr = net.JoinHostPort(h, port)
 				}
 			}
 		}
 	}
-	e.node.mu.Lock()
-	old := maps.Clone(e.node.services)
-	if addr == "" {
-		delete(e.node.services, name)
-	} else {
-		if e.node.services == nil {
-			e.node.services = map[string]string{}
-		}
-		e.node.services[name] = addr
+	n := e.node.Load()
+	if n == nil {
+		return fmt.Errorf("service %s: %w", name, ErrClosed)
 	}
-	e.node.mu.Unlock()
-	if e.node.id != "" {
-		ent := e.Entry()
-		if err := ent.Check(); err != nil {
-			e.node.mu.Lock()
-			e.node.services = old
-			e.node.mu.Unlock()
-			return fmt.Errorf("service %s: %w", name, err)
-		}
-	}
-	return e.Publish(ctx)
+	return n.SetService(ctx, name, addr)
 }
 
 // Directory is the engine's directory client (Config.Directory), through
 // which a program can List or Watch the nodes; nil under p2p. The engine
 // owns it: do not close it.
-func (e *Engine) Directory() directory.Directory { return e.node.dir }
+func (e *Engine) Directory() directory.Directory {
+	return e.node.Load().Directory()
+}
 
 // LookupNode returns node id's directory entry. Its errors match
 // ErrUnknownNode (no live entry: never registered, deregistered or
 // expired), ErrNoDirectory (the engine has none) or, when the directory
 // cannot be reached, ErrDirectoryUnavailable.
 func (e *Engine) LookupNode(ctx context.Context, id string) (directory.Entry, error) {
-	if e.node.dir == nil {
+	d := e.Directory()
+	if d == nil {
 		return directory.Entry{}, fmt.Errorf("node %s: %w", id, ErrNoDirectory)
 	}
-	ent, err := e.node.dir.Lookup(ctx, id)
+	ent, err := d.Lookup(ctx, id)
 	switch {
 	case err == nil:
 		return ent, nil
 	case errors.Is(err, directory.ErrNotFound):
-		return ent, fmt.Errorf("node %s: %w in directory %s", id, ErrUnknownNode, e.node.url)
+		return ent, fmt.Errorf("node %s: %w in directory %s", id, ErrUnknownNode, e.node.Load().URL())
 	case errors.Is(err, directory.ErrInvalid):
 		return ent, fmt.Errorf("node %s: %w", id, err)
 	case errors.Is(err, directory.ErrClosed):
 		return ent, fmt.Errorf("node %s: %w", id, ErrClosed)
 	}
-	return ent, fmt.Errorf("node %s: %w: directory %s: %w", id, ErrDirectoryUnavailable, e.node.url, err)
+	return ent, fmt.Errorf("node %s: %w: directory %s: %w", id, ErrDirectoryUnavailable, e.node.Load().URL(), err)
 }
 
 // DialNode looks node id up in the directory and dials it: its addresses
@@ -262,43 +187,4 @@ func (e *Engine) offeredTransports() []string {
 		}
 	}
 	return ts
-}
-
-// advertisedAddrs is where peers reach an engine whose address is addr:
-// addr itself, or, when its host is a wildcard, every address of the
-// host's interfaces that are up (global ones first, loopback last), at
-// most directory.MaxAddrs.
-func advertisedAddrs(addr string) []string {
-	host, port, err := net.SplitHostPort(addr)
-	if err != nil {
-		return []string{addr}
-	}
-	if ip := net.ParseIP(host); host != "" && (ip == nil || !ip.IsUnspecified()) {
-		return []string{addr}
-	}
-	var global, loop []string
-	ifs, _ := net.Interfaces()
-	for _, ifc := range ifs {
-		if ifc.Flags&net.FlagUp == 0 {
-			continue
-		}
-		as, _ := ifc.Addrs()
-		for _, a := range as {
-			ipn, ok := a.(*net.IPNet)
-			if !ok || ipn.IP.IsLinkLocalUnicast() || ipn.IP.IsMulticast() {
-				continue
-			}
-			s := net.JoinHostPort(ipn.IP.String(), port)
-			if ipn.IP.IsLoopback() {
-				loop = append(loop, s)
-			} else {
-				global = append(global, s)
-			}
-		}
-	}
-	all := append(global, loop...)
-	if len(all) == 0 {
-		return []string{net.JoinHostPort("127.0.0.1", port)}
-	}
-	return slices.Clip(all[:min(len(all), directory.MaxAddrs)])
 }

@@ -206,8 +206,8 @@ func (e *Engine) Status() Status {
 		Fragmentation: ps.Fragmentation, Allocated: ps.Allocated, Failures: ps.Failures,
 		Memory: e.region.Location().String()}
 	s.GPU = e.gpuStatus()
-	if e.node.dir != nil {
-		s.Directory = &DirectoryStatus{URL: e.node.url}
+	if e.Directory() != nil {
+		s.Directory = &DirectoryStatus{URL: e.node.Load().URL()}
 		if r, ok := e.registration(); ok {
 			s.Directory.Registration = &r
 		}
