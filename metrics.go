@@ -107,8 +107,8 @@ func (p *Peer) opFailed(op metrics.Op, err error) {
 }
 
 // fellBack counts and records a fallback from transport t for a reason
-// (one of the fallback reasons, metrics.Reason*), and logs it (at Warn once per peer and
-// reason; detail is the error text).
+// (one of the fallback reasons, metrics.Reason*), and logs it (at Warn
+// once per peer and reason; detail is the error text).
 func (e *Engine) fellBack(peer, t, reason, detail, msg string, args ...any) {
 	e.stats.fallbacks.Add(1)
 	if m := e.metrics; m != nil {
