@@ -138,7 +138,7 @@ func (e *Engine) AuthFailed(plane, reason, source string, err error) {
 	s.recent = append(s.recent, AuthFailure{Time: now.UTC(), Plane: plane, Reason: reason, Source: source, Detail: detail})
 	s.mu.Unlock()
 	if m := e.metrics; m != nil {
-		m.authFailures.WithLabelValues(plane, reason).Inc()
+		m.AuthFailed(plane, reason)
 	}
 	args := []any{"plane", plane, "reason", reason, "source", source, "err", detail}
 	if s.warned.Due(source, now) {

@@ -8,6 +8,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/xferio/xfer/internal/metrics"
 	"github.com/xferio/xfer/mem"
 	"github.com/xferio/xfer/transport"
 )
@@ -77,7 +78,7 @@ func (p *Peer) submit(b *Batch, ops []Op, waited bool) {
 		b.p, b.conn = p, box.conn
 		for range ops {
 			if b.start.IsZero() {
-				b.start = sampleStart(box.conn.every)
+				b.start = metrics.SampleStart(box.conn.Every())
 			}
 		}
 	}
@@ -93,15 +94,15 @@ func (p *Peer) submit(b *Batch, ops []Op, waited bool) {
 		if lerr != nil {
 			t.Err = fmt.Errorf("op %d (%s): %w", i, ops[i].Kind, p.e.closedOr(lerr))
 			if b.p != nil {
-				b.conn.ops[opIndex(t.Kind)].Add(1) // never posted
+				b.conn.Ops[metrics.OpOf(t.Kind)].Add(1) // never posted
 			}
 			b.OpDone(t)
 			continue
 		}
 		b.pins[i] = r
 		t.Region = r
-		if b.p != nil && b.conn.counter == nil {
-			b.conn.ops[opIndex(t.Kind)].Add(1) // an endpoint that does not count its own
+		if b.p != nil {
+			b.conn.Posted(metrics.OpOf(t.Kind)) // unless the endpoint counts its own
 		}
 		if p.e.staging(ep, t) {
 			b.ep = ep
@@ -124,10 +125,10 @@ type Batch struct {
 	ptrs      []*transport.Op
 	ep        transport.Endpoint
 	remaining atomic.Int64
-	peer      *Peer      // the peer it was submitted to
-	p         *Peer      // set when the engine has metrics
-	conn      *connStats // the connection's counters, for the metrics
-	start     time.Time  // when it was submitted, for the metrics (zero: not timed)
+	peer      *Peer         // the peer it was submitted to
+	p         *Peer         // set when the engine has metrics
+	conn      *metrics.Conn // the connection's counters, for the metrics
+	start     time.Time     // when it was submitted, for the metrics (zero: not timed)
 	errOnce   sync.Once
 	first     error
 	// done holds one token once every operation has completed. A waiter
@@ -220,7 +221,7 @@ func (b *Batch) keepLost(t *transport.Op) bool {
 		return false
 	}
 	if b.p != nil {
-		b.p.opDone(b.conn, opIndex(t.Kind), len(t.Local), time.Time{}, t.Err)
+		b.p.opDone(b.conn, metrics.OpOf(t.Kind), len(t.Local), time.Time{}, t.Err)
 	}
 	if b.lost == nil {
 		b.lost = make([]error, len(b.tops))
@@ -277,8 +278,8 @@ func (b *Batch) failover() {
 	ptrs := make([]*transport.Op, 0, len(ops))
 	for _, t := range ops {
 		t.Err = nil
-		if b.p != nil && b.conn.counter == nil {
-			b.conn.ops[opIndex(t.Kind)].Add(1)
+		if b.p != nil {
+			b.conn.Posted(metrics.OpOf(t.Kind))
 		}
 		if p.e.staging(box.ep, t) {
 			p.e.postStaged(box.ep, t)
@@ -303,7 +304,7 @@ func (b *Batch) complete(t *transport.Op) {
 	}
 	b.ops[t.Tag].Err = t.Err
 	if b.p != nil {
-		b.p.opDone(b.conn, opIndex(t.Kind), len(t.Local), b.start, t.Err)
+		b.p.opDone(b.conn, metrics.OpOf(t.Kind), len(t.Local), b.start, t.Err)
 	}
 	if r := b.pins[t.Tag]; r != nil {
 		b.pins[t.Tag] = nil

@@ -1,6 +1,10 @@
 package xfer
 
-import "testing"
+import (
+	"testing"
+
+	"github.com/xferio/xfer/internal/metrics"
+)
 
 // TestEarlyCounts: what an accepted connection's endpoint serves and
 // delivers before the peer publishes its counters is kept, and the first
@@ -11,7 +15,7 @@ func TestEarlyCounts(t *testing.T) {
 	p.served(AccessWrite, 20)
 	p.served(AccessRead, 7)
 	p.handled(5)
-	c := &connStats{}
+	c := &metrics.Conn{}
 	p.stats.conn.Store(c)
 	p.takeEarly(c) // as setEndpoint does once it has published c
 	p.takeEarly(c) // a second move moves nothing
@@ -21,12 +25,12 @@ func TestEarlyCounts(t *testing.T) {
 		name      string
 		got, want uint64
 	}{
-		{"writes served", c.served[0].Load(), 3},
-		{"bytes written", c.servedBytes[0].Load(), 121},
-		{"reads served", c.served[1].Load(), 1},
-		{"bytes read", c.servedBytes[1].Load(), 7},
-		{"messages", c.ops[mRecv].Load(), 2},
-		{"message bytes", c.received.Load(), 8},
+		{"writes served", c.Served[0].Load(), 3},
+		{"bytes written", c.ServedBytes[0].Load(), 121},
+		{"reads served", c.Served[1].Load(), 1},
+		{"bytes read", c.ServedBytes[1].Load(), 7},
+		{"messages", c.Ops[metrics.Recv].Load(), 2},
+		{"message bytes", c.Received.Load(), 8},
 	}
 	for _, w := range want {
 		if w.got != w.want {

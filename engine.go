@@ -15,6 +15,7 @@ import (
 
 	"github.com/xferio/xfer/directory"
 	"github.com/xferio/xfer/internal/auth"
+	"github.com/xferio/xfer/internal/metrics"
 	"github.com/xferio/xfer/internal/wire"
 	"github.com/xferio/xfer/mem"
 	"github.com/xferio/xfer/transport"
@@ -60,7 +61,7 @@ type Engine struct {
 	auth         authStats      // refusals, for AuthFailed and Status
 	allowedPeers auth.Allowlist // security.allowed_peers; none: every address
 	allowedGIDs  [][16]byte     // security.rdma.allowed_gids; none: every GID
-	metrics      *engineMetrics // nil without Config.Metrics
+	metrics      *metrics.Set   // nil without Config.Metrics
 	fb           failback       // probing paused transports (failback.go)
 
 	ctx    context.Context // cancelled by Close
@@ -197,7 +198,7 @@ func Open(ctx context.Context, cfg Config) (_ *Engine, err error) {
 		ln, err := lc.Listen(ctx, "tcp", cfg.Listen)
 		if err != nil {
 			if e.metrics != nil {
-				e.metrics.unregister(cfg.Metrics)
+				e.metrics.Unregister(cfg.Metrics)
 			}
 			e.region.Close()
 			return nil, fmt.Errorf("open: listen: %w", err)
@@ -370,7 +371,7 @@ func (e *Engine) Close() error {
 	e.wg.Wait()
 	e.notes.close()
 	if e.metrics != nil {
-		e.metrics.unregister(e.cfg.Metrics)
+		e.metrics.Unregister(e.cfg.Metrics)
 	}
 	errs = append(errs, e.closeStaging(), e.pool.Close(), e.regions.closeAll(), e.closeGPU())
 	for _, t := range e.transports {
@@ -542,7 +543,7 @@ func (e *Engine) removePeer(p *Peer) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if e.metrics != nil {
-		e.metrics.retire(p.stats.conn.Load())
+		e.metrics.Retire(p.stats.conn.Load())
 	}
 	delete(e.peers, p)
 	if p.dialAddr != "" && e.dialed[p.dialKey] == p {

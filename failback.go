@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/xferio/xfer/internal/metrics"
 	"github.com/xferio/xfer/transport"
 )
 
@@ -34,10 +35,6 @@ const (
 	// outstanding then fail; READs and WRITEs are repeated).
 	drainMax = 30 * time.Second
 )
-
-// reasonRecovered: a peer's paused transport answered a probe, and the
-// peer moved back to it (the reason label of xfer_failovers_total).
-const reasonRecovered = "recovered"
 
 // failback is the engine's side of failback: the backoff, and a test's
 // stand-in for a device that is gone.
@@ -334,9 +331,9 @@ func (p *Peer) retire(ep transport.Endpoint) {
 // from back to to, its paused transport, after probes probes.
 func (p *Peer) recovered(from, to string, probes int, paused time.Duration) {
 	e := p.e
-	e.stats.recordFailover(FailoverEvent{Time: time.Now(), Peer: p.String(), From: from, To: to, Attempts: probes, Reason: reasonRecovered})
+	e.stats.recordFailover(FailoverEvent{Time: time.Now(), Peer: p.String(), From: from, To: to, Attempts: probes, Reason: metrics.ReasonRecovered})
 	if m := e.metrics; m != nil {
-		m.failover.WithLabelValues(from, to, reasonRecovered).Inc()
+		m.FailedOver(from, to, metrics.ReasonRecovered)
 	}
 	e.log.Info("paused transport answered a probe; the peer is back on it", "peer", p, "from", from, "to", to, "probes", probes, "paused_for", paused.Round(time.Millisecond))
 }
@@ -368,14 +365,14 @@ func (p *Peer) failoverHook(policy Policy) func(from, to string, cause error) {
 // pauses from and probes it, to move back when it works (see above).
 func (p *Peer) pathMoved(from, to string, cause error) {
 	e := p.e
-	e.stats.recordFailover(FailoverEvent{Time: time.Now(), Peer: p.String(), From: from, To: to, Attempts: 1, Reason: reasonPathFailed})
+	e.stats.recordFailover(FailoverEvent{Time: time.Now(), Peer: p.String(), From: from, To: to, Attempts: 1, Reason: metrics.ReasonPathFailed})
 	if m := e.metrics; m != nil {
-		m.failover.WithLabelValues(from, to, reasonPathFailed).Inc()
+		m.FailedOver(from, to, metrics.ReasonPathFailed)
 		// The connection's counters from now on are the new transport's.
 		if b := p.ep.Load(); b != nil {
-			nb := &epBox{ep: b.ep, conn: m.newConn(b.ep, p.stats.conn.Load())}
+			nb := &epBox{ep: b.ep, conn: m.NewConn(b.ep, p.stats.conn.Load())}
 			if old := p.stats.conn.Swap(nb.conn); old != nil {
-				ops, bytes := old.opsAndBytes()
+				ops, bytes := old.Totals()
 				p.stats.prevOps.Add(ops)
 				p.stats.prevBytes.Add(bytes)
 			}

@@ -11,8 +11,8 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/testutil"
 
+	"github.com/xferio/xfer/internal/metrics"
 	"github.com/xferio/xfer/transport"
 )
 
@@ -263,16 +263,16 @@ func TestFailbackToPausedTransport(t *testing.T) {
 	if len(ps.Paused) != 0 || ps.Transport != "shm" {
 		t.Errorf("after the move back the status says %+v", ps)
 	}
-	if got := testutil.ToFloat64(cli.metrics.failover.WithLabelValues("tcp", "shm", reasonRecovered)); got != 1 {
+	if got := gathered(t, reg, "xfer_failovers_total", "from", "tcp", "to", "shm", "reason", metrics.ReasonRecovered); got != 1 {
 		t.Errorf("xfer_failovers_total{from=tcp,to=shm,reason=recovered} = %v, want 1", got)
 	}
 	// The move itself failed nothing: operations posted on tcp ended there.
-	if got := testutil.ToFloat64(cli.metrics.failover.WithLabelValues("tcp", "shm", reasonConnLost)); got != 0 {
+	if got := gathered(t, reg, "xfer_failovers_total", "from", "tcp", "to", "shm", "reason", metrics.ReasonConnLost); got != 0 {
 		t.Errorf("xfer_failovers_total{from=tcp,to=shm,reason=connection_lost} = %v: the move back cut operations off", got)
 	}
 	var back *FailoverEvent
 	for _, ev := range cli.Status().RecentFailovers {
-		if ev.Reason == reasonRecovered {
+		if ev.Reason == metrics.ReasonRecovered {
 			back = &ev
 		}
 	}

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/xferio/xfer/internal/auth"
+	"github.com/xferio/xfer/internal/metrics"
 	"github.com/xferio/xfer/internal/wire"
 	"github.com/xferio/xfer/transport"
 )
@@ -398,7 +399,7 @@ func (e *Engine) choose(h *wire.Hello, local, remote transport.PeerInfo) (transp
 		if err := t.Usable(local, r); err != nil {
 			reasons = append(reasons, fmt.Sprintf("%s: %v", o.Name, err))
 			if h.Policy == string(PolicyAuto) {
-				e.fellBack(peerName(remote), o.Name, reasonUnusable, err.Error(), "transport not usable for peer; falling back", "transport", o.Name, "reason", err)
+				e.fellBack(peerName(remote), o.Name, metrics.ReasonUnusable, err.Error(), "transport not usable for peer; falling back", "transport", o.Name, "reason", err)
 			}
 			continue
 		}
@@ -561,7 +562,7 @@ func (e *Engine) connect(ctx context.Context, p *Peer) (transport.Endpoint, erro
 			// A peer that had a better transport and reconnects on a lesser
 			// one (its rdma device was removed, say) fell back too.
 			if len(exclude) == 0 && p.policy == PolicyAuto && prev != "" && rank(ep.Transport()) > rank(prev) {
-				e.fellBack(p.dialAddr, prev, reasonReconnected, "reconnected on "+ep.Transport(), "peer reconnected on a lesser transport; falling back", "had", prev, "now", ep.Transport())
+				e.fellBack(p.dialAddr, prev, metrics.ReasonReconnected, "reconnected on "+ep.Transport(), "peer reconnected on a lesser transport; falling back", "had", prev, "now", ep.Transport())
 			}
 			return ep, nil
 		}
@@ -571,7 +572,7 @@ func (e *Engine) connect(ctx context.Context, p *Peer) (transport.Endpoint, erro
 		if name == "" || p.policy != PolicyAuto || !errors.Is(err, ErrNotSupported) || exclude[name] != nil {
 			return nil, err
 		}
-		e.fellBack(p.dialAddr, name, reasonSetupFailed, err.Error(), "transport failed to come up; falling back", "transport", name, "reason", err)
+		e.fellBack(p.dialAddr, name, metrics.ReasonSetupFailed, err.Error(), "transport failed to come up; falling back", "transport", name, "reason", err)
 		exclude[name] = err
 	}
 }

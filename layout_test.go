@@ -138,6 +138,11 @@ var layers = map[string][]string{
 	// The op_timeout watchdog: it knows peers and their connections only
 	// through its own interfaces, so the standard library is all it needs.
 	"internal/watchdog": {},
+	// The engine's Prometheus metrics: its counters of connections count
+	// the endpoints' operations (transport's kinds, Counter, Caps, rails)
+	// and show the pool's state (mem), and read the rest of the engine
+	// through their own Source, never the root package.
+	"internal/metrics":  {"transport", "mem"},
 	"internal/testutil": {"internal/cuda", "internal/testmain"},
 	"mem":               {"internal/sys", "internal/cuda"},
 	"probe":             {"internal/ibv", "internal/cuda", "internal/sys", "bytesize"},
@@ -323,23 +328,24 @@ func TestCheckLayout(t *testing.T) {
 		return module + "/" + p
 	}
 	allowed := map[string][]string{
-		"internal/sys":    {"golang.org/x/sys/unix", "errors"},
-		"internal/ibv":    {"C", m("internal/sys")},
-		"internal/wire":   {"encoding/binary"},
-		"internal/rdmacm": {m("internal/ibv"), m("internal/sys")},
-		"mem":             {m("internal/sys"), m("internal/cuda"), "github.com/google/btree"},
-		"transport/tcp":   {m("transport"), m("transport/stream"), m("internal/wire"), m("mem")},
-		"transport/shm":   {m("transport/stream"), m("transport/tcp")}, // pending below
-		"transport/verbs": {m("internal/ibv"), m("internal/rdmacm"), m("transport/stream")},
-		"transport/stage": {m("transport"), m("mem")},
-		"probe":           {m("internal/ibv"), m("internal/sys"), m("bytesize")},
-		".":               {m("transport/verbs"), m("internal/wire"), m("internal/auth"), m("mem"), m("directory")},
-		"directory":       {"go.etcd.io/etcd/client/v3", "net/http", m("internal/auth")},
-		"internal/auth":   {"crypto/hmac"},
-		"kv":              {m(""), m("mem"), m("probe"), m("kv/kvpb"), m("directory"), m("callbound"), "google.golang.org/grpc"},
-		"kv/kvpb":         {"google.golang.org/protobuf/proto"},
-		"connector":       {m(""), m("mem"), m("callbound")},
-		"pages":           {m(""), m("latency")},
+		"internal/sys":     {"golang.org/x/sys/unix", "errors"},
+		"internal/ibv":     {"C", m("internal/sys")},
+		"internal/wire":    {"encoding/binary"},
+		"internal/rdmacm":  {m("internal/ibv"), m("internal/sys")},
+		"mem":              {m("internal/sys"), m("internal/cuda"), "github.com/google/btree"},
+		"transport/tcp":    {m("transport"), m("transport/stream"), m("internal/wire"), m("mem")},
+		"transport/shm":    {m("transport/stream"), m("transport/tcp")}, // pending below
+		"transport/verbs":  {m("internal/ibv"), m("internal/rdmacm"), m("transport/stream")},
+		"transport/stage":  {m("transport"), m("mem")},
+		"internal/metrics": {m("transport"), m("mem"), "github.com/prometheus/client_golang/prometheus"},
+		"probe":            {m("internal/ibv"), m("internal/sys"), m("bytesize")},
+		".":                {m("transport/verbs"), m("internal/wire"), m("internal/auth"), m("mem"), m("directory")},
+		"directory":        {"go.etcd.io/etcd/client/v3", "net/http", m("internal/auth")},
+		"internal/auth":    {"crypto/hmac"},
+		"kv":               {m(""), m("mem"), m("probe"), m("kv/kvpb"), m("directory"), m("callbound"), "google.golang.org/grpc"},
+		"kv/kvpb":          {"google.golang.org/protobuf/proto"},
+		"connector":        {m(""), m("mem"), m("callbound")},
+		"pages":            {m(""), m("latency")},
 		"cmd/xfer": {m(""), m("kv"), m("probe"), m("transport"), m("config"), m("bytesize"), m("cputime"), m("latency"),
 			m("connector/transferctl"), "github.com/spf13/cobra"},
 		"connector/transferctl": {m("connector"), m("internal/auth")},
@@ -388,6 +394,8 @@ func TestCheckLayout(t *testing.T) {
 		{"transport/tcp", m("directory"), "against the layering"},
 		{"internal/sys", m("mem"), "against the layering"},
 		{"internal/watchdog", m("transport"), "against the layering"},
+		{"internal/metrics", m(""), "against the layering"},
+		{"internal/metrics", m("directory"), "against the layering"},
 		{"transport", m(""), "against the layering"},
 		{"somewhere/new", m("mem"), "in no layer"},
 		{"cmd/xfer", "gopkg.in/yaml.v3", "commands decode no YAML"},

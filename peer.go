@@ -5,6 +5,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/xferio/xfer/internal/metrics"
 	"github.com/xferio/xfer/internal/wire"
 	"github.com/xferio/xfer/transport"
 )
@@ -76,7 +77,7 @@ type inMsg struct {
 // counters of the endpoint it is posted to.
 type epBox struct {
 	ep   transport.Endpoint
-	conn *connStats
+	conn *metrics.Conn
 }
 
 func (e *Engine) newPeer(dialAddr string, remote transport.PeerInfo, exports []wire.Export) *Peer {
@@ -183,7 +184,7 @@ func (p *Peer) Close() error {
 func (p *Peer) status() PeerStatus {
 	s := PeerStatus{Addr: p.String(), ID: p.ID().String(), Ops: p.stats.prevOps.Load(), Bytes: p.stats.prevBytes.Load()}
 	if c := p.stats.conn.Load(); c != nil {
-		ops, bytes := c.opsAndBytes()
+		ops, bytes := c.Totals()
 		s.Ops += ops
 		s.Bytes += bytes
 	}

@@ -22,10 +22,10 @@ func (p *Peer) markRevokes() {
 func (p *Peer) setEndpoint(ep transport.Endpoint) *epBox {
 	b := &epBox{ep: ep}
 	if m := p.e.metrics; m != nil {
-		b.conn = m.newConn(ep, p.stats.conn.Load())
+		b.conn = m.NewConn(ep, p.stats.conn.Load())
 		old := p.stats.conn.Swap(b.conn)
 		if old != nil {
-			ops, bytes := old.opsAndBytes()
+			ops, bytes := old.Totals()
 			p.stats.prevOps.Add(ops)
 			p.stats.prevBytes.Add(bytes)
 		}
@@ -103,7 +103,7 @@ func (p *Peer) endpoint(ctx context.Context) (*epBox, error) {
 		if closed {
 			nep.Close()
 			if m := p.e.metrics; m != nil {
-				m.retire(b.conn) // published after Close retired the peer's
+				m.Retire(b.conn) // published after Close retired the peer's
 			}
 			return nil, fmt.Errorf("peer %s: %w", p, ErrClosed)
 		}

@@ -3,6 +3,7 @@ package xfer
 import (
 	"bytes"
 
+	"github.com/xferio/xfer/internal/metrics"
 	"github.com/xferio/xfer/transport"
 )
 
@@ -94,19 +95,19 @@ func (p *Peer) served(want Access, n uint64) {
 		}
 		return
 	}
-	c.served[i].Add(1)
-	c.servedBytes[i].Add(n)
+	c.Served[i].Add(1)
+	c.ServedBytes[i].Add(n)
 }
 
 // takeEarly moves what was counted before the peer had counters (early)
 // into c. Each count moves once, whoever moves it: setEndpoint after it
 // publishes c, or a counter that found none and then c.
-func (p *Peer) takeEarly(c *connStats) {
+func (p *Peer) takeEarly(c *metrics.Conn) {
 	e := &p.stats.early
 	for i := range e.served {
-		c.served[i].Add(e.served[i].Swap(0))
-		c.servedBytes[i].Add(e.servedBytes[i].Swap(0))
+		c.Served[i].Add(e.served[i].Swap(0))
+		c.ServedBytes[i].Add(e.servedBytes[i].Swap(0))
 	}
-	c.ops[mRecv].Add(e.recvOps.Swap(0))
-	c.received.Add(e.recvBytes.Swap(0))
+	c.Ops[metrics.Recv].Add(e.recvOps.Swap(0))
+	c.Received.Add(e.recvBytes.Swap(0))
 }

@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"time"
+
+	"github.com/xferio/xfer/internal/metrics"
 )
 
 // The receive side of a peer: its queue of SENDs, and the handlers that
@@ -153,14 +155,15 @@ func (p *Peer) wake() {
 	}
 }
 
-// recvStart returns the time to measure a Recv from: one in latencyEvery
-// at random (a Recv is counted when it returns a message).
-func recvStart() time.Time { return sampleStart(latencyEvery) }
+// recvStart returns the time to measure a Recv from: one in
+// metrics.LatencyEvery at random (a Recv is counted when it returns a
+// message).
+func recvStart() time.Time { return metrics.SampleStart(metrics.LatencyEvery) }
 
 // recvDone records the end of a Recv of n bytes started at start.
 func (p *Peer) recvDone(n int, start time.Time, err error) {
 	if err != nil {
-		p.e.metrics.opFailed(p, mRecv, err)
+		p.opFailed(metrics.Recv, err)
 		return
 	}
 	c := p.stats.conn.Load()
@@ -168,10 +171,9 @@ func (p *Peer) recvDone(n int, start time.Time, err error) {
 		return
 	}
 	if !start.IsZero() {
-		c.lat[mRecv].Observe(time.Since(start).Seconds())
+		c.Observe(metrics.Recv, start)
 	}
-	c.ops[mRecv].Add(1)
-	c.received.Add(uint64(n))
+	c.Delivered(n)
 }
 
 // handled counts a message of n bytes delivered to the peer's handler
@@ -187,6 +189,5 @@ func (p *Peer) handled(n int) {
 		}
 		return
 	}
-	c.ops[mRecv].Add(1)
-	c.received.Add(uint64(n))
+	c.Delivered(n)
 }

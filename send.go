@@ -9,6 +9,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/xferio/xfer/internal/metrics"
 	"github.com/xferio/xfer/mem"
 	"github.com/xferio/xfer/transport"
 )
@@ -45,13 +46,13 @@ type call struct {
 	lr      *mem.Handle // an abandoned operation's pinned region
 	release func()      // an abandoned operation's hold on the pool's bytes
 	// sample counts down to the next operation timed for the latency
-	// histograms: one in the connection's every (sampleEvery) of those
+	// histograms: one in the connection's Every (metrics.SampleEvery) of those
 	// each call carries, with no atomic and no random draw (the metrics).
 	sample uint8
 }
 
 var callPool = sync.Pool{New: func() any {
-	c := &call{done: make(chan struct{}, 1), sample: uint8(1 + rand.N(latencyEvery))}
+	c := &call{done: make(chan struct{}, 1), sample: uint8(1 + rand.N(metrics.LatencyEvery))}
 	c.ops[0] = &c.op
 	c.op.Done = c
 	return c
@@ -145,17 +146,17 @@ func (p *Peer) doOnce(ctx context.Context, kind OpKind, local []byte, remote Rem
 	b, err := p.endpoint(ctx)
 	if err != nil {
 		if p.e.metrics != nil {
-			p.e.metrics.opFailed(p, opIndex(kind), err)
+			p.opFailed(metrics.OpOf(kind), err)
 		}
 		return "", err
 	}
 	ep, conn := b.ep, b.conn // conn is nil without metrics
 	tr := ep.Transport()
-	op := opIndex(kind)
+	op := metrics.OpOf(kind)
 	c := callPool.Get().(*call)
 	c.state.Store(callRunning)
 	var start time.Time
-	if conn != nil && c.timed(conn.every) {
+	if conn != nil && c.timed(conn.Every()) {
 		start = time.Now()
 	}
 	lr, err := p.e.regions.pinLocal(local)
@@ -167,8 +168,8 @@ func (p *Peer) doOnce(ctx context.Context, kind OpKind, local []byte, remote Rem
 		}
 		return tr, err
 	}
-	if conn != nil && conn.counter == nil {
-		conn.ops[op].Add(1) // an endpoint that does not count its own
+	if conn != nil {
+		conn.Posted(op) // unless the endpoint counts its own
 	}
 	c.op.Kind, c.op.Local, c.op.Remote, c.op.Imm, c.op.Err, c.op.Region = kind, local, remote, imm, nil, lr
 	staged := p.e.staging(ep, &c.op)
@@ -310,36 +311,29 @@ func (p *Peer) TrySendAppend(max int, fill func(b []byte) []byte) (bool, error) 
 
 // unposted counts an operation of kind op on connection c that failed
 // before it was posted, and its failure.
-func (p *Peer) unposted(c *connStats, op int, err error) {
+func (p *Peer) unposted(c *metrics.Conn, op metrics.Op, err error) {
 	if c != nil {
-		c.ops[op].Add(1)
+		c.Ops[op].Add(1)
 	}
-	p.e.metrics.opFailed(p, op, err)
+	p.opFailed(op, err)
 }
 
 // opDone records the end of an operation of kind op, of n bytes, posted
 // on connection c (nil when it never connected), started at start (zero:
 // not timed): its latency, its bytes unless the endpoint counts them, or
 // its failure.
-func (p *Peer) opDone(c *connStats, op int, n int, start time.Time, err error) {
+func (p *Peer) opDone(c *metrics.Conn, op metrics.Op, n int, start time.Time, err error) {
 	if err != nil {
-		p.e.metrics.opFailed(p, op, err)
+		p.opFailed(op, err)
 		return
 	}
 	if c == nil {
 		return
 	}
 	if !start.IsZero() {
-		c.lat[op].Observe(time.Since(start).Seconds())
+		c.Observe(op, start)
 	}
-	if c.counter != nil {
-		return
-	}
-	if op == mRead {
-		c.received.Add(uint64(n))
-	} else {
-		c.sent.Add(uint64(n))
-	}
+	c.Moved(op, n)
 }
 
 // isClosed reports whether the peer was closed.

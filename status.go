@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/xferio/xfer/directory"
+	"github.com/xferio/xfer/internal/metrics"
 
 	"github.com/xferio/xfer/transport"
 )
@@ -218,8 +219,8 @@ func (e *Engine) Status() Status {
 // peerStats are a peer's counters for Status, kept when the engine has
 // metrics.
 type peerStats struct {
-	conn    atomic.Pointer[connStats] // the current connection's counters
-	upSince atomic.Int64              // UnixNano of the current connection's start
+	conn    atomic.Pointer[metrics.Conn] // the current connection's counters
+	upSince atomic.Int64                 // UnixNano of the current connection's start
 	// prevOps and prevBytes are the counts of the peer's earlier
 	// connections.
 	prevOps, prevBytes atomic.Uint64

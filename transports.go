@@ -5,6 +5,7 @@ import (
 	"strings"
 	"syscall"
 
+	"github.com/xferio/xfer/internal/metrics"
 	"github.com/xferio/xfer/internal/wire"
 	"github.com/xferio/xfer/transport"
 	"github.com/xferio/xfer/transport/shm"
@@ -177,7 +178,7 @@ func (e *Engine) checkNamedDevices() {
 			continue
 		}
 		if err := e.transports[r.name].Available(); err != nil {
-			e.fellBack("", r.name, reasonUnavailable, err.Error(), "the configured device cannot be used; the auto policy goes on without "+r.name,
+			e.fellBack("", r.name, metrics.ReasonUnavailable, err.Error(), "the configured device cannot be used; the auto policy goes on without "+r.name,
 				"device", dev, "reason", err)
 		}
 	}

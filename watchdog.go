@@ -101,7 +101,7 @@ func (w *watchedPeer) Stalled(c watchdog.Conn, timeout time.Duration, pending in
 	p.e.log.Warn("peer made no progress; closing its connection", "peer", p, "op_timeout", timeout, "outstanding", pending,
 		"transport", ep.Transport())
 	if m := p.e.metrics; m != nil {
-		m.stalls.WithLabelValues(ep.Transport()).Inc()
+		m.Stalled(ep.Transport())
 	}
 	// Close fails what is outstanding and waits for the endpoint's
 	// goroutines, which may take a while on a stalled peer: not in the
