@@ -52,7 +52,7 @@ race:
 ## under the race detector (it allocates on its own).
 integrity:
 	@mkdir -p $(TESTOUT)
-	set -o pipefail; $(GO) test -count=1 -timeout 20m -run 'TestIntegrity|TestOpAllocs|TestMetricsAllocs|TestInlineAllocs' -v . ./kv | tee $(TESTOUT)/integrity.log | grep -E '^(=== RUN|--- |ok|FAIL|PASS)|transfers checked|operations checked'
+	set -o pipefail; $(GO) test -count=1 -timeout 20m -run 'TestIntegrity|TestOpAllocs|TestMetricsAllocs|TestInlineAllocs|TestSumAllocs|TestConnAllocs' -v . ./kv ./internal/auth ./internal/metrics | tee $(TESTOUT)/integrity.log | grep -E '^(=== RUN|--- |ok|FAIL|PASS)|transfers checked|operations checked'
 	@grep -Ec '^ *--- PASS' $(TESTOUT)/integrity.log > $(TESTOUT)/integrity.pass || true
 
 ## fuzz: every fuzz target for FUZZTIME each, each with a log of its own.
