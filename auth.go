@@ -1,10 +1,6 @@
 package xfer
 
 import (
-	"crypto/rand"
-	"encoding/base64"
-	"fmt"
-	"os"
 	"slices"
 	"strings"
 	"sync"
@@ -12,45 +8,6 @@ import (
 
 	"github.com/xferio/xfer/internal/auth"
 )
-
-// MinSecretLen is the shortest shared secret Config.Secret accepts, in
-// bytes: 16, which a random secret makes 128 bits, beyond offline guessing
-// of a captured proof. GenerateSecret makes one of 32 random bytes.
-const MinSecretLen = 16
-
-// GenerateSecret returns a new shared secret: 32 random bytes, base64url
-// encoded without padding (43 characters), for a secret_file.
-func GenerateSecret() (string, error) {
-	var b [32]byte
-	if _, err := rand.Read(b[:]); err != nil {
-		return "", fmt.Errorf("generate secret: %w", err)
-	}
-	return base64.RawURLEncoding.EncodeToString(b[:]), nil
-}
-
-// checkSecret resolves secret_file and checks the secret's length. The
-// error never shows the secret.
-func (c *Config) checkSecret() error {
-	if c.SecretFile != "" {
-		b, err := os.ReadFile(c.SecretFile)
-		if err != nil {
-			return fmt.Errorf("config: secret_file: %w", err)
-		}
-		s := strings.TrimSpace(string(b))
-		if s == "" {
-			return fmt.Errorf("config: secret_file %s is empty: generate a secret with `xfer secret > %s`", c.SecretFile, c.SecretFile)
-		}
-		if c.Secret != "" && c.Secret != s {
-			return fmt.Errorf("config: secret and secret_file %s both set, and differ: use one of them", c.SecretFile)
-		}
-		c.Secret = s
-	}
-	if c.Secret != "" && len(c.Secret) < MinSecretLen {
-		return fmt.Errorf("config: secret: %d bytes, at least %d required (a guessable secret lets anyone who captures a handshake find it offline): generate one with `xfer secret > FILE` and set secret_file: FILE",
-			len(c.Secret), MinSecretLen)
-	}
-	return nil
-}
 
 // The planes of xfer_auth_failures_total and Status.AuthFailures: where a
 // refusal happened. Services on the engine report theirs with AuthFailed.
@@ -159,13 +116,4 @@ func (s *authStats) snapshot() ([]AuthFailureCount, []AuthFailure) {
 		return strings.Compare(a.Plane+"\x00"+a.Reason, b.Plane+"\x00"+b.Reason)
 	})
 	return out, slices.Clone(s.recent)
-}
-
-// parseAllowedPeers parses security.allowed_peers.
-func parseAllowedPeers(list []string) (auth.Allowlist, error) {
-	l, err := auth.ParseAllowlist(list)
-	if err != nil {
-		return nil, fmt.Errorf("config: security.allowed_peers %w", err)
-	}
-	return l, nil
 }

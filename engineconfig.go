@@ -447,3 +447,41 @@ func (c *Config) checkDirectory() error {
 	}
 	return nil
 }
+
+// checkSecret resolves secret_file and checks the secret's length. The
+// error never shows the secret.
+func (c *Config) checkSecret() error {
+	if c.SecretFile != "" {
+		b, err := os.ReadFile(c.SecretFile)
+		if err != nil {
+			return fmt.Errorf("config: secret_file: %w", err)
+		}
+		s := strings.TrimSpace(string(b))
+		if s == "" {
+			return fmt.Errorf("config: secret_file %s is empty: generate a secret with `xfer secret > %s`", c.SecretFile, c.SecretFile)
+		}
+		if c.Secret != "" && c.Secret != s {
+			return fmt.Errorf("config: secret and secret_file %s both set, and differ: use one of them", c.SecretFile)
+		}
+		c.Secret = s
+	}
+	if c.Secret != "" && len(c.Secret) < MinSecretLen {
+		return fmt.Errorf("config: secret: %d bytes, at least %d required (a guessable secret lets anyone who captures a handshake find it offline): generate one with `xfer secret > FILE` and set secret_file: FILE",
+			len(c.Secret), MinSecretLen)
+	}
+	return nil
+}
+
+// checkSecurity validates the security section.
+func (c *Config) checkSecurity() error {
+	if (c.Security.RequireAuthentication || c.Security.RDMA.RequireAuthentication) && c.Secret == "" {
+		return fmt.Errorf("config: security.require_authentication is set and there is no secret: generate one with `xfer secret > FILE` and set secret_file: FILE")
+	}
+	if _, err := parseAllowedPeers(c.Security.AllowedPeers); err != nil {
+		return err
+	}
+	if _, err := parseGIDs(c.Security.RDMA.AllowedGIDs); err != nil {
+		return err
+	}
+	return nil
+}

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"slices"
 	"strings"
 	"time"
 
@@ -788,4 +789,24 @@ func ctxErr(ctx context.Context, err error) error {
 		return fmt.Errorf("%w (%v)", ctx.Err(), err)
 	}
 	return err
+}
+
+// gidAllowed checks the GID in a peer's handshake blob for transport name
+// against security.rdma.allowed_gids: nil when there is no list, the
+// transport has no GIDs, or the GID is on the list.
+func (e *Engine) gidAllowed(name string, blob []byte) error {
+	r := transportRowOf(name)
+	if len(e.allowedGIDs) == 0 || r == nil || r.peerGIDs == nil {
+		return nil
+	}
+	gids, err := r.peerGIDs(blob)
+	if err != nil {
+		return fmt.Errorf("%s: the peer's description: %w", name, err)
+	}
+	for _, gid := range gids {
+		if !slices.Contains(e.allowedGIDs, gid) {
+			return fmt.Errorf("%s: the peer's GID %s is not in security.rdma.allowed_gids", name, net.IP(gid[:]))
+		}
+	}
+	return nil
 }

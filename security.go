@@ -1,10 +1,14 @@
 package xfer
 
 import (
+	"crypto/rand"
+	"encoding/base64"
 	"fmt"
 	"net"
 	"slices"
 	"strings"
+
+	"github.com/xferio/xfer/internal/auth"
 )
 
 // SecurityConfig is the security section of the configuration: policy
@@ -46,20 +50,6 @@ func (s SecurityConfig) Clone() SecurityConfig {
 	return s
 }
 
-// checkSecurity validates the security section.
-func (c *Config) checkSecurity() error {
-	if (c.Security.RequireAuthentication || c.Security.RDMA.RequireAuthentication) && c.Secret == "" {
-		return fmt.Errorf("config: security.require_authentication is set and there is no secret: generate one with `xfer secret > FILE` and set secret_file: FILE")
-	}
-	if _, err := parseAllowedPeers(c.Security.AllowedPeers); err != nil {
-		return err
-	}
-	if _, err := parseGIDs(c.Security.RDMA.AllowedGIDs); err != nil {
-		return err
-	}
-	return nil
-}
-
 // parseGIDs parses security.rdma.allowed_gids.
 func parseGIDs(list []string) ([][16]byte, error) {
 	var out [][16]byte
@@ -73,22 +63,26 @@ func parseGIDs(list []string) ([][16]byte, error) {
 	return out, nil
 }
 
-// gidAllowed checks the GID in a peer's handshake blob for transport name
-// against security.rdma.allowed_gids: nil when there is no list, the
-// transport has no GIDs, or the GID is on the list.
-func (e *Engine) gidAllowed(name string, blob []byte) error {
-	r := transportRowOf(name)
-	if len(e.allowedGIDs) == 0 || r == nil || r.peerGIDs == nil {
-		return nil
+// MinSecretLen is the shortest shared secret Config.Secret accepts, in
+// bytes: 16, which a random secret makes 128 bits, beyond offline guessing
+// of a captured proof. GenerateSecret makes one of 32 random bytes.
+const MinSecretLen = 16
+
+// GenerateSecret returns a new shared secret: 32 random bytes, base64url
+// encoded without padding (43 characters), for a secret_file.
+func GenerateSecret() (string, error) {
+	var b [32]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		return "", fmt.Errorf("generate secret: %w", err)
 	}
-	gids, err := r.peerGIDs(blob)
+	return base64.RawURLEncoding.EncodeToString(b[:]), nil
+}
+
+// parseAllowedPeers parses security.allowed_peers.
+func parseAllowedPeers(list []string) (auth.Allowlist, error) {
+	l, err := auth.ParseAllowlist(list)
 	if err != nil {
-		return fmt.Errorf("%s: the peer's description: %w", name, err)
+		return nil, fmt.Errorf("config: security.allowed_peers %w", err)
 	}
-	for _, gid := range gids {
-		if !slices.Contains(e.allowedGIDs, gid) {
-			return fmt.Errorf("%s: the peer's GID %s is not in security.rdma.allowed_gids", name, net.IP(gid[:]))
-		}
-	}
-	return nil
+	return l, nil
 }

@@ -17,17 +17,6 @@ import (
 // The synchronous operations of a peer: WRITE, READ, write-with-notify
 // and SEND, each posted to the peer's endpoint and waited for.
 
-// OpKind is the kind of an operation in a batch.
-type OpKind = transport.OpKind
-
-// Operation kinds.
-const (
-	OpWrite       = transport.OpWrite
-	OpRead        = transport.OpRead
-	OpWriteNotify = transport.OpWriteImm
-	OpSend        = transport.OpSend
-)
-
 // call is one synchronous operation; calls are pooled so that a steady
 // stream of Write and Read allocates nothing.
 type call struct {
