@@ -289,9 +289,8 @@ func (c *Context) QueryPort(port int) (PortInfo, error) {
 		if gid == ([16]byte{}) {
 			continue
 		}
-		g := newGIDInfo(i, gid)
 		idx := strconv.Itoa(i)
-		g.Type = gidType(readSysfs(portDir, "gid_attrs", "types", idx), pi.LinkLayer, c.transport)
+		g := newGIDInfo(i, gid, gidType(readSysfs(portDir, "gid_attrs", "types", idx), pi.LinkLayer, c.transport))
 		g.Netdev = readSysfs(portDir, "gid_attrs", "ndevs", idx)
 		pi.GIDs = append(pi.GIDs, g)
 	}

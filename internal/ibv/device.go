@@ -98,8 +98,16 @@ func gidString(gid [16]byte) string {
 	return b.String()
 }
 
-func newGIDInfo(index int, gid [16]byte) GIDInfo {
-	g := GIDInfo{Index: index, GID: gid}
+// newGIDInfo decodes entry index of a GID table whose type is typ (as
+// gidType names it). Only IB and RoCE GIDs are IPv6 addresses: an iWARP
+// device's GID is its netdev's MAC address in the first six bytes, so it is
+// neither IPv4-mapped nor link-local, whatever those bytes are. (A random MAC
+// such as a dummy netdev's begins fe:80..fe:bf once in 256.)
+func newGIDInfo(index int, gid [16]byte, typ string) GIDInfo {
+	g := GIDInfo{Index: index, GID: gid, Type: typ}
+	if typ == "iWARP" {
+		return g
+	}
 	g.IPv4Mapped = gid == [16]byte{10: 0xff, 11: 0xff, 12: gid[12], 13: gid[13], 14: gid[14], 15: gid[15]}
 	g.LinkLocal = gid[0] == 0xfe && gid[1]&0xc0 == 0x80
 	return g

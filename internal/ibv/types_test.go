@@ -10,22 +10,26 @@ import (
 )
 
 func TestGIDString(t *testing.T) {
-	g := newGIDInfo(1, [16]byte{10: 0xff, 11: 0xff, 12: 10, 13: 0, 14: 0, 15: 1})
+	g := newGIDInfo(1, [16]byte{10: 0xff, 11: 0xff, 12: 10, 13: 0, 14: 0, 15: 1}, "RoCE v2")
 	if got, want := g.String(), "0000:0000:0000:0000:0000:ffff:0a00:0001"; got != want {
 		t.Errorf("String() = %q, want %q", got, want)
 	}
 	if !g.IPv4Mapped || g.LinkLocal {
 		t.Errorf("::ffff:10.0.0.1: IPv4Mapped=%v LinkLocal=%v", g.IPv4Mapped, g.LinkLocal)
 	}
-	ll := newGIDInfo(0, [16]byte{0: 0xfe, 1: 0x80, 11: 0xff, 12: 0xfe, 15: 1})
+	ll := newGIDInfo(0, [16]byte{0: 0xfe, 1: 0x80, 11: 0xff, 12: 0xfe, 15: 1}, "RoCE v2")
 	if got, want := ll.String(), "fe80:0000:0000:0000:0000:00ff:fe00:0001"; got != want {
 		t.Errorf("String() = %q, want %q", got, want)
 	}
 	if ll.IPv4Mapped || !ll.LinkLocal {
 		t.Errorf("fe80::: IPv4Mapped=%v LinkLocal=%v", ll.IPv4Mapped, ll.LinkLocal)
 	}
-	if z := newGIDInfo(0, [16]byte{}); z.IPv4Mapped {
+	if z := newGIDInfo(0, [16]byte{}, "RoCE v2"); z.IPv4Mapped {
 		t.Error("the zero GID is not IPv4-mapped")
+	}
+	// siw's GID is its netdev's MAC: fe:96:... is a MAC, not fe80::/10.
+	if w := newGIDInfo(0, [16]byte{0: 0xfe, 1: 0x96, 2: 0x1c, 3: 0x2b, 4: 0x3a, 5: 0x49}, "iWARP"); w.LinkLocal || w.IPv4Mapped {
+		t.Errorf("iWARP GID %s: IPv4Mapped=%v LinkLocal=%v, want neither", w, w.IPv4Mapped, w.LinkLocal)
 	}
 }
 

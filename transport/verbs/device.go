@@ -147,6 +147,9 @@ func pickGID(d ibv.DeviceInfo, p ibv.PortInfo, index int) (ibv.GIDInfo, error) {
 		}
 		return ibv.GIDInfo{}, nil
 	}
+	if len(p.GIDs) == 0 {
+		return ibv.GIDInfo{}, fmt.Errorf("%s port %d has no GIDs: is its netdev up?", d.Name, p.Num)
+	}
 	cands := append([]ibv.GIDInfo(nil), p.GIDs...)
 	rank := func(g ibv.GIDInfo) int {
 		switch {
@@ -163,7 +166,7 @@ func pickGID(d ibv.DeviceInfo, p ibv.PortInfo, index int) (ibv.GIDInfo, error) {
 		}
 	}
 	sort.SliceStable(cands, func(i, j int) bool { return rank(cands[i]) < rank(cands[j]) })
-	if len(cands) == 0 || rank(cands[0]) == 100 {
+	if rank(cands[0]) == 100 {
 		return ibv.GIDInfo{}, fmt.Errorf("%s port %d has only link-local GIDs, which do not route: give its netdev an IP address", d.Name, p.Num)
 	}
 	return cands[0], nil

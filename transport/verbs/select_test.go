@@ -30,6 +30,14 @@ func TestPickGID(t *testing.T) {
 	if _, err := pickGID(dev, onlyLL, -1); err == nil || !strings.Contains(err.Error(), "link-local") {
 		t.Fatalf("only link-local GIDs: %v, want a refusal that says why", err)
 	}
+	if _, err := pickGID(dev, ibv.PortInfo{Num: 1, LinkLayer: "Ethernet"}, -1); err == nil || !strings.Contains(err.Error(), "no GIDs") {
+		t.Fatalf("no GIDs: %v, want a refusal that says so", err)
+	}
+	// siw's one GID is its netdev's MAC, which ibv never calls link-local.
+	siw := ibv.PortInfo{Num: 1, LinkLayer: "Ethernet", GIDs: []ibv.GIDInfo{gid(0, "iWARP", false, false)}}
+	if g, err := pickGID(ibv.DeviceInfo{Name: "siw0", Transport: "iWARP"}, siw, -1); err != nil || g.Index != 0 {
+		t.Fatalf("iWARP: picked %d, %v; want its one GID", g.Index, err)
+	}
 	ib := ibv.PortInfo{Num: 1, LinkLayer: "InfiniBand", GIDs: []ibv.GIDInfo{gid(0, "IB", false, true), gid(1, "IB", false, false)}}
 	if g, err := pickGID(dev, ib, -1); err != nil || g.Index != 0 {
 		t.Fatalf("InfiniBand: picked %d, %v; want the port GID 0", g.Index, err)
