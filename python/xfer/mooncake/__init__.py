@@ -24,12 +24,12 @@ import time
 import uuid
 import weakref
 
-from . import dtypes, errors
-from .buffer import KIND_BYTES, KIND_TENSOR, _CudaBytes
-from .buffer import ManagedBuffer as _XferBuffer
-from .connector import DEFAULTS as _XFER_DEFAULTS
-from .connector import Connector as _Connector
-from .connector import _join, local_address
+from .. import dtypes, errors
+from ..buffer import KIND_BYTES, KIND_TENSOR, _CudaBytes
+from ..buffer import ManagedBuffer as _XferBuffer
+from ..connector import DEFAULTS as _XFER_DEFAULTS
+from ..connector import Connector as _Connector
+from ..connector import _join, local_address
 
 log = logging.getLogger("xfer.mooncake")
 
