@@ -14,7 +14,7 @@ import threading
 
 from . import errors
 
-ABI_VERSION = 2
+ABI_VERSION = 3
 ERR_LEN = 4096
 META_CAP = 64 << 10
 
