@@ -103,7 +103,7 @@ type mcEngine struct {
 	closed  bool
 	table   *xfer.Region // the segment table, exported as segExport
 	gen     uint32
-	regs    []mcRange // sorted by base
+	regs    []mcRange // in the order of registration
 	peers   map[string]*mcPeer
 	batches map[int64]*mcBatch
 }
@@ -303,21 +303,13 @@ func (m *mcEngine) register(addrs []unsafe.Pointer, lens []int64) error {
 	return nil
 }
 
-// addRanges records ranges and rewrites the table; m.mu is held.
+// addRanges records ranges and rewrites the table; m.mu is held. The
+// table keeps the order of registration: its first range is what
+// get_first_buffer_address reports, as Mooncake's segment lists its
+// buffers.
 func (m *mcEngine) addRanges(rs ...mcRange) {
 	m.regs = append(m.regs, rs...)
-	slices.SortFunc(m.regs, func(a, b mcRange) int { return cmpUintptr(a.base, b.base) })
 	m.writeTable()
-}
-
-func cmpUintptr(a, b uintptr) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
 }
 
 // unregister drops the ranges registered at addrs (all or none): peers
