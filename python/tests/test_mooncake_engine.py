@@ -340,9 +340,64 @@ def test_dead_peer_within_timeout(engine, local):
         t.kill()
         start = time.monotonic()
         code = engine.transfer_sync_write(t.segment, local.ctypes.data, dst, 4096)
-        assert code < 0, "a WRITE to a dead peer succeeded"
+        assert code == mce.ERR_SOCKET, engine.last_error
         assert time.monotonic() - start < 30, f"failed only after {time.monotonic() - start:.1f} s"
         bid = engine.batch_transfer_async_write(t.segment, [local.ctypes.data], [dst], [4096])
         assert bid == 0 or engine.get_batch_transfer_status([bid]) == -1
     finally:
         t.kill()
+
+
+# An initiator whose target stops (SIGSTOP: alive, connected, silent),
+# with MC_TRANSFER_TIMEOUT at its least, 5 s, read when the library loads.
+STOPPED = r"""
+import json, sys, time
+import numpy as np
+from xfer.mooncake.engine import TransferEngine
+seg, dst = sys.argv[1], int(sys.argv[2])
+te = TransferEngine()
+assert te.initialize("127.0.0.1", "P2PHANDSHAKE", "tcp", "") == 0
+buf = np.zeros(1 << 20, dtype=np.uint8)
+assert te.register_memory(buf.ctypes.data, buf.nbytes) == 0
+assert te.transfer_sync_write(seg, buf.ctypes.data, dst, 4096) == 0, te.last_error
+print("ready", flush=True)
+sys.stdin.readline()
+start = time.monotonic()
+code = te.transfer_sync_write(seg, buf.ctypes.data, dst, 1 << 20)
+print(json.dumps({"code": code, "seconds": time.monotonic() - start, "error": te.last_error}), flush=True)
+"""
+
+
+def test_stopped_peer_times_out():
+    import os
+    import signal
+    t = Target()
+    env = dict(os.environ, MC_TRANSFER_TIMEOUT="5")
+    p = subprocess.Popen([sys.executable, "-c", STOPPED, t.segment, str(t.info["arr"])], stdin=subprocess.PIPE,
+                         stdout=subprocess.PIPE, text=True, env=env)
+    try:
+        assert p.stdout.readline().strip() == "ready"
+        t.p.send_signal(signal.SIGSTOP)
+        p.stdin.write("go\n")
+        p.stdin.flush()
+        out = json.loads(p.stdout.readline())
+        assert out["code"] < 0, out
+        assert 4 < out["seconds"] < 20, out
+    finally:
+        p.kill()
+        p.wait()
+        t.p.send_signal(signal.SIGCONT)
+        t.kill()
+
+
+def test_mooncake_md_examples_run():
+    """The Python blocks of docs/MOONCAKE.md run, in order, in one namespace."""
+    import os
+    import re
+    root = os.path.abspath(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
+    with open(os.path.join(root, "docs", "MOONCAKE.md")) as f:
+        code = re.findall(r"^```python\n(.*?)^```$", f.read(), re.S | re.M)
+    assert code, "no python blocks in docs/MOONCAKE.md: the test checks nothing"
+    ns = {}
+    for i, c in enumerate(code):
+        exec(compile(c, f"docs/MOONCAKE.md block {i + 1}", "exec"), ns)  # noqa: S102 (the repository's own docs)
