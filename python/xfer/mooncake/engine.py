@@ -76,22 +76,30 @@ class TransferNotify:
         self.name, self.msg = name, msg
 
 
-def _host_range(addr, n):
-    """Whether [addr, addr+n) lies in mappings of this process that are
-    readable and writable (host memory; not a GPU's, not unmapped)."""
+def _rw_spans():
+    """The readable and writable mappings of this process, sorted, or None
+    where /proc is not there."""
     try:
         with open("/proc/self/maps") as f:
             lines = f.read().splitlines()
     except OSError:
-        return True  # no /proc: the engine's own checks stand
-    at, end = addr, addr + n
+        return None
     spans = []
     for line in lines:
         parts = line.split(None, 2)
-        lo, hi = (int(x, 16) for x in parts[0].split("-"))
-        if parts[1].startswith("rw"):
+        if len(parts) >= 2 and parts[1].startswith("rw"):
+            lo, hi = (int(x, 16) for x in parts[0].split("-"))
             spans.append((lo, hi))
-    for lo, hi in sorted(spans):
+    return sorted(spans)
+
+
+def _host_range(spans, addr, n):
+    """Whether [addr, addr+n) lies in spans (host memory of this process
+    it can read and write: not a GPU's, not unmapped)."""
+    if spans is None:
+        return True  # no /proc: the engine's own checks stand
+    at, end = addr, addr + n
+    for lo, hi in spans:
         if lo <= at < hi:
             at = hi
             if at >= end:
@@ -206,11 +214,12 @@ class TransferEngine:
         if loc != "*" and not loc.startswith("cpu"):
             return self._fail(ERR_NOT_IMPLEMENTED,
                               f"xfer.mooncake: register memory at {loc}: host memory only for now (location '*' or 'cpu')")
+        spans = _rw_spans()
         for a, n in zip(addrs, lens):
             if n <= 0 or a <= 0:
                 return self._fail(ERR_INVALID_ARGUMENT,
                                   f"xfer.mooncake: register [{a:#x}, +{n}): want a non-null address and a positive length")
-            if not _host_range(a, n):
+            if not _host_range(spans, a, n):
                 return self._fail(ERR_INVALID_ARGUMENT,
                                   f"xfer.mooncake: register [{a:#x}, +{n}): not host memory this process can read and "
                                   "write (GPU memory is not supported yet)")
