@@ -91,7 +91,7 @@ python:
 	CGO_ENABLED=1 $(GO) build -buildmode=c-shared -o python/xfer/libxfer.so ./cmd/libxfer
 	rm -f python/xfer/libxfer.h
 	rm -rf $(PYBUILD)/src $(PYBUILD)/dist && mkdir -p $(PYBUILD)/src
-	cp -r python/pyproject.toml python/xfer $(PYBUILD)/src/ && rm -rf $(PYBUILD)/src/xfer/__pycache__
+	cp -r python/pyproject.toml python/xfer $(PYBUILD)/src/ && find $(PYBUILD)/src/xfer -name __pycache__ -prune -exec rm -rf {} +
 	$(PYTHON) -m pip wheel --quiet --no-index --no-deps --no-build-isolation -w $(PYBUILD)/dist $(PYBUILD)/src
 	test -x $(PYVENV)/bin/python || $(PYTHON) -m venv --system-site-packages $(PYVENV)
 	$(PYVENV)/bin/python -m pip install --quiet --no-index --no-deps --force-reinstall $(PYWHEEL)

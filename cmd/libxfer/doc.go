@@ -36,6 +36,17 @@
 // checks for that and raises an error instead; other callers must do the
 // same.
 //
+// Mooncake's TransferEngine: the xfer_mc_* calls (mcabi.go) are a second,
+// separate surface, the engine half of python/xfer/mooncake/engine.py. An
+// engine handle is an xfer Engine listening on the caller's host name,
+// which registers ranges of the caller's own memory (any host memory:
+// malloc'd, numpy's, torch's), lists them in a segment table that peers
+// read (mcsegment.go), and moves batches of WRITEs and READs to a peer
+// named by its segment ("host:rpc_port"), at raw addresses in that peer's
+// address space. Those calls return Mooncake's error codes (mcCode, the
+// values of Mooncake's error.h), not the connector's Codes.
+// docs/MOONCAKE.md describes what is compatible and what differs.
+//
 // Without cgo (CGO_ENABLED=0) the command builds to a program that says
 // the library needs cgo.
 package main

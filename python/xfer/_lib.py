@@ -14,12 +14,13 @@ import threading
 
 from . import errors
 
-ABI_VERSION = 2
+ABI_VERSION = 3
 ERR_LEN = 4096
 META_CAP = 64 << 10
 
 c_int64_p = ctypes.POINTER(ctypes.c_int64)
 c_int32_p = ctypes.POINTER(ctypes.c_int32)
+c_uint64_p = ctypes.POINTER(ctypes.c_uint64)
 
 _lock = threading.Lock()
 _lib = None
@@ -64,6 +65,19 @@ def _declare(lib):
         "xfer_stored": ([i64, s, i64, s, i64, s, i64, c_int32_p] + err, i32),
         "xfer_health": ([i64, s, sz, c_int64_p] + err, i32),
         "xfer_free": ([vp], None),
+        # Mooncake's TransferEngine (xfer.mooncake.engine): Mooncake's codes.
+        "xfer_mc_open": ([s, i64, s, i64, s, i64, s, i64, c_int64_p, c_int32_p] + err, i32),
+        "xfer_mc_close": ([i64] + err, i32),
+        "xfer_mc_register": ([i64, ctypes.POINTER(vp), c_int64_p, i32] + err, i32),
+        "xfer_mc_unregister": ([i64, ctypes.POINTER(vp), i32] + err, i32),
+        "xfer_mc_alloc": ([i64, i64, c_uint64_p] + err, i32),
+        "xfer_mc_free_managed": ([i64, vp] + err, i32),
+        "xfer_mc_copy": ([i64, vp, vp, i64, i32] + err, i32),
+        "xfer_mc_first_buffer": ([i64, s, i64, c_uint64_p] + err, i32),
+        "xfer_mc_submit": ([i64, s, i64, i32, ctypes.POINTER(vp), c_uint64_p, c_int64_p, i32, c_int64_p] + err, i32),
+        "xfer_mc_wait": ([i64, i64, c_int32_p, i32] + err, i32),
+        "xfer_mc_check": ([i64, i64, c_int32_p] + err, i32),
+        "xfer_mc_transfer": ([i64, s, i64, i32, ctypes.POINTER(vp), c_uint64_p, c_int64_p, i32, c_int32_p] + err, i32),
     }
     for name, (args, res) in sig.items():
         f = getattr(lib, name)

@@ -12,6 +12,12 @@ attributes its tests read. Underneath, one ``xfer.Connector`` moves the
 values: its pool is the pool the allocator hands out, and its transports
 (rdma, shm, tcp) carry them. docs/PYTHON.md says what is the same and what
 differs.
+
+``xfer.mooncake.engine`` is Mooncake's ``mooncake.engine.TransferEngine``
+itself over xfer (the class frameworks such as vLLM and SGLang call), and
+``install_as_mooncake()`` makes ``import mooncake.engine`` find it.
+(``TransferEngine`` here is the connector's own: the part of Mooncake's
+class the connector uses.)
 """
 
 import bisect
@@ -24,12 +30,12 @@ import time
 import uuid
 import weakref
 
-from . import dtypes, errors
-from .buffer import KIND_BYTES, KIND_TENSOR, _CudaBytes
-from .buffer import ManagedBuffer as _XferBuffer
-from .connector import DEFAULTS as _XFER_DEFAULTS
-from .connector import Connector as _Connector
-from .connector import _join, local_address
+from .. import dtypes, errors
+from ..buffer import KIND_BYTES, KIND_TENSOR, _CudaBytes
+from ..buffer import ManagedBuffer as _XferBuffer
+from ..connector import DEFAULTS as _XFER_DEFAULTS
+from ..connector import Connector as _Connector
+from ..connector import _join, local_address
 
 log = logging.getLogger("xfer.mooncake")
 
@@ -780,4 +786,18 @@ class _NoAllocator:
         del offset, size
 
 
-__all__ = ["BufferAllocator", "ManagedBuffer", "MooncakeTransferEngineConnector", "TransferEngine"]
+__all__ = ["BufferAllocator", "ManagedBuffer", "MooncakeTransferEngineConnector", "TransferEngine", "install_as_mooncake"]
+
+
+def install_as_mooncake():
+    """Makes ``import mooncake`` and ``import mooncake.engine`` (and so
+    ``from mooncake.engine import TransferEngine``) resolve to this package
+    and to ``xfer.mooncake.engine``, in this process, as PyMySQL's
+    install_as_MySQLdb() does for MySQLdb: a framework written for
+    Mooncake's engine then runs on xfer's, unchanged. Call it before the
+    framework imports mooncake; it replaces a mooncake imported earlier."""
+    import sys
+
+    from . import engine
+    sys.modules["mooncake"] = sys.modules[__name__]
+    sys.modules["mooncake.engine"] = engine

@@ -1,0 +1,427 @@
+"""xfer.mooncake.engine: Mooncake's ``mooncake.engine.TransferEngine`` over xfer.
+
+Frameworks that move KV caches through Mooncake (vLLM's P/D connector,
+SGLang, vLLM-Omni) call one class, ``mooncake.engine.TransferEngine``. This
+module is that class over an xfer Engine (libxfer's ``xfer_mc_*`` calls):
+the same methods, arguments, return values and error codes, so that after
+``xfer.mooncake.install_as_mooncake()`` the framework's own
+``from mooncake.engine import TransferEngine`` gets it::
+
+    import xfer.mooncake
+    xfer.mooncake.install_as_mooncake()
+    from mooncake.engine import TransferEngine
+
+    te = TransferEngine()
+    te.initialize("10.0.0.2", "P2PHANDSHAKE", "tcp", "")
+    te.register_memory(addr, size)
+    te.transfer_sync_write("10.0.0.3:15432", addr, peer_addr, size)
+
+Segments are named "host:rpc_port" (Mooncake's P2PHANDSHAKE naming); remote
+addresses are raw addresses in the target process, which must lie within
+memory the target registered. Calls return 0 or a negative code of
+Mooncake's error.h (the ERR_* constants below); the message of the last
+failure is in ``TransferEngine.last_error``. docs/MOONCAKE.md lists what is
+compatible and what differs.
+"""
+
+import ctypes
+import enum
+import json
+import logging
+import os
+import threading
+
+from .. import _lib
+
+log = logging.getLogger(__name__)
+
+P2PHANDSHAKE = "P2PHANDSHAKE"
+
+# Mooncake's error codes (its transfer engine's error.h).
+ERR_INVALID_ARGUMENT = -1
+ERR_TOO_MANY_REQUESTS = -2
+ERR_ADDRESS_NOT_REGISTERED = -3
+ERR_BATCH_BUSY = -4
+ERR_DEVICE_NOT_FOUND = -6
+ERR_ADDRESS_OVERLAPPED = -7
+ERR_DNS = -101
+ERR_SOCKET = -102
+ERR_METADATA = -200
+ERR_MEMORY = -302
+ERR_NOT_IMPLEMENTED = -303
+
+SUPPORT_CUDA = False
+SUPPORT_EFA = False
+SUPPORT_HIP = False
+SUPPORT_MNNVL = False
+SUPPORT_INTRA_NVLINK = False
+
+
+class TransferOpcode(enum.IntEnum):
+    """A transfer's direction, as Mooncake numbers it."""
+    Read = 0
+    Write = 1
+
+
+Read = TransferOpcode.Read
+Write = TransferOpcode.Write
+
+
+class TransferNotify:
+    """Mooncake's notification of a transfer (name, msg). xfer's engine does
+    not send notifications yet: a transfer given one fails with
+    ERR_NOT_IMPLEMENTED."""
+
+    def __init__(self, name="", msg=""):
+        self.name, self.msg = name, msg
+
+
+def _rw_spans():
+    """The readable and writable mappings of this process, sorted, or None
+    where /proc is not there."""
+    try:
+        with open("/proc/self/maps") as f:
+            lines = f.read().splitlines()
+    except OSError:
+        return None
+    spans = []
+    for line in lines:
+        parts = line.split(None, 2)
+        if len(parts) >= 2 and parts[1].startswith("rw"):
+            lo, hi = (int(x, 16) for x in parts[0].split("-"))
+            spans.append((lo, hi))
+    return sorted(spans)
+
+
+def _host_range(spans, addr, n):
+    """Whether [addr, addr+n) lies in spans (host memory of this process
+    it can read and write: not a GPU's, not unmapped)."""
+    if spans is None:
+        return True  # no /proc: the engine's own checks stand
+    at, end = addr, addr + n
+    for lo, hi in spans:
+        if lo <= at < hi:
+            at = hi
+            if at >= end:
+                return True
+    return at >= end
+
+
+def _int(v, what):
+    if isinstance(v, bool) or not isinstance(v, int):
+        try:
+            v = int(v)
+        except (TypeError, ValueError):
+            raise TypeError(f"xfer.mooncake: {what}: want an int, got {type(v).__name__}") from None
+    return v
+
+
+class TransferEngine:
+    """Mooncake's TransferEngine over an xfer Engine (see the module's doc)."""
+
+    def __init__(self):
+        self._h = 0
+        self._port = 0
+        self._mu = threading.Lock()
+        self.last_error = ""
+
+    # -- life ------------------------------------------------------------
+
+    def _fail(self, code, msg):
+        self.last_error = msg
+        log.warning("%s (code %d)", msg, code)
+        return code
+
+    def _call(self, name, *args):
+        """Calls xfer_mc_<name>; returns its code, recording a failure."""
+        c = _lib.Call()
+        code = getattr(_lib.lib(), "xfer_mc_" + name)(*args, c.err, _lib.ERR_LEN)
+        if code != 0:
+            self._fail(code, c.err.value.decode("utf-8", "replace"))
+        return code
+
+    def _ready(self):
+        if not self._h:
+            self._fail(ERR_INVALID_ARGUMENT, "xfer.mooncake: the engine is not initialized (call initialize first)")
+            return False
+        return True
+
+    def initialize(self, local_hostname, metadata_server, protocol, device_name):
+        """Opens the engine listening on local_hostname ("host", or
+        "host:port"); metadata_server must be "P2PHANDSHAKE" (an etcd or
+        HTTP metadata server is ERR_NOT_IMPLEMENTED); protocol "tcp" or
+        "rdma"; device_name the RDMA device(s), comma-separated. 0, or a
+        negative code."""
+        with self._mu:
+            if self._h:
+                return self._fail(ERR_INVALID_ARGUMENT, "xfer.mooncake: initialize: the engine is initialized already")
+            host, hl = _lib.enc(str(local_hostname or ""))
+            meta, ml = _lib.enc(str(metadata_server or ""))
+            proto, pl = _lib.enc(str(protocol or ""))
+            dev, dl = _lib.enc(str(device_name or ""))
+            h, port = ctypes.c_int64(), ctypes.c_int32()
+            code = self._call("open", host, hl, meta, ml, proto, pl, dev, dl, ctypes.byref(h), ctypes.byref(port))
+            if code != 0:
+                return code
+            self._h, self._port = h.value, port.value
+            return 0
+
+    def initialize_ext(self, local_hostname, metadata_server, protocol, device_name, metadata_type):
+        """initialize, with the metadata server's type apart ("etcd",
+        "http", or "" for P2PHANDSHAKE)."""
+        if metadata_server != P2PHANDSHAKE and metadata_type and "://" not in metadata_server:
+            metadata_server = f"{metadata_type}://{metadata_server}"
+        return self.initialize(local_hostname, metadata_server, protocol, device_name)
+
+    def close(self):
+        """Closes the engine: its registrations end, its managed buffers
+        are unmapped. Idempotent. (Mooncake's engine closes when it is
+        garbage; this one does too.)"""
+        with self._mu:
+            h, self._h = self._h, 0
+        if h:
+            c = _lib.Call()
+            _lib.lib().xfer_mc_close(h, c.err, _lib.ERR_LEN)
+
+    def __del__(self):
+        try:
+            self.close()
+        except Exception:  # noqa: BLE001 - at interpreter exit, or after a fork
+            pass
+
+    def get_rpc_port(self):
+        """The port peers reach this engine on: its segment is
+        "<local_hostname>:<port>"."""
+        return self._port
+
+    def get_local_topology(self, device_name=None):
+        """The RDMA devices of this host, as JSON: {name: {"name": ...}}."""
+        root = "/sys/class/infiniband"
+        names = sorted(os.listdir(root)) if os.path.isdir(root) else []
+        if device_name:
+            want = set(str(device_name).split(","))
+            names = [n for n in names if n in want]
+        return json.dumps({n: {"name": n} for n in names})
+
+    def get_notifies(self):
+        """Notifications received: none (xfer's engine sends none yet)."""
+        return []
+
+    # -- memory ----------------------------------------------------------
+
+    def _check_host(self, addrs, lens, location):
+        loc = str(location or "*")
+        if loc != "*" and not loc.startswith("cpu"):
+            return self._fail(ERR_NOT_IMPLEMENTED,
+                              f"xfer.mooncake: register memory at {loc}: host memory only for now (location '*' or 'cpu')")
+        spans = _rw_spans()
+        for a, n in zip(addrs, lens):
+            if n <= 0 or a <= 0:
+                return self._fail(ERR_INVALID_ARGUMENT,
+                                  f"xfer.mooncake: register [{a:#x}, +{n}): want a non-null address and a positive length")
+            if not _host_range(spans, a, n):
+                return self._fail(ERR_INVALID_ARGUMENT,
+                                  f"xfer.mooncake: register [{a:#x}, +{n}): not host memory this process can read and "
+                                  "write (GPU memory is not supported yet)")
+        return 0
+
+    def batch_register_memory(self, buffer_addresses, capacities, location="*"):
+        """Registers ranges of this process's memory for peers (all or
+        none). 0, or ERR_ADDRESS_OVERLAPPED, ERR_INVALID_ARGUMENT, ..."""
+        if not self._ready():
+            return ERR_INVALID_ARGUMENT
+        addrs = [_int(a, "buffer address") for a in buffer_addresses]
+        lens = [_int(n, "capacity") for n in capacities]
+        if len(addrs) != len(lens) or not addrs:
+            return self._fail(ERR_INVALID_ARGUMENT, f"xfer.mooncake: register {len(addrs)} addresses "
+                              f"and {len(lens)} capacities: want as many of each, at least one")
+        code = self._check_host(addrs, lens, location)
+        if code:
+            return code
+        k = len(addrs)
+        return self._call("register", self._h, (ctypes.c_void_p * k)(*addrs), (ctypes.c_int64 * k)(*lens), k)
+
+    def register_memory(self, buffer_addr, capacity, location="*"):
+        """Registers capacity bytes at buffer_addr (memory the caller owns
+        and keeps until it unregisters them)."""
+        return self.batch_register_memory([buffer_addr], [capacity], location)
+
+    def batch_unregister_memory(self, buffer_addresses):
+        """Unregisters ranges by their base addresses (all or none)."""
+        if not self._ready():
+            return ERR_INVALID_ARGUMENT
+        addrs = [_int(a, "buffer address") for a in buffer_addresses]
+        if not addrs:
+            return self._fail(ERR_INVALID_ARGUMENT, "xfer.mooncake: unregister no addresses")
+        k = len(addrs)
+        return self._call("unregister", self._h, (ctypes.c_void_p * k)(*addrs), k)
+
+    def unregister_memory(self, buffer_addr):
+        return self.batch_unregister_memory([buffer_addr])
+
+    def allocate_managed_buffer(self, length):
+        """Maps and registers length bytes; their address, or 0."""
+        if not self._ready():
+            return 0
+        out = ctypes.c_uint64()
+        if self._call("alloc", self._h, _int(length, "length"), ctypes.byref(out)) != 0:
+            return 0
+        return out.value
+
+    def free_managed_buffer(self, buffer_addr, length):
+        """Unregisters and unmaps a managed buffer. 0, or a negative code."""
+        del length  # the engine knows each buffer's size
+        if not self._ready():
+            return ERR_INVALID_ARGUMENT
+        return self._call("free_managed", self._h, _int(buffer_addr, "buffer address"))
+
+    def write_bytes_to_buffer(self, dest_address, src_ptr, length):
+        """Copies length bytes of src_ptr (bytes) to dest_address, which
+        must lie within registered memory. 0, or a negative code."""
+        if not self._ready():
+            return ERR_INVALID_ARGUMENT
+        data = bytes(src_ptr)
+        n = _int(length, "length")
+        if n < 0 or n > len(data):
+            return self._fail(ERR_INVALID_ARGUMENT, f"xfer.mooncake: write {n} bytes from {len(data)}")
+        return self._call("copy", self._h, _int(dest_address, "address"), data, n, 1)
+
+    def read_bytes_from_buffer(self, source_address, length):
+        """length bytes at source_address, which must lie within registered
+        memory (else ValueError: nothing is read)."""
+        n = _int(length, "length")
+        if n < 0:
+            raise ValueError(f"xfer.mooncake: read {n} bytes")
+        if not self._ready():
+            raise ValueError(self.last_error)
+        out = ctypes.create_string_buffer(max(n, 1))
+        if self._call("copy", self._h, _int(source_address, "address"), out, n, 0) != 0:
+            raise ValueError(self.last_error)
+        return out.raw[:n]
+
+    def get_first_buffer_address(self, segment_name):
+        """The address of the first range segment_name registered, or 0."""
+        if not self._ready():
+            return 0
+        seg, sl = _lib.enc(str(segment_name))
+        out = ctypes.c_uint64()
+        if self._call("first_buffer", self._h, seg, sl, ctypes.byref(out)) != 0:
+            return 0
+        return out.value
+
+    # -- transfers -------------------------------------------------------
+
+    def _arrays(self, buffers, peer_buffer_addresses, lengths):
+        locals_ = [_int(b, "buffer") for b in buffers]
+        remotes = [_int(a, "peer buffer address") for a in peer_buffer_addresses]
+        lens = [_int(n, "length") for n in lengths]
+        if not (len(locals_) == len(remotes) == len(lens)) or not locals_:
+            self._fail(ERR_INVALID_ARGUMENT, "xfer.mooncake: buffers, peer_buffer_addresses and lengths have different "
+                       f"sizes ({len(locals_)}, {len(remotes)}, {len(lens)}) or are empty")
+            return None
+        if any(a < 0 or a >= 1 << 64 for a in locals_ + remotes) or any(n <= 0 for n in lens):
+            self._fail(ERR_INVALID_ARGUMENT, "xfer.mooncake: an address out of range or a length not positive")
+            return None
+        k = len(lens)
+        return k, (ctypes.c_void_p * k)(*locals_), (ctypes.c_uint64 * k)(*remotes), (ctypes.c_int64 * k)(*lens)
+
+    def _opcode(self, opcode):
+        try:
+            return int(TransferOpcode(int(opcode)))
+        except (TypeError, ValueError):
+            self._fail(ERR_INVALID_ARGUMENT, f"xfer.mooncake: opcode {opcode!r}: want TransferOpcode.Read or Write")
+            return None
+
+    def batch_transfer_sync(self, target_hostname, buffers, peer_buffer_addresses, lengths, opcode, notify=None,
+                            transport_hint=""):
+        """Moves a batch to or from segment target_hostname and waits for it
+        (MC_TRANSFER_TIMEOUT bounds the wait). 0, or a negative code."""
+        del transport_hint  # xfer's engine moves every batch on its protocol
+        if not self._ready():
+            return ERR_INVALID_ARGUMENT
+        if notify is not None:
+            return self._fail(ERR_NOT_IMPLEMENTED, "xfer.mooncake: transfers with a notify are not done yet")
+        op = self._opcode(opcode)
+        arrays = self._arrays(buffers, peer_buffer_addresses, lengths)
+        if op is None or arrays is None:
+            return ERR_INVALID_ARGUMENT
+        k, ls, rs, ns = arrays
+        seg, sl = _lib.enc(str(target_hostname))
+        return self._call("transfer", self._h, seg, sl, op, ls, rs, ns, k, None)
+
+    def transfer_sync(self, target_hostname, buffer, peer_buffer_address, length, opcode, notify=None,
+                      transport_hint=""):
+        return self.batch_transfer_sync(target_hostname, [buffer], [peer_buffer_address], [length], opcode, notify,
+                                        transport_hint)
+
+    def transfer_sync_write(self, target_hostname, buffer, peer_buffer_address, length, transport_hint=""):
+        return self.transfer_sync(target_hostname, buffer, peer_buffer_address, length, Write, None, transport_hint)
+
+    def transfer_sync_read(self, target_hostname, buffer, peer_buffer_address, length, transport_hint=""):
+        return self.transfer_sync(target_hostname, buffer, peer_buffer_address, length, Read, None, transport_hint)
+
+    def batch_transfer_sync_write(self, target_hostname, buffers, peer_buffer_addresses, lengths, transport_hint=""):
+        return self.batch_transfer_sync(target_hostname, buffers, peer_buffer_addresses, lengths, Write, None,
+                                        transport_hint)
+
+    def batch_transfer_sync_read(self, target_hostname, buffers, peer_buffer_addresses, lengths, transport_hint=""):
+        return self.batch_transfer_sync(target_hostname, buffers, peer_buffer_addresses, lengths, Read, None,
+                                        transport_hint)
+
+    def _submit(self, target_hostname, buffers, peer_buffer_addresses, lengths, opcode):
+        """Posts a batch: its id, or None (nothing posted)."""
+        if not self._ready():
+            return None
+        op = self._opcode(opcode)
+        arrays = self._arrays(buffers, peer_buffer_addresses, lengths)
+        if op is None or arrays is None:
+            return None
+        k, ls, rs, ns = arrays
+        seg, sl = _lib.enc(str(target_hostname))
+        bid = ctypes.c_int64()
+        if self._call("submit", self._h, seg, sl, op, ls, rs, ns, k, ctypes.byref(bid)) != 0:
+            return None
+        return bid.value
+
+    def batch_transfer_async(self, target_hostname, buffers, peer_buffer_addresses, lengths, opcode,
+                             transport_hint=""):
+        """Posts a batch and returns its id at once (0 when nothing was
+        posted): get_batch_transfer_status waits for it."""
+        del transport_hint
+        return self._submit(target_hostname, buffers, peer_buffer_addresses, lengths, opcode) or 0
+
+    def batch_transfer_async_write(self, target_hostname, buffers, peer_buffer_addresses, lengths, transport_hint=""):
+        return self.batch_transfer_async(target_hostname, buffers, peer_buffer_addresses, lengths, Write,
+                                         transport_hint)
+
+    def batch_transfer_async_read(self, target_hostname, buffers, peer_buffer_addresses, lengths, transport_hint=""):
+        return self.batch_transfer_async(target_hostname, buffers, peer_buffer_addresses, lengths, Read,
+                                         transport_hint)
+
+    def get_batch_transfer_status(self, batch_ids):
+        """Waits for every batch of batch_ids (each bounded by
+        MC_TRANSFER_TIMEOUT) and frees them: 0 when all completed, -1 when
+        one failed, timed out or is unknown."""
+        if not self._ready():
+            return -1
+        failed = False
+        for bid in batch_ids:
+            if self._call("wait", self._h, _int(bid, "batch id"), None, 0) != 0:
+                failed = True
+        return -1 if failed else 0
+
+    def transfer_submit_write(self, target_hostname, buffer, peer_buffer_address, length, transport_hint=""):
+        """Posts one WRITE: its batch id, or -1 (nothing posted)."""
+        del transport_hint
+        bid = self._submit(target_hostname, [buffer], [peer_buffer_address], [length], Write)
+        return -1 if bid is None else bid
+
+    def transfer_check_status(self, batch_id):
+        """1: completed (the batch is freed); 0: in flight; -1: failed (freed)
+        or unknown; -2: past its timeout (still held: check again, or
+        give up on it)."""
+        if not self._ready():
+            return -1
+        state = ctypes.c_int32(-1)
+        self._call("check", self._h, _int(batch_id, "batch id"), ctypes.byref(state))
+        return state.value
