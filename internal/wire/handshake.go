@@ -63,6 +63,10 @@ const (
 	// FrameExport on the connection's stream: regions exported after the
 	// handshake reach it.
 	CapExports uint64 = 1 << 4
+	// CapReady, in a Challenge, says that the acceptor's owner declared it
+	// ready before this handshake: the Welcome's exports are complete, and
+	// a name it does not list is absent, not on its way.
+	CapReady uint64 = 1 << 5
 )
 
 // TransportOffer is one transport the dialer can use, with its handshake data.
