@@ -190,8 +190,9 @@ func (p *Peer) Region(name string) (RegionDesc, bool) {
 			return d, ok
 		}
 		ep := p.current()
+		_, told := ep.(transport.Announcer) // the remote's endpoint is of the same transport
 		up := p.stats.upSince.Load()
-		if ep == nil || up == 0 {
+		if !told || up == 0 {
 			p.mu.Unlock()
 			return d, false
 		}

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/xferio/xfer"
+	"github.com/xferio/xfer/xfertest"
 )
 
 // readyPolicies are the transports the readiness tests run over.
@@ -216,5 +217,22 @@ func TestHoldPeersNeverReady(t *testing.T) {
 	}
 	if d := time.Since(start); d > 5*time.Second {
 		t.Fatalf("refused after %v; the acceptor's handshake timeout is 300ms", d)
+	}
+}
+
+// TestRegionNoWaitWithoutAnnouncements: over a transport that cannot tell
+// of later exports (the twin), Region does not wait for a name the
+// handshake did not list: none can come.
+func TestRegionNoWaitWithoutAnnouncements(t *testing.T) {
+	p := xfertest.NewPair(t, xfertest.Options{Policy: xfer.PolicyTCP, Config: withTwin(xfer.Config{})}, "")
+	if got := p.Peer.Transport(); got != "twin" {
+		t.Fatalf("transport %q, want twin", got)
+	}
+	start := time.Now()
+	if _, ok := p.Peer.Region("nope"); ok {
+		t.Fatal("a region nobody exported was found")
+	}
+	if d := time.Since(start); d > 5*time.Second {
+		t.Fatalf("Region waited %v over a transport that tells of no later export", d)
 	}
 }
