@@ -218,13 +218,14 @@ verbs-test: verbs-check
 	@# SoftRoCE under emulation (their tcp and shm runs are in make test).
 	XFER_REQUIRE_VERBS=1 XFER_TEST_DEVICE=rxe0 $(GO) test -count=1 -timeout 10m -run '$(CONNECTOR_VERBS)' -exec "$(RDMA_VM) --rxe --" ./connector
 	XFER_REQUIRE_VERBS=1 XFER_TEST_DEVICE=siw0 $(GO) test -count=1 -timeout 10m -run '$(CONNECTOR_VERBS)' -exec "$(RDMA_VM) --siw --" ./connector
-	@# xfer transfer's two processes over verbs, and xfer bench --verify
-	@# over a device deleted under it (failover), with a binary built here
+	@# xfer transfer's two processes over verbs, xfer bench --verify over a
+	@# device deleted under it (failover), and xfer serve with a 512 MiB pool
+	@# dialed the moment its port opens (readiness), with a binary built here
 	@# (building inside the VM is slow under emulation).
 	@mkdir -p $(TESTOUT)
 	$(GO) build -o $(TESTOUT)/xfer-vm ./cmd/xfer
-	TEST_XFER_BINARY=$(TESTOUT)/xfer-vm XFER_REQUIRE_VERBS=1 XFER_TEST_DEVICE=rxe0 $(GO) test -count=1 -timeout 10m -run 'TestTransfer|TestBenchDeviceRemoved' -exec "$(RDMA_VM) --rxe --" ./cmd/xfer
-	TEST_XFER_BINARY=$(TESTOUT)/xfer-vm XFER_REQUIRE_VERBS=1 XFER_TEST_DEVICE=siw0 $(GO) test -count=1 -timeout 10m -run 'TestTransfer|TestBenchDeviceRemoved' -exec "$(RDMA_VM) --siw --" ./cmd/xfer
+	TEST_XFER_BINARY=$(TESTOUT)/xfer-vm XFER_REQUIRE_VERBS=1 XFER_TEST_DEVICE=rxe0 $(GO) test -count=1 -timeout 10m -run 'TestTransfer|TestBenchDeviceRemoved|TestServeReadyRDMA' -exec "$(RDMA_VM) --rxe --" ./cmd/xfer
+	TEST_XFER_BINARY=$(TESTOUT)/xfer-vm XFER_REQUIRE_VERBS=1 XFER_TEST_DEVICE=siw0 $(GO) test -count=1 -timeout 10m -run 'TestTransfer|TestBenchDeviceRemoved|TestServeReadyRDMA' -exec "$(RDMA_VM) --siw --" ./cmd/xfer
 	@# xfer doctor's passing path: exit 0, the ACTIVE port and the GID to use.
 	TEST_XFER_BINARY=$(TESTOUT)/xfer-vm XFER_REQUIRE_VERBS=1 XFER_TEST_DEVICE=rxe0 $(GO) test -count=1 -timeout 10m -run TestDoctorInVM -exec "$(RDMA_VM) --rxe --" ./cmd/xfer
 	TEST_XFER_BINARY=$(TESTOUT)/xfer-vm XFER_REQUIRE_VERBS=1 XFER_TEST_DEVICE=siw0 $(GO) test -count=1 -timeout 10m -run TestDoctorInVM -exec "$(RDMA_VM) --siw --" ./cmd/xfer

@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"net"
 	"os"
+	"slices"
 	"sync"
 	"sync/atomic"
 
@@ -40,7 +41,13 @@ type Engine struct {
 	addr     string
 	exportMu sync.RWMutex
 	exports  []wire.Export
+	exportN  uint64                         // changes to exports so far; guarded by exportMu
 	node     atomic.Pointer[directory.Node] // the directory (Config.Directory) and this engine's entry; nil until Open registers
+
+	// ready is closed when the engine answers handshakes: at the end of
+	// Open, or at Ready with Config.HoldPeers.
+	ready     chan struct{}
+	readyOnce sync.Once
 
 	mu     sync.Mutex
 	closed bool
@@ -126,6 +133,7 @@ func Open(ctx context.Context, cfg Config) (_ *Engine, err error) {
 		joins:    map[[16]byte]chan net.Conn{},
 		resumes:  map[[16]byte]*Peer{},
 		accepted: make(chan *Peer, 1024),
+		ready:    make(chan struct{}),
 	}
 	e.allowedPeers, _ = parseAllowedPeers(cfg.Security.AllowedPeers) // checked by withDefaults
 	e.allowedGIDs, _ = parseGIDs(cfg.Security.RDMA.AllowedGIDs)
@@ -220,7 +228,29 @@ func Open(ctx context.Context, cfg Config) (_ *Engine, err error) {
 		e.Close()
 		return nil, err
 	}
+	if !cfg.HoldPeers {
+		e.Ready()
+	}
 	return e, nil
+}
+
+// Ready lets the engine answer handshakes: those it holds and those to
+// come. An engine opened with Config.HoldPeers answers none before it, so
+// that its owner calls Ready once everything a peer may ask for is in
+// place (the regions it exports, its services); a peer that dials after
+// Ready learns that its exports were complete, and Peer.Region waits for
+// no other name. Without HoldPeers the engine is ready when Open returns.
+// Idempotent.
+func (e *Engine) Ready() { e.readyOnce.Do(func() { close(e.ready) }) }
+
+// isReady reports whether Ready was called.
+func (e *Engine) isReady() bool {
+	select {
+	case <-e.ready:
+		return true
+	default:
+		return false
+	}
 }
 
 // ID is the engine's random identity.
@@ -311,25 +341,47 @@ func (e *Engine) Register(b []byte, access Access) (*Region, error) {
 	return e.regions.add(e, mr, access, nil)
 }
 
-// Export advertises r under name to peers that connect from now on; they
-// find it with Peer.Region. An engine registered in a directory lists the
-// name and size in its entry too (Publish), so that a peer can find the
+// Export advertises r under name: to peers that connect from now on, in
+// their handshake, and to the peers connected now, over their connection;
+// they find it with Peer.Region. An engine registered in a directory lists
+// the name and size in its entry too (Publish), so that a peer can find the
 // region by node and name: DialNode, then Peer.Region.
 func (e *Engine) Export(name string, r *Region) {
+	x := wire.Export{Name: name, Desc: r.Desc().wire()}
 	e.exportMu.Lock()
 	found := false
 	for i := range e.exports {
 		if e.exports[i].Name == name {
-			e.exports[i].Desc = r.Desc().wire()
+			e.exports[i] = x
 			found = true
 			break
 		}
 	}
 	if !found {
-		e.exports = append(e.exports, wire.Export{Name: name, Desc: r.Desc().wire()})
+		e.exports = append(e.exports, x)
 	}
+	e.exportN++
 	e.exportMu.Unlock()
+	b := wire.AppendExport(nil, &x)
+	for _, p := range e.Peers() {
+		p.announce(b)
+	}
 	e.publishLater("export " + name)
+}
+
+// exportsSince sends an accepted peer the exports made after its Welcome
+// listed them (exportMark), before the engine listed the peer.
+func (e *Engine) exportsSince(p *Peer) {
+	e.exportMu.RLock()
+	if e.exportN == p.exportMark.Load() {
+		e.exportMu.RUnlock()
+		return
+	}
+	xs := slices.Clone(e.exports)
+	e.exportMu.RUnlock()
+	for i := range xs {
+		p.announce(wire.AppendExport(nil, &xs[i]))
+	}
 }
 
 // Fallbacks counts peers that got a lesser transport than auto preferred.
@@ -535,6 +587,9 @@ func (e *Engine) addPeer(p *Peer) error {
 	// Revokes made while p connected, before it was listed.
 	if ep := p.current(); ep != nil {
 		sendRevokes(ep, ids, ok)
+	}
+	if p.dialAddr == "" {
+		e.exportsSince(p) // and exports
 	}
 	return nil
 }

@@ -144,6 +144,14 @@ type Config struct {
 	// Listen is the TCP address the engine accepts peers on, e.g.
 	// "127.0.0.1:7471" or ":0". Default: empty, the engine only dials.
 	Listen string `yaml:"listen"`
+	// HoldPeers, with Listen, has Open bind the address but answer no
+	// handshake until Engine.Ready is called: an owner that exports
+	// regions or starts a service after Open calls Ready once everything a
+	// peer may ask for is in place. A peer that dials meanwhile is held,
+	// within the acceptor's handshake_timeout, and refused as not ready
+	// after it. Not a config file key. Default: false, the engine is ready
+	// when Open returns.
+	HoldPeers bool `yaml:"-"`
 	// Advertise is the address peers should use to reach this engine, when it
 	// differs from Listen (NAT, wildcard listen). Default: the listen address.
 	Advertise string `yaml:"advertise"`

@@ -104,6 +104,7 @@ var configDefaults = map[string]any{
 	"Logger":                              nonNil{},
 	"Metrics":                             nil,
 	"ExtraTransport":                      nil,
+	"HoldPeers":                           false,
 
 	"TCP.Conns":      5,
 	"TCP.PollSpin":   20 * time.Microsecond,
@@ -187,7 +188,7 @@ var configInvalid = map[string]struct {
 // configAnyValue lists the fields that every value of their type is valid
 // for (an address or device name is checked when it is used).
 var configAnyValue = map[string]bool{
-	"Listen": true, "Advertise": true, "DirectoryTokenFile": true, "DirectoryTLSCA": true, "Logger": true, "Metrics": true, "ExtraTransport": true,
+	"Listen": true, "Advertise": true, "DirectoryTokenFile": true, "DirectoryTLSCA": true, "Logger": true, "Metrics": true, "ExtraTransport": true, "HoldPeers": true,
 	"RDMA.Device": true, "RDMA.UseSRQ": true, "RDMA.UseEventChannel": true, "RDMA.UseCM": true,
 }
 

@@ -108,7 +108,8 @@ func (e *Engine) serveConn(nc net.Conn) error {
 	// Close must not wait a whole handshake timeout for a silent peer.
 	stop := context.AfterFunc(e.ctx, func() { nc.SetDeadline(time.Unix(1, 0)) })
 	defer stop()
-	nc.SetDeadline(time.Now().Add(e.cfg.HandshakeTimeout))
+	until := time.Now().Add(e.cfg.HandshakeTimeout)
+	nc.SetDeadline(until)
 	typ, body, err := wire.ReadMessage(nc)
 	switch {
 	case err == nil:
@@ -147,6 +148,9 @@ func (e *Engine) serveConn(nc net.Conn) error {
 		if err != nil {
 			return &authError{ReasonMalformed, err}
 		}
+		if err := e.holdUntilReady(nc, until); err != nil {
+			return err
+		}
 		p, err := e.acceptPeer(nc, h, body)
 		if errors.Is(err, errResumed) {
 			return nil
@@ -165,6 +169,26 @@ func (e *Engine) serveConn(nc net.Conn) error {
 	}
 }
 
+// holdUntilReady holds a dialer's hello until the engine is ready (Ready,
+// Config.HoldPeers), within the handshake's deadline, and refuses it as
+// not ready after that.
+func (e *Engine) holdUntilReady(nc net.Conn, until time.Time) error {
+	if e.isReady() {
+		return nil
+	}
+	t := time.NewTimer(time.Until(until))
+	defer t.Stop()
+	select {
+	case <-e.ready:
+		return nil
+	case <-e.ctx.Done():
+		return fmt.Errorf("engine closed before it was ready: %w", ErrClosed)
+	case <-t.C:
+		nc.SetWriteDeadline(time.Now().Add(time.Second)) // the handshake's deadline passed: time for the refusal
+		return refuse(nc, wire.StatusInternal, "the engine is not ready: it is still starting (nothing called Ready within handshake_timeout %v)", e.cfg.HandshakeTimeout)
+	}
+}
+
 func refuse(nc net.Conn, st wire.Status, format string, args ...any) error {
 	msg := fmt.Sprintf(format, args...)
 	nc.Write(wire.AppendResult(nil, &wire.Result{Status: st, Message: msg}))
@@ -177,7 +201,10 @@ func (e *Engine) acceptPeer(nc net.Conn, h *wire.Hello, helloBody []byte) (*Peer
 	}
 	version := min(h.MaxVersion, wire.VersionMax)
 	// The challenge carries nothing but a fresh nonce and constants.
-	ch := wire.Challenge{Version: version, Caps: wire.CapAuth | wire.CapNotify | wire.CapAttach, AuthRequired: e.cfg.Secret != ""}
+	ch := wire.Challenge{Version: version, Caps: wire.CapAuth | wire.CapNotify | wire.CapAttach | wire.CapExports, AuthRequired: e.cfg.Secret != ""}
+	if e.cfg.HoldPeers {
+		ch.Caps |= wire.CapReady // holdUntilReady let the hello through: the owner called Ready
+	}
 	if _, err := rand.Read(ch.Nonce[:]); err != nil {
 		return nil, err
 	}
@@ -229,6 +256,7 @@ func (e *Engine) acceptPeer(nc net.Conn, h *wire.Hello, helloBody []byte) (*Peer
 	}
 	e.exportMu.RLock()
 	w.Exports = append(w.Exports, e.exports...)
+	exportN := e.exportN
 	e.exportMu.RUnlock()
 	joins := make(chan net.Conn, conns)
 	e.mu.Lock()
@@ -262,8 +290,10 @@ func (e *Engine) acceptPeer(nc net.Conn, h *wire.Hello, helloBody []byte) (*Peer
 	}
 	resumed := p != nil
 	if !resumed {
-		p = e.newPeer("", remote, nil)
+		p = e.newPeer("", remote)
 	}
+	p.exportsLive.Store(h.Caps&wire.CapExports != 0)
+	p.exportMark.Store(exportN) // addPeer sends the exports made since
 	ctx, cancel := context.WithTimeout(e.ctx, e.cfg.HandshakeTimeout)
 	defer cancel()
 	ep, err := t.Connect(ctx, transport.Params{
@@ -453,7 +483,7 @@ func (e *Engine) Dial(ctx context.Context, addr string, opts ...DialOption) (*Pe
 		return p, nil
 	}
 	e.mu.Unlock()
-	p := e.newPeer(addr, transport.PeerInfo{}, nil)
+	p := e.newPeer(addr, transport.PeerInfo{})
 	p.policy, p.dialKey = o.policy, key
 	if _, err := p.endpoint(ctx); err != nil {
 		return nil, err
@@ -614,7 +644,7 @@ func (e *Engine) connectOnce(ctx context.Context, p *Peer, exclude map[string]er
 	// The hello names the peer's policy, also for a probe that offers a
 	// paused transport alone: the acceptor lets the connection fail over
 	// inside itself (OnFailover) only under auto.
-	hello := wire.Hello{MinVersion: wire.VersionMin, MaxVersion: wire.VersionMax, Caps: wire.CapAuth | wire.CapNotify | wire.CapAttach,
+	hello := wire.Hello{MinVersion: wire.VersionMin, MaxVersion: wire.VersionMax, Caps: wire.CapAuth | wire.CapNotify | wire.CapAttach | wire.CapExports,
 		ID: e.id, HostID: e.hostID, PID: uint32(os.Getpid()), Policy: string(p.policy),
 		Conns: uint16(e.cfg.TCP.Conns), MaxMessage: uint32(e.cfg.MaxMessage), RecvDepth: uint32(e.cfg.RecvDepth),
 		Listen: e.addr, Transports: offers}
@@ -698,7 +728,8 @@ func (e *Engine) connectOnce(ctx context.Context, p *Peer, exclude map[string]er
 	nc.SetDeadline(time.Time{})
 	local := transport.PeerInfo{ID: e.id, PID: os.Getpid(), HostID: e.hostID, Addr: e.addr}
 	remote := transport.PeerInfo{ID: w.ID, PID: int(w.PID), HostID: w.HostID, Addr: addr, Blob: w.Blob}
-	p.setRemote(remote, w.Exports)
+	p.setRemote(remote, w.Exports, ch.Caps&wire.CapReady != 0)
+	p.exportsLive.Store(ch.Caps&wire.CapExports != 0)
 	ep, err = t.Connect(ctx, transport.Params{
 		Role: transport.Dialer, Conn: nc, Local: local, Remote: remote, Host: p.host(),
 		Conns: int(w.Conns), MaxMessage: int(w.MaxMessage), RecvDepth: int(w.RecvDepth), PollSpin: e.cfg.TCP.PollSpin, Logger: e.log,

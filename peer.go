@@ -1,6 +1,7 @@
 package xfer
 
 import (
+	"fmt"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -21,9 +22,21 @@ type Peer struct {
 	mu      sync.Mutex // guards remote, exports, dialing, closed and the failback fields
 	remote  transport.PeerInfo
 	exports map[string]RegionDesc
-	closed  bool
-	dialing chan struct{} // closed when a dial in progress ends
-	paused  *pauseState   // a better transport lost and probed (failback.go)
+	// exportsFinal is set when the remote engine was ready (HoldPeers,
+	// Engine.Ready) before the handshake that listed exports: a name it
+	// did not list is absent, and Region does not wait for it. exportsSeen
+	// is closed, and set to nil, when exports change (Region's waiters).
+	exportsFinal bool
+	exportsSeen  chan struct{}
+	// exportsLive says the remote takes and sends exports made after the
+	// handshake (wire.CapExports). exportMark, for an accepted peer, is
+	// the engine's count of exports when its Welcome listed them: exports
+	// made before the peer was listed are sent to it then (addPeer).
+	exportsLive atomic.Bool
+	exportMark  atomic.Uint64
+	closed      bool
+	dialing     chan struct{} // closed when a dial in progress ends
+	paused      *pauseState   // a better transport lost and probed (failback.go)
 	// movedBack is the last move back to a paused transport; proberOn is
 	// set while the goroutine that probes paused runs.
 	movedBack moveBack
@@ -80,20 +93,44 @@ type epBox struct {
 	conn *metrics.Conn
 }
 
-func (e *Engine) newPeer(dialAddr string, remote transport.PeerInfo, exports []wire.Export) *Peer {
+func (e *Engine) newPeer(dialAddr string, remote transport.PeerInfo) *Peer {
 	p := &Peer{e: e, dialAddr: dialAddr, dialKey: dialAddr, policy: e.cfg.Transport, signal: make(chan struct{}, 1), done: make(chan struct{})}
 	p.markRevokes()
-	p.setRemote(remote, exports)
+	p.setRemote(remote, nil, false)
 	return p
 }
 
-func (p *Peer) setRemote(remote transport.PeerInfo, exports []wire.Export) {
+// setRemote records the remote engine and the exports its handshake listed;
+// final says that they are complete (exportsFinal).
+func (p *Peer) setRemote(remote transport.PeerInfo, exports []wire.Export, final bool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.remote = remote
 	p.exports = make(map[string]RegionDesc, len(exports))
 	for _, x := range exports {
 		p.exports[x.Name] = descFromWire(x.Desc)
+	}
+	p.exportsFinal = final
+	p.exportsChanged()
+}
+
+// addExport records a region the remote exported after the handshake.
+func (p *Peer) addExport(x wire.Export) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if _, ok := p.exports[x.Name]; !ok && len(p.exports) >= wire.MaxExports {
+		return fmt.Errorf("export %q: the peer exports more than %d regions", x.Name, wire.MaxExports)
+	}
+	p.exports[x.Name] = descFromWire(x.Desc)
+	p.exportsChanged()
+	return nil
+}
+
+// exportsChanged wakes Region's waiters; p.mu is held.
+func (p *Peer) exportsChanged() {
+	if p.exportsSeen != nil {
+		close(p.exportsSeen)
+		p.exportsSeen = nil
 	}
 }
 
@@ -133,12 +170,73 @@ func (p *Peer) Transport() string {
 	return ""
 }
 
-// Region returns the descriptor the remote engine exported under name.
+// Region returns the descriptor the remote engine exported under name: one
+// its handshake listed, or one it exported later and told this engine of.
+//
+// A name not seen yet is waited for while the connection is young: a
+// region exported just after the remote began accepting peers is on its
+// way. Region waits until the name arrives, until the connection has been
+// up for Config.HandshakeTimeout, or until it fails, whichever comes first,
+// and then says the name is absent. It does not wait when the remote was
+// ready before the handshake (Config.HoldPeers and Engine.Ready: its
+// exports were complete), nor when the remote cannot tell of later exports
+// (an older engine, or a transport without a control stream).
 func (p *Peer) Region(name string) (RegionDesc, bool) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	d, ok := p.exports[name]
-	return d, ok
+	for {
+		p.mu.Lock()
+		d, ok := p.exports[name]
+		if ok || p.exportsFinal || p.closed || !p.exportsLive.Load() {
+			p.mu.Unlock()
+			return d, ok
+		}
+		ep := p.current()
+		_, told := ep.(transport.Announcer) // the remote's endpoint is of the same transport
+		up := p.stats.upSince.Load()
+		if !told || up == 0 {
+			p.mu.Unlock()
+			return d, false
+		}
+		wait := time.Until(time.Unix(0, up).Add(p.e.cfg.HandshakeTimeout))
+		if wait <= 0 {
+			p.mu.Unlock()
+			return d, false
+		}
+		if p.exportsSeen == nil {
+			p.exportsSeen = make(chan struct{})
+		}
+		seen := p.exportsSeen
+		p.mu.Unlock()
+		t := time.NewTimer(wait)
+		select {
+		case <-seen:
+			t.Stop()
+			continue
+		case <-t.C:
+		case <-ep.Done():
+			t.Stop()
+		case <-p.done:
+			t.Stop()
+		}
+		p.mu.Lock()
+		d, ok = p.exports[name]
+		p.mu.Unlock()
+		return d, ok
+	}
+}
+
+// announce tells the remote of an export made after its handshake (b: an
+// encoded wire.Export), when it takes them.
+func (p *Peer) announce(b []byte) {
+	if !p.exportsLive.Load() {
+		return
+	}
+	a, ok := p.current().(transport.Announcer)
+	if !ok {
+		return
+	}
+	if err := a.AnnounceExport(b); err != nil {
+		p.e.log.Debug("export not told to peer", "peer", p, "err", err)
+	}
 }
 
 // Down returns a channel that is closed when the peer's current connection

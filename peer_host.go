@@ -4,6 +4,7 @@ import (
 	"bytes"
 
 	"github.com/xferio/xfer/internal/metrics"
+	"github.com/xferio/xfer/internal/wire"
 	"github.com/xferio/xfer/transport"
 )
 
@@ -16,8 +17,9 @@ func (p *Peer) host() transport.Host { return peerHost{p} }
 type peerHost struct{ p *Peer }
 
 var (
-	_ transport.Host     = peerHost{}
-	_ transport.Exporter = peerHost{}
+	_ transport.Host           = peerHost{}
+	_ transport.Exporter       = peerHost{}
+	_ transport.ExportReceiver = peerHost{}
 )
 
 func (h peerHost) Resolve(id uint32, key, addr, n uint64, want Access) (transport.Resolved, error) {
@@ -75,6 +77,16 @@ func (h peerHost) Exports() []transport.RegionKey {
 		out = append(out, transport.RegionKey{ID: x.Desc.ID, Key: x.Desc.Key, Access: transport.Access(x.Desc.Access)})
 	}
 	return out
+}
+
+// ReceiveExport records a region the peer exported after the handshake
+// (Peer.Region finds it).
+func (h peerHost) ReceiveExport(b []byte) error {
+	x, err := wire.DecodeExport(b)
+	if err != nil {
+		return err
+	}
+	return h.p.addExport(x)
 }
 
 // served counts a peer's one-sided access of n bytes that this engine

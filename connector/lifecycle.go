@@ -33,6 +33,7 @@ func Open(ctx context.Context, cfg Config) (*Connector, error) {
 		return nil, fmt.Errorf("connector: config: a %v must listen: set Engine.Listen (\":0\" picks a port)", cfg.Role)
 	}
 	ecfg := cfg.Engine.Clone()
+	ecfg.HoldPeers = true // until New is done (Ready below)
 	if ecfg.Logger == nil {
 		ecfg.Logger = cfg.Logger
 	}
@@ -78,6 +79,7 @@ func Open(ctx context.Context, cfg Config) (*Connector, error) {
 	if cfg.Role != RoleConsumer && cfg.TTL > 0 {
 		c.wg.Go(c.reapLoop)
 	}
+	eng.Ready()
 	return c, nil
 }
 

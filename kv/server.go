@@ -228,6 +228,12 @@ func NewServer(ctx context.Context, opts ServerOptions) (*Server, error) {
 	for i, e := range es {
 		s.wg.Go(func() { s.acceptLoop(e, s.msgs[i]) })
 	}
+	// The engines held their peers until now: the first engine's pool is
+	// registered with the others, the message buffers and the accept
+	// loops are in place.
+	for _, e := range es {
+		e.Ready()
+	}
 	return s, nil
 }
 

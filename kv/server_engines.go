@@ -68,6 +68,7 @@ func openEngines(ctx context.Context, opts ServerOptions) ([]*xfer.Engine, error
 				cfg.Listen = net.JoinHostPort(host, "0")
 			}
 		}
+		cfg.HoldPeers = true // until NewServer is done (NewServer calls Ready)
 		e, err := xfer.Open(ctx, cfg)
 		if err != nil {
 			return fail(err)

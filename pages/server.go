@@ -25,7 +25,9 @@ func pageSizeExport(ps int) string { return ExportName + "/" + strconv.Itoa(ps) 
 type ServerConfig struct {
 	// Engine configures the server's engine; Listen is required. Its pool
 	// (MemoryMB) is not used for pages: the address space is a region of
-	// its own.
+	// its own. Clients are held until NewServer has exported the address
+	// space; with HoldPeers set, until the caller calls Engine().Ready too
+	// (after filling the pages, say).
 	Engine xfer.Config
 	// Size is the size of the address space in bytes, a multiple of
 	// PageSize.
@@ -75,7 +77,12 @@ func NewServer(ctx context.Context, cfg ServerConfig) (*Server, error) {
 	if cfg.Engine.Listen == "" {
 		return nil, errors.New("pages: a server must listen: set Engine.Listen")
 	}
-	eng, err := xfer.Open(ctx, cfg.Engine)
+	// Clients are held until the address space is exported: by NewServer
+	// itself, or by the caller (Engine().Ready) when it asked to hold them.
+	hold := cfg.Engine.HoldPeers
+	ecfg := cfg.Engine
+	ecfg.HoldPeers = true
+	eng, err := xfer.Open(ctx, ecfg)
 	if err != nil {
 		return nil, fmt.Errorf("pages: %w", err)
 	}
@@ -104,6 +111,9 @@ func NewServer(ctx context.Context, cfg ServerConfig) (*Server, error) {
 			}
 		}
 	}()
+	if !hold {
+		eng.Ready()
+	}
 	return s, nil
 }
 

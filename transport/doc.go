@@ -47,6 +47,11 @@
 //   - Exporter (hosts: the engine's). Exports lists the regions the engine
 //     exports, whose keys rdma sends with its queue pair numbers. Without
 //     it (transporttest's Host), a peer attaches each region on first use.
+//   - Announcer (endpoints: tcp's, shm's and rdma's) and ExportReceiver
+//     (hosts: the engine's). AnnounceExport tells the peer of a region
+//     exported after the handshake; the peer's host takes it with
+//     ReceiveExport. Without them, a peer learns a region's name only from
+//     a later handshake (the twin's endpoints).
 //
 // Threading: Post, Cancel, Consumed and Revoke may be called from many
 // goroutines at once. Completers are called from the endpoint's goroutines

@@ -260,6 +260,24 @@ type Exporter interface {
 	Exports() []RegionKey
 }
 
+// Announcer is implemented by endpoints whose control stream carries
+// exports (tcp's, shm's and rdma's: transport/stream). AnnounceExport tells
+// the peer of a region its engine exported after the handshake: export is
+// one encoded export (internal/wire's AppendExport, at most MaxExportLen
+// bytes), copied before it returns. The engine calls it only for a peer
+// whose handshake said that it takes exports.
+type Announcer interface {
+	AnnounceExport(export []byte) error
+}
+
+// ExportReceiver is implemented by a Host that takes the exports its peer
+// announces (the engine's). ReceiveExport gets one encoded export, lent for
+// the call, on the connection's read loop: it must not block. An error
+// (a malformed export) closes the connection as a protocol violation.
+type ExportReceiver interface {
+	ReceiveExport(export []byte) error
+}
+
 // RegionKey names a local region that peers may access: its ID, its key and
 // the rights it grants them.
 type RegionKey struct {

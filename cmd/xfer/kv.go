@@ -163,6 +163,13 @@ func kvServe(ctx context.Context, g *globals, addr string, opts kv.ServerOptions
 		s.Close()
 		return fmt.Errorf("listen: %w", err)
 	}
+	// Listed in the directory before it says it listens (Serve lists it
+	// again, which changes nothing).
+	if err := s.Advertise(ctx, lis.Addr().String()); err != nil {
+		lis.Close()
+		s.Close()
+		return err
+	}
 	if _, err := fmt.Fprintf(g.stdout, "%s%s (data plane %s)\n", kvBanner, lis.Addr(), strings.Join(s.DataAddrs(), ", ")); err != nil {
 		lis.Close()
 		s.Close()

@@ -76,7 +76,8 @@ type opsServer struct {
 
 // startOps starts the operations endpoint when the command has an address
 // for it. Set its status source with setStatus and mark it ready with
-// setReady once the command serves.
+// setReady once the command is ready: everything its peers may ask for is
+// in place (docs/OPERATIONS.md, Readiness).
 func (g *globals) startOps(fs *pflag.FlagSet) (*opsServer, error) {
 	addr, webConfig, err := g.metricsListen(fs)
 	if err != nil || addr == "" {

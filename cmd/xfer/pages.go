@@ -103,6 +103,7 @@ func newPagesServeCmd(g *globals) *cobra.Command {
 // cfg.Engine, the server's engine registers itself (its exports include the
 // address space, "pages", and its size) and leaves when it closes.
 func servePages(ctx context.Context, g *globals, cfg pages.ServerConfig, stamp bool, ops *opsServer) error {
+	cfg.Engine.HoldPeers = true // clients wait until the pages are stamped
 	s, err := pages.NewServer(ctx, cfg)
 	if err != nil {
 		return err
@@ -114,6 +115,7 @@ func servePages(ctx context.Context, g *globals, cfg pages.ServerConfig, stamp b
 			binary.LittleEndian.PutUint64(mem[off:], uint64(off))
 		}
 	}
+	s.Engine().Ready()
 	ops.setStatus(func() statusDoc { return engineStatus("pages serve", s.Engine()) })
 	ops.setReady(true)
 	defer ops.setReady(false)

@@ -32,7 +32,8 @@ func newServeCmd(g *globals) *cobra.Command {
 			"real memory.\n" +
 			"With --directory URL and --node-id ID it registers itself (address, transports,\n" +
 			"exports) and leaves on exit; `xfer bench --directory URL --peer-node ID` finds it.\n" +
-			"Once it listens it prints one line to stdout:\n\n  " + serveBanner + "HOST:PORT",
+			"Once it is ready (the region exported; peers that connect earlier are held\n" +
+			"until then) it prints one line to stdout:\n\n  " + serveBanner + "HOST:PORT",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			cfg, err := g.config(cmd.Flags())
@@ -70,6 +71,9 @@ func serve(ctx context.Context, g *globals, cfg xfer.Config, ops *opsServer) err
 	}
 	log := g.log
 	cfg.Metrics = ops.Registerer()
+	// The port is bound now, but peers are held until the region they ask
+	// for is filled and exported (Ready below).
+	cfg.HoldPeers = true
 	e, err := xfer.Open(ctx, cfg)
 	if err != nil {
 		return fmt.Errorf("open engine: %w", err)
@@ -79,6 +83,7 @@ func serve(ctx context.Context, g *globals, cfg xfer.Config, ops *opsServer) err
 		bench.Populate(r.Bytes()) // READs copy real memory, not the zero page
 	}
 	e.Export(defaultRegionName, e.DefaultRegion())
+	e.Ready()
 	ops.setStatus(func() statusDoc { return engineStatus("serve", e) })
 	ops.setReady(true)
 	defer ops.setReady(false)

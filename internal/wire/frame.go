@@ -37,7 +37,12 @@ const (
 	// now on both sides carry the connection's operations on the stream.
 	// It has no payload and needs no answer.
 	FramePathDown FrameType = 9
-	frameMax      FrameType = 10
+	// FrameExport tells the peer of a region this side exported after the
+	// handshake: its Len-byte payload is one Export (AppendExport, at most
+	// MaxExportLen bytes). It needs no answer, and goes only to a peer whose
+	// handshake said CapExports.
+	FrameExport FrameType = 10
+	frameMax    FrameType = 11
 )
 
 // Flags.
@@ -131,6 +136,8 @@ func DecodeHeader(b []byte, h *Header) error {
 		return fmt.Errorf("%w: frame header: error text of %d bytes", ErrMalformed, h.Len)
 	case h.Type == FrameAttach && (h.Len != 0 || h.Access == 0 || h.Access&^3 != 0):
 		return fmt.Errorf("%w: frame header: bad attach request", ErrMalformed)
+	case h.Type == FrameExport && (h.Len == 0 || h.Len > MaxExportLen):
+		return fmt.Errorf("%w: frame header: export of %d bytes (limit %d)", ErrMalformed, h.Len, MaxExportLen)
 	case h.Type == FramePathDown && (h.Len != 0 || h.Addr != 0 || h.Region != 0 || h.Key != 0 || h.ID != 0):
 		return fmt.Errorf("%w: frame header: path-down frame with fields set", ErrMalformed)
 	case (h.Type == FrameCredit || h.Type == FrameRevoke) && h.Addr != 0:
@@ -241,6 +248,8 @@ func (t FrameType) String() string {
 		return "revoke"
 	case FramePathDown:
 		return "path-down"
+	case FrameExport:
+		return "export"
 	}
 	return fmt.Sprintf("frame(%d)", uint8(t))
 }

@@ -131,6 +131,24 @@ func FuzzDecodeRegionDesc(f *testing.F) {
 	})
 }
 
+func FuzzDecodeExport(f *testing.F) {
+	f.Add(AppendExport(nil, &Export{Name: "default", Desc: RegionDesc{ID: 1, Access: 3, Addr: 4096, Len: 4096, Key: 1}}))
+	f.Add([]byte{0, 0})
+	f.Fuzz(func(t *testing.T, b []byte) {
+		x, err := DecodeExport(b)
+		if err != nil {
+			return
+		}
+		enc := AppendExport(nil, &x)
+		if len(enc) > MaxExportLen {
+			t.Fatalf("export of %d bytes, limit %d", len(enc), MaxExportLen)
+		}
+		if g, err := DecodeExport(enc); err != nil || g != x {
+			t.Fatalf("export does not round-trip: %v", err)
+		}
+	})
+}
+
 func FuzzDecodeAttachInfo(f *testing.F) {
 	var b [AttachInfoLen]byte
 	(&AttachInfo{PID: 1, FD: 3, Base: 4096, Len: 4096}).Put(b[:])

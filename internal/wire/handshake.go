@@ -59,6 +59,14 @@ const (
 	// dialer asks the acceptor to put the new connection under the peer
 	// of the connection whose Welcome carried that token, replacing it.
 	CapResume uint64 = 1 << 3
+	// CapExports, in a Hello or a Challenge, says that this side takes
+	// FrameExport on the connection's stream: regions exported after the
+	// handshake reach it.
+	CapExports uint64 = 1 << 4
+	// CapReady, in a Challenge, says that the acceptor's owner declared it
+	// ready before this handshake: the Welcome's exports are complete, and
+	// a name it does not list is absent, not on its way.
+	CapReady uint64 = 1 << 5
 )
 
 // TransportOffer is one transport the dialer can use, with its handshake data.
@@ -105,6 +113,41 @@ type Auth struct {
 type Export struct {
 	Name string
 	Desc RegionDesc
+}
+
+// MaxExportLen bounds an encoded Export (AppendExport): a name of up to
+// MaxNameLen bytes with its length, and a descriptor.
+const MaxExportLen = 2 + MaxNameLen + RegionDescLen
+
+// AppendExport appends x's encoding, the payload of a FrameExport: the name
+// (a 2-byte length and its bytes) and the region descriptor.
+func AppendExport(b []byte, x *Export) []byte {
+	e := &enc{b: b}
+	e.str(x.Name)
+	e.b = AppendRegionDesc(e.b, &x.Desc)
+	return e.b
+}
+
+// DecodeExport decodes a FrameExport's payload. The name is not empty.
+func DecodeExport(b []byte) (Export, error) {
+	d := &dec{b: b, what: "export"}
+	var x Export
+	x.Name = d.str(MaxNameLen, "name")
+	if d.err == nil && x.Name == "" {
+		d.fail("empty name")
+	}
+	raw := d.take(RegionDescLen, "descriptor")
+	if d.err == nil {
+		desc, err := DecodeRegionDesc(raw)
+		if err != nil {
+			return Export{}, err
+		}
+		x.Desc = desc
+	}
+	if err := d.done(); err != nil {
+		return Export{}, err
+	}
+	return x, nil
 }
 
 // Welcome establishes the peer. It is sent only to a dialer that proved

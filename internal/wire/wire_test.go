@@ -117,6 +117,7 @@ func TestFrameHeader(t *testing.T) {
 		{Type: 0}, {Type: frameMax}, {Type: FrameRead, Flags: 0x80}, {Type: FrameRead, Flags: FlagImm},
 		{Type: FrameWrite, Len: MaxFramePayload + 1}, {Type: FrameResp, Status: StatusWrongKey, Len: MaxErrorText + 1},
 		{Type: FrameAttach, Access: 0}, {Type: FrameResp, Status: statusMax},
+		{Type: FrameExport, Len: 0}, {Type: FrameExport, Len: MaxExportLen + 1},
 	} {
 		bad.Put(b[:])
 		if err := DecodeHeader(b[:], &g); !errors.Is(err, ErrMalformed) {
@@ -125,6 +126,30 @@ func TestFrameHeader(t *testing.T) {
 	}
 	if err := DecodeHeader(b[:10], &g); !errors.Is(err, ErrMalformed) {
 		t.Error("short header accepted")
+	}
+}
+
+func TestExport(t *testing.T) {
+	x := Export{Name: "default", Desc: RegionDesc{ID: 7, Access: 3, Addr: 1 << 20, Len: 4096, Key: 42}}
+	b := AppendExport(nil, &x)
+	if g, err := DecodeExport(b); err != nil || g != x {
+		t.Fatalf("%v %+v", err, g)
+	}
+	long := Export{Name: string(bytes.Repeat([]byte{'n'}, MaxNameLen)), Desc: x.Desc}
+	if b := AppendExport(nil, &long); len(b) != MaxExportLen {
+		t.Fatalf("longest export is %d bytes, MaxExportLen %d", len(b), MaxExportLen)
+	}
+	for name, bad := range map[string][]byte{
+		"empty":      nil,
+		"no name":    AppendExport(nil, &Export{Desc: x.Desc}),
+		"truncated":  b[:len(b)-1],
+		"trailing":   append(bytes.Clone(b), 0),
+		"long name":  AppendExport(nil, &Export{Name: long.Name + "n", Desc: x.Desc}),
+		"bad rights": AppendExport(nil, &Export{Name: "x", Desc: RegionDesc{ID: 1, Access: 0xf0, Len: 1}}),
+	} {
+		if _, err := DecodeExport(bad); !errors.Is(err, ErrMalformed) {
+			t.Errorf("%s: %v, want ErrMalformed", name, err)
+		}
 	}
 }
 

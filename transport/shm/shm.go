@@ -37,6 +37,8 @@ type Transport struct {
 
 var _ transport.Transport = (*Transport)(nil)
 
+var _ transport.Announcer = (*Endpoint)(nil)
+
 // New returns the shm transport.
 func New() *Transport { return &Transport{fd: -1} }
 

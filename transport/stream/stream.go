@@ -583,6 +583,21 @@ func (e *Stream) Revoke(id uint32) {
 	}
 }
 
+// AnnounceExport tells the peer of a region exported after the handshake
+// (transport.Announcer): export is one encoded wire.Export.
+func (e *Stream) AnnounceExport(export []byte) error {
+	if len(export) == 0 || len(export) > wire.MaxExportLen {
+		return fmt.Errorf("%s: announce an export of %d bytes: want 1 to %d", e.opts.Name, len(export), wire.MaxExportLen)
+	}
+	h := wire.Header{Type: wire.FrameExport, Len: uint64(len(export))}
+	if err := e.conns[0].writeFrame(&h, export); err != nil {
+		err = e.linkErr(err)
+		e.fail(err)
+		return err
+	}
+	return nil
+}
+
 // Attach asks the peer where region id lives, checking key and rights.
 func (e *Stream) Attach(ctx context.Context, id uint32, key uint64, want transport.Access) (wire.AttachInfo, error) {
 	w := &waiter{ch: make(chan struct{}, 1)}
@@ -760,6 +775,8 @@ func (c *conn) serve() error {
 			if e.opts.OnRevoke != nil {
 				e.opts.OnRevoke(h.Region)
 			}
+		case wire.FrameExport:
+			err = c.serveExport(&h)
 		case wire.FramePathDown:
 			if e.opts.OnPathDown == nil {
 				return fmt.Errorf("%w: the peer says its data path failed, and this %s connection has none besides the stream", transport.ErrProtocol, e.opts.Name)
@@ -770,6 +787,22 @@ func (c *conn) serve() error {
 			return err
 		}
 	}
+}
+
+// serveExport hands a peer's export (FrameExport, at most
+// wire.MaxExportLen bytes: always within the read-ahead) to the host; a
+// host that takes none drops it.
+func (c *conn) serveExport(h *wire.Header) error {
+	b, err := c.next(int(h.Len))
+	if err != nil {
+		return err
+	}
+	if x, ok := c.e.p.Host.(transport.ExportReceiver); ok {
+		if err := x.ReceiveExport(b); err != nil {
+			return fmt.Errorf("%w: %v", transport.ErrProtocol, err)
+		}
+	}
+	return nil
 }
 
 func (c *conn) serveWrite(h *wire.Header) error {

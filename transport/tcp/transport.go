@@ -13,6 +13,8 @@ type Transport struct{}
 
 var _ transport.Transport = (*Transport)(nil)
 
+var _ transport.Announcer = (*Endpoint)(nil)
+
 // New returns the tcp transport.
 func New() *Transport { return &Transport{} }
 

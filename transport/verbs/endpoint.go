@@ -1062,6 +1062,9 @@ func (e *Endpoint) repostOwed(n int) {
 // gone, so that it drops its rkey.
 func (e *Endpoint) Revoke(id uint32) { e.s.Revoke(id) }
 
+// AnnounceExport tells the peer of a later export over the control stream.
+func (e *Endpoint) AnnounceExport(export []byte) error { return e.s.AnnounceExport(export) }
+
 // handleSRQRecv handles a receive from the shared queue: which QP it came
 // through says what it is (messages travel on the first QP only).
 func (e *Endpoint) handleSRQRecv(wc *ibv.WC, slot uint32) {

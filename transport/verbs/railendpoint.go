@@ -184,6 +184,17 @@ func (re *RailEndpoint) Revoke(id uint32) {
 	}
 }
 
+var (
+	_ transport.Announcer = (*Endpoint)(nil)
+	_ transport.Announcer = (*RailEndpoint)(nil)
+)
+
+// AnnounceExport tells the peer of a later export over rail 0's control
+// stream, which lives as long as the endpoint.
+func (re *RailEndpoint) AnnounceExport(export []byte) error {
+	return re.ep(0).AnnounceExport(export)
+}
+
 // Done is closed when the endpoint is down: rail 0 failed, or Close.
 func (re *RailEndpoint) Done() <-chan struct{} { return re.done }
 
