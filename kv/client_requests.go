@@ -267,6 +267,11 @@ func (c *Client) callWith(ctx context.Context, sess *session, pc *pendingCall, e
 		if ctx.Err() != nil {
 			return nil, waiting, ctx.Err()
 		}
+		if errors.Is(err, xfer.ErrPeerLost) {
+			// Its engine could not reconnect (a *xfer.ReconnectError:
+			// the server is down): keep the cause for retry.
+			return nil, waiting, fmt.Errorf("kv: data-plane request: %w: %w", ErrUnavailable, err)
+		}
 		return nil, waiting, status.Errorf(codes.Unavailable, "data-plane request: %v", err)
 	}
 	select {
