@@ -162,11 +162,6 @@ func (c *Client) refused(err error) (left time.Duration, _ error) {
 	c.downMu.Lock()
 	if c.downSince.IsZero() {
 		c.downSince = now
-		var re *xfer.ReconnectError
-		if errors.As(err, &re) {
-			// The data plane's engine has redialed it for that long.
-			c.downSince = now.Add(-re.Tried)
-		}
 	}
 	c.downTries++
 	tried, tries := now.Sub(c.downSince), c.downTries
@@ -178,6 +173,16 @@ func (c *Client) refused(err error) (left time.Duration, _ error) {
 		err = *p // the dial's own error, not gRPC's words for it
 	}
 	return 0, &DownError{Server: c.target, Tried: tried, Attempts: tries, Wait: wait, Err: err}
+}
+
+// downFor notes that the server's data plane has refused connections for
+// d already: a refusal that follows counts from then.
+func (c *Client) downFor(d time.Duration) {
+	c.downMu.Lock()
+	if since := time.Now().Add(-d); c.downSince.IsZero() || since.Before(c.downSince) {
+		c.downSince = since
+	}
+	c.downMu.Unlock()
 }
 
 // reached notes that the client reached the server: it is not down.

@@ -234,6 +234,14 @@ func (c *Client) callEnc(ctx context.Context, sess *session, enc func(b []byte, 
 // never went out): a pooled pc may then be reused once its caller is done
 // with the response.
 func (c *Client) callWith(ctx context.Context, sess *session, pc *pendingCall, enc func(b []byte, id uint64) []byte, late func()) (_ *kvpb.Response, done bool, _ error) {
+	select {
+	case <-sess.peer.Down():
+		// Not sent: the peer's engine would redial the session's data
+		// address, which a restarted server may no longer have. The
+		// caller says Hello again instead.
+		return nil, true, status.Error(codes.Unavailable, "data-plane connection lost")
+	default:
+	}
 	sess.pmu.Lock()
 	if sess.down != nil {
 		sess.pmu.Unlock()

@@ -134,6 +134,14 @@ func (c *Client) retry(ctx context.Context, f func(*session) error) error {
 				return err
 			}
 			c.reset(sess)
+			var re *xfer.ReconnectError
+			if errors.As(err, &re) && !c.noWait {
+				// The data plane's engine redialed the old data address
+				// for reconnect_wait: ask the server (Hello) now, at once,
+				// for its data address; a refusal there fails the call.
+				c.downFor(re.Tried)
+				continue
+			}
 		}
 		if !errors.Is(err, ErrUnavailable) && !errors.Is(err, xfer.ErrClosed) && !errors.Is(err, xfer.ErrPeerLost) {
 			if cerr := ctx.Err(); cerr != nil {
@@ -161,6 +169,11 @@ func (c *Client) retry(ctx context.Context, f func(*session) error) error {
 		case <-ctx.Done():
 			return fmt.Errorf("kv: %w (last error: %w)", ctx.Err(), err)
 		case <-time.After(pause):
+		}
+		if !c.rideThrough {
+			// The next try dials now: gRPC's own backoff, up to 2 s,
+			// must not put it past reconnect_wait.
+			c.conn.ResetConnectBackoff()
 		}
 		backoff = min(2*backoff, time.Second)
 	}
