@@ -249,6 +249,16 @@ type Config struct {
 	// this bounds the peer's silence). Default: 10s (DefaultOpTimeout);
 	// at least 10ms; negative turns the check off.
 	OpTimeout time.Duration `yaml:"op_timeout"`
+	// ReconnectWait is how long a dialed peer whose address refuses or
+	// resets connections (its process died, or is restarting) is dialed
+	// again, with backoff, before the operation that needed it fails with
+	// a *ReconnectError that names the peer, the refusal and how long it
+	// tried. A peer back within it carries on; one that stays down fails
+	// each later operation after a single dial, at once. It bounds the
+	// dead, as OpTimeout bounds the silent, whatever the operation's
+	// context says. Default: 2s (DefaultReconnectWait); negative: no
+	// retry, the first refusal fails the operation.
+	ReconnectWait time.Duration `yaml:"reconnect_wait"`
 	// TCP configures the tcp transport's connections (conns, poll_spin);
 	// its poll_spin also applies to the control connection of shm and rdma.
 	// Default: TCPConfig's defaults.
@@ -291,10 +301,12 @@ const (
 	DefaultOpTimeout = 10 * time.Second
 	// minOpTimeout is the shortest Config.OpTimeout: the watchdog looks
 	// at each peer eight times per timeout.
-	minOpTimeout        = 10 * time.Millisecond
-	DefaultDirectoryTTL = 10 * time.Second
-	maxMemoryMB         = 1 << 20
-	maxRecvDepth        = 1 << 16
+	minOpTimeout = 10 * time.Millisecond
+	// DefaultReconnectWait is Config.ReconnectWait's default.
+	DefaultReconnectWait = 2 * time.Second
+	DefaultDirectoryTTL  = 10 * time.Second
+	maxMemoryMB          = 1 << 20
+	maxRecvDepth         = 1 << 16
 )
 
 // Clone returns a copy of c that shares nothing with it but the Logger and
@@ -379,6 +391,9 @@ func (c Config) withDefaults() (Config, error) {
 		c.OpTimeout = DefaultOpTimeout
 	case c.OpTimeout > 0 && c.OpTimeout < minOpTimeout:
 		return c, fmt.Errorf("config: op_timeout %v: must be at least %v, or negative for none", c.OpTimeout, minOpTimeout)
+	}
+	if c.ReconnectWait == 0 {
+		c.ReconnectWait = DefaultReconnectWait
 	}
 	if c.TCP, err = c.TCP.WithDefaults(); err != nil {
 		return c, err

@@ -101,6 +101,7 @@ var configDefaults = map[string]any{
 	"RecvDepth":                           128,
 	"HandshakeTimeout":                    10 * time.Second,
 	"OpTimeout":                           10 * time.Second,
+	"ReconnectWait":                       2 * time.Second,
 	"Logger":                              nonNil{},
 	"Metrics":                             nil,
 	"ExtraTransport":                      nil,
@@ -188,7 +189,7 @@ var configInvalid = map[string]struct {
 // configAnyValue lists the fields that every value of their type is valid
 // for (an address or device name is checked when it is used).
 var configAnyValue = map[string]bool{
-	"Listen": true, "Advertise": true, "DirectoryTokenFile": true, "DirectoryTLSCA": true, "Logger": true, "Metrics": true, "ExtraTransport": true, "HoldPeers": true,
+	"Listen": true, "Advertise": true, "ReconnectWait": true, "DirectoryTokenFile": true, "DirectoryTLSCA": true, "Logger": true, "Metrics": true, "ExtraTransport": true, "HoldPeers": true,
 	"RDMA.Device": true, "RDMA.UseSRQ": true, "RDMA.UseEventChannel": true, "RDMA.UseCM": true,
 }
 

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"time"
 
 	"github.com/xferio/xfer/mem"
 	"github.com/xferio/xfer/transport"
@@ -89,3 +90,28 @@ func (e *PeerLostError) Is(target error) bool { return target == ErrPeerLost }
 
 // Unwrap returns how the peer's connection ended.
 func (e *PeerLostError) Unwrap() error { return e.Err }
+
+// ReconnectError is the error of an operation on a dialed peer whose
+// connection failed and whose address then refused or reset every
+// connection for Config.ReconnectWait: the peer is down (its process died,
+// or has not come back yet). It matches ErrPeerLost (and so ErrClosed),
+// and Err, the last dial's error (syscall.ECONNREFUSED, ...), through
+// Unwrap.
+type ReconnectError struct {
+	Peer     string        // the peer's address
+	Tried    time.Duration // how long it was dialed again
+	Attempts int           // how many dials failed
+	Wait     time.Duration // Config.ReconnectWait
+	Err      error         // the last dial's error
+}
+
+func (e *ReconnectError) Error() string {
+	return fmt.Sprintf("peer %s is down: it %s every connection for %v (%d attempts; reconnect_wait %v): %v",
+		e.Peer, refusal(e.Err), e.Tried.Round(time.Millisecond), e.Attempts, e.Wait, e.Err)
+}
+
+// Is matches ErrPeerLost.
+func (e *ReconnectError) Is(target error) bool { return target == ErrPeerLost }
+
+// Unwrap returns the last dial's error.
+func (e *ReconnectError) Unwrap() error { return e.Err }

@@ -41,6 +41,11 @@ type Peer struct {
 	// set while the goroutine that probes paused runs.
 	movedBack moveBack
 	proberOn  bool
+	// downSince is when a reconnection of this dialed peer was first
+	// refused since its last connection, and downDials how many dials
+	// were refused since (Config.ReconnectWait); zero while it connects.
+	downSince time.Time
+	downDials int
 
 	ep atomic.Pointer[epBox]
 	// draining is the connection a move back to a paused transport

@@ -2,7 +2,9 @@ package xfer
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"syscall"
 	"time"
 
 	"github.com/xferio/xfer/transport"
@@ -79,7 +81,12 @@ func (p *Peer) endpoint(ctx context.Context) (*epBox, error) {
 		if ep != nil {
 			prev, why = ep.Transport(), ep.Err()
 			ep.Close()
-			p.e.log.Info("reconnecting to peer", "peer", p.dialAddr, "after", why)
+			p.mu.Lock()
+			first := p.downDials == 0
+			p.mu.Unlock()
+			if first {
+				p.e.log.Info("reconnecting to peer", "peer", p.dialAddr, "after", why)
+			}
 		}
 		p.markRevokes()
 		nep, err := p.e.connect(ctx, p)
@@ -96,8 +103,18 @@ func (p *Peer) endpoint(ctx context.Context) (*epBox, error) {
 		p.dialing = nil
 		close(ch)
 		closed := p.closed
+		if err == nil {
+			p.downSince, p.downDials = time.Time{}, 0
+		}
 		p.mu.Unlock()
 		if err != nil {
+			if ep != nil && !closed && refusedDial(err) {
+				// A reconnection the peer's address refused: it died
+				// or is restarting. Dial again for a while, no longer.
+				if err = p.refused(ctx, err); err == nil {
+					continue
+				}
+			}
 			return nil, err
 		}
 		if closed {
@@ -163,4 +180,61 @@ func (p *Peer) lost(ep transport.Endpoint) {
 		err = &StallError{Op: "wait notify", Peer: p.String(), Timeout: r.timeout, Pending: r.pending, Cause: err}
 	}
 	p.e.notes.peerLost(p, err)
+}
+
+// reconnectPause is the first pause between the dials of a peer whose
+// address refuses connections; it doubles up to reconnectPauseMax.
+const (
+	reconnectPause    = 50 * time.Millisecond
+	reconnectPauseMax = 500 * time.Millisecond
+)
+
+// refusedDial reports whether err, a failed dial of a peer, says that
+// nothing listens at its address any more or that what answered reset the
+// connection: the peer died or is restarting, and waiting longer for it
+// than a restart takes is pointless.
+func refusedDial(err error) bool {
+	return errors.Is(err, syscall.ECONNREFUSED) || errors.Is(err, syscall.ECONNRESET) ||
+		errors.Is(err, syscall.ECONNABORTED) || errors.Is(err, syscall.EPIPE)
+}
+
+// refusal words how a dial failed, for a *ReconnectError.
+func refusal(err error) string {
+	if errors.Is(err, syscall.ECONNREFUSED) {
+		return "refused"
+	}
+	return "reset"
+}
+
+// refused records that a reconnection of p failed with err, a refusal
+// (refusedDial), and decides what comes next: nil when the caller should
+// dial again (after a pause, taken here), or the error to fail with: a
+// *ReconnectError once the peer has refused for Config.ReconnectWait, or
+// ctx's error. The time counts from the first refusal since p's last
+// connection, across callers: an operation that starts while the peer is
+// known to be down dials once and fails at once.
+func (p *Peer) refused(ctx context.Context, err error) error {
+	wait := p.e.cfg.ReconnectWait
+	now := time.Now()
+	p.mu.Lock()
+	if p.downSince.IsZero() {
+		p.downSince = now
+	}
+	p.downDials++
+	tried, dials := now.Sub(p.downSince), p.downDials
+	p.mu.Unlock()
+	if wait <= 0 || tried >= wait {
+		return &ReconnectError{Peer: p.dialAddr, Tried: tried, Attempts: dials, Wait: max(wait, 0), Err: err}
+	}
+	pause := min(reconnectPause<<min(dials-1, 8), reconnectPauseMax, wait-tried)
+	t := time.NewTimer(pause)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("reconnect to %s: %w (last dial: %w)", p.dialAddr, ctx.Err(), err)
+	case <-p.done:
+		return fmt.Errorf("peer %s: %w", p, ErrClosed)
+	}
 }

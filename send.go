@@ -118,7 +118,8 @@ const maxFailovers = 3
 // repeatable reports whether an operation of kind that failed with err
 // may be posted again, on a new connection: neither the engine nor the
 // peer is closing, its connection was lost (not
-// stalled: a peer that stopped would stop the new one too), the peer is
+// stalled: a peer that stopped would stop the new one too, nor down: one
+// that refused to reconnect for Config.ReconnectWait), the peer is
 // one this engine dialed (it reconnects), the caller still waits, and the
 // operation is safe to repeat. A READ is; so is a WRITE, of the same bytes
 // (the caller does not touch them while it waits) to the same place.
@@ -126,7 +127,14 @@ const maxFailovers = 3
 // the message already.
 func (p *Peer) repeatable(ctx context.Context, kind OpKind, err error) bool {
 	return (kind == OpWrite || kind == OpRead) && p.dialAddr != "" && ctx.Err() == nil && p.e.ctx.Err() == nil && !p.isClosed() &&
-		errors.Is(err, ErrPeerLost) && !errors.Is(err, ErrStalled)
+		errors.Is(err, ErrPeerLost) && !errors.Is(err, ErrStalled) && !isReconnectError(err)
+}
+
+// isReconnectError reports whether err is a *ReconnectError: the peer is
+// down, and a new connection would be refused too.
+func isReconnectError(err error) bool {
+	var re *ReconnectError
+	return errors.As(err, &re)
 }
 
 // doOnce is one attempt of do; it also returns the transport it posted on

@@ -182,7 +182,7 @@ func KV(ctx context.Context, clients []KVStore, bk KVConfig) (rec KVResult, err 
 		}
 	}
 	var next, done atomic.Int64
-	one := func(w *worker, i int64) error {
+	one := func(ctx context.Context, w *worker, i int64) error {
 		k := int(i % int64(keys))
 		if op == "put" {
 			t0 := time.Now()
@@ -209,7 +209,7 @@ func KV(ctx context.Context, clients []KVStore, bk KVConfig) (rec KVResult, err 
 	}
 	// A short warm-up, not measured.
 	for i := range min(int64(len(ws))*10, ops) {
-		if err := one(ws[i%int64(len(ws))], i); err != nil {
+		if err := one(ctx, ws[i%int64(len(ws))], i); err != nil {
 			return KVResult{}, fmt.Errorf("warm-up: %w", err)
 		}
 	}
@@ -222,6 +222,10 @@ func KV(ctx context.Context, clients []KVStore, bk KVConfig) (rec KVResult, err 
 	}
 	var wg sync.WaitGroup
 	errs := make(chan error, len(ws))
+	// The first worker that fails stops the others: a server that is gone
+	// or stalled fails the run once, as soon as one worker learns it.
+	runCtx, stop := context.WithCancel(ctx)
+	defer stop()
 	start := time.Now()
 	for _, w := range ws {
 		wg.Go(func() {
@@ -235,8 +239,9 @@ func KV(ctx context.Context, clients []KVStore, bk KVConfig) (rec KVResult, err 
 				}
 				last := min(first+benchChunk, ops)
 				for i := first; i < last; i++ {
-					if err := one(w, i); err != nil {
+					if err := one(runCtx, w, i); err != nil {
 						errs <- err
+						stop()
 						return
 					}
 				}

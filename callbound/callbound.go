@@ -1,8 +1,8 @@
 // Package callbound bounds calls whose context has no deadline, so that
 // every call of a client ends: the KV client's and the connector's calls
 // end by their context's deadline, or, when it has none, by a call bound
-// (their CallTimeout), after which the caller can tell a peer that stalled
-// or died.
+// (the engine's op_timeout, or their CallTimeout when set to ride through
+// a restart), after which the caller can tell a peer that stalled or died.
 //
 // Bounding a call costs no allocation in the usual cases, where a timer
 // context per call costs five: calls whose context can never end join a
@@ -23,13 +23,12 @@ import (
 // Cause is the cause (context.Cause) of a context that a call bound ended.
 var Cause = fmt.Errorf("the call bound was reached: %w", context.DeadlineExceeded)
 
-// Factor is how many of an engine's op_timeout make the default call
-// bound: 30 s with the default op_timeout of 10 s.
-const Factor = 3
-
 // Resolve returns the call bound that a configured CallTimeout d gives
-// over an engine whose op_timeout is opTimeout: d when positive, none (0)
-// when negative, and, when d is 0, Factor × opTimeout (none when that is 0).
+// over an engine whose op_timeout is opTimeout: d when positive (a longer
+// bound, chosen to ride through a peer's restart), none (0) when
+// negative, and, when d is 0, opTimeout: a peer that does not answer
+// within it is as stalled as one that moves no byte (none when opTimeout
+// is 0 or less).
 func Resolve(d, opTimeout time.Duration) time.Duration {
 	switch {
 	case d < 0:
@@ -37,10 +36,7 @@ func Resolve(d, opTimeout time.Duration) time.Duration {
 	case d > 0:
 		return d
 	}
-	if opTimeout > 0 {
-		return Factor * opTimeout
-	}
-	return 0
+	return max(opTimeout, 0)
 }
 
 // Bounder bounds calls by timeout. Its zero value bounds nothing; New
@@ -53,8 +49,8 @@ type Bounder struct {
 	mu  sync.Mutex
 }
 
-// New returns a Bounder whose calls end timeout after they began (up to
-// an eighth later); 0 or less bounds nothing.
+// New returns a Bounder whose calls end at most timeout after they began
+// (up to an eighth sooner); 0 or less bounds nothing.
 func New(timeout time.Duration) *Bounder { return &Bounder{timeout: max(timeout, 0)} }
 
 // Timeout returns the call bound; 0 for none.
@@ -75,8 +71,9 @@ func nop() {}
 // values over it) is bounded without a context of its own per call: calls
 // join a generation (callGen) that the Bounder opens at most once per
 // eighth of the bound, and whose Done closes one bound after the
-// generation opened plus that eighth. So each such call ends between one
-// bound and nine eighths of one after it began, and costs no allocation
+// generation opened. So each such call ends between seven eighths of the
+// bound and one bound after it began (never later: a bound is a promise
+// to the caller), and costs no allocation
 // (context.Background) or one (a context with values), where a timer
 // context costs five.
 //
@@ -228,9 +225,9 @@ func (b *Bounder) generation() *callGen {
 	if g := b.gen.Load(); g != nil && now.Sub(g.opened) < step {
 		return g // another call opened it meanwhile
 	}
-	g := &callGen{opened: now, end: now.Add(b.timeout + step), done: make(chan struct{})}
+	g := &callGen{opened: now, end: now.Add(b.timeout), done: make(chan struct{})}
 	g.bg = boundCtx{Context: context.Background(), g: g}
-	g.timer = time.AfterFunc(b.timeout+step, g.expire)
+	g.timer = time.AfterFunc(b.timeout, g.expire)
 	b.gen.Store(g)
 	return g
 }

@@ -159,7 +159,7 @@ func TestEveryField(t *testing.T) {
 		if !k.IsEngine() {
 			other := map[string]string{"log_level": "debug", "log_format": "json", "metrics_listen": ":9464", "web_config_file": "/etc/xfer/web.yml", "role": "producer",
 				"producer": "h:1", "ttl_seconds": "1.5", "pull": "read", "chunk_size": "5", "wait_for_memory": "true",
-				"wait_spin": "50us"}
+				"wait_spin": "50us", "call_timeout": "30s"}
 			s, ok := other[k.Name]
 			if !ok {
 				t.Errorf("key %s: add a sample value", k.Name)

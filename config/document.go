@@ -22,8 +22,8 @@ const (
 	// Library is the connector's configuration, the JSON that the C ABI
 	// (cmd/libxfer) takes: the engine's keys, the log keys, and the
 	// connector's (role, producer, ttl_seconds, pull, chunk_size,
-	// wait_for_memory, wait_spin, and device, the RDMA device's name from
-	// before the ABI took every key).
+	// wait_for_memory, wait_spin, call_timeout, and device, the RDMA
+	// device's name from before the ABI took every key).
 	Library
 
 	every = Command | Library
@@ -67,6 +67,11 @@ type Document struct {
 	Pull          connector.Pull
 	ChunkSize     int
 	WaitForMemory bool
+	// CallTimeout is call_timeout: the longer bound that rides through a
+	// producer's restart (connector.Config.CallTimeout). Zero means the
+	// default, fail fast: a producer that is down fails a Get after
+	// reconnect_wait, a silent one within op_timeout.
+	CallTimeout time.Duration
 	// WaitSpin is wait_spin: how long a Get waits on its thread's CPU for
 	// the answer before the thread sleeps. Zero means the layer's default
 	// (the C ABI's is connector.ThreadWaitSpin), negative none.
@@ -115,6 +120,7 @@ func (d Document) Connector(w io.Writer) (connector.Config, error) {
 		ChunkSize:     d.ChunkSize,
 		WaitForMemory: d.WaitForMemory,
 		WaitSpin:      d.WaitSpin,
+		CallTimeout:   d.CallTimeout,
 		Logger:        log,
 	}
 

@@ -39,11 +39,11 @@ func TestJSONSameAsYAML(t *testing.T) {
 // The connector's keys are the library's; device is rdma.device.
 func TestLibraryKeys(t *testing.T) {
 	doc, err := DecodeJSON("xfer_open", []byte(`{"role":"producer","producer":"h:1","ttl_seconds":-1,"pull":"read","chunk_size":65536,
-		"wait_for_memory":true,"wait_spin":"20us","device":"rxe0","conns":3,"rdma":{"gid_index":2,"use_cm":true},"log_level":"debug"}`), Library)
+		"wait_for_memory":true,"wait_spin":"20us","call_timeout":"30s","device":"rxe0","conns":3,"rdma":{"gid_index":2,"use_cm":true},"log_level":"debug"}`), Library)
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := Document{Role: connector.RoleProducer, Producer: "h:1", TTL: -1, Pull: connector.PullRead, ChunkSize: 65536, WaitForMemory: true, WaitSpin: 20 * time.Microsecond, LogLevel: "debug"}
+	want := Document{Role: connector.RoleProducer, Producer: "h:1", TTL: -1, Pull: connector.PullRead, ChunkSize: 65536, WaitForMemory: true, WaitSpin: 20 * time.Microsecond, CallTimeout: 30 * time.Second, LogLevel: "debug"}
 	want.Engine.RDMA = verbs.Config{Device: "rxe0", GIDIndex: verbs.GID(2), UseCM: true}
 	want.Engine.TCP.Conns = 3
 	if !reflect.DeepEqual(doc, want) {
@@ -56,7 +56,7 @@ func TestLibraryKeys(t *testing.T) {
 		}
 	}
 	cfg, err := doc.Connector(&strings.Builder{})
-	if err != nil || cfg.Role != connector.RoleProducer || cfg.Engine.TCP.Conns != 3 || cfg.WaitSpin != 20*time.Microsecond || cfg.Logger == nil || cfg.Engine.Logger == nil {
+	if err != nil || cfg.Role != connector.RoleProducer || cfg.Engine.TCP.Conns != 3 || cfg.WaitSpin != 20*time.Microsecond || cfg.CallTimeout != 30*time.Second || cfg.Logger == nil || cfg.Engine.Logger == nil {
 		t.Errorf("Connector: %+v, %v", cfg, err)
 	}
 	if _, err := DecodeJSON("j", []byte(`{"role":"producer"}`), Command); !errors.Is(err, ErrUnknownKey) {

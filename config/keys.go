@@ -294,6 +294,14 @@ func otherKeys() []Key {
 			d.WaitForMemory, err = parseBool(s)
 			return err
 		}},
+		{Name: "call_timeout", Flat: "call_timeout", programs: Library, set: func(d *Document, s string) error {
+			v, err := time.ParseDuration(strings.TrimSpace(s))
+			if err != nil {
+				return errors.New("not a duration (e.g. 30s, 0s)")
+			}
+			d.CallTimeout = v
+			return nil
+		}},
 		{Name: "wait_spin", Flat: "wait_spin", programs: Library, set: func(d *Document, s string) error {
 			v, err := time.ParseDuration(strings.TrimSpace(s))
 			if err != nil {

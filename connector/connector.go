@@ -145,12 +145,20 @@ type Config struct {
 	// their ctx, for pool memory to be released instead of failing at once
 	// with ErrPoolExhausted. Default: false.
 	WaitForMemory bool
-	// CallTimeout bounds each Get, Put and Alloc whose ctx has no
-	// deadline: a Get still waiting past it fails, with a *StalledError
-	// when the producer does not answer a probe either (it stopped, hung
-	// or died), or else with ErrNotFound (the key was not put in time).
-	// Default: CallTimeoutFactor × the engine's op_timeout (30 s by
-	// default; none when op_timeout is negative); negative: none.
+	// CallTimeout, when set, is the longer bound that rides through a
+	// producer's restart: each Get, Put and Alloc whose ctx has no
+	// deadline waits up to it (a Get still waiting then probes the
+	// producer for up to op_timeout), and a Get waits for a producer that
+	// is down (refuses connections) up to it too, rather than for the
+	// engine's reconnect_wait. Use it where a consumer would rather wait
+	// out a producer's restart, or a key put late, than fail; 3 ×
+	// op_timeout (30 s) was the default before. Negative: no bound, a
+	// call waits as long as its ctx. Default (0): calls fail fast: a
+	// producer that refuses connections fails a Get after reconnect_wait
+	// (2 s), and a call without a deadline ends within op_timeout (10 s):
+	// a Get still waiting fails with a *StalledError when the producer
+	// does not answer a probe either (it stopped, hung or died), or else
+	// with ErrNotFound (the key was not put in time).
 	CallTimeout time.Duration
 	// WaitSpin is how long a Get's caller waits on its CPU for the
 	// producer's answer before its thread sleeps. A goroutine needs none
@@ -202,14 +210,17 @@ type Connector struct {
 	log  *slog.Logger
 	pull Pull
 
-	bound    time.Duration      // Config.CallTimeout; 0: none
-	calls    *callbound.Bounder // bounds calls by bound
-	spin     time.Duration      // Config.WaitSpin; 0: none (also with GOMAXPROCS 1)
-	ctx      context.Context    // ends at Close (or Stop)
-	cancel   context.CancelFunc
-	wg       sync.WaitGroup
-	ctrl     *ctrlPool
-	stopOnce sync.Once
+	bound time.Duration // the call bound (callTimeout); 0: none
+	// probeWait is how long a Get at the bound waits for its producer's
+	// answer to a probe (callTimeout).
+	probeWait time.Duration
+	calls     *callbound.Bounder // bounds calls by bound
+	spin      time.Duration      // Config.WaitSpin; 0: none (also with GOMAXPROCS 1)
+	ctx       context.Context    // ends at Close (or Stop)
+	cancel    context.CancelFunc
+	wg        sync.WaitGroup
+	ctrl      *ctrlPool
+	stopOnce  sync.Once
 
 	mu     sync.Mutex
 	closed bool

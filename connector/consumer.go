@@ -8,6 +8,7 @@ import (
 	"net"
 	"strings"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/xferio/xfer"
@@ -98,24 +99,61 @@ func (c *Connector) get(ctx context.Context, fromStage, toStage, key string, met
 	if c.isClosed() {
 		return nil, c.errClosed("get")
 	}
-	r, err := c.dial(ctx, addr)
-	if err != nil {
-		return nil, fail(err)
-	}
 	var flags byte
 	if o.noWait {
 		flags |= flagNoWait
 	}
-	var b *Buffer
-	if c.pull == PullRead {
-		b, err = c.getRead(ctx, r, k, flags)
-	} else {
-		b, err = c.getWrite(ctx, r, k, flags, full)
+	for {
+		r, err := c.dial(ctx, addr)
+		if err != nil {
+			if c.rideThrough(ctx, err) {
+				continue
+			}
+			return nil, fail(err)
+		}
+		var b *Buffer
+		if c.pull == PullRead {
+			b, err = c.getRead(ctx, r, k, flags)
+		} else {
+			b, err = c.getWrite(ctx, r, k, flags, full)
+		}
+		if err != nil {
+			if c.rideThrough(ctx, err) {
+				continue
+			}
+			return nil, fmt.Errorf("connector: get %q from %s: %w", key, addr, err)
+		}
+		return b, nil
 	}
-	if err != nil {
-		return nil, fmt.Errorf("connector: get %q from %s: %w", key, addr, err)
+}
+
+// rideThrough reports whether a Get whose dial of its producer, or whose
+// connection to it, failed with err should try again, after a pause: when
+// it rides through restarts (Config.CallTimeout), the producer is down or
+// its connection was lost (not stalled), and ctx has not ended.
+func (c *Connector) rideThrough(ctx context.Context, err error) bool {
+	if c.cfg.CallTimeout == 0 || !producerDown(err) && !errors.Is(err, xfer.ErrPeerLost) || errors.Is(err, xfer.ErrStalled) || c.isClosed() {
+		return false
 	}
-	return b, nil
+	t := time.NewTimer(rideThroughPause)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+		return true
+	}
+}
+
+// rideThroughPause is the pause between the dials of a producer that is
+// down, while a Get rides through its restart (Config.CallTimeout).
+const rideThroughPause = 100 * time.Millisecond
+
+// producerDown reports whether err, a failed dial of a producer, says its
+// address refuses or resets connections: it died, or is restarting.
+func producerDown(err error) bool {
+	var re *xfer.ReconnectError
+	return errors.As(err, &re) || errors.Is(err, syscall.ECONNREFUSED) || errors.Is(err, syscall.ECONNRESET)
 }
 
 // stalled words the error err of a Get of key (with meta) that the call
@@ -129,7 +167,7 @@ func (c *Connector) stalled(key string, meta *Meta, err error) error {
 		return err
 	}
 	if perr := c.probe(addr); perr != nil {
-		return &StalledError{Op: "get", Key: key, Producer: addr, Bound: c.bound, Err: perr}
+		return &StalledError{Op: "get", Key: key, Producer: addr, Bound: c.bound, RideThrough: c.cfg.CallTimeout != 0, Err: perr}
 	}
 	return fmt.Errorf("%w (the producer is alive: the key was not put within %v, the call bound)", err, c.bound)
 }

@@ -33,9 +33,11 @@
 // the stored values, closes the engine with all its memory and waits for
 // the connector's goroutines.
 //
-// Every call ends: a Get, Put or Alloc whose ctx has no deadline is
-// bounded by Config.CallTimeout (by default CallTimeoutFactor × the
-// engine's op_timeout); a Get that reaches it fails with a *StalledError
-// naming the producer when the producer does not answer a probe either. The value types are plain values, safe to
+// Every call ends, and the dead fail fast: a producer that refuses
+// connections fails a Get after the engine's reconnect_wait (2 s); a
+// Get, Put or Alloc whose ctx has no deadline ends within the engine's
+// op_timeout, a Get that reaches it with a *StalledError naming the
+// producer when the producer does not answer a probe either.
+// Config.CallTimeout is a longer bound that rides through a restart. The value types are plain values, safe to
 // share read-only.
 package connector

@@ -48,9 +48,11 @@ func Open(ctx context.Context, cfg Config) (*Connector, error) {
 	if log == nil {
 		log = eng.Config().Logger // the engine's default: warn and above, to stderr
 	}
+	bound, probeWait := callTimeout(cfg.CallTimeout, eng)
 	c := &Connector{
+		bound:     bound,
+		probeWait: probeWait,
 		cfg:       cfg,
-		bound:     callTimeout(cfg.CallTimeout, eng),
 		spin:      waitSpin(cfg.WaitSpin),
 		eng:       eng,
 		log:       log,

@@ -57,14 +57,20 @@ type ClientOptions struct {
 	// or restarting), then fails with a *DialError that names the last
 	// cause. Default: DefaultDialTimeout; negative: wait until ctx is done.
 	DialTimeout time.Duration
-	// CallTimeout bounds each call (Get, Put, Delete, Stats, ...) whose
-	// context has no deadline: a server that does not answer within it,
-	// because it stopped, hung or died, fails the call with a
-	// *StalledError that names it, after between CallTimeout and 9/8 of
-	// it (calls that start close together share one timer). A context's
-	// deadline, when there is one, bounds the call instead. Default: CallTimeoutFactor × the
-	// client engine's op_timeout (30 s by default; none when op_timeout is
-	// negative); negative: none, a call waits as long as its context.
+	// CallTimeout, when set, makes calls ride through a server's restart:
+	// a call (Get, Put, Delete, Stats, ...) waits for a server that is down
+	// or does not answer until CallTimeout has passed (or its context's
+	// deadline, when it has one), then fails with a *StalledError; a
+	// server back before then answers it. Use it where a caller would
+	// rather wait out a restart than miss, such as a batch job against a
+	// server that is upgraded in place; 3 × op_timeout (30 s) was the
+	// default before. Negative: calls wait as long as their context.
+	// Default (0): calls fail fast: a server whose address refuses or
+	// resets connections fails a call after the client engine's
+	// reconnect_wait (2 s; a *DownError), and one that does not answer
+	// fails a call without a deadline after the engine's op_timeout (10 s;
+	// a *StalledError). A cache's caller wants that: a miss it can
+	// recompute, not a stall.
 	CallTimeout time.Duration
 	// FailFast makes Dial fail at once, with a *DialError naming the cause
 	// (connection refused, no such host, not a KV server, ...), when the
@@ -95,8 +101,10 @@ const (
 )
 
 // Client is a KV client. Its methods are safe for concurrent use. It
-// reconnects by itself when the server restarts: calls wait for the server
-// until their context is done.
+// reconnects by itself when the server restarts: a call waits for the
+// server for the engine's reconnect_wait (or, with
+// ClientOptions.CallTimeout, up to that bound) and fails after it (see
+// bound.go).
 type Client struct {
 	opts    ClientOptions
 	target  string
@@ -123,10 +131,22 @@ type Client struct {
 	helloAnswered atomic.Bool
 
 	metrics *clientMetrics // nil without ClientOptions.Metrics
-	// callTimeout is the call bound (ClientOptions.CallTimeout); 0: none.
-	// calls bounds the calls by it.
+	// callTimeout is the call bound (op_timeout, or
+	// ClientOptions.CallTimeout); 0: none. calls bounds the calls by it.
+	// rideThrough: CallTimeout is set, and calls wait for a server that
+	// is down until the bound, not only for reconnect_wait; waitOpt is
+	// the gRPC calls' WaitForReady, set then.
 	callTimeout time.Duration
 	calls       *callbound.Bounder
+	rideThrough bool
+	waitOpt     grpc.CallOption
+
+	// downSince is when the server's address first refused or reset a
+	// connection since the client last reached it, and downTries how
+	// many attempts failed since (DownError); zero while it is up.
+	downMu    sync.Mutex
+	downSince time.Time
+	downTries int
 
 	mu   sync.Mutex
 	sess *session
@@ -190,6 +210,8 @@ func Dial(ctx context.Context, addr string, opts ClientOptions) (*Client, error)
 	c.poolCap = c.e.Pool().Stats().Capacity
 	c.callTimeout = callTimeout(opts, c.e)
 	c.calls = callbound.New(c.callTimeout)
+	c.rideThrough = opts.CallTimeout != 0
+	c.waitOpt = grpc.WaitForReady(c.rideThrough)
 	creds := insecure.NewCredentials()
 	if opts.TLS != nil {
 		creds = credentials.NewTLS(opts.TLS)

@@ -3,8 +3,6 @@ package kv
 import (
 	"context"
 
-	"google.golang.org/grpc"
-
 	"github.com/xferio/xfer/kv/kvpb"
 )
 
@@ -14,7 +12,7 @@ func (c *Client) Stats(ctx context.Context) (Stats, error) {
 	defer cancel()
 	var st Stats
 	err := c.retry(ctx, func(*session) error {
-		resp, err := c.rpc.Stats(ctx, &kvpb.StatsRequest{}, grpc.WaitForReady(true))
+		resp, err := c.rpc.Stats(ctx, &kvpb.StatsRequest{}, c.waitOpt)
 		if err == nil {
 			st = statsFromProto(resp)
 		}

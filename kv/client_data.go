@@ -7,8 +7,6 @@ import (
 	"time"
 	"unsafe"
 
-	"google.golang.org/grpc"
-
 	"github.com/xferio/xfer"
 	"github.com/xferio/xfer/kv/kvpb"
 )
@@ -135,7 +133,7 @@ func (c *Client) get(ctx context.Context, key string, buf xfer.Buffer, wantInlin
 	err = c.retry(ctx, func(s *session) error {
 		req.InlineMax = min(s.inlineMax, uint64(buf.Len()))
 		req.ServerId = []byte(s.id)
-		resp, err := c.rpc.Get(ctx, req, grpc.WaitForReady(true))
+		resp, err := c.rpc.Get(ctx, req, c.waitOpt)
 		if err != nil {
 			if ctx.Err() != nil && late != nil {
 				// The cancellation reaches the server's write soon, but
@@ -182,7 +180,7 @@ func (c *Client) putValue(ctx context.Context, key string, value []byte) (uint64
 	if err := c.checkKey(key); err != nil {
 		return 0, err
 	}
-	sess, err := c.session(ctx)
+	sess, err := c.liveSession(ctx)
 	if err != nil {
 		return 0, err
 	}
@@ -221,7 +219,7 @@ func (c *Client) putBuffer(ctx context.Context, key string, buf xfer.Buffer, n i
 	if n < 0 || n > buf.Len() {
 		return 0, fmt.Errorf("kv: put of %d bytes from a buffer of %d: %w", n, buf.Len(), ErrInvalid)
 	}
-	sess, err := c.session(ctx)
+	sess, err := c.liveSession(ctx)
 	if err != nil {
 		return 0, err
 	}
@@ -278,7 +276,7 @@ func (c *Client) put(ctx context.Context, req *kvpb.PutRequest) (uint64, error) 
 			}
 			return err
 		}
-		resp, err := c.rpc.Put(ctx, req, grpc.WaitForReady(true))
+		resp, err := c.rpc.Put(ctx, req, c.waitOpt)
 		if err == nil {
 			ver = resp.Version
 		}
@@ -303,7 +301,7 @@ func (c *Client) Delete(ctx context.Context, key string) (err error) {
 			_, err := c.call(ctx, s, &kvpb.Request{Op: &kvpb.Request_Delete{Delete: req}}, nil, nil)
 			return err
 		}
-		_, err := c.rpc.Delete(ctx, req, grpc.WaitForReady(true))
+		_, err := c.rpc.Delete(ctx, req, c.waitOpt)
 		return err
 	})
 	return c.bounded(ctx, "delete", err)

@@ -234,6 +234,14 @@ func (c *Client) callEnc(ctx context.Context, sess *session, enc func(b []byte, 
 // never went out): a pooled pc may then be reused once its caller is done
 // with the response.
 func (c *Client) callWith(ctx context.Context, sess *session, pc *pendingCall, enc func(b []byte, id uint64) []byte, late func()) (_ *kvpb.Response, done bool, _ error) {
+	select {
+	case <-sess.peer.Down():
+		// Not sent: the peer's engine would redial the session's data
+		// address, which a restarted server may no longer have. The
+		// caller says Hello again instead.
+		return nil, true, status.Error(codes.Unavailable, "data-plane connection lost")
+	default:
+	}
 	sess.pmu.Lock()
 	if sess.down != nil {
 		sess.pmu.Unlock()
@@ -266,6 +274,11 @@ func (c *Client) callWith(ctx context.Context, sess *session, pc *pendingCall, e
 		// Unless it was still waiting, a response may be in pc.ch.
 		if ctx.Err() != nil {
 			return nil, waiting, ctx.Err()
+		}
+		if errors.Is(err, xfer.ErrPeerLost) {
+			// Its engine could not reconnect (a *xfer.ReconnectError:
+			// the server is down): keep the cause for retry.
+			return nil, waiting, fmt.Errorf("kv: data-plane request: %w: %w", ErrUnavailable, err)
 		}
 		return nil, waiting, status.Errorf(codes.Unavailable, "data-plane request: %v", err)
 	}

@@ -61,6 +61,7 @@ func (c *Client) session(ctx context.Context) (*session, error) {
 		// Most likely the server is restarting: worth another Hello.
 		return nil, fmt.Errorf("kv: data plane %s: %w: %w", addr, ErrUnavailable, err)
 	}
+	c.reached()
 	c.sess = &session{id: string(h.ServerId), addr: addr, peer: p, inlineMax: h.InlineMax, maxValue: h.MaxValue, maxKey: h.MaxKey}
 	if m, ok := h.InlineMaxByTransport[p.Transport()]; ok {
 		c.sess.inlineMax = min(c.sess.inlineMax, m)
@@ -79,6 +80,18 @@ func (c *Client) session(ctx context.Context) (*session, error) {
 		p.HandleNotify(func(n xfer.Notification) { c.onNotify(sess, n) })
 	}
 	return c.sess, nil
+}
+
+// liveSession returns the current session, establishing one as retry
+// does: trying again while the server is unreachable (for reconnect_wait,
+// or up to the call bound with CallTimeout).
+func (c *Client) liveSession(ctx context.Context) (*session, error) {
+	if s, err := c.session(ctx); err == nil {
+		return s, nil
+	}
+	var sess *session
+	err := c.retry(ctx, func(s *session) error { sess = s; return nil })
+	return sess, err
 }
 
 // dataAddr fills in the host of a data address that has none.
@@ -105,7 +118,8 @@ func (c *Client) reset(sess *session) {
 }
 
 // retry runs f with a session until it succeeds, fails for a reason other
-// than the server's unavailability, or ctx is done.
+// than the server's unavailability, ctx is done, or the server has refused
+// connections for reconnect_wait (a *DownError: see bound.go).
 func (c *Client) retry(ctx context.Context, f func(*session) error) error {
 	backoff := 10 * time.Millisecond
 	for {
@@ -120,6 +134,14 @@ func (c *Client) retry(ctx context.Context, f func(*session) error) error {
 				return err
 			}
 			c.reset(sess)
+			var re *xfer.ReconnectError
+			if errors.As(err, &re) && !c.noWait {
+				// The data plane's engine redialed the old data address
+				// for reconnect_wait: ask the server (Hello) now, at once,
+				// for its data address; a refusal there fails the call.
+				c.downFor(re.Tried)
+				continue
+			}
 		}
 		if !errors.Is(err, ErrUnavailable) && !errors.Is(err, xfer.ErrClosed) && !errors.Is(err, xfer.ErrPeerLost) {
 			if cerr := ctx.Err(); cerr != nil {
@@ -133,10 +155,25 @@ func (c *Client) retry(ctx context.Context, f func(*session) error) error {
 			}
 			return &unavailableError{target: c.target, msg: err.Error()}
 		}
+		pause := backoff
+		if c.refusedErr(err) {
+			left, derr := c.refused(err)
+			if derr != nil {
+				return derr
+			}
+			if left >= 0 {
+				pause = min(pause, left) // the last try at reconnect_wait
+			}
+		}
 		select {
 		case <-ctx.Done():
 			return fmt.Errorf("kv: %w (last error: %w)", ctx.Err(), err)
-		case <-time.After(backoff):
+		case <-time.After(pause):
+		}
+		if !c.rideThrough {
+			// The next try dials now: gRPC's own backoff, up to 2 s,
+			// must not put it past reconnect_wait.
+			c.conn.ResetConnectBackoff()
 		}
 		backoff = min(2*backoff, time.Second)
 	}

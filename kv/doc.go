@@ -26,12 +26,13 @@
 // the server evicts least recently used values (FullPolicy Evict, the
 // default) or refuses the PUT with a "full" error (Reject).
 //
-// Reconnection: the client's calls wait for the server (gRPC WaitForReady)
-// until their context is done, and when the server restarted, the client
-// says Hello again and redials the data plane by itself.
-//
-// Every call ends: one whose context has no deadline is bounded by
-// ClientOptions.CallTimeout (by default CallTimeoutFactor × the client
-// engine's op_timeout), and a server that stopped, hung or died within it
-// fails the call with a *StalledError that names the server.
+// Reconnection: when the server restarted, the client says Hello again and
+// redials the data plane by itself. The dead fail fast and the slow fail on
+// time: a server whose address refuses or resets connections is tried
+// again for the client engine's reconnect_wait (2 s), then the call fails
+// with a *DownError; one that accepts but does not answer fails a call
+// without a deadline after the engine's op_timeout (10 s), with a
+// *StalledError. ClientOptions.CallTimeout, when set, is a longer bound
+// that rides through a restart instead: calls wait for the server (gRPC
+// WaitForReady) up to it.
 package kv

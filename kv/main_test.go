@@ -17,11 +17,19 @@ import (
 // with XFER_KV_PUT_LOOP=ADDR, the test binary is instead a client that PUTs
 // large values until it is killed (TestClientDiesMidPut); with
 // XFER_KV_CLUSTER_SERVER, a KV server registered in a directory
-// (TestClusterLosesServer).
+// (TestClusterLosesServer); with XFER_KV_SERVER, a KV server that prints
+// its address (TestServerProcessGoneOrStopped).
 func TestMain(m *testing.M) {
 	if addr := os.Getenv("XFER_KV_PUT_LOOP"); addr != "" {
 		if err := putLoop(addr); err != nil {
 			fmt.Fprintln(os.Stderr, "put loop:", err)
+			os.Exit(1)
+		}
+		os.Exit(0)
+	}
+	if policy := os.Getenv(serverProcEnv); policy != "" {
+		if err := serverProcess(policy); err != nil {
+			fmt.Fprintln(os.Stderr, "server:", err)
 			os.Exit(1)
 		}
 		os.Exit(0)

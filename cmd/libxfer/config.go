@@ -16,7 +16,8 @@ const maxConfigJSON = 64 << 10
 // command's config file as a JSON object (every engine key, flat or
 // nested: memory_mb, conns, rdma: {gid_index: 1, use_cm: true}, ...; the
 // log keys) plus the connector's keys (role, producer, ttl_seconds, pull,
-// chunk_size, wait_for_memory, wait_spin, and device for rdma.device).
+// chunk_size, wait_for_memory, wait_spin, call_timeout, and device for
+// rdma.device).
 // Zero means the connector's default, key by key, but for wait_spin, whose
 // zero here is connector.ThreadWaitSpin (negative: no spin). Unknown keys (all of them, in one
 // error, each with its line), trailing data and out-of-range values are

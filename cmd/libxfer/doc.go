@@ -19,7 +19,7 @@
 // config's Library program: the xfer command's config file as JSON (every
 // engine key, flat or nested, and the log keys) plus the connector's keys
 // (role, producer, ttl_seconds, pull, chunk_size, wait_for_memory,
-// wait_spin, and device, another name of rdma.device). wait_spin
+// wait_spin, call_timeout, and device, another name of rdma.device). wait_spin
 // defaults to connector.ThreadWaitSpin here: a call waits on its caller's
 // thread, which spins that long for a Get's answer before it sleeps. A refused document's error names
 // every unknown key, each with its line.

@@ -149,7 +149,7 @@ func TestBenchStoppedPeer(t *testing.T) {
 	}
 	time.Sleep(time.Second) // the bench is under way
 	testutil.Pause(t, cmd.Process)
-	benchFails(t, bench, 30*time.Second, "its peer stopped", &stderr)
+	benchFails(t, bench, time.Second, "its peer stopped", &stderr)
 	for _, want := range []string{addr, "op_timeout", "1s"} {
 		if !strings.Contains(stderr.String(), want) {
 			t.Errorf("the bench's error does not name %q: %s", want, stderr.String())

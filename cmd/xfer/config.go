@@ -125,8 +125,10 @@ func applyFlags(doc *config.Document, fs *pflag.FlagSet) error {
 	return nil
 }
 
-// addOpTimeoutFlag adds --op-timeout (op_timeout) to a command that opens
-// an engine.
+// addOpTimeoutFlag adds --op-timeout (op_timeout) and --reconnect-wait
+// (reconnect_wait), the bounds on a silent peer and on a dead one, to a
+// command that opens an engine.
 func addOpTimeoutFlag(fs *pflag.FlagSet) {
 	fs.Duration("op-timeout", xfer.DefaultOpTimeout, "fail the operations outstanding with a peer that moves no byte for this `duration` (its connection is closed); negative: never")
+	fs.Duration("reconnect-wait", xfer.DefaultReconnectWait, "dial a peer whose address refuses or resets connections (it died, or is restarting) again for this `duration`, then fail its operations; raise it to ride through a peer's restart; negative: fail at the first refusal")
 }

@@ -193,6 +193,7 @@ func kvClientFlags(fs *pflag.FlagSet) {
 	fs.Int("buffer-mb", kvDefaultBufferMB, "size of the client's registered buffer pool in `MiB`")
 	fs.Duration("timeout", 30*time.Second, "give up on the command after this `duration`")
 	fs.Duration("wait", 0, "wait up to this `duration` for a server that is not up yet (starting or restarting); 0: fail at once when nothing answers")
+	fs.Duration("call-timeout", 0, "ride through a server's restart: let each call wait up to this `duration` for a server that is down or does not answer, e.g. 30s, rather than fail it after --reconnect-wait (down) or --op-timeout (silent); for callers that would rather wait than miss; 0: fail fast")
 	fs.Duration("idle-timeout", kv.DefaultIdleTimeout, "close a client's gRPC connection after this `duration` without a request (the client dials again at its next one); quiet connections are also pinged every 30 s and closed when the ping goes unanswered for 10 s")
 	fs.String("secret", "", "shared `secret` of the data plane (prefer "+envPrefix+"SECRET)")
 	fs.String("secret-file", "", "`file` that holds the shared secret (make one with: xfer secret > FILE)")
@@ -313,7 +314,8 @@ func kvDial(cmd *cobra.Command, g *globals, bufferMB int) (kvStore, context.Cont
 		cancel()
 		return nil, nil, nil, err
 	}
-	opts := kv.ClientOptions{EngineConfig: cfg, Requests: requests, Logger: g.log, FailFast: wait <= 0}
+	callTimeout, _ := fs.GetDuration("call-timeout")
+	opts := kv.ClientOptions{EngineConfig: cfg, Requests: requests, Logger: g.log, FailFast: wait <= 0, CallTimeout: callTimeout}
 	if opts.TLS, err = kvTLS(fs, false); err != nil {
 		cancel()
 		return nil, nil, nil, err
