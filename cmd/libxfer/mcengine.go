@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"net"
-	"os"
 	"slices"
 	"strconv"
 	"strings"
@@ -88,7 +87,7 @@ func mcCodeOf(err error) mcCode {
 // nanosecond a byte (a GiB a second), as Mooncake's binding allows.
 func mcTimeout(bytes uint64) time.Duration {
 	base := 30 * time.Second
-	if s, err := strconv.Atoi(os.Getenv("MC_TRANSFER_TIMEOUT")); err == nil {
+	if s, err := strconv.Atoi(getenv("MC_TRANSFER_TIMEOUT")); err == nil {
 		base = time.Duration(max(s, 5)) * time.Second
 	}
 	return base + time.Duration(min(bytes, 1<<50))
@@ -174,7 +173,7 @@ func checkMetadata(s string) (*mooncake.ServerAddr, error) {
 // else local_hostname's host when it is an address or a name that
 // resolves; else the host's first non-loopback IPv4 address.
 func listenHost(host string) (string, error) {
-	if a := strings.TrimSpace(os.Getenv("MC_TCP_BIND_ADDRESS")); a != "" {
+	if a := strings.TrimSpace(getenv("MC_TCP_BIND_ADDRESS")); a != "" {
 		return a, nil
 	}
 	if net.ParseIP(host) != nil {
@@ -202,8 +201,8 @@ func listenHost(host string) (string, error) {
 // XFER_SECRET_FILE: with one, the engine's peers must prove the same
 // secret in the handshake, and it proves it to them.
 func secretConfig(cfg *xfer.Config) {
-	cfg.Secret = os.Getenv("XFER_SECRET")
-	cfg.SecretFile = os.Getenv("XFER_SECRET_FILE")
+	cfg.Secret = getenv("XFER_SECRET")
+	cfg.SecretFile = getenv("XFER_SECRET_FILE")
 }
 
 // mcOpen opens an engine. Under P2PHANDSHAKE it listens on localHost
@@ -232,7 +231,7 @@ func mcOpen(localHost, metadata, protocol, device string) (int64, error) {
 		if host, err = listenHost(host); err != nil {
 			return 0, err
 		}
-		if os.Getenv("MC_LEGACY_RPC_PORT_BINDING") == "" {
+		if getenv("MC_LEGACY_RPC_PORT_BINDING") == "" {
 			port = "0"
 		}
 	}
@@ -320,7 +319,7 @@ func (m *mcEngine) publish(ctx context.Context, metadata, host string, port int)
 		return fmt.Errorf("mooncake: listening on %s: peers cannot reach an unspecified address: "+
 			"name one of this host's (MC_TCP_BIND_ADDRESS): %w", host, errInvalid)
 	}
-	st, err := mooncake.OpenStore(ctx, metadata, mooncake.StoreOptions{Token: os.Getenv("MC_METADATA_HTTP_TOKEN")})
+	st, err := mooncake.OpenStore(ctx, metadata, mooncake.StoreOptions{Token: getenv("MC_METADATA_HTTP_TOKEN")})
 	if err != nil {
 		return fmt.Errorf("mooncake: %w: %w", err, errMetadata)
 	}
