@@ -16,7 +16,10 @@ the same methods, arguments, return values and error codes, so that after
     te.register_memory(addr, size)
     te.transfer_sync_write("10.0.0.3:15432", addr, peer_addr, size)
 
-Segments are named "host:rpc_port" (Mooncake's P2PHANDSHAKE naming); remote
+Segments are named "host:rpc_port" under P2PHANDSHAKE; with a metadata
+server (Mooncake's HTTP one, http://HOST:PORT/metadata, which `xfer mooncake
+metadata-server` serves, or etcd, etcd://HOST:PORT or a bare HOST:PORT) a
+segment is named by its engine's local_hostname, whatever it is. Remote
 addresses are raw addresses in the target process, which must lie within
 memory the target registered. Calls return 0 or a negative code of
 Mooncake's error.h (the ERR_* constants below); the message of the last
@@ -147,10 +150,17 @@ class TransferEngine:
         return True
 
     def initialize(self, local_hostname, metadata_server, protocol, device_name):
-        """Opens the engine listening on local_hostname ("host", or
-        "host:port"); metadata_server must be "P2PHANDSHAKE" (an etcd or
-        HTTP metadata server is ERR_NOT_IMPLEMENTED); protocol "tcp" or
-        "rdma"; device_name the RDMA device(s), comma-separated. 0, or a
+        """Opens the engine. With metadata_server "P2PHANDSHAKE" it listens
+        on local_hostname ("host", or "host:port") and its segment is
+        "host:rpc_port"; with a metadata server (http://HOST:PORT/metadata,
+        etcd://HOST:PORT, a bare HOST:PORT for etcd) its segment is
+        local_hostname, published there with where it listens
+        (MC_TCP_BIND_ADDRESS, or local_hostname's host when it resolves, on
+        a free port), and peers' names are resolved there (ERR_METADATA
+        when the server cannot be reached, holds the name for another
+        engine, or does not know a peer's). protocol "tcp" or "rdma";
+        device_name the RDMA device(s), comma-separated. With XFER_SECRET
+        or XFER_SECRET_FILE set, peers must share that secret. 0, or a
         negative code."""
         with self._mu:
             if self._h:
