@@ -1,13 +1,16 @@
-"""Mooncake's TransferEngine on xfer with a metadata server, run the way
-Mooncake's CI runs its transfer-engine wheel tests: Mooncake's HTTP
-metadata server on a port (here `xfer mooncake metadata-server`), a target
-process and an initiator, both given MC_METADATA_SERVER and a segment name
-of their own. The initiator's checks follow those of Mooncake's
-transfer_engine_initiator_test.py (docs/MOONCAKE.md says which commit):
-random strings written to the target and read back, one at a time, in
-synchronous batches and in asynchronous ones; plus the server's own
-protocol, as Mooncake's test_http_metadata_server.py checks it, over HTTP."""
+"""Mooncake's own transfer-engine wheel tests, in our words, on xfer.
 
+Run the way Mooncake's CI runs them: Mooncake's HTTP metadata server on a
+port (here `xfer mooncake metadata-server`), a target process and an
+initiator, both given MC_METADATA_SERVER and a segment name of their own.
+The initiator's checks follow those of Mooncake's
+transfer_engine_initiator_test.py: random strings written to the target
+and read back, one at a time, in synchronous batches and in asynchronous
+ones. Then the checks of test_http_metadata_server.py (the server's
+protocol, here over HTTP), test_batch_register_memory.py and
+test_allocate_host_buffer.py. docs/MOONCAKE.md names the commits read."""
+
+import ctypes
 import os
 import random
 import shutil
@@ -288,3 +291,43 @@ def test_metadata_server_token(go_xfer, monkeypatch):
         te.close()
     finally:
         stop(p)
+
+
+def test_batch_register_mismatched_lengths():
+    """As test_batch_register_memory.py: lists of different lengths are
+    -1 and register nothing (the same buffers register afterwards); empty
+    lists are 0."""
+    te = TransferEngine()
+    assert te.initialize("127.0.0.1:0", "P2PHANDSHAKE", "tcp", "") == 0, te.last_error
+    try:
+        bufs = [ctypes.create_string_buffer(4096) for _ in range(2)]
+        addrs = [ctypes.addressof(b) for b in bufs]
+        for na, nc in ((1, 0), (2, 1), (1, 2), (0, 1)):
+            assert te.batch_register_memory(addrs[:na], [4096] * nc) == -1, (na, nc)
+        assert te.batch_register_memory([], []) == 0
+        assert te.batch_unregister_memory([]) == 0
+        assert te.batch_register_memory(addrs, [4096, 4096]) == 0, te.last_error
+        assert te.batch_unregister_memory(addrs) == 0, te.last_error
+    finally:
+        te.close()
+
+
+def test_allocate_host_buffer():
+    """As test_allocate_host_buffer.py: a buffer round-trips, size 0 is 0,
+    freeing 0 does nothing; and (ours) the buffer registers and serves."""
+    p = mce.allocate_host_buffer(4 << 20)
+    assert p != 0
+    te = TransferEngine()
+    assert te.initialize("127.0.0.1", "P2PHANDSHAKE", "tcp", "") == 0
+    try:
+        assert te.register_memory(p, 4 << 20) == 0, te.last_error
+        assert te.write_bytes_to_buffer(p + 100, b"host", 4) == 0
+        assert te.read_bytes_from_buffer(p + 100, 4) == b"host"
+        assert te.unregister_memory(p) == 0
+    finally:
+        te.close()
+    mce.free_host_buffer(p)
+    assert mce.allocate_host_buffer(0) == 0
+    mce.free_host_buffer(0)
+    with pytest.raises(ValueError):
+        mce.free_host_buffer(p)  # freed already
