@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"io"
+	"net"
 	"strings"
 	"testing"
 
@@ -55,6 +56,12 @@ func TestMetadataServerCommand(t *testing.T) {
 }
 
 func TestMetadataServerFlags(t *testing.T) {
+	busy, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer busy.Close()
+	_, port, _ := net.SplitHostPort(busy.Addr().String())
 	for _, tc := range []struct {
 		args []string
 		env  string
@@ -62,6 +69,8 @@ func TestMetadataServerFlags(t *testing.T) {
 	}{
 		{[]string{"--port", "70000"}, "", "--port 70000"},
 		{[]string{"--port", "0", "--host", "127.0.0.1"}, "x", "MC_METADATA_MAX_KEYS"},
+		// A port in use: an error, and no banner.
+		{[]string{"--port", port, "--host", "127.0.0.1"}, "", "address already in use"},
 	} {
 		t.Setenv("MC_METADATA_MAX_KEYS", tc.env)
 		var e strings.Builder
