@@ -158,6 +158,11 @@ var layers = map[string][]string{
 	// (the standard library, the etcd client) but the authentication
 	// primitives, for its token.
 	"directory": {"internal/auth"},
+	// Mooncake's metadata service (its HTTP server and the clients of it
+	// and of etcd), for the command and the Mooncake engine of
+	// cmd/libxfer: like the directory, nothing of this module but the
+	// authentication primitives, for its token.
+	"mooncake": {"internal/auth"},
 	// The configuration document (its keys, YAML and JSON decoding,
 	// defaults and validation) sits beside the commands, above the
 	// services: its keys are the engine's and the connector's.
@@ -173,7 +178,7 @@ var layers = map[string][]string{
 	// The benchmark drivers of the commands, above the services they
 	// measure: the public API, the services and the leaves.
 	"bench": {"", "mem", "kv", "connector", "pages", "directory", "bytesize", "cputime", "latency"},
-	"cmd":   {"", "mem", "transport", "probe", "kv", "connector", "pages", "directory", "config", "bytesize", "cputime", "latency", "bench"},
+	"cmd":   {"", "mem", "transport", "probe", "kv", "connector", "pages", "directory", "mooncake", "config", "bytesize", "cputime", "latency", "bench"},
 	// The project's own helpers: tools/bench/regmr measures ibv_reg_mr
 	// through the binding itself, so tools may use internal packages.
 	"tools": {"", "mem", "transport", "probe", "internal/"},
@@ -341,6 +346,7 @@ func TestCheckLayout(t *testing.T) {
 		"probe":            {m("internal/ibv"), m("internal/sys"), m("bytesize")},
 		".":                {m("transport/verbs"), m("internal/wire"), m("internal/auth"), m("mem"), m("directory")},
 		"directory":        {"go.etcd.io/etcd/client/v3", "net/http", m("internal/auth")},
+		"mooncake":         {"go.etcd.io/etcd/client/v3", "net/http", m("internal/auth")},
 		"internal/auth":    {"crypto/hmac"},
 		"kv":               {m(""), m("mem"), m("probe"), m("kv/kvpb"), m("directory"), m("callbound"), "google.golang.org/grpc"},
 		"kv/kvpb":          {"google.golang.org/protobuf/proto"},
@@ -390,6 +396,8 @@ func TestCheckLayout(t *testing.T) {
 		{"transport/shm", m("internal/cuda"), "internal/cuda may be imported only by"},
 		{"mem", m("transport"), "against the layering"},
 		{"directory", m(""), "against the layering"},
+		{"mooncake", m(""), "against the layering"},
+		{"mooncake", m("directory"), "against the layering"},
 		{"directory", m("mem"), "against the layering"},
 		{"transport/tcp", m("directory"), "against the layering"},
 		{"internal/sys", m("mem"), "against the layering"},

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"net"
-	"os"
 	"slices"
 	"strconv"
 	"strings"
@@ -14,13 +13,17 @@ import (
 	"unsafe"
 
 	"github.com/xferio/xfer"
+	"github.com/xferio/xfer/mooncake"
 )
 
 // Mooncake's TransferEngine over an xfer Engine: the engine half of
 // python/xfer/mooncake/engine.py. A Mooncake engine registers ranges of
 // its caller's memory, lists them in its segment table (mcsegment.go),
-// and reaches peers by segment name ("host:rpc_port", Mooncake's
-// P2PHANDSHAKE naming), addressing their memory by raw virtual address.
+// and reaches peers by segment name, addressing their memory by raw
+// virtual address. A segment name is "host:rpc_port" under P2PHANDSHAKE;
+// with a metadata server (an HTTP one, or etcd) it is any name, the
+// engine's local_hostname, which the server maps to where the engine
+// listens (package mooncake's rpc_meta entries).
 // Its calls return Mooncake's codes (mcCode), not the connector's.
 
 // mcCode is a Mooncake engine call's result: 0, or one of the negative
@@ -84,7 +87,7 @@ func mcCodeOf(err error) mcCode {
 // nanosecond a byte (a GiB a second), as Mooncake's binding allows.
 func mcTimeout(bytes uint64) time.Duration {
 	base := 30 * time.Second
-	if s, err := strconv.Atoi(os.Getenv("MC_TRANSFER_TIMEOUT")); err == nil {
+	if s, err := strconv.Atoi(getenv("MC_TRANSFER_TIMEOUT")); err == nil {
 		base = time.Duration(max(s, 5)) * time.Second
 	}
 	return base + time.Duration(min(bytes, 1<<50))
@@ -93,8 +96,9 @@ func mcTimeout(bytes uint64) time.Duration {
 // mcEngine is an open Mooncake engine.
 type mcEngine struct {
 	e       *xfer.Engine
-	segment string // this engine's segment name, host:port
+	segment string // this engine's segment name: host:port, or local_hostname with a metadata server
 	port    int
+	meta    mooncake.Store  // the metadata server; nil under P2PHANDSHAKE
 	ctx     context.Context // ends at close
 	cancel  context.CancelFunc
 	calls   sync.WaitGroup
@@ -147,23 +151,69 @@ func parseProtocol(p string) (xfer.Policy, error) {
 	return "", fmt.Errorf("mooncake: protocol %q: xfer's TransferEngine moves tcp and rdma: %w", p, errInvalid)
 }
 
-// checkMetadata accepts Mooncake's P2PHANDSHAKE: peers are found by their
-// segment name. A metadata server is not supported yet.
-func checkMetadata(s string) error {
-	switch {
-	case s == "P2PHANDSHAKE":
-		return nil
-	case s == "":
-		return fmt.Errorf("mooncake: empty metadata server: want P2PHANDSHAKE: %w", errInvalid)
+// checkMetadata parses a metadata_server: P2PHANDSHAKE (nil, nil), or a
+// server package mooncake reaches (http://, etcd://, a bare host:port for
+// etcd).
+func checkMetadata(s string) (*mooncake.ServerAddr, error) {
+	if s == mooncake.P2PHandshake {
+		return nil, nil
 	}
-	return fmt.Errorf("mooncake: metadata server %q: xfer's TransferEngine supports P2PHANDSHAKE only "+
-		"(etcd and HTTP metadata servers are not done yet): %w", s, errNotImplemented)
+	a, err := mooncake.ParseServer(s)
+	if errors.Is(err, mooncake.ErrUnsupported) {
+		return nil, fmt.Errorf("mooncake: %w: %w", err, errNotImplemented)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("mooncake: %w (or P2PHANDSHAKE): %w", err, errInvalid)
+	}
+	return &a, nil
 }
 
-// mcOpen opens an engine listening on localHost ("host" for a port of the
-// kernel's choice, or "host:port").
+// listenHost is the address an engine with a metadata server listens on
+// and publishes, as Mooncake chooses it: MC_TCP_BIND_ADDRESS when set;
+// else local_hostname's host when it is an address or a name that
+// resolves; else the host's first non-loopback IPv4 address.
+func listenHost(host string) (string, error) {
+	if a := strings.TrimSpace(getenv("MC_TCP_BIND_ADDRESS")); a != "" {
+		return a, nil
+	}
+	if net.ParseIP(host) != nil {
+		return host, nil
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	if addrs, err := net.DefaultResolver.LookupHost(ctx, host); err == nil && len(addrs) > 0 {
+		return host, nil
+	}
+	ifs, err := net.InterfaceAddrs()
+	if err != nil {
+		return "", fmt.Errorf("mooncake: local hostname %q does not resolve, and the host's addresses cannot be listed: %w", host, err)
+	}
+	for _, a := range ifs {
+		if n, ok := a.(*net.IPNet); ok && !n.IP.IsLoopback() && n.IP.To4() != nil {
+			return n.IP.String(), nil
+		}
+	}
+	return "", fmt.Errorf("mooncake: local hostname %q does not resolve and the host has no non-loopback IPv4 address: "+
+		"set MC_TCP_BIND_ADDRESS to the address to listen on: %w", host, errInvalid)
+}
+
+// secretConfig takes the xfer CLI's shared secret from XFER_SECRET or
+// XFER_SECRET_FILE: with one, the engine's peers must prove the same
+// secret in the handshake, and it proves it to them.
+func secretConfig(cfg *xfer.Config) {
+	cfg.Secret = getenv("XFER_SECRET")
+	cfg.SecretFile = getenv("XFER_SECRET_FILE")
+}
+
+// mcOpen opens an engine. Under P2PHANDSHAKE it listens on localHost
+// ("host" for a port of the kernel's choice, or "host:port") and its
+// segment is named host:port. With a metadata server its segment is named
+// localHost itself; it listens on a port of the kernel's choice (the given
+// one with MC_LEGACY_RPC_PORT_BINDING), as Mooncake's engine does, and
+// publishes where in the server's rpc_meta entry for its name.
 func mcOpen(localHost, metadata, protocol, device string) (int64, error) {
-	if err := checkMetadata(metadata); err != nil {
+	srv, err := checkMetadata(metadata)
+	if err != nil {
 		return 0, err
 	}
 	pol, err := parseProtocol(protocol)
@@ -177,7 +227,16 @@ func mcOpen(localHost, metadata, protocol, device string) (int64, error) {
 	if host == "" || strings.ContainsAny(host, " /") {
 		return 0, fmt.Errorf("mooncake: local hostname %q: want a host name or address, optionally with :port: %w", localHost, errInvalid)
 	}
+	if srv != nil {
+		if host, err = listenHost(host); err != nil {
+			return 0, err
+		}
+		if getenv("MC_LEGACY_RPC_PORT_BINDING") == "" {
+			port = "0"
+		}
+	}
 	cfg := xfer.Config{Listen: net.JoinHostPort(host, port), Transport: pol, MemoryMB: 4}
+	secretConfig(&cfg)
 	if device != "" && pol == xfer.PolicyRDMA {
 		if devs := strings.Split(device, ","); len(devs) == 1 {
 			cfg.RDMA.Device = device
@@ -201,6 +260,14 @@ func mcOpen(localHost, metadata, protocol, device string) (int64, error) {
 	}
 	m.writeTable()
 	e.Export(segExport, m.table)
+	if srv != nil {
+		m.segment = localHost
+		if err := m.publish(ctx, metadata, host, n); err != nil {
+			m.cancel()
+			e.Close()
+			return 0, err
+		}
+	}
 	h := newHandle()
 	mcMu.Lock()
 	mcEngines[h] = m
@@ -235,7 +302,49 @@ func mcClose(h int64) error {
 	m.mu.Lock()
 	m.closed = true
 	m.mu.Unlock()
-	return m.e.Close()
+	var err error
+	if m.meta != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		err = m.meta.Delete(ctx, mooncake.RPCMetaKey(m.segment))
+		cancel()
+		err = errors.Join(err, m.meta.Close())
+	}
+	return errors.Join(m.e.Close(), err)
+}
+
+// publish connects to the metadata server and publishes this engine's
+// segment there: listening on host:port.
+func (m *mcEngine) publish(ctx context.Context, metadata, host string, port int) error {
+	if ip := net.ParseIP(host); ip != nil && ip.IsUnspecified() {
+		return fmt.Errorf("mooncake: listening on %s: peers cannot reach an unspecified address: "+
+			"name one of this host's (MC_TCP_BIND_ADDRESS): %w", host, errInvalid)
+	}
+	st, err := mooncake.OpenStore(ctx, metadata, mooncake.StoreOptions{Token: getenv("MC_METADATA_HTTP_TOKEN")})
+	if err != nil {
+		return fmt.Errorf("mooncake: %w: %w", err, errMetadata)
+	}
+	if err := mooncake.PublishRPCMeta(ctx, st, m.segment, mooncake.RPCMeta{Host: host, Port: port}); err != nil {
+		st.Close()
+		return fmt.Errorf("mooncake: %w: %w", err, errMetadata)
+	}
+	m.meta = st
+	return nil
+}
+
+// addrOf is where segment seg listens: its name under P2PHANDSHAKE, its
+// rpc_meta entry with a metadata server.
+func (m *mcEngine) addrOf(ctx context.Context, seg string) (string, error) {
+	if m.meta == nil {
+		if _, _, err := net.SplitHostPort(seg); err != nil {
+			return "", fmt.Errorf("mooncake: segment %q: want host:rpc_port (P2PHANDSHAKE's segment names): %w", seg, errInvalid)
+		}
+		return seg, nil
+	}
+	rm, err := mooncake.ResolveRPCMeta(ctx, m.meta, seg)
+	if err != nil {
+		return "", fmt.Errorf("mooncake: %w: %w", err, errMetadata)
+	}
+	return rm.Addr(), nil
 }
 
 // writeTable rewrites the segment table from regs; m.mu is held (or m
@@ -422,16 +531,17 @@ func (m *mcEngine) localCopy(p, buf unsafe.Pointer, n int64, in bool) error {
 // peer returns the dialed segment seg, dialing it (and reading its table)
 // first if need be.
 func (m *mcEngine) peer(ctx context.Context, seg string) (*mcPeer, error) {
-	if _, _, err := net.SplitHostPort(seg); err != nil {
-		return nil, fmt.Errorf("mooncake: segment %q: want host:rpc_port (P2PHANDSHAKE's segment names): %w", seg, errInvalid)
-	}
 	m.mu.Lock()
 	mp := m.peers[seg]
 	m.mu.Unlock()
 	if mp != nil {
 		return mp, nil
 	}
-	p, err := m.e.Dial(ctx, seg)
+	addr, err := m.addrOf(ctx, seg)
+	if err != nil {
+		return nil, err
+	}
+	p, err := m.e.Dial(ctx, addr)
 	if err != nil {
 		return nil, fmt.Errorf("mooncake: segment %s: %w", seg, err)
 	}
@@ -522,6 +632,14 @@ func (m *mcEngine) resolve(ctx context.Context, mp *mcPeer, addr, n uint64) (xfe
 
 // firstBuffer is the address of the first range seg lists (0 for none).
 func (m *mcEngine) firstBuffer(seg string) (uint64, error) {
+	if seg == m.segment {
+		m.mu.Lock()
+		defer m.mu.Unlock()
+		if len(m.regs) == 0 {
+			return 0, nil
+		}
+		return uint64(m.regs[0].base), nil
+	}
 	ctx, cancel := m.opCtx(0)
 	defer cancel()
 	mp, err := m.peer(ctx, seg)

@@ -127,8 +127,8 @@ func TestMCOpenRefuses(t *testing.T) {
 		host, meta, proto string
 		want              mcCode
 	}{
-		{"127.0.0.1", "etcd://127.0.0.1:2379", "tcp", mcErrNotImplemented},
-		{"127.0.0.1", "http://127.0.0.1:8080/metadata", "tcp", mcErrNotImplemented},
+		{"127.0.0.1", "redis://127.0.0.1:6379", "tcp", mcErrNotImplemented},
+		{"127.0.0.1", "ftp://127.0.0.1:1", "tcp", mcErrInvalid},
 		{"127.0.0.1", "", "tcp", mcErrInvalid},
 		{"127.0.0.1", "P2PHANDSHAKE", "nvlink", mcErrInvalid},
 		{"", "P2PHANDSHAKE", "tcp", mcErrInvalid},

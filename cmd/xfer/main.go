@@ -73,7 +73,7 @@ func newRootCmd(stdout, stderr io.Writer) *cobra.Command {
 	pf.StringVar(&g.configPath, "config", "", "YAML configuration `file` (default $"+envConfigFile+")")
 	pf.StringVar(&g.logLevel, "log-level", defaultLogLevel, "log level: debug, info, warn or error (config key log_level)")
 	pf.StringVar(&g.logFormat, "log-format", defaultLogFormat, "log format: text or json (config key log_format)")
-	root.AddCommand(newServeCmd(g), newBenchCmd(g), newDevicesCmd(g), newDoctorCmd(g), newKVCmd(g), newVersionCmd(g), newCoordinatorCmd(g), newPagesCmd(g), newTransferCmd(g), newStatusCmd(g), newSecretCmd(g))
+	root.AddCommand(newServeCmd(g), newBenchCmd(g), newDevicesCmd(g), newDoctorCmd(g), newKVCmd(g), newVersionCmd(g), newCoordinatorCmd(g), newPagesCmd(g), newTransferCmd(g), newStatusCmd(g), newSecretCmd(g), newMooncakeCmd(g))
 	rejectUnknownSubcommands(root)
 	return root
 }

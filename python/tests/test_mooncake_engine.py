@@ -131,9 +131,12 @@ def test_install_as_mooncake():
 
 
 @pytest.mark.parametrize("metadata,protocol,want", [
-    ("etcd://127.0.0.1:2379", "tcp", mce.ERR_NOT_IMPLEMENTED),
-    ("http://127.0.0.1:8080/metadata", "tcp", mce.ERR_NOT_IMPLEMENTED),
-    ("127.0.0.1:2379", "tcp", mce.ERR_NOT_IMPLEMENTED),  # Mooncake reads a bare address as etcd's
+    # Metadata servers that nothing serves (test_mooncake_metadata.py runs one).
+    ("etcd://127.0.0.1:1", "tcp", mce.ERR_METADATA),
+    ("http://127.0.0.1:1/metadata", "tcp", mce.ERR_METADATA),
+    ("127.0.0.1:1", "tcp", mce.ERR_METADATA),  # Mooncake reads a bare address as etcd's
+    ("redis://127.0.0.1:6379", "tcp", mce.ERR_NOT_IMPLEMENTED),
+    ("ftp://127.0.0.1:21", "tcp", mce.ERR_INVALID_ARGUMENT),
     ("", "tcp", mce.ERR_INVALID_ARGUMENT),
     ("P2PHANDSHAKE", "nvlink", mce.ERR_INVALID_ARGUMENT),
 ])
@@ -146,8 +149,8 @@ def test_initialize_refuses(metadata, protocol, want):
 
 def test_initialize_ext_and_port():
     te = TransferEngine()
-    assert te.initialize_ext("127.0.0.1", "127.0.0.1:2379", "tcp", "", "etcd") == mce.ERR_NOT_IMPLEMENTED
-    assert "etcd://127.0.0.1:2379" in te.last_error
+    assert te.initialize_ext("127.0.0.1", "127.0.0.1:1", "tcp", "", "etcd") == mce.ERR_METADATA
+    assert "etcd 127.0.0.1:1" in te.last_error
     assert te.initialize_ext("127.0.0.1", "P2PHANDSHAKE", "tcp", "", "") == 0
     try:
         assert 0 < te.get_rpc_port() < 65536

@@ -16,7 +16,10 @@ the same methods, arguments, return values and error codes, so that after
     te.register_memory(addr, size)
     te.transfer_sync_write("10.0.0.3:15432", addr, peer_addr, size)
 
-Segments are named "host:rpc_port" (Mooncake's P2PHANDSHAKE naming); remote
+Segments are named "host:rpc_port" under P2PHANDSHAKE; with a metadata
+server (Mooncake's HTTP one, http://HOST:PORT/metadata, which `xfer mooncake
+metadata-server` serves, or etcd, etcd://HOST:PORT or a bare HOST:PORT) a
+segment is named by its engine's local_hostname, whatever it is. Remote
 addresses are raw addresses in the target process, which must lie within
 memory the target registered. Calls return 0 or a negative code of
 Mooncake's error.h (the ERR_* constants below); the message of the last
@@ -28,6 +31,7 @@ import ctypes
 import enum
 import json
 import logging
+import mmap
 import os
 import threading
 
@@ -116,6 +120,45 @@ def _int(v, what):
     return v
 
 
+_libc = ctypes.CDLL(None, use_errno=True)
+_libc.mmap.restype = ctypes.c_void_p
+_libc.mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_long]
+_libc.munmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t]
+_host_buffers = {}  # address -> length, of allocate_host_buffer's mappings
+_host_mu = threading.Lock()
+
+
+def allocate_host_buffer(size):
+    """Maps size bytes of host memory (page-rounded, zeroed) for a caller to
+    register with an engine, as Mooncake's module-level function; their
+    address, or 0 for a size of 0 or less, or when the mapping fails."""
+    size = _int(size, "size")
+    if size <= 0:
+        return 0
+    n = (size + mmap.PAGESIZE - 1) // mmap.PAGESIZE * mmap.PAGESIZE
+    addr = _libc.mmap(None, n, mmap.PROT_READ | mmap.PROT_WRITE, mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS, -1, 0)
+    if addr is None or addr == ctypes.c_void_p(-1).value:
+        log.warning("xfer.mooncake: allocate_host_buffer(%d): mmap: %s", size, os.strerror(ctypes.get_errno()))
+        return 0
+    with _host_mu:
+        _host_buffers[addr] = n
+    return addr
+
+
+def free_host_buffer(addr):
+    """Unmaps a buffer of allocate_host_buffer (unregister it first); 0 is
+    a no-op. An address allocate_host_buffer did not return raises
+    ValueError, and nothing is unmapped."""
+    addr = _int(addr, "address")
+    if addr == 0:
+        return
+    with _host_mu:
+        n = _host_buffers.pop(addr, None)
+    if n is None:
+        raise ValueError(f"xfer.mooncake: free_host_buffer({addr:#x}): not an address allocate_host_buffer returned")
+    _libc.munmap(addr, n)
+
+
 class TransferEngine:
     """Mooncake's TransferEngine over an xfer Engine (see the module's doc)."""
 
@@ -147,10 +190,17 @@ class TransferEngine:
         return True
 
     def initialize(self, local_hostname, metadata_server, protocol, device_name):
-        """Opens the engine listening on local_hostname ("host", or
-        "host:port"); metadata_server must be "P2PHANDSHAKE" (an etcd or
-        HTTP metadata server is ERR_NOT_IMPLEMENTED); protocol "tcp" or
-        "rdma"; device_name the RDMA device(s), comma-separated. 0, or a
+        """Opens the engine. With metadata_server "P2PHANDSHAKE" it listens
+        on local_hostname ("host", or "host:port") and its segment is
+        "host:rpc_port"; with a metadata server (http://HOST:PORT/metadata,
+        etcd://HOST:PORT, a bare HOST:PORT for etcd) its segment is
+        local_hostname, published there with where it listens
+        (MC_TCP_BIND_ADDRESS, or local_hostname's host when it resolves, on
+        a free port), and peers' names are resolved there (ERR_METADATA
+        when the server cannot be reached, holds the name for another
+        engine, or does not know a peer's). protocol "tcp" or "rdma";
+        device_name the RDMA device(s), comma-separated. With XFER_SECRET
+        or XFER_SECRET_FILE set, peers must share that secret. 0, or a
         negative code."""
         with self._mu:
             if self._h:
@@ -227,14 +277,17 @@ class TransferEngine:
 
     def batch_register_memory(self, buffer_addresses, capacities, location="*"):
         """Registers ranges of this process's memory for peers (all or
-        none). 0, or ERR_ADDRESS_OVERLAPPED, ERR_INVALID_ARGUMENT, ..."""
+        none; no ranges at all is 0, as in Mooncake). 0, or
+        ERR_ADDRESS_OVERLAPPED, ERR_INVALID_ARGUMENT, ..."""
         if not self._ready():
             return ERR_INVALID_ARGUMENT
         addrs = [_int(a, "buffer address") for a in buffer_addresses]
         lens = [_int(n, "capacity") for n in capacities]
-        if len(addrs) != len(lens) or not addrs:
+        if len(addrs) != len(lens):
             return self._fail(ERR_INVALID_ARGUMENT, f"xfer.mooncake: register {len(addrs)} addresses "
-                              f"and {len(lens)} capacities: want as many of each, at least one")
+                              f"and {len(lens)} capacities: want as many of each")
+        if not addrs:
+            return 0
         code = self._check_host(addrs, lens, location)
         if code:
             return code
@@ -247,12 +300,13 @@ class TransferEngine:
         return self.batch_register_memory([buffer_addr], [capacity], location)
 
     def batch_unregister_memory(self, buffer_addresses):
-        """Unregisters ranges by their base addresses (all or none)."""
+        """Unregisters ranges by their base addresses (all or none; none
+        at all is 0)."""
         if not self._ready():
             return ERR_INVALID_ARGUMENT
         addrs = [_int(a, "buffer address") for a in buffer_addresses]
         if not addrs:
-            return self._fail(ERR_INVALID_ARGUMENT, "xfer.mooncake: unregister no addresses")
+            return 0
         k = len(addrs)
         return self._call("unregister", self._h, (ctypes.c_void_p * k)(*addrs), k)
 
