@@ -3,13 +3,13 @@ package transferctl
 import (
 	"context"
 	"fmt"
-	"math/rand/v2"
 	"net"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/xferio/xfer/internal/testutil"
 )
 
 // strayKinds are the strays a test sends at the control port: one that
@@ -17,96 +17,13 @@ import (
 // byte at a time, one that sends random bytes, one that sends a
 // well-formed message out of turn, one that sends a line longer than
 // MaxLine, and one that closes at once (a port check).
-var strayKinds = []string{"idle", "trickle", "garbage", "out-of-turn", "long", "close"}
-
-// dialStray connects to addr as a stray of kind, and plays it in the
-// background until the other end closes the connection or stop is
-// closed; done is closed then. It reports whether it could connect.
-func dialStray(addr, kind string, stop <-chan struct{}, wg *sync.WaitGroup) bool {
-	nc, err := net.Dial("tcp", addr)
-	if err != nil {
-		return false
-	}
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		play(nc, kind, stop)
-	}()
-	return true
-}
-
-// play is a stray of kind on nc.
-func play(nc net.Conn, kind string, stop <-chan struct{}) {
-	defer nc.Close()
-	closed := make(chan struct{})
-	go func() {
-		defer close(closed)
-		buf := make([]byte, 4096)
-		for {
-			if _, err := nc.Read(buf); err != nil {
-				return
-			}
-		}
-	}()
-	defer func() {
-		nc.Close()
-		<-closed
-	}()
-	switch kind {
-	case "close":
-		return
-	case "garbage":
-		b := make([]byte, 256)
-		for i := range b {
-			b[i] = byte(rand.IntN(256))
-		}
-		nc.Write(append(b, '\n'))
-	case "out-of-turn":
-		nc.Write([]byte(`{"type":"got","seq":1,"md5_ok":true}` + "\n"))
-	case "long":
-		nc.Write([]byte(`{"type":"auth","nonce":"` + strings.Repeat("0", MaxLine+10) + "\"}\n"))
-	case "trickle":
-		for _, b := range []byte(`{"type":"ready","pull":"write"`) {
-			if _, err := nc.Write([]byte{b}); err != nil {
-				return
-			}
-			select {
-			case <-time.After(20 * time.Millisecond):
-			case <-closed:
-				return
-			case <-stop:
-				return
-			}
-		}
-	}
-	select {
-	case <-closed:
-	case <-stop:
-	}
-}
-
-// flood sends n strays of every kind in turn at addr from workers
-// goroutines; the function it returns waits for them all to end and says
-// how many connected.
-func flood(addr string, n, workers int, stop <-chan struct{}) func() int {
-	var next, connected atomic.Int64
-	var wg sync.WaitGroup
-	for range workers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for {
-				i := next.Add(1) - 1
-				if i >= int64(n) {
-					return
-				}
-				if dialStray(addr, strayKinds[i%int64(len(strayKinds))], stop, &wg) {
-					connected.Add(1)
-				}
-			}
-		}()
-	}
-	return func() int { wg.Wait(); return int(connected.Load()) }
+var strayKinds = []testutil.Stray{
+	testutil.StrayIdle,
+	{Name: "trickle", Send: []byte(`{"type":"ready","pull":"write"`), Trickle: true},
+	testutil.StrayGarbage,
+	{Name: "out-of-turn", Send: []byte(`{"type":"got","seq":1,"md5_ok":true}` + "\n")},
+	{Name: "long", Send: []byte(`{"type":"auth","nonce":"` + strings.Repeat("0", MaxLine+10) + "\"}\n")},
+	testutil.StrayClose,
 }
 
 // stopper is a channel that closes once.
@@ -188,13 +105,13 @@ func TestServeWaitsForItsConsumer(t *testing.T) {
 		// the idle and trickling ones time out.
 		var wg sync.WaitGroup
 		for _, kind := range strayKinds {
-			if !dialStray(addr, kind, stop, &wg) {
-				t.Fatalf("a stray (%s) could not connect", kind)
+			if !testutil.DialStray(addr, kind, stop, &wg) {
+				t.Fatalf("a stray (%s) could not connect", kind.Name)
 			}
 		}
 		waitRefusals(t, refused, "timeout", 2)
 		// During: more while the consumer dials and authenticates.
-		during := flood(addr, 4*len(strayKinds), 4, stop)
+		during := testutil.Flood(addr, strayKinds, 4*len(strayKinds), 4, stop)
 		c := consume(t, addr, secret, nil)
 		defer c.Close()
 		res := <-served
@@ -205,7 +122,7 @@ func TestServeWaitsForItsConsumer(t *testing.T) {
 		defer p.Close()
 		// After: the port is the consumer's alone now; strays change
 		// nothing.
-		after := flood(addr, len(strayKinds), len(strayKinds), stop)
+		after := testutil.Flood(addr, strayKinds, len(strayKinds), len(strayKinds), stop)
 		converse(t, p, c)
 		if n := after(); n != 0 {
 			t.Errorf("%d strays connected after the consumer was served", n)
@@ -234,7 +151,7 @@ func TestServeSurvivesStrays(t *testing.T) {
 		dialRaw(t, addr).Close() // it listens
 		stop, end := stopper(t)
 		const n = 500
-		connected := flood(addr, n, 16, stop)
+		connected := testutil.Flood(addr, strayKinds, n, 16, stop)
 		waitRefusals(t, refused, "", n/2)
 		c := consume(t, addr, secret, nil)
 		defer c.Close()
