@@ -92,6 +92,7 @@ func Serve(ctx context.Context, cfg ServeConfig) (*Conn, Msg, error) {
 	gate := admit.New(admit.Config{Max: cfg.MaxPending, PerSource: cfg.MaxPendingPerSource})
 	var mu sync.Mutex
 	var last error // the latest refusal, for the timeout's error
+	dropped := 0   // the connections refused
 	type seated struct {
 		c     *Conn
 		ready Msg
@@ -110,6 +111,11 @@ func Serve(ctx context.Context, cfg ServeConfig) (*Conn, Msg, error) {
 				if s.err != nil {
 					return nil, Msg{}, s.err
 				}
+				mu.Lock()
+				if dropped > 0 {
+					say(fmt.Sprintf("the consumer is connected; %d other connections were dropped before they completed the handshake", dropped))
+				}
+				mu.Unlock()
 				return s.c.serve(parent, cfg, s.ready)
 			default:
 			}
@@ -160,6 +166,7 @@ func Serve(ctx context.Context, cfg ServeConfig) (*Conn, Msg, error) {
 				}
 				mu.Lock()
 				last = err
+				dropped++
 				mu.Unlock()
 				refused(conn.RemoteAddr().String(), refusal(err), err)
 				return
