@@ -31,9 +31,13 @@ const (
 	ReasonNotAllowed = "not_allowed"
 	// ReasonTimeout: the caller did not authenticate within the bound.
 	ReasonTimeout = "timeout"
+	// ReasonEvicted: the caller was still in its handshake when newer
+	// connections needed its place (security.max_pending_handshakes,
+	// security.max_pending_per_source).
+	ReasonEvicted = "evicted"
 )
 
-var authReasons = []string{ReasonNoProof, ReasonBadProof, ReasonMalformed, ReasonNotAllowed, ReasonTimeout}
+var authReasons = []string{ReasonNoProof, ReasonBadProof, ReasonMalformed, ReasonNotAllowed, ReasonTimeout, ReasonEvicted}
 
 // authError is a handshake refused for an authentication reason.
 type authError struct {

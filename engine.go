@@ -15,6 +15,7 @@ import (
 	"sync/atomic"
 
 	"github.com/xferio/xfer/directory"
+	"github.com/xferio/xfer/internal/admit"
 	"github.com/xferio/xfer/internal/auth"
 	"github.com/xferio/xfer/internal/metrics"
 	"github.com/xferio/xfer/internal/wire"
@@ -67,6 +68,7 @@ type Engine struct {
 	stats        engineStats
 	auth         authStats      // refusals, for AuthFailed and Status
 	allowedPeers auth.Allowlist // security.allowed_peers; none: every address
+	pending      *admit.Gate    // inbound connections in their handshake (security.max_pending_*)
 	allowedGIDs  [][16]byte     // security.rdma.allowed_gids; none: every GID
 	metrics      *metrics.Set   // nil without Config.Metrics
 	fb           failback       // probing paused transports (failback.go)
@@ -136,6 +138,7 @@ func Open(ctx context.Context, cfg Config) (_ *Engine, err error) {
 		ready:    make(chan struct{}),
 	}
 	e.allowedPeers, _ = parseAllowedPeers(cfg.Security.AllowedPeers) // checked by withDefaults
+	e.pending = admit.New(admit.Config{Max: cfg.Security.MaxPendingHandshakes, PerSource: cfg.Security.MaxPendingPerSource})
 	e.allowedGIDs, _ = parseGIDs(cfg.Security.RDMA.AllowedGIDs)
 	e.notes.init()
 	e.ctx, e.cancel = context.WithCancel(context.Background())

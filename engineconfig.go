@@ -495,13 +495,27 @@ func (c *Config) checkSecret() error {
 	return nil
 }
 
-// checkSecurity validates the security section.
+// checkSecurity validates the security section and fills in its defaults.
 func (c *Config) checkSecurity() error {
 	if (c.Security.RequireAuthentication || c.Security.RDMA.RequireAuthentication) && c.Secret == "" {
 		return fmt.Errorf("config: security.require_authentication is set and there is no secret: generate one with `xfer secret > FILE` and set secret_file: FILE")
 	}
 	if _, err := parseAllowedPeers(c.Security.AllowedPeers); err != nil {
 		return err
+	}
+	switch {
+	case c.Security.MaxPendingHandshakes == 0:
+		c.Security.MaxPendingHandshakes = DefaultMaxPendingHandshakes
+	case c.Security.MaxPendingHandshakes < 0:
+		return fmt.Errorf("config: security.max_pending_handshakes %d: must be positive", c.Security.MaxPendingHandshakes)
+	}
+	switch {
+	case c.Security.MaxPendingPerSource == 0:
+		c.Security.MaxPendingPerSource = min(DefaultMaxPendingPerSource, c.Security.MaxPendingHandshakes)
+	case c.Security.MaxPendingPerSource < 0:
+		return fmt.Errorf("config: security.max_pending_per_source %d: must be positive", c.Security.MaxPendingPerSource)
+	case c.Security.MaxPendingPerSource > c.Security.MaxPendingHandshakes:
+		return fmt.Errorf("config: security.max_pending_per_source %d: must not exceed security.max_pending_handshakes (%d)", c.Security.MaxPendingPerSource, c.Security.MaxPendingHandshakes)
 	}
 	if _, err := parseGIDs(c.Security.RDMA.AllowedGIDs); err != nil {
 		return err

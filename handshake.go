@@ -6,12 +6,15 @@ import (
 	"crypto/rand"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"os"
 	"slices"
 	"strings"
+	"syscall"
 	"time"
 
+	"github.com/xferio/xfer/internal/admit"
 	"github.com/xferio/xfer/internal/auth"
 	"github.com/xferio/xfer/internal/metrics"
 	"github.com/xferio/xfer/internal/wire"
@@ -86,10 +89,13 @@ func (e *Engine) acceptLoop() {
 			continue
 		}
 		e.acceptedCongestion(nc)
+		ticket := e.pending.Admit(nc)
 		e.wg.Add(1)
 		go func() {
 			defer e.wg.Done()
-			if err := e.serveConn(nc); err != nil {
+			err := e.serveConn(nc, ticket)
+			ticket.Leave()
+			if err != nil {
 				var af *authError
 				if errors.As(err, &af) && e.ctx.Err() == nil {
 					e.AuthFailed(PlanePeer, af.reason, nc.RemoteAddr().String(), err)
@@ -102,29 +108,63 @@ func (e *Engine) acceptLoop() {
 	}
 }
 
+// inbound is an inbound connection in its handshake: its place in the
+// gate of pending connections (security.max_pending_handshakes), which it
+// leaves once it has authenticated, and its deadline.
+type inbound struct {
+	nc       net.Conn
+	ticket   *admit.Ticket
+	deadline time.Time
+}
+
+// admitted takes the connection out of the gate, its handshake's reads
+// done: an eviction from here on cannot touch it, and one that came just
+// before is undone (its reads succeeded: the peer is not dropped).
+func (in *inbound) admitted() {
+	in.ticket.Leave()
+	in.nc.SetDeadline(in.deadline)
+}
+
+// failed is err, a failure of the connection's handshake before it was
+// admitted: an eviction, when the gate evicted it.
+func (in *inbound) failed(err error) error {
+	if in.ticket.Evicted() {
+		return &authError{ReasonEvicted, fmt.Errorf("dropped in its handshake for a newer connection (security.max_pending_handshakes, max_pending_per_source): %w", err)}
+	}
+	return err
+}
+
 // serveConn runs the acceptor's side of a handshake, or a join. On an
 // error the caller closes nc.
-func (e *Engine) serveConn(nc net.Conn) error {
+func (e *Engine) serveConn(nc net.Conn, ticket *admit.Ticket) error {
 	// Close must not wait a whole handshake timeout for a silent peer.
 	stop := context.AfterFunc(e.ctx, func() { nc.SetDeadline(time.Unix(1, 0)) })
 	defer stop()
-	until := time.Now().Add(e.cfg.HandshakeTimeout)
-	nc.SetDeadline(until)
+	in := &inbound{nc: nc, ticket: ticket, deadline: time.Now().Add(e.cfg.HandshakeTimeout)}
+	nc.SetDeadline(in.deadline)
+	if ticket.Evicted() { // an eviction's deadline, which this one replaced
+		return in.failed(errors.New("evicted before its hello"))
+	}
 	typ, body, err := wire.ReadMessage(nc)
 	switch {
 	case err == nil:
-	case errors.Is(err, os.ErrDeadlineExceeded) && e.ctx.Err() == nil:
+	case e.ctx.Err() != nil:
+		return err // Close
+	case ticket.Evicted():
+		return in.failed(err)
+	case errors.Is(err, os.ErrDeadlineExceeded):
 		return &authError{ReasonTimeout, fmt.Errorf("no hello within handshake_timeout %v", e.cfg.HandshakeTimeout)}
 	case errors.Is(err, wire.ErrMalformed):
 		return &authError{ReasonMalformed, err}
 	default:
-		return err // a connection closed without a word (a port check), or Close
+		// A connection closed without a word (a port check).
+		return &authError{ReasonNoProof, fmt.Errorf("closed before its hello: %w", err)}
 	}
 	switch typ {
 	case wire.MsgJoin:
 		j, err := wire.DecodeJoin(body)
 		if err != nil {
-			return err
+			return &authError{ReasonMalformed, err}
 		}
 		e.mu.Lock()
 		ch := e.joins[j.Token]
@@ -133,6 +173,7 @@ func (e *Engine) serveConn(nc net.Conn) error {
 			nc.Write(wire.AppendResult(nil, &wire.Result{Status: wire.StatusBadRequest, Message: "join: unknown token"}))
 			return &authError{ReasonBadProof, errors.New("join with an unknown token")}
 		}
+		in.admitted()
 		if _, err := nc.Write(wire.AppendResult(nil, &wire.Result{Status: wire.StatusOK})); err != nil {
 			return err
 		}
@@ -148,10 +189,13 @@ func (e *Engine) serveConn(nc net.Conn) error {
 		if err != nil {
 			return &authError{ReasonMalformed, err}
 		}
-		if err := e.holdUntilReady(nc, until); err != nil {
+		if e.cfg.Secret == "" {
+			in.admitted() // a hello is all there is to read
+		}
+		if err := e.holdUntilReady(nc, in.deadline); err != nil {
 			return err
 		}
-		p, err := e.acceptPeer(nc, h, body)
+		p, err := e.acceptPeer(in, h, body)
 		if errors.Is(err, errResumed) {
 			return nil
 		}
@@ -195,7 +239,8 @@ func refuse(nc net.Conn, st wire.Status, format string, args ...any) error {
 	return errors.New(msg)
 }
 
-func (e *Engine) acceptPeer(nc net.Conn, h *wire.Hello, helloBody []byte) (*Peer, error) {
+func (e *Engine) acceptPeer(in *inbound, h *wire.Hello, helloBody []byte) (*Peer, error) {
+	nc := in.nc
 	if h.MaxVersion < wire.VersionMin || h.MinVersion > wire.VersionMax {
 		return nil, refuse(nc, wire.StatusVersion, "peer speaks protocol versions %d-%d, this engine %d-%d", h.MinVersion, h.MaxVersion, wire.VersionMin, wire.VersionMax)
 	}
@@ -210,12 +255,15 @@ func (e *Engine) acceptPeer(nc net.Conn, h *wire.Hello, helloBody []byte) (*Peer
 	}
 	chMsg := wire.AppendChallenge(nil, &ch)
 	if _, err := nc.Write(chMsg); err != nil {
-		return nil, err
+		return nil, in.failed(err)
 	}
 	th := transcript(helloBody, chMsg[wire.HandshakeHeaderLen:])
 	if e.cfg.Secret != "" {
 		typ, body, err := wire.ReadMessage(nc)
 		if err != nil {
+			if in.ticket.Evicted() && e.ctx.Err() == nil {
+				return nil, in.failed(err)
+			}
 			reason := ReasonNoProof
 			if errors.Is(err, os.ErrDeadlineExceeded) {
 				reason = ReasonTimeout
@@ -234,6 +282,7 @@ func (e *Engine) acceptPeer(nc net.Conn, h *wire.Hello, helloBody []byte) (*Peer
 			refuse(nc, wire.StatusAuthFailed, "authentication failed: wrong secret")
 			return nil, &authError{ReasonBadProof, errors.New("authentication failed: wrong secret")}
 		}
+		in.admitted()
 	}
 	local := transport.PeerInfo{ID: e.id, PID: os.Getpid(), HostID: e.hostID, Addr: e.addr}
 	remote := transport.PeerInfo{ID: h.ID, PID: int(h.PID), HostID: h.HostID, Addr: h.Listen}
@@ -575,9 +624,25 @@ func (e *Engine) connect(ctx context.Context, p *Peer) (transport.Endpoint, erro
 	if old := p.current(); old != nil {
 		prev = old.Transport()
 	}
-	retries := 0
+	retries, redials := 0, 0
+	start := time.Now()
 	for {
 		ep, name, err := e.connectOnce(ctx, p, exclude, "")
+		if errors.Is(err, errDropped) && ctx.Err() == nil && time.Since(start) < e.cfg.HandshakeTimeout {
+			// Dropped before the welcome, as a listener flooded with
+			// strays drops the oldest: dial again, within one
+			// handshake_timeout in all.
+			redials++
+			if redials == 1 {
+				e.log.Info("the peer dropped the handshake; dialing again", "peer", p.dialAddr, "reason", err)
+			}
+			select {
+			case <-time.After(min(time.Duration(redials)*10*time.Millisecond, 200*time.Millisecond)):
+				continue
+			case <-ctx.Done():
+				return nil, ctxErr(ctx, err)
+			}
+		}
 		if errors.Is(err, transport.ErrTransient) && retries < setupRetries && ctx.Err() == nil {
 			retries++
 			e.setupRetried(name)
@@ -663,11 +728,11 @@ func (e *Engine) connectOnce(ctx context.Context, p *Peer, exclude map[string]er
 	}
 	helloMsg := wire.AppendHello(nil, &hello)
 	if _, err := nc.Write(helloMsg); err != nil {
-		return nil, "", fmt.Errorf("dial %s: handshake: %w", addr, err)
+		return nil, "", fmt.Errorf("dial %s: handshake: %w", addr, dropped(ctx, err))
 	}
 	typ, body, err := wire.ReadMessage(nc)
 	if err != nil {
-		return nil, "", fmt.Errorf("dial %s: handshake: %w", addr, ctxErr(ctx, err))
+		return nil, "", fmt.Errorf("dial %s: handshake: %w", addr, dropped(ctx, ctxErr(ctx, err)))
 	}
 	if typ == wire.MsgResult {
 		return nil, "", resultErr(addr, body)
@@ -691,12 +756,12 @@ func (e *Engine) connectOnce(ctx context.Context, p *Peer, exclude map[string]er
 	case e.cfg.Secret != "":
 		a := wire.Auth{Proof: proof(e.cfg.Secret, labelDialer, th, nil)}
 		if _, err := nc.Write(wire.AppendAuth(nil, &a)); err != nil {
-			return nil, "", fmt.Errorf("dial %s: auth: %w", addr, err)
+			return nil, "", fmt.Errorf("dial %s: auth: %w", addr, dropped(ctx, err))
 		}
 	}
 	typ, body, err = wire.ReadMessage(nc)
 	if err != nil {
-		return nil, "", fmt.Errorf("dial %s: handshake: %w", addr, ctxErr(ctx, err))
+		return nil, "", fmt.Errorf("dial %s: handshake: %w", addr, dropped(ctx, ctxErr(ctx, err)))
 	}
 	if typ == wire.MsgResult {
 		return nil, "", resultErr(addr, body)
@@ -744,6 +809,22 @@ func (e *Engine) connectOnce(ctx context.Context, p *Peer, exclude map[string]er
 	return ep, w.Transport, nil
 }
 
+// errDropped is a handshake (or a join) whose connection the acceptor
+// closed before its welcome (its result): a listener busy with others
+// (security.max_pending_*) evicts connections still in their handshake.
+// The dialer dials again.
+var errDropped = errors.New("the peer closed the connection before the handshake ended")
+
+// dropped is err, a failure of a handshake's read or write, marked
+// errDropped when the acceptor closed the connection.
+func dropped(ctx context.Context, err error) error {
+	if ctx.Err() == nil && (errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) ||
+		errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.EPIPE)) {
+		return fmt.Errorf("%w (%w)", errDropped, err)
+	}
+	return err
+}
+
 // namedErr prefixes a transport's error with its name, unless it has it.
 func namedErr(name string, err error) error {
 	if strings.HasPrefix(err.Error(), name+": ") {
@@ -763,6 +844,24 @@ func offered(h *wire.Hello, name string) bool {
 
 // join opens one more connection to an established peer.
 func (e *Engine) join(ctx context.Context, addr string, token [16]byte) (net.Conn, error) {
+	for redials := 1; ; redials++ {
+		nc, err := e.joinOnce(ctx, addr, token)
+		if !errors.Is(err, errDropped) {
+			return nc, err
+		}
+		// Dropped before its result, as a listener flooded with strays
+		// drops the oldest: dial again, within ctx (the transport's
+		// handshake_timeout).
+		select {
+		case <-time.After(min(time.Duration(redials)*10*time.Millisecond, 200*time.Millisecond)):
+		case <-ctx.Done():
+			return nil, ctxErr(ctx, err)
+		}
+	}
+}
+
+// joinOnce dials one extra connection for the connection token names.
+func (e *Engine) joinOnce(ctx context.Context, addr string, token [16]byte) (net.Conn, error) {
 	d := net.Dialer{Control: e.dialControl}
 	nc, err := d.DialContext(ctx, "tcp", addr)
 	if err != nil {
@@ -772,12 +871,12 @@ func (e *Engine) join(ctx context.Context, addr string, token [16]byte) (net.Con
 	defer stop()
 	if _, err := nc.Write(wire.AppendJoin(nil, &wire.Join{Token: token})); err != nil {
 		nc.Close()
-		return nil, err
+		return nil, dropped(ctx, err)
 	}
 	typ, body, err := wire.ReadMessage(nc)
 	if err != nil {
 		nc.Close()
-		return nil, ctxErr(ctx, err)
+		return nil, dropped(ctx, ctxErr(ctx, err))
 	}
 	if typ != wire.MsgResult {
 		nc.Close()

@@ -79,7 +79,8 @@ func goSources(t *testing.T, tests bool) []string {
 // services are the packages built only on the public API: the root package
 // xfer, mem, probe, directory, latency, callbound, their own subpackages
 // and third-party modules; and internal/auth, the authentication
-// primitives every plane shares.
+// primitives every plane shares, with internal/admit, the bound on the
+// connections that have not authenticated yet.
 var services = []string{"kv", "connector", "pages"}
 
 // transports are the transport packages, siblings that never import each
@@ -126,6 +127,9 @@ var layers = map[string][]string{
 	"internal/sys":  {},
 	"internal/wire": {},
 	"internal/auth": {},
+	// The gate of pending, unauthenticated connections: the standard
+	// library only.
+	"internal/admit": {},
 	// The bindings name buffer sizes in their errors as the CLI does
 	// (bytesize, a leaf), and share the types of their ABI check (cabi).
 	"internal/ibv":  {"internal/sys", "internal/cabi", "bytesize"},
@@ -275,10 +279,10 @@ func checkImport(dir, im string, pending map[string]string) string {
 		return "commands import public packages only"
 	}
 	if svc, ok := underAny(dir, services); ok {
-		if rel == "" || under(rel, "mem") || under(rel, "probe") || under(rel, "directory") || under(rel, "latency") || under(rel, "callbound") || under(rel, "internal/auth") || under(rel, svc) {
+		if rel == "" || under(rel, "mem") || under(rel, "probe") || under(rel, "directory") || under(rel, "latency") || under(rel, "callbound") || under(rel, "internal/auth") || under(rel, "internal/admit") || under(rel, svc) {
 			return ""
 		}
-		return "services use the public xfer API, mem, probe, directory, latency, callbound and internal/auth only"
+		return "services use the public xfer API, mem, probe, directory, latency, callbound, internal/auth and internal/admit only"
 	}
 	if under(dir, "transport/stream") {
 		if _, ok := underAny(rel, transports); ok {

@@ -23,6 +23,18 @@ type SecurityConfig struct {
 	// (xfer_auth_failures_total{plane="peer",reason="not_allowed"}).
 	// Default: none, every address.
 	AllowedPeers []string `yaml:"allowed_peers"`
+	// MaxPendingHandshakes bounds the inbound connections in their
+	// handshake at once (before they authenticate; without a secret,
+	// before their hello). One more makes the oldest give way: it is
+	// closed and counted (xfer_auth_failures_total{plane="peer",
+	// reason="evicted"}), so connections that hold the port open cannot
+	// lock peers out. Default: 256 (DefaultMaxPendingHandshakes).
+	MaxPendingHandshakes int `yaml:"max_pending_handshakes"`
+	// MaxPendingPerSource bounds those from one address: one more from an
+	// address at its bound makes that address's oldest give way, not
+	// another's. Default: 32 (DefaultMaxPendingPerSource), never more than
+	// max_pending_handshakes.
+	MaxPendingPerSource int `yaml:"max_pending_per_source"`
 	// RDMA is the rdma transport's policy, in the layout of the RDMA
 	// guide: security: {rdma: {allowed_gids: [...], require_authentication: true}}.
 	// Default: SecurityRDMAConfig's defaults, which allow every GID.
@@ -49,6 +61,13 @@ func (s SecurityConfig) Clone() SecurityConfig {
 	s.RDMA.AllowedGIDs = slices.Clone(s.RDMA.AllowedGIDs)
 	return s
 }
+
+// The defaults of security.max_pending_handshakes and
+// security.max_pending_per_source.
+const (
+	DefaultMaxPendingHandshakes = 256
+	DefaultMaxPendingPerSource  = 32
+)
 
 // parseGIDs parses security.rdma.allowed_gids.
 func parseGIDs(list []string) ([][16]byte, error) {

@@ -253,20 +253,17 @@ func md5Hex(b []byte) string {
 func produce(ctx context.Context, c *connector.Connector, tc TensorConfig, add func(TensorResult) error, sum *TensorSummary, say func(string)) error {
 	e := c.Engine()
 	refused := func(remote, reason string, err error) { e.AuthFailed(xfer.PlaneTransfer, reason, remote, err) }
-	cc, err := transferctl.Serve(ctx, net.JoinHostPort(tc.LocalHost, strconv.Itoa(tc.CtrlPort)), tc.Timeout, 0, e.Config().Secret, say, refused)
+	hello := transferctl.Msg{Type: transferctl.TypeHello, Transfers: tc.N, Bytes: tc.Size, DType: tc.DType.String(), Mode: tc.Mode, Benchmark: tc.Benchmark}
+	cc, ready, err := transferctl.Serve(ctx, transferctl.ServeConfig{
+		Addr:    net.JoinHostPort(tc.LocalHost, strconv.Itoa(tc.CtrlPort)),
+		Timeout: tc.Timeout, HandshakeTimeout: e.Config().HandshakeTimeout,
+		Secret: e.Config().Secret, Hello: hello, Say: say, Refused: refused,
+	})
 	if err != nil {
 		return err
 	}
 	defer cc.Close()
 	fail := cc.Fail
-	hello := transferctl.Msg{Type: transferctl.TypeHello, Transfers: tc.N, Bytes: tc.Size, DType: tc.DType.String(), Mode: tc.Mode, Benchmark: tc.Benchmark}
-	if err := cc.Send(hello); err != nil {
-		return err
-	}
-	ready, err := cc.Recv(transferctl.TypeReady)
-	if err != nil {
-		return err
-	}
 	if ready.Pull != "" {
 		sum.Pull = ready.Pull // the consumer's Gets choose
 	}
@@ -356,16 +353,12 @@ func produce(ctx context.Context, c *connector.Connector, tc TensorConfig, add f
 // consume is the consumer's side; it sets the transport in sum, and the
 // producer's mode and dtype, which make the tensors.
 func consume(ctx context.Context, c *connector.Connector, tc TensorConfig, add func(TensorResult) error, sum *TensorSummary, say func(string)) error {
-	cc, err := transferctl.Connect(ctx, net.JoinHostPort(tc.RemoteHost, strconv.Itoa(tc.CtrlPort)), tc.Timeout, c.Engine().Config().Secret, say)
+	cc, hello, err := transferctl.Connect(ctx, net.JoinHostPort(tc.RemoteHost, strconv.Itoa(tc.CtrlPort)), tc.Timeout, c.Engine().Config().Secret, say)
 	if err != nil {
 		return err
 	}
 	defer cc.Close()
 	fail := cc.Fail
-	hello, err := cc.Recv(transferctl.TypeHello)
-	if err != nil {
-		return err
-	}
 	sum.Mode, sum.DType = hello.Mode, hello.DType
 	switch {
 	case hello.Transfers != tc.N:

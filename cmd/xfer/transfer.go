@@ -122,9 +122,13 @@ func newTransferCmd(g *globals) *cobra.Command {
 			"null under --benchmark), md5_mismatches, mode, transport (the one used), pull, dtype,\n" +
 			"tensor_bytes, wall_seconds and memory_mb.\n\n" +
 			"--timeout bounds the wait for the other side, each wait for its next control message, and\n" +
-			"each Get. With a secret (use --secret-file), the control channel authenticates both sides\n" +
-			"and every message, the producer serves only the consumer that proved the secret and closes\n" +
-			"connections that do not within 10s, and the engines' handshake guards the data plane. RDMA_DEVICE_NAME (or XFER_DEVICE) names the RDMA device.",
+			"each Get. The producer serves the first connection that completes the control channel's\n" +
+			"handshake (with a secret, proves it; without, answers hello) and drops any other that has\n" +
+			"not within handshake_timeout (10s unless set); at most 64 connections (8 per address) wait\n" +
+			"in their handshake at once, the oldest dropped for a new one, and a consumer dropped\n" +
+			"before its handshake ended dials again until --timeout. With a secret (use --secret-file),\n" +
+			"the control channel authenticates both sides and every message, and the engines' handshake\n" +
+			"guards the data plane. RDMA_DEVICE_NAME (or XFER_DEVICE) names the RDMA device.",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			fs := cmd.Flags()

@@ -478,3 +478,62 @@ func TestTransferConsumerKilled(t *testing.T) {
 		})
 	}
 }
+
+// TestTransferAmongStrays: 500 stray connections at the producer's control
+// port (idle, trickling, garbage, closing at once), and more at its data
+// port, before and while the consumer connects: the producer drops them
+// and serves its consumer, with a secret and without, over each
+// transport. A short handshake_timeout keeps it quick.
+func TestTransferAmongStrays(t *testing.T) {
+	ctrlStrays := []testutil.Stray{
+		testutil.StrayIdle,
+		testutil.StrayClose,
+		testutil.StrayGarbage,
+		{Name: "trickle", Send: []byte(`{"type":"ready","pull":"write"}`), Trickle: true},
+	}
+	dataStrays := []testutil.Stray{testutil.StrayIdle, testutil.StrayClose, testutil.StrayGarbage}
+	for _, transport := range transferTransports() {
+		for _, secret := range []string{"", "s3cret-s3cret-s3cret"} {
+			name := transport + map[bool]string{false: "/open", true: "/secret"}[secret != ""]
+			t.Run(name, func(t *testing.T) {
+				tt := newTransferTest(t, transport)
+				tt.env = append(tt.env, envPrefix+"HANDSHAKE_TIMEOUT=500ms")
+				if secret != "" {
+					tt.env = append(tt.env, envPrefix+"SECRET="+secret)
+				}
+				args := []string{"--tensor-size-mb", "1", "--num-transfers", "2", "--json", "--timeout", "60s"}
+				p := tt.start(t, "producer", args...)
+				for deadline := time.Now().Add(20 * time.Second); !strings.Contains(p.stderr.String(), "waiting for the consumer"); time.Sleep(10 * time.Millisecond) {
+					if time.Now().After(deadline) {
+						t.Fatalf("the producer does not wait for its consumer: %s", p.stderr)
+					}
+				}
+				stop := make(chan struct{})
+				defer close(stop)
+				ctrl := net.JoinHostPort(tt.host, strconv.Itoa(tt.ports[2]))
+				data := net.JoinHostPort(tt.host, strconv.Itoa(tt.ports[0]))
+				dataFlood := testutil.Flood(data, dataStrays, 100, 4, stop)
+				// Half the strays before the consumer, half while it
+				// connects.
+				testutil.Flood(ctrl, ctrlStrays, 250, 16, stop)()
+				during := testutil.Flood(ctrl, ctrlStrays, 250, 16, stop)
+				c := tt.start(t, "consumer", args...)
+				for _, s := range []*transferSide{p, c} {
+					if code := s.wait(t, 90*time.Second); code != 0 {
+						t.Fatalf("the %s exited %d among strays; stderr:\n%s", s.role, code, s.stderr)
+					}
+				}
+				for _, s := range []*transferSide{p, c} {
+					if ts, sum := s.lines(t); len(ts) != 2 || sum["md5_ok"] != true {
+						t.Fatalf("the %s: %v %v", s.role, ts, sum)
+					}
+				}
+				during()
+				dataFlood()
+				if !strings.Contains(p.stderr.String(), "other connections were dropped") {
+					t.Errorf("the producer did not say it dropped strays:\n%s", p.stderr)
+				}
+			})
+		}
+	}
+}

@@ -1,14 +1,10 @@
 package transferctl
 
 import (
-	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"net"
-	"os"
-	"sync"
 	"time"
 
 	"github.com/xferio/xfer/internal/auth"
@@ -22,7 +18,8 @@ const (
 )
 
 // DefaultAuthTimeout bounds how long the producer waits for a connection
-// to authenticate before it closes it (Serve).
+// to authenticate (without a secret: to answer hello with ready) before it
+// drops it (ServeConfig.HandshakeTimeout).
 const DefaultAuthTimeout = 10 * time.Second
 
 const (
@@ -62,11 +59,7 @@ func (c *Conn) authenticate(secret string, producer bool) error {
 		}
 		m, err := c.Recv(TypeAuth)
 		if err != nil {
-			reason := "no_proof"
-			if errors.Is(err, os.ErrDeadlineExceeded) {
-				reason = "timeout"
-			}
-			return &AuthError{reason, err}
+			return &AuthError{refusal(err), err}
 		}
 		got, err1 := hex.DecodeString(m.Proof)
 		if n, err2 := hex.DecodeString(m.Nonce); err1 != nil || err2 != nil || len(n) != 32 || len(got) != auth.Size {
@@ -89,6 +82,7 @@ func (c *Conn) authenticate(secret string, producer bool) error {
 	if err != nil {
 		var ue *unexpectedError
 		if errors.As(err, &ue) && ue.got == TypeHello {
+			c.Fail(errors.New("the consumer has a secret, and the producer none: give both the same secret"))
 			return fmt.Errorf("control channel: the %s has no secret, and this side has one: give both the same secret", c.peer)
 		}
 		return err
@@ -112,126 +106,4 @@ func (c *Conn) authenticate(secret string, producer bool) error {
 	}
 	c.skey, c.rkey = derive(secret, labelConsumerKey, np, nc), derive(secret, labelProducerKey, np, nc)
 	return nil
-}
-
-// Connect dials the producer at addr (as Dial does) and authenticates
-// with secret, when there is one: it returns the Conn, whose every later
-// message is authenticated.
-func Connect(ctx context.Context, addr string, timeout time.Duration, secret string, say func(string)) (*Conn, error) {
-	conn, err := Dial(ctx, addr, timeout, say)
-	if err != nil {
-		return nil, err
-	}
-	c := NewConn(ctx, conn, timeout, "producer")
-	if err := c.authenticate(secret, false); err != nil {
-		c.Close()
-		return nil, err
-	}
-	return c, nil
-}
-
-// Serve listens on addr, the producer's, and returns the first consumer
-// that authenticates with secret, waiting up to timeout in all. Each
-// connection has authTimeout (DefaultAuthTimeout when 0) to authenticate,
-// after which it is closed; refused hears of every connection that did
-// not authenticate (remote address, reason, error), and may be nil.
-// Without a secret there is nothing to prove, and the first connection is
-// the consumer.
-func Serve(ctx context.Context, addr string, timeout, authTimeout time.Duration, secret string, say func(string), refused func(remote, reason string, err error)) (*Conn, error) {
-	if authTimeout <= 0 {
-		authTimeout = DefaultAuthTimeout
-	}
-	authTimeout = min(authTimeout, timeout)
-	var lc net.ListenConfig
-	ln, err := lc.Listen(ctx, "tcp", addr)
-	if err != nil {
-		return nil, fmt.Errorf("control channel: listen on %s: %w", addr, err)
-	}
-	defer ln.Close()
-	parent := ctx
-	ctx, cancel := context.WithCancel(ctx)
-	var wg sync.WaitGroup
-	defer wg.Wait() // the connections still authenticating end at once: cancel closes them
-	defer cancel()
-	stop := context.AfterFunc(ctx, func() { ln.Close() })
-	defer stop()
-	ln.(*net.TCPListener).SetDeadline(time.Now().Add(timeout))
-	say(fmt.Sprintf("waiting for the consumer on %s (up to %v)", addr, timeout))
-	var mu sync.Mutex
-	var last error // the latest refusal, for the timeout's error
-	won := make(chan *Conn, 1)
-	winner := func(c *Conn) *Conn {
-		c.timeout = timeout
-		c.stop()
-		c.stop = context.AfterFunc(parent, func() { c.conn.SetDeadline(time.Now()) })
-		return c
-	}
-	pending := make(chan struct{}, 64) // bounds the connections authenticating at once
-	for {
-		conn, err := ln.Accept()
-		switch {
-		case ctx.Err() != nil:
-			if conn != nil {
-				conn.Close()
-			}
-			select {
-			case c := <-won:
-				return winner(c), nil
-			default:
-			}
-			return nil, context.Cause(parent)
-		case errors.Is(err, os.ErrDeadlineExceeded):
-			mu.Lock()
-			defer mu.Unlock()
-			if last != nil {
-				return nil, fmt.Errorf("control channel: no consumer authenticated on %s within --timeout %v (last refused: %w)", addr, timeout, last)
-			}
-			return nil, fmt.Errorf("control channel: no consumer connected to %s within --timeout %v", addr, timeout)
-		case err != nil:
-			return nil, fmt.Errorf("control channel: accept on %s: %w", addr, err)
-		}
-		if secret == "" {
-			return NewConn(parent, conn, timeout, "consumer"), nil
-		}
-		select {
-		case pending <- struct{}{}:
-		default:
-			conn.Close()
-			if refused != nil {
-				refused(conn.RemoteAddr().String(), "not_allowed", errors.New("too many connections authenticating at once"))
-			}
-			continue
-		}
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			defer func() { <-pending }()
-			c := NewConn(ctx, conn, authTimeout, "consumer")
-			if err := c.authenticate(secret, true); err != nil {
-				c.Close()
-				if ctx.Err() != nil {
-					return // Serve is over: not a refusal
-				}
-				mu.Lock()
-				last = err
-				mu.Unlock()
-				if refused != nil {
-					reason := "no_proof"
-					var ae *AuthError
-					if errors.As(err, &ae) {
-						reason = ae.Reason
-					}
-					refused(conn.RemoteAddr().String(), reason, err)
-				}
-				return
-			}
-			c.stop() // winner ties it to the caller's ctx instead
-			select {
-			case won <- c:
-				cancel() // wakes Accept
-			default:
-				c.Close() // another consumer authenticated first
-			}
-		}()
-	}
 }

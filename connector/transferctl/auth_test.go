@@ -14,31 +14,47 @@ import (
 
 const testSecret = "the-transfer-secret-of-this-test"
 
-type refusal struct{ reason, err string }
+type refusedConn struct{ reason, err string }
 
-// serve runs Serve in the background and returns its result's channel and
-// the refusals it reported.
-func serve(t *testing.T, addr string, authTimeout time.Duration, secret string) (chan *Conn, func() []refusal) {
+// testHello is the hello the tests' producers send.
+var testHello = Msg{Type: TypeHello, Transfers: 1, Bytes: 16}
+
+// served is Serve's result.
+type served struct {
+	c   *Conn
+	err error
+}
+
+// serve runs Serve in the background, with testHello, and returns its
+// result's channel and the refusals it reported.
+func serve(t *testing.T, addr string, authTimeout time.Duration, secret string) (chan served, func() []refusedConn) {
+	return serveWith(t, ServeConfig{Addr: addr, Timeout: 10 * time.Second, HandshakeTimeout: authTimeout, Secret: secret})
+}
+
+// serveWith is serve with the whole configuration.
+func serveWith(t *testing.T, cfg ServeConfig) (chan served, func() []refusedConn) {
 	t.Helper()
 	var mu sync.Mutex
-	var refused []refusal
-	out := make(chan *Conn, 1)
+	var list []refusedConn
+	out := make(chan served, 1)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	t.Cleanup(func() { cancel(); <-done })
+	cfg.Hello = testHello
+	cfg.Refused = func(_, reason string, err error) {
+		mu.Lock()
+		list = append(list, refusedConn{reason, err.Error()})
+		mu.Unlock()
+	}
 	go func() {
 		defer close(done)
-		c, err := Serve(ctx, addr, 10*time.Second, authTimeout, secret, func(string) {}, func(_, reason string, err error) {
-			mu.Lock()
-			refused = append(refused, refusal{reason, err.Error()})
-			mu.Unlock()
-		})
-		if err != nil && ctx.Err() == nil {
-			t.Error(err)
+		c, ready, err := Serve(ctx, cfg)
+		if err == nil && ready.Type != TypeReady {
+			t.Errorf("Serve returned %+v, not the consumer's ready", ready)
 		}
-		out <- c
+		out <- served{c, err}
 	}()
-	return out, func() []refusal { mu.Lock(); defer mu.Unlock(); return append([]refusal(nil), refused...) }
+	return out, func() []refusedConn { mu.Lock(); defer mu.Unlock(); return append([]refusedConn(nil), list...) }
 }
 
 // dialRaw connects to addr once it listens.
@@ -65,20 +81,27 @@ func TestServeAuthenticatedConsumer(t *testing.T) {
 	idle := dialRaw(t, addr)
 	forger := dialRaw(t, addr)
 	forger.Write([]byte(`{"type":"got","seq":1,"md5_ok":true}` + "\n"))
-	_, err := Connect(context.Background(), addr, 5*time.Second, "another-secret-of-enough-length", func(string) {})
+	_, _, err := Connect(context.Background(), addr, 5*time.Second, "another-secret-of-enough-length", func(string) {})
 	if err == nil || !strings.Contains(err.Error(), "secret") {
 		t.Fatalf("a consumer with another secret: %v", err)
 	}
-	time.Sleep(500 * time.Millisecond) // past the idle connection's bound
-	c, err := Connect(context.Background(), addr, 5*time.Second, testSecret, func(string) {})
+	waitRefusals(t, refused, "timeout", 1) // the idle connection is past its bound
+	c, hello, err := Connect(context.Background(), addr, 5*time.Second, testSecret, func(string) {})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer c.Close()
-	p := <-served
-	if p == nil {
-		t.Fatal("no consumer served")
+	if hello.Transfers != 1 {
+		t.Fatalf("hello: %+v", hello)
 	}
+	if err := c.Send(Msg{Type: TypeReady, Pull: "write"}); err != nil {
+		t.Fatal(err)
+	}
+	res := <-served
+	if res.err != nil {
+		t.Fatal(res.err)
+	}
+	p := res.c
 	defer p.Close()
 	// The idle connection is closed after the bound, having got a
 	// challenge and nothing else.
@@ -92,17 +115,17 @@ func TestServeAuthenticatedConsumer(t *testing.T) {
 		t.Fatalf("idle connection got %q too, and was not closed", rest)
 	}
 	// The conversation works, and every message is authenticated.
-	if err := p.Send(Msg{Type: TypeHello, Transfers: 1, Bytes: 16}); err != nil {
+	if err := p.Send(Msg{Type: TypePut, Seq: 1}); err != nil {
 		t.Fatal(err)
 	}
-	if m, err := c.Recv(TypeHello); err != nil || m.Transfers != 1 {
-		t.Fatalf("hello: %+v %v", m, err)
+	if m, err := c.Recv(TypePut); err != nil || m.Seq != 1 {
+		t.Fatalf("put: %+v %v", m, err)
 	}
 	// A line injected into the stream, as a man in the middle would, is
 	// refused.
-	c.conn.Write([]byte(`{"type":"ready","pull":"write"}` + "\n"))
-	if _, err := p.Recv(TypeReady); err == nil || !strings.Contains(err.Error(), "failed authentication") {
-		t.Fatalf("an unauthenticated ready: %v", err)
+	c.conn.Write([]byte(`{"type":"got","seq":1}` + "\n"))
+	if _, err := p.Recv(TypeGot); err == nil || !strings.Contains(err.Error(), "failed authentication") {
+		t.Fatalf("an unauthenticated got: %v", err)
 	}
 	// The refusals are reported (the idle one's just after it closed).
 	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(10 * time.Millisecond) {
@@ -126,17 +149,21 @@ func TestSecretMismatchSaysSo(t *testing.T) {
 	served, _ := serve(t, addr, time.Second, "")
 	errc := make(chan error, 1)
 	go func() {
-		c, err := Connect(context.Background(), addr, 5*time.Second, testSecret, func(string) {})
+		c, _, err := Connect(context.Background(), addr, 5*time.Second, testSecret, func(string) {})
 		if err == nil {
 			c.Close()
 		}
 		errc <- err
 	}()
-	p := <-served
-	defer p.Close()
-	p.Send(Msg{Type: TypeHello}) // the open producer says hello at once
 	if err := <-errc; err == nil || !strings.Contains(err.Error(), "has no secret") {
 		t.Fatalf("a consumer with a secret against a producer without: %v", err)
+	}
+	// The open producer heard why, and ended.
+	if res := <-served; res.err == nil || !strings.Contains(res.err.Error(), "give both the same secret") {
+		if res.c != nil {
+			res.c.Close()
+		}
+		t.Fatalf("the open producer against a consumer with a secret: %v", res.err)
 	}
 	addr = freeAddr(t)
 	served, _ = serve(t, addr, time.Second, testSecret)

@@ -10,8 +10,10 @@ import (
 	"io"
 	"net"
 	"os"
+	"syscall"
 	"time"
 
+	"github.com/xferio/xfer/internal/admit"
 	"github.com/xferio/xfer/internal/auth"
 )
 
@@ -28,7 +30,18 @@ type Conn struct {
 	// count the lines.
 	skey, rkey     []byte
 	sent, received uint64
+
+	// ticket is the connection's place in Serve's gate during its
+	// handshake; nil after it.
+	ticket *admit.Ticket
 }
+
+// errEvicted is a connection evicted from Serve's gate in its handshake.
+var errEvicted = &AuthError{ReasonEvicted, errors.New("control channel: dropped in its handshake to make room for a newer connection")}
+
+// evicted reports whether c was evicted from Serve's gate. Send and Recv
+// ask after setting their deadline, which an eviction's would replace.
+func (c *Conn) evicted() bool { return c.ticket != nil && c.ticket.Evicted() }
 
 // timeoutError is a message not received in time; it matches
 // os.ErrDeadlineExceeded.
@@ -36,6 +49,18 @@ type timeoutError struct{ msg string }
 
 func (e *timeoutError) Error() string { return e.msg }
 func (e *timeoutError) Unwrap() error { return os.ErrDeadlineExceeded }
+
+// closedError is the other side's closing of the connection (an end of
+// file, a reset); it matches io.EOF.
+type closedError struct{ msg string }
+
+func (e *closedError) Error() string { return e.msg }
+func (e *closedError) Unwrap() error { return io.EOF }
+
+// malformedError is a line that is not a message: too long, or not JSON.
+type malformedError struct{ msg string }
+
+func (e *malformedError) Error() string { return e.msg }
 
 // unexpectedError is a message of another type than the one due.
 type unexpectedError struct{ msg, got string }
@@ -73,6 +98,9 @@ func (c *Conn) Send(m Msg) error {
 		b = append(append(hex.AppendEncode(make([]byte, 0, macLen+len(b)), mac), ' '), b...)
 	}
 	c.conn.SetWriteDeadline(time.Now().Add(c.timeout))
+	if c.evicted() {
+		return errEvicted
+	}
 	if _, err := c.conn.Write(b); err != nil {
 		return fmt.Errorf("control channel: sending to the %s: %w", c.peer, err)
 	}
@@ -84,12 +112,15 @@ func (c *Conn) Send(m Msg) error {
 // is an error.
 func (c *Conn) Recv(want string) (Msg, error) {
 	c.conn.SetReadDeadline(time.Now().Add(c.timeout))
+	if c.evicted() {
+		return Msg{}, errEvicted
+	}
 	line, err := c.r.ReadSlice('\n')
 	switch {
 	case errors.Is(err, bufio.ErrBufferFull):
-		return Msg{}, fmt.Errorf("control channel: a message from the %s longer than %d bytes", c.peer, MaxLine)
-	case errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF):
-		return Msg{}, fmt.Errorf("control channel: the %s closed the connection (did it exit?)", c.peer)
+		return Msg{}, &malformedError{fmt.Sprintf("control channel: a message from the %s longer than %d bytes", c.peer, MaxLine)}
+	case errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, syscall.ECONNRESET):
+		return Msg{}, &closedError{fmt.Sprintf("control channel: the %s closed the connection (did it exit?)", c.peer)}
 	case errors.Is(err, os.ErrDeadlineExceeded):
 		return Msg{}, &timeoutError{fmt.Sprintf("control channel: no %q message from the %s within --timeout %v", want, c.peer, c.timeout)}
 	case err != nil:
@@ -100,7 +131,7 @@ func (c *Conn) Recv(want string) (Msg, error) {
 		limit += macLen
 	}
 	if len(line) > limit {
-		return Msg{}, fmt.Errorf("control channel: a message from the %s longer than %d bytes", c.peer, MaxLine)
+		return Msg{}, &malformedError{fmt.Sprintf("control channel: a message from the %s longer than %d bytes", c.peer, MaxLine)}
 	}
 	if c.rkey != nil {
 		body := bytes.TrimSuffix(line, []byte("\n"))
@@ -116,7 +147,7 @@ func (c *Conn) Recv(want string) (Msg, error) {
 	}
 	m, err := decode(line)
 	if err != nil {
-		return Msg{}, fmt.Errorf("control channel: a malformed message from the %s: %w", c.peer, err)
+		return Msg{}, &malformedError{fmt.Sprintf("control channel: a malformed message from the %s: %v", c.peer, err)}
 	}
 	switch m.Type {
 	case want:

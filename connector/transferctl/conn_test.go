@@ -16,7 +16,11 @@ import (
 // the producer's (accepted) and the consumer's (dialed).
 func pair(t *testing.T, timeout time.Duration) (producer, consumer *Conn) {
 	t.Helper()
-	addr := freeAddr(t)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
 	ctx := context.Background()
 	type res struct {
 		c   net.Conn
@@ -24,10 +28,10 @@ func pair(t *testing.T, timeout time.Duration) (producer, consumer *Conn) {
 	}
 	accepted := make(chan res, 1)
 	go func() {
-		c, err := Accept(ctx, addr, 5*time.Second, func(string) {})
+		c, err := ln.Accept()
 		accepted <- res{c, err}
 	}()
-	dc, err := Dial(ctx, addr, 5*time.Second, func(string) {})
+	dc, err := Dial(ctx, ln.Addr().String(), 5*time.Second, func(string) {})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -10,18 +10,34 @@
 // # Connection
 //
 // One TCP connection per run. The producer listens on its --local-host and
-// --ctrl-port ([DefaultPort], 15501, unless told otherwise) and accepts one
-// connection; the consumer dials it, retrying until --timeout since the
+// --ctrl-port ([DefaultPort], 15501, unless told otherwise) and waits for
+// its consumer; the consumer dials it, retrying until --timeout since the
 // producer may start later. Either side closes the connection when the run
 // ends or fails.
+//
+// # Strays
+//
+// Others may connect to the control port too: a port scanner, a
+// slow-loris, a host without the secret. The producer runs each
+// connection's handshake on its own (with a secret, the authentication
+// below; without, hello and the answer ready) and serves the first
+// connection to finish it. A connection that fails its handshake, closes
+// before it ends, or has not ended it within the handshake timeout (the
+// engine's handshake_timeout, 10 s unless set) is dropped, reported
+// (xfer_auth_failures_total{plane="transfer"}) and the producer waits on.
+// At most 64 connections are in their handshake at once, and 8 from one
+// address: one more makes the oldest pending connection (of its address,
+// when that address has 8) give way, so connections that hold the port
+// open cannot lock the consumer out. A consumer that the producer drops
+// before the handshake ended dials again, until --timeout.
 //
 // # Authentication
 //
 // With a shared secret (the engines' secret, the same on both sides), the
 // producer opens every connection with a challenge, and serves the first
 // consumer that proves the secret; a connection that has not proven it
-// within [DefaultAuthTimeout] (10 s) is closed, and neither it nor any
-// message before the proof counts for anything:
+// within the handshake timeout is dropped (Strays, above), and neither it
+// nor any message before the proof counts for anything:
 //
 //	challenge  producer → consumer
 //	  nonce        string   64 hex digits: 32 random bytes, Np
@@ -41,8 +57,9 @@
 // the producer sends and "... consumer key ..." for what the consumer
 // sends. A line whose MAC does not check (forged, replayed, reordered)
 // ends the run. Without a secret there is no challenge, and the first
-// connection is the consumer: use a secret wherever the control port can
-// be reached by others.
+// connection to answer hello with ready is the consumer: anyone who can
+// reach the control port can pose as one, so use a secret wherever others
+// can reach it.
 //
 // # Framing
 //
@@ -119,8 +136,9 @@
 //
 // # Use
 //
-// [Serve] and [Connect] make an authenticated connection (with a secret);
-// [Accept] and [Dial] make a plain one, and [NewConn] wraps it in a [Conn],
+// [Serve] and [Connect] make the connection and run its handshake (the
+// authentication with a secret, then hello; see Strays); [Dial] makes a
+// plain one, and [NewConn] wraps it in a [Conn],
 // whose Send and Recv exchange [Msg]s and whose Fail tells the other side
 // why this one gives up. [Encode] and [Decode] are the framing alone. A
 // Conn is for one goroutine; it owns the connection it wraps, and its

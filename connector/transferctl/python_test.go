@@ -73,16 +73,14 @@ func TestPythonConsumer(t *testing.T) {
 func pythonConsumer(t *testing.T, secret string) {
 	addr, cmd, errOut := startPython(t, "consumer", secret)
 	ctx := context.Background()
-	c, err := Serve(ctx, addr, 10*time.Second, 0, secret, func(string) {}, nil)
+	c, m, err := Serve(ctx, ServeConfig{Addr: addr, Timeout: 10 * time.Second, Secret: secret,
+		Hello: Msg{Type: TypeHello, Transfers: 1, Bytes: 16, DType: "F32", Mode: "copy"}})
 	if err != nil {
-		t.Fatal(err)
+		t.Fatalf("%v: %s", err, errOut.String())
 	}
 	defer c.Close()
-	if err := c.Send(Msg{Type: TypeHello, Transfers: 1, Bytes: 16, DType: "F32", Mode: "copy"}); err != nil {
-		t.Fatal(err)
-	}
-	if m, err := c.Recv(TypeReady); err != nil || m.Pull != "read" {
-		t.Fatalf("ready: %+v, %v: %s", m, err, errOut.String())
+	if m.Pull != "read" {
+		t.Fatalf("ready: %+v: %s", m, errOut.String())
 	}
 	meta := pyMeta
 	if err := c.Send(Msg{Type: TypePut, Seq: 1, Meta: &meta, MD5: strings.Repeat("0f", 16), PutSeconds: 0.5}); err != nil {
@@ -109,13 +107,12 @@ func TestPythonProducer(t *testing.T) {
 func pythonProducer(t *testing.T, secret string) {
 	addr, cmd, errOut := startPython(t, "producer", secret)
 	ctx := context.Background()
-	c, err := Connect(ctx, addr, 10*time.Second, secret, func(string) {})
+	c, h, err := Connect(ctx, addr, 10*time.Second, secret, func(string) {})
 	if err != nil {
-		t.Fatal(err)
+		t.Fatalf("%v: %s", err, errOut.String())
 	}
 	defer c.Close()
-	h, err := c.Recv(TypeHello)
-	if err != nil || h.Transfers != 1 || h.Bytes != 16 || h.DType != "F32" || h.Mode != "zerocopy" || !h.Benchmark {
+	if h.Transfers != 1 || h.Bytes != 16 || h.DType != "F32" || h.Mode != "zerocopy" || !h.Benchmark {
 		t.Fatalf("hello: %+v, %v: %s", h, err, errOut.String())
 	}
 	if err := c.Send(Msg{Type: TypeReady, Pull: "write"}); err != nil {
