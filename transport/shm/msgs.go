@@ -203,6 +203,11 @@ func newInbound(size uint64) (memfd int, m []byte, bell int, err error) {
 		return -1, nil, -1, err
 	}
 	if err = sys.Ftruncate(memfd, int64(ringHeader+size)); err == nil {
+		// The peer takes the memfd: it must not shrink it under this
+		// side's reader.
+		err = sys.SealSize(memfd)
+	}
+	if err == nil {
 		m, err = sys.MmapShared(memfd, int(ringHeader+size))
 	}
 	if err == nil {
