@@ -46,6 +46,7 @@ func main() {
 	rssSlack := fs.Int("rss-slack", int(o.RSS.Abs)>>20, "and rss by this many `MiB` more")
 	fs.Float64Var(&o.Goroutines.Abs, "goroutine-slack", o.Goroutines.Abs, "and goroutines by this `count` more")
 	fs.Float64Var(&o.FDs.Abs, "fd-slack", o.FDs.Abs, "and open descriptors by this `count` more")
+	fs.StringVar(&o.ServerLog, "server-log", "", "write all the server says on stderr to `file` (with XFER_LOG_LEVEL=info it says more)")
 	verbose := fs.Bool("v", false, "print a line per round")
 	fs.Parse(os.Args[1:])
 	o.RSS.Abs = float64(*rssSlack << 20)

@@ -40,6 +40,9 @@ type Options struct {
 	// RSS, Goroutines and FDs bound each resource's growth (judge.go).
 	RSS, Goroutines, FDs Bound
 	Log                  io.Writer // progress, one line per round; nil: none
+	// ServerLog, when set, is a file that gets all the server wrote to
+	// stderr (XFER_LOG_LEVEL=info in the environment makes it say more).
+	ServerLog string
 }
 
 // A Report is what a soak saw.
@@ -127,7 +130,16 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	if err := os.WriteFile(secretFile, secret, 0o600); err != nil {
 		return nil, err
 	}
-	s, err := startServer(ctx, o.Xfer, secretFile)
+	var slog io.Writer
+	if o.ServerLog != "" {
+		f, err := os.Create(o.ServerLog)
+		if err != nil {
+			return nil, err
+		}
+		defer f.Close()
+		slog = f
+	}
+	s, err := startServer(ctx, o.Xfer, secretFile, slog)
 	if err != nil {
 		return nil, err
 	}
@@ -341,7 +353,7 @@ type server struct {
 	stopped bool
 }
 
-func startServer(ctx context.Context, bin, secretFile string) (*server, error) {
+func startServer(ctx context.Context, bin, secretFile string, log io.Writer) (*server, error) {
 	cmd := exec.Command(bin, "serve", "--listen", "127.0.0.1:0", "--metrics-listen", "127.0.0.1:0", "--secret-file", secretFile)
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
@@ -371,6 +383,9 @@ func startServer(ctx context.Context, bin, secretFile string) (*server, error) {
 		for sc.Scan() {
 			if a, ok := strings.CutPrefix(sc.Text(), "xfer: metrics and status on http://"); ok {
 				metricsc <- "http://" + a + "/metrics"
+			}
+			if log != nil {
+				fmt.Fprintln(log, sc.Text())
 			}
 			s.mu.Lock()
 			s.lines = append(s.lines, sc.Text())
