@@ -17,13 +17,14 @@ func UsesRing(ep transport.Endpoint) bool {
 func CorruptRing(ep transport.Endpoint) {
 	m := ep.(*Endpoint).msgs
 	m.wmu.Lock()
-	defer m.wmu.Unlock()
 	room, at, ok, err := m.out.reserve(m.tail, 8)
 	if err != nil || !ok {
+		m.wmu.Unlock()
 		panic("no room to corrupt the ring")
 	}
 	copy(room, "garbage!")
 	m.tail = m.out.commit(m.tail, at, 9, 8)
+	m.wmu.Unlock()
 	m.ring()
 }
 
