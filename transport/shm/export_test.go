@@ -1,6 +1,7 @@
 package shm
 
 import (
+	"errors"
 	"sync/atomic"
 
 	"github.com/xferio/xfer/transport"
@@ -41,4 +42,13 @@ func Attached(ep transport.Endpoint, id uint32) bool {
 	defer e.mu.Unlock()
 	a := e.att[id]
 	return a != nil && a.mem != nil
+}
+
+// DownAfterClose runs ep's OnDown and BeforeDown after ep closed, as a
+// stream goroutine that noticed the peer's loss late would.
+func DownAfterClose(ep transport.Endpoint) {
+	m := ep.(*Endpoint).msgs
+	m.beforeDown()
+	m.goDown(errors.New("late"))
+	m.ring()
 }
