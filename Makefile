@@ -112,6 +112,17 @@ python-test: python
 	set -o pipefail; cd python/tests && XFER_BINARY=$(TESTOUT)/xfer-py XFER_PACKAGE_PREFIX=$(PYVENV) XFER_WHEEL=$(PYWHEEL) $(PYVENV)/bin/python -m pytest -c ../pytest.ini --rootdir .. -q -rs -m "$(PYTEST_MARK)" --junitxml=$(TESTOUT)/pytest.xml . | tee $(TESTOUT)/pytest.log
 	@$(PYTHON) -c 'import sys, xml.etree.ElementTree as E; r = E.parse(sys.argv[1]).getroot(); s = r if r.tag == "testsuite" else r.find("testsuite"); n = lambda k: int(s.get(k, 0)); open(sys.argv[2], "w").write("%d\n" % (n("tests") - n("failures") - n("errors") - n("skipped"))); open(sys.argv[3], "w").write("%d\n" % n("skipped"))' $(TESTOUT)/pytest.xml $(TESTOUT)/pytest.pass $(TESTOUT)/pytest.skip
 
+## soak: one xfer serve for SOAK_DURATION (10 minutes) against verified
+## tcp and shm benches and connection churn; fails if a round fails or the
+## server's rss, goroutines or open descriptors keep growing
+## (tools/soak; SOAK_ARGS passes options, e.g. SOAK_ARGS=-v for a line per
+## round). docs/TESTING.md has a run's figures.
+SOAK_DURATION ?= 10m
+
+.PHONY: soak
+soak: build
+	$(GO) run ./tools/soak --xfer ./xfer --duration $(SOAK_DURATION) $(SOAK_ARGS)
+
 ## bench: Go benchmarks (allocations per operation included).
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem $(PKGS)

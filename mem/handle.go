@@ -67,9 +67,10 @@ func NewHandle(r *Region, id uint32, key uint64, access Access) *Handle {
 	b := r.Bytes()
 	fd := r.FD()
 	if access&AccessWrite == 0 && fd >= 0 {
-		// Peers may not write: they get a descriptor the kernel lets them
-		// map for reading only (none at all if it cannot be opened, and
-		// then they go through the owner, which checks every access).
+		// Peers may not write: they get a descriptor of the memfd, sealed
+		// against writes, that the kernel lets them map for reading only
+		// (none at all if it cannot be opened or sealed, and then they go
+		// through the owner, which checks every access).
 		fd = r.ReadOnlyFD()
 	}
 	return &Handle{id: id, key: key, access: access, mem: b, base: uint64(r.Addr()), fd: fd, loc: r.Location()}
@@ -100,8 +101,8 @@ func (h *Handle) Location() Location { return h.loc }
 
 // FD is the memfd the region maps from offset 0, as peers may have it, or
 // -1 when it has none: for a region that grants peers no write, a
-// descriptor opened read-only (Region.ReadOnlyFD), which the kernel lets
-// no one map writable.
+// descriptor opened read-only of a memfd sealed against writes
+// (Region.ReadOnlyFD), which the kernel lets no one map writable.
 func (h *Handle) FD() int { return h.fd }
 
 // Offset is where b, which must lie in the region, starts in it: the

@@ -62,6 +62,12 @@ func TestHandleReadOnlyFD(t *testing.T) {
 	if m[100] != 42 {
 		t.Error("the read-only mapping does not show the region's memory")
 	}
+	// The memfd is sealed: not even the region's own descriptor maps
+	// writable any more, while its mapping, made before, still writes.
+	if m, err := sys.MmapShared(r.FD(), 1<<16); err == nil {
+		sys.Munmap(m)
+		t.Error("the region's own descriptor maps writable after a read-only handle was made")
+	}
 	sys.Munmap(m)
 	if err := r.Close(); err != nil {
 		t.Fatal(err)

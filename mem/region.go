@@ -115,6 +115,12 @@ func mapShared(name string, size int, hugeTLB bool) ([]byte, int, error) {
 		sys.Close(fd)
 		return nil, -1, err
 	}
+	// A peer that takes the memfd (shm maps it) must not be able to
+	// shrink it under this process's mapping, which would then fault.
+	if err := sys.SealSize(fd); err != nil {
+		sys.Close(fd)
+		return nil, -1, err
+	}
 	b, err := sys.MmapShared(fd, size)
 	if err != nil {
 		sys.Close(fd)
@@ -198,9 +204,16 @@ func (r *Region) FD() int {
 
 // ReadOnlyFD returns a descriptor of the region's memfd opened read-only,
 // or -1 when the region has none (private or wrapped memory, after Close,
-// or a kernel without /proc). A peer given it can map the memory for
-// reading only: the kernel refuses it a writable shared mapping. It is
-// opened on first use, once, and the Region owns it: do not close it.
+// or a kernel without /proc or memfd seals). A peer given it can map the
+// memory for reading only. Before it first returns one it seals the memfd
+// against writes (sys.SealWrites): from then on the kernel refuses a new
+// writable mapping, and any write, through every descriptor of the file,
+// also one its holder opens again writable through /proc/PID/fd, which
+// the read-only descriptor alone would not stop; this Region's own
+// mapping, made before, stays writable. So once a region has a read-only
+// descriptor it can never be mapped writable again: a handle that grants
+// write needs a region of its own. It is opened on first use, once, and
+// the Region owns it: do not close it.
 func (r *Region) ReadOnlyFD() int {
 	r.roMu.Lock()
 	defer r.roMu.Unlock()
@@ -210,7 +223,11 @@ func (r *Region) ReadOnlyFD() int {
 	if !r.roTried {
 		r.roTried = true
 		if ro, err := sys.ReopenReadOnly(r.fd); err == nil {
-			r.roFD, r.roOpen = ro, true
+			if sys.SealWrites(r.fd) == nil {
+				r.roFD, r.roOpen = ro, true
+			} else {
+				sys.Close(ro)
+			}
 		}
 	}
 	if !r.roOpen {

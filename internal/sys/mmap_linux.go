@@ -41,9 +41,10 @@ func MmapAnon(size int, hugeTLB bool) ([]byte, error) {
 // descriptor, opened close-on-exec. name only labels the file in
 // /proc/PID/fd. With hugeTLB the file is backed by explicit huge pages
 // (MFD_HUGETLB). The file is empty: size it with [Ftruncate], map it with
-// [MmapShared] and release it with [Close].
+// [MmapShared] and release it with [Close]. It takes seals
+// (MFD_ALLOW_SEALING): [SealSize] and [SealWrites].
 func MemfdCreate(name string, hugeTLB bool) (fd int, err error) {
-	flags := unix.MFD_CLOEXEC
+	flags := unix.MFD_CLOEXEC | unix.MFD_ALLOW_SEALING
 	if hugeTLB {
 		flags |= unix.MFD_HUGETLB
 	}
@@ -55,6 +56,31 @@ func MemfdCreate(name string, hugeTLB bool) (fd int, err error) {
 		return -1, fmt.Errorf("memfd_create %q: %w", name, err)
 	}
 	return fd, nil
+}
+
+// SealSize seals the size of the memfd fd (F_SEAL_SHRINK and
+// F_SEAL_GROW): from then on no one, through any descriptor of the file,
+// however opened, can truncate it, which would make every mapping of the
+// pages past the new end fault (SIGBUS) in every process that maps them.
+func SealSize(fd int) error {
+	if _, err := unix.FcntlInt(uintptr(fd), unix.F_ADD_SEALS, unix.F_SEAL_SHRINK|unix.F_SEAL_GROW); err != nil {
+		return fmt.Errorf("seal the size of memfd %d: %w", fd, err)
+	}
+	return nil
+}
+
+// SealWrites seals the memfd fd against every new way to write it
+// (F_SEAL_FUTURE_WRITE, Linux 5.1), and against later seals
+// (F_SEAL_SEAL): from then on no one, through any descriptor of the file,
+// however opened (one taken with pidfd_getfd, one opened again through
+// /proc/PID/fd, root's), can map it writable (mmap and mprotect fail with
+// EPERM or EACCES), write(2) it or punch holes in it. Mappings that were
+// writable before keep writing: the owner's own. Nothing removes a seal.
+func SealWrites(fd int) error {
+	if _, err := unix.FcntlInt(uintptr(fd), unix.F_ADD_SEALS, unix.F_SEAL_FUTURE_WRITE|unix.F_SEAL_SEAL); err != nil {
+		return fmt.Errorf("seal memfd %d against writes: %w", fd, err)
+	}
+	return nil
 }
 
 // Ftruncate sets the size of the file behind fd to size bytes.
@@ -98,7 +124,10 @@ func MmapSharedReadOnly(fd, size int) ([]byte, error) {
 // ReopenReadOnly opens the file behind fd again, read-only, through
 // /proc/self/fd: a new descriptor of the same file whose holder cannot map
 // it writable (mmap PROT_WRITE with MAP_SHARED fails with EACCES) nor write
-// to it. Close it with [Close].
+// to it. That holds for the descriptor only: its holder may open the file
+// again writable through /proc/self/fd, as this function opened it, where
+// the file's mode allows (a memfd's is 0777). Only a seal ([SealWrites])
+// stops that. Close it with [Close].
 func ReopenReadOnly(fd int) (int, error) {
 	ro, err := unix.Open(fmt.Sprintf("/proc/self/fd/%d", fd), unix.O_RDONLY|unix.O_CLOEXEC, 0)
 	if err != nil {

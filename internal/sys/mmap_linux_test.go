@@ -5,6 +5,7 @@ import (
 	"errors"
 	"os"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -61,6 +62,89 @@ func TestMemfdShared(t *testing.T) {
 	copy(a, "hello through the page cache")
 	if !bytes.Equal(a, b) {
 		t.Fatal("second mapping does not see the first one's stores")
+	}
+}
+
+// TestReopenReadOnlyIsNotASeal: a descriptor opened read-only cannot be
+// mapped writable, but its holder opens the memfd again writable through
+// /proc/self/fd (a memfd's mode is 0777) and writes, maps and truncates
+// it. Only the seals stop that, for every descriptor: after SealWrites and
+// SealSize the same steps are refused, while a mapping made before the
+// seal keeps writing, and no seal can be added or removed.
+func TestReopenReadOnlyIsNotASeal(t *testing.T) {
+	n := PageSize()
+	for _, seal := range []bool{false, true} {
+		fd, err := MemfdCreate("xfer-test", false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := Ftruncate(fd, int64(n)); err != nil {
+			t.Fatal(err)
+		}
+		own, err := MmapShared(fd, n)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ro, err := ReopenReadOnly(fd)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if seal {
+			if err := SealSize(fd); err != nil {
+				t.Fatal(err)
+			}
+			if err := SealWrites(fd); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if m, err := MmapShared(ro, n); err == nil {
+			Munmap(m)
+			t.Errorf("seal %v: the read-only descriptor maps writable", seal)
+		}
+		rw, err := unix.Open("/proc/self/fd/"+strconv.Itoa(ro), unix.O_RDWR|unix.O_CLOEXEC, 0)
+		if err != nil {
+			t.Fatalf("seal %v: opening the read-only descriptor again writable: %v (a memfd's mode allows it)", seal, err)
+		}
+		_, werr := unix.Pwrite(rw, []byte("x"), 0)
+		m, merr := MmapShared(rw, n)
+		if merr == nil {
+			Munmap(m)
+		}
+		perr := unix.Fallocate(rw, unix.FALLOC_FL_PUNCH_HOLE|unix.FALLOC_FL_KEEP_SIZE, 0, int64(n))
+		terr := unix.Ftruncate(rw, 0)
+		if !seal {
+			if werr != nil || merr != nil || perr != nil || terr != nil {
+				t.Errorf("unsealed, opened again writable: write %v, writable mapping %v, hole %v, truncate %v: want all to succeed", werr, merr, perr, terr)
+			}
+		} else {
+			for what, err := range map[string]error{"write": werr, "writable mapping": merr, "hole": perr, "truncate": terr} {
+				if !errors.Is(err, unix.EPERM) {
+					t.Errorf("sealed, opened again writable: %s: %v, want EPERM", what, err)
+				}
+			}
+			if m, err := MmapShared(fd, n); !errors.Is(err, unix.EPERM) {
+				if err == nil {
+					Munmap(m)
+				}
+				t.Errorf("sealed: the owner's descriptor mapped writable again: %v, want EPERM", err)
+			}
+			if m, err := MmapSharedReadOnly(rw, n); err != nil {
+				t.Errorf("sealed: a read-only mapping: %v", err)
+			} else {
+				if err := unix.Mprotect(m, unix.PROT_READ|unix.PROT_WRITE); err == nil {
+					t.Error("sealed: a read-only mapping was made writable")
+				}
+				Munmap(m)
+			}
+			own[0] = 42 // the mapping made before the seal writes
+			if _, err := unix.FcntlInt(uintptr(fd), unix.F_ADD_SEALS, unix.F_SEAL_WRITE); !errors.Is(err, unix.EPERM) {
+				t.Errorf("sealed: adding a seal: %v, want EPERM (F_SEAL_SEAL)", err)
+			}
+		}
+		Close(rw)
+		Close(ro)
+		Munmap(own)
+		Close(fd)
 	}
 }
 

@@ -25,6 +25,16 @@ func Ftruncate(fd int, size int64) error {
 	return fmt.Errorf("ftruncate fd %d to %d bytes: %w", fd, size, ErrNotSupported)
 }
 
+// SealSize seals the size of a memfd. It is only supported on Linux.
+func SealSize(fd int) error {
+	return fmt.Errorf("seal the size of memfd %d: %w", fd, ErrNotSupported)
+}
+
+// SealWrites seals a memfd against writes. It is only supported on Linux.
+func SealWrites(fd int) error {
+	return fmt.Errorf("seal memfd %d against writes: %w", fd, ErrNotSupported)
+}
+
 // MmapShared maps a file. It is only supported on Linux.
 func MmapShared(fd, size int) ([]byte, error) {
 	return nil, fmt.Errorf("mmap fd %d, %d bytes: %w", fd, size, ErrNotSupported)

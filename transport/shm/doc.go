@@ -44,16 +44,21 @@
 //
 // Rights: a region that grants peers no write is handed out as a
 // descriptor of its memfd opened read-only (mem.Handle.FD), and mapped
-// read-only here: a store through the mapping faults, and the kernel
-// refuses a writable mapping of that descriptor. A write-only region is
+// read-only here: a store through the mapping faults. The owner sealed
+// the memfd against writes before it handed the descriptor out
+// (mem.Region.ReadOnlyFD), so the kernel refuses a writable mapping, or
+// a write, through any descriptor of it: the read-only one, one opened
+// again writable through /proc/self/fd (which a memfd's mode allows), or
+// the owner's own. A write-only region is
 // mapped read-write (the kernel has no write-only mapping). A mapping
 // covers whole pages of a memfd from its start, so a grant of part of a
 // region (which has no memfd of its own) is never mapped: its accesses
-// take the stream path, where the owner checks each. And a peer process that may take this one's files with
-// pidfd_getfd, which shm needs, may also take any other descriptor or
-// ptrace it: the kernel keeps a peer's engine, and code that holds only
-// the mapping, to a region's rights, not a hostile process of the same
-// user.
+// take the stream path, where the owner checks each. And a peer process
+// that may take this one's files with pidfd_getfd, which shm needs, may
+// also ptrace it, or write its memory through /proc/PID/mem, the region
+// through the owner's own writable mapping included: the kernel keeps a
+// peer's engine, and any holder of the region's descriptors, to a
+// region's rights, not a hostile process of the same user.
 //
 // When the peer deregisters a region it sends a revoke and this side drops
 // its mapping once in-flight copies finish; the memfd keeps the pages valid

@@ -1,6 +1,7 @@
 package shm
 
 import (
+	"errors"
 	"sync/atomic"
 
 	"github.com/xferio/xfer/transport"
@@ -17,13 +18,14 @@ func UsesRing(ep transport.Endpoint) bool {
 func CorruptRing(ep transport.Endpoint) {
 	m := ep.(*Endpoint).msgs
 	m.wmu.Lock()
-	defer m.wmu.Unlock()
 	room, at, ok, err := m.out.reserve(m.tail, 8)
 	if err != nil || !ok {
+		m.wmu.Unlock()
 		panic("no room to corrupt the ring")
 	}
 	copy(room, "garbage!")
 	m.tail = m.out.commit(m.tail, at, 9, 8)
+	m.wmu.Unlock()
 	m.ring()
 }
 
@@ -40,4 +42,13 @@ func Attached(ep transport.Endpoint, id uint32) bool {
 	defer e.mu.Unlock()
 	a := e.att[id]
 	return a != nil && a.mem != nil
+}
+
+// DownAfterClose runs ep's OnDown and BeforeDown after ep closed, as a
+// stream goroutine that noticed the peer's loss late would.
+func DownAfterClose(ep transport.Endpoint) {
+	m := ep.(*Endpoint).msgs
+	m.beforeDown()
+	m.goDown(errors.New("late"))
+	m.ring()
 }

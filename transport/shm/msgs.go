@@ -51,7 +51,7 @@ type msgs struct {
 	sendWait []*transport.Op // SENDs waiting for credit
 	overflow []pending       // entries waiting for space in out, in order
 	err      error           // set once down: what new operations fail with
-	unmapped bool            // close released the rings
+	unmapped bool            // close released the rings and the doorbells
 	// The stream's Done and Err, set once it is built: the stream is
 	// down a moment before its OnDown (goDown) runs.
 	streamDone <-chan struct{}
@@ -203,6 +203,11 @@ func newInbound(size uint64) (memfd int, m []byte, bell int, err error) {
 		return -1, nil, -1, err
 	}
 	if err = sys.Ftruncate(memfd, int64(ringHeader+size)); err == nil {
+		// The peer takes the memfd: it must not shrink it under this
+		// side's reader.
+		err = sys.SealSize(memfd)
+	}
+	if err == nil {
 		m, err = sys.MmapShared(memfd, int(ringHeader+size))
 	}
 	if err == nil {
@@ -264,15 +269,18 @@ func (m *msgs) close() {
 		sys.EventfdRing(m.ownBell)
 		<-m.done
 		m.wait.Close()
-		sys.Close(m.ownBell)
-		sys.Close(m.peerBel)
-		// Under wmu: writers and Progress (the watchdog's) check
-		// unmapped before they touch the rings.
+		// Under wmu: writers, Progress (the watchdog's) and whoever rings
+		// a doorbell from another goroutine (ring, wake) check unmapped
+		// before they touch the rings or the doorbells. A doorbell rung
+		// after its descriptor closed would write 8 bytes into whatever
+		// file took the number since.
 		m.wmu.Lock()
 		m.unmapped = true
 		if m.err == nil {
 			m.err = net.ErrClosed
 		}
+		sys.Close(m.ownBell)
+		sys.Close(m.peerBel)
 		sys.Munmap(m.in.mem)
 		sys.Munmap(m.out.mem)
 		m.wmu.Unlock()
@@ -299,7 +307,7 @@ func (m *msgs) beforeDown() {
 		return
 	}
 	tail := atomic.LoadUint64(m.in.u64(offTail))
-	sys.EventfdRing(m.ownBell)
+	m.wake()
 	deadline := time.Now().Add(time.Second)
 	for int64(atomic.LoadUint64(m.in.u64(offHead))-tail) < 0 {
 		select {
@@ -344,15 +352,30 @@ func (m *msgs) goDown(err error) {
 		complete(op, err)
 	}
 	m.down.Store(true)
-	sys.EventfdRing(m.ownBell)
+	m.wake()
 }
 
-// ring wakes the peer's reader if it sleeps.
-func (m *msgs) ring() {
-	w := m.out.u32(offSleep)
-	if atomic.LoadUint32(w) != 0 && atomic.CompareAndSwapUint32(w, 1, 0) {
-		sys.EventfdRing(m.peerBel)
+// wake rings this side's doorbell, unless close released it; m.wmu is
+// not held.
+func (m *msgs) wake() {
+	m.wmu.Lock()
+	if !m.unmapped {
+		sys.EventfdRing(m.ownBell)
 	}
+	m.wmu.Unlock()
+}
+
+// ring wakes the peer's reader if it sleeps, unless close released the
+// rings; m.wmu is not held.
+func (m *msgs) ring() {
+	m.wmu.Lock()
+	if !m.unmapped {
+		w := m.out.u32(offSleep)
+		if atomic.LoadUint32(w) != 0 && atomic.CompareAndSwapUint32(w, 1, 0) {
+			sys.EventfdRing(m.peerBel)
+		}
+	}
+	m.wmu.Unlock()
 }
 
 // send posts an OpSend: into the ring when a credit is left, else it

@@ -5,9 +5,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"testing"
 	"time"
 
+	"github.com/xferio/xfer/internal/sys"
 	"github.com/xferio/xfer/transport"
 	"github.com/xferio/xfer/transport/shm"
 	"github.com/xferio/xfer/transport/transporttest"
@@ -268,4 +270,40 @@ func TestRingOldPeer(t *testing.T) {
 		t.Fatalf("message %q, %v", m, err)
 	}
 	p.Dialer.Endpoint.Consumed(1)
+}
+
+// TestNoDoorbellAfterClose: once an endpoint has closed, the numbers of
+// its doorbells are free and other files take them; a late ring (a
+// sender's, or the stream's OnDown and BeforeDown) must write into none
+// of them. It did: eventfd's 8 bytes, a 64-bit 1, at the start of a file
+// that had taken a doorbell's number.
+func TestNoDoorbellAfterClose(t *testing.T) {
+	p := ringPair(t, transporttest.PairConfig{})
+	ep := p.Dialer.Endpoint
+	if err := ep.Close(); err != nil {
+		t.Fatal(err)
+	}
+	var files []*os.File
+	for range 8 {
+		fd, err := sys.MemfdCreate("xfer-victim", false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		f := os.NewFile(uintptr(fd), "victim")
+		defer f.Close()
+		if err := f.Truncate(4096); err != nil {
+			t.Fatal(err)
+		}
+		files = append(files, f)
+	}
+	shm.DownAfterClose(ep)
+	for _, f := range files {
+		var b [8]byte
+		if _, err := f.ReadAt(b[:], 0); err != nil {
+			t.Fatal(err)
+		}
+		if b != [8]byte{} {
+			t.Errorf("descriptor %d, opened after the endpoint closed, was written: %x", f.Fd(), b)
+		}
+	}
 }

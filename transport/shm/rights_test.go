@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"runtime/debug"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -69,6 +70,117 @@ func TestReadOnlyMappedReadOnly(t *testing.T) {
 	}
 	if !bytes.Equal(ro.Bytes(), before) {
 		t.Error("the read-only region changed")
+	}
+}
+
+// The kernel keeps everyone to a read-only region's rights, not only the
+// holder of its read-only descriptor: the owner seals the memfd against
+// writes before it hands one out. A peer that takes every descriptor the
+// owner holds of the region (its read-write memfd too, as a process that
+// may use pidfd_getfd can), and opens each again writable through
+// /proc/self/fd, which the kernel allows for a memfd (mode 0777), still
+// cannot map it writable, write it, punch a hole in it or truncate it. The
+// owner's own mapping stays writable. What the kernel does not stop, and
+// docs/SECURITY.md says so: a process that may take the owner's
+// descriptors may also write the owner's memory through /proc/PID/mem
+// (or ptrace, or process_vm_writev), and so reaches the region through
+// the owner's writable mapping.
+func TestReadOnlyRegionSealed(t *testing.T) {
+	p := transporttest.NewPair(t, func(testing.TB) transport.Transport { return New() }, transporttest.PairConfig{Memfd: true})
+	const size = 64 << 10
+	ro := p.Acceptor.Host.NewRegion(size, transport.AccessRead)
+	transporttest.Fill(ro.Bytes(), 3)
+	before := bytes.Clone(ro.Bytes())
+	local := p.Dialer.Host.NewRegion(size, transport.AccessReadWrite)
+	e := p.Dialer.Endpoint.(*Endpoint)
+	mapped(t, e, local, ro, transport.OpRead)
+
+	// Every descriptor of the region's memfd in the owner (this test's
+	// process plays both), found the way a hostile peer would: by
+	// listing /proc/PID/fd.
+	owner := os.Getpid()
+	roFile, err := os.Stat(fmt.Sprintf("/proc/%d/fd/%d", owner, ro.Handle().FD()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ents, err := os.ReadDir(fmt.Sprintf("/proc/%d/fd", owner))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var fds []int
+	for _, ent := range ents {
+		n, err := strconv.Atoi(ent.Name())
+		if err != nil {
+			continue
+		}
+		if fi, err := os.Stat(fmt.Sprintf("/proc/%d/fd/%d", owner, n)); err == nil && os.SameFile(fi, roFile) {
+			fds = append(fds, n)
+		}
+	}
+	if len(fds) < 2 {
+		t.Fatalf("the owner holds descriptors %v of the region's memfd: want its own and the read-only one", fds)
+	}
+	for _, n := range fds {
+		taken, err := sys.PidfdGetfd(e.pidfd, n)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if m, err := sys.MmapShared(taken, size); err == nil {
+			sys.Munmap(m)
+			t.Errorf("the owner's descriptor %d, taken, maps writable", n)
+		}
+		// Open it again writable: for a memfd of mode 0777 the kernel
+		// allows that, also from the read-only descriptor.
+		f, err := os.OpenFile(fmt.Sprintf("/proc/self/fd/%d", taken), os.O_RDWR, 0)
+		sys.Close(taken)
+		if err != nil {
+			t.Logf("descriptor %d: opening it again writable: %v", n, err)
+			continue
+		}
+		if _, err := f.WriteAt([]byte("hostile"), 0); err == nil {
+			t.Errorf("descriptor %d, opened again writable: a write went through", n)
+		}
+		if err := f.Truncate(0); err == nil {
+			t.Errorf("descriptor %d, opened again writable: truncated", n)
+		}
+		if m, err := sys.MmapShared(int(f.Fd()), size); err == nil {
+			sys.Munmap(m)
+			t.Errorf("descriptor %d, opened again writable, maps writable", n)
+		} else {
+			t.Logf("descriptor %d, opened again writable, mapped writable: %v", n, err)
+		}
+		if m, err := sys.MmapSharedReadOnly(int(f.Fd()), size); err != nil {
+			t.Errorf("descriptor %d, opened again writable, maps read-only: %v", n, err)
+		} else {
+			if got := protection(t, m); got != "r--s" {
+				t.Errorf("descriptor %d: a read-only mapping is %s", n, got)
+			}
+			sys.Munmap(m)
+		}
+		f.Close()
+	}
+	if !bytes.Equal(ro.Bytes(), before) {
+		t.Fatal("the read-only region changed")
+	}
+
+	// The owner's mapping, made before the seal, still writes.
+	ro.Bytes()[0] ^= 0xff
+	ro.Bytes()[0] ^= 0xff
+
+	// The limit: whoever may take the owner's descriptors may also write
+	// its memory, the region through the owner's own mapping included.
+	mf, err := os.OpenFile(fmt.Sprintf("/proc/%d/mem", owner), os.O_RDWR, 0)
+	if err != nil {
+		t.Skipf("no /proc/PID/mem to write: %v", err)
+	}
+	defer mf.Close()
+	if _, err := mf.WriteAt([]byte{^before[0]}, int64(ro.Base())); err != nil {
+		t.Logf("writing the owner's memory through /proc/%d/mem: %v", owner, err)
+	} else if ro.Bytes()[0] != ^before[0] {
+		t.Error("a write through /proc/PID/mem succeeded but the region did not change")
+	} else {
+		t.Logf("a write through /proc/%d/mem into the owner's mapping went through, as docs/SECURITY.md says", owner)
+		ro.Bytes()[0] = before[0]
 	}
 }
 

@@ -546,8 +546,9 @@ func (e *Endpoint) attachment(id uint32, key uint64, want transport.Access) (*at
 
 // mapRegion maps the peer's memfd fd, n bytes, writable only when the
 // region grants WRITE. For a region that grants none, the peer passed a
-// descriptor opened read-only (mem.Handle.FD), so the kernel would refuse
-// a writable mapping anyway: a store through this one faults.
+// descriptor opened read-only (mem.Handle.FD) of a memfd it sealed against
+// writes, so the kernel would refuse a writable mapping anyway: a store
+// through this one faults.
 func (e *Endpoint) mapRegion(fd int, n uint64, writable bool) ([]byte, error) {
 	mfd, err := sys.PidfdGetfd(e.pidfd, fd)
 	if err != nil {
