@@ -48,6 +48,28 @@ class PeerError(Fail):
     """The other side gave up and sent an error message."""
 
 
+class Refused(Fail):
+    """A connection dropped before it finished its handshake; reason is
+    one of Go's (transferctl.ServeConfig.Refused): no_proof, bad_proof,
+    malformed, timeout or evicted."""
+
+    def __init__(self, msg, reason="no_proof"):
+        super().__init__(msg)
+        self.reason = reason
+
+
+class _Closed(Fail):
+    """The other side closed the connection."""
+
+
+class _Timeout(Fail):
+    """A message not received in time."""
+
+
+class _Malformed(Fail):
+    """A line that is not a message: too long, not JSON, a bad MAC."""
+
+
 @dataclasses.dataclass
 class Msg:
     """One control message; the members in use depend on type (doc.go)."""
@@ -155,11 +177,13 @@ class Conn:
         try:
             line = self.f.readline(MAX_LINE + _MAC_LEN + 1)
         except socket.timeout:
-            raise Fail(f"control channel: no {want!r} message from the {self.peer} within --timeout {self.timeout}s")
+            raise _Timeout(f"control channel: no {want!r} message from the {self.peer} within --timeout {self.timeout}s")
+        except (ConnectionResetError, ConnectionAbortedError):
+            line = b""
         if not line:
-            raise Fail(f"control channel: the {self.peer} closed the connection (did it exit?)")
+            raise _Closed(f"control channel: the {self.peer} closed the connection (did it exit?)")
         if len(line) > MAX_LINE + (_MAC_LEN if self.rkey is not None else 0):
-            raise Fail(f"control channel: a message from the {self.peer} longer than {MAX_LINE} bytes")
+            raise _Malformed(f"control channel: a message from the {self.peer} longer than {MAX_LINE} bytes")
         if self.rkey is not None:
             body = line[:-1] if line.endswith(b"\n") else line
             # The MAC as its canonical lower-case hex, compared in constant
@@ -168,14 +192,14 @@ class Conn:
                   hmac.compare_digest(body[:_MAC_LEN - 1],
                                       _line_mac(self.rkey, self.received, body[_MAC_LEN:]).hex().encode()))
             if not ok:
-                raise Fail(f"control channel: a message from the {self.peer} failed authentication "
+                raise _Malformed(f"control channel: a message from the {self.peer} failed authentication "
                            "(forged, replayed or reordered)")
             self.received += 1
             line = body[_MAC_LEN:]
         try:
             m = Msg.decode(line)
         except ValueError as e:
-            raise Fail(f"control channel: a malformed message from the {self.peer}: {e}")
+            raise _Malformed(f"control channel: a malformed message from the {self.peer}: {e}")
         if m.type == want:
             return m
         if m.type == ERROR:
@@ -204,29 +228,26 @@ class Conn:
         self.sock.close()
 
 
-def accept(host, port, timeout, say):
-    """Listens on host:port, the producer's, and accepts the consumer's
-    connection, waiting up to timeout seconds."""
-    ls = socket.create_server((host, port), reuse_port=False)
-    ls.settimeout(timeout)
-    say(f"waiting for the consumer on {host}:{port} (up to {timeout}s)")
-    try:
-        sock, _ = ls.accept()
-    except socket.timeout:
-        raise Fail(f"control channel: no consumer connected to {host}:{port} within --timeout {timeout}s")
-    finally:
-        ls.close()
-    return sock
+# The bounds of the producer's gate (Go's internal/admit): the connections
+# in their handshake at once, and those of them from one source address.
+DEFAULT_MAX_PENDING = 64
+DEFAULT_MAX_PENDING_PER_SOURCE = 8
+
+# How long connect waits before it dials again a producer that dropped its
+# connection.
+REDIAL_PAUSE = 0.1
 
 
-def dial(host, port, timeout, say):
+def dial(host, port, timeout, say, deadline=None):
     """Connects to the producer's control channel at host:port, retrying
-    until timeout seconds: the producer may start later."""
-    deadline = time.monotonic() + timeout
+    until timeout seconds (or the monotonic deadline): the producer may
+    start later."""
+    if deadline is None:
+        deadline = time.monotonic() + timeout
     said = False
     while True:
         try:
-            return socket.create_connection((host, port), timeout=timeout)
+            return socket.create_connection((host, port), timeout=max(deadline - time.monotonic(), 0.001))
         except OSError as e:
             if time.monotonic() >= deadline:
                 raise Fail(f"control channel: no producer answered on {host}:{port} within --timeout "
@@ -234,7 +255,7 @@ def dial(host, port, timeout, say):
             if not said:
                 say(f"waiting for the producer on {host}:{port} (up to {timeout}s)")
                 said = True
-            time.sleep(0.2)
+            time.sleep(min(0.2, max(deadline - time.monotonic(), 0)))
 
 
 def _derive(secret, label, np_, nc):
@@ -245,8 +266,11 @@ def _line_mac(key, n, msg):
     return hmac.new(key, n.to_bytes(8, "big") + msg, hashlib.sha256).digest()
 
 
-def _auth_producer(c, secret):
-    """The producer's side of the authentication (doc.go); raises Fail."""
+def _auth_producer(c, secret, commit=lambda: None):
+    """The producer's side of the authentication (doc.go); raises Fail,
+    Refused for a connection that proved nothing. commit is called once the
+    consumer's proof holds, before the producer's own proof goes out: the
+    consumer's handshake ends with it, and commit may still refuse."""
     np_ = os.urandom(32)
     c.send(Msg(type=CHALLENGE, nonce=np_.hex()))
     m = c.recv(AUTH)
@@ -254,11 +278,13 @@ def _auth_producer(c, secret):
         nc, proof = bytes.fromhex(m.nonce), bytes.fromhex(m.proof)
     except ValueError:
         nc = proof = b""
-    if len(nc) != 32:
-        raise c.fail("authentication: malformed proof")
+    if len(nc) != 32 or len(proof) != 32:
+        c.fail("authentication: malformed proof")
+        raise Refused(f"control channel: a malformed proof from the {c.peer}", "malformed")
     if not hmac.compare_digest(proof, _derive(secret, "xfer-transfer-v1 consumer proof", np_, nc)):
         c.fail("authentication failed: the consumer's secret differs")
-        raise Fail(f"control channel: the {c.peer}'s proof is wrong (different secrets)")
+        raise Refused(f"control channel: the {c.peer}'s proof is wrong (different secrets)", "bad_proof")
+    commit()
     c.send(Msg(type=AUTH, proof=_derive(secret, "xfer-transfer-v1 producer proof", np_, nc).hex()))
     c.skey = _derive(secret, "xfer-transfer-v1 producer key", np_, nc)
     c.rkey = _derive(secret, "xfer-transfer-v1 consumer key", np_, nc)
@@ -286,67 +312,282 @@ def _auth_consumer(c, secret):
     c.rkey = _derive(secret, "xfer-transfer-v1 producer key", np_, nc)
 
 
-def connect(host, port, timeout, secret, say):
-    """Dials the producer (as dial does) and authenticates with secret, when
-    there is one; returns the Conn."""
-    c = Conn(dial(host, port, timeout, say), timeout, "producer")
+class _Dropped(Fail):
+    """The producer closed the connection before this side's handshake
+    ended (with a secret: its authentication; without one: hello)."""
+
+
+def _handshake(c, secret):
+    """The consumer's side of the handshake: the authentication, then the
+    producer's hello, which it returns. A close before the authentication
+    ended (without a secret: before hello) raises _Dropped."""
+    def dropped(e):
+        if isinstance(e, _Closed):
+            return _Dropped(str(e))
+        if isinstance(e, (ConnectionResetError, BrokenPipeError, ConnectionAbortedError)):
+            return _Dropped(f"control channel: the {c.peer} closed the connection ({e})")
+        return e
     if secret:
         try:
             _auth_consumer(c, secret)
+        except (Fail, OSError) as e:
+            raise dropped(e) from None
+        return c.recv(HELLO)
+    try:
+        return c.recv(HELLO)
+    except (Fail, OSError) as e:
+        raise dropped(e) from None
+
+
+def connect(host, port, timeout, secret, say):
+    """Dials the producer (as dial does), authenticates with secret, when
+    there is one, and returns the Conn, whose every later message is
+    authenticated, with the producer's hello. A producer that drops the
+    connection before this side has authenticated (without a secret: before
+    its hello), as one busy with other connections may, is dialed again
+    until timeout; a producer that refuses this side (another secret) is
+    an error at once."""
+    deadline = time.monotonic() + timeout
+    redialed = False
+    said = [False]
+
+    def say_once(s):
+        if not said[0]:
+            said[0] = True
+            say(s)
+
+    while True:
+        sock = dial(host, port, timeout, say_once, deadline)
+        c = Conn(sock, max(min(timeout, deadline - time.monotonic()), 0.001), "producer")
+        try:
+            hello = _handshake(c, secret)
+        except _Dropped as e:
+            c.close()
+            if not redialed:
+                say(f"the producer on {host}:{port} dropped the connection before the handshake ended; "
+                    f"dialing again (up to --timeout {timeout}s)")
+                redialed = True
+            time.sleep(REDIAL_PAUSE)
+            if time.monotonic() >= deadline:
+                raise Fail(f"control channel: the producer on {host}:{port} dropped every connection before the "
+                           f"handshake ended, for --timeout {timeout}s (last: {e})") from None
+            continue
         except BaseException:
             c.close()
             raise
-    return c
+        c.settimeout(timeout)
+        return c, hello
 
 
-def serve(host, port, timeout, secret, say, auth_timeout=DEFAULT_AUTH_TIMEOUT):
-    """Listens on host:port, the producer's, and returns the Conn of the
-    first consumer that authenticates with secret, waiting up to timeout
-    seconds in all; a connection that has not authenticated within
-    auth_timeout is closed. Without a secret, the first connection."""
-    if not secret:
-        return Conn(accept(host, port, timeout, say), timeout, "consumer")
+class _Ticket:
+    """One pending connection's place in its _Gate."""
+
+    def __init__(self, sock, source, deadline):
+        self.sock, self.source, self.deadline = sock, source, deadline
+        self.dropped = None  # why the gate dropped it: "evicted", "timeout" or "over"
+        self.left = False
+
+
+class _Gate:
+    """The connections in their handshake (Go's internal/admit, with each
+    connection's handshake deadline): at most max at once, and per_source
+    from one source address; beyond either, the oldest (of the source) is
+    evicted for the new one. Dropping a connection shuts its socket down,
+    which ends its owner's blocked reads at once; the owner leaves the gate
+    before it closes the socket, so the gate never touches a closed one."""
+
+    def __init__(self, max_pending, per_source):
+        self.max = max_pending if max_pending > 0 else DEFAULT_MAX_PENDING
+        per_source = per_source if per_source > 0 else DEFAULT_MAX_PENDING_PER_SOURCE
+        self.per_source = min(per_source, self.max)
+        self.mu = threading.Lock()
+        self.pending = []  # oldest first
+        self.by_source = {}
+
+    def _drop_locked(self, t, why):
+        t.dropped = why
+        self._remove_locked(t)
+        try:
+            t.sock.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
+
+    def _remove_locked(self, t):
+        self.pending.remove(t)
+        self.by_source[t.source] -= 1
+        if self.by_source[t.source] <= 0:
+            del self.by_source[t.source]
+        t.left = True
+
+    def admit(self, sock, source, deadline):
+        t = _Ticket(sock, source, deadline)
+        with self.mu:
+            victim = None
+            if self.by_source.get(source, 0) >= self.per_source:
+                victim = next(p for p in self.pending if p.source == source)
+            elif len(self.pending) >= self.max:
+                victim = self.pending[0]
+            if victim is not None:
+                self._drop_locked(victim, "evicted")
+            self.pending.append(t)
+            self.by_source[source] = self.by_source.get(source, 0) + 1
+        return t
+
+    def expire(self, now):
+        """Drops the connections whose handshake deadline has passed."""
+        with self.mu:
+            for t in [t for t in self.pending if t.deadline <= now]:
+                self._drop_locked(t, "timeout")
+
+    def close(self):
+        """Drops every connection still pending: the wait is over."""
+        with self.mu:
+            for t in list(self.pending):
+                self._drop_locked(t, "over")
+
+    def leave(self, t):
+        """Takes t out of the gate, its handshake over or about to be; returns
+        why the gate dropped it (None: it did not). Calling it again answers
+        the same."""
+        with self.mu:
+            if not t.left:
+                self._remove_locked(t)
+            return t.dropped
+
+
+def _reason(e):
+    """The reason of a refused handshake that failed with e (Go's refusal)."""
+    if isinstance(e, Refused):
+        return e.reason
+    if isinstance(e, _Timeout):
+        return "timeout"
+    if isinstance(e, _Malformed):
+        return "malformed"
+    return "no_proof"
+
+
+def serve(host, port, timeout, secret, say, hello, auth_timeout=DEFAULT_AUTH_TIMEOUT,
+          max_pending=DEFAULT_MAX_PENDING, max_pending_per_source=DEFAULT_MAX_PENDING_PER_SOURCE, refused=None):
+    """Listens on host:port, the producer's, and waits up to timeout seconds
+    for the consumer: the first connection that authenticates with secret
+    (without a secret, that answers hello with ready). It sends that
+    connection hello and returns its Conn with the consumer's ready.
+
+    Any other connection (idle, trickling, closed early, garbage, another
+    secret) is dropped when it fails its handshake or after auth_timeout
+    (never more than timeout), told to refused(remote, reason, err) when
+    given, and counted; serve waits on. At most max_pending connections are
+    in their handshake at once, and max_pending_per_source from one address,
+    the oldest giving way to a new one. A consumer that refuses the run
+    (it answers hello with error) ends serve with that error, a PeerError."""
+    if timeout <= 0:
+        raise Fail(f"control channel: timeout {timeout}s: must be positive")
+    hs_timeout = min(auth_timeout if auth_timeout > 0 else DEFAULT_AUTH_TIMEOUT, timeout)
     ls = socket.create_server((host, port), reuse_port=False)
     deadline = time.monotonic() + timeout
-    won = queue.Queue(1)
-    last = [None]
+    gate = _Gate(max_pending, max_pending_per_source)
+    mu = threading.Lock()
+    state = {"last": None, "dropped": 0}
+    won = queue.Queue(1)  # (Conn, ready) or the consumer's PeerError
     done = threading.Event()
     say(f"waiting for the consumer on {host}:{port} (up to {timeout}s)")
 
-    def try_auth(sock):
-        c = Conn(sock, min(auth_timeout, timeout), "consumer")
+    def handshake(sock, remote, t):
+        c = Conn(sock, hs_timeout, "consumer")
+
+        def commit():
+            why = gate.leave(t)
+            if why:
+                raise Refused("control channel: dropped in its handshake to make room for a newer connection"
+                              if why == "evicted" else
+                              f"control channel: no handshake from the consumer within {hs_timeout}s", why)
+
+        ready, err = None, None
         try:
-            _auth_producer(c, secret)
+            if secret:
+                _auth_producer(c, secret, commit)
+            else:
+                c.send(hello)
+                ready = c.recv(READY)
+            commit()
         except (Fail, OSError) as e:
-            last[0] = e
-            c.close()
+            err = e
+            why = gate.leave(t)
+            if why == "evicted" or (why == "timeout" and not isinstance(e, Refused)):
+                err = Refused(f"control channel: dropped in its handshake to make room for a newer connection"
+                              if why == "evicted" else
+                              f"control channel: no handshake from the consumer within {hs_timeout}s", why)
+        with mu:  # serve, once over, sets done under mu and then empties won
+            if not done.is_set():
+                if err is None or (not secret and isinstance(err, PeerError)):
+                    try:
+                        won.put_nowait(err or (c, ready))  # a PeerError: the consumer refused the run
+                        if err is None:
+                            return
+                    except queue.Full:
+                        pass  # another consumer was first
+                    err = None
+            else:
+                err = None  # serve is over: not a refusal
+            if err is not None:
+                state["last"] = err
+                state["dropped"] += 1
+        c.close()
+        if err is None:
             return
-        if done.is_set():
-            c.close()
-            return
-        try:
-            won.put_nowait(c)
-        except queue.Full:
-            c.close()
+        if refused is not None:
+            refused(remote, _reason(err), err)
 
     try:
         while True:
-            left = deadline - time.monotonic()
             try:
-                c = won.get_nowait()
-                c.settimeout(timeout)
-                return c
+                w = won.get_nowait()
             except queue.Empty:
-                pass
-            if left <= 0:
-                why = f" (last refused: {last[0]})" if last[0] else ""
-                raise Fail(f"control channel: no consumer authenticated on {host}:{port} within --timeout {timeout}s{why}")
-            ls.settimeout(min(left, 0.2))
+                w = None
+            if w is not None:
+                with mu:
+                    done.set()
+                if isinstance(w, PeerError):
+                    raise w
+                c, ready = w
+                with mu:
+                    n = state["dropped"]
+                if n:
+                    say(f"the consumer is connected; {n} other connections were dropped before they completed "
+                        "the handshake")
+                c.settimeout(timeout)
+                if secret:
+                    try:
+                        c.send(hello)
+                        ready = c.recv(READY)
+                    except BaseException:
+                        c.close()
+                        raise
+                return c, ready
+            now = time.monotonic()
+            gate.expire(now)
+            if now >= deadline:
+                with mu:
+                    last = state["last"]
+                if last is not None:
+                    raise Fail(f"control channel: no consumer completed its handshake on {host}:{port} within "
+                               f"--timeout {timeout}s (last refused: {last})")
+                raise Fail(f"control channel: no consumer connected to {host}:{port} within --timeout {timeout}s")
+            ls.settimeout(min(deadline - now, 0.05))
             try:
-                sock, _ = ls.accept()
+                sock, addr = ls.accept()
             except socket.timeout:
                 continue
-            threading.Thread(target=try_auth, args=(sock,), daemon=True).start()
+            t = gate.admit(sock, addr[0], time.monotonic() + hs_timeout)
+            threading.Thread(target=handshake, args=(sock, f"{addr[0]}:{addr[1]}", t), daemon=True).start()
     finally:
-        done.set()
+        with mu:
+            done.set()
         ls.close()
+        gate.close()
+        try:
+            w = won.get_nowait()
+            if isinstance(w, tuple):
+                w[0].close()
+        except queue.Empty:
+            pass

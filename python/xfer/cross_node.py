@@ -159,11 +159,10 @@ def run(args, out=sys.stdout, err=sys.stderr):
 
 def produce(args, c, dtype, shape, size, results, say, out):
     import torch
-    cc = serve(args.local_host, args.ctrl_port, args.timeout, args.secret, say)
+    cc, ready = serve(args.local_host, args.ctrl_port, args.timeout, args.secret, say,
+                      Msg(type=HELLO, transfers=args.num_transfers, bytes=size, dtype=dtype, mode=args.mode,
+                          benchmark=args.benchmark))
     try:
-        cc.send(Msg(type=HELLO, transfers=args.num_transfers, bytes=size, dtype=dtype, mode=args.mode,
-                    benchmark=args.benchmark))
-        ready = cc.recv(READY)
         tdt = torch.float32 if dtype == "F32" else torch.uint8
         summary = {"mode": args.mode, "dtype": dtype, "pull": ready.pull, "transport": ""}
         heap = torch.empty(shape, dtype=tdt) if args.mode == "copy" else None
@@ -210,9 +209,8 @@ def produce(args, c, dtype, shape, size, results, say, out):
 
 
 def consume(args, c, size, results, say, out):
-    cc = connect(args.remote_host, args.ctrl_port, args.timeout, args.secret, say)
+    cc, hello = connect(args.remote_host, args.ctrl_port, args.timeout, args.secret, say)
     try:
-        hello = cc.recv(HELLO)
         if hello.transfers != args.num_transfers:
             raise cc.fail(f"the producer makes {hello.transfers} transfers and the consumer expects "
                           f"{args.num_transfers}: give both the same --num-transfers")

@@ -33,8 +33,7 @@ def main():
     host, port = sys.argv[3], int(sys.argv[4])
     secret = sys.argv[5] if len(sys.argv) > 5 else ""
     if role == "consumer":
-        cc = tc.connect(host, port, 10, secret, lambda s: None)
-        h = cc.recv(tc.HELLO)
+        cc, h = tc.connect(host, port, 10, secret, lambda s: None)
         check((h.transfers, h.bytes, h.dtype, h.mode, h.benchmark) == (1, 16, "F32", "copy", False), f"hello {h}")
         cc.send(tc.Msg(type=tc.READY, pull="read"))
         p = cc.recv(tc.PUT)
@@ -48,9 +47,8 @@ def main():
         cc.close()
     elif role == "producer":
         print("listening", flush=True)
-        cc = tc.serve(host, port, 10, secret, lambda s: None)
-        cc.send(tc.Msg(type=tc.HELLO, transfers=1, bytes=16, dtype="F32", mode="zerocopy", benchmark=True))
-        r = cc.recv(tc.READY)
+        cc, r = tc.serve(host, port, 10, secret, lambda s: None,
+                         tc.Msg(type=tc.HELLO, transfers=1, bytes=16, dtype="F32", mode="zerocopy", benchmark=True))
         check(r.pull == "write", f"ready {r}")
         cc.send(tc.Msg(type=tc.PUT, seq=1, meta=META, put_seconds=0.5))
         g = cc.recv(tc.GOT)
