@@ -99,136 +99,105 @@ func xfer_mc_close(h C.int64_t, errBuf *C.char, errLen C.size_t) (code C.int32_t
 	return
 }
 
-//export xfer_mc_register
-func xfer_mc_register(h C.int64_t, addrs *unsafe.Pointer, lens *C.int64_t, n C.int32_t, errBuf *C.char, errLen C.size_t) (code C.int32_t) {
+// mcCall runs f on engine h as the ABI call op: a panic in f becomes an
+// error, and the result is Mooncake's code for f's error (mcRet).
+func mcCall(h C.int64_t, op string, errBuf *C.char, errLen C.size_t, f func(m *mcEngine) error) (code C.int32_t) {
 	var err error
 	defer func() { code = mcRet(err, errBuf, errLen) }()
-	defer guard("mooncake register", &err)
-	k, err := mcCount(n)
-	if err != nil {
-		return
-	}
-	if addrs == nil || lens == nil {
-		err = fmt.Errorf("mooncake: register with a null array: %w", errInvalid)
-		return
-	}
+	defer guard(op, &err)
 	m, done, err := useMC(int64(h))
 	if err != nil {
 		return
 	}
 	defer done()
-	err = m.register(unsafe.Slice(addrs, k), unsafe.Slice((*int64)(unsafe.Pointer(lens)), k))
+	err = f(m)
 	return
+}
+
+//export xfer_mc_register
+func xfer_mc_register(h C.int64_t, addrs *unsafe.Pointer, lens *C.int64_t, n C.int32_t, errBuf *C.char, errLen C.size_t) C.int32_t {
+	return mcCall(h, "mooncake register", errBuf, errLen, func(m *mcEngine) error {
+		k, err := mcCount(n)
+		if err != nil {
+			return err
+		}
+		if addrs == nil || lens == nil {
+			return fmt.Errorf("mooncake: register with a null array: %w", errInvalid)
+		}
+		return m.register(unsafe.Slice(addrs, k), unsafe.Slice((*int64)(unsafe.Pointer(lens)), k))
+	})
 }
 
 //export xfer_mc_unregister
-func xfer_mc_unregister(h C.int64_t, addrs *unsafe.Pointer, n C.int32_t, errBuf *C.char, errLen C.size_t) (code C.int32_t) {
-	var err error
-	defer func() { code = mcRet(err, errBuf, errLen) }()
-	defer guard("mooncake unregister", &err)
-	k, err := mcCount(n)
-	if err != nil {
-		return
-	}
-	if addrs == nil {
-		err = fmt.Errorf("mooncake: unregister with a null array: %w", errInvalid)
-		return
-	}
-	m, done, err := useMC(int64(h))
-	if err != nil {
-		return
-	}
-	defer done()
-	err = m.unregister(unsafe.Slice(addrs, k))
-	return
+func xfer_mc_unregister(h C.int64_t, addrs *unsafe.Pointer, n C.int32_t, errBuf *C.char, errLen C.size_t) C.int32_t {
+	return mcCall(h, "mooncake unregister", errBuf, errLen, func(m *mcEngine) error {
+		k, err := mcCount(n)
+		if err != nil {
+			return err
+		}
+		if addrs == nil {
+			return fmt.Errorf("mooncake: unregister with a null array: %w", errInvalid)
+		}
+		return m.unregister(unsafe.Slice(addrs, k))
+	})
 }
 
 //export xfer_mc_alloc
-func xfer_mc_alloc(h C.int64_t, n C.int64_t, addr *C.uint64_t, errBuf *C.char, errLen C.size_t) (code C.int32_t) {
-	var err error
-	defer func() { code = mcRet(err, errBuf, errLen) }()
-	defer guard("mooncake alloc", &err)
-	m, done, err := useMC(int64(h))
-	if err != nil {
-		return
-	}
-	defer done()
-	a, err := m.allocManaged(int64(n))
-	if err == nil {
-		*addr = C.uint64_t(a)
-	}
-	return
+func xfer_mc_alloc(h C.int64_t, n C.int64_t, addr *C.uint64_t, errBuf *C.char, errLen C.size_t) C.int32_t {
+	return mcCall(h, "mooncake alloc", errBuf, errLen, func(m *mcEngine) error {
+		a, err := m.allocManaged(int64(n))
+		if err == nil {
+			*addr = C.uint64_t(a)
+		}
+		return err
+	})
 }
 
 //export xfer_mc_free_managed
-func xfer_mc_free_managed(h C.int64_t, addr unsafe.Pointer, errBuf *C.char, errLen C.size_t) (code C.int32_t) {
-	var err error
-	defer func() { code = mcRet(err, errBuf, errLen) }()
-	defer guard("mooncake free", &err)
-	m, done, err := useMC(int64(h))
-	if err != nil {
-		return
-	}
-	defer done()
-	err = m.freeManaged(addr)
-	return
+func xfer_mc_free_managed(h C.int64_t, addr unsafe.Pointer, errBuf *C.char, errLen C.size_t) C.int32_t {
+	return mcCall(h, "mooncake free", errBuf, errLen, func(m *mcEngine) error { return m.freeManaged(addr) })
 }
 
 //export xfer_mc_copy
-func xfer_mc_copy(h C.int64_t, addr unsafe.Pointer, buf unsafe.Pointer, n C.int64_t, in C.int32_t, errBuf *C.char, errLen C.size_t) (code C.int32_t) {
-	var err error
-	defer func() { code = mcRet(err, errBuf, errLen) }()
-	defer guard("mooncake copy", &err)
-	m, done, err := useMC(int64(h))
-	if err != nil {
-		return
-	}
-	defer done()
-	err = m.localCopy(addr, buf, int64(n), in != 0)
-	return
+func xfer_mc_copy(h C.int64_t, addr unsafe.Pointer, buf unsafe.Pointer, n C.int64_t, in C.int32_t, errBuf *C.char, errLen C.size_t) C.int32_t {
+	return mcCall(h, "mooncake copy", errBuf, errLen, func(m *mcEngine) error { return m.localCopy(addr, buf, int64(n), in != 0) })
 }
 
 //export xfer_mc_first_buffer
-func xfer_mc_first_buffer(h C.int64_t, seg *C.char, segLen C.int64_t, addr *C.uint64_t, errBuf *C.char, errLen C.size_t) (code C.int32_t) {
-	var err error
-	defer func() { code = mcRet(err, errBuf, errLen) }()
-	defer guard("mooncake first buffer", &err)
-	m, done, err := useMC(int64(h))
+func xfer_mc_first_buffer(h C.int64_t, seg *C.char, segLen C.int64_t, addr *C.uint64_t, errBuf *C.char, errLen C.size_t) C.int32_t {
+	return mcCall(h, "mooncake first buffer", errBuf, errLen, func(m *mcEngine) error {
+		a, err := m.firstBuffer(goStr(seg, segLen))
+		if err == nil {
+			*addr = C.uint64_t(a)
+		}
+		return err
+	})
+}
+
+// mcBatchArgs reads a batch call's opcode and arrays.
+func mcBatchArgs(opcode C.int32_t, locals *unsafe.Pointer, remotes *C.uint64_t, lens *C.int64_t, n C.int32_t) (xfer.OpKind, []mcXfer, error) {
+	kind, err := mcOpcode(opcode)
 	if err != nil {
-		return
+		return 0, nil, err
 	}
-	defer done()
-	a, err := m.firstBuffer(goStr(seg, segLen))
-	if err == nil {
-		*addr = C.uint64_t(a)
-	}
-	return
+	xs, err := mcXfers(locals, remotes, lens, n)
+	return kind, xs, err
 }
 
 //export xfer_mc_submit
 func xfer_mc_submit(h C.int64_t, seg *C.char, segLen C.int64_t, opcode C.int32_t, locals *unsafe.Pointer, remotes *C.uint64_t, lens *C.int64_t, n C.int32_t,
-	batch *C.int64_t, errBuf *C.char, errLen C.size_t) (code C.int32_t) {
-	var err error
-	defer func() { code = mcRet(err, errBuf, errLen) }()
-	defer guard("mooncake submit", &err)
-	kind, err := mcOpcode(opcode)
-	if err != nil {
-		return
-	}
-	xs, err := mcXfers(locals, remotes, lens, n)
-	if err != nil {
-		return
-	}
-	m, done, err := useMC(int64(h))
-	if err != nil {
-		return
-	}
-	defer done()
-	id, err := m.submit(goStr(seg, segLen), kind, xs)
-	if err == nil {
-		*batch = C.int64_t(id)
-	}
-	return
+	batch *C.int64_t, errBuf *C.char, errLen C.size_t) C.int32_t {
+	return mcCall(h, "mooncake submit", errBuf, errLen, func(m *mcEngine) error {
+		kind, xs, err := mcBatchArgs(opcode, locals, remotes, lens, n)
+		if err != nil {
+			return err
+		}
+		id, err := m.submit(goStr(seg, segLen), kind, xs)
+		if err == nil {
+			*batch = C.int64_t(id)
+		}
+		return err
+	})
 }
 
 // codesOut views the caller's per-transfer status array (nil for none).
@@ -240,53 +209,27 @@ func codesOut(codes *C.int32_t, n C.int32_t) []int32 {
 }
 
 //export xfer_mc_wait
-func xfer_mc_wait(h C.int64_t, batch C.int64_t, codes *C.int32_t, ncodes C.int32_t, errBuf *C.char, errLen C.size_t) (code C.int32_t) {
-	var err error
-	defer func() { code = mcRet(err, errBuf, errLen) }()
-	defer guard("mooncake wait", &err)
-	m, done, err := useMC(int64(h))
-	if err != nil {
-		return
-	}
-	defer done()
-	err = m.wait(int64(batch), codesOut(codes, ncodes))
-	return
+func xfer_mc_wait(h C.int64_t, batch C.int64_t, codes *C.int32_t, ncodes C.int32_t, errBuf *C.char, errLen C.size_t) C.int32_t {
+	return mcCall(h, "mooncake wait", errBuf, errLen, func(m *mcEngine) error { return m.wait(int64(batch), codesOut(codes, ncodes)) })
 }
 
 //export xfer_mc_check
-func xfer_mc_check(h C.int64_t, batch C.int64_t, state *C.int32_t, errBuf *C.char, errLen C.size_t) (code C.int32_t) {
-	var err error
-	defer func() { code = mcRet(err, errBuf, errLen) }()
-	defer guard("mooncake check", &err)
-	m, done, err := useMC(int64(h))
-	if err != nil {
-		return
-	}
-	defer done()
-	s, err := m.check(int64(batch))
-	*state = C.int32_t(s)
-	return
+func xfer_mc_check(h C.int64_t, batch C.int64_t, state *C.int32_t, errBuf *C.char, errLen C.size_t) C.int32_t {
+	return mcCall(h, "mooncake check", errBuf, errLen, func(m *mcEngine) error {
+		s, err := m.check(int64(batch))
+		*state = C.int32_t(s)
+		return err
+	})
 }
 
 //export xfer_mc_transfer
 func xfer_mc_transfer(h C.int64_t, seg *C.char, segLen C.int64_t, opcode C.int32_t, locals *unsafe.Pointer, remotes *C.uint64_t, lens *C.int64_t, n C.int32_t,
-	codes *C.int32_t, errBuf *C.char, errLen C.size_t) (code C.int32_t) {
-	var err error
-	defer func() { code = mcRet(err, errBuf, errLen) }()
-	defer guard("mooncake transfer", &err)
-	kind, err := mcOpcode(opcode)
-	if err != nil {
-		return
-	}
-	xs, err := mcXfers(locals, remotes, lens, n)
-	if err != nil {
-		return
-	}
-	m, done, err := useMC(int64(h))
-	if err != nil {
-		return
-	}
-	defer done()
-	err = m.transferSync(goStr(seg, segLen), kind, xs, codesOut(codes, n))
-	return
+	codes *C.int32_t, errBuf *C.char, errLen C.size_t) C.int32_t {
+	return mcCall(h, "mooncake transfer", errBuf, errLen, func(m *mcEngine) error {
+		kind, xs, err := mcBatchArgs(opcode, locals, remotes, lens, n)
+		if err != nil {
+			return err
+		}
+		return m.transferSync(goStr(seg, segLen), kind, xs, codesOut(codes, n))
+	})
 }
