@@ -249,11 +249,12 @@ type Config struct {
 	// this bounds the peer's silence). Default: 10s (DefaultOpTimeout);
 	// at least 10ms; negative turns the check off.
 	OpTimeout time.Duration `yaml:"op_timeout"`
-	// ReconnectWait is how long a dialed peer whose address refuses or
+	// ReconnectWait bounds how long a dialed peer whose address refuses or
 	// resets connections (its process died, or is restarting) is dialed
-	// again, with backoff, before the operation that needed it fails with
-	// a *ReconnectError that names the peer, the refusal and how long it
-	// tried. A peer back within it carries on; one that stays down fails
+	// again, with backoff: the operation that needed it fails within it
+	// (after the last dial that the backoff's next pause would not carry
+	// past it) with a *ReconnectError that names the peer, the refusal and
+	// how long it tried. A peer back within it carries on; one that stays down fails
 	// each later operation after a single dial, at once. It bounds the
 	// dead, as OpTimeout bounds the silent, whatever the operation's
 	// context says. Default: 2s (DefaultReconnectWait); negative: no

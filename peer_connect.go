@@ -209,7 +209,9 @@ func refusal(err error) string {
 // refused records that a reconnection of p failed with err, a refusal
 // (refusedDial), and decides what comes next: nil when the caller should
 // dial again (after a pause, taken here), or the error to fail with: a
-// *ReconnectError once the peer has refused for Config.ReconnectWait, or
+// *ReconnectError once the next dial would come after Config.ReconnectWait
+// of refusals (so the operation ends within it, having dialed through
+// all but its last pause, at most reconnectPauseMax), or
 // ctx's error. The time counts from the first refusal since p's last
 // connection, across callers: an operation that starts while the peer is
 // known to be down dials once and fails at once.
@@ -223,10 +225,13 @@ func (p *Peer) refused(ctx context.Context, err error) error {
 	p.downDials++
 	tried, dials := now.Sub(p.downSince), p.downDials
 	p.mu.Unlock()
-	if wait <= 0 || tried >= wait {
+	// The last dial is the last one before the window ends: one more
+	// after the pause would come past it, so the operation fails within
+	// reconnect_wait of the first refusal rather than just after it.
+	pause := min(reconnectPause<<min(dials-1, 8), reconnectPauseMax)
+	if wait <= 0 || tried+pause > wait {
 		return &ReconnectError{Peer: p.dialAddr, Tried: tried, Attempts: dials, Wait: max(wait, 0), Err: err}
 	}
-	pause := min(reconnectPause<<min(dials-1, 8), reconnectPauseMax, wait-tried)
 	t := time.NewTimer(pause)
 	defer t.Stop()
 	select {

@@ -146,27 +146,34 @@ func refusal(err error) bool {
 		errors.Is(err, syscall.ECONNABORTED) || errors.Is(err, syscall.EPIPE)
 }
 
+// refusedPauseMax bounds the pause between tries while the server
+// refuses, so that the last try before reconnect_wait ends comes near its
+// end.
+const refusedPauseMax = 250 * time.Millisecond
+
 // refused records a failed attempt to reach the server, whose address
 // refuses or resets connections (refusedErr), and returns how long the
-// client may go on trying, or a *DownError (its Op set by bounded) once
-// the server has refused for the engine's reconnect_wait. The time counts
-// from the first refusal since the client last reached the server, across
+// client may go on trying, or a *DownError (its Op set by bounded) once a
+// try after the next pause would come after the engine's reconnect_wait of
+// refusals: the call fails within reconnect_wait. The time counts from
+// the first failure since the client last reached the server (failedAt:
+// when the calling retry first failed, or earlier calls' first), across
 // calls. A client that rides through restarts (CallTimeout) tries until
 // its bound instead (a left of -1).
-func (c *Client) refused(err error) (left time.Duration, _ error) {
+func (c *Client) refused(err error, pause time.Duration, failedAt time.Time) (left time.Duration, _ error) {
 	if c.rideThrough {
 		return -1, nil
 	}
 	wait := max(c.e.Config().ReconnectWait, 0)
 	now := time.Now()
 	c.downMu.Lock()
-	if c.downSince.IsZero() {
-		c.downSince = now
+	if c.downSince.IsZero() || failedAt.Before(c.downSince) {
+		c.downSince = failedAt
 	}
 	c.downTries++
 	tried, tries := now.Sub(c.downSince), c.downTries
 	c.downMu.Unlock()
-	if tried < wait {
+	if tried+pause <= wait {
 		return wait - tried, nil
 	}
 	if p := c.dialErr.Load(); p != nil && !refusal(err) {

@@ -122,6 +122,7 @@ func (c *Client) reset(sess *session) {
 // connections for reconnect_wait (a *DownError: see bound.go).
 func (c *Client) retry(ctx context.Context, f func(*session) error) error {
 	backoff := 10 * time.Millisecond
+	var failedAt time.Time // when the first try failed
 	for {
 		sess, err := c.session(ctx)
 		if err == nil {
@@ -155,9 +156,15 @@ func (c *Client) retry(ctx context.Context, f func(*session) error) error {
 			}
 			return &unavailableError{target: c.target, msg: err.Error()}
 		}
+		if failedAt.IsZero() {
+			failedAt = time.Now()
+		}
 		pause := backoff
 		if c.refusedErr(err) {
-			left, derr := c.refused(err)
+			// Short pauses while refused, as the engine's: the last try
+			// comes near the end of reconnect_wait.
+			pause = min(pause, refusedPauseMax)
+			left, derr := c.refused(err, pause, failedAt)
 			if derr != nil {
 				return derr
 			}

@@ -130,5 +130,5 @@ func applyFlags(doc *config.Document, fs *pflag.FlagSet) error {
 // command that opens an engine.
 func addOpTimeoutFlag(fs *pflag.FlagSet) {
 	fs.Duration("op-timeout", xfer.DefaultOpTimeout, "fail the operations outstanding with a peer that moves no byte for this `duration` (its connection is closed); negative: never")
-	fs.Duration("reconnect-wait", xfer.DefaultReconnectWait, "dial a peer whose address refuses or resets connections (it died, or is restarting) again for this `duration`, then fail its operations; raise it to ride through a peer's restart; negative: fail at the first refusal")
+	fs.Duration("reconnect-wait", xfer.DefaultReconnectWait, "dial a peer whose address refuses or resets connections (it died, or is restarting) again, and fail its operations within this `duration`; raise it to ride through a peer's restart; negative: fail at the first refusal")
 }
