@@ -61,8 +61,37 @@ func TestGetBoundStalledProducer(t *testing.T) {
 	}
 }
 
+// TestGetLongDeadline: a Get whose caller gave a deadline far past
+// op_timeout (the Python binding's get_timeout of 30 s) still fails within
+// about op_timeout when its producer never answers, because the Get probes
+// its producer each call bound; from a live producer it waits on, past
+// several bounds, for a key put later.
+func TestGetLongDeadline(t *testing.T) {
+	t.Run("stalled", func(t *testing.T) { testGetBoundStalledProducer(t, -1, time.Second, "(op_timeout)") })
+	t.Run("live", func(t *testing.T) {
+		p, c := pair(t, tport{policy: xfer.PolicyTCP}, PullWrite, func(p, c *Config) { c.Engine.OpTimeout = 500 * time.Millisecond })
+		ctx := ctxT(t)
+		put := time.AfterFunc(2*time.Second, func() { p.Put(ctx, "a", "b", "late", []byte("v")) })
+		defer put.Stop()
+		gctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		defer cancel()
+		b, n, err := c.Get(gctx, "a", "b", "late", nil)
+		if err != nil {
+			t.Fatalf("get of a key a live producer puts after 4 call bounds, with a 30 s deadline: %v", err)
+		}
+		defer b.Release()
+		if n != 1 {
+			t.Errorf("got %d bytes; want 1", n)
+		}
+	})
+}
+
+// testGetBoundStalledProducer: callTimeout -1 gives each Get a caller's
+// deadline of 30 s instead of none.
 func testGetBoundStalledProducer(t *testing.T, callTimeout, within time.Duration, says string) {
 	ctx := ctxT(t)
+	deadline := callTimeout < 0
+	callTimeout = max(callTimeout, 0)
 	mute, err := xfer.Open(ctx, xfer.Config{Listen: "127.0.0.1:0", Transport: xfer.PolicyTCP, MemoryMB: 8})
 	if err != nil {
 		t.Fatal(err)
@@ -86,7 +115,13 @@ func testGetBoundStalledProducer(t *testing.T, callTimeout, within time.Duration
 			if pull == "meta" {
 				m = &Meta{Producer: mute.Addr(), Kind: KindBytes, Size: 100}
 			}
-			_, _, err := c.Get(context.Background(), "a", "b", "k", m)
+			gctx := context.Background()
+			if deadline {
+				var cancel context.CancelFunc
+				gctx, cancel = context.WithTimeout(gctx, 30*time.Second)
+				defer cancel()
+			}
+			_, _, err := c.Get(gctx, "a", "b", "k", m)
 			return err
 		})
 		var se *StalledError

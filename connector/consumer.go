@@ -44,7 +44,13 @@ func NoWait() GetOption { return func(o *getOptions) { o.noWait = true } }
 func (c *Connector) Get(ctx context.Context, fromStage, toStage, key string, meta *Meta, opts ...GetOption) (*Buffer, int64, error) {
 	ctx, cancel := c.bounded(ctx)
 	defer cancel()
-	b, err := c.get(ctx, fromStage, toStage, key, meta, opts)
+	gctx, unwatch := c.watchProducer(ctx, key, meta)
+	b, err := c.get(gctx, fromStage, toStage, key, meta, opts)
+	var se *StalledError
+	if err != nil && errors.As(context.Cause(gctx), &se) {
+		err = se // the watch's probe found the producer silent
+	}
+	unwatch()
 	if err != nil && byBound(ctx) {
 		err = c.stalled(key, meta, err)
 	}
@@ -154,6 +160,47 @@ const rideThroughPause = 100 * time.Millisecond
 func producerDown(err error) bool {
 	var re *xfer.ReconnectError
 	return errors.As(err, &re) || errors.Is(err, syscall.ECONNREFUSED) || errors.Is(err, syscall.ECONNRESET)
+}
+
+// watchProducer returns ctx, for a Get of key (with meta) whose caller
+// gave a deadline longer than the call bound and its probe (as the Python
+// binding's get_timeout does): ended with a *StalledError when the
+// producer stops answering, found by a probe each call bound. So a stopped
+// producer fails such a Get within op_timeout too, while a live one may
+// take until the deadline to put the key. Without such a deadline, or when
+// the Get rides through restarts, ctx as it is: the bound ends it.
+func (c *Connector) watchProducer(ctx context.Context, key string, meta *Meta) (context.Context, func()) {
+	dl, ok := ctx.Deadline()
+	if !ok || c.bound <= 0 || c.cfg.CallTimeout != 0 || time.Until(dl) <= c.bound+c.probeWait {
+		return ctx, func() {}
+	}
+	addr := c.cfg.Producer
+	if meta != nil && meta.Producer != "" {
+		addr = meta.Producer
+	}
+	if addr == "" {
+		return ctx, func() {}
+	}
+	wctx, cancel := context.WithCancelCause(ctx)
+	c.wg.Go(func() {
+		t := time.NewTimer(c.bound)
+		defer t.Stop()
+		for {
+			select {
+			case <-wctx.Done():
+				return
+			case <-t.C:
+			}
+			if perr := c.probe(addr); perr != nil {
+				if wctx.Err() == nil && !c.isClosed() {
+					cancel(&StalledError{Op: "get", Key: key, Producer: addr, Bound: c.bound, Err: perr})
+				}
+				return
+			}
+			t.Reset(c.bound)
+		}
+	})
+	return wctx, func() { cancel(nil) }
 }
 
 // stalled words the error err of a Get of key (with meta) that the call
