@@ -637,3 +637,37 @@ class TestStressCorrectness:
             t.fill_(i)
             del t
         assert sender.health()["pool_used_bytes"] == 0
+
+
+# A producer that stops (SIGSTOP: its process alive, its connection open,
+# silent) fails a get within the engine's op_timeout, although get_timeout
+# (30 s by default) is far longer: the get probes its producer each seven
+# eighths of op_timeout. get returns None, as for a key not put in time.
+def test_stopped_producer_fails_get_within_op_timeout():
+    import signal
+    import subprocess
+    import sys
+    code = ("import time, xfer\n"
+            "s = xfer.Connector({'role': 'sender', 'host': '127.0.0.1', 'zmq_port': 0, 'protocol': 'tcp',"
+            " 'memory_pool_size': 16 << 20})\n"
+            "print(s.address, flush=True)\n"
+            "time.sleep(120)\n")
+    p = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE)
+    try:
+        addr = p.stdout.readline().decode().strip()
+        host, port = addr.rsplit(":", 1)
+        with xfer.Connector({"role": "receiver", "protocol": "tcp", "memory_pool_size": 16 * MiB,
+                             "sender_host": host, "sender_zmq_port": int(port),
+                             "engine": {"op_timeout": "2s"}}) as r:
+            with pytest.raises(xfer.NotFoundError):  # connected while the producer runs
+                r.get_buffer("a", "b", "k", no_wait=True)
+            os.kill(p.pid, signal.SIGSTOP)
+            start = time.monotonic()
+            got = r.get("a", "b", "k")
+            took = time.monotonic() - start
+            assert got is None
+            assert took < 2 + 2, f"a get from a stopped producer took {took:.1f}s; want within op_timeout (2s)"
+    finally:
+        os.kill(p.pid, signal.SIGCONT)
+        p.kill()
+        p.wait()
