@@ -361,8 +361,13 @@ func (c *Connector) callOnce(ctx context.Context, r *remote, dst []byte, msg fun
 		return res, carried, res.err
 	default:
 	}
+	// Abandoned by its ctx, not by a lost connection: the producer hears
+	// so. Decided now: ctx may end later for reasons of the caller's own
+	// (a Get's watch of its producer ends when the Get returns), and a
+	// connection that was lost has nothing to cancel.
+	abandoned := ctx.Err() != nil
 	c.wg.Go(func() {
-		if ctx.Err() != nil {
+		if abandoned {
 			c.send(c.ctx, r.peer, appendCancel(nil, id))
 		}
 		select {
