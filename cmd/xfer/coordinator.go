@@ -116,16 +116,27 @@ func runCoordinator(ctx context.Context, g *globals, listen string, o directory.
 	ops.setReady(true)
 	defer ops.setReady(false)
 	fmt.Fprintf(g.stdout, "%s%s\n", coordinatorBanner, l.Addr())
+	if err := serveHTTP(ctx, srv, l); err != nil {
+		return fmt.Errorf("coordinator: %w", err)
+	}
+	return nil
+}
+
+// serveHTTP serves srv on l until ctx ends, then shuts it down, giving
+// the requests under way 5 s: nil then, or why serving stopped before.
+func serveHTTP(ctx context.Context, srv *http.Server, l net.Listener) error {
 	done := make(chan error, 1)
 	go func() { done <- srv.Serve(l) }()
 	select {
 	case err := <-done:
-		return fmt.Errorf("coordinator: %w", err)
+		return err
 	case <-ctx.Done():
 	}
 	sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	srv.Shutdown(sctx)
-	<-done
+	if err := <-done; !errors.Is(err, http.ErrServerClosed) {
+		return err
+	}
 	return nil
 }

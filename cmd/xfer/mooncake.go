@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"net"
 	"net/http"
@@ -99,17 +98,7 @@ func runMetadataServer(ctx context.Context, g *globals, addr string, o mooncake.
 	}
 	srv := &http.Server{Handler: mooncake.NewServer(o), ReadHeaderTimeout: 10 * time.Second}
 	fmt.Fprintf(g.stdout, "%s%s\n", metadataBanner, l.Addr())
-	done := make(chan error, 1)
-	go func() { done <- srv.Serve(l) }()
-	select {
-	case err := <-done:
-		return fmt.Errorf("mooncake metadata-server: %w", err)
-	case <-ctx.Done():
-	}
-	sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	srv.Shutdown(sctx)
-	if err := <-done; !errors.Is(err, http.ErrServerClosed) {
+	if err := serveHTTP(ctx, srv, l); err != nil {
 		return fmt.Errorf("mooncake metadata-server: %w", err)
 	}
 	return nil
