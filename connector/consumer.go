@@ -182,25 +182,32 @@ func (c *Connector) watchProducer(ctx context.Context, key string, meta *Meta) (
 		return ctx, func() {}
 	}
 	wctx, cancel := context.WithCancelCause(ctx)
-	c.wg.Go(func() {
-		t := time.NewTimer(c.bound)
-		defer t.Stop()
-		for {
-			select {
-			case <-wctx.Done():
-				return
-			case <-t.C:
-			}
-			if perr := c.probe(addr); perr != nil {
-				if wctx.Err() == nil && !c.isClosed() {
-					cancel(&StalledError{Op: "get", Key: key, Producer: addr, Bound: c.bound, Err: perr})
-				}
-				return
-			}
-			t.Reset(c.bound)
+	// A timer, not a goroutine, waits out the first bound: most gets end
+	// before it, and then cost no more than the timer.
+	t := time.AfterFunc(c.bound, func() {
+		if wctx.Err() != nil || c.isClosed() {
+			return
 		}
+		c.wg.Go(func() {
+			for {
+				if perr := c.probe(addr); perr != nil {
+					if wctx.Err() == nil && !c.isClosed() {
+						cancel(&StalledError{Op: "get", Key: key, Producer: addr, Bound: c.bound, Err: perr})
+					}
+					return
+				}
+				select {
+				case <-wctx.Done():
+					return
+				case <-time.After(c.bound):
+				}
+			}
+		})
 	})
-	return wctx, func() { cancel(nil) }
+	return wctx, func() {
+		t.Stop()
+		cancel(nil)
+	}
 }
 
 // stalled words the error err of a Get of key (with meta) that the call
