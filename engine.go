@@ -18,6 +18,7 @@ import (
 	"github.com/xferio/xfer/internal/admit"
 	"github.com/xferio/xfer/internal/auth"
 	"github.com/xferio/xfer/internal/metrics"
+	"github.com/xferio/xfer/internal/notes"
 	"github.com/xferio/xfer/internal/wire"
 	"github.com/xferio/xfer/mem"
 	"github.com/xferio/xfer/transport"
@@ -62,8 +63,8 @@ type Engine struct {
 	revSeq   uint64      // revokes so far; guarded by mu
 	revLog   []revokeRec // the latest revokes, oldest first; guarded by mu
 
-	notes noteQueue
-	gpu   gpus // GPU contexts and staging memory, made on first use
+	notes notes.Queue[*Peer, Notification] // notifications and losses for WaitNotify
+	gpu   gpus                             // GPU contexts and staging memory, made on first use
 
 	stats        engineStats
 	auth         authStats      // refusals, for AuthFailed and Status
@@ -140,7 +141,7 @@ func Open(ctx context.Context, cfg Config) (_ *Engine, err error) {
 	e.allowedPeers, _ = parseAllowedPeers(cfg.Security.AllowedPeers) // checked by withDefaults
 	e.pending = admit.New(admit.Config{Max: cfg.Security.MaxPendingHandshakes, PerSource: cfg.Security.MaxPendingPerSource})
 	e.allowedGIDs, _ = parseGIDs(cfg.Security.RDMA.AllowedGIDs)
-	e.notes.init()
+	e.notes.Init()
 	e.ctx, e.cancel = context.WithCancel(context.Background())
 	if _, err := rand.Read(e.id[:]); err != nil {
 		return nil, err
@@ -424,7 +425,7 @@ func (e *Engine) Close() error {
 		p.Close()
 	}
 	e.wg.Wait()
-	e.notes.close()
+	e.notes.Close()
 	if e.metrics != nil {
 		e.metrics.Unregister(e.cfg.Metrics)
 	}
@@ -494,8 +495,17 @@ type Notification struct {
 // WaitNotify (watch Peer.Down for those); at most 1024 losses wait to be
 // reported, one per peer.
 func (e *Engine) WaitNotify(ctx context.Context) (Notification, error) {
-	return e.notes.wait(ctx)
+	from, note, lost, err := e.notes.Wait(ctx, errWaitClosed)
+	switch {
+	case err != nil:
+		return Notification{}, err
+	case lost != nil:
+		return Notification{}, &PeerLostError{Peer: from, Err: lost}
+	}
+	return note, nil
 }
+
+var errWaitClosed = fmt.Errorf("wait notify: %w", ErrClosed)
 
 // revoke tells every peer that region id is gone.
 //
@@ -608,145 +618,6 @@ func (e *Engine) removePeer(p *Peer) {
 		delete(e.dialed, p.dialKey)
 	}
 }
-
-// noteQueue is an unbounded queue of notifications: the transports' read
-// loops must never block on a slow consumer. It also holds the losses of
-// peers (Engine.WaitNotify), behind the notifications they sent before.
-type noteQueue struct {
-	mu     sync.Mutex
-	q      []noteItem
-	head   int
-	signal chan struct{}
-	done   chan struct{}
-	once   sync.Once
-	// changed, when not nil, is closed at the next push: Peer.WaitNotify's
-	// waiters, each looking for its own peer's, all wake.
-	changed chan struct{}
-	// used is set by the first Engine.WaitNotify: from then on losses are
-	// queued; lost holds the peers whose loss is queued (one each).
-	used atomic.Bool
-	lost map[*Peer]struct{}
-	// waiting counts the goroutines in Engine.WaitNotify: the watchdog
-	// probes quiet peers for them.
-	waiting atomic.Int32
-}
-
-// noteItem is a notification, or, when lost is not nil, the loss of the
-// peer note.Peer.
-type noteItem struct {
-	note Notification
-	lost error
-}
-
-// maxLostNotices bounds the losses of peers queued for Engine.WaitNotify:
-// past it, more are not reported.
-const maxLostNotices = 1024
-
-func (n *noteQueue) init() {
-	n.signal = make(chan struct{}, 1)
-	n.done = make(chan struct{})
-}
-
-func (n *noteQueue) push(v Notification) { n.add(noteItem{note: v}) }
-
-func (n *noteQueue) add(it noteItem) {
-	n.mu.Lock()
-	n.q = append(n.q, it)
-	if n.changed != nil {
-		close(n.changed)
-		n.changed = nil
-	}
-	n.mu.Unlock()
-	select {
-	case n.signal <- struct{}{}:
-	default:
-	}
-}
-
-// peerLost queues the loss of p, whose connection failed with err, for
-// Engine.WaitNotify, once WaitNotify has been used, and unless p's loss
-// is queued already.
-func (n *noteQueue) peerLost(p *Peer, err error) {
-	if !n.used.Load() {
-		return
-	}
-	n.mu.Lock()
-	if _, ok := n.lost[p]; ok || len(n.lost) >= maxLostNotices {
-		n.mu.Unlock()
-		return
-	}
-	if n.lost == nil {
-		n.lost = make(map[*Peer]struct{})
-	}
-	n.lost[p] = struct{}{}
-	n.mu.Unlock()
-	n.add(noteItem{note: Notification{Peer: p}, lost: err})
-}
-
-func (n *noteQueue) wait(ctx context.Context) (Notification, error) {
-	n.used.Store(true)
-	n.waiting.Add(1)
-	defer n.waiting.Add(-1)
-	for {
-		n.mu.Lock()
-		if n.head < len(n.q) {
-			it := n.q[n.head]
-			n.q[n.head] = noteItem{}
-			n.head++
-			if n.head == len(n.q) {
-				n.q, n.head = n.q[:0], 0
-			}
-			more := n.head < len(n.q)
-			if it.lost != nil {
-				delete(n.lost, it.note.Peer)
-			}
-			n.mu.Unlock()
-			if more {
-				select {
-				case n.signal <- struct{}{}:
-				default:
-				}
-			}
-			if it.lost != nil {
-				return Notification{}, &PeerLostError{Peer: it.note.Peer, Err: it.lost}
-			}
-			return it.note, nil
-		}
-		n.mu.Unlock()
-		select {
-		case <-n.signal:
-		case <-ctx.Done():
-			return Notification{}, ctx.Err()
-		case <-n.done:
-			return Notification{}, fmt.Errorf("wait notify: %w", ErrClosed)
-		}
-	}
-}
-
-// takeFrom removes and returns the first notification from p; when there
-// is none, it returns a channel closed at the next push. It leaves p's
-// loss, if queued, to Engine.WaitNotify.
-func (n *noteQueue) takeFrom(p *Peer) (Notification, bool, <-chan struct{}) {
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	for i := n.head; i < len(n.q); i++ {
-		if it := n.q[i]; it.note.Peer == p && it.lost == nil {
-			copy(n.q[i:], n.q[i+1:])
-			n.q[len(n.q)-1] = noteItem{}
-			n.q = n.q[:len(n.q)-1]
-			if n.head == len(n.q) {
-				n.q, n.head = n.q[:0], 0
-			}
-			return it.note, true, nil
-		}
-	}
-	if n.changed == nil {
-		n.changed = make(chan struct{})
-	}
-	return Notification{}, false, n.changed
-}
-
-func (n *noteQueue) close() { n.once.Do(func() { close(n.done) }) }
 
 // hostID names this host and PID namespace: equal IDs mean two engines can
 // try shared memory. It is the boot ID mixed with the PID namespace.

@@ -179,7 +179,7 @@ func (p *Peer) lost(ep transport.Endpoint) {
 	if r := p.stall.Load(); r != nil && r.ep == ep {
 		err = &StallError{Op: "wait notify", Peer: p.String(), Timeout: r.timeout, Pending: r.pending, Cause: err}
 	}
-	p.e.notes.peerLost(p, err)
+	p.e.notes.Lost(p, err)
 }
 
 // reconnectPause is the first pause between the dials of a peer whose

@@ -62,7 +62,7 @@ func (h peerHost) Notify(_ transport.Endpoint, n transport.Notification) {
 		(*f)(note)
 		return
 	}
-	h.p.e.notes.push(note)
+	h.p.e.notes.Push(h.p, note)
 }
 
 // Exports lists the descriptors of the regions the engine exports (what a

@@ -127,7 +127,7 @@ func (p *Peer) HandleNotify(f func(Notification)) {
 // connection fails (ErrPeerLost) or the peer stalls (a *StallError).
 func (p *Peer) WaitNotify(ctx context.Context) (Notification, error) {
 	for {
-		v, ok, changed := p.e.notes.takeFrom(p)
+		v, ok, changed := p.e.notes.TakeFrom(p)
 		if ok {
 			return v, nil
 		}

@@ -86,7 +86,7 @@ func (w *watchedPeer) Conn() watchdog.Conn {
 // Waiting reports goroutines in Recv or Peer.WaitNotify, or in
 // Engine.WaitNotify while the peer has no notify handler.
 func (w *watchedPeer) Waiting() bool {
-	return w.waiters.Load() > 0 || w.e.notes.waiting.Load() > 0 && w.notify.Load() == nil
+	return w.waiters.Load() > 0 || w.e.notes.Waiting() && w.notify.Load() == nil
 }
 
 func (w *watchedPeer) Probing() bool { return w.probing.Load() }
