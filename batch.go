@@ -90,7 +90,7 @@ func (p *Peer) submit(b *Batch, ops []Op, waited bool) {
 			b.OpDone(t)
 			continue
 		}
-		r, lerr := p.e.regions.pinLocal(ops[i].Local)
+		r, lerr := p.e.pinLocal(ops[i].Local)
 		if lerr != nil {
 			t.Err = fmt.Errorf("op %d (%s): %w", i, ops[i].Kind, p.e.closedOr(lerr))
 			if b.p != nil {

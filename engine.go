@@ -190,7 +190,7 @@ func Open(ctx context.Context, cfg Config) (_ *Engine, err error) {
 	if err != nil {
 		return nil, fmt.Errorf("open: pool of %d MiB (memory_mb) in %s memory: %w", cfg.MemoryMB, cfg.MemoryDevice, err)
 	}
-	if e.region, err = e.regions.add(e, mr, AccessReadWrite, nil); err != nil {
+	if e.region, err = e.addRegion(mr, AccessReadWrite, nil); err != nil {
 		mr.Close()
 		return nil, err
 	}
@@ -326,7 +326,7 @@ func (e *Engine) NewRegion(size int, access Access) (*Region, error) {
 
 // adopt registers mr, which the engine owns: it is closed if that fails.
 func (e *Engine) adopt(mr *mem.Region, access Access) (*Region, error) {
-	r, err := e.regions.add(e, mr, access, nil)
+	r, err := e.addRegion(mr, access, nil)
 	if err != nil {
 		mr.Close()
 		return nil, err
@@ -342,7 +342,7 @@ func (e *Engine) Register(b []byte, access Access) (*Region, error) {
 	if err != nil {
 		return nil, err
 	}
-	return e.regions.add(e, mr, access, nil)
+	return e.addRegion(mr, access, nil)
 }
 
 // Export advertises r under name: to peers that connect from now on, in
@@ -429,7 +429,7 @@ func (e *Engine) Close() error {
 	if e.metrics != nil {
 		e.metrics.Unregister(e.cfg.Metrics)
 	}
-	errs = append(errs, e.closeStaging(), e.pool.Close(), e.regions.closeAll(), e.closeGPU())
+	errs = append(errs, e.closeStaging(), e.pool.Close(), e.closeRegions(), e.closeGPU())
 	for _, t := range e.transports {
 		if c, ok := t.(io.Closer); ok {
 			errs = append(errs, c.Close())

@@ -41,7 +41,7 @@ func (e *Engine) stager() stager {
 			Devices: &e.gpu.DeviceSet,
 			Memory:  mem.RegionOptions{HugePages: e.cfg.HugePages, Shared: e.cfg.sharedMemory()},
 			Register: func(mr *mem.Region) (*mem.Handle, func() error, error) {
-				r, err := e.regions.add(e, mr, AccessReadWrite, nil)
+				r, err := e.addRegion(mr, AccessReadWrite, nil)
 				if err != nil {
 					return nil, nil, err
 				}
@@ -121,7 +121,7 @@ func (e *Engine) RegisterDevice(p uintptr, size int, access Access) (*Region, er
 	if _, err := e.gpu.Get(mr.Location()); err != nil {
 		return nil, fmt.Errorf("register device memory on %s: %w", mr.Location(), err)
 	}
-	return e.regions.add(e, mr, access, nil)
+	return e.addRegion(mr, access, nil)
 }
 
 // staging reports whether op, posted with its local region pinned, must
@@ -177,7 +177,7 @@ func (e *Engine) Copy(dst, src []byte) error {
 // e does not know, where the driver says (GPU memory of another engine or
 // of a framework), else in host memory.
 func (e *Engine) locate(b []byte) mem.Location {
-	if r := e.regions.find(b); r != nil {
+	if r, _, ok := e.regions.Find(b); ok {
 		return r.h.Location()
 	}
 	if len(b) == 0 {

@@ -146,7 +146,12 @@ var layers = map[string][]string{
 	// the endpoints' operations (transport's kinds, Counter, Caps, rails)
 	// and show the pool's state (mem), and read the rest of the engine
 	// through their own Source, never the root package.
-	"internal/metrics":  {"transport", "mem"},
+	"internal/metrics": {"transport", "mem"},
+	// The table of registered memory: it checks a peer's access against
+	// mem's handles and answers in transport's terms.
+	"internal/regions": {"transport", "mem"},
+	// The queue of notifications, generic over what it queues.
+	"internal/notes":    {},
 	"internal/testutil": {"internal/cuda", "internal/testmain"},
 	"mem":               {"internal/sys", "internal/cuda"},
 	"probe":             {"internal/ibv", "internal/cuda", "internal/sys", "bytesize"},

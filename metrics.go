@@ -63,7 +63,7 @@ func (s *metricsSource) Snapshot() metrics.Snapshot {
 		snap.Connected = append(snap.Connected, ep.Transport())
 	}
 	snap.Pool = e.pool.Stats()
-	snap.Regions = e.regions.count()
+	snap.Regions = e.regions.Len()
 	if r, ok := e.registration(); ok {
 		snap.Directory = &metrics.Registration{State: string(r.State), States: dirStates, Reregistrations: r.Reregistrations}
 	}

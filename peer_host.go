@@ -23,7 +23,7 @@ var (
 )
 
 func (h peerHost) Resolve(id uint32, key, addr, n uint64, want Access) (transport.Resolved, error) {
-	r, err := h.p.e.regions.resolve(id, key, addr, n, want)
+	r, err := h.p.e.resolve(id, key, addr, n, want)
 	if err == nil && h.p.e.metrics != nil {
 		h.p.served(want, n)
 	}
@@ -31,7 +31,7 @@ func (h peerHost) Resolve(id uint32, key, addr, n uint64, want Access) (transpor
 }
 
 func (h peerHost) Lookup(id uint32, key uint64, want Access) (transport.Resolved, error) {
-	return h.p.e.regions.lookup(id, key, want)
+	return h.p.e.regions.Lookup(id, key, want)
 }
 
 func (h peerHost) Deliver(ep transport.Endpoint, msg []byte) {

@@ -1,17 +1,14 @@
 package xfer
 
 import (
-	"crypto/rand"
 	"encoding/base64"
-	"encoding/binary"
 	"errors"
 	"fmt"
-	"sort"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"unsafe"
 
+	"github.com/xferio/xfer/internal/regions"
 	"github.com/xferio/xfer/internal/wire"
 	"github.com/xferio/xfer/mem"
 	"github.com/xferio/xfer/transport"
@@ -205,7 +202,7 @@ func (r *Region) Grant(off, n uint64, access Access) (*Region, error) {
 	if err != nil {
 		return nil, fmt.Errorf("grant of region %d: %w", r.h.ID(), err)
 	}
-	g, err := r.e.regions.add(r.e, mr, access, r)
+	g, err := r.e.addRegion(mr, access, r)
 	if err != nil {
 		return nil, err
 	}
@@ -245,7 +242,7 @@ func (r *Region) Close() error {
 			p.gmu.Unlock()
 		}
 		r.h.Retire()
-		r.e.regions.remove(r)
+		r.e.regions.Remove(r.h)
 		r.e.revoke(r.h.ID())
 		r.h.Drain()
 		for _, t := range r.e.transports {
@@ -258,136 +255,52 @@ func (r *Region) Close() error {
 	return err
 }
 
-// regionTable holds the registered regions. Readers (every remote access,
-// every local operation) load an immutable snapshot without locking.
-type regionTable struct {
-	mu   sync.Mutex
-	snap atomic.Pointer[regionSnap]
-	next uint32
-}
+// regionTable holds the registered regions (internal/regions).
+type regionTable = regions.Table[*Region]
 
-type regionSnap struct {
-	byID   map[uint32]*Region
-	byAddr []*Region // sorted by base address
-}
-
-func (t *regionTable) load() *regionSnap {
-	if s := t.snap.Load(); s != nil {
-		return s
-	}
-	return &regionSnap{}
-}
-
-// add registers mr with access: a region, or, with a parent, a grant of
-// part of it, which is reached by ID only (local buffers find the parent).
-func (t *regionTable) add(e *Engine, mr *mem.Region, access Access, parent *Region) (*Region, error) {
-	if access == 0 || access&^AccessReadWrite != 0 {
-		return nil, fmt.Errorf("register: access %d must be read, write or read-write", access)
-	}
-	var k [8]byte
-	if _, err := rand.Read(k[:]); err != nil {
+// addRegion registers mr with access: a region, or, with a parent, a grant
+// of part of it, which is reached by ID only (local buffers find the
+// parent).
+func (e *Engine) addRegion(mr *mem.Region, access Access, parent *Region) (*Region, error) {
+	r, h, err := e.regions.Add(mr, access, parent != nil, func(h *mem.Handle) *Region {
+		return &Region{e: e, mr: mr, h: h, parent: parent}
+	})
+	if err != nil {
 		return nil, err
 	}
-	base, n := uint64(mr.Addr()), uint64(mr.Len())
-	t.mu.Lock()
-	old := t.load()
-	if parent == nil {
-		for _, o := range old.byAddr {
-			if base < o.h.Base()+o.h.Len() && o.h.Base() < base+n {
-				t.mu.Unlock()
-				return nil, fmt.Errorf("register [%#x, +%d): overlaps registered region %d", base, n, o.h.ID())
-			}
-		}
-	}
-	t.next++
-	r := &Region{e: e, mr: mr, h: mem.NewHandle(mr, t.next, binary.LittleEndian.Uint64(k[:]), access), parent: parent}
-	s := &regionSnap{byID: make(map[uint32]*Region, len(old.byID)+1), byAddr: old.byAddr}
-	if parent == nil {
-		s.byAddr = append(append([]*Region(nil), old.byAddr...), r)
-		sort.Slice(s.byAddr, func(i, j int) bool { return s.byAddr[i].h.Base() < s.byAddr[j].h.Base() })
-	}
-	for id, o := range old.byID {
-		s.byID[id] = o
-	}
-	s.byID[r.h.ID()] = r
-	t.snap.Store(s)
-	t.mu.Unlock()
 	// No peer can name the region before its descriptor (and key) leaves
 	// this function.
 	for _, tr := range e.transports {
 		if reg, ok := tr.(transport.Registrar); ok {
-			reg.RegionAdded(r.h)
+			reg.RegionAdded(h)
 		}
 	}
 	return r, nil
 }
 
-func (t *regionTable) remove(r *Region) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	old := t.load()
-	s := &regionSnap{byID: make(map[uint32]*Region, len(old.byID))}
-	for id, o := range old.byID {
-		if o != r {
-			s.byID[id] = o
-		}
-	}
-	for _, o := range old.byAddr {
-		if o != r {
-			s.byAddr = append(s.byAddr, o)
-		}
-	}
-	t.snap.Store(s)
-}
-
 // pinLocal finds the registered region holding b and pins it, so that it
 // stays mapped until Unpin: a transport may still be copying from or into
 // it (shm copies are plain memory accesses).
-func (t *regionTable) pinLocal(b []byte) (*mem.Handle, error) {
-	r, err := t.local(b)
-	if err != nil {
-		return nil, err
+func (e *Engine) pinLocal(b []byte) (*mem.Handle, error) {
+	_, h, ok := e.regions.Find(b)
+	if !ok {
+		return nil, fmt.Errorf("local buffer %#x+%d: %w", uintptr(unsafe.Pointer(unsafe.SliceData(b))), len(b), ErrNotRegistered)
 	}
-	if !r.h.Pin() {
-		return nil, fmt.Errorf("local buffer: region %d is deregistered: %w", r.h.ID(), ErrClosed)
+	if !h.Pin() {
+		return nil, fmt.Errorf("local buffer: region %d is deregistered: %w", h.ID(), ErrClosed)
 	}
-	return r.h, nil
-}
-
-// local finds the registered region holding b.
-func (t *regionTable) local(b []byte) (*Region, error) {
-	if r := t.find(b); r != nil {
-		return r, nil
-	}
-	return nil, fmt.Errorf("local buffer %#x+%d: %w", uintptr(unsafe.Pointer(unsafe.SliceData(b))), len(b), ErrNotRegistered)
-}
-
-// find is local without an error: nil when no registered region holds b
-// (for callers to whom that is no error, such as Copy's locate).
-func (t *regionTable) find(b []byte) *Region {
-	s := t.load()
-	p := uint64(uintptr(unsafe.Pointer(unsafe.SliceData(b))))
-	n := uint64(len(b))
-	i := sort.Search(len(s.byAddr), func(i int) bool { return s.byAddr[i].h.Base() > p }) - 1
-	if i >= 0 {
-		r := s.byAddr[i]
-		if p-r.h.Base() <= r.h.Len() && n <= r.h.Len()-(p-r.h.Base()) {
-			return r
-		}
-	}
-	return nil
+	return h, nil
 }
 
 // resolve implements transport.Host.Resolve for the engine. A peer's
 // access to device memory gets a host copy that stands for it
 // (transport.Resolved.Staged).
-func (t *regionTable) resolve(id uint32, key, addr, n uint64, want Access) (transport.Resolved, error) {
-	res, err := t.check(id, key, addr, n, want)
+func (e *Engine) resolve(id uint32, key, addr, n uint64, want Access) (transport.Resolved, error) {
+	res, err := e.regions.Check(id, key, addr, n, want)
 	if err != nil || res.Region.Location().IsHost() {
 		return res, err
 	}
-	r := t.load().byID[id]
-	buf, s, err := r.e.stageRemote(res.Region, addr-res.Region.Base(), n, want)
+	buf, s, err := e.stageRemote(res.Region, addr-res.Region.Base(), n, want)
 	if err != nil {
 		res.Release()
 		return transport.Resolved{}, err
@@ -396,42 +309,10 @@ func (t *regionTable) resolve(id uint32, key, addr, n uint64, want Access) (tran
 	return res, nil
 }
 
-// check checks a peer's access to [addr, addr+n) of region id and pins the
-// region.
-func (t *regionTable) check(id uint32, key, addr, n uint64, want Access) (transport.Resolved, error) {
-	r := t.load().byID[id]
-	if r == nil {
-		return transport.Resolved{}, &transport.AccessError{Kind: transport.UnknownRegion, Want: want, Region: id, Addr: addr, Len: n}
-	}
-	h := r.h
-	if h.Key()^key != 0 {
-		return transport.Resolved{}, &transport.AccessError{Kind: transport.WrongKey, Want: want, Region: id, Addr: addr, Len: n}
-	}
-	if h.Access()&want != want {
-		return transport.Resolved{}, &transport.AccessError{Kind: transport.NoAccess, Want: want, Region: id, Addr: addr, Len: n}
-	}
-	if addr < h.Base() || addr-h.Base() > h.Len() || n > h.Len()-(addr-h.Base()) {
-		return transport.Resolved{}, &transport.AccessError{Kind: transport.OutOfRange, Want: want, Region: id, Addr: addr, Len: n}
-	}
-	if !h.Pin() {
-		return transport.Resolved{}, &transport.AccessError{Kind: transport.UnknownRegion, Want: want, Region: id, Addr: addr, Len: n}
-	}
-	off := addr - h.Base()
-	return transport.Resolved{Mem: h.Bytes()[off : off+n : off+n], Region: h}, nil
-}
-
-func (t *regionTable) lookup(id uint32, key uint64, want Access) (transport.Resolved, error) {
-	r := t.load().byID[id]
-	if r == nil {
-		return transport.Resolved{}, &transport.AccessError{Kind: transport.UnknownRegion, Want: want, Region: id}
-	}
-	return t.check(id, key, r.h.Base(), r.h.Len(), want)
-}
-
-// closeAll deregisters every region.
-func (t *regionTable) closeAll() error {
+// closeRegions deregisters every region.
+func (e *Engine) closeRegions() error {
 	var errs []error
-	for _, r := range t.load().byAddr {
+	for _, r := range e.regions.All() {
 		errs = append(errs, r.Close())
 	}
 	return errors.Join(errs...)

@@ -156,7 +156,7 @@ func (p *Peer) doOnce(ctx context.Context, kind OpKind, local []byte, remote Rem
 	if conn != nil && c.timed(conn.Every()) {
 		start = time.Now()
 	}
-	lr, err := p.e.regions.pinLocal(local)
+	lr, err := p.e.pinLocal(local)
 	if err != nil {
 		callPool.Put(c)
 		err = fmt.Errorf("%s: %w", kind, p.e.closedOr(err))

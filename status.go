@@ -169,7 +169,7 @@ func (e *Engine) Status() Status {
 		RecentFallbacks: e.stats.recentFallbacks(),
 		Failovers:       e.stats.failovers.Load(),
 		RecentFailovers: e.stats.recentFailovers(),
-		Regions:         e.regions.count(),
+		Regions:         e.regions.Len(),
 	}
 	s.AuthFailures, s.RecentAuthFailures = e.auth.snapshot()
 	for _, name := range transportNames() {
@@ -276,6 +276,3 @@ func (s *engineStats) recentFallbacks() []FallbackEvent {
 	defer s.warnMu.Unlock()
 	return slices.Clone(s.recent)
 }
-
-// count is the number of registered regions.
-func (t *regionTable) count() int { return len(t.load().byID) }

@@ -147,7 +147,7 @@ func (p *Peer) probe(ep transport.Endpoint) {
 		defer p.probing.Store(false)
 		defer p.e.Free(buf)
 		local := buf.Bytes()[:1]
-		lr, err := p.e.regions.pinLocal(local)
+		lr, err := p.e.pinLocal(local)
 		if err != nil {
 			return
 		}
