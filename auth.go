@@ -1,9 +1,6 @@
 package xfer
 
 import (
-	"slices"
-	"strings"
-	"sync"
 	"time"
 
 	"github.com/xferio/xfer/internal/auth"
@@ -49,30 +46,10 @@ func (e *authError) Error() string { return e.err.Error() }
 func (e *authError) Unwrap() error { return e.err }
 
 // AuthFailure is one refusal, in Status.RecentAuthFailures.
-type AuthFailure struct {
-	Time   time.Time `json:"time"`
-	Plane  string    `json:"plane"`
-	Reason string    `json:"reason"`
-	Source string    `json:"source"`
-	Detail string    `json:"detail,omitempty"`
-}
+type AuthFailure = auth.Failure
 
 // AuthFailureCount counts the refusals of a plane for a reason.
-type AuthFailureCount struct {
-	Plane  string `json:"plane"`
-	Reason string `json:"reason"`
-	Count  uint64 `json:"count"`
-}
-
-// maxRecentAuthFailures bounds Status.RecentAuthFailures.
-const maxRecentAuthFailures = 32
-
-type authStats struct {
-	mu     sync.Mutex
-	counts map[[2]string]uint64 // plane, reason
-	recent []AuthFailure
-	warned auth.Warnings
-}
+type AuthFailureCount = auth.FailureCount
 
 // AuthFailed records a refusal on a plane (PlanePeer, PlaneKV, ...) for a
 // reason (ReasonNoProof, ...): it counts it in xfer_auth_failures_total and
@@ -86,38 +63,14 @@ func (e *Engine) AuthFailed(plane, reason, source string, err error) {
 	if err != nil {
 		detail = err.Error()
 	}
-	now := time.Now()
-	s := &e.auth
-	s.mu.Lock()
-	if s.counts == nil {
-		s.counts = map[[2]string]uint64{}
-	}
-	s.counts[[2]string{plane, reason}]++
-	if len(s.recent) >= maxRecentAuthFailures {
-		s.recent = append(s.recent[:0], s.recent[1:]...)
-	}
-	s.recent = append(s.recent, AuthFailure{Time: now.UTC(), Plane: plane, Reason: reason, Source: source, Detail: detail})
-	s.mu.Unlock()
+	warn := e.auth.Record(auth.Failure{Time: time.Now().UTC(), Plane: plane, Reason: reason, Source: source, Detail: detail})
 	if m := e.metrics; m != nil {
 		m.AuthFailed(plane, reason)
 	}
 	args := []any{"plane", plane, "reason", reason, "source", source, "err", detail}
-	if s.warned.Due(source, now) {
+	if warn {
 		e.log.Warn("refused an unauthenticated caller (logged once per source and minute)", args...)
 		return
 	}
 	e.log.Debug("refused an unauthenticated caller", args...)
-}
-
-func (s *authStats) snapshot() ([]AuthFailureCount, []AuthFailure) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	var out []AuthFailureCount
-	for k, n := range s.counts {
-		out = append(out, AuthFailureCount{Plane: k[0], Reason: k[1], Count: n})
-	}
-	slices.SortFunc(out, func(a, b AuthFailureCount) int {
-		return strings.Compare(a.Plane+"\x00"+a.Reason, b.Plane+"\x00"+b.Reason)
-	})
-	return out, slices.Clone(s.recent)
 }

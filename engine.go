@@ -2,17 +2,13 @@ package xfer
 
 import (
 	"context"
-	"crypto/rand"
-	"crypto/sha256"
-	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"net"
-	"os"
 	"slices"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/xferio/xfer/directory"
 	"github.com/xferio/xfer/internal/admit"
@@ -22,6 +18,7 @@ import (
 	"github.com/xferio/xfer/internal/wire"
 	"github.com/xferio/xfer/mem"
 	"github.com/xferio/xfer/transport"
+	"github.com/xferio/xfer/transport/stage"
 )
 
 // Engine is one process's endpoint of xfer: it owns registered memory,
@@ -67,7 +64,7 @@ type Engine struct {
 	gpu   gpus                             // GPU contexts and staging memory, made on first use
 
 	stats        engineStats
-	auth         authStats      // refusals, for AuthFailed and Status
+	auth         auth.Refusals  // refusals, for AuthFailed and Status
 	allowedPeers auth.Allowlist // security.allowed_peers; none: every address
 	pending      *admit.Gate    // inbound connections in their handshake (security.max_pending_*)
 	allowedGIDs  [][16]byte     // security.rdma.allowed_gids; none: every GID
@@ -79,163 +76,37 @@ type Engine struct {
 	wg     sync.WaitGroup
 }
 
-type engineStats struct {
-	fallbacks    atomic.Uint64
-	setupRetries atomic.Uint64
-
-	warnMu sync.Mutex
-	warned map[warnKey]struct{} // fallbacks already logged at Warn
-	recent []FallbackEvent      // the latest fallbacks, for Status; guarded by warnMu
-
-	failovers atomic.Uint64
-	recentFO  []FailoverEvent // the latest failovers, for Status; guarded by warnMu
+// failback is the engine's side of failback: the backoff, and a test's
+// stand-in for a device that is gone.
+type failback struct {
+	first, max time.Duration // 0: probeFirst, probeMax
+	// refuse, when set, makes the dialer treat transport name as not
+	// available when it returns an error, as a removed device makes rdma's
+	// Available fail. Tests only: shm cannot be taken away for real.
+	refuse func(name string) error
 }
 
-// warnKey is what a fallback warning is logged once for: a peer (its
-// address or engine ID) and the reason (what fell back to what, and why).
-type warnKey struct{ peer, reason string }
+// gpus is an engine's device state: its devices of every kind in mem's
+// table, opened on first use, and the staging of their memory for the
+// transports that move host memory only (transport/stage).
+type gpus struct {
+	mem.DeviceSet
 
-// maxWarned bounds the memory of which fallbacks were logged: past it the
-// set starts over, so a warning may be repeated but memory stays bounded.
-const maxWarned = 4096
-
-// warnFallback logs a fallback at Warn the first time a peer falls back for
-// a reason, and at Debug after that: an operator sees each once, and a peer
-// that reconnects in a loop does not flood the log.
-func (e *Engine) warnFallback(peer, reason, msg string, args ...any) {
-	k := warnKey{peer, reason}
-	e.stats.warnMu.Lock()
-	_, seen := e.stats.warned[k]
-	if !seen {
-		if e.stats.warned == nil || len(e.stats.warned) >= maxWarned {
-			e.stats.warned = make(map[warnKey]struct{})
-		}
-		e.stats.warned[k] = struct{}{}
-	}
-	e.stats.warnMu.Unlock()
-	args = append(args, "peer", peer)
-	if seen {
-		e.log.Debug(msg, args...)
-		return
-	}
-	e.log.Warn(msg+" (logged once per peer and reason)", args...)
+	once  sync.Once
+	stage stager // made on first use (stager)
 }
 
-// Open starts an engine: it maps and registers the default pool, and starts
-// listening when cfg.Listen is set.
-func Open(ctx context.Context, cfg Config) (_ *Engine, err error) {
-	cfg, err = cfg.withDefaults()
-	if err != nil {
-		return nil, err
-	}
-	e := &Engine{
-		cfg:      cfg,
-		log:      cfg.Logger,
-		dialed:   map[string]*Peer{},
-		peers:    map[*Peer]struct{}{},
-		joins:    map[[16]byte]chan net.Conn{},
-		resumes:  map[[16]byte]*Peer{},
-		accepted: make(chan *Peer, 1024),
-		ready:    make(chan struct{}),
-	}
-	e.allowedPeers, _ = parseAllowedPeers(cfg.Security.AllowedPeers) // checked by withDefaults
-	e.pending = admit.New(admit.Config{Max: cfg.Security.MaxPendingHandshakes, PerSource: cfg.Security.MaxPendingPerSource})
-	e.allowedGIDs, _ = parseGIDs(cfg.Security.RDMA.AllowedGIDs)
-	e.notes.Init()
-	e.ctx, e.cancel = context.WithCancel(context.Background())
-	if _, err := rand.Read(e.id[:]); err != nil {
-		return nil, err
-	}
-	e.hostID = hostID()
-	e.transports = make(map[string]transport.Transport, len(transportTable)+1)
-	for _, r := range transportTable {
-		e.transports[r.name] = r.open(&cfg)
-	}
-	defer func() {
-		if err != nil { // release what the transports opened (shm's probe memfd, an rdma device)
-			e.cancel()
-			for _, t := range e.transports {
-				if c, ok := t.(io.Closer); ok {
-					c.Close()
-				}
-			}
-		}
-	}()
-	if cfg.ExtraTransport != nil {
-		t := cfg.ExtraTransport()
-		if e.transports[t.Name()] != nil {
-			return nil, fmt.Errorf("open: extra transport %q: the name of a transport this build has", t.Name())
-		}
-		e.transports[t.Name()] = t
-		e.extra = t.Name()
-	}
-	if cfg.Transport != PolicyAuto && cfg.Transport != PolicyTCP {
-		// A policy that names one transport other than tcp (which is
-		// always there) fails now, not at the first Dial.
-		if err := e.transports[string(cfg.Transport)].Available(); err != nil {
-			return nil, fmt.Errorf("open: transport %s: %w", cfg.Transport, err)
-		}
-	}
-	var mr *mem.Region
-	if cfg.MemoryDevice.IsHost() {
-		mr, err = mem.NewRegion(mem.RegionOptions{
-			Size:      cfg.MemoryMB << 20,
-			HugePages: cfg.HugePages,
-			Shared:    cfg.sharedMemory(),
-			Name:      "xfer-pool",
-		})
-	} else {
-		mr, err = e.newDevicePool(cfg.MemoryDevice.Device, cfg.MemoryMB<<20)
-	}
-	if err != nil {
-		return nil, fmt.Errorf("open: pool of %d MiB (memory_mb) in %s memory: %w", cfg.MemoryMB, cfg.MemoryDevice, err)
-	}
-	if e.region, err = e.addRegion(mr, AccessReadWrite, nil); err != nil {
-		mr.Close()
-		return nil, err
-	}
-	if e.pool, err = mem.NewPool(mr, mem.PoolOptions{}); err != nil {
-		e.region.Close()
-		return nil, err
-	}
-	if cfg.Metrics != nil {
-		if e.metrics, err = newEngineMetrics(e, cfg.Metrics); err != nil {
-			e.pool.Close()
-			e.region.Close()
-			return nil, fmt.Errorf("open: metrics: %w", err)
-		}
-	}
-	if cfg.Listen != "" {
-		lc := net.ListenConfig{Control: e.listenControl}
-		ln, err := lc.Listen(ctx, "tcp", cfg.Listen)
-		if err != nil {
-			if e.metrics != nil {
-				e.metrics.Unregister(cfg.Metrics)
-			}
-			e.region.Close()
-			return nil, fmt.Errorf("open: listen: %w", err)
-		}
-		e.ln = ln
-		e.addr = ln.Addr().String()
-		if cfg.Advertise != "" {
-			e.addr = cfg.Advertise
-		}
-		e.wg.Add(1)
-		go e.acceptLoop()
-	}
-	e.checkNamedDevices()
-	if cfg.OpTimeout > 0 {
-		e.wg.Add(1)
-		go e.watchdog()
-	}
-	if err := e.openNode(ctx); err != nil {
-		e.Close()
-		return nil, err
-	}
-	if !cfg.HoldPeers {
-		e.Ready()
-	}
-	return e, nil
+// stager is what the engine needs of the staging of device memory through
+// host memory: *stage.Stager.
+type stager interface {
+	// Post runs an operation whose local memory is on a device over an
+	// endpoint that moves host memory only; it completes through op.Done.
+	Post(ep transport.Endpoint, op *transport.Op)
+	// Remote makes the host copy that stands for a range of a device
+	// region that a peer accesses.
+	Remote(h *mem.Handle, off, n uint64, read bool) ([]byte, transport.Staging, error)
+	Stats() stage.Stats
+	Close() error
 }
 
 // Ready lets the engine answer handshakes: those it holds and those to
@@ -396,51 +267,6 @@ func (e *Engine) Fallbacks() uint64 { return e.stats.fallbacks.Load() }
 // and were tried again with a new handshake.
 func (e *Engine) SetupRetries() uint64 { return e.stats.setupRetries.Load() }
 
-// Close closes every peer (their operations in flight fail with an error
-// matching ErrClosed), stops listening, deregisters and unmaps all memory,
-// and waits for every goroutine the engine started. Idempotent.
-func (e *Engine) Close() error {
-	if e == nil {
-		return nil
-	}
-	e.mu.Lock()
-	if e.closed {
-		e.mu.Unlock()
-		return nil
-	}
-	e.closed = true
-	peers := make([]*Peer, 0, len(e.peers))
-	for p := range e.peers {
-		peers = append(peers, p)
-	}
-	e.mu.Unlock()
-	// Leave the directory first, so that no one looks this engine up
-	// while it closes.
-	errs := []error{e.closeNode()}
-	e.cancel()
-	if e.ln != nil {
-		errs = append(errs, e.ln.Close())
-	}
-	for _, p := range peers {
-		p.Close()
-	}
-	e.wg.Wait()
-	e.notes.Close()
-	if e.metrics != nil {
-		e.metrics.Unregister(e.cfg.Metrics)
-	}
-	errs = append(errs, e.closeStaging(), e.pool.Close(), e.closeRegions(), e.closeGPU())
-	for _, t := range e.transports {
-		if c, ok := t.(io.Closer); ok {
-			errs = append(errs, c.Close())
-		}
-	}
-	if err := errors.Join(errs...); err != nil && !errors.Is(err, net.ErrClosed) {
-		return err
-	}
-	return nil
-}
-
 // Peers returns the engine's peers: those it dialed (a dialed peer whose
 // connection failed stays, and dials again on its next operation) and those
 // that dialed it and are still connected (one whose connection failed is
@@ -506,6 +332,26 @@ func (e *Engine) WaitNotify(ctx context.Context) (Notification, error) {
 }
 
 var errWaitClosed = fmt.Errorf("wait notify: %w", ErrClosed)
+
+// PeerLostError is the error of Engine.WaitNotify that reports a peer
+// lost: its connection failed (it died, its link broke, or it stalled),
+// so no more notifications come from it on that connection. It matches
+// ErrPeerLost (and so ErrClosed), and Err through Unwrap: a *StallError
+// when the peer stalled.
+type PeerLostError struct {
+	Peer *Peer // the peer lost
+	Err  error // how its connection ended
+}
+
+func (e *PeerLostError) Error() string {
+	return fmt.Sprintf("wait notify: lost peer %s: %v", e.Peer, e.Err)
+}
+
+// Is matches ErrPeerLost.
+func (e *PeerLostError) Is(target error) bool { return target == ErrPeerLost }
+
+// Unwrap returns how the peer's connection ended.
+func (e *PeerLostError) Unwrap() error { return e.Err }
 
 // revoke tells every peer that region id is gone.
 //
@@ -617,24 +463,6 @@ func (e *Engine) removePeer(p *Peer) {
 	if p.dialAddr != "" && e.dialed[p.dialKey] == p {
 		delete(e.dialed, p.dialKey)
 	}
-}
-
-// hostID names this host and PID namespace: equal IDs mean two engines can
-// try shared memory. It is the boot ID mixed with the PID namespace.
-func hostID() [16]byte {
-	var id [16]byte
-	boot, _ := os.ReadFile("/proc/sys/kernel/random/boot_id")
-	ns, _ := os.Readlink("/proc/self/ns/pid")
-	h, _ := os.Hostname()
-	s := string(boot) + "|" + ns + "|" + h
-	if len(boot) == 0 {
-		// No way to tell hosts apart: never claim to share one.
-		_, _ = rand.Read(id[:])
-		return id
-	}
-	sum := sha256.Sum256([]byte(s))
-	copy(id[:], sum[:16])
-	return id
 }
 
 // closedOr returns ErrClosed once the engine is closing (Close deregisters

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"syscall"
 	"time"
 
 	"github.com/xferio/xfer/mem"
@@ -71,26 +72,6 @@ var (
 	ErrTransient = transport.ErrTransient
 )
 
-// PeerLostError is the error of Engine.WaitNotify that reports a peer
-// lost: its connection failed (it died, its link broke, or it stalled),
-// so no more notifications come from it on that connection. It matches
-// ErrPeerLost (and so ErrClosed), and Err through Unwrap: a *StallError
-// when the peer stalled.
-type PeerLostError struct {
-	Peer *Peer // the peer lost
-	Err  error // how its connection ended
-}
-
-func (e *PeerLostError) Error() string {
-	return fmt.Sprintf("wait notify: lost peer %s: %v", e.Peer, e.Err)
-}
-
-// Is matches ErrPeerLost.
-func (e *PeerLostError) Is(target error) bool { return target == ErrPeerLost }
-
-// Unwrap returns how the peer's connection ended.
-func (e *PeerLostError) Unwrap() error { return e.Err }
-
 // ReconnectError is the error of an operation on a dialed peer whose
 // connection failed and whose address then refused or reset every
 // connection for Config.ReconnectWait: the peer is down (its process died,
@@ -115,3 +96,11 @@ func (e *ReconnectError) Is(target error) bool { return target == ErrPeerLost }
 
 // Unwrap returns the last dial's error.
 func (e *ReconnectError) Unwrap() error { return e.Err }
+
+// refusal words how a dial failed, for a *ReconnectError.
+func refusal(err error) string {
+	if errors.Is(err, syscall.ECONNREFUSED) {
+		return "refused"
+	}
+	return "reset"
+}

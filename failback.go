@@ -36,16 +36,6 @@ const (
 	drainMax = 30 * time.Second
 )
 
-// failback is the engine's side of failback: the backoff, and a test's
-// stand-in for a device that is gone.
-type failback struct {
-	first, max time.Duration // 0: probeFirst, probeMax
-	// refuse, when set, makes the dialer treat transport name as not
-	// available when it returns an error, as a removed device makes rdma's
-	// Available fail. Tests only: shm cannot be taken away for real.
-	refuse func(name string) error
-}
-
 // available is t.Available, unless a test refuses t.
 func (e *Engine) available(t transport.Transport) error {
 	if f := e.fb.refuse; f != nil {
@@ -54,24 +44,6 @@ func (e *Engine) available(t transport.Transport) error {
 		}
 	}
 	return t.Available()
-}
-
-// pauseState is a peer's paused transport; guarded by Peer.mu.
-type pauseState struct {
-	name    string
-	reason  string // why the peer left it
-	since   time.Time
-	next    time.Time     // the next probe
-	wait    time.Duration // the wait before next
-	probes  int           // the probes that failed
-	lastErr string        // the last probe's error
-}
-
-// moveBack is when a peer last moved back to a paused transport, and the
-// probes' wait then; guarded by Peer.mu.
-type moveBack struct {
-	at   time.Time
-	wait time.Duration
 }
 
 // PausedTransport is a better transport a dialed peer lost and probes with
@@ -379,7 +351,7 @@ func (p *Peer) pathMoved(from, to string, cause error) {
 			p.ep.CompareAndSwap(b, nb)
 		}
 	}
-	e.warnFallback(p.String(), "failover "+from+" to "+to, "the connection's "+from+" path failed; it carries on over its control connection, without a new handshake",
+	e.stats.warnOnce(e.log, p.String(), "failover "+from+" to "+to, "the connection's "+from+" path failed; it carries on over its control connection, without a new handshake",
 		"from", from, "to", to, "reason", cause)
 	if p.dialAddr != "" && p.policy == PolicyAuto {
 		p.pause(from, to, cause.Error())

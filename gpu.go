@@ -2,36 +2,12 @@ package xfer
 
 import (
 	"fmt"
-	"sync"
 	"unsafe"
 
 	"github.com/xferio/xfer/mem"
 	"github.com/xferio/xfer/transport"
 	"github.com/xferio/xfer/transport/stage"
 )
-
-// gpus is an engine's device state: its devices of every kind in mem's
-// table, opened on first use, and the staging of their memory for the
-// transports that move host memory only (transport/stage).
-type gpus struct {
-	mem.DeviceSet
-
-	once  sync.Once
-	stage stager // made on first use (stager)
-}
-
-// stager is what the engine needs of the staging of device memory through
-// host memory: *stage.Stager.
-type stager interface {
-	// Post runs an operation whose local memory is on a device over an
-	// endpoint that moves host memory only; it completes through op.Done.
-	Post(ep transport.Endpoint, op *transport.Op)
-	// Remote makes the host copy that stands for a range of a device
-	// region that a peer accesses.
-	Remote(h *mem.Handle, off, n uint64, read bool) ([]byte, transport.Staging, error)
-	Stats() stage.Stats
-	Close() error
-}
 
 // stager returns the engine's staging, made on first use: its memory is
 // made by the first staged operation, registered as a region of e.

@@ -115,7 +115,7 @@ func (e *Engine) fellBack(peer, t, reason, detail, msg string, args ...any) {
 		m.FellBack(t, reason)
 	}
 	e.stats.recordFallback(FallbackEvent{Time: time.Now(), Peer: peer, Transport: t, Reason: reason, Detail: detail})
-	e.warnFallback(peer, t+": "+detail, msg, args...)
+	e.stats.warnOnce(e.log, peer, t+": "+detail, msg, args...)
 }
 
 // failedOver records that an operation of kind, whose connection on
@@ -128,7 +128,7 @@ func (p *Peer) failedOver(from, to string, kind OpKind, attempts int) {
 	if m := e.metrics; m != nil {
 		m.FailedOver(from, to, metrics.ReasonConnLost)
 	}
-	e.warnFallback(p.String(), "failover "+from+" to "+to, "connection lost under an operation; it was repeated on a new connection",
+	e.stats.warnOnce(e.log, p.String(), "failover "+from+" to "+to, "connection lost under an operation; it was repeated on a new connection",
 		"op", kind, "from", from, "to", to)
 }
 

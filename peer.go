@@ -82,6 +82,31 @@ type Peer struct {
 	done    chan struct{}
 }
 
+// pauseState is a peer's paused transport; guarded by Peer.mu.
+type pauseState struct {
+	name    string
+	reason  string // why the peer left it
+	since   time.Time
+	next    time.Time     // the next probe
+	wait    time.Duration // the wait before next
+	probes  int           // the probes that failed
+	lastErr string        // the last probe's error
+}
+
+// moveBack is when a peer last moved back to a paused transport, and the
+// probes' wait then; guarded by Peer.mu.
+type moveBack struct {
+	at   time.Time
+	wait time.Duration
+}
+
+// stallRec records that the watchdog closed ep because its peer stalled.
+type stallRec struct {
+	ep      transport.Endpoint
+	timeout time.Duration
+	pending int
+}
+
 // inMsg is a message waiting for Recv, and the endpoint it came on: the one
 // that is told when it is consumed (a peer that moved to another
 // connection may still get messages on the old one while it drains).
@@ -282,29 +307,4 @@ func (p *Peer) Close() error {
 	}
 	p.e.removePeer(p)
 	return err
-}
-
-func (p *Peer) status() PeerStatus {
-	s := PeerStatus{Addr: p.String(), ID: p.ID().String(), Ops: p.stats.prevOps.Load(), Bytes: p.stats.prevBytes.Load()}
-	if c := p.stats.conn.Load(); c != nil {
-		ops, bytes := c.Totals()
-		s.Ops += ops
-		s.Bytes += bytes
-	}
-	if ep := p.current(); ep != nil {
-		s.Transport = ep.Transport()
-		select {
-		case <-ep.Done():
-		default:
-			s.Connected = true
-		}
-	}
-	if t := p.stats.upSince.Load(); t != 0 {
-		s.UpSince = time.Unix(0, t).UTC()
-	}
-	s.Paused = p.pausedStatus()
-	p.stats.mu.Lock()
-	s.LastError, s.LastErrorAt = p.stats.lastErr, p.stats.lastErrAt
-	p.stats.mu.Unlock()
-	return s
 }

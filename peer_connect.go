@@ -198,14 +198,6 @@ func refusedDial(err error) bool {
 		errors.Is(err, syscall.ECONNABORTED) || errors.Is(err, syscall.EPIPE)
 }
 
-// refusal words how a dial failed, for a *ReconnectError.
-func refusal(err error) string {
-	if errors.Is(err, syscall.ECONNREFUSED) {
-		return "refused"
-	}
-	return "reset"
-}
-
 // refused records that a reconnection of p failed with err, a refusal
 // (refusedDial), and decides what comes next: nil when the caller should
 // dial again (after a pause, taken here), or the error to fail with: a

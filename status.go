@@ -2,12 +2,9 @@ package xfer
 
 import (
 	"slices"
-	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/xferio/xfer/directory"
-	"github.com/xferio/xfer/internal/metrics"
 
 	"github.com/xferio/xfer/transport"
 )
@@ -119,31 +116,6 @@ type PeerStatus struct {
 	Paused []PausedTransport `json:"paused,omitempty"`
 }
 
-// FallbackEvent is one fallback: the peer got a lesser transport than the
-// auto policy preferred.
-type FallbackEvent struct {
-	Time      time.Time `json:"time"`
-	Peer      string    `json:"peer"`
-	Transport string    `json:"transport"` // the one given up
-	Reason    string    `json:"reason"`    // unusable, setup_failed, reconnected_lesser
-	Detail    string    `json:"detail"`    // the error
-}
-
-// FailoverEvent is one failover: an operation whose connection was lost,
-// repeated on a new connection to the same peer (on the next transport of
-// the policy when its own went away: a removed rdma device, say); or, with
-// reason recovered, a peer's move back to a paused transport that answered
-// a probe (Attempts are then the probes, Op is empty).
-type FailoverEvent struct {
-	Time     time.Time `json:"time"`
-	Peer     string    `json:"peer"`
-	From     string    `json:"from"`     // the transport the connection was lost on
-	To       string    `json:"to"`       // the transport it was repeated on
-	Op       string    `json:"op"`       // read or write
-	Attempts int       `json:"attempts"` // the posts it took, the first included
-	Reason   string    `json:"reason"`   // connection_lost or recovered
-}
-
 // PoolStatus is the default pool's state, in bytes.
 type PoolStatus struct {
 	Capacity      uint64  `json:"capacity_bytes"`
@@ -171,7 +143,7 @@ func (e *Engine) Status() Status {
 		RecentFailovers: e.stats.recentFailovers(),
 		Regions:         e.regions.Len(),
 	}
-	s.AuthFailures, s.RecentAuthFailures = e.auth.snapshot()
+	s.AuthFailures, s.RecentAuthFailures = e.auth.Snapshot()
 	for _, name := range transportNames() {
 		t := e.transports[name]
 		ts := TransportStatus{Name: name, Available: true, Caps: e.caps(name)}
@@ -216,63 +188,28 @@ func (e *Engine) Status() Status {
 	return s
 }
 
-// peerStats are a peer's counters for Status, kept when the engine has
-// metrics.
-type peerStats struct {
-	conn    atomic.Pointer[metrics.Conn] // the current connection's counters
-	upSince atomic.Int64                 // UnixNano of the current connection's start
-	// prevOps and prevBytes are the counts of the peer's earlier
-	// connections.
-	prevOps, prevBytes atomic.Uint64
-	// early holds what an accepted connection's endpoint served and
-	// delivered before the peer published its counters (setEndpoint):
-	// the first connection's counters take it over (takeEarly).
-	early struct {
-		served, servedBytes [2]atomic.Uint64
-		recvOps, recvBytes  atomic.Uint64
+// status is the peer's line of Status.
+func (p *Peer) status() PeerStatus {
+	s := PeerStatus{Addr: p.String(), ID: p.ID().String(), Ops: p.stats.prevOps.Load(), Bytes: p.stats.prevBytes.Load()}
+	if c := p.stats.conn.Load(); c != nil {
+		ops, bytes := c.Totals()
+		s.Ops += ops
+		s.Bytes += bytes
 	}
-
-	mu        sync.Mutex
-	lastErr   string
-	lastErrAt time.Time
-}
-
-func (s *peerStats) setErr(err error) {
-	s.mu.Lock()
-	s.lastErr, s.lastErrAt = err.Error(), time.Now().UTC()
-	s.mu.Unlock()
-}
-
-// maxRecentFallbacks bounds Status.RecentFallbacks.
-const maxRecentFallbacks = 32
-
-func (s *engineStats) recordFallback(ev FallbackEvent) {
-	s.warnMu.Lock()
-	defer s.warnMu.Unlock()
-	if len(s.recent) >= maxRecentFallbacks {
-		s.recent = append(s.recent[:0], s.recent[1:]...)
+	if ep := p.current(); ep != nil {
+		s.Transport = ep.Transport()
+		select {
+		case <-ep.Done():
+		default:
+			s.Connected = true
+		}
 	}
-	s.recent = append(s.recent, ev)
-}
-
-func (s *engineStats) recordFailover(ev FailoverEvent) {
-	s.failovers.Add(1)
-	s.warnMu.Lock()
-	defer s.warnMu.Unlock()
-	if len(s.recentFO) >= maxRecentFallbacks {
-		s.recentFO = append(s.recentFO[:0], s.recentFO[1:]...)
+	if t := p.stats.upSince.Load(); t != 0 {
+		s.UpSince = time.Unix(0, t).UTC()
 	}
-	s.recentFO = append(s.recentFO, ev)
-}
-
-func (s *engineStats) recentFailovers() []FailoverEvent {
-	s.warnMu.Lock()
-	defer s.warnMu.Unlock()
-	return slices.Clone(s.recentFO)
-}
-
-func (s *engineStats) recentFallbacks() []FallbackEvent {
-	s.warnMu.Lock()
-	defer s.warnMu.Unlock()
-	return slices.Clone(s.recent)
+	s.Paused = p.pausedStatus()
+	p.stats.mu.Lock()
+	s.LastError, s.LastErrorAt = p.stats.lastErr, p.stats.lastErrAt
+	p.stats.mu.Unlock()
+	return s
 }

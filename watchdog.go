@@ -36,13 +36,6 @@ func (e *StallError) Is(target error) bool {
 // Unwrap returns the operation's own error.
 func (e *StallError) Unwrap() error { return e.Cause }
 
-// stallRec records that the watchdog closed ep because its peer stalled.
-type stallRec struct {
-	ep      transport.Endpoint
-	timeout time.Duration
-	pending int
-}
-
 // stalled turns err, the failure of an operation of kind posted on ep,
 // into a StallError when the watchdog closed ep for a stall. Only failed
 // operations call it.

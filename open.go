@@ -1,0 +1,196 @@
+package xfer
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+
+	"github.com/xferio/xfer/internal/admit"
+	"github.com/xferio/xfer/mem"
+	"github.com/xferio/xfer/transport"
+)
+
+// Open starts an engine: it maps and registers the default pool, and starts
+// listening when cfg.Listen is set.
+func Open(ctx context.Context, cfg Config) (_ *Engine, err error) {
+	cfg, err = cfg.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	e := &Engine{
+		cfg:      cfg,
+		log:      cfg.Logger,
+		dialed:   map[string]*Peer{},
+		peers:    map[*Peer]struct{}{},
+		joins:    map[[16]byte]chan net.Conn{},
+		resumes:  map[[16]byte]*Peer{},
+		accepted: make(chan *Peer, 1024),
+		ready:    make(chan struct{}),
+	}
+	e.allowedPeers, _ = parseAllowedPeers(cfg.Security.AllowedPeers) // checked by withDefaults
+	e.pending = admit.New(admit.Config{Max: cfg.Security.MaxPendingHandshakes, PerSource: cfg.Security.MaxPendingPerSource})
+	e.allowedGIDs, _ = parseGIDs(cfg.Security.RDMA.AllowedGIDs)
+	e.notes.Init()
+	e.ctx, e.cancel = context.WithCancel(context.Background())
+	if _, err := rand.Read(e.id[:]); err != nil {
+		return nil, err
+	}
+	e.hostID = hostID()
+	e.transports = make(map[string]transport.Transport, len(transportTable)+1)
+	for _, r := range transportTable {
+		e.transports[r.name] = r.open(&cfg)
+	}
+	defer func() {
+		if err != nil { // release what the transports opened (shm's probe memfd, an rdma device)
+			e.cancel()
+			for _, t := range e.transports {
+				if c, ok := t.(io.Closer); ok {
+					c.Close()
+				}
+			}
+		}
+	}()
+	if cfg.ExtraTransport != nil {
+		t := cfg.ExtraTransport()
+		if e.transports[t.Name()] != nil {
+			return nil, fmt.Errorf("open: extra transport %q: the name of a transport this build has", t.Name())
+		}
+		e.transports[t.Name()] = t
+		e.extra = t.Name()
+	}
+	if cfg.Transport != PolicyAuto && cfg.Transport != PolicyTCP {
+		// A policy that names one transport other than tcp (which is
+		// always there) fails now, not at the first Dial.
+		if err := e.transports[string(cfg.Transport)].Available(); err != nil {
+			return nil, fmt.Errorf("open: transport %s: %w", cfg.Transport, err)
+		}
+	}
+	var mr *mem.Region
+	if cfg.MemoryDevice.IsHost() {
+		mr, err = mem.NewRegion(mem.RegionOptions{
+			Size:      cfg.MemoryMB << 20,
+			HugePages: cfg.HugePages,
+			Shared:    cfg.sharedMemory(),
+			Name:      "xfer-pool",
+		})
+	} else {
+		mr, err = e.newDevicePool(cfg.MemoryDevice.Device, cfg.MemoryMB<<20)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("open: pool of %d MiB (memory_mb) in %s memory: %w", cfg.MemoryMB, cfg.MemoryDevice, err)
+	}
+	if e.region, err = e.addRegion(mr, AccessReadWrite, nil); err != nil {
+		mr.Close()
+		return nil, err
+	}
+	if e.pool, err = mem.NewPool(mr, mem.PoolOptions{}); err != nil {
+		e.region.Close()
+		return nil, err
+	}
+	if cfg.Metrics != nil {
+		if e.metrics, err = newEngineMetrics(e, cfg.Metrics); err != nil {
+			e.pool.Close()
+			e.region.Close()
+			return nil, fmt.Errorf("open: metrics: %w", err)
+		}
+	}
+	if cfg.Listen != "" {
+		lc := net.ListenConfig{Control: e.listenControl}
+		ln, err := lc.Listen(ctx, "tcp", cfg.Listen)
+		if err != nil {
+			if e.metrics != nil {
+				e.metrics.Unregister(cfg.Metrics)
+			}
+			e.region.Close()
+			return nil, fmt.Errorf("open: listen: %w", err)
+		}
+		e.ln = ln
+		e.addr = ln.Addr().String()
+		if cfg.Advertise != "" {
+			e.addr = cfg.Advertise
+		}
+		e.wg.Add(1)
+		go e.acceptLoop()
+	}
+	e.checkNamedDevices()
+	if cfg.OpTimeout > 0 {
+		e.wg.Add(1)
+		go e.watchdog()
+	}
+	if err := e.openNode(ctx); err != nil {
+		e.Close()
+		return nil, err
+	}
+	if !cfg.HoldPeers {
+		e.Ready()
+	}
+	return e, nil
+}
+
+// Close closes every peer (their operations in flight fail with an error
+// matching ErrClosed), stops listening, deregisters and unmaps all memory,
+// and waits for every goroutine the engine started. Idempotent.
+func (e *Engine) Close() error {
+	if e == nil {
+		return nil
+	}
+	e.mu.Lock()
+	if e.closed {
+		e.mu.Unlock()
+		return nil
+	}
+	e.closed = true
+	peers := make([]*Peer, 0, len(e.peers))
+	for p := range e.peers {
+		peers = append(peers, p)
+	}
+	e.mu.Unlock()
+	// Leave the directory first, so that no one looks this engine up
+	// while it closes.
+	errs := []error{e.closeNode()}
+	e.cancel()
+	if e.ln != nil {
+		errs = append(errs, e.ln.Close())
+	}
+	for _, p := range peers {
+		p.Close()
+	}
+	e.wg.Wait()
+	e.notes.Close()
+	if e.metrics != nil {
+		e.metrics.Unregister(e.cfg.Metrics)
+	}
+	errs = append(errs, e.closeStaging(), e.pool.Close(), e.closeRegions(), e.closeGPU())
+	for _, t := range e.transports {
+		if c, ok := t.(io.Closer); ok {
+			errs = append(errs, c.Close())
+		}
+	}
+	if err := errors.Join(errs...); err != nil && !errors.Is(err, net.ErrClosed) {
+		return err
+	}
+	return nil
+}
+
+// hostID names this host and PID namespace: equal IDs mean two engines can
+// try shared memory. It is the boot ID mixed with the PID namespace.
+func hostID() [16]byte {
+	var id [16]byte
+	boot, _ := os.ReadFile("/proc/sys/kernel/random/boot_id")
+	ns, _ := os.Readlink("/proc/self/ns/pid")
+	h, _ := os.Hostname()
+	s := string(boot) + "|" + ns + "|" + h
+	if len(boot) == 0 {
+		// No way to tell hosts apart: never claim to share one.
+		_, _ = rand.Read(id[:])
+		return id
+	}
+	sum := sha256.Sum256([]byte(s))
+	copy(id[:], sum[:16])
+	return id
+}
