@@ -11,16 +11,16 @@ import (
 // counters take it over, once.
 func TestEarlyCounts(t *testing.T) {
 	p := &Peer{}
-	p.served(AccessWrite, 100)
-	p.served(AccessWrite, 20)
-	p.served(AccessRead, 7)
-	p.handled(5)
+	p.stats.served(AccessWrite, 100)
+	p.stats.served(AccessWrite, 20)
+	p.stats.served(AccessRead, 7)
+	p.stats.handled(5)
 	c := &metrics.Conn{}
 	p.stats.conn.Store(c)
-	p.takeEarly(c) // as setEndpoint does once it has published c
-	p.takeEarly(c) // a second move moves nothing
-	p.served(AccessWrite, 1)
-	p.handled(3)
+	p.stats.takeEarly(c) // as setEndpoint does once it has published c
+	p.stats.takeEarly(c) // a second move moves nothing
+	p.stats.served(AccessWrite, 1)
+	p.stats.handled(3)
 	want := []struct {
 		name      string
 		got, want uint64

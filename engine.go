@@ -8,6 +8,7 @@ import (
 	"slices"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/xferio/xfer/directory"
@@ -214,49 +215,6 @@ func (e *Engine) Register(b []byte, access Access) (*Region, error) {
 		return nil, err
 	}
 	return e.addRegion(mr, access, nil)
-}
-
-// Export advertises r under name: to peers that connect from now on, in
-// their handshake, and to the peers connected now, over their connection;
-// they find it with Peer.Region. An engine registered in a directory lists
-// the name and size in its entry too (Publish), so that a peer can find the
-// region by node and name: DialNode, then Peer.Region.
-func (e *Engine) Export(name string, r *Region) {
-	x := wire.Export{Name: name, Desc: r.Desc().wire()}
-	e.exportMu.Lock()
-	found := false
-	for i := range e.exports {
-		if e.exports[i].Name == name {
-			e.exports[i] = x
-			found = true
-			break
-		}
-	}
-	if !found {
-		e.exports = append(e.exports, x)
-	}
-	e.exportN++
-	e.exportMu.Unlock()
-	b := wire.AppendExport(nil, &x)
-	for _, p := range e.Peers() {
-		p.announce(b)
-	}
-	e.publishLater("export " + name)
-}
-
-// exportsSince sends an accepted peer the exports made after its Welcome
-// listed them (exportMark), before the engine listed the peer.
-func (e *Engine) exportsSince(p *Peer) {
-	e.exportMu.RLock()
-	if e.exportN == p.exportMark.Load() {
-		e.exportMu.RUnlock()
-		return
-	}
-	xs := slices.Clone(e.exports)
-	e.exportMu.RUnlock()
-	for i := range xs {
-		p.announce(wire.AppendExport(nil, &xs[i]))
-	}
 }
 
 // Fallbacks counts peers that got a lesser transport than auto preferred.
@@ -472,4 +430,48 @@ func (e *Engine) closedOr(err error) error {
 		return fmt.Errorf("engine closed: %w", ErrClosed)
 	}
 	return err
+}
+
+// caps returns the capabilities of the transport named, as it states
+// them (the extra transport, Config.ExtraTransport, too); none for a name
+// the engine does not have.
+func (e *Engine) caps(name string) transport.Caps {
+	if t := e.transports[name]; t != nil {
+		return t.Caps()
+	}
+	return transport.Caps{}
+}
+
+// The engine's own TCP connections, which its handshake dials and accepts
+// and the chosen transport then takes over, get their congestion control
+// from the tcp section (tcp.congestion: transport/tcp/congestion.go).
+
+// dialControl is the engine's net.Dialer Control.
+func (e *Engine) dialControl(network, address string, c syscall.RawConn) error {
+	return e.cfg.TCP.DialControl(network, address, c)
+}
+
+// listenControl is the engine's net.ListenConfig Control.
+func (e *Engine) listenControl(network, address string, c syscall.RawConn) error {
+	return e.cfg.TCP.ListenControl(network, address, c)
+}
+
+// acceptedCongestion gives a connection accepted from the engine's listener
+// its own congestion control (under auto, the system's default to another
+// host).
+func (e *Engine) acceptedCongestion(nc net.Conn) { e.cfg.TCP.Accepted(nc) }
+
+// exportsSince sends an accepted peer the exports made after its Welcome
+// listed them (exportMark), before the engine listed the peer.
+func (e *Engine) exportsSince(p *Peer) {
+	e.exportMu.RLock()
+	if e.exportN == p.exportMark.Load() {
+		e.exportMu.RUnlock()
+		return
+	}
+	xs := slices.Clone(e.exports)
+	e.exportMu.RUnlock()
+	for i := range xs {
+		p.announce(wire.AppendExport(nil, &xs[i]))
+	}
 }

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/xferio/xfer"
 	"github.com/xferio/xfer/xfertest"
 )

@@ -30,10 +30,6 @@ import (
 const (
 	probeFirst = time.Second
 	probeMax   = 30 * time.Second
-	// drainMax bounds how long the lesser connection is kept for the
-	// operations posted on it before it is closed anyway (those still
-	// outstanding then fail; READs and WRITEs are repeated).
-	drainMax = 30 * time.Second
 )
 
 // available is t.Available, unless a test refuses t.
@@ -236,67 +232,6 @@ func (p *Peer) tryPaused(pt *pauseState) error {
 	}
 	p.recovered(from, pt.name, probes+1, time.Since(pt.since))
 	return nil
-}
-
-// startDraining makes old, the connection a move replaces, the peer's
-// draining one: revokes reach it too while it drains (call it before the
-// swap, so that none falls in between), and its end is no loss to report
-// (retired). One still draining from an earlier move is closed now.
-func (p *Peer) startDraining(old transport.Endpoint) *transport.Endpoint {
-	p.retired.Store(old, struct{}{})
-	d := &old
-	if prev := p.draining.Swap(d); prev != nil {
-		(*prev).Close()
-	}
-	return d
-}
-
-// retire closes ep, a connection the peer no longer posts on, once the
-// operations posted on it have ended (or after drainMax).
-func (p *Peer) retire(ep transport.Endpoint) {
-	e := p.e
-	e.mu.Lock()
-	if e.closed {
-		e.mu.Unlock()
-		ep.Close()
-		p.draining.Store(nil)
-		return
-	}
-	e.wg.Add(1)
-	e.mu.Unlock()
-	go func() {
-		defer e.wg.Done()
-		defer func() {
-			ep.Close()
-			if d := p.draining.Load(); d != nil && *d == ep {
-				p.draining.CompareAndSwap(d, nil)
-			}
-		}()
-		pr, ok := ep.(transport.Progresser)
-		deadline := time.Now().Add(drainMax)
-		// An operation may have taken the old connection just before the
-		// swap and not posted yet: give it a moment.
-		tick := time.NewTicker(10 * time.Millisecond)
-		defer tick.Stop()
-		for n := 0; time.Now().Before(deadline); n++ {
-			select {
-			case <-tick.C:
-			case <-ep.Done():
-				return
-			case <-e.ctx.Done():
-				return
-			}
-			if n < 10 {
-				continue
-			}
-			if !ok {
-				return // no count to wait for: a tenth of a second it was
-			}
-			if _, pending := pr.Progress(); pending == 0 {
-				return
-			}
-		}
-	}()
 }
 
 // recovered counts, records and logs the move of the peer from transport

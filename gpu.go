@@ -37,22 +37,6 @@ func (e *Engine) device(n int) (mem.Device, error) { return e.gpu.Get(mem.CUDA(n
 // peers are closed, before it closes its other regions.
 func (e *Engine) closeStaging() error { return e.stager().Close() }
 
-// gpuStatus is the GPU part of Status, or nil before the engine used a
-// GPU.
-func (e *Engine) gpuStatus() *GPUStatus {
-	var devs []int
-	for _, l := range e.gpu.Opened() {
-		if l.Kind == mem.KindCUDA {
-			devs = append(devs, l.Device)
-		}
-	}
-	if len(devs) == 0 {
-		return nil
-	}
-	st := e.stager().Stats()
-	return &GPUStatus{Devices: devs, StagingBytes: st.Bytes, StagingUsedBytes: st.UsedBytes, StagingPinned: st.Pinned}
-}
-
 // closeGPU closes the devices (a GPU's streams and context); the engine
 // calls it once every region is closed (device memory is freed through its
 // device).
@@ -160,4 +144,21 @@ func (e *Engine) locate(b []byte) mem.Location {
 		return mem.Host
 	}
 	return mem.Locate(addrOf(b))
+}
+
+// resolve implements transport.Host.Resolve for the engine. A peer's
+// access to device memory gets a host copy that stands for it
+// (transport.Resolved.Staged).
+func (e *Engine) resolve(id uint32, key, addr, n uint64, want Access) (transport.Resolved, error) {
+	res, err := e.regions.Check(id, key, addr, n, want)
+	if err != nil || res.Region.Location().IsHost() {
+		return res, err
+	}
+	buf, s, err := e.stageRemote(res.Region, addr-res.Region.Base(), n, want)
+	if err != nil {
+		res.Release()
+		return transport.Resolved{}, err
+	}
+	res.Mem, res.Staged = buf, s
+	return res, nil
 }

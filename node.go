@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/xferio/xfer/directory"
+	"github.com/xferio/xfer/internal/wire"
 )
 
 // openNode opens the engine's directory and registers the engine in it.
@@ -187,4 +188,32 @@ func (e *Engine) offeredTransports() []string {
 		}
 	}
 	return ts
+}
+
+// Export advertises r under name: to peers that connect from now on, in
+// their handshake, and to the peers connected now, over their connection;
+// they find it with Peer.Region. An engine registered in a directory lists
+// the name and size in its entry too (Publish), so that a peer can find the
+// region by node and name: DialNode, then Peer.Region.
+func (e *Engine) Export(name string, r *Region) {
+	x := wire.Export{Name: name, Desc: r.Desc().wire()}
+	e.exportMu.Lock()
+	found := false
+	for i := range e.exports {
+		if e.exports[i].Name == name {
+			e.exports[i] = x
+			found = true
+			break
+		}
+	}
+	if !found {
+		e.exports = append(e.exports, x)
+	}
+	e.exportN++
+	e.exportMu.Unlock()
+	b := wire.AppendExport(nil, &x)
+	for _, p := range e.Peers() {
+		p.announce(b)
+	}
+	e.publishLater("export " + name)
 }

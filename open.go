@@ -11,6 +11,7 @@ import (
 	"os"
 
 	"github.com/xferio/xfer/internal/admit"
+	"github.com/xferio/xfer/internal/metrics"
 	"github.com/xferio/xfer/mem"
 	"github.com/xferio/xfer/transport"
 )
@@ -193,4 +194,28 @@ func hostID() [16]byte {
 	sum := sha256.Sum256([]byte(s))
 	copy(id[:], sum[:16])
 	return id
+}
+
+// checkNamedDevices warns, under the auto policy, of each transport whose
+// configured device cannot be opened: auto goes on without it, but a
+// device named on purpose and not used is worth a warning and a fallback
+// (reason unavailable), not silence. Under a policy that names the
+// transport, Open fails instead.
+func (e *Engine) checkNamedDevices() {
+	if e.cfg.Transport != PolicyAuto {
+		return
+	}
+	for _, r := range transportTable {
+		if r.device == nil {
+			continue
+		}
+		dev := r.device(&e.cfg)
+		if dev == "" {
+			continue
+		}
+		if err := e.transports[r.name].Available(); err != nil {
+			e.fellBack("", r.name, metrics.ReasonUnavailable, err.Error(), "the configured device cannot be used; the auto policy goes on without "+r.name,
+				"device", dev, "reason", err)
+		}
+	}
 }

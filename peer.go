@@ -308,3 +308,149 @@ func (p *Peer) Close() error {
 	p.e.removePeer(p)
 	return err
 }
+
+// markRevokes notes the engine's revoke count before a connection starts:
+// setEndpoint replays later revokes to the new endpoint.
+func (p *Peer) markRevokes() {
+	p.e.mu.Lock()
+	p.mark.Store(p.e.revSeq)
+	p.e.mu.Unlock()
+}
+
+func (p *Peer) setEndpoint(ep transport.Endpoint) *epBox {
+	b := &epBox{ep: ep}
+	if m := p.e.metrics; m != nil {
+		b.conn = m.NewConn(ep, p.stats.conn.Load())
+		old := p.stats.conn.Swap(b.conn)
+		if old != nil {
+			ops, bytes := old.Totals()
+			p.stats.prevOps.Add(ops)
+			p.stats.prevBytes.Add(bytes)
+		}
+		p.stats.takeEarly(b.conn)
+	}
+	p.stats.upSince.Store(time.Now().UnixNano())
+	p.ep.Store(b)
+	p.e.replayRevokes(p, ep)
+	return b
+}
+
+// watch releases ep's resources (its queue pairs, rings, buffers and
+// goroutines) as soon as it fails, rather than when the peer is next used or
+// closed: a peer that went away may never be used again. A peer this engine
+// accepted cannot reconnect, so it also leaves the engine's peers (unless
+// its dialer resumed it on another connection meanwhile); its operations
+// keep failing with the link's error. A dialed peer dials again on its next
+// operation.
+func (p *Peer) watch(ep transport.Endpoint) {
+	go func() {
+		select {
+		case <-ep.Done():
+			ep.Close()
+			p.tokens.Delete(ep)
+			if p.dialAddr == "" && p.current() == ep {
+				p.e.removePeer(p)
+			}
+			p.lost(ep)
+		case <-p.done:
+			// The peer closed. Peer.Close closes its current endpoint;
+			// this one may have been replaced meanwhile (a reconnect) and
+			// not be current: close it too, or its resources (shm's
+			// pidfd, rdma's QPs) outlive the engine. Close is idempotent.
+			ep.Close()
+			p.tokens.Delete(ep)
+		}
+	}()
+}
+
+// lost reports the failure of p's connection ep to Engine.WaitNotify,
+// unless p was closed here, the engine is closing, p's notifications go to
+// a handler (Peer.HandleNotify), or a move retired ep on purpose (a move
+// back to a paused transport, or a resumed peer, replaced it: it is closed
+// once drained). A connection that failed is reported even when a
+// reconnection already replaced it.
+func (p *Peer) lost(ep transport.Endpoint) {
+	select {
+	case <-p.done:
+		return
+	default:
+	}
+	if p.e.ctx.Err() != nil || p.notify.Load() != nil {
+		return
+	}
+	if _, ok := p.retired.Load(ep); ok {
+		return
+	}
+	err := ep.Err()
+	if r := p.stall.Load(); r != nil && r.ep == ep {
+		err = &StallError{Op: "wait notify", Peer: p.String(), Timeout: r.timeout, Pending: r.pending, Cause: err}
+	}
+	p.e.notes.Lost(p, err)
+}
+
+// startDraining makes old, the connection a move replaces, the peer's
+// draining one: revokes reach it too while it drains (call it before the
+// swap, so that none falls in between), and its end is no loss to report
+// (retired). One still draining from an earlier move is closed now.
+func (p *Peer) startDraining(old transport.Endpoint) *transport.Endpoint {
+	p.retired.Store(old, struct{}{})
+	d := &old
+	if prev := p.draining.Swap(d); prev != nil {
+		(*prev).Close()
+	}
+	return d
+}
+
+// drainMax bounds how long a connection a move replaced (the lesser one,
+// on a move back) is kept for the operations posted on it before it is
+// closed anyway (those still outstanding then fail; READs and WRITEs are
+// repeated).
+const drainMax = 30 * time.Second
+
+// retire closes ep, a connection the peer no longer posts on, once the
+// operations posted on it have ended (or after drainMax).
+func (p *Peer) retire(ep transport.Endpoint) {
+	e := p.e
+	e.mu.Lock()
+	if e.closed {
+		e.mu.Unlock()
+		ep.Close()
+		p.draining.Store(nil)
+		return
+	}
+	e.wg.Add(1)
+	e.mu.Unlock()
+	go func() {
+		defer e.wg.Done()
+		defer func() {
+			ep.Close()
+			if d := p.draining.Load(); d != nil && *d == ep {
+				p.draining.CompareAndSwap(d, nil)
+			}
+		}()
+		pr, ok := ep.(transport.Progresser)
+		deadline := time.Now().Add(drainMax)
+		// An operation may have taken the old connection just before the
+		// swap and not posted yet: give it a moment.
+		tick := time.NewTicker(10 * time.Millisecond)
+		defer tick.Stop()
+		for n := 0; time.Now().Before(deadline); n++ {
+			select {
+			case <-tick.C:
+			case <-ep.Done():
+				return
+			case <-e.ctx.Done():
+				return
+			}
+			if n < 10 {
+				continue
+			}
+			if !ok {
+				return // no count to wait for: a tenth of a second it was
+			}
+			if _, pending := pr.Progress(); pending == 0 {
+				return
+			}
+		}
+	}()
+}

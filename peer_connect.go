@@ -13,30 +13,75 @@ import (
 // A dialed peer's connection: made on first use, made again after it
 // fails, and watched while it is up.
 
-// markRevokes notes the engine's revoke count before a connection starts:
-// setEndpoint replays later revokes to the new endpoint.
-func (p *Peer) markRevokes() {
-	p.e.mu.Lock()
-	p.mark.Store(p.e.revSeq)
-	p.e.mu.Unlock()
+// Dial returns a peer connected to the engine listening at addr, after a
+// versioned handshake that authenticates both sides when a secret is
+// configured and negotiates the transport. Peers are cached per address
+// (and policy): a second Dial returns the same peer while it is up. A
+// peer whose connection failed is dialed again by its next operation.
+// Options change how this peer is dialed (WithTransport).
+func (e *Engine) Dial(ctx context.Context, addr string, opts ...DialOption) (*Peer, error) {
+	o := dialOptions{policy: e.cfg.Transport}
+	for _, opt := range opts {
+		if err := opt(&o); err != nil {
+			return nil, fmt.Errorf("dial %s: %w", addr, err)
+		}
+	}
+	key := addr
+	if o.policy != e.cfg.Transport {
+		key = addr + " (transport " + string(o.policy) + ")"
+	}
+	e.mu.Lock()
+	if e.closed {
+		e.mu.Unlock()
+		return nil, fmt.Errorf("dial %s: %w", addr, ErrClosed)
+	}
+	if p := e.dialed[key]; p != nil {
+		e.mu.Unlock()
+		if _, err := p.endpoint(ctx); err != nil {
+			return nil, err
+		}
+		return p, nil
+	}
+	e.mu.Unlock()
+	p := e.newPeer(addr, transport.PeerInfo{})
+	p.policy, p.dialKey = o.policy, key
+	if _, err := p.endpoint(ctx); err != nil {
+		return nil, err
+	}
+	e.mu.Lock()
+	if old := e.dialed[key]; old != nil {
+		e.mu.Unlock()
+		p.Close()
+		return old, nil
+	}
+	e.dialed[key] = p
+	e.mu.Unlock()
+	if err := e.addPeer(p); err != nil {
+		p.Close()
+		return nil, err
+	}
+	return p, nil
 }
 
-func (p *Peer) setEndpoint(ep transport.Endpoint) *epBox {
-	b := &epBox{ep: ep}
-	if m := p.e.metrics; m != nil {
-		b.conn = m.NewConn(ep, p.stats.conn.Load())
-		old := p.stats.conn.Swap(b.conn)
-		if old != nil {
-			ops, bytes := old.Totals()
-			p.stats.prevOps.Add(ops)
-			p.stats.prevBytes.Add(bytes)
+// DialOption changes how Dial dials one peer.
+type DialOption func(*dialOptions) error
+
+type dialOptions struct {
+	policy Policy
+}
+
+// WithTransport dials the peer under policy instead of the engine's
+// (Config.Transport): "tcp" keeps a peer on tcp while the others use
+// rdma, say. The peer on the other side still applies its own policy.
+func WithTransport(policy Policy) DialOption {
+	return func(o *dialOptions) error {
+		p, err := ParsePolicy(string(policy))
+		if err != nil {
+			return err
 		}
-		p.takeEarly(b.conn)
+		o.policy = p
+		return nil
 	}
-	p.stats.upSince.Store(time.Now().UnixNano())
-	p.ep.Store(b)
-	p.e.replayRevokes(p, ep)
-	return b
 }
 
 // endpoint returns a live endpoint, with its counters, dialing again if
@@ -127,59 +172,6 @@ func (p *Peer) endpoint(ctx context.Context) (*epBox, error) {
 		p.reconnected(prev, nep.Transport(), why)
 		return b, nil
 	}
-}
-
-// watch releases ep's resources (its queue pairs, rings, buffers and
-// goroutines) as soon as it fails, rather than when the peer is next used or
-// closed: a peer that went away may never be used again. A peer this engine
-// accepted cannot reconnect, so it also leaves the engine's peers (unless
-// its dialer resumed it on another connection meanwhile); its operations
-// keep failing with the link's error. A dialed peer dials again on its next
-// operation.
-func (p *Peer) watch(ep transport.Endpoint) {
-	go func() {
-		select {
-		case <-ep.Done():
-			ep.Close()
-			p.tokens.Delete(ep)
-			if p.dialAddr == "" && p.current() == ep {
-				p.e.removePeer(p)
-			}
-			p.lost(ep)
-		case <-p.done:
-			// The peer closed. Peer.Close closes its current endpoint;
-			// this one may have been replaced meanwhile (a reconnect) and
-			// not be current: close it too, or its resources (shm's
-			// pidfd, rdma's QPs) outlive the engine. Close is idempotent.
-			ep.Close()
-			p.tokens.Delete(ep)
-		}
-	}()
-}
-
-// lost reports the failure of p's connection ep to Engine.WaitNotify,
-// unless p was closed here, the engine is closing, p's notifications go to
-// a handler (Peer.HandleNotify), or a move retired ep on purpose (a move
-// back to a paused transport, or a resumed peer, replaced it: it is closed
-// once drained). A connection that failed is reported even when a
-// reconnection already replaced it.
-func (p *Peer) lost(ep transport.Endpoint) {
-	select {
-	case <-p.done:
-		return
-	default:
-	}
-	if p.e.ctx.Err() != nil || p.notify.Load() != nil {
-		return
-	}
-	if _, ok := p.retired.Load(ep); ok {
-		return
-	}
-	err := ep.Err()
-	if r := p.stall.Load(); r != nil && r.ep == ep {
-		err = &StallError{Op: "wait notify", Peer: p.String(), Timeout: r.timeout, Pending: r.pending, Cause: err}
-	}
-	p.e.notes.Lost(p, err)
 }
 
 // reconnectPause is the first pause between the dials of a peer whose

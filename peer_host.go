@@ -3,7 +3,6 @@ package xfer
 import (
 	"bytes"
 
-	"github.com/xferio/xfer/internal/metrics"
 	"github.com/xferio/xfer/internal/wire"
 	"github.com/xferio/xfer/transport"
 )
@@ -25,7 +24,7 @@ var (
 func (h peerHost) Resolve(id uint32, key, addr, n uint64, want Access) (transport.Resolved, error) {
 	r, err := h.p.e.resolve(id, key, addr, n, want)
 	if err == nil && h.p.e.metrics != nil {
-		h.p.served(want, n)
+		h.p.stats.served(want, n)
 	}
 	return r, err
 }
@@ -38,7 +37,7 @@ func (h peerHost) Deliver(ep transport.Endpoint, msg []byte) {
 	p := h.p
 	if f := p.handler.Load(); f != nil {
 		if p.e.metrics != nil {
-			p.handled(len(msg))
+			p.stats.handled(len(msg))
 		}
 		(*f)(msg)
 		ep.Consumed(1)
@@ -87,39 +86,4 @@ func (h peerHost) ReceiveExport(b []byte) error {
 		return err
 	}
 	return h.p.addExport(x)
-}
-
-// served counts a peer's one-sided access of n bytes that this engine
-// resolved (transport.Host.Resolve): a write into its memory or a read.
-func (p *Peer) served(want Access, n uint64) {
-	i := 0
-	if want == AccessRead {
-		i = 1
-	}
-	c := p.stats.conn.Load()
-	if c == nil {
-		// The endpoint serves a moment before the peer publishes its
-		// counters: keep the count for them.
-		p.stats.early.served[i].Add(1)
-		p.stats.early.servedBytes[i].Add(n)
-		if c = p.stats.conn.Load(); c != nil {
-			p.takeEarly(c) // published meanwhile
-		}
-		return
-	}
-	c.Served[i].Add(1)
-	c.ServedBytes[i].Add(n)
-}
-
-// takeEarly moves what was counted before the peer had counters (early)
-// into c. Each count moves once, whoever moves it: setEndpoint after it
-// publishes c, or a counter that found none and then c.
-func (p *Peer) takeEarly(c *metrics.Conn) {
-	e := &p.stats.early
-	for i := range e.served {
-		c.Served[i].Add(e.served[i].Swap(0))
-		c.ServedBytes[i].Add(e.servedBytes[i].Swap(0))
-	}
-	c.Ops[metrics.Recv].Add(e.recvOps.Swap(0))
-	c.Received.Add(e.recvBytes.Swap(0))
 }

@@ -175,19 +175,3 @@ func (p *Peer) recvDone(n int, start time.Time, err error) {
 	}
 	c.Delivered(n)
 }
-
-// handled counts a message of n bytes delivered to the peer's handler
-// (Peer.Handle): a recv without a latency, since nobody waited in Recv.
-func (p *Peer) handled(n int) {
-	c := p.stats.conn.Load()
-	if c == nil {
-		// Delivered a moment before the peer published its counters.
-		p.stats.early.recvOps.Add(1)
-		p.stats.early.recvBytes.Add(uint64(n))
-		if c = p.stats.conn.Load(); c != nil {
-			p.takeEarly(c)
-		}
-		return
-	}
-	c.Delivered(n)
-}

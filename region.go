@@ -292,23 +292,6 @@ func (e *Engine) pinLocal(b []byte) (*mem.Handle, error) {
 	return h, nil
 }
 
-// resolve implements transport.Host.Resolve for the engine. A peer's
-// access to device memory gets a host copy that stands for it
-// (transport.Resolved.Staged).
-func (e *Engine) resolve(id uint32, key, addr, n uint64, want Access) (transport.Resolved, error) {
-	res, err := e.regions.Check(id, key, addr, n, want)
-	if err != nil || res.Region.Location().IsHost() {
-		return res, err
-	}
-	buf, s, err := e.stageRemote(res.Region, addr-res.Region.Base(), n, want)
-	if err != nil {
-		res.Release()
-		return transport.Resolved{}, err
-	}
-	res.Mem, res.Staged = buf, s
-	return res, nil
-}
-
 // closeRegions deregisters every region.
 func (e *Engine) closeRegions() error {
 	var errs []error

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/xferio/xfer/directory"
+	"github.com/xferio/xfer/mem"
 
 	"github.com/xferio/xfer/transport"
 )
@@ -212,4 +213,20 @@ func (p *Peer) status() PeerStatus {
 	s.LastError, s.LastErrorAt = p.stats.lastErr, p.stats.lastErrAt
 	p.stats.mu.Unlock()
 	return s
+}
+
+// gpuStatus is the GPU part of Status, or nil before the engine used a
+// GPU.
+func (e *Engine) gpuStatus() *GPUStatus {
+	var devs []int
+	for _, l := range e.gpu.Opened() {
+		if l.Kind == mem.KindCUDA {
+			devs = append(devs, l.Device)
+		}
+	}
+	if len(devs) == 0 {
+		return nil
+	}
+	st := e.stager().Stats()
+	return &GPUStatus{Devices: devs, StagingBytes: st.Bytes, StagingUsedBytes: st.UsedBytes, StagingPinned: st.Pinned}
 }

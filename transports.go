@@ -1,11 +1,8 @@
 package xfer
 
 import (
-	"net"
 	"strings"
-	"syscall"
 
-	"github.com/xferio/xfer/internal/metrics"
 	"github.com/xferio/xfer/internal/wire"
 	"github.com/xferio/xfer/transport"
 	"github.com/xferio/xfer/transport/shm"
@@ -149,56 +146,3 @@ func policyMapsMemory(p Policy) bool {
 	}
 	return false
 }
-
-// caps returns the capabilities of the transport named, as it states
-// them (the extra transport, Config.ExtraTransport, too); none for a name
-// the engine does not have.
-func (e *Engine) caps(name string) transport.Caps {
-	if t := e.transports[name]; t != nil {
-		return t.Caps()
-	}
-	return transport.Caps{}
-}
-
-// checkNamedDevices warns, under the auto policy, of each transport whose
-// configured device cannot be opened: auto goes on without it, but a
-// device named on purpose and not used is worth a warning and a fallback
-// (reason unavailable), not silence. Under a policy that names the
-// transport, Open fails instead.
-func (e *Engine) checkNamedDevices() {
-	if e.cfg.Transport != PolicyAuto {
-		return
-	}
-	for _, r := range transportTable {
-		if r.device == nil {
-			continue
-		}
-		dev := r.device(&e.cfg)
-		if dev == "" {
-			continue
-		}
-		if err := e.transports[r.name].Available(); err != nil {
-			e.fellBack("", r.name, metrics.ReasonUnavailable, err.Error(), "the configured device cannot be used; the auto policy goes on without "+r.name,
-				"device", dev, "reason", err)
-		}
-	}
-}
-
-// The engine's own TCP connections, which its handshake dials and accepts
-// and the chosen transport then takes over, get their congestion control
-// from the tcp section (tcp.congestion: transport/tcp/congestion.go).
-
-// dialControl is the engine's net.Dialer Control.
-func (e *Engine) dialControl(network, address string, c syscall.RawConn) error {
-	return e.cfg.TCP.DialControl(network, address, c)
-}
-
-// listenControl is the engine's net.ListenConfig Control.
-func (e *Engine) listenControl(network, address string, c syscall.RawConn) error {
-	return e.cfg.TCP.ListenControl(network, address, c)
-}
-
-// acceptedCongestion gives a connection accepted from the engine's listener
-// its own congestion control (under auto, the system's default to another
-// host).
-func (e *Engine) acceptedCongestion(nc net.Conn) { e.cfg.TCP.Accepted(nc) }

@@ -3,38 +3,11 @@ package xfer
 import (
 	"errors"
 	"fmt"
-	"os"
 	"time"
 
 	"github.com/xferio/xfer/internal/watchdog"
 	"github.com/xferio/xfer/transport"
 )
-
-// StallError is the error of an operation whose peer made no progress for
-// Config.OpTimeout while operations were outstanding with it: the engine
-// closed the peer's connection so that every one of them ended. It matches
-// ErrStalled and os.ErrDeadlineExceeded (a timeout), and, as any operation
-// on a lost connection, ErrPeerLost and ErrClosed through Cause.
-type StallError struct {
-	Op      string        // the operation: "write", "read", "write_imm", "send"
-	Peer    string        // the peer's address, or its engine ID
-	Timeout time.Duration // Config.OpTimeout
-	Pending int           // the operations outstanding when it was declared stalled
-	Cause   error         // how the operation itself failed when the connection closed
-}
-
-func (e *StallError) Error() string {
-	return fmt.Sprintf("%s to %s: the peer made no progress for %v (op_timeout) with %d operations outstanding, so its connection was closed: %v",
-		e.Op, e.Peer, e.Timeout, e.Pending, e.Cause)
-}
-
-// Is matches ErrStalled and os.ErrDeadlineExceeded.
-func (e *StallError) Is(target error) bool {
-	return target == ErrStalled || target == os.ErrDeadlineExceeded
-}
-
-// Unwrap returns the operation's own error.
-func (e *StallError) Unwrap() error { return e.Cause }
 
 // stalled turns err, the failure of an operation of kind posted on ep,
 // into a StallError when the watchdog closed ep for a stall. Only failed
