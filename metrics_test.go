@@ -46,14 +46,7 @@ func metricsPairWith(tb testing.TB, base xfer.Config, reg, srvReg prometheus.Reg
 	if reg != nil {
 		cfg.Metrics = reg
 	}
-	cli, err = xfer.Open(ctx, cfg)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	tb.Cleanup(func() { cli.Close() })
-	if p, err = cli.Dial(ctx, srv.Addr()); err != nil {
-		tb.Fatal(err)
-	}
+	cli, p = openDialed(ctx, tb, cfg, srv.Addr())
 	desc, _ = p.Region("target")
 	return cli, p, desc
 }
