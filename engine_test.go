@@ -15,6 +15,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/xferio/xfer"
+	"github.com/xferio/xfer/internal/testutil"
 	"github.com/xferio/xfer/xfertest"
 )
 
@@ -75,24 +76,9 @@ func TestAutoWarnsOfMissingNamedDevice(t *testing.T) {
 	if st.Fallbacks != 1 || len(st.RecentFallbacks) != 1 || st.RecentFallbacks[0].Reason != "unavailable" || st.RecentFallbacks[0].Transport != "rdma" {
 		t.Errorf("status: %d fallbacks, recent %+v; want one, rdma unavailable", st.Fallbacks, st.RecentFallbacks)
 	}
-	fams, err := reg.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
 	var got float64 = -1
-	for _, f := range fams {
-		if f.GetName() != "xfer_fallbacks_total" {
-			continue
-		}
-		for _, m := range f.GetMetric() {
-			labels := map[string]string{}
-			for _, l := range m.GetLabel() {
-				labels[l.GetName()] = l.GetValue()
-			}
-			if labels["transport"] == "rdma" && labels["reason"] == "unavailable" {
-				got = m.GetCounter().GetValue()
-			}
-		}
+	if m := testutil.Metric(t, reg, "xfer_fallbacks_total", "transport", "rdma", "reason", "unavailable"); m != nil {
+		got = m.GetCounter().GetValue()
 	}
 	if got != 1 {
 		t.Errorf("xfer_fallbacks_total{transport=rdma,reason=unavailable} = %v, want 1", got)

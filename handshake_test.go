@@ -14,21 +14,31 @@ import (
 	"github.com/xferio/xfer/internal/wire"
 )
 
-// scan plays an unauthenticated dialer against addr: it says hello, then
-// either closes its side (proof == nil) or sends proof, and returns every
-// byte the listener sent until it closed the connection.
-func scan(t *testing.T, addr string, proof *wire.Auth) []byte {
+// dialHello dials addr and sends h, as a dialer's first message, and
+// returns the connection, which the caller closes, with a 10 s deadline.
+// A failed write is left for the caller's read to see: the listener may
+// close the connection before h arrives.
+func dialHello(t *testing.T, addr string, h *wire.Hello) net.Conn {
 	t.Helper()
 	nc, err := net.Dial("tcp", addr)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer nc.Close()
 	nc.SetDeadline(time.Now().Add(10 * time.Second))
+	nc.Write(wire.AppendHello(nil, h))
+	return nc
+}
+
+// scan plays an unauthenticated dialer against addr: it says hello, then
+// either closes its side (proof == nil) or sends proof, and returns every
+// byte the listener sent until it closed the connection.
+func scan(t *testing.T, addr string, proof *wire.Auth) []byte {
+	t.Helper()
 	h := wire.Hello{MinVersion: wire.VersionMin, MaxVersion: wire.VersionMax, Policy: "tcp", Conns: 1, MaxMessage: 4096, RecvDepth: 4,
 		Transports: []wire.TransportOffer{{Name: "tcp"}}}
 	h.ID[0], h.Nonce[0] = 1, 2 // the same hello every time
-	nc.Write(wire.AppendHello(nil, &h))
+	nc := dialHello(t, addr, &h)
+	defer nc.Close()
 	if proof != nil {
 		nc.Write(wire.AppendAuth(nil, proof))
 	} else {
@@ -194,14 +204,9 @@ func TestAllowedPeers(t *testing.T) {
 // before the listener closes.
 func scanOpen(t *testing.T, addr string) []byte {
 	t.Helper()
-	nc, err := net.Dial("tcp", addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc.Close()
-	nc.SetDeadline(time.Now().Add(10 * time.Second))
 	h := wire.Hello{MinVersion: wire.VersionMin, MaxVersion: wire.VersionMax, Policy: "tcp", Conns: 1, MaxMessage: 4096, RecvDepth: 4}
-	nc.Write(wire.AppendHello(nil, &h))
+	nc := dialHello(t, addr, &h)
+	defer nc.Close()
 	got, _ := io.ReadAll(nc)
 	return got
 }

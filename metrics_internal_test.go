@@ -7,9 +7,9 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	dto "github.com/prometheus/client_model/go"
 
 	"github.com/xferio/xfer/internal/metrics"
+	"github.com/xferio/xfer/internal/testutil"
 	"github.com/xferio/xfer/transport"
 )
 
@@ -47,7 +47,7 @@ func BenchmarkMetricsHooks(b *testing.B) {
 			if !box.conn.CountsOwn() {
 				b.Fatal("the endpoint does not count its operations")
 			}
-			h := find(b, reg, "xfer_op_duration_seconds", "op", "write", "transport", ep.Transport())
+			h := testutil.Metric(b, reg, "xfer_op_duration_seconds", "op", "write", "transport", ep.Transport())
 			if h.GetHistogram().GetSampleCount() == 0 {
 				b.Fatal("no latency sampled")
 			}
@@ -72,40 +72,11 @@ type noSource struct{}
 
 func (noSource) Snapshot() metrics.Snapshot { return metrics.Snapshot{} }
 
-// find returns the series name{labels} (label name, value, ...) that g
-// gathers, or nil.
-func find(tb testing.TB, g prometheus.Gatherer, name string, labels ...string) *dto.Metric {
-	tb.Helper()
-	mfs, err := g.Gather()
-	if err != nil {
-		tb.Fatal(err)
-	}
-	for _, mf := range mfs {
-		if mf.GetName() != name {
-			continue
-		}
-	series:
-		for _, m := range mf.GetMetric() {
-			have := map[string]string{}
-			for _, l := range m.GetLabel() {
-				have[l.GetName()] = l.GetValue()
-			}
-			for i := 0; i+1 < len(labels); i += 2 {
-				if have[labels[i]] != labels[i+1] {
-					continue series
-				}
-			}
-			return m
-		}
-	}
-	return nil
-}
-
 // gathered is the value of the counter name{labels} that g gathers (0
 // when it has no such series).
 func gathered(tb testing.TB, g prometheus.Gatherer, name string, labels ...string) float64 {
 	tb.Helper()
-	return find(tb, g, name, labels...).GetCounter().GetValue()
+	return testutil.Metric(tb, g, name, labels...).GetCounter().GetValue()
 }
 
 // TestFellBack: a fallback counts under its transport and reason, and the

@@ -8,10 +8,11 @@ import (
 	"testing"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/testutil"
+	promtestutil "github.com/prometheus/client_golang/prometheus/testutil"
 	dto "github.com/prometheus/client_model/go"
 
 	"github.com/xferio/xfer"
+	"github.com/xferio/xfer/internal/testutil"
 )
 
 // metricsPair opens a listening server engine exporting a 4 MiB region
@@ -45,47 +46,20 @@ func metricsPairWith(tb testing.TB, base xfer.Config, reg, srvReg prometheus.Reg
 	if reg != nil {
 		cfg.Metrics = reg
 	}
-	cli, err = xfer.Open(ctx, cfg)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	tb.Cleanup(func() { cli.Close() })
-	if p, err = cli.Dial(ctx, srv.Addr()); err != nil {
-		tb.Fatal(err)
-	}
+	cli, p = openDialed(ctx, tb, cfg, srv.Addr())
 	desc, _ = p.Region("target")
 	return cli, p, desc
 }
 
-// find returns the metric of family name whose labels include want.
-func find(t *testing.T, reg *prometheus.Registry, name string, want map[string]string) *dto.Metric {
+// find returns the series of family name whose labels include labels
+// (label name, value, ...), and fails the test when there is none.
+func find(t *testing.T, reg *prometheus.Registry, name string, labels ...string) *dto.Metric {
 	t.Helper()
-	mfs, err := reg.Gather()
-	if err != nil {
-		t.Fatal(err)
+	m := testutil.Metric(t, reg, name, labels...)
+	if m == nil {
+		t.Fatalf("no %s%v in the exposition", name, labels)
 	}
-	for _, mf := range mfs {
-		if mf.GetName() != name {
-			continue
-		}
-	next:
-		for _, m := range mf.GetMetric() {
-			for k, v := range want {
-				found := false
-				for _, l := range m.GetLabel() {
-					if l.GetName() == k && l.GetValue() == v {
-						found = true
-					}
-				}
-				if !found {
-					continue next
-				}
-			}
-			return m
-		}
-	}
-	t.Fatalf("no %s%v in the exposition", name, want)
-	return nil
+	return m
 }
 
 // writes is how many WRITEs TestMetrics makes.
@@ -138,20 +112,20 @@ func TestMetrics(t *testing.T) {
 			const w = writes
 			checks := []struct {
 				name   string
-				labels map[string]string
+				labels []string
 				want   float64
 			}{
-				{"xfer_ops_total", map[string]string{"op": "write", "transport": tr}, w + 1}, // started: the refused one too
-				{"xfer_ops_total", map[string]string{"op": "read", "transport": tr}, 3},
-				{"xfer_ops_total", map[string]string{"op": "write_imm", "transport": tr}, 1},
-				{"xfer_sent_bytes_total", map[string]string{"transport": tr}, w*1000 + 100},
-				{"xfer_received_bytes_total", map[string]string{"transport": tr}, 3 * 500},
-				{"xfer_op_errors_total", map[string]string{"op": "write", "kind": "remote_access"}, 1},
-				{"xfer_peers_connected", map[string]string{"transport": tr}, 1},
+				{"xfer_ops_total", []string{"op", "write", "transport", tr}, w + 1}, // started: the refused one too
+				{"xfer_ops_total", []string{"op", "read", "transport", tr}, 3},
+				{"xfer_ops_total", []string{"op", "write_imm", "transport", tr}, 1},
+				{"xfer_sent_bytes_total", []string{"transport", tr}, w*1000 + 100},
+				{"xfer_received_bytes_total", []string{"transport", tr}, 3 * 500},
+				{"xfer_op_errors_total", []string{"op", "write", "kind", "remote_access"}, 1},
+				{"xfer_peers_connected", []string{"transport", tr}, 1},
 				{"xfer_pool_used_bytes", nil, 1024},
 			}
 			for _, c := range checks {
-				m := find(t, reg, c.name, c.labels)
+				m := find(t, reg, c.name, c.labels...)
 				var got float64
 				switch {
 				case m.Counter != nil:
@@ -170,11 +144,11 @@ func TestMetrics(t *testing.T) {
 				if pol == xfer.PolicySHM {
 					break
 				}
-				if got := find(t, srvReg, "xfer_served_bytes_total", map[string]string{"op": op, "transport": tr}).GetCounter().GetValue(); got != want {
+				if got := find(t, srvReg, "xfer_served_bytes_total", "op", op, "transport", tr).GetCounter().GetValue(); got != want {
 					t.Errorf("server's xfer_served_bytes_total{op=%s} = %v, want %v", op, got, want)
 				}
 			}
-			h := find(t, reg, "xfer_op_duration_seconds", map[string]string{"op": "write", "transport": tr}).GetHistogram()
+			h := find(t, reg, "xfer_op_duration_seconds", "op", "write", "transport", tr).GetHistogram()
 			// One write in 16 is timed, at random: none of 500 is a chance
 			// of 1e-14.
 			if n := h.GetSampleCount(); n == 0 || n > w || h.GetSampleSum() <= 0 {
@@ -185,11 +159,11 @@ func TestMetrics(t *testing.T) {
 				!strings.Contains(st.Peers[0].LastError, "key") || st.Peers[0].Transport != tr || !st.Peers[0].Connected {
 				t.Errorf("status peers: %+v", st.Peers)
 			}
-			if n, err := testutil.GatherAndCount(reg); err != nil || n == 0 {
+			if n, err := promtestutil.GatherAndCount(reg); err != nil || n == 0 {
 				t.Errorf("gather: %d metrics, %v", n, err)
 			}
 			// Lint the names and help as Prometheus's own linter does.
-			problems, err := testutil.GatherAndLint(reg)
+			problems, err := promtestutil.GatherAndLint(reg)
 			if err != nil {
 				t.Fatal(err)
 			}

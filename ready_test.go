@@ -74,15 +74,7 @@ func TestExportAfterHandshake(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 			defer cancel()
 			srv := targetServer(ctx, t, xfer.Config{Transport: policy, Listen: "127.0.0.1:0", MemoryMB: 1})
-			cli, err := xfer.Open(ctx, xfer.Config{Transport: policy, MemoryMB: 1, HandshakeTimeout: 200 * time.Millisecond})
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer cli.Close()
-			p, err := cli.Dial(ctx, srv.Addr())
-			if err != nil {
-				t.Fatal(err)
-			}
+			_, p := openDialed(ctx, t, xfer.Config{Transport: policy, MemoryMB: 1, HandshakeTimeout: 200 * time.Millisecond}, srv.Addr())
 			// The connection is older than the handshake timeout: an
 			// absent name is absent at once.
 			time.Sleep(300 * time.Millisecond)
@@ -116,15 +108,7 @@ func TestRegionAbsentWithinHandshakeTimeout(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	srv := targetServer(ctx, t, xfer.Config{Transport: xfer.PolicyTCP, Listen: "127.0.0.1:0", MemoryMB: 1})
-	cli, err := xfer.Open(ctx, xfer.Config{Transport: xfer.PolicyTCP, MemoryMB: 1, HandshakeTimeout: 500 * time.Millisecond})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cli.Close()
-	p, err := cli.Dial(ctx, srv.Addr())
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, p := openDialed(ctx, t, xfer.Config{Transport: xfer.PolicyTCP, MemoryMB: 1, HandshakeTimeout: 500 * time.Millisecond}, srv.Addr())
 	start := time.Now()
 	if _, ok := p.Region("nope"); ok {
 		t.Fatal("a region nobody exported was found")

@@ -30,15 +30,7 @@ func downPair(t *testing.T, cfg xfer.Config) (*xfer.Engine, *xfer.Peer, xfer.Reg
 	}
 	srv.Export("target", target)
 	cfg.Transport = xfer.PolicyTCP
-	cli, err := xfer.Open(ctx, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { cli.Close() })
-	p, err := cli.Dial(ctx, srv.Addr())
-	if err != nil {
-		t.Fatal(err)
-	}
+	cli, p := openDialed(ctx, t, cfg, srv.Addr())
 	desc, _ := p.Region("target")
 	addr := srv.Addr()
 	srv.Close()

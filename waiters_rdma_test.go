@@ -26,15 +26,7 @@ func rdmaPairOpTimeout(t *testing.T, timeout time.Duration) (context.Context, *x
 	cfg.RDMA.Device = dev
 	srv := targetServer(ctx, t, cfg)
 	cfg.Listen = ""
-	cli, err := xfer.Open(ctx, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { cli.Close() })
-	p, err := cli.Dial(ctx, srv.Addr())
-	if err != nil {
-		t.Fatal(err)
-	}
+	cli, p := openDialed(ctx, t, cfg, srv.Addr())
 	if p.Transport() != "rdma" {
 		t.Fatalf("connected over %s, want rdma", p.Transport())
 	}

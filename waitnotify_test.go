@@ -39,6 +39,22 @@ func targetServer(ctx context.Context, t *testing.T, cfg xfer.Config) *xfer.Engi
 	return srv
 }
 
+// openDialed opens a client engine with cfg and dials addr from it; the
+// engine closes with the test.
+func openDialed(ctx context.Context, tb testing.TB, cfg xfer.Config, addr string) (*xfer.Engine, *xfer.Peer) {
+	tb.Helper()
+	cli, err := xfer.Open(ctx, cfg)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { cli.Close() })
+	p, err := cli.Dial(ctx, addr)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return cli, p
+}
+
 // notifyFrom dials addr from e and writes-with-notify 64 bytes carrying
 // value into the region "target" at off.
 func notifyFrom(ctx context.Context, e *xfer.Engine, addr string, off uint64, value uint32) error {

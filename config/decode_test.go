@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/xferio/xfer"
+	"github.com/xferio/xfer/config/configtest"
 	"github.com/xferio/xfer/mem"
 	"github.com/xferio/xfer/transport/tcp"
 	"github.com/xferio/xfer/transport/verbs"
@@ -19,40 +20,13 @@ func decodeFile(text string) (Document, error) {
 	return DecodeYAML("xfer.yaml", []byte(text), Command)
 }
 
-const fullConfig = `# every key
-listen: 127.0.0.1:7471
-advertise: host.example:7471
-transport: shm
-memory_mb: 256
-huge_pages: "off"
-secret: s3cret-s3cret-s3cret
-conns: 4
-max_message: 1048576
-recv_depth: 64
-handshake_timeout: 5s
-log_level: INFO
-log_format: json
-metrics_listen: 127.0.0.1:9464
-`
-
 func TestFile(t *testing.T) {
-	doc, err := decodeFile(fullConfig)
+	doc, err := decodeFile(configtest.Full)
 	if err != nil {
 		t.Fatal(err)
 	}
 	want := Document{
-		Engine: xfer.Config{
-			Listen:           "127.0.0.1:7471",
-			Advertise:        "host.example:7471",
-			Transport:        xfer.PolicySHM,
-			MemoryMB:         256,
-			HugePages:        mem.HugeOff,
-			Secret:           "s3cret-s3cret-s3cret",
-			TCP:              tcp.Config{Conns: 4},
-			MaxMessage:       1 << 20,
-			RecvDepth:        64,
-			HandshakeTimeout: 5 * time.Second,
-		},
+		Engine:        configtest.FullEngine(),
 		LogLevel:      "info",
 		LogFormat:     "json",
 		MetricsListen: "127.0.0.1:9464",

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/xferio/xfer/config/configtest"
 	"github.com/xferio/xfer/connector"
 	"github.com/xferio/xfer/transport/verbs"
 )
@@ -15,7 +16,7 @@ import (
 // file, and decodes to the same Document.
 func TestJSONSameAsYAML(t *testing.T) {
 	for _, tc := range []struct{ yaml, json string }{
-		{fullConfig, `{"listen":"127.0.0.1:7471","advertise":"host.example:7471","transport":"shm","memory_mb":256,"huge_pages":"off",
+		{configtest.Full, `{"listen":"127.0.0.1:7471","advertise":"host.example:7471","transport":"shm","memory_mb":256,"huge_pages":"off",
 			"secret":"s3cret-s3cret-s3cret","conns":4,"max_message":1048576,"recv_depth":64,"handshake_timeout":"5s","log_level":"INFO","log_format":"json",
 			"metrics_listen":"127.0.0.1:9464"}`},
 		{"tcp:\n  conns: 3\nrdma:\n  gid_index: 1\n  use_cm: true\n", `{"tcp":{"conns":3},"rdma":{"gid_index":1,"use_cm":true}}`},
@@ -97,7 +98,7 @@ func TestJSONErrors(t *testing.T) {
 // names it; nothing panics, what is accepted decodes the same way twice,
 // and a decoded document's Check does not panic either.
 func FuzzDecodeYAML(f *testing.F) {
-	for _, s := range []string{fullConfig, "transport:\n  amst:\n    enable_rdma: false\n    rdma_max_sge: 4\n    rdma_send_buffer_mb: 99\n",
+	for _, s := range []string{configtest.Full, "transport:\n  amst:\n    enable_rdma: false\n    rdma_max_sge: 4\n    rdma_send_buffer_mb: 99\n",
 		"rdma:\n  device: rxe0\ntcp: {conns: 2}\nlog_format: json\n", "metrics_listen: 127.0.0.1:9464\n", "metrics_listen: [a]\n",
 		"transport: {amst: {rdma_qp_type: UD}}", "[1, 2]", "a: {b: c}", "dwcp: {log_level: info}", "x: &a [*a]"} {
 		f.Add([]byte(s))

@@ -155,16 +155,12 @@ func TestGetProducerDies(t *testing.T) {
 	}
 }
 
-// TestGetProducerGoneFailsFast: a Get from a producer that is gone (its
-// engine closed: its address refuses) fails after the engine's
-// reconnect_wait, not op_timeout, with an error that names the producer,
-// says it refused and for how long; a Get while it is known to be down
-// fails at once.
-func TestGetProducerGoneFailsFast(t *testing.T) {
-	tp := tport{policy: xfer.PolicyTCP}
-	p, c := pair(t, tp, PullWrite, func(p, c *Config) { c.Engine.OpTimeout = time.Minute })
+// getThenClose puts value under "k" at p, gets it at c, which is
+// connected to p from then on, then closes p; it returns p's address.
+func getThenClose(t *testing.T, p, c *Connector, value string) string {
+	t.Helper()
 	ctx := context.Background()
-	if _, _, err := p.Put(ctx, "a", "b", "k", []byte("v")); err != nil {
+	if _, _, err := p.Put(ctx, "a", "b", "k", []byte(value)); err != nil {
 		t.Fatal(err)
 	}
 	b, _, err := c.Get(ctx, "a", "b", "k", nil)
@@ -174,6 +170,19 @@ func TestGetProducerGoneFailsFast(t *testing.T) {
 	b.Release()
 	addr := p.Addr()
 	p.Close()
+	return addr
+}
+
+// TestGetProducerGoneFailsFast: a Get from a producer that is gone (its
+// engine closed: its address refuses) fails after the engine's
+// reconnect_wait, not op_timeout, with an error that names the producer,
+// says it refused and for how long; a Get while it is known to be down
+// fails at once.
+func TestGetProducerGoneFailsFast(t *testing.T) {
+	tp := tport{policy: xfer.PolicyTCP}
+	p, c := pair(t, tp, PullWrite, func(p, c *Config) { c.Engine.OpTimeout = time.Minute })
+	ctx := context.Background()
+	addr := getThenClose(t, p, c, "v")
 	get := func() error { _, _, err := c.Get(ctx, "a", "b", "k", nil); return err }
 	// A Get that meets the broken connection before the consumer saw it
 	// break fails at once, as one under way when its producer died does
@@ -201,16 +210,7 @@ func TestGetRidesThroughRestart(t *testing.T) {
 	tp := tport{policy: xfer.PolicyTCP}
 	p, c := pair(t, tp, PullWrite, func(p, c *Config) { c.CallTimeout = 30 * time.Second })
 	ctx := context.Background()
-	if _, _, err := p.Put(ctx, "a", "b", "k", []byte("v1")); err != nil {
-		t.Fatal(err)
-	}
-	b, _, err := c.Get(ctx, "a", "b", "k", nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	b.Release()
-	addr := p.Addr()
-	p.Close()
+	addr := getThenClose(t, p, c, "v1")
 	got := make(chan error, 1)
 	go func() {
 		b, _, err := c.Get(ctx, "a", "b", "k2", nil)
@@ -226,6 +226,7 @@ func TestGetRidesThroughRestart(t *testing.T) {
 	cfg := producerConfig(tp, PullWrite)
 	cfg.Engine.Listen = addr
 	var p2 *Connector
+	var err error
 	for range 50 { // the port may be in TIME_WAIT briefly
 		if p2, err = Open(ctx, cfg); err == nil {
 			break

@@ -504,6 +504,21 @@ func (c *Connector) takeInline(ctx context.Context, r *remote, id uint32, res re
 	return &Buffer{c: c, meta: m, buf: buf}, nil
 }
 
+// answered ends a get whose call returned res and err where every get
+// ends alike: on the error, or with the value the answer carried inline
+// (into buf, or a buffer of its own: takeInline). done is false when the
+// get goes on with res.
+func (c *Connector) answered(ctx context.Context, r *remote, id uint32, res result, err error, buf xfer.Buffer) (b *Buffer, done bool, _ error) {
+	if err != nil {
+		return nil, true, notFoundIfWaiting(err)
+	}
+	if res.rep.status == statusValue {
+		b, err := c.takeInline(ctx, r, id, res, buf)
+		return b, true, err
+	}
+	return nil, false, nil
+}
+
 // getRead gets the slot's address from the producer and READs the value;
 // a small value comes inline in the answer instead.
 func (c *Connector) getRead(ctx context.Context, r *remote, k string, flags byte) (*Buffer, error) {
@@ -517,11 +532,8 @@ func (c *Connector) getRead(ctx context.Context, r *remote, k string, flags byte
 				c.release(r, res.rep.id, false)
 			}
 		})
-	if err != nil {
-		return nil, notFoundIfWaiting(err)
-	}
-	if res.rep.status == statusValue {
-		return c.takeInline(ctx, r, id, res, xfer.Buffer{})
+	if b, done, err := c.answered(ctx, r, id, res, err, xfer.Buffer{}); done {
+		return b, err
 	}
 	if olderProducer(r, flags, res.rep) {
 		return c.getRead(ctx, r, k, flags&^flagInline)
@@ -567,11 +579,8 @@ func (c *Connector) getWrite(ctx context.Context, r *remote, k string, flags byt
 					c.release(r, res.rep.id, false)
 				}
 			})
-		if err != nil {
-			return nil, notFoundIfWaiting(err)
-		}
-		if res.rep.status == statusValue {
-			return c.takeInline(ctx, r, id, res, xfer.Buffer{})
+		if b, done, err := c.answered(ctx, r, id, res, err, xfer.Buffer{}); done {
+			return b, err
 		}
 		if olderProducer(r, flags, res.rep) {
 			return c.getWrite(ctx, r, k, flags&^flagInline, full)
@@ -608,12 +617,10 @@ func (c *Connector) getWrite(ctx context.Context, r *remote, k string, flags byt
 					c.free(buf)
 				}
 			})
-		if err != nil {
-			return nil, notFoundIfWaiting(err)
+		if b, done, err := c.answered(ctx, r, id, res, err, buf); done {
+			return b, err
 		}
 		switch {
-		case res.rep.status == statusValue:
-			return c.takeInline(ctx, r, id, res, buf)
 		case res.notified, res.rep.status == statusOK:
 			c.release(r, id, true)
 			// The answer that the value is in place carries no metadata:

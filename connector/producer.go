@@ -517,12 +517,8 @@ func (c *Connector) answerValueLocked(p *xfer.Peer, id uint32, s *slot, onRecv b
 			}
 			return out
 		})
-		if ok {
+		if c.queuedOnRecv(p, ok, err) {
 			return
-		}
-		if err != nil {
-			c.log.Debug("connector: answering a consumer failed", "peer", p.String(), "err", err)
-			return // the connection failed: the consumer's get fails with it
 		}
 	}
 	b, err := appendValue(make([]byte, 0, inlineLen(&s.meta)), id, &s.meta, data)
@@ -535,6 +531,18 @@ func (c *Connector) answerValueLocked(p *xfer.Peer, id uint32, s *slot, onRecv b
 			c.log.Debug("connector: answering a consumer failed", "peer", p.String(), "err", err)
 		}
 	})
+}
+
+// queuedOnRecv takes what p.TrySendAppend returned for an answer on p's
+// receive path and reports whether that was the end of it: the queue took
+// it, or the connection failed (the consumer's get fails with it; logged).
+// False: the caller sends it another way.
+func (c *Connector) queuedOnRecv(p *xfer.Peer, ok bool, err error) bool {
+	if !ok && err != nil {
+		c.log.Debug("connector: answering a consumer failed", "peer", p.String(), "err", err)
+		return true
+	}
+	return ok
 }
 
 func (c *Connector) claimContext(cl *claim) (context.Context, context.CancelFunc) {
@@ -564,12 +572,8 @@ func (c *Connector) answerLocked(p *xfer.Peer, id uint32, status byte, m *Meta, 
 				}
 				return out
 			})
-			if ok {
+			if c.queuedOnRecv(p, ok, err) {
 				return
-			}
-			if err != nil {
-				c.log.Debug("connector: answering a consumer failed", "peer", p.String(), "err", err)
-				return // the connection failed: the consumer's get fails with it
 			}
 		}
 	}

@@ -7,6 +7,8 @@ import (
 	"net/url"
 	"strings"
 	"testing"
+
+	"github.com/xferio/xfer/internal/testutil"
 )
 
 // call sends one request to the server at base and returns its status,
@@ -24,16 +26,8 @@ func call(t *testing.T, base, method, rawQuery, body string, header ...string) (
 	for i := 0; i+1 < len(header); i += 2 {
 		req.Header.Set(header[i], header[i+1])
 	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return resp.StatusCode, string(b), resp.Header.Get("Content-Type")
+	code, h, b := testutil.HTTPDo(t, req)
+	return code, string(b), h.Get("Content-Type")
 }
 
 func serve(t *testing.T, o ServerOptions) (*Server, string) {

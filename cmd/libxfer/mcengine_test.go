@@ -23,18 +23,11 @@ func mmapped(t *testing.T, n int) []byte {
 	return b
 }
 
+// openMC opens an engine on loopback without a metadata server
+// (P2PHANDSHAKE) and returns it with its segment name.
 func openMC(t *testing.T) (*mcEngine, string) {
 	t.Helper()
-	h, err := mcOpen("127.0.0.1", "P2PHANDSHAKE", "tcp", "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { mcClose(h) })
-	m, done, err := useMC(h)
-	if err != nil {
-		t.Fatal(err)
-	}
-	done()
+	m := openNamed(t, "127.0.0.1", "P2PHANDSHAKE")
 	return m, "127.0.0.1:" + strconv.Itoa(m.port)
 }
 

@@ -3,7 +3,6 @@ package main
 import (
 	"bytes"
 	"fmt"
-	"os"
 	"os/exec"
 	"strings"
 	"syscall"
@@ -72,13 +71,7 @@ func TestPagesBenchServerStops(t *testing.T) {
 // end continues it (SIGCONT) before it is stopped.
 func startStoppable(t *testing.T, banner string, args ...string) (*exec.Cmd, string) {
 	t.Helper()
-	srv := exec.Command(xferBinary(t), args...)
-	srv.Env = cleanEnv()
-	srv.Stderr = os.Stderr
-	rest, ok := strings.CutPrefix(strings.TrimSpace(testutil.StartProcess(t, srv)), banner)
-	if !ok {
-		t.Fatalf("xfer %s did not announce its address: %q", strings.Join(args, " "), rest)
-	}
+	srv, rest := startProcess(t, banner, args...)
 	t.Cleanup(func() { srv.Process.Signal(syscall.SIGCONT) }) // before StartProcess stops it
 	return srv, strings.Fields(rest)[0]
 }

@@ -10,8 +10,6 @@ import (
 	"syscall"
 	"testing"
 	"time"
-
-	"github.com/xferio/xfer/internal/testutil"
 )
 
 // TestUnknownSubcommand: a typo in a subcommand of a group (xfer kv) exits
@@ -132,27 +130,7 @@ func TestKVServeAddresses(t *testing.T) {
 // fails within its --op-timeout, with an error that names the peer and
 // the timeout, instead of waiting for the peer to come back.
 func TestBenchStoppedPeer(t *testing.T) {
-	cmd := exec.Command(xferBinary(t), "serve", "--listen", "127.0.0.1:0", "--transport", "tcp")
-	cmd.Env = cleanEnv()
-	cmd.Stderr = os.Stderr
-	addr, ok := strings.CutPrefix(strings.TrimSpace(testutil.StartProcess(t, cmd)), serveBanner)
-	if !ok {
-		t.Fatalf("xfer serve did not announce its address")
-	}
-	t.Cleanup(func() { cmd.Process.Signal(syscall.SIGCONT) }) // before StartProcess stops it
-	bench := exec.Command(xferBinary(t), "bench", "--peer", addr, "--transport", "tcp", "--size", "1MiB", "--duration", "60s", "--op-timeout", "1s")
-	bench.Env = cleanEnv()
-	var stderr bytes.Buffer
-	bench.Stderr = &stderr
-	if err := bench.Start(); err != nil {
-		t.Fatal(err)
-	}
-	time.Sleep(time.Second) // the bench is under way
-	testutil.Pause(t, cmd.Process)
-	benchFails(t, bench, time.Second, "its peer stopped", &stderr)
-	for _, want := range []string{addr, "op_timeout", "1s"} {
-		if !strings.Contains(stderr.String(), want) {
-			t.Errorf("the bench's error does not name %q: %s", want, stderr.String())
-		}
-	}
+	srv, addr := startStoppable(t, serveBanner, "serve", "--listen", "127.0.0.1:0", "--transport", "tcp")
+	benchUntilStopped(t, srv, syscall.SIGSTOP, time.Second, []string{addr, "op_timeout", "1s"},
+		"bench", "--peer", addr, "--transport", "tcp", "--size", "1MiB", "--duration", "60s", "--op-timeout", "1s")
 }

@@ -13,7 +13,7 @@ import (
 
 	"github.com/xferio/xfer"
 	"github.com/xferio/xfer/config"
-	"github.com/xferio/xfer/mem"
+	"github.com/xferio/xfer/config/configtest"
 	"github.com/xferio/xfer/transport/tcp"
 	"github.com/xferio/xfer/transport/verbs"
 )
@@ -51,36 +51,12 @@ func serveFlags(t *testing.T, args ...string) *pflag.FlagSet {
 	return fs
 }
 
-const fullConfig = `# every key
-listen: 127.0.0.1:7471
-advertise: host.example:7471
-transport: shm
-memory_mb: 256
-huge_pages: "off"
-secret: s3cret-s3cret-s3cret
-conns: 4
-max_message: 1048576
-recv_depth: 64
-handshake_timeout: 5s
-`
-
 func TestConfigFileOnly(t *testing.T) {
-	cfg, err := loadConfig(writeConfig(t, fullConfig), env(), serveFlags(t))
+	cfg, err := loadConfig(writeConfig(t, configtest.Full), env(), serveFlags(t))
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := xfer.Config{
-		Listen:           "127.0.0.1:7471",
-		Advertise:        "host.example:7471",
-		Transport:        xfer.PolicySHM,
-		MemoryMB:         256,
-		HugePages:        mem.HugeOff,
-		Secret:           "s3cret-s3cret-s3cret",
-		TCP:              tcp.Config{Conns: 4},
-		MaxMessage:       1 << 20,
-		RecvDepth:        64,
-		HandshakeTimeout: 5 * time.Second,
-	}
+	want := configtest.FullEngine()
 	if !reflect.DeepEqual(cfg, want) {
 		t.Errorf("got  %+v\nwant %+v", cfg, want)
 	}
@@ -106,7 +82,7 @@ func TestConfigEmptyFile(t *testing.T) {
 }
 
 func TestConfigEnvOverridesFile(t *testing.T) {
-	cfg, err := loadConfig(writeConfig(t, fullConfig), env(
+	cfg, err := loadConfig(writeConfig(t, configtest.Full), env(
 		"XFER_MEMORY_MB", "512",
 		"XFER_TRANSPORT", "TCP",
 		"XFER_SECRET", "other",
@@ -129,7 +105,7 @@ func TestConfigEnvOverridesFile(t *testing.T) {
 
 func TestConfigFlagOverridesEnv(t *testing.T) {
 	e := env("XFER_MEMORY_MB", "512", "XFER_TRANSPORT", "tcp", "XFER_SECRET", "env")
-	cfg, err := loadConfig(writeConfig(t, fullConfig), e, serveFlags(t, "--memory-mb", "1024", "--transport", "rdma"))
+	cfg, err := loadConfig(writeConfig(t, configtest.Full), e, serveFlags(t, "--memory-mb", "1024", "--transport", "rdma"))
 	if err != nil {
 		t.Fatal(err)
 	}

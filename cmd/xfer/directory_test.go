@@ -113,6 +113,13 @@ func TestDirectoryFlags(t *testing.T) {
 // returns the rest of the first line it prints after banner.
 func startDaemon(t *testing.T, banner string, args ...string) string {
 	t.Helper()
+	_, rest := startProcess(t, banner, args...)
+	return rest
+}
+
+// startProcess is startDaemon that returns the process too.
+func startProcess(t *testing.T, banner string, args ...string) (*exec.Cmd, string) {
+	t.Helper()
 	cmd := exec.Command(xferBinary(t), args...)
 	cmd.Env = cleanEnv()
 	cmd.Stderr = os.Stderr
@@ -121,7 +128,7 @@ func startDaemon(t *testing.T, banner string, args ...string) string {
 	if !ok {
 		t.Fatalf("xfer %s printed %q", strings.Join(args, " "), line)
 	}
-	return rest
+	return cmd, rest
 }
 
 // TestREADMETwoNodes runs the README's two-node block on loopback: once

@@ -1,11 +1,9 @@
 package main
 
 import (
-	"bufio"
 	"context"
 	"errors"
 	"net/http/httptest"
-	"os/exec"
 	"strings"
 	"syscall"
 	"testing"
@@ -15,32 +13,6 @@ import (
 	"github.com/xferio/xfer/internal/testutil"
 	"github.com/xferio/xfer/internal/testutil/etcdtest"
 )
-
-// startProcess runs the xfer binary with args until the test ends and
-// returns it, and the rest of its first stdout line after banner.
-func startProcess(t *testing.T, banner string, args ...string) (*exec.Cmd, string) {
-	t.Helper()
-	cmd := exec.Command(xferBinary(t), args...)
-	cmd.Env = cleanEnv()
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		cmd.Process.Signal(syscall.SIGCONT)
-		cmd.Process.Kill()
-		cmd.Wait()
-	})
-	line, err := bufio.NewReader(out).ReadString('\n')
-	rest, ok := strings.CutPrefix(strings.TrimSpace(line), banner)
-	if err != nil || !ok {
-		t.Fatalf("xfer %s printed %q: %v", strings.Join(args, " "), line, err)
-	}
-	return cmd, rest
-}
 
 // TestServeNodeIDOwnedAndHealed: a second `xfer serve` that claims a live
 // node ID fails to start, naming the ID and the holder's address; a
@@ -59,7 +31,7 @@ func TestServeNodeIDOwnedAndHealed(t *testing.T) {
 			}
 			ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 			defer cancel()
-			a, addr := startProcess(t, serveBanner, "serve", "--listen", "127.0.0.1:0", "--transport", "tcp",
+			a, addr := startStoppable(t, serveBanner, "serve", "--listen", "127.0.0.1:0", "--transport", "tcp",
 				"--directory", url, "--node-id", "ek", "--directory-ttl", "2s")
 			_, e, code := xferRun(t, cleanEnv(), "serve", "--listen", "127.0.0.1:0", "--transport", "tcp",
 				"--directory", url, "--node-id", "ek", "--directory-ttl", "2s")

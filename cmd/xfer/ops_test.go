@@ -80,18 +80,15 @@ func runReady(t *testing.T, ctx context.Context, args ...string) (ops string, ex
 	}
 }
 
+// httpGet gets u and returns the answer's status code and body.
 func httpGet(t *testing.T, u string) (int, []byte) {
 	t.Helper()
-	resp, err := http.Get(u)
+	req, err := http.NewRequest(http.MethodGet, u, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return resp.StatusCode, b
+	code, _, b := testutil.HTTPDo(t, req)
+	return code, b
 }
 
 // parseExposition parses a text exposition with Prometheus's own parser.

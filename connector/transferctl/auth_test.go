@@ -57,6 +57,17 @@ func serveWith(t *testing.T, cfg ServeConfig) (chan served, func() []refusedConn
 	return out, func() []refusedConn { mu.Lock(); defer mu.Unlock(); return append([]refusedConn(nil), list...) }
 }
 
+// servedConn waits for what serve (or serveWith) returned and returns the
+// producer's connection, or fails the test with Serve's error.
+func servedConn(t *testing.T, served chan served) *Conn {
+	t.Helper()
+	res := <-served
+	if res.err != nil {
+		t.Fatal(res.err)
+	}
+	return res.c
+}
+
 // dialRaw connects to addr once it listens.
 func dialRaw(t *testing.T, addr string) net.Conn {
 	t.Helper()
@@ -97,11 +108,7 @@ func TestServeAuthenticatedConsumer(t *testing.T) {
 	if err := c.Send(Msg{Type: TypeReady, Pull: "write"}); err != nil {
 		t.Fatal(err)
 	}
-	res := <-served
-	if res.err != nil {
-		t.Fatal(res.err)
-	}
-	p := res.c
+	p := servedConn(t, served)
 	defer p.Close()
 	// The idle connection is closed after the bound, having got a
 	// challenge and nothing else.

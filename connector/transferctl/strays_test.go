@@ -114,11 +114,7 @@ func TestServeWaitsForItsConsumer(t *testing.T) {
 		during := testutil.Flood(addr, strayKinds, 4*len(strayKinds), 4, stop)
 		c := consume(t, addr, secret, nil)
 		defer c.Close()
-		res := <-served
-		if res.err != nil {
-			t.Fatal(res.err)
-		}
-		p := res.c
+		p := servedConn(t, served)
 		defer p.Close()
 		// After: the port is the consumer's alone now; strays change
 		// nothing.
@@ -155,12 +151,9 @@ func TestServeSurvivesStrays(t *testing.T) {
 		waitRefusals(t, refused, "", n/2)
 		c := consume(t, addr, secret, nil)
 		defer c.Close()
-		res := <-served
-		if res.err != nil {
-			t.Fatal(res.err)
-		}
-		defer res.c.Close()
-		converse(t, res.c, c)
+		p := servedConn(t, served)
+		defer p.Close()
+		converse(t, p, c)
 		end()
 		got := connected()
 		reasons := map[string]int{}
@@ -216,12 +209,9 @@ func TestConnectRedials(t *testing.T) {
 			return
 		}
 		defer c.Close()
-		res := <-served
-		if res.err != nil {
-			t.Fatal(res.err)
-		}
-		defer res.c.Close()
-		converse(t, res.c, c)
+		p := servedConn(t, served)
+		defer p.Close()
+		converse(t, p, c)
 		mu.Lock()
 		defer mu.Unlock()
 		if got := fmt.Sprint(said); strings.Count(got, "dialing again") != 1 {

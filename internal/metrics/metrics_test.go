@@ -7,6 +7,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 
+	"github.com/xferio/xfer/internal/testutil"
 	"github.com/xferio/xfer/mem"
 	"github.com/xferio/xfer/transport"
 )
@@ -49,35 +50,15 @@ func newSet(t *testing.T, src Source) (*Set, *prometheus.Registry) {
 }
 
 // value is the value of the series name{labels} (name, value, ...) that
-// reg gathers, and whether it has it.
+// reg gathers, and whether it has it: a series with other labels too is
+// not it.
 func value(t *testing.T, reg *prometheus.Registry, name string, labels ...string) (float64, bool) {
 	t.Helper()
-	mfs, err := reg.Gather()
-	if err != nil {
-		t.Fatal(err)
+	m := testutil.Metric(t, reg, name, labels...)
+	if m == nil || len(m.GetLabel()) != len(labels)/2 {
+		return 0, false
 	}
-	for _, mf := range mfs {
-		if mf.GetName() != name {
-			continue
-		}
-	series:
-		for _, m := range mf.GetMetric() {
-			have := map[string]string{}
-			for _, l := range m.GetLabel() {
-				have[l.GetName()] = l.GetValue()
-			}
-			if len(have) != len(labels)/2 {
-				continue
-			}
-			for i := 0; i+1 < len(labels); i += 2 {
-				if have[labels[i]] != labels[i+1] {
-					continue series
-				}
-			}
-			return metricValue(m), true
-		}
-	}
-	return 0, false
+	return metricValue(m), true
 }
 
 func metricValue(m *dto.Metric) float64 {

@@ -1,5 +1,10 @@
 """Fixtures of the xfer binding's tests: real connectors over tcp (and
-shm) on loopback, ephemeral ports."""
+shm) on loopback, ephemeral ports; and the Go xfer command, for the tests
+that run it beside the binding."""
+
+import os
+import shutil
+import subprocess
 
 import pytest
 
@@ -9,6 +14,8 @@ import pytest
 import xfer
 
 MiB = 1 << 20
+
+ROOT = os.path.abspath(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
 
 
 def make_pair(protocol="tcp", pool=64 * MiB, **extra):
@@ -41,3 +48,17 @@ def sender():
     c = xfer.Connector({"role": "sender", "protocol": "tcp", "memory_pool_size": 16 * MiB})
     yield c
     c.close()
+
+
+@pytest.fixture(scope="session")
+def go_xfer(tmp_path_factory):
+    """The xfer command: $XFER_BINARY (make python-test builds it), else built here."""
+    b = os.environ.get("XFER_BINARY")
+    if b:
+        return b
+    go = shutil.which("go") or "/usr/local/go/bin/go"
+    if not os.path.exists(go):
+        pytest.fail("no xfer binary: set $XFER_BINARY or put go on PATH")
+    out = str(tmp_path_factory.mktemp("bin") / "xfer")
+    subprocess.run([go, "build", "-o", out, "./cmd/xfer"], cwd=ROOT, check=True)
+    return out

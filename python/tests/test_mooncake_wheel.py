@@ -13,7 +13,6 @@ test_allocate_host_buffer.py. docs/MOONCAKE.md names the commits read."""
 import ctypes
 import os
 import random
-import shutil
 import string
 import subprocess
 import sys
@@ -25,8 +24,6 @@ import pytest
 from xfer.mooncake import engine as mce
 from xfer.mooncake.engine import TransferEngine
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-ROOT = os.path.abspath(os.path.join(HERE, "..", ".."))
 BANNER = "xfer mooncake metadata-server: listening on "
 
 # Rounds of the one-at-a-time check (Mooncake's CIRCLE; its default 1000
@@ -51,20 +48,6 @@ print("ready", flush=True)
 sys.stdin.read()
 te.close()
 """ % BUFFER
-
-
-@pytest.fixture(scope="module")
-def go_xfer(tmp_path_factory):
-    """The xfer command: $XFER_BINARY (make python-test builds it), else built here."""
-    b = os.environ.get("XFER_BINARY")
-    if b:
-        return b
-    go = shutil.which("go") or "/usr/local/go/bin/go"
-    if not os.path.exists(go):
-        pytest.fail("no xfer binary: set $XFER_BINARY or put go on PATH")
-    out = str(tmp_path_factory.mktemp("bin") / "xfer")
-    subprocess.run([go, "build", "-o", out, "./cmd/xfer"], cwd=ROOT, check=True)
-    return out
 
 
 def start_metadata_server(go_xfer, env=None):

@@ -4,29 +4,11 @@ loopback: the same flags, the same control channel, the MD5 check."""
 
 import json
 import os
-import shutil
 import socket
 import subprocess
 import sys
 
 import pytest
-
-HERE = os.path.dirname(os.path.abspath(__file__))
-ROOT = os.path.abspath(os.path.join(HERE, "..", ".."))
-
-
-@pytest.fixture(scope="session")
-def go_xfer(tmp_path_factory):
-    """The xfer command: $XFER_BINARY (make test builds it), else built here."""
-    b = os.environ.get("XFER_BINARY")
-    if b:
-        return b
-    go = shutil.which("go") or "/usr/local/go/bin/go"
-    if not os.path.exists(go):
-        pytest.fail("no xfer binary: set $XFER_BINARY or put go on PATH")
-    out = str(tmp_path_factory.mktemp("bin") / "xfer")
-    subprocess.run([go, "build", "-o", out, "./cmd/xfer"], cwd=ROOT, check=True)
-    return out
 
 
 def free_ports(n):

@@ -235,7 +235,28 @@ class _Alloc:
         return not self.fin.alive
 
 
-class Connector:
+class _Closing:
+    """A context manager that closes on exit, and when it is collected (a
+    finalizer: never raises); _finalize is what the finalizer runs."""
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+        return False
+
+    def __del__(self):
+        try:
+            self._finalize()
+        except Exception:  # noqa: BLE001 (interpreter shutdown)
+            pass
+
+    def _finalize(self):
+        self.close()
+
+
+class Connector(_Closing):
     """A connector: put values for consumers, get values from producers.
 
     ``Connector(config)`` takes vLLM-Omni's connector configuration (see
@@ -348,19 +369,10 @@ class Connector:
             except errors.XferError:
                 pass
 
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self.close()
-        return False
-
-    def __del__(self):
-        try:
-            if self._handle and os.getpid() == self._pid:
-                self.close()
-        except Exception:  # noqa: BLE001 (interpreter shutdown)
-            pass
+    def _finalize(self):
+        # Not in a forked child: the handle is the parent's.
+        if self._handle and os.getpid() == self._pid:
+            self.close()
 
     # ---- health
 

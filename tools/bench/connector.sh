@@ -8,25 +8,10 @@
 #                                 [--transfers 20] [--device rxe0|siw0] [--xfer PATH] [--out FILE]
 set -euo pipefail
 cd "$(dirname "$0")/../.."
-args=() rdma=0 dev=rxe0 have_xfer=0
-while [ $# -gt 0 ]; do
-  case "$1" in
-    --device) [ $# -ge 2 ] || { echo "connector.sh: --device needs a value" >&2; exit 2; }; dev=$2; shift 2; continue ;;
-    --device=*) dev=${1#--device=}; shift; continue ;;
-    --xfer|--xfer=*) have_xfer=1 ;;
-    --transports) case "${2:-}" in *rdma*) rdma=1 ;; esac ;;
-    --transports=*) case "$1" in *rdma*) rdma=1 ;; esac ;;
-  esac
-  args+=("$1")
-  shift
-done
-[ $have_xfer = 1 ] || go build -o xfer ./cmd/xfer
+. tools/bench/vmwrap.sh
+vm_args connector.sh "$@"
 if [ $rdma = 1 ] && [ -z "${RDMA_VM:-}" ]; then
-  case $dev in
-    rxe0) vm=--rxe ;;
-    siw0) vm=--siw ;;
-    *) echo "connector.sh: --device $dev: want rxe0 or siw0" >&2; exit 2 ;;
-  esac
+  vm=$(vm_flag connector.sh)
   # The latency targets' test binary is built here: building in the VM is
   # slow under emulation.
   mkdir -p bench-out

@@ -35,6 +35,7 @@ from ..buffer import KIND_BYTES, KIND_TENSOR, _CudaBytes
 from ..buffer import ManagedBuffer as _XferBuffer
 from ..connector import DEFAULTS as _XFER_DEFAULTS
 from ..connector import Connector as _Connector
+from ..connector import _Closing
 from ..connector import _join, local_address
 
 log = logging.getLogger("xfer.mooncake")
@@ -410,7 +411,7 @@ class _LocalBuffers(dict):
         return iter(list(super().keys()))
 
 
-class MooncakeTransferEngineConnector:
+class MooncakeTransferEngineConnector(_Closing):
     """vLLM-Omni's MooncakeTransferEngineConnector over an xfer.Connector.
 
     A sender (the default role) or dual connector listens on host:zmq_port
@@ -763,19 +764,6 @@ class MooncakeTransferEngineConnector:
         self.allocator._clear()
         self._conn.close()
         self.pool = None
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self.close()
-        return False
-
-    def __del__(self):
-        try:
-            self.close()
-        except Exception:  # noqa: BLE001 (interpreter shutdown)
-            pass
 
 
 class _NoAllocator:
