@@ -48,14 +48,14 @@ func TestMCEngineLoopback(t *testing.T) {
 	}
 	remote := mmapped(t, 1<<16)
 	local := mmapped(t, 1<<16)
-	if err := target.register([]unsafe.Pointer{ptr(remote)}, []int64{int64(len(remote))}); err != nil {
+	if err := target.register([]unsafe.Pointer{ptr(remote)}, []int64{int64(len(remote))}, false); err != nil {
 		t.Fatal(err)
 	}
-	if err := init.register([]unsafe.Pointer{ptr(local)}, []int64{int64(len(local))}); err != nil {
+	if err := init.register([]unsafe.Pointer{ptr(local)}, []int64{int64(len(local))}, false); err != nil {
 		t.Fatal(err)
 	}
 	// An overlapping range is refused, and nothing changes.
-	if err := target.register([]unsafe.Pointer{ptr(remote[100:])}, []int64{10}); mcCodeOf(err) != mcErrOverlapped {
+	if err := target.register([]unsafe.Pointer{ptr(remote[100:])}, []int64{10}, false); mcCodeOf(err) != mcErrOverlapped {
 		t.Errorf("overlapping register: %v (code %d)", err, mcCodeOf(err))
 	}
 	first, err := init.firstBuffer(seg)
@@ -65,7 +65,7 @@ func TestMCEngineLoopback(t *testing.T) {
 	copy(local, bytes.Repeat([]byte("xfer"), 1024))
 	raddr := first + 512
 	codes := make([]int32, 1)
-	if err := init.transferSync(seg, xfer.OpWrite, []mcXfer{{ptr(local), raddr, 4096}}, codes); err != nil {
+	if err := init.transferSync(seg, xfer.OpWrite, []mcXfer{{ptr(local), raddr, 4096}}, codes, nil); err != nil {
 		t.Fatal(err)
 	}
 	if !bytes.Equal(remote[512:512+4096], local[:4096]) {
@@ -82,21 +82,21 @@ func TestMCEngineLoopback(t *testing.T) {
 		t.Error("READ: the data differs")
 	}
 	// A remote range past the registered one: refused before anything moves.
-	err = init.transferSync(seg, xfer.OpWrite, []mcXfer{{ptr(local), first + uint64(len(remote)) - 10, 20}}, codes)
+	err = init.transferSync(seg, xfer.OpWrite, []mcXfer{{ptr(local), first + uint64(len(remote)) - 10, 20}}, codes, nil)
 	if mcCodeOf(err) != mcErrNotRegistered {
 		t.Errorf("a range past the buffer: %v (code %d)", err, mcCodeOf(err))
 	}
 	// An unregistered local range.
 	other := mmapped(t, 4096)
-	if err := init.transferSync(seg, xfer.OpWrite, []mcXfer{{ptr(other), first, 20}}, codes); mcCodeOf(err) != mcErrNotRegistered {
+	if err := init.transferSync(seg, xfer.OpWrite, []mcXfer{{ptr(other), first, 20}}, codes, nil); mcCodeOf(err) != mcErrNotRegistered {
 		t.Errorf("an unregistered local range: %v (code %d)", err, mcCodeOf(err))
 	}
 	// A range registered after the peer read the table is found.
 	more := mmapped(t, 4096)
-	if err := target.register([]unsafe.Pointer{ptr(more)}, []int64{4096}); err != nil {
+	if err := target.register([]unsafe.Pointer{ptr(more)}, []int64{4096}, false); err != nil {
 		t.Fatal(err)
 	}
-	if err := init.transferSync(seg, xfer.OpWrite, []mcXfer{{ptr(local), uint64(uintptr(ptr(more))), 4096}}, codes); err != nil {
+	if err := init.transferSync(seg, xfer.OpWrite, []mcXfer{{ptr(local), uint64(uintptr(ptr(more))), 4096}}, codes, nil); err != nil {
 		t.Fatal(err)
 	}
 	if !bytes.Equal(more, local[:4096]) {
@@ -106,7 +106,7 @@ func TestMCEngineLoopback(t *testing.T) {
 	if err := target.unregister([]unsafe.Pointer{ptr(more)}); err != nil {
 		t.Fatal(err)
 	}
-	err = init.transferSync(seg, xfer.OpWrite, []mcXfer{{ptr(local), uint64(uintptr(ptr(more))), 16}}, codes)
+	err = init.transferSync(seg, xfer.OpWrite, []mcXfer{{ptr(local), uint64(uintptr(ptr(more))), 16}}, codes, nil)
 	if mcCodeOf(err) != mcErrNotRegistered {
 		t.Errorf("a range unregistered since: %v (code %d)", err, mcCodeOf(err))
 	}
@@ -117,7 +117,7 @@ func TestMCEngineLoopback(t *testing.T) {
 	}
 	dead := l.Addr().String()
 	l.Close()
-	if err := init.transferSync(dead, xfer.OpWrite, []mcXfer{{ptr(local), first, 16}}, codes); mcCodeOf(err) != mcErrSocket {
+	if err := init.transferSync(dead, xfer.OpWrite, []mcXfer{{ptr(local), first, 16}}, codes, nil); mcCodeOf(err) != mcErrSocket {
 		t.Errorf("an unknown segment: %v (code %d)", err, mcCodeOf(err))
 	}
 }

@@ -292,7 +292,7 @@ class TransferEngine:
         if code:
             return code
         k = len(addrs)
-        return self._call("register", self._h, (ctypes.c_void_p * k)(*addrs), (ctypes.c_int64 * k)(*lens), k)
+        return self._call("register", self._h, (ctypes.c_void_p * k)(*addrs), (ctypes.c_int64 * k)(*lens), k, 0)
 
     def register_memory(self, buffer_addr, capacity, location="*"):
         """Registers capacity bytes at buffer_addr (memory the caller owns
@@ -401,7 +401,7 @@ class TransferEngine:
             return ERR_INVALID_ARGUMENT
         k, ls, rs, ns = arrays
         seg, sl = _lib.enc(str(target_hostname))
-        return self._call("transfer", self._h, seg, sl, op, ls, rs, ns, k, None)
+        return self._call("transfer", self._h, seg, sl, op, ls, rs, ns, k, 0, None, 0, None, 0, None)
 
     def transfer_sync(self, target_hostname, buffer, peer_buffer_address, length, opcode, notify=None,
                       transport_hint=""):
