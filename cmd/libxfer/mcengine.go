@@ -823,11 +823,17 @@ func (m *mcEngine) wait(id int64, codes []int32) error {
 	defer m.freeBatch(id)
 	ctx, cancel := context.WithDeadline(m.ctx, b.deadline)
 	defer cancel()
+	return m.waitBatch(ctx, b, codes)
+}
+
+// waitBatch waits for b until it is done or ctx ends: nil when every op
+// succeeded, the first error otherwise (each op's code in codes).
+func (m *mcEngine) waitBatch(ctx context.Context, b *mcBatch, codes []int32) error {
 	if err := b.b.Wait(ctx); err != nil && !b.b.Done() {
 		for i := range codes {
 			codes[i] = int32(mcErrInvalid) // abandoned: the ops still belong to the batch
 		}
-		return fmt.Errorf("mooncake: batch %d to %s: not done in time (MC_TRANSFER_TIMEOUT): %w", id, b.seg, err)
+		return fmt.Errorf("mooncake: a batch of %d to %s: not done in time (MC_TRANSFER_TIMEOUT): %w", len(b.ops), b.seg, err)
 	}
 	if err := b.result(codes); err != nil {
 		if errors.Is(err, xfer.ErrPeerLost) {
@@ -874,28 +880,21 @@ func (m *mcEngine) transferSync(seg string, kind xfer.OpKind, xs []mcXfer, codes
 	if err := m.checkNotify(notify); err != nil {
 		return err
 	}
+	ctx, cancel := m.opCtx(total(xs))
+	defer cancel()
 	for again := false; ; again = true {
-		id, err := m.submit(seg, kind, xs)
+		mp, ops, err := m.prepare(ctx, seg, kind, xs)
 		if err != nil {
 			return err
 		}
-		err = m.wait(id, codes)
+		err = m.waitBatch(ctx, &mcBatch{b: mp.p.Submit(ops), ops: ops, seg: seg}, codes)
 		if err == nil && notify != nil {
 			return m.notifyAfter(seg, total(xs), *notify)
 		}
 		if again || !errors.Is(err, xfer.ErrRemoteAccess) {
 			return err
 		}
-		m.mu.Lock()
-		mp := m.peers[seg]
-		m.mu.Unlock()
-		if mp == nil {
-			return err
-		}
-		ctx, cancel := m.opCtx(0)
-		rerr := m.refresh(ctx, mp)
-		cancel()
-		if rerr != nil {
+		if rerr := m.refresh(ctx, mp); rerr != nil {
 			return err
 		}
 	}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"net"
+	"runtime"
 	"strconv"
 	"syscall"
 	"testing"
@@ -23,7 +24,7 @@ func mmapped(t *testing.T, n int) []byte {
 	return b
 }
 
-func openMC(t *testing.T) (*mcEngine, string) {
+func openMC(t testing.TB) (*mcEngine, string) {
 	t.Helper()
 	h, err := mcOpen("127.0.0.1", "P2PHANDSHAKE", "tcp", "")
 	if err != nil {
@@ -183,4 +184,68 @@ func FuzzSegmentTable(f *testing.F) {
 			}
 		}
 	})
+}
+
+// BenchmarkMCTransferSync1M is a 1 MiB WRITE through the Mooncake
+// engine's sync path (what batch_transfer_sync_write runs below Python),
+// one at a time between two engines of this process: from a goroutine,
+// and from a goroutine locked to its thread, as a call through the C ABI
+// is; Peer.Write of the same bytes is the floor.
+func BenchmarkMCTransferSync1M(b *testing.B) { benchTransferSync(b, 1<<20) }
+
+// BenchmarkMCTransferSync16 is BenchmarkMCTransferSync1M's call with 16
+// bytes: what a call costs besides its bytes.
+func BenchmarkMCTransferSync16(b *testing.B) { benchTransferSync(b, 16) }
+
+func benchTransferSync(b *testing.B, n int) {
+	target, seg := openMC(b)
+	init, _ := openMC(b)
+	remote, local := mmappedB(b, max(n, 4096)), mmappedB(b, max(n, 4096))
+	for i := range local {
+		local[i], remote[i] = byte(i), byte(i>>3)
+	}
+	if err := target.register([]unsafe.Pointer{ptr(remote)}, []int64{int64(len(remote))}, false); err != nil {
+		b.Fatal(err)
+	}
+	if err := init.register([]unsafe.Pointer{ptr(local)}, []int64{int64(len(local))}, false); err != nil {
+		b.Fatal(err)
+	}
+	xs := []mcXfer{{ptr(local), uint64(uintptr(ptr(remote))), int64(n)}}
+	codes := make([]int32, 1)
+	run := func(b *testing.B) {
+		b.SetBytes(int64(n))
+		for b.Loop() {
+			if err := init.transferSync(seg, xfer.OpWrite, xs, codes, nil); err != nil {
+				b.Fatal(err)
+			}
+		}
+	}
+	b.Run("goroutine", run)
+	b.Run("locked", func(b *testing.B) {
+		runtime.LockOSThread()
+		defer runtime.UnlockOSThread()
+		run(b)
+	})
+	b.Run("peer-write", func(b *testing.B) {
+		mp := init.peers[seg]
+		ra, err := init.resolve(b.Context(), mp, xs[0].remote, uint64(n))
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.SetBytes(int64(n))
+		for b.Loop() {
+			if err := mp.p.Write(b.Context(), local[:n], ra); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+}
+
+func mmappedB(b *testing.B, n int) []byte {
+	m, err := syscall.Mmap(-1, 0, n, syscall.PROT_READ|syscall.PROT_WRITE, syscall.MAP_PRIVATE|syscall.MAP_ANONYMOUS)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { syscall.Munmap(m) })
+	return m
 }
