@@ -376,6 +376,25 @@ print(json.dumps({"code": code, "seconds": time.monotonic() - start, "error": te
 """
 
 
+def wait_stopped(pid, seconds=10):
+    """Waits until every thread of pid is stopped: kill(SIGSTOP) returns
+    before they all are, and on a busy host a thread may still answer."""
+    import os
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        states = []
+        for tid in os.listdir(f"/proc/{pid}/task"):
+            try:
+                with open(f"/proc/{pid}/task/{tid}/stat") as f:
+                    states.append(f.read().rsplit(")", 1)[1].split()[0])
+            except OSError:
+                pass
+        if states and all(st in "tT" for st in states):
+            return
+        time.sleep(0.001)
+    raise AssertionError(f"process {pid} did not stop within {seconds} s")
+
+
 @pytest.mark.parametrize("notify", [False, True])
 def test_stopped_peer_times_out(notify):
     import os
@@ -388,6 +407,7 @@ def test_stopped_peer_times_out(notify):
     try:
         assert p.stdout.readline().strip() == "ready"
         t.p.send_signal(signal.SIGSTOP)
+        wait_stopped(t.p.pid)
         p.stdin.write("go\n")
         p.stdin.flush()
         out = json.loads(p.stdout.readline())
