@@ -555,6 +555,56 @@ def test_cuda_flags_and_calls(engine, target, local):
         assert call() == 0, engine.last_error
 
 
+class StandInDriver:
+    """In place of libcuda: records each stream synchronized and answers rc."""
+
+    def __init__(self, rc=0):
+        self.rc, self.streams = rc, []
+
+    def cuStreamSynchronize(self, stream):  # noqa: N802 (the driver's name)
+        self.streams.append(stream)
+        return self.rc
+
+
+def test_cuda_paths_with_a_stand_in_driver(engine, target, local, monkeypatch):
+    """The Python side of the calls where the driver loads (no GPU here:
+    the engine's own driver lookup still finds none)."""
+    driver = StandInDriver()
+    monkeypatch.setattr(mce, "_cuda", driver)
+    arr = target.info["arr"]
+    local[:4096] = pattern(4096, 9)
+    # The stream is synchronized first, then the transfer moves.
+    assert engine.transfer_write_on_cuda(target.segment, local.ctypes.data, arr, 4096, stream_ptr=0x1234) == 0, \
+        engine.last_error
+    assert driver.streams == [0x1234]
+    assert target.read(arr, 4096) == local[:4096].tobytes()
+    local[:4096] = 0
+    assert engine.batch_transfer_read_on_cuda(target.segment, [local.ctypes.data], [arr], [4096]) == 0
+    assert driver.streams[-1] is None  # 0: the default stream
+    assert local[:4096].tobytes() == target.read(arr, 4096)
+    # A stream that fails to synchronize: -1, nothing moves.
+    before = target.read(arr, 16)
+    local[:16] = 0x5A
+    driver.rc = 700
+    assert engine.transfer_write_on_cuda(target.segment, local.ctypes.data, arr, 16, 0x99) == mce.ERR_INVALID_ARGUMENT
+    assert "CUresult 700" in engine.last_error
+    # No context on the default stream: nothing was queued there, so it moves; on another stream it fails.
+    driver.rc = 201
+    assert engine.batch_transfer_write_on_cuda(target.segment, [local.ctypes.data], [arr], [16], 0x99) == \
+        mce.ERR_INVALID_ARGUMENT
+    assert target.read(arr, 16) == before
+    assert engine.batch_transfer_write_on_cuda(target.segment, [local.ctypes.data], [arr], [16]) == 0
+    assert target.read(arr, 16) == bytes([0x5A] * 16)
+    # GPU registration reaches the engine, which finds no driver of its own: -6 for cuda:N;
+    # with "*", memory that is neither host nor GPU memory is -1.
+    a = np.zeros(4096, dtype=np.uint8)
+    assert engine.register_memory(a.ctypes.data, 4096, "cuda:0") == mce.ERR_DEVICE_NOT_FOUND
+    assert engine.register_memory(8, 4096) == mce.ERR_INVALID_ARGUMENT
+    assert "nor GPU memory" in engine.last_error
+    assert engine.register_memory(a.ctypes.data, 4096) == 0  # host memory stays host memory
+    assert engine.unregister_memory(a.ctypes.data) == 0
+
+
 def test_mooncake_md_examples_run():
     """The Python blocks of docs/MOONCAKE.md run, in order, in one namespace."""
     import os

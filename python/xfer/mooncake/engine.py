@@ -351,7 +351,12 @@ class TransferEngine:
         if code:
             return code
         k = len(addrs)
-        return self._call("register", self._h, (ctypes.c_void_p * k)(*addrs), (ctypes.c_int64 * k)(*lens), k, device)
+        code = self._call("register", self._h, (ctypes.c_void_p * k)(*addrs), (ctypes.c_int64 * k)(*lens), k, device)
+        if code in (ERR_INVALID_ARGUMENT, ERR_DEVICE_NOT_FOUND) and device and str(location or "*") == "*":
+            # Neither host memory nor, as the driver says, GPU memory.
+            return self._fail(ERR_INVALID_ARGUMENT, "xfer.mooncake: register: not host memory this process can read "
+                              f"and write, nor GPU memory ({self.last_error})")
+        return code
 
     def register_memory(self, buffer_addr, capacity, location="*"):
         """Registers capacity bytes at buffer_addr (memory the caller owns
