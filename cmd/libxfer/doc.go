@@ -43,7 +43,9 @@
 // malloc'd, numpy's, torch's), lists them in a segment table that peers
 // read (mcsegment.go), and moves batches of WRITEs and READs to a peer
 // named by its segment ("host:rpc_port"), at raw addresses in that peer's
-// address space. Those calls return Mooncake's error codes (mcCode, the
+// address space. A sync batch may carry a notification, which the target
+// receives after the batch's data, as a message its engine queues until
+// the caller takes it (mcnotify.go). Those calls return Mooncake's error codes (mcCode, the
 // values of Mooncake's error.h), not the connector's Codes.
 // docs/MOONCAKE.md describes what is compatible and what differs.
 //

@@ -4,10 +4,12 @@ package main
 
 /*
 #include <stdint.h>
+#include <stdlib.h>
 */
 import "C"
 
 import (
+	"encoding/json"
 	"fmt"
 	"unsafe"
 
@@ -114,8 +116,11 @@ func mcCall(h C.int64_t, op string, errBuf *C.char, errLen C.size_t, f func(m *m
 	return
 }
 
+// xfer_mc_register registers ranges of host memory, or with device
+// non-zero of GPU memory (CUDA device addresses).
+//
 //export xfer_mc_register
-func xfer_mc_register(h C.int64_t, addrs *unsafe.Pointer, lens *C.int64_t, n C.int32_t, errBuf *C.char, errLen C.size_t) C.int32_t {
+func xfer_mc_register(h C.int64_t, addrs *unsafe.Pointer, lens *C.int64_t, n C.int32_t, device C.int32_t, errBuf *C.char, errLen C.size_t) C.int32_t {
 	return mcCall(h, "mooncake register", errBuf, errLen, func(m *mcEngine) error {
 		k, err := mcCount(n)
 		if err != nil {
@@ -124,7 +129,7 @@ func xfer_mc_register(h C.int64_t, addrs *unsafe.Pointer, lens *C.int64_t, n C.i
 		if addrs == nil || lens == nil {
 			return fmt.Errorf("mooncake: register with a null array: %w", errInvalid)
 		}
-		return m.register(unsafe.Slice(addrs, k), unsafe.Slice((*int64)(unsafe.Pointer(lens)), k))
+		return m.register(unsafe.Slice(addrs, k), unsafe.Slice((*int64)(unsafe.Pointer(lens)), k), device != 0)
 	})
 }
 
@@ -222,14 +227,67 @@ func xfer_mc_check(h C.int64_t, batch C.int64_t, state *C.int32_t, errBuf *C.cha
 	})
 }
 
+// xfer_mc_transfer moves a batch and waits for it. With notify non-zero,
+// the target is then sent the notification (name, msg), as Mooncake's
+// TransferNotify.
+//
 //export xfer_mc_transfer
 func xfer_mc_transfer(h C.int64_t, seg *C.char, segLen C.int64_t, opcode C.int32_t, locals *unsafe.Pointer, remotes *C.uint64_t, lens *C.int64_t, n C.int32_t,
+	notify C.int32_t, name *C.char, nameLen C.int64_t, msg *C.char, msgLen C.int64_t,
 	codes *C.int32_t, errBuf *C.char, errLen C.size_t) C.int32_t {
 	return mcCall(h, "mooncake transfer", errBuf, errLen, func(m *mcEngine) error {
 		kind, xs, err := mcBatchArgs(opcode, locals, remotes, lens, n)
 		if err != nil {
 			return err
 		}
-		return m.transferSync(goStr(seg, segLen), kind, xs, codesOut(codes, n))
+		var nt *mcNotify
+		if notify != 0 {
+			if nameLen < 0 || msgLen < 0 {
+				return fmt.Errorf("mooncake: a notify of negative length: %w", errInvalid)
+			}
+			nt = &mcNotify{Name: goStr(name, nameLen), Msg: goStr(msg, msgLen)}
+		}
+		return m.transferSync(goStr(seg, segLen), kind, xs, codesOut(codes, n), nt)
 	})
+}
+
+// xfer_mc_notifies hands back the notifications received since the last
+// call, oldest first, and forgets them: a JSON array of {"name", "msg"}
+// in C memory (malloc'd; the caller frees it with xfer_free), with the
+// number dropped because too many waited in *dropped.
+//
+//export xfer_mc_notifies
+func xfer_mc_notifies(h C.int64_t, out **C.char, outLen *C.int64_t, dropped *C.int64_t, errBuf *C.char, errLen C.size_t) C.int32_t {
+	return mcCall(h, "mooncake notifies", errBuf, errLen, func(m *mcEngine) error {
+		if out == nil || outLen == nil || dropped == nil {
+			return fmt.Errorf("mooncake: notifies: no place for the result: %w", errInvalid)
+		}
+		ns, d := m.inbox.take()
+		if ns == nil {
+			ns = []mcNotify{}
+		}
+		b, err := json.Marshal(ns)
+		if err != nil {
+			return err
+		}
+		p := C.malloc(C.size_t(len(b) + 1))
+		if p == nil {
+			for _, n := range ns {
+				m.inbox.push(n) // taken back: nothing is lost
+			}
+			return fmt.Errorf("mooncake: notifies: malloc of %d bytes failed: %w", len(b)+1, errMemory)
+		}
+		dst := unsafe.Slice((*byte)(p), len(b)+1)
+		copy(dst, b)
+		dst[len(b)] = 0
+		*out, *outLen, *dropped = (*C.char)(p), C.int64_t(len(b)), C.int64_t(d)
+		return nil
+	})
+}
+
+// xfer_mc_probe checks that a segment answers now (Mooncake's send_probe).
+//
+//export xfer_mc_probe
+func xfer_mc_probe(h C.int64_t, seg *C.char, segLen C.int64_t, errBuf *C.char, errLen C.size_t) C.int32_t {
+	return mcCall(h, "mooncake probe", errBuf, errLen, func(m *mcEngine) error { return m.probe(goStr(seg, segLen)) })
 }

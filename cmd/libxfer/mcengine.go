@@ -13,6 +13,7 @@ import (
 	"unsafe"
 
 	"github.com/xferio/xfer"
+	"github.com/xferio/xfer/mem"
 	"github.com/xferio/xfer/mooncake"
 )
 
@@ -35,6 +36,7 @@ const (
 	mcOK                = mcCode(0)
 	mcErrInvalid        = mcCode(-1)   // bad input, and a failed or timed-out transfer (as Mooncake's binding reports them)
 	mcErrNotRegistered  = mcCode(-3)   // an address outside every registered range
+	mcErrNoDevice       = mcCode(-6)   // GPU memory where there is no CUDA driver or GPU
 	mcErrOverlapped     = mcCode(-7)   // a range overlapping a registered one
 	mcErrDNS            = mcCode(-101) // a segment's host that does not resolve
 	mcErrSocket         = mcCode(-102) // a peer that cannot be reached, or was lost
@@ -62,6 +64,8 @@ func mcCodeOf(err error) mcCode {
 		return mcErrNotRegistered
 	case errors.Is(err, errOverlapped):
 		return mcErrOverlapped
+	case errors.Is(err, xfer.ErrCUDANotAvailable):
+		return mcErrNoDevice
 	case errors.As(err, &dns):
 		return mcErrDNS
 	case errors.Is(err, errMetadata):
@@ -102,6 +106,8 @@ type mcEngine struct {
 	ctx     context.Context // ends at close
 	cancel  context.CancelFunc
 	calls   sync.WaitGroup
+	bg      sync.WaitGroup // serve, which takes peers' notifications
+	inbox   mcInbox        // notifications received, for get_notifies
 
 	mu      sync.Mutex
 	closed  bool
@@ -117,6 +123,7 @@ type mcRange struct {
 	base, n uintptr
 	r       *xfer.Region
 	managed bool // mapped by allocate_managed_buffer: unmapped when freed
+	device  bool // GPU memory: the CPU never touches it
 }
 
 // mcPeer is a dialed segment and the ranges its table listed last.
@@ -268,6 +275,8 @@ func mcOpen(localHost, metadata, protocol, device string) (int64, error) {
 			return 0, err
 		}
 	}
+	m.bg.Add(1)
+	go m.serve()
 	h := newHandle()
 	mcMu.Lock()
 	mcEngines[h] = m
@@ -299,6 +308,7 @@ func mcClose(h int64) error {
 	}
 	m.cancel()
 	m.calls.Wait()
+	m.bg.Wait()
 	m.mu.Lock()
 	m.closed = true
 	m.mu.Unlock()
@@ -389,9 +399,11 @@ func (m *mcEngine) checkRanges(addrs []unsafe.Pointer, lens []int64) error {
 }
 
 // register registers the caller's ranges (all or none) and lists them in
-// the segment table. Registering memory the caller frees before
-// unregistering it is the caller's error, as in Mooncake.
-func (m *mcEngine) register(addrs []unsafe.Pointer, lens []int64) error {
+// the segment table: host memory, or with device GPU memory (CUDA device
+// addresses, which the driver places on their GPU). Registering memory
+// the caller frees before unregistering it is the caller's error, as in
+// Mooncake.
+func (m *mcEngine) register(addrs []unsafe.Pointer, lens []int64, device bool) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if err := m.checkRanges(addrs, lens); err != nil {
@@ -399,14 +411,24 @@ func (m *mcEngine) register(addrs []unsafe.Pointer, lens []int64) error {
 	}
 	added := make([]mcRange, 0, len(addrs))
 	for i, p := range addrs {
-		r, err := m.e.Register(memAt(p, lens[i]), xfer.AccessReadWrite)
+		var r *xfer.Region
+		var err error
+		if device {
+			r, err = m.e.RegisterDevice(uintptr(p), int(lens[i]), xfer.AccessReadWrite)
+		} else {
+			r, err = m.e.Register(memAt(p, lens[i]), xfer.AccessReadWrite)
+		}
 		if err != nil {
 			for _, a := range added {
 				a.r.Close()
 			}
-			return fmt.Errorf("mooncake: register [%#x, +%d): %w: %w", uintptr(p), lens[i], err, errMemory)
+			kind := errMemory
+			if errors.Is(err, mem.ErrNotDevice) {
+				kind = errInvalid
+			}
+			return fmt.Errorf("mooncake: register [%#x, +%d): %w: %w", uintptr(p), lens[i], err, kind)
 		}
-		added = append(added, mcRange{base: uintptr(p), n: uintptr(lens[i]), r: r})
+		added = append(added, mcRange{base: uintptr(p), n: uintptr(lens[i]), r: r, device: device})
 	}
 	m.addRanges(added...)
 	return nil
@@ -492,19 +514,19 @@ func (m *mcEngine) freeManaged(p unsafe.Pointer) error {
 	return m.dropRanges([]int{i})
 }
 
-// localRange reports whether [p, p+n) lies in one registered range; m.mu
+// localRange returns the registered range [p, p+n) lies in, if any; m.mu
 // is held.
-func (m *mcEngine) localRange(p unsafe.Pointer, n int64) bool {
+func (m *mcEngine) localRange(p unsafe.Pointer, n int64) (mcRange, bool) {
 	a := uintptr(p)
 	if p == nil || n < 0 || a+uintptr(n) < a {
-		return false
+		return mcRange{}, false
 	}
 	for _, r := range m.regs {
 		if a >= r.base && a+uintptr(n) <= r.base+r.n {
-			return true
+			return r, true
 		}
 	}
-	return false
+	return mcRange{}, false
 }
 
 // localCopy copies n bytes between buf (the caller's) and registered
@@ -514,10 +536,21 @@ func (m *mcEngine) localRange(p unsafe.Pointer, n int64) bool {
 func (m *mcEngine) localCopy(p, buf unsafe.Pointer, n int64, in bool) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if !m.localRange(p, n) || (n > 0 && buf == nil) {
+	r, ok := m.localRange(p, n)
+	if !ok || (n > 0 && buf == nil) {
 		return fmt.Errorf("mooncake: %d bytes at %#x: not within a registered buffer: %w", n, uintptr(p), errNotRegistered)
 	}
 	if n == 0 {
+		return nil
+	}
+	if r.device {
+		dst, src := memAt(p, n), memAt(buf, n)
+		if !in {
+			dst, src = src, dst
+		}
+		if err := m.e.Copy(dst, src); err != nil {
+			return fmt.Errorf("mooncake: %d bytes at %#x on the GPU: %w", n, uintptr(p), err)
+		}
 		return nil
 	}
 	if in {
@@ -687,7 +720,7 @@ func (m *mcEngine) prepare(ctx context.Context, seg string, kind xfer.OpKind, xs
 			m.mu.Unlock()
 			return nil, nil, fmt.Errorf("mooncake: transfer %d: length %d: %w", i, x.n, errInvalid)
 		}
-		if !m.localRange(x.local, x.n) {
+		if _, ok := m.localRange(x.local, x.n); !ok {
 			m.mu.Unlock()
 			return nil, nil, fmt.Errorf("mooncake: transfer %d: %d local bytes at %#x: not within a registered buffer: %w", i, x.n, uintptr(x.local), errNotRegistered)
 		}
@@ -790,11 +823,17 @@ func (m *mcEngine) wait(id int64, codes []int32) error {
 	defer m.freeBatch(id)
 	ctx, cancel := context.WithDeadline(m.ctx, b.deadline)
 	defer cancel()
+	return m.waitBatch(ctx, b, codes)
+}
+
+// waitBatch waits for b until it is done or ctx ends: nil when every op
+// succeeded, the first error otherwise (each op's code in codes).
+func (m *mcEngine) waitBatch(ctx context.Context, b *mcBatch, codes []int32) error {
 	if err := b.b.Wait(ctx); err != nil && !b.b.Done() {
 		for i := range codes {
 			codes[i] = int32(mcErrInvalid) // abandoned: the ops still belong to the batch
 		}
-		return fmt.Errorf("mooncake: batch %d to %s: not done in time (MC_TRANSFER_TIMEOUT): %w", id, b.seg, err)
+		return fmt.Errorf("mooncake: a batch of %d to %s: not done in time (MC_TRANSFER_TIMEOUT): %w", len(b.ops), b.seg, err)
 	}
 	if err := b.result(codes); err != nil {
 		if errors.Is(err, xfer.ErrPeerLost) {
@@ -834,28 +873,47 @@ func (m *mcEngine) check(id int64) (int32, error) {
 
 // transferSync posts a batch and waits for it: a sync transfer. A batch
 // refused at the target because a range it listed was unregistered is
-// resolved against its table again and posted once more.
-func (m *mcEngine) transferSync(seg string, kind xfer.OpKind, xs []mcXfer, codes []int32) error {
+// resolved against its table again and posted once more. With a notify,
+// the target is sent it once the batch is done (mcnotify.go), and a notify
+// that cannot be sent fails the call.
+func (m *mcEngine) transferSync(seg string, kind xfer.OpKind, xs []mcXfer, codes []int32, notify *mcNotify) error {
+	if err := m.checkNotify(notify); err != nil {
+		return err
+	}
+	ctx, cancel := m.opCtx(total(xs))
+	defer cancel()
 	for again := false; ; again = true {
-		id, err := m.submit(seg, kind, xs)
+		mp, ops, err := m.prepare(ctx, seg, kind, xs)
 		if err != nil {
 			return err
 		}
-		err = m.wait(id, codes)
+		err = m.waitBatch(ctx, &mcBatch{b: mp.p.Submit(ops), ops: ops, seg: seg}, codes)
+		if err == nil && notify != nil {
+			return m.notifyAfter(seg, total(xs), *notify)
+		}
 		if again || !errors.Is(err, xfer.ErrRemoteAccess) {
 			return err
 		}
-		m.mu.Lock()
-		mp := m.peers[seg]
-		m.mu.Unlock()
-		if mp == nil {
-			return err
-		}
-		ctx, cancel := m.opCtx(0)
-		rerr := m.refresh(ctx, mp)
-		cancel()
-		if rerr != nil {
+		if rerr := m.refresh(ctx, mp); rerr != nil {
 			return err
 		}
 	}
+}
+
+// notifyAfter sends notify to seg after a transfer of n bytes to it
+// completed, within the transfer's timeout.
+func (m *mcEngine) notifyAfter(seg string, n uint64, notify mcNotify) error {
+	ctx, cancel := m.opCtx(n)
+	defer cancel()
+	mp, err := m.peer(ctx, seg)
+	if err != nil {
+		return err
+	}
+	if err := m.sendNotify(ctx, mp, notify); err != nil {
+		if !errors.Is(err, errInvalid) {
+			m.forget(seg, mp)
+		}
+		return err
+	}
+	return nil
 }

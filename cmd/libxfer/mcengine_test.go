@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"net"
+	"runtime"
 	"strconv"
 	"syscall"
 	"testing"
@@ -25,7 +26,7 @@ func mmapped(t *testing.T, n int) []byte {
 
 // openMC opens an engine on loopback without a metadata server
 // (P2PHANDSHAKE) and returns it with its segment name.
-func openMC(t *testing.T) (*mcEngine, string) {
+func openMC(t testing.TB) (*mcEngine, string) {
 	t.Helper()
 	m := openNamed(t, "127.0.0.1", "P2PHANDSHAKE")
 	return m, "127.0.0.1:" + strconv.Itoa(m.port)
@@ -41,14 +42,14 @@ func TestMCEngineLoopback(t *testing.T) {
 	}
 	remote := mmapped(t, 1<<16)
 	local := mmapped(t, 1<<16)
-	if err := target.register([]unsafe.Pointer{ptr(remote)}, []int64{int64(len(remote))}); err != nil {
+	if err := target.register([]unsafe.Pointer{ptr(remote)}, []int64{int64(len(remote))}, false); err != nil {
 		t.Fatal(err)
 	}
-	if err := init.register([]unsafe.Pointer{ptr(local)}, []int64{int64(len(local))}); err != nil {
+	if err := init.register([]unsafe.Pointer{ptr(local)}, []int64{int64(len(local))}, false); err != nil {
 		t.Fatal(err)
 	}
 	// An overlapping range is refused, and nothing changes.
-	if err := target.register([]unsafe.Pointer{ptr(remote[100:])}, []int64{10}); mcCodeOf(err) != mcErrOverlapped {
+	if err := target.register([]unsafe.Pointer{ptr(remote[100:])}, []int64{10}, false); mcCodeOf(err) != mcErrOverlapped {
 		t.Errorf("overlapping register: %v (code %d)", err, mcCodeOf(err))
 	}
 	first, err := init.firstBuffer(seg)
@@ -58,7 +59,7 @@ func TestMCEngineLoopback(t *testing.T) {
 	copy(local, bytes.Repeat([]byte("xfer"), 1024))
 	raddr := first + 512
 	codes := make([]int32, 1)
-	if err := init.transferSync(seg, xfer.OpWrite, []mcXfer{{ptr(local), raddr, 4096}}, codes); err != nil {
+	if err := init.transferSync(seg, xfer.OpWrite, []mcXfer{{ptr(local), raddr, 4096}}, codes, nil); err != nil {
 		t.Fatal(err)
 	}
 	if !bytes.Equal(remote[512:512+4096], local[:4096]) {
@@ -75,21 +76,21 @@ func TestMCEngineLoopback(t *testing.T) {
 		t.Error("READ: the data differs")
 	}
 	// A remote range past the registered one: refused before anything moves.
-	err = init.transferSync(seg, xfer.OpWrite, []mcXfer{{ptr(local), first + uint64(len(remote)) - 10, 20}}, codes)
+	err = init.transferSync(seg, xfer.OpWrite, []mcXfer{{ptr(local), first + uint64(len(remote)) - 10, 20}}, codes, nil)
 	if mcCodeOf(err) != mcErrNotRegistered {
 		t.Errorf("a range past the buffer: %v (code %d)", err, mcCodeOf(err))
 	}
 	// An unregistered local range.
 	other := mmapped(t, 4096)
-	if err := init.transferSync(seg, xfer.OpWrite, []mcXfer{{ptr(other), first, 20}}, codes); mcCodeOf(err) != mcErrNotRegistered {
+	if err := init.transferSync(seg, xfer.OpWrite, []mcXfer{{ptr(other), first, 20}}, codes, nil); mcCodeOf(err) != mcErrNotRegistered {
 		t.Errorf("an unregistered local range: %v (code %d)", err, mcCodeOf(err))
 	}
 	// A range registered after the peer read the table is found.
 	more := mmapped(t, 4096)
-	if err := target.register([]unsafe.Pointer{ptr(more)}, []int64{4096}); err != nil {
+	if err := target.register([]unsafe.Pointer{ptr(more)}, []int64{4096}, false); err != nil {
 		t.Fatal(err)
 	}
-	if err := init.transferSync(seg, xfer.OpWrite, []mcXfer{{ptr(local), uint64(uintptr(ptr(more))), 4096}}, codes); err != nil {
+	if err := init.transferSync(seg, xfer.OpWrite, []mcXfer{{ptr(local), uint64(uintptr(ptr(more))), 4096}}, codes, nil); err != nil {
 		t.Fatal(err)
 	}
 	if !bytes.Equal(more, local[:4096]) {
@@ -99,7 +100,7 @@ func TestMCEngineLoopback(t *testing.T) {
 	if err := target.unregister([]unsafe.Pointer{ptr(more)}); err != nil {
 		t.Fatal(err)
 	}
-	err = init.transferSync(seg, xfer.OpWrite, []mcXfer{{ptr(local), uint64(uintptr(ptr(more))), 16}}, codes)
+	err = init.transferSync(seg, xfer.OpWrite, []mcXfer{{ptr(local), uint64(uintptr(ptr(more))), 16}}, codes, nil)
 	if mcCodeOf(err) != mcErrNotRegistered {
 		t.Errorf("a range unregistered since: %v (code %d)", err, mcCodeOf(err))
 	}
@@ -110,7 +111,7 @@ func TestMCEngineLoopback(t *testing.T) {
 	}
 	dead := l.Addr().String()
 	l.Close()
-	if err := init.transferSync(dead, xfer.OpWrite, []mcXfer{{ptr(local), first, 16}}, codes); mcCodeOf(err) != mcErrSocket {
+	if err := init.transferSync(dead, xfer.OpWrite, []mcXfer{{ptr(local), first, 16}}, codes, nil); mcCodeOf(err) != mcErrSocket {
 		t.Errorf("an unknown segment: %v (code %d)", err, mcCodeOf(err))
 	}
 }
@@ -176,4 +177,68 @@ func FuzzSegmentTable(f *testing.F) {
 			}
 		}
 	})
+}
+
+// BenchmarkMCTransferSync1M is a 1 MiB WRITE through the Mooncake
+// engine's sync path (what batch_transfer_sync_write runs below Python),
+// one at a time between two engines of this process: from a goroutine,
+// and from a goroutine locked to its thread, as a call through the C ABI
+// is; Peer.Write of the same bytes is the floor.
+func BenchmarkMCTransferSync1M(b *testing.B) { benchTransferSync(b, 1<<20) }
+
+// BenchmarkMCTransferSync16 is BenchmarkMCTransferSync1M's call with 16
+// bytes: what a call costs besides its bytes.
+func BenchmarkMCTransferSync16(b *testing.B) { benchTransferSync(b, 16) }
+
+func benchTransferSync(b *testing.B, n int) {
+	target, seg := openMC(b)
+	init, _ := openMC(b)
+	remote, local := mmappedB(b, max(n, 4096)), mmappedB(b, max(n, 4096))
+	for i := range local {
+		local[i], remote[i] = byte(i), byte(i>>3)
+	}
+	if err := target.register([]unsafe.Pointer{ptr(remote)}, []int64{int64(len(remote))}, false); err != nil {
+		b.Fatal(err)
+	}
+	if err := init.register([]unsafe.Pointer{ptr(local)}, []int64{int64(len(local))}, false); err != nil {
+		b.Fatal(err)
+	}
+	xs := []mcXfer{{ptr(local), uint64(uintptr(ptr(remote))), int64(n)}}
+	codes := make([]int32, 1)
+	run := func(b *testing.B) {
+		b.SetBytes(int64(n))
+		for b.Loop() {
+			if err := init.transferSync(seg, xfer.OpWrite, xs, codes, nil); err != nil {
+				b.Fatal(err)
+			}
+		}
+	}
+	b.Run("goroutine", run)
+	b.Run("locked", func(b *testing.B) {
+		runtime.LockOSThread()
+		defer runtime.UnlockOSThread()
+		run(b)
+	})
+	b.Run("peer-write", func(b *testing.B) {
+		mp := init.peers[seg]
+		ra, err := init.resolve(b.Context(), mp, xs[0].remote, uint64(n))
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.SetBytes(int64(n))
+		for b.Loop() {
+			if err := mp.p.Write(b.Context(), local[:n], ra); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+}
+
+func mmappedB(b *testing.B, n int) []byte {
+	m, err := syscall.Mmap(-1, 0, n, syscall.PROT_READ|syscall.PROT_WRITE, syscall.MAP_PRIVATE|syscall.MAP_ANONYMOUS)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { syscall.Munmap(m) })
+	return m
 }

@@ -17,7 +17,7 @@ import (
 )
 
 // openNamed opens an engine named name through the metadata server meta.
-func openNamed(t *testing.T, name, meta string) *mcEngine {
+func openNamed(t testing.TB, name, meta string) *mcEngine {
 	t.Helper()
 	h, err := mcOpen(name, meta, "tcp", "")
 	if err != nil {
@@ -44,10 +44,10 @@ func metadataServer(t *testing.T, o mooncake.ServerOptions) (*mooncake.Server, s
 func roundTrip(t *testing.T, target, init *mcEngine, seg string) {
 	t.Helper()
 	remote, local := mmapped(t, 1<<14), mmapped(t, 1<<14)
-	if err := target.register([]unsafe.Pointer{ptr(remote)}, []int64{int64(len(remote))}); err != nil {
+	if err := target.register([]unsafe.Pointer{ptr(remote)}, []int64{int64(len(remote))}, false); err != nil {
 		t.Fatal(err)
 	}
-	if err := init.register([]unsafe.Pointer{ptr(local)}, []int64{int64(len(local))}); err != nil {
+	if err := init.register([]unsafe.Pointer{ptr(local)}, []int64{int64(len(local))}, false); err != nil {
 		t.Fatal(err)
 	}
 	first, err := init.firstBuffer(seg)
@@ -59,13 +59,13 @@ func roundTrip(t *testing.T, target, init *mcEngine, seg string) {
 	}
 	copy(local, bytes.Repeat([]byte("moon"), 1024))
 	codes := make([]int32, 1)
-	if err := init.transferSync(seg, xfer.OpWrite, []mcXfer{{ptr(local), first + 64, 4096}}, codes); err != nil {
+	if err := init.transferSync(seg, xfer.OpWrite, []mcXfer{{ptr(local), first + 64, 4096}}, codes, nil); err != nil {
 		t.Fatal(err)
 	}
 	if !bytes.Equal(remote[64:64+4096], local[:4096]) {
 		t.Fatal("WRITE through the metadata server: the target's memory differs")
 	}
-	if err := init.transferSync(seg, xfer.OpRead, []mcXfer{{ptr(local[8192:]), first + 64, 4096}}, codes); err != nil {
+	if err := init.transferSync(seg, xfer.OpRead, []mcXfer{{ptr(local[8192:]), first + 64, 4096}}, codes, nil); err != nil {
 		t.Fatal(err)
 	}
 	if !bytes.Equal(local[8192:8192+4096], local[:4096]) {
@@ -90,10 +90,10 @@ func TestMCHTTPMetadata(t *testing.T) {
 	roundTrip(t, target, init, "prefill-0")
 	codes := make([]int32, 1)
 	local := mmapped(t, 4096)
-	if err := init.register([]unsafe.Pointer{ptr(local)}, []int64{4096}); err != nil {
+	if err := init.register([]unsafe.Pointer{ptr(local)}, []int64{4096}, false); err != nil {
 		t.Fatal(err)
 	}
-	err := init.transferSync("decode-9", xfer.OpWrite, []mcXfer{{ptr(local), 4096, 16}}, codes)
+	err := init.transferSync("decode-9", xfer.OpWrite, []mcXfer{{ptr(local), 4096, 16}}, codes, nil)
 	if mcCodeOf(err) != mcErrMetadata || !strings.Contains(err.Error(), "decode-9") {
 		t.Errorf("an unknown segment: %v (code %d), want ERR_METADATA naming it", err, mcCodeOf(err))
 	}

@@ -46,6 +46,8 @@ for line in sys.stdin:
         r = te.register_memory(c["addr"], c["n"])
     elif c["op"] == "unregister":
         r = te.unregister_memory(c["addr"])
+    elif c["op"] == "notifies":
+        r = [[type(n).__name__, n.name, n.msg] for n in te.get_notifies()]
     print(json.dumps({"r": r}), flush=True)
 """
 
@@ -185,7 +187,10 @@ def test_register_and_unregister(engine):
     # Not host memory of this process, or not host memory at all: refused before the engine sees it.
     assert engine.register_memory(8, 4096) == mce.ERR_INVALID_ARGUMENT
     assert "not host memory" in engine.last_error
-    assert engine.register_memory(base, a.nbytes, "cuda:0") == mce.ERR_NOT_IMPLEMENTED
+    # Host memory said to be on a GPU: no driver here (-6), or a driver that does not know it (-1).
+    want = mce.ERR_INVALID_ARGUMENT if mce.SUPPORT_CUDA else mce.ERR_DEVICE_NOT_FOUND
+    assert engine.register_memory(base, a.nbytes, "cuda:0") == want
+    assert engine.register_memory(base, a.nbytes, "npu:0") == mce.ERR_NOT_IMPLEMENTED
     assert engine.register_memory(base, 0) == mce.ERR_INVALID_ARGUMENT
 
 
@@ -237,9 +242,6 @@ def test_sync_write_and_read(engine, target, local):
                                     mce.TransferOpcode.Write) == 0, engine.last_error
         assert target.read(target.info[name], 4096) == local[:4096].tobytes()
     assert engine.transfer_sync(target.segment, local.ctypes.data, dst, 16, 7) == mce.ERR_INVALID_ARGUMENT
-    notify = mce.TransferNotify("n", "m")
-    assert engine.transfer_sync(target.segment, local.ctypes.data, dst, 16, mce.Write, notify) == \
-        mce.ERR_NOT_IMPLEMENTED
 
 
 def test_batch_sync(engine, target, local):
@@ -356,8 +358,8 @@ def test_dead_peer_within_timeout(engine, local):
 STOPPED = r"""
 import json, sys, time
 import numpy as np
-from xfer.mooncake.engine import TransferEngine
-seg, dst = sys.argv[1], int(sys.argv[2])
+from xfer.mooncake.engine import TransferEngine, TransferNotify, Write
+seg, dst, notify = sys.argv[1], int(sys.argv[2]), sys.argv[3] == "notify"
 te = TransferEngine()
 assert te.initialize("127.0.0.1", "P2PHANDSHAKE", "tcp", "") == 0
 buf = np.zeros(1 << 20, dtype=np.uint8)
@@ -366,21 +368,46 @@ assert te.transfer_sync_write(seg, buf.ctypes.data, dst, 4096) == 0, te.last_err
 print("ready", flush=True)
 sys.stdin.readline()
 start = time.monotonic()
-code = te.transfer_sync_write(seg, buf.ctypes.data, dst, 1 << 20)
+if notify:
+    code = te.transfer_sync(seg, buf.ctypes.data, dst, 1 << 20, Write, TransferNotify("stopped", "peer"))
+else:
+    code = te.transfer_sync_write(seg, buf.ctypes.data, dst, 1 << 20)
 print(json.dumps({"code": code, "seconds": time.monotonic() - start, "error": te.last_error}), flush=True)
 """
 
 
-def test_stopped_peer_times_out():
+def wait_stopped(pid, seconds=10):
+    """Waits until every thread of pid is stopped: kill(SIGSTOP) returns
+    before they all are, and on a busy host a thread may still answer."""
+    import os
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        states = []
+        for tid in os.listdir(f"/proc/{pid}/task"):
+            try:
+                with open(f"/proc/{pid}/task/{tid}/stat") as f:
+                    states.append(f.read().rsplit(")", 1)[1].split()[0])
+            except OSError:
+                pass
+        if states and all(st in "tT" for st in states):
+            return
+        time.sleep(0.001)
+    raise AssertionError(f"process {pid} did not stop within {seconds} s")
+
+
+@pytest.mark.parametrize("notify", [False, True])
+def test_stopped_peer_times_out(notify):
     import os
     import signal
     t = Target()
     env = dict(os.environ, MC_TRANSFER_TIMEOUT="5")
-    p = subprocess.Popen([sys.executable, "-c", STOPPED, t.segment, str(t.info["arr"])], stdin=subprocess.PIPE,
+    p = subprocess.Popen([sys.executable, "-c", STOPPED, t.segment, str(t.info["arr"]), "notify" if notify else ""],
+                         stdin=subprocess.PIPE,
                          stdout=subprocess.PIPE, text=True, env=env)
     try:
         assert p.stdout.readline().strip() == "ready"
         t.p.send_signal(signal.SIGSTOP)
+        wait_stopped(t.p.pid)
         p.stdin.write("go\n")
         p.stdin.flush()
         out = json.loads(p.stdout.readline())
@@ -391,6 +418,191 @@ def test_stopped_peer_times_out():
         p.wait()
         t.p.send_signal(signal.SIGCONT)
         t.kill()
+
+
+def notifies(target, want, seconds=5):
+    """The target's notifications, taken until want have come (they
+    arrive just after the transfer returns) or seconds have passed."""
+    got, deadline = [], time.monotonic() + seconds
+    while len(got) < want and time.monotonic() < deadline:
+        got += [tuple(n) for n in target.do(op="notifies")]
+        if len(got) < want:
+            time.sleep(0.005)
+    return got
+
+
+def test_notify(engine, target, local):
+    dst = target.info["arr"]
+    data = pattern(3 * 65536, 7)
+    local[:len(data)] = data
+    # One transfer: the notify comes once the data is in place, as a TransferNotify.
+    note = mce.TransferNotify("prefill-0", "req-17 layers 0-31")
+    assert engine.transfer_sync(target.segment, local.ctypes.data, dst, 65536, mce.Write, note) == 0, \
+        engine.last_error
+    assert notifies(target, 1) == [("TransferNotify", "prefill-0", "req-17 layers 0-31")]
+    assert target.read(dst, 65536) == data[:65536].tobytes()
+    # A batch, by keyword, with non-ASCII text and an empty message; a READ notifies too.
+    offs = [0, 65536, 131072]
+    assert engine.batch_transfer_sync(target.segment, [local.ctypes.data + o for o in offs],
+                                      [dst + 2 * o for o in offs], [65536] * 3, mce.Write,
+                                      notify=mce.TransferNotify(name="décode", msg="")) == 0, engine.last_error
+    assert engine.transfer_sync(target.segment, local.ctypes.data, dst, 16, mce.Read,
+                                mce.TransferNotify("r", "read")) == 0, engine.last_error
+    assert notifies(target, 2) == [("TransferNotify", "décode", ""), ("TransferNotify", "r", "read")]
+    for o in offs:
+        assert target.read(dst + 2 * o, 65536) == data[o:o + 65536].tobytes()
+    # Taken once: nothing is left, and the initiator itself received none.
+    assert notifies(target, 1, seconds=0.2) == []
+    assert engine.get_notifies() == []
+    # A message as large as one engine message holds (64 KiB less the header) arrives whole.
+    big = "x" * ((64 << 10) - 8 - 3)
+    assert engine.transfer_sync(target.segment, local.ctypes.data, dst, 16, mce.Write,
+                                mce.TransferNotify("big", big)) == 0, engine.last_error
+    assert notifies(target, 1) == [("TransferNotify", "big", big)]
+
+
+def test_notify_refused(engine, target, local):
+    arr, n = target.info["arr"], MiB
+    before = target.read(arr, 64)
+    local[:64] = 0xAB
+    # Too large for one message, or not a notify: refused, and nothing moves.
+    too_big = mce.TransferNotify("n", "y" * (64 << 10))
+    assert engine.transfer_sync(target.segment, local.ctypes.data, arr, 64, mce.Write, too_big) == \
+        mce.ERR_INVALID_ARGUMENT
+    assert "notify" in engine.last_error
+    assert engine.transfer_sync(target.segment, local.ctypes.data, arr, 64, mce.Write, "n:m") == \
+        mce.ERR_INVALID_ARGUMENT
+    assert engine.transfer_sync(target.segment, local.ctypes.data, arr, 64, mce.Write,
+                                mce.TransferNotify(b"bytes", "m")) == mce.ERR_INVALID_ARGUMENT
+    assert target.read(arr, 64) == before
+    # A transfer that fails sends no notify: an unregistered range on either side, an unknown segment.
+    note = mce.TransferNotify("n", "m")
+    assert engine.transfer_sync(target.segment, local.ctypes.data, arr + n - 8, 16, mce.Write, note) == \
+        mce.ERR_ADDRESS_NOT_REGISTERED
+    other = np.zeros(4096, dtype=np.uint8)
+    assert engine.transfer_sync(target.segment, other.ctypes.data, arr, 16, mce.Write, note) == \
+        mce.ERR_ADDRESS_NOT_REGISTERED
+    assert engine.batch_transfer_sync(dead_segment(), [local.ctypes.data], [arr], [16], mce.Write, note) == \
+        mce.ERR_SOCKET
+    assert target.read(arr, 64) == before
+    assert notifies(target, 1, seconds=0.2) == []
+
+
+def test_notify_dead_peer(engine, local):
+    t = Target()
+    try:
+        dst = t.info["arr"]
+        note = mce.TransferNotify("n", "m")
+        assert engine.transfer_sync(t.segment, local.ctypes.data, dst, 4096, mce.Write, note) == 0, engine.last_error
+        assert notifies(t, 1) == [("TransferNotify", "n", "m")]
+        t.kill()
+        start = time.monotonic()
+        assert engine.transfer_sync(t.segment, local.ctypes.data, dst, 4096, mce.Write, note) == mce.ERR_SOCKET, \
+            engine.last_error
+        assert time.monotonic() - start < 30
+    finally:
+        t.kill()
+
+
+def test_send_probe(engine, target):
+    assert engine.send_probe(target.segment) == 0, engine.last_error
+    assert engine.send_probe(target.segment) == 0, engine.last_error
+    for seg, want in [("no-port", mce.ERR_INVALID_ARGUMENT), (dead_segment(), mce.ERR_SOCKET),
+                      ("no-such-host.invalid:1234", mce.ERR_DNS)]:
+        assert engine.send_probe(seg) == want, (seg, engine.last_error)
+    assert TransferEngine().send_probe(target.segment) == mce.ERR_INVALID_ARGUMENT  # not initialized
+
+
+def test_send_probe_dead_peer(engine):
+    t = Target()
+    try:
+        assert engine.send_probe(t.segment) == 0, engine.last_error
+        t.kill()
+        start = time.monotonic()
+        assert engine.send_probe(t.segment) == mce.ERR_SOCKET, engine.last_error
+        assert time.monotonic() - start < 30
+    finally:
+        t.kill()
+
+
+def test_cuda_flags_and_calls(engine, target, local):
+    try:
+        ctypes.CDLL("libcuda.so.1")
+        driver = True
+    except OSError:
+        driver = False
+    assert mce.SUPPORT_CUDA is driver
+    assert (mce.SUPPORT_EFA, mce.SUPPORT_HIP, mce.SUPPORT_MNNVL, mce.SUPPORT_INTRA_NVLINK) == (False,) * 4
+    arr = target.info["arr"]
+    local[:4096] = pattern(4096, 8)
+    calls = [
+        lambda: engine.transfer_write_on_cuda(target.segment, local.ctypes.data, arr, 4096),
+        lambda: engine.transfer_read_on_cuda(target.segment, local.ctypes.data, arr, 4096, stream_ptr=0),
+        lambda: engine.batch_transfer_write_on_cuda(target.segment, [local.ctypes.data], [arr], [4096], 0, ""),
+        lambda: engine.batch_transfer_read_on_cuda(target.segment, [local.ctypes.data], [arr], [4096]),
+    ]
+    if not driver:
+        before = target.read(arr, 4096)
+        for call in calls:
+            assert call() == mce.ERR_DEVICE_NOT_FOUND
+            assert "no CUDA driver" in engine.last_error
+        assert target.read(arr, 4096) == before
+        return
+    # With a driver, on the default stream, host memory moves as with the plain calls.
+    assert calls[0]() == 0, engine.last_error
+    assert target.read(arr, 4096) == local[:4096].tobytes()
+    for call in calls[1:]:
+        assert call() == 0, engine.last_error
+
+
+class StandInDriver:
+    """In place of libcuda: records each stream synchronized and answers rc."""
+
+    def __init__(self, rc=0):
+        self.rc, self.streams = rc, []
+
+    def cuStreamSynchronize(self, stream):  # noqa: N802 (the driver's name)
+        self.streams.append(stream)
+        return self.rc
+
+
+def test_cuda_paths_with_a_stand_in_driver(engine, target, local, monkeypatch):
+    """The Python side of the calls where the driver loads (no GPU here:
+    the engine's own driver lookup still finds none)."""
+    driver = StandInDriver()
+    monkeypatch.setattr(mce, "_cuda", driver)
+    arr = target.info["arr"]
+    local[:4096] = pattern(4096, 9)
+    # The stream is synchronized first, then the transfer moves.
+    assert engine.transfer_write_on_cuda(target.segment, local.ctypes.data, arr, 4096, stream_ptr=0x1234) == 0, \
+        engine.last_error
+    assert driver.streams == [0x1234]
+    assert target.read(arr, 4096) == local[:4096].tobytes()
+    local[:4096] = 0
+    assert engine.batch_transfer_read_on_cuda(target.segment, [local.ctypes.data], [arr], [4096]) == 0
+    assert driver.streams[-1] is None  # 0: the default stream
+    assert local[:4096].tobytes() == target.read(arr, 4096)
+    # A stream that fails to synchronize: -1, nothing moves.
+    before = target.read(arr, 16)
+    local[:16] = 0x5A
+    driver.rc = 700
+    assert engine.transfer_write_on_cuda(target.segment, local.ctypes.data, arr, 16, 0x99) == mce.ERR_INVALID_ARGUMENT
+    assert "CUresult 700" in engine.last_error
+    # No context on the default stream: nothing was queued there, so it moves; on another stream it fails.
+    driver.rc = 201
+    assert engine.batch_transfer_write_on_cuda(target.segment, [local.ctypes.data], [arr], [16], 0x99) == \
+        mce.ERR_INVALID_ARGUMENT
+    assert target.read(arr, 16) == before
+    assert engine.batch_transfer_write_on_cuda(target.segment, [local.ctypes.data], [arr], [16]) == 0
+    assert target.read(arr, 16) == bytes([0x5A] * 16)
+    # GPU registration reaches the engine, which finds no driver of its own: -6 for cuda:N;
+    # with "*", memory that is neither host nor GPU memory is -1.
+    a = np.zeros(4096, dtype=np.uint8)
+    assert engine.register_memory(a.ctypes.data, 4096, "cuda:0") == mce.ERR_DEVICE_NOT_FOUND
+    assert engine.register_memory(8, 4096) == mce.ERR_INVALID_ARGUMENT
+    assert "nor GPU memory" in engine.last_error
+    assert engine.register_memory(a.ctypes.data, 4096) == 0  # host memory stays host memory
+    assert engine.unregister_memory(a.ctypes.data) == 0
 
 
 def test_mooncake_md_examples_run():

@@ -14,7 +14,7 @@ import threading
 
 from . import errors
 
-ABI_VERSION = 3
+ABI_VERSION = 4
 ERR_LEN = 4096
 META_CAP = 64 << 10
 
@@ -68,7 +68,7 @@ def _declare(lib):
         # Mooncake's TransferEngine (xfer.mooncake.engine): Mooncake's codes.
         "xfer_mc_open": ([s, i64, s, i64, s, i64, s, i64, c_int64_p, c_int32_p] + err, i32),
         "xfer_mc_close": ([i64] + err, i32),
-        "xfer_mc_register": ([i64, ctypes.POINTER(vp), c_int64_p, i32] + err, i32),
+        "xfer_mc_register": ([i64, ctypes.POINTER(vp), c_int64_p, i32, i32] + err, i32),
         "xfer_mc_unregister": ([i64, ctypes.POINTER(vp), i32] + err, i32),
         "xfer_mc_alloc": ([i64, i64, c_uint64_p] + err, i32),
         "xfer_mc_free_managed": ([i64, vp] + err, i32),
@@ -77,7 +77,10 @@ def _declare(lib):
         "xfer_mc_submit": ([i64, s, i64, i32, ctypes.POINTER(vp), c_uint64_p, c_int64_p, i32, c_int64_p] + err, i32),
         "xfer_mc_wait": ([i64, i64, c_int32_p, i32] + err, i32),
         "xfer_mc_check": ([i64, i64, c_int32_p] + err, i32),
-        "xfer_mc_transfer": ([i64, s, i64, i32, ctypes.POINTER(vp), c_uint64_p, c_int64_p, i32, c_int32_p] + err, i32),
+        "xfer_mc_transfer": ([i64, s, i64, i32, ctypes.POINTER(vp), c_uint64_p, c_int64_p, i32, i32, s, i64, s, i64,
+                              c_int32_p] + err, i32),
+        "xfer_mc_notifies": ([i64, ctypes.POINTER(vp), c_int64_p, c_int64_p] + err, i32),
+        "xfer_mc_probe": ([i64, s, i64] + err, i32),
     }
     for name, (args, res) in sig.items():
         f = getattr(lib, name)

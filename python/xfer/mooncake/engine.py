@@ -54,7 +54,25 @@ ERR_METADATA = -200
 ERR_MEMORY = -302
 ERR_NOT_IMPLEMENTED = -303
 
-SUPPORT_CUDA = False
+
+
+def _load_cuda():
+    """The CUDA driver (libcuda.so.1, loaded, not initialized: a process
+    that forks later keeps a working driver), or None where there is none."""
+    try:
+        cu = ctypes.CDLL("libcuda.so.1")
+    except OSError:
+        return None
+    cu.cuStreamSynchronize.argtypes, cu.cuStreamSynchronize.restype = [ctypes.c_void_p], ctypes.c_int
+    return cu
+
+
+_cuda = _load_cuda()
+
+# SUPPORT_CUDA: this process can load the CUDA driver, so register_memory
+# takes GPU memory (location "cuda:N", or "*" with a device pointer) and the
+# *_on_cuda calls work. Without it they return ERR_DEVICE_NOT_FOUND.
+SUPPORT_CUDA = _cuda is not None
 SUPPORT_EFA = False
 SUPPORT_HIP = False
 SUPPORT_MNNVL = False
@@ -72,12 +90,16 @@ Write = TransferOpcode.Write
 
 
 class TransferNotify:
-    """Mooncake's notification of a transfer (name, msg). xfer's engine does
-    not send notifications yet: a transfer given one fails with
-    ERR_NOT_IMPLEMENTED."""
+    """Mooncake's notification of a transfer: a name (by convention the
+    sender's) and a message, both str. Given to transfer_sync or
+    batch_transfer_sync, it reaches the target after the transfer's data,
+    and the target's get_notifies returns it."""
 
     def __init__(self, name="", msg=""):
         self.name, self.msg = name, msg
+
+    def __repr__(self):
+        return f"TransferNotify(name={self.name!r}, msg={self.msg!r})"
 
 
 def _rw_spans():
@@ -254,26 +276,63 @@ class TransferEngine:
         return json.dumps({n: {"name": n} for n in names})
 
     def get_notifies(self):
-        """Notifications received: none (xfer's engine sends none yet)."""
-        return []
+        """The notifications received since the last call, oldest first, as
+        TransferNotify objects (each returned once); [] when there are none
+        or the engine is not initialized."""
+        if not self._h:
+            return []
+        out, n, dropped = ctypes.c_void_p(), ctypes.c_int64(), ctypes.c_int64()
+        if self._call("notifies", self._h, ctypes.byref(out), ctypes.byref(n), ctypes.byref(dropped)) != 0:
+            return []
+        try:
+            items = json.loads(ctypes.string_at(out.value, n.value))
+        finally:
+            _lib.lib().xfer_free(out)
+        if dropped.value:
+            log.warning("xfer.mooncake: %d notifications dropped: more than a million waited for get_notifies",
+                        dropped.value)
+        return [TransferNotify(i["name"], i["msg"]) for i in items]
+
+    def send_probe(self, peer_server_name):
+        """Checks that segment peer_server_name answers now: a round trip
+        to its engine (dialing it if need be) within MC_TRANSFER_TIMEOUT.
+        0, or a negative code (ERR_SOCKET: nothing answers there; ERR_DNS;
+        ERR_METADATA: not a Mooncake segment, or a name the metadata server
+        does not know; -1: no answer in time)."""
+        if not self._ready():
+            return ERR_INVALID_ARGUMENT
+        seg, sl = _lib.enc(str(peer_server_name))
+        return self._call("probe", self._h, seg, sl)
 
     # -- memory ----------------------------------------------------------
 
-    def _check_host(self, addrs, lens, location):
+    def _memory_kind(self, addrs, lens, location):
+        """Where the ranges are: (0, 0) host memory, (0, 1) GPU memory, or
+        (code, None) refused."""
         loc = str(location or "*")
-        if loc != "*" and not loc.startswith("cpu"):
-            return self._fail(ERR_NOT_IMPLEMENTED,
-                              f"xfer.mooncake: register memory at {loc}: host memory only for now (location '*' or 'cpu')")
-        spans = _rw_spans()
+        device = loc.startswith("cuda")
+        if loc != "*" and not device and not loc.startswith("cpu"):
+            return self._fail(ERR_NOT_IMPLEMENTED, f"xfer.mooncake: register memory at {loc}: host memory "
+                              "(location '*' or 'cpu') or CUDA memory ('cuda:N') only"), None
         for a, n in zip(addrs, lens):
             if n <= 0 or a <= 0:
                 return self._fail(ERR_INVALID_ARGUMENT,
-                                  f"xfer.mooncake: register [{a:#x}, +{n}): want a non-null address and a positive length")
-            if not _host_range(spans, a, n):
-                return self._fail(ERR_INVALID_ARGUMENT,
-                                  f"xfer.mooncake: register [{a:#x}, +{n}): not host memory this process can read and "
-                                  "write (GPU memory is not supported yet)")
-        return 0
+                                  f"xfer.mooncake: register [{a:#x}, +{n}): want a non-null address and a positive length"), None
+        if device:
+            if _cuda is None:
+                return self._fail(ERR_DEVICE_NOT_FOUND, f"xfer.mooncake: register memory at {loc}: "
+                                  "no CUDA driver (libcuda.so.1) in this process"), None
+            return 0, 1
+        spans = _rw_spans()
+        host = all(_host_range(spans, a, n) for a, n in zip(addrs, lens))
+        if host:
+            return 0, 0
+        if loc == "*" and _cuda is not None:
+            return 0, 1  # the driver says whether they are GPU memory
+        a, n = next((a, n) for a, n in zip(addrs, lens) if not _host_range(spans, a, n))
+        why = "" if loc != "*" else " (nor GPU memory: no CUDA driver here)"
+        return self._fail(ERR_INVALID_ARGUMENT, f"xfer.mooncake: register [{a:#x}, +{n}): not host memory this "
+                          f"process can read and write{why}"), None
 
     def batch_register_memory(self, buffer_addresses, capacities, location="*"):
         """Registers ranges of this process's memory for peers (all or
@@ -288,11 +347,16 @@ class TransferEngine:
                               f"and {len(lens)} capacities: want as many of each")
         if not addrs:
             return 0
-        code = self._check_host(addrs, lens, location)
+        code, device = self._memory_kind(addrs, lens, location)
         if code:
             return code
         k = len(addrs)
-        return self._call("register", self._h, (ctypes.c_void_p * k)(*addrs), (ctypes.c_int64 * k)(*lens), k)
+        code = self._call("register", self._h, (ctypes.c_void_p * k)(*addrs), (ctypes.c_int64 * k)(*lens), k, device)
+        if code in (ERR_INVALID_ARGUMENT, ERR_DEVICE_NOT_FOUND) and device and str(location or "*") == "*":
+            # Neither host memory nor, as the driver says, GPU memory.
+            return self._fail(ERR_INVALID_ARGUMENT, "xfer.mooncake: register: not host memory this process can read "
+                              f"and write, nor GPU memory ({self.last_error})")
+        return code
 
     def register_memory(self, buffer_addr, capacity, location="*"):
         """Registers capacity bytes at buffer_addr (memory the caller owns
@@ -389,19 +453,29 @@ class TransferEngine:
     def batch_transfer_sync(self, target_hostname, buffers, peer_buffer_addresses, lengths, opcode, notify=None,
                             transport_hint=""):
         """Moves a batch to or from segment target_hostname and waits for it
-        (MC_TRANSFER_TIMEOUT bounds the wait). 0, or a negative code."""
+        (MC_TRANSFER_TIMEOUT bounds the wait). With notify (a
+        TransferNotify), the target is sent it once the batch is done: its
+        get_notifies returns it, after the data is in place. A notify that
+        cannot be sent fails the call; name and msg together may hold 64 KiB
+        less 8 bytes (more: ERR_INVALID_ARGUMENT, and nothing moves). 0, or
+        a negative code."""
         del transport_hint  # xfer's engine moves every batch on its protocol
         if not self._ready():
             return ERR_INVALID_ARGUMENT
-        if notify is not None:
-            return self._fail(ERR_NOT_IMPLEMENTED, "xfer.mooncake: transfers with a notify are not done yet")
         op = self._opcode(opcode)
         arrays = self._arrays(buffers, peer_buffer_addresses, lengths)
         if op is None or arrays is None:
             return ERR_INVALID_ARGUMENT
         k, ls, rs, ns = arrays
         seg, sl = _lib.enc(str(target_hostname))
-        return self._call("transfer", self._h, seg, sl, op, ls, rs, ns, k, None)
+        if notify is None:
+            return self._call("transfer", self._h, seg, sl, op, ls, rs, ns, k, 0, None, 0, None, 0, None)
+        name, msg = getattr(notify, "name", None), getattr(notify, "msg", None)
+        if not isinstance(name, str) or not isinstance(msg, str):
+            return self._fail(ERR_INVALID_ARGUMENT, "xfer.mooncake: notify: want a TransferNotify (name and msg "
+                              f"of type str), got {type(notify).__name__}")
+        (nb, nl), (mb, ml) = _lib.enc(name), _lib.enc(msg)
+        return self._call("transfer", self._h, seg, sl, op, ls, rs, ns, k, 1, nb, nl, mb, ml, None)
 
     def transfer_sync(self, target_hostname, buffer, peer_buffer_address, length, opcode, notify=None,
                       transport_hint=""):
@@ -479,3 +553,45 @@ class TransferEngine:
         state = ctypes.c_int32(-1)
         self._call("check", self._h, _int(batch_id, "batch id"), ctypes.byref(state))
         return state.value
+
+    # -- transfers ordered on a CUDA stream --------------------------------
+
+    def _on_cuda(self, target_hostname, buffers, peer_buffer_addresses, lengths, opcode, stream_ptr):
+        """Moves a batch after the work queued on CUDA stream stream_ptr (0:
+        the default stream) is done: the stream is synchronized, then the
+        batch moved and waited for, so work queued on the stream after this
+        call returns also runs after the transfer. 0, or a negative code
+        (ERR_DEVICE_NOT_FOUND without a CUDA driver)."""
+        if not self._ready():
+            return ERR_INVALID_ARGUMENT
+        if _cuda is None:
+            return self._fail(ERR_DEVICE_NOT_FOUND, "xfer.mooncake: a transfer on a CUDA stream: "
+                              "no CUDA driver (libcuda.so.1) in this process")
+        stream = _int(stream_ptr, "stream_ptr")
+        rc = _cuda.cuStreamSynchronize(stream or None)
+        # On the default stream, a driver not initialized in this process
+        # (3) or no context current on this thread (201) means no work was
+        # queued there to wait for.
+        if rc != 0 and not (stream == 0 and rc in (3, 201)):
+            return self._fail(ERR_INVALID_ARGUMENT, f"xfer.mooncake: cuStreamSynchronize({stream:#x}): CUresult {rc}")
+        return self.batch_transfer_sync(target_hostname, buffers, peer_buffer_addresses, lengths, opcode)
+
+    def transfer_write_on_cuda(self, target_hostname, buffer, peer_buffer_address, length, stream_ptr=0,
+                               transport_hint=""):
+        del transport_hint
+        return self._on_cuda(target_hostname, [buffer], [peer_buffer_address], [length], Write, stream_ptr)
+
+    def transfer_read_on_cuda(self, target_hostname, buffer, peer_buffer_address, length, stream_ptr=0,
+                              transport_hint=""):
+        del transport_hint
+        return self._on_cuda(target_hostname, [buffer], [peer_buffer_address], [length], Read, stream_ptr)
+
+    def batch_transfer_write_on_cuda(self, target_hostname, buffers, peer_buffer_addresses, lengths, stream_ptr=0,
+                                     transport_hint=""):
+        del transport_hint
+        return self._on_cuda(target_hostname, buffers, peer_buffer_addresses, lengths, Write, stream_ptr)
+
+    def batch_transfer_read_on_cuda(self, target_hostname, buffers, peer_buffer_addresses, lengths, stream_ptr=0,
+                                    transport_hint=""):
+        del transport_hint
+        return self._on_cuda(target_hostname, buffers, peer_buffer_addresses, lengths, Read, stream_ptr)
