@@ -415,7 +415,7 @@ func (e *Engine) removePeer(p *Peer) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if e.metrics != nil {
-		e.metrics.Retire(p.stats.conn.Load())
+		e.metrics.Retire(p.stats.Conn())
 	}
 	delete(e.peers, p)
 	if p.dialAddr != "" && e.dialed[p.dialKey] == p {

@@ -277,12 +277,8 @@ func (p *Peer) pathMoved(from, to string, cause error) {
 		m.FailedOver(from, to, metrics.ReasonPathFailed)
 		// The connection's counters from now on are the new transport's.
 		if b := p.ep.Load(); b != nil {
-			nb := &epBox{ep: b.ep, conn: m.NewConn(b.ep, p.stats.conn.Load())}
-			if old := p.stats.conn.Swap(nb.conn); old != nil {
-				ops, bytes := old.Totals()
-				p.stats.prevOps.Add(ops)
-				p.stats.prevBytes.Add(bytes)
-			}
+			nb := &epBox{ep: b.ep, conn: m.NewConn(b.ep, p.stats.Conn())}
+			p.stats.Publish(nb.conn)
 			p.ep.CompareAndSwap(b, nb)
 		}
 	}

@@ -103,7 +103,7 @@ func errorKind(err error) string {
 // peer's last error. Off the hot path: it resolves its labels each time.
 func (p *Peer) opFailed(op metrics.Op, err error) {
 	p.e.metrics.OpFailed(op, errorKind(err))
-	p.stats.setErr(err)
+	p.stats.SetErr(err)
 }
 
 // fellBack counts and records a fallback from transport t for a reason

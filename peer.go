@@ -320,14 +320,8 @@ func (p *Peer) markRevokes() {
 func (p *Peer) setEndpoint(ep transport.Endpoint) *epBox {
 	b := &epBox{ep: ep}
 	if m := p.e.metrics; m != nil {
-		b.conn = m.NewConn(ep, p.stats.conn.Load())
-		old := p.stats.conn.Swap(b.conn)
-		if old != nil {
-			ops, bytes := old.Totals()
-			p.stats.prevOps.Add(ops)
-			p.stats.prevBytes.Add(bytes)
-		}
-		p.stats.takeEarly(b.conn)
+		b.conn = m.NewConn(ep, p.stats.Conn())
+		p.stats.Publish(b.conn)
 	}
 	p.stats.upSince.Store(time.Now().UnixNano())
 	p.ep.Store(b)

@@ -24,7 +24,7 @@ var (
 func (h peerHost) Resolve(id uint32, key, addr, n uint64, want Access) (transport.Resolved, error) {
 	r, err := h.p.e.resolve(id, key, addr, n, want)
 	if err == nil && h.p.e.metrics != nil {
-		h.p.stats.served(want, n)
+		h.p.stats.Served(want == AccessRead, n)
 	}
 	return r, err
 }
@@ -37,7 +37,7 @@ func (h peerHost) Deliver(ep transport.Endpoint, msg []byte) {
 	p := h.p
 	if f := p.handler.Load(); f != nil {
 		if p.e.metrics != nil {
-			p.stats.handled(len(msg))
+			p.stats.Handled(len(msg))
 		}
 		(*f)(msg)
 		ep.Consumed(1)

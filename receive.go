@@ -166,7 +166,7 @@ func (p *Peer) recvDone(n int, start time.Time, err error) {
 		p.opFailed(metrics.Recv, err)
 		return
 	}
-	c := p.stats.conn.Load()
+	c := p.stats.Conn()
 	if c == nil {
 		return
 	}

@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/xferio/xfer/internal/metrics"
-	"github.com/xferio/xfer/transport"
 )
 
 // The engine's and each peer's counters and recent events, which Status
@@ -40,30 +39,10 @@ type FailoverEvent struct {
 }
 
 // peerStats are a peer's counters for Status, kept when the engine has
-// metrics.
+// metrics, and when its current connection came up.
 type peerStats struct {
-	conn    atomic.Pointer[metrics.Conn] // the current connection's counters
-	upSince atomic.Int64                 // UnixNano of the current connection's start
-	// prevOps and prevBytes are the counts of the peer's earlier
-	// connections.
-	prevOps, prevBytes atomic.Uint64
-	// early holds what an accepted connection's endpoint served and
-	// delivered before the peer published its counters (setEndpoint):
-	// the first connection's counters take it over (takeEarly).
-	early struct {
-		served, servedBytes [2]atomic.Uint64
-		recvOps, recvBytes  atomic.Uint64
-	}
-
-	mu        sync.Mutex
-	lastErr   string
-	lastErrAt time.Time
-}
-
-func (s *peerStats) setErr(err error) {
-	s.mu.Lock()
-	s.lastErr, s.lastErrAt = err.Error(), time.Now().UTC()
-	s.mu.Unlock()
+	metrics.PeerCounts
+	upSince atomic.Int64 // UnixNano of the current connection's start
 }
 
 // maxRecentFallbacks bounds Status.RecentFallbacks.
@@ -140,55 +119,4 @@ func (s *engineStats) warnOnce(log *slog.Logger, peer, reason, msg string, args 
 		return
 	}
 	log.Warn(msg+" (logged once per peer and reason)", args...)
-}
-
-// served counts a peer's one-sided access of n bytes that this engine
-// resolved (transport.Host.Resolve): a write into its memory or a read.
-func (s *peerStats) served(want transport.Access, n uint64) {
-	i := 0
-	if want == transport.AccessRead {
-		i = 1
-	}
-	c := s.conn.Load()
-	if c == nil {
-		// The endpoint serves a moment before the peer publishes its
-		// counters: keep the count for them.
-		s.early.served[i].Add(1)
-		s.early.servedBytes[i].Add(n)
-		if c = s.conn.Load(); c != nil {
-			s.takeEarly(c) // published meanwhile
-		}
-		return
-	}
-	c.Served[i].Add(1)
-	c.ServedBytes[i].Add(n)
-}
-
-// takeEarly moves what was counted before the peer had counters (early)
-// into c. Each count moves once, whoever moves it: setEndpoint after it
-// publishes c, or a counter that found none and then c.
-func (s *peerStats) takeEarly(c *metrics.Conn) {
-	e := &s.early
-	for i := range e.served {
-		c.Served[i].Add(e.served[i].Swap(0))
-		c.ServedBytes[i].Add(e.servedBytes[i].Swap(0))
-	}
-	c.Ops[metrics.Recv].Add(e.recvOps.Swap(0))
-	c.Received.Add(e.recvBytes.Swap(0))
-}
-
-// handled counts a message of n bytes delivered to the peer's handler
-// (Peer.Handle): a recv without a latency, since nobody waited in Recv.
-func (s *peerStats) handled(n int) {
-	c := s.conn.Load()
-	if c == nil {
-		// Delivered a moment before the peer published its counters.
-		s.early.recvOps.Add(1)
-		s.early.recvBytes.Add(uint64(n))
-		if c = s.conn.Load(); c != nil {
-			s.takeEarly(c)
-		}
-		return
-	}
-	c.Delivered(n)
 }

@@ -191,12 +191,8 @@ func (e *Engine) Status() Status {
 
 // status is the peer's line of Status.
 func (p *Peer) status() PeerStatus {
-	s := PeerStatus{Addr: p.String(), ID: p.ID().String(), Ops: p.stats.prevOps.Load(), Bytes: p.stats.prevBytes.Load()}
-	if c := p.stats.conn.Load(); c != nil {
-		ops, bytes := c.Totals()
-		s.Ops += ops
-		s.Bytes += bytes
-	}
+	s := PeerStatus{Addr: p.String(), ID: p.ID().String()}
+	s.Ops, s.Bytes = p.stats.Totals()
 	if ep := p.current(); ep != nil {
 		s.Transport = ep.Transport()
 		select {
@@ -209,9 +205,7 @@ func (p *Peer) status() PeerStatus {
 		s.UpSince = time.Unix(0, t).UTC()
 	}
 	s.Paused = p.pausedStatus()
-	p.stats.mu.Lock()
-	s.LastError, s.LastErrorAt = p.stats.lastErr, p.stats.lastErrAt
-	p.stats.mu.Unlock()
+	s.LastError, s.LastErrorAt = p.stats.LastErr()
 	return s
 }
 
