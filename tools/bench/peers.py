@@ -223,7 +223,8 @@ def main():
     ap.add_argument("--xfer", default=os.path.join(ROOT, "xfer"), help="the xfer binary (default: ./xfer)")
     ap.add_argument("--xfer-b", help="a second xfer binary, run interleaved with the first (A/B)")
     ap.add_argument("--secret-file-b", help="B's benches run with this secret file (A without)")
-    ap.add_argument("--out", default=results.default_path("peers"), help="the results file")
+    ap.add_argument("--out", help="the results file (default: bench-out/peers.json; bench-out/peers-netns.json "
+                                   "with --netns)")
     ap.add_argument("--netns", action="store_true",
                     help="run the tcp rows across two network namespaces joined by a veth pair (needs root); "
                          "the shm rows are skipped")
@@ -239,6 +240,8 @@ def main():
     for x in filter(None, (a.xfer, a.xfer_b)):
         if not os.access(x, os.X_OK):
             ap.error(f"xfer binary {x} is not an executable file (make build, or go build -o xfer ./cmd/xfer)")
+    if a.out is None:
+        a.out = results.default_path("peers-netns" if a.netns else "peers")
     if a.netem_delay and not a.netns:
         ap.error("--netem-delay needs --netns")
     if a.netem_delay:
