@@ -233,6 +233,8 @@ def main():
     a = ap.parse_args()
     if a.rounds < 1:
         ap.error("--rounds must be at least 1")
+    if a.seconds and a.seconds < 1:
+        ap.error("--seconds must be at least 1 (iperf3 -t 0 runs until it is stopped)")
     if a.secret_file_b and not a.xfer_b:
         ap.error("--secret-file-b needs --xfer-b (it may be the same binary as --xfer)")
     if a.secret_file_b and not os.access(a.secret_file_b, os.R_OK):
