@@ -54,7 +54,8 @@ pair (tools/bench/netns.py; needs root): redis-server and
 --server-addr 10.77.0.1:19351 in the other, with the system's congestion
 control at both ends, as between two hosts. Their ids end in -netns
 (-netns-50us with --netem-delay 50us), beside the loopback rows. shm is
-skipped, and so is the loopback floor.
+skipped; the floor runs tcp_pingpong.c's two ends in the two namespaces
+(the floor of a 1 MiB GET over the link, with the system's algorithm).
 """
 import argparse
 import contextlib
@@ -242,7 +243,11 @@ def interleave(binaries, rounds, transport, op, size, conc, requests, floor=None
 FLOOR_PORT, SAME_HOST_CC = 19354, "reno"
 
 
-def floor_cmd(binary):
+def floor_cmd(binary, role=None):
+    """tcp_pingpong.c's command line: on loopback, both ends with reno; in netns
+    mode, the role's end (server, client) at HOST with the system's algorithm."""
+    if role:
+        return [binary, str(FLOOR_PORT), "system", role, HOST]
     return [binary, str(FLOOR_PORT), SAME_HOST_CC]
 
 
@@ -256,7 +261,19 @@ def parse_pingpong(out):
 
 
 def floor_run(binary):
-    out = run(floor_cmd(binary))
+    if LINK:
+        srv = subprocess.Popen(server(floor_cmd(binary, "server")), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                               text=True)
+        try:
+            if srv.stdout.readline().strip() != "listening":
+                sys.exit(f"kv.py: {shlex.join(floor_cmd(binary, 'server'))}: {srv.stderr.read()[-300:]}")
+            out = run(client(floor_cmd(binary, "client")))
+            srv.wait(timeout=60)
+        finally:
+            srv.kill()
+            srv.wait()
+    else:
+        out = run(floor_cmd(binary))
     try:
         return parse_pingpong(out)
     except ValueError as e:
@@ -381,8 +398,7 @@ def main():
         if "tcp" not in asked:
             ap.error("--netns runs the tcp rows: give --transports tcp (shm is skipped there)")
         if "shm" in asked:
-            print("netns: shm is skipped (it joins two processes of one host, not two hosts), and so is the "
-                  "loopback floor", flush=True)
+            print("netns: shm is skipped (it joins two processes of one host, not two hosts)", flush=True)
         args.transports = "tcp"
     if args.out is None:
         rdma = all(t == "rdma" for t in args.transports.split(","))
@@ -426,7 +442,7 @@ def measure(args, binaries, procs):
                                      "--save", "", "--appendonly", "no"]),
                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     pingpong = os.path.join(ROOT, "bench-out", "tcp_pingpong")
-    if "tcp" in args.transports.split(",") and not LINK:
+    if "tcp" in args.transports.split(","):
         os.makedirs(os.path.dirname(pingpong), exist_ok=True)
         subprocess.run(["gcc", "-O2", "-o", pingpong, os.path.join(HERE, "tcp_pingpong.c")], check=True)
     rows, targets = [], []
@@ -438,7 +454,7 @@ def measure(args, binaries, procs):
                     for size in (4096, 1 << 20):
                         for conc in (1, 16):
                             floor = (transport == "tcp" and op == "get" and size == 1 << 20 and conc == 1
-                                     and args.requests == "data" and not LINK)
+                                     and args.requests == "data")
                             xs, rs, fs = interleave(binaries, args.rounds, transport, op, size, conc, args.requests,
                                                     (lambda: floor_run(pingpong)) if floor else None)
                             med = lambda l, k: statistics.median(x[k] for x in l)
@@ -463,12 +479,16 @@ def measure(args, binaries, procs):
                                           g)
                             targets.append(t)
                             if floor:
-                                # What no request/response over loopback TCP can beat here (no goal).
+                                # What no request/response over loopback TCP (or over
+                                # the link) can beat here (no goal).
+                                what = "the link's floor" if LINK else "the loopback floor"
+                                fname = (f"link floor (tcp_pingpong.c, {LINK.congestion})" if LINK
+                                         else f"loopback floor (tcp_pingpong.c, {SAME_HOST_CC})")
                                 targets.append(kv_target(
-                                    t["id"] + "-floor", "kv", label + ", against the loopback floor", "ops/s",
-                                    "ops_per_sec", xs, fs, xcmd, floor_cmd("bench-out/tcp_pingpong"),
-                                    f"loopback floor (tcp_pingpong.c, {SAME_HOST_CC})", None))
-                                print(f"  loopback floor: {statistics.median(f['ops_per_sec'] for f in fs):.0f} ops/s",
+                                    t["id"].removesuffix(SUFFIX) + "-floor" + SUFFIX, "kv",
+                                    f"{label}, against {what}{WHERE}", "ops/s", "ops_per_sec", xs, fs, xcmd,
+                                    floor_cmd("bench-out/tcp_pingpong", "client" if LINK else None), fname, None))
+                                print(f"  {what}: {statistics.median(f['ops_per_sec'] for f in fs):.0f} ops/s",
                                       flush=True)
                             print(f"{transport} {op} {size} c={conc}: xfer {row['xfer_ops_per_sec']:.0f} ops/s "
                                   f"redis {row['redis_ops_per_sec']:.0f} ops/s ratio "

@@ -35,8 +35,10 @@ an `xfer serve --listen 10.77.0.1:19305 --transport tcp` for each xfer run
 in one, the clients (xfer bench --peer 10.77.0.1:19305) in the other, with
 the system's congestion control at both ends, as between two hosts. Their
 ids end in -netns (-netns-50us with --netem-delay 50us), beside the
-loopback rows. The shm rows, the -same-cc rows (iperf3 runs the system's
-algorithm, as xfer does there) and the loopback ceiling are left out.
+loopback rows. The ceiling rows set tcp_stream.c's two ends in the two
+namespaces (the ceiling of one stream over the link, with the system's
+algorithm). The shm rows and the -same-cc rows (iperf3 runs the system's
+algorithm, as xfer does there) are left out.
 """
 import argparse
 import json
@@ -136,14 +138,31 @@ def iperf3(seconds, port=19301, cc=None):
         srv.wait(timeout=10)
 
 
-def tcp_stream_cmd(binary, port):
+def tcp_stream_cmd(binary, port, role=None):
+    """tcp_stream.c's command line: on loopback, both ends with reno; in netns
+    mode, the role's end (recv, send) at HOST with the system's algorithm."""
+    if role:
+        return [binary, "48", str(port), "system", role, HOST]
     return [binary, "48", str(port), SAME_HOST_CC]
 
 
 def tcp_stream(binary, port=19304):
-    """The loopback ceiling: tcp_stream.c's GB/s (one stream of 1 MiB frames
-    with 48-byte headers, read as xfer reads them), in B/s."""
-    out = run(tcp_stream_cmd(binary, port))
+    """The ceiling: tcp_stream.c's GB/s (one stream of 1 MiB frames with
+    48-byte headers, read as xfer reads them), in B/s; over the link in netns
+    mode, its reader in the server's namespace."""
+    if LINK:
+        srv = subprocess.Popen(server(tcp_stream_cmd(binary, port, "recv")), stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE, text=True)
+        try:
+            if srv.stdout.readline().strip() != "listening":
+                sys.exit(f"peers.py: {shlex.join(tcp_stream_cmd(binary, port, 'recv'))}: {srv.stderr.read()[-300:]}")
+            run(client(tcp_stream_cmd(binary, port, "send")))
+            out, _ = srv.communicate(timeout=120)
+        finally:
+            srv.kill()
+            srv.wait()
+    else:
+        out = run(tcp_stream_cmd(binary, port))
     m = re.search(r"([0-9.]+) GB/s", out)
     if not m:
         sys.exit(f"peers.py: tcp_stream printed no rate: {out.strip()[-200:]}")
@@ -260,8 +279,8 @@ def main():
             LINK, HOST = link, link.server_addr
             print(f"netns: {link.describe()}", flush=True)
             print("netns: the shm rows are skipped (shm joins two processes of one host, not two hosts), and so "
-                  "are the -same-cc rows (iperf3 runs the system's congestion control, as xfer does here) and "
-                  "the loopback ceiling", flush=True)
+                  "are the -same-cc rows (iperf3 runs the system's congestion control, as xfer does here); the "
+                  "ceiling rows measure one tcp_stream.c stream over the link", flush=True)
             measure(a, link)
     except netns.Error as e:
         sys.exit(f"peers.py: {e}")
@@ -281,7 +300,7 @@ def measure(a, link=None):
     stream = os.path.join(ROOT, "bench-out", "tcp_stream")
     if loop:
         subprocess.run(["gcc", "-O2", "-o", memcpy, os.path.join(HERE, "memcpy.c")], check=True)
-        subprocess.run(["gcc", "-O2", "-pthread", "-o", stream, os.path.join(HERE, "tcp_stream.c")], check=True)
+    subprocess.run(["gcc", "-O2", "-pthread", "-o", stream, os.path.join(HERE, "tcp_stream.c")], check=True)
 
     binaries = {"a": a.xfer}
     if a.xfer_b:
@@ -310,8 +329,7 @@ def measure(a, link=None):
         xfer(r, "tcp_write_1m", xfer_args("tcp", "write", "1MiB", 4, t_tcp), lambda x: x["bytes_per_sec"])
         add("iperf3", iperf3(t_tcp))
         xfer(r, "tcp_read_1m", xfer_args("tcp", "read", "1MiB", 4, t_tcp), lambda x: x["bytes_per_sec"])
-        if loop:
-            add("tcp_stream", tcp_stream(stream))
+        add("tcp_stream", tcp_stream(stream))
         add("qperf_rtt", qperf_rtt_us(t_tcp))
         add("sockperf", sockperf_rtt(t_tcp))
         xfer(r, "tcp_write_64", xfer_args("tcp", "write", 64, 1, t_tcp), lat_of)
@@ -341,6 +359,11 @@ def measure(a, link=None):
         peers["tcp_stream"] = results.series(series["tcp_stream"],
                                              " ".join(tcp_stream_cmd("bench-out/tcp_stream", 19304)),
                                              f"loopback ceiling (tcp_stream.c, {SAME_HOST_CC})")
+    else:
+        peers["tcp_stream"] = results.series(
+            series["tcp_stream"], " ".join(tcp_stream_cmd("bench-out/tcp_stream", 19304, "recv")) + " & "
+            + " ".join(tcp_stream_cmd("bench-out/tcp_stream", 19304, "send")),
+            f"link ceiling (tcp_stream.c, {link.congestion})")
     for name in ("1m", "16m") if loop else ():
         size = 1 << 20 if name == "1m" else 16 << 20
         peers[f"memcpy_{name}"] = results.series(series[f"memcpy_{name}"], f"bench-out/memcpy {size} {t_shm}",
@@ -382,6 +405,8 @@ def measure(a, link=None):
         if link and link.delay and g and g["on"] == "xfer":
             g = None  # an absolute bound of a round trip does not hold with a delay added to it
         xb = results.series(series[f"b:{key}"]) if a.xfer_b else None
+        if not loop:
+            label = label.replace("the loopback ceiling", "the link's ceiling")
         targets.append(results.target(id + sfx, "tcp-shm", label + where, unit,
                                       results.series(series[f"a:{key}"], commands[key]), peers.get(peer), g, xfer_b=xb))
     targets.append(results.latency_target(
