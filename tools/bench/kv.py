@@ -45,7 +45,17 @@ In the VM, over SoftRoCE (XFER_DEVICE=rxe0 picks the device):
   XFER_DEVICE=rxe0 tools/rdma-vm/rdma-vm --rxe --timeout 3000 -- \\
       python3 tools/bench/kv.py --transports rdma --scale 0.1
 Needs: redis-server and redis-benchmark (make bench-kv installs them).
-Only loopback addresses are used.
+Only loopback addresses are used, but with --netns:
+
+--netns runs the tcp rows across two network namespaces joined by a veth
+pair (tools/bench/netns.py; needs root): redis-server and
+`xfer kv serve --listen 10.77.0.1:19351 --data-listen 10.77.0.1:19352
+--transport tcp` in one, redis-benchmark -h 10.77.0.1 and xfer kv bench
+--server-addr 10.77.0.1:19351 in the other, with the system's congestion
+control at both ends, as between two hosts. Their ids end in -netns
+(-netns-50us with --netem-delay 50us), beside the loopback rows. shm is
+skipped; the floor runs tcp_pingpong.c's two ends in the two namespaces
+(the floor of a 1 MiB GET over the link, with the system's algorithm).
 """
 import argparse
 import contextlib
@@ -58,6 +68,7 @@ import subprocess
 import sys
 import time
 
+import netns
 import results
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -67,6 +78,21 @@ B_OFFSET = 10  # the second binary's server listens 10 ports up
 
 XFER_ENV = None  # the environment of xfer's processes (--procs)
 SCALE = 1.0
+# With --netns: the link, whose namespaces the servers and the clients run
+# in; HOST is the servers' address.
+LINK = None
+HOST = "127.0.0.1"
+SUFFIX, WHERE = "", ""  # of the targets' ids and names
+
+
+def server(cmd):
+    """cmd, run where the servers run."""
+    return LINK.server(cmd) if LINK else cmd
+
+
+def client(cmd):
+    """cmd, run where the clients run."""
+    return LINK.client(cmd) if LINK else cmd
 
 # GET 4 KiB at 1.0x Redis's operations per second, GET 1 MiB at 3x its
 # bytes per second (the same ratio at one value size); PUT has no goal.
@@ -91,13 +117,13 @@ def ops_for(size, conc):
 
 
 def xfer_args(port, transport, op, size, conc, requests, extra=()):
-    return ["kv", "bench", *extra, "--server-addr", f"127.0.0.1:{port}", "--transport", transport,
+    return ["kv", "bench", *extra, "--server-addr", f"{HOST}:{port}", "--transport", transport,
             "--requests", requests, "--op", op, "--value-size", str(size), "--concurrency", str(conc),
             "--keys", "1", "--ops", str(ops_for(size, conc)), "--json"]
 
 
 def xfer_run(xfer, args):
-    out = run([xfer] + args, env=XFER_ENV)
+    out = run(client([xfer] + args), env=XFER_ENV)
     lines = out.strip().splitlines()
     if not lines or not lines[-1].startswith("{"):
         sys.exit(f"kv.py: {xfer} {shlex.join(args)}: no JSON line in:\n{out}")
@@ -112,7 +138,8 @@ def xfer_run(xfer, args):
 
 def redis_args(op, size, conc):
     test = "get" if op == "get" else "set"
-    return ["redis-benchmark", "-p", str(REDIS_PORT), "-t", test, "-d", str(size), "-c", str(conc),
+    host = ["-h", HOST] if LINK else []
+    return ["redis-benchmark", *host, "-p", str(REDIS_PORT), "-t", test, "-d", str(size), "-c", str(conc),
             "-n", str(ops_for(size, conc)), "--precision", "3"]
 
 
@@ -168,8 +195,10 @@ def parse_redis_benchmark(out):
 
 def redis_run(op, size, conc):
     if op == "get":
-        run(["redis-benchmark", "-p", str(REDIS_PORT), "-t", "set", "-d", str(size), "-n", "10", "-c", "1"])
-    out = run(redis_args(op, size, conc))
+        host = ["-h", HOST] if LINK else []
+        run(client(["redis-benchmark", *host, "-p", str(REDIS_PORT), "-t", "set", "-d", str(size), "-n", "10",
+                    "-c", "1"]))
+    out = run(client(redis_args(op, size, conc)))
     try:
         r = parse_redis_benchmark(out)
     except ValueError as e:
@@ -179,9 +208,9 @@ def redis_run(op, size, conc):
 
 
 def serve(xfer, transport, offset, extra=()):
-    srv = subprocess.Popen([xfer, "kv", "serve", *extra, "--listen", f"127.0.0.1:{KV_PORT + offset}",
-                            "--data-listen", f"127.0.0.1:{DATA_PORT + offset}", "--memory-mb", "512",
-                            "--transport", transport], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
+    srv = subprocess.Popen(server([xfer, "kv", "serve", *extra, "--listen", f"{HOST}:{KV_PORT + offset}",
+                                   "--data-listen", f"{HOST}:{DATA_PORT + offset}", "--memory-mb", "512",
+                                   "--transport", transport]), stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
                            env=XFER_ENV)
     if not srv.stdout.readline():
         srv.wait(timeout=20)
@@ -214,7 +243,11 @@ def interleave(binaries, rounds, transport, op, size, conc, requests, floor=None
 FLOOR_PORT, SAME_HOST_CC = 19354, "reno"
 
 
-def floor_cmd(binary):
+def floor_cmd(binary, role=None):
+    """tcp_pingpong.c's command line: on loopback, both ends with reno; in netns
+    mode, the role's end (server, client) at HOST with the system's algorithm."""
+    if role:
+        return [binary, str(FLOOR_PORT), "system", role, HOST]
     return [binary, str(FLOOR_PORT), SAME_HOST_CC]
 
 
@@ -228,7 +261,19 @@ def parse_pingpong(out):
 
 
 def floor_run(binary):
-    out = run(floor_cmd(binary))
+    if LINK:
+        srv = subprocess.Popen(server(floor_cmd(binary, "server")), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                               text=True)
+        try:
+            if srv.stdout.readline().strip() != "listening":
+                sys.exit(f"kv.py: {shlex.join(floor_cmd(binary, 'server'))}: {srv.stderr.read()[-300:]}")
+            out = run(client(floor_cmd(binary, "client")))
+            srv.wait(timeout=60)
+        finally:
+            srv.kill()
+            srv.wait()
+    else:
+        out = run(floor_cmd(binary))
     try:
         return parse_pingpong(out)
     except ValueError as e:
@@ -275,15 +320,16 @@ def tail_pass(args, binaries, targets):
                             + shlex.join(xfer_args(KV_PORT, transport, op, 4096, 16, args.requests)))
                     name = (f"{transport} {op.upper()}{' (SET)' if op == 'put' else ''} 4 KiB, 16 clients, p99, "
                             f"GOMAXPROCS={args.tail_procs} a side{', gRPC requests' if args.requests == 'grpc' else ''}")
-                    t = kv_target(f"kv-{transport}-{op}-4k-c16-p99{'-grpc' if args.requests == 'grpc' else ''}",
-                                  "kv", name, "us", "p99_us", xs, rs, xcmd, redis_args(op, 4096, 16),
-                                  "redis-benchmark p99", TAIL_GOAL)
+                    base = f"kv-{transport}-{op}-4k-c16-p99{'-grpc' if args.requests == 'grpc' else ''}"
+                    t = kv_target(base + SUFFIX, "kv", name + WHERE, "us", "p99_us", xs, rs, xcmd,
+                                  redis_args(op, 4096, 16), "redis-benchmark p99", TAIL_GOAL)
                     targets.append(t)
                     # The same rounds' rate: the p99 goal holds only with
                     # the throughput at or above Redis's.
                     rate = lambda l: [x["ops_per_sec"] for x in l]
                     r = results.target(
-                        t["id"] + "-rate", "kv", name.replace(", p99,", ", ops/s of the p99 rounds,"), "ops/s",
+                        base + "-rate" + SUFFIX, "kv", name.replace(", p99,", ", ops/s of the p99 rounds,") + WHERE,
+                        "ops/s",
                         results.series(rate(xs["a"]), xcmd),
                         results.series(rate(rs), shlex.join(redis_args(op, 4096, 16)), "redis-benchmark"),
                         results.goal(GOALS[("get", 4096)]),
@@ -295,6 +341,14 @@ def tail_pass(args, binaries, targets):
                           f"{r['peer']['median']:,.0f} ops/s, ratio {r['ratio']:.2f}", flush=True)
     finally:
         XFER_ENV = saved
+
+
+def link_info(link):
+    """The results file's record of where the run's two ends were."""
+    if not link:
+        return {"link": "loopback"}
+    return {"link": "netns", "link_detail": link.describe(), "netem_delay": link.delay,
+            "congestion": link.congestion}
 
 
 def lat(row, who):
@@ -320,14 +374,35 @@ def main():
     ap.add_argument("--procs", type=int, default=0, help="GOMAXPROCS of the xfer processes (default: Go's)")
     ap.add_argument("--tail-procs", type=int, default=1,
                     help="GOMAXPROCS of the xfer processes for the 16-client p99 targets (default 1; 0: skip them)")
+    ap.add_argument("--netns", action="store_true",
+                    help="run the tcp rows across two network namespaces joined by a veth pair (needs root); "
+                         "shm is skipped")
+    ap.add_argument("--netem-delay", metavar="D",
+                    help="with --netns: a netem delay on each end's egress, e.g. 50us (a round trip grows by 2 D)")
     args = ap.parse_args()
     if args.rounds < 1:
         ap.error("--rounds must be at least 1")
     if args.tail_procs < 0:
         ap.error("--tail-procs must be at least 0 (0 skips the p99 pass)")
+    if args.netem_delay and not args.netns:
+        ap.error("--netem-delay needs --netns")
+    if args.netem_delay:
+        try:
+            netns.parse_delay(args.netem_delay)
+        except ValueError as e:
+            ap.error(str(e))
+    if args.netns:
+        asked = args.transports.split(",")
+        if "rdma" in asked:
+            ap.error("--netns runs tcp only (rdma runs in tools/rdma-vm)")
+        if "tcp" not in asked:
+            ap.error("--netns runs the tcp rows: give --transports tcp (shm is skipped there)")
+        if "shm" in asked:
+            print("netns: shm is skipped (it joins two processes of one host, not two hosts)", flush=True)
+        args.transports = "tcp"
     if args.out is None:
         rdma = all(t == "rdma" for t in args.transports.split(","))
-        args.out = results.default_path("kv-rdma" if rdma else "kv")
+        args.out = results.default_path("kv-rdma" if rdma else "kv-netns" if args.netns else "kv")
     if args.secret_file_b and not args.xfer_b:
         ap.error("--secret-file-b needs --xfer-b (it may be the same binary as --xfer)")
     if args.secret_file_b and not os.access(args.secret_file_b, os.R_OK):
@@ -344,8 +419,28 @@ def main():
     # (which, binary, port offset, extra options of its server and clients)
     b_extra = ("--secret-file", args.secret_file_b) if args.secret_file_b else ()
     binaries = [("a", args.xfer, 0, ())] + ([("b", args.xfer_b, B_OFFSET, b_extra)] if args.xfer_b else [])
-    redis = subprocess.Popen(["redis-server", "--port", str(REDIS_PORT), "--bind", "127.0.0.1", "--save", "",
-                              "--appendonly", "no"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    if not args.netns:
+        measure(args, binaries, procs)
+        return
+    global LINK, HOST, SUFFIX, WHERE
+    try:
+        with netns.Link(args.netem_delay) as link:
+            LINK, HOST, SUFFIX = link, link.server_addr, netns.suffix(link.delay)
+            WHERE = ", two namespaces over a veth" + (f", netem {link.delay} each way" if link.delay else "")
+            print(f"netns: {link.describe()}", flush=True)
+            measure(args, binaries, procs)
+    except netns.Error as e:
+        sys.exit(f"kv.py: {e}")
+
+
+def measure(args, binaries, procs):
+    """The passes, the results file and the summary."""
+    # Across the link, Redis's protected mode (no password, not loopback)
+    # would refuse the client; the link is private to this run.
+    unprotected = ["--protected-mode", "no"] if LINK else []
+    redis = subprocess.Popen(server(["redis-server", "--port", str(REDIS_PORT), "--bind", HOST, *unprotected,
+                                     "--save", "", "--appendonly", "no"]),
+                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     pingpong = os.path.join(ROOT, "bench-out", "tcp_pingpong")
     if "tcp" in args.transports.split(","):
         os.makedirs(os.path.dirname(pingpong), exist_ok=True)
@@ -378,17 +473,22 @@ def main():
                                      f"{', gRPC requests' if args.requests == 'grpc' else ''}")
                             xcmd = "xfer " + shlex.join(xfer_args(KV_PORT, transport, op, size, conc, args.requests))
                             t = kv_target(f"kv-{transport}-{op}-{size_name(size)}-c{conc}"
-                                          f"{'-grpc' if args.requests == 'grpc' else ''}",
-                                          "kv" if transport != "rdma" else "kv-rdma", label, "ops/s", "ops_per_sec",
-                                          xs, rs, xcmd, redis_args(op, size, conc), "redis-benchmark", g)
+                                          f"{'-grpc' if args.requests == 'grpc' else ''}{SUFFIX}",
+                                          "kv" if transport != "rdma" else "kv-rdma", label + WHERE, "ops/s",
+                                          "ops_per_sec", xs, rs, xcmd, redis_args(op, size, conc), "redis-benchmark",
+                                          g)
                             targets.append(t)
                             if floor:
-                                # What no request/response over loopback TCP can beat here (no goal).
+                                # What no request/response over loopback TCP (or over
+                                # the link) can beat here (no goal).
+                                what = "the link's floor" if LINK else "the loopback floor"
+                                fname = (f"link floor (tcp_pingpong.c, {LINK.congestion})" if LINK
+                                         else f"loopback floor (tcp_pingpong.c, {SAME_HOST_CC})")
                                 targets.append(kv_target(
-                                    t["id"] + "-floor", "kv", label + ", against the loopback floor", "ops/s",
-                                    "ops_per_sec", xs, fs, xcmd, floor_cmd("bench-out/tcp_pingpong"),
-                                    f"loopback floor (tcp_pingpong.c, {SAME_HOST_CC})", None))
-                                print(f"  loopback floor: {statistics.median(f['ops_per_sec'] for f in fs):.0f} ops/s",
+                                    t["id"].removesuffix(SUFFIX) + "-floor" + SUFFIX, "kv",
+                                    f"{label}, against {what}{WHERE}", "ops/s", "ops_per_sec", xs, fs, xcmd,
+                                    floor_cmd("bench-out/tcp_pingpong", "client" if LINK else None), fname, None))
+                                print(f"  {what}: {statistics.median(f['ops_per_sec'] for f in fs):.0f} ops/s",
                                       flush=True)
                             print(f"{transport} {op} {size} c={conc}: xfer {row['xfer_ops_per_sec']:.0f} ops/s "
                                   f"redis {row['redis_ops_per_sec']:.0f} ops/s ratio "
@@ -399,7 +499,8 @@ def main():
         redis.terminate()
         redis.wait(timeout=20)
     results.write(args.out, "kv", targets, args.rounds, args.xfer, args.xfer_b,
-                  extra={"xfer_gomaxprocs": procs, "requests": args.requests, "scale": args.scale})
+                  extra={"xfer_gomaxprocs": procs, "requests": args.requests, "scale": args.scale,
+                         **link_info(LINK)})
     print()
     print("| transport | op | value | clients | xfer ops/s | xfer GB/s | xfer p50/p99/p99.9 µs | Redis ops/s | Redis GB/s | Redis p50/p99/p99.9 µs | ratio |")
     print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")

@@ -8,6 +8,11 @@ For every target in the results files (tools/bench/results.py) this
 replaces the row of the same id in its group's table, or adds one at the
 end. A target that the results do not mention keeps its row, so a partial
 run updates only what it measured. Running it twice changes nothing.
+A new row whose id names a measurement mode after its loopback twin's
+(`tcp-write-1m-netns`, `kv-tcp-get-4k-c1-netns-50us`: peers.py and kv.py
+with --netns) goes right below that twin's row, or below the twin's other
+modes' rows, when the twin is in the table; any other new row goes at the
+end.
 
 A target whose xfer series carries latencies (p50, p99, p99.9) also has a
 row, of the same id, in its group's latency table, between
@@ -115,6 +120,29 @@ def row_date(line):
     return d if re.fullmatch(r"\d{4}-\d\d-\d\d \d\d:\d\d UTC", d) else ""
 
 
+# The suffixes of the ids of measurement modes other than loopback
+# (tools/bench/netns.py: -netns, -netns-DELAY).
+MODE = re.compile(r"-netns(-[0-9.]+(us|ms))?$")
+
+
+def twin(rid):
+    """The id of the loopback target that rid measures in another mode; None for a loopback id."""
+    m = MODE.search(rid)
+    return rid[:m.start()] if m else None
+
+
+def place(order, rid):
+    """Where a new row rid goes in order, a table's ids: below its loopback twin and the twin's
+    other modes' rows, when the twin is there; else at the end."""
+    base = twin(rid)
+    if base is None or base not in order:
+        return len(order)
+    i = order.index(base) + 1
+    while i < len(order) and twin(order[i]) == base:
+        i += 1
+    return i
+
+
 def row_id(line):
     m = re.match(r"^\|\s*`([^`]+)`\s*\|", line)
     return m.group(1) if m else None
@@ -180,7 +208,7 @@ def update(text, by_group):
                 sys.exit(f"report.py: between the markers of {group}, a line that is not a target's row: {l!r}")
         for rid, (r, doc) in by_group.get(group, {}).items():
             if rid not in rows:
-                order.append(rid)
+                order.insert(place(order, rid), rid)
             elif row_date(rows[rid]) > when(doc["date"]):
                 print(f"report.py: {rid}: the document's row is newer than the results of {doc['date']}; kept",
                       file=sys.stderr)

@@ -109,6 +109,34 @@ class UpdateTest(unittest.TestCase):
         self.assertIn("| `kv-tcp-get-4k-c1` | tcp GET 4 KiB, 1 client |", kv_table)
         self.assertIn("| 4 ops/s | 5 ops/s | 1.25 | ≥ 1.0× | yes |", kv_table)
 
+    def test_mode_rows_beside_their_twins(self):
+        """A -netns row goes below its loopback twin (and the twin's other modes' rows); one without a
+        twin in the table, at the end."""
+        def t(id, x):
+            return results.target(id, "tcp-shm", id, "B/s", results.series([x]),
+                                  results.series([1e9], name="iperf3, one stream"), None)
+        doc = run_doc("2026-11-24T10:00:00Z", [t("tcp-write-1m-netns", 2e9), t("shm-read-1m-netns-50us", 3e9),
+                                               t("tcp-read-1m-netns", 4e9)])
+        new, _ = report.update(DOC, by_group(doc))
+        ids = [report.row_id(l) for l in new.split("<!-- BEGIN current tcp-shm -->")[1]
+               .split("<!-- END current tcp-shm -->")[0].splitlines() if report.row_id(l)]
+        self.assertEqual(ids, ["tcp-write-1m", "tcp-write-1m-netns", "shm-read-1m", "shm-read-1m-netns-50us",
+                               "tcp-read-1m-netns"])
+        doc2 = run_doc("2026-11-24T11:00:00Z", [t("tcp-write-1m-netns-50us", 5e9), t("shm-read-1m-netns", 6e9)])
+        again, _ = report.update(new, by_group(doc2))
+        ids = [report.row_id(l) for l in again.split("<!-- BEGIN current tcp-shm -->")[1]
+               .split("<!-- END current tcp-shm -->")[0].splitlines() if report.row_id(l)]
+        self.assertEqual(ids, ["tcp-write-1m", "tcp-write-1m-netns", "tcp-write-1m-netns-50us", "shm-read-1m",
+                               "shm-read-1m-netns-50us", "shm-read-1m-netns", "tcp-read-1m-netns"])
+        self.assertEqual(report.update(again, by_group(doc2))[0], again)
+
+    def test_twin(self):
+        self.assertEqual(report.twin("kv-tcp-get-4k-c16-p99-rate-netns"), "kv-tcp-get-4k-c16-p99-rate")
+        self.assertEqual(report.twin("tcp-write-64-rtt-netns-50us"), "tcp-write-64-rtt")
+        self.assertEqual(report.twin("tcp-write-64-rtt-netns-0.2ms"), "tcp-write-64-rtt")
+        self.assertIsNone(report.twin("tcp-write-1m"))
+        self.assertIsNone(report.twin("kv-tcp-get-4k-c1-netns-x"))
+
     def test_newer_row_kept(self):
         new, _ = report.update(DOC, by_group(run_doc("2026-11-20T10:00:00Z", [tcp_write(4e9, 2e9)])))
         self.assertIn("3.30 GB/s", new)
