@@ -25,13 +25,14 @@ TESTOUT  ?= $(CURDIR)/test-out
 test: deps vet nocgo race integrity fuzz python-test
 	@pass=$$(cat $(TESTOUT)/race.pass $(TESTOUT)/integrity.pass $(TESTOUT)/fuzz.pass $(TESTOUT)/pytest.pass | awk '{s+=$$1} END {print s}'); \
 	  skip=$$(cat $(TESTOUT)/race.skip $(TESTOUT)/pytest.skip | awk '{s+=$$1} END {print s}'); \
-	  echo "make test: vet, gofmt and the no-cgo build clean; race: $$(cat $(TESTOUT)/race.pass) tests passed ($$(cat $(TESTOUT)/race.skip) skipped); integrity: $$(cat $(TESTOUT)/integrity.pass); fuzz: $$(cat $(TESTOUT)/fuzz.pass) targets for $(FUZZTIME) each; pytest: $$(cat $(TESTOUT)/pytest.pass) passed ($$(cat $(TESTOUT)/pytest.skip) skipped)"; \
+	  echo "make test: vet, gofmt, the bench scripts' unit tests and the no-cgo build clean; race: $$(cat $(TESTOUT)/race.pass) tests passed ($$(cat $(TESTOUT)/race.skip) skipped); integrity: $$(cat $(TESTOUT)/integrity.pass); fuzz: $$(cat $(TESTOUT)/fuzz.pass) targets for $(FUZZTIME) each; pytest: $$(cat $(TESTOUT)/pytest.pass) passed ($$(cat $(TESTOUT)/pytest.skip) skipped)"; \
 	  echo "test: $$pass passed, 0 failed, $$skip skipped"
 
 vet:
 	$(GO) vet $(PKGS)
 	@fmt=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
 	  if [ -n "$$fmt" ]; then echo "gofmt needed: $$fmt"; exit 1; fi
+	$(PYTHON) -m unittest discover -s tools/bench -p '*_test.py'
 
 ## nocgo: every build configuration must compile; without cgo the verbs
 ## transport reports ErrNotSupported.
