@@ -78,7 +78,7 @@ func (s *Server) Advertise(ctx context.Context, addr string) error {
 	// In a cluster now: answer only the keys it owns, while it knows it
 	// does (fence.go).
 	s.fenceOnce.Do(func() {
-		f := newFence(s, s.e.Directory(), s.e.NodeID(), s.e.Config().DirectoryTTL)
+		f := newFence(s.log, s.st, s.e.Directory(), s.e.NodeID(), s.e.Config().DirectoryTTL)
 		s.fence.Store(f)
 		s.wg.Go(func() { f.run(s.ctx) })
 	})
