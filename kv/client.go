@@ -144,49 +144,6 @@ type Client struct {
 	sess *session
 }
 
-// Engine is the client's data-plane engine; buffers for GetInto and
-// PutBuffer come from its pool (Engine().Alloc).
-func (c *Client) Engine() *xfer.Engine { return c.e }
-
-// Transport names the data-plane transport in use ("" before the first
-// connection).
-func (c *Client) Transport() string {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.sess == nil {
-		return ""
-	}
-	return c.sess.peer.Transport()
-}
-
-// Close closes the gRPC connection and, when the client opened it, its
-// engine.
-func (c *Client) Close() error {
-	err := c.conn.Close()
-	c.calls.Stop()
-	c.mu.Lock()
-	if c.sess != nil {
-		c.sess.peer.Close()
-		c.sess = nil
-	}
-	c.mu.Unlock()
-	if c.msgs != nil {
-		c.msgs.close()
-	}
-	if cerr := c.closeEngine(); err == nil {
-		err = cerr
-	}
-	c.metrics.unregister(c.opts.Metrics)
-	return err
-}
-
-func (c *Client) closeEngine() error {
-	if c.ownsEng {
-		return c.e.Close()
-	}
-	return nil
-}
-
 // session is what a Hello established: the server's limits and the
 // data-plane connection to it.
 type session struct {
@@ -241,4 +198,47 @@ type pendingCall struct {
 	get     kvpb.GetResponse
 	wrapPut kvpb.Response_Put
 	put     kvpb.PutResponse
+}
+
+// Engine is the client's data-plane engine; buffers for GetInto and
+// PutBuffer come from its pool (Engine().Alloc).
+func (c *Client) Engine() *xfer.Engine { return c.e }
+
+// Transport names the data-plane transport in use ("" before the first
+// connection).
+func (c *Client) Transport() string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.sess == nil {
+		return ""
+	}
+	return c.sess.peer.Transport()
+}
+
+// Close closes the gRPC connection and, when the client opened it, its
+// engine.
+func (c *Client) Close() error {
+	err := c.conn.Close()
+	c.calls.Stop()
+	c.mu.Lock()
+	if c.sess != nil {
+		c.sess.peer.Close()
+		c.sess = nil
+	}
+	c.mu.Unlock()
+	if c.msgs != nil {
+		c.msgs.close()
+	}
+	if cerr := c.closeEngine(); err == nil {
+		err = cerr
+	}
+	c.metrics.unregister(c.opts.Metrics)
+	return err
+}
+
+func (c *Client) closeEngine() error {
+	if c.ownsEng {
+		return c.e.Close()
+	}
+	return nil
 }
