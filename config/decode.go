@@ -3,7 +3,10 @@ package config
 import (
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
+
+	"github.com/xferio/xfer"
 )
 
 // The decoders of this package (YAML in yaml.go, JSON in json.go) parse a
@@ -234,6 +237,118 @@ func (d *decoder) set(f Key, k, val *node, written string) {
 	}
 	if err := f.Set(&d.doc, value); err != nil {
 		d.problem(val.line, written, ErrBadValue, err, "%s: %q: %v", written, val.value, err)
+	}
+}
+
+// The production layout (production.go) is walked here too: amst and
+// amstKey decode its section by its table, and finishAMST applies what
+// needs the whole document.
+
+// amst decodes a transport mapping of the production layout (k: val).
+func (d *decoder) amst(k, val *node) {
+	if s, dup := d.seen[amstParent]; dup {
+		d.problem(k.line, amstParent, ErrDuplicate, nil, "key %q repeats the one on line %d", amstParent, s.line)
+		return
+	}
+	defer func() {
+		if _, ok := d.seen[amstParent]; !ok {
+			d.seen[amstParent] = seenKey{amstParent, k.line}
+		}
+	}()
+	for _, pr := range val.pairs {
+		k, v := pr.key, pr.val
+		if k.kind != scalarNode || k.value != amstSection {
+			d.problem(k.line, amstParent+"."+k.value, ErrUnknownKey, nil,
+				"transport: a mapping holds the %s section of the production layout (transport: {%s: {enable_rdma: ..., rdma_device: ...}}); "+
+					"or write transport: auto or one of "+strings.Join(xfer.TransportNames(), ", "), amstSection, amstSection)
+			continue
+		}
+		switch v.kind {
+		case nullNode:
+			continue
+		case mappingNode:
+		default:
+			d.problem(v.line, amstPath, ErrBadValue, nil, "%s: expected a mapping of keys (%s) to values", amstPath, amstKnown())
+			continue
+		}
+		for _, pr := range v.pairs {
+			d.amstKey(pr.key, pr.val)
+		}
+	}
+}
+
+// amstKey decodes one option of the amst section.
+func (d *decoder) amstKey(sk, sv *node) {
+	written := amstPath + "." + sk.value
+	if sk.kind != scalarNode {
+		d.problem(sk.line, amstPath, ErrUnknownKey, nil, "%s: a key must be a plain name (known keys: %s)", amstPath, amstKnown())
+		return
+	}
+	if why, ok := amstRefused[sk.value]; ok {
+		d.problem(sk.line, written, ErrBadValue, nil, "%s: not supported: %s", written, why)
+		return
+	}
+	if sv.kind != scalarNode && sv.kind != nullNode {
+		d.problem(sv.line, written, ErrBadValue, nil, "%s: expected a single value", written)
+		return
+	}
+	switch sk.value {
+	case amstEnableRDMA:
+		if sv.kind == nullNode {
+			return
+		}
+		on, err := parseBool(sv.value)
+		if err != nil {
+			d.problem(sv.line, written, ErrBadValue, err, "%s: %q: %v", written, sv.value, err)
+			return
+		}
+		// true: the auto policy, which uses rdma where both sides have a
+		// usable device and falls back to shm or tcp; false: tcp, never
+		// rdma.
+		policy := xfer.PolicyAuto
+		if !on {
+			policy = xfer.PolicyTCP
+		}
+		d.set(d.flat["transport"], sk, &node{kind: scalarNode, value: string(policy), line: sv.line}, written)
+		return
+	case amstSendMB, amstRecvMB:
+		if sv.kind == nullNode {
+			return
+		}
+		n, err := strconv.Atoi(strings.TrimSpace(sv.value))
+		if err != nil || n < 0 || n > maxBufferMB {
+			d.problem(sv.line, written, ErrBadValue, nil, "%s: %q: must be an integer from 0 to %d (MiB)", written, sv.value, maxBufferMB)
+			return
+		}
+		d.amstMB += n
+		return
+	case "rdma_qp_type":
+		if why, ok := qpTypeRefusals[strings.ToUpper(strings.TrimSpace(sv.value))]; ok {
+			d.problem(sv.line, written, ErrBadValue, nil, "%s: %q: %s", written, sv.value, why)
+			return
+		}
+	}
+	key, ok := amstKeys[sk.value]
+	if !ok {
+		d.unknown(sk, sv, amstPath)
+		return
+	}
+	d.set(d.nested[key], sk, sv, written)
+}
+
+// finishAMST applies what needs the whole document: the buffer sizes raise
+// memory_mb (the registered pool that sends leave from and receives land
+// in) to their sum when it is smaller.
+func (d *decoder) finishAMST() {
+	mb := d.doc.Engine.MemoryMB
+	if d.amstMB == 0 || mb < 0 {
+		return // no buffers; or a memory_mb that Check refuses
+	}
+	if mb == 0 {
+		mb = xfer.DefaultMemoryMB
+	}
+	if d.amstMB > mb {
+		d.doc.Engine.MemoryMB = d.amstMB
 	}
 }
 

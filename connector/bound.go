@@ -81,33 +81,3 @@ func (c *Connector) bounded(ctx context.Context) (context.Context, context.Cance
 
 // byBound reports whether the call bound ended ctx (from bounded).
 func byBound(ctx context.Context) bool { return callbound.Ended(ctx) }
-
-// probe asks the producer at addr for a key it cannot hold, without
-// waiting, and reports nil when it answers within its share of the call
-// bound (callTimeout: it is alive), or why it did not.
-func (c *Connector) probe(addr string) error {
-	wait := c.probeWait
-	ctx, cancel := context.WithTimeout(c.ctx, wait)
-	defer cancel()
-	r, err := c.dial(ctx, addr)
-	if err != nil {
-		return fmt.Errorf("a probe could not reach it: %w", err)
-	}
-	res, err := c.call(ctx, r, nil, func(id uint32) []byte { return appendGet(nil, id, flagNoWait, probeKey, xfer.RemoteAddr{}, 0) },
-		func(res result) {
-			if res.err == nil && res.rep.status == statusOK {
-				c.release(r, res.rep.id, false)
-			}
-		})
-	if err != nil {
-		return fmt.Errorf("no answer to a probe within %v: %w", wait, err)
-	}
-	if res.rep.status == statusOK {
-		c.release(r, res.rep.id, false)
-	}
-	return nil
-}
-
-// probeKey is the key of probe's get: one no stage name makes ('/' in a
-// stage name is refused).
-const probeKey = "/xfer-probe/"

@@ -1,6 +1,8 @@
 package connector
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"sync"
 
@@ -143,3 +145,50 @@ func (b *Buffer) Release() error {
 
 // Close is Release.
 func (b *Buffer) Close() error { return b.Release() }
+
+// alloc takes size bytes of the pool for op: at once, or waiting under
+// WaitForMemory. An empty value takes no memory.
+func (c *Connector) alloc(ctx context.Context, op string, size int64) (xfer.Buffer, error) {
+	if size == 0 {
+		return xfer.Buffer{}, nil
+	}
+	if c.isClosed() {
+		return xfer.Buffer{}, c.errClosed(op)
+	}
+	pool := c.eng.Pool()
+	if capacity := pool.Stats().Capacity; uint64(size) > capacity {
+		return xfer.Buffer{}, fmt.Errorf("a value of %d bytes is larger than the whole pool (%d bytes; raise Engine.MemoryMB): %w", size, capacity, ErrTooLarge)
+	}
+	if int64(int(size)) != size {
+		return xfer.Buffer{}, fmt.Errorf("a value of %d bytes: %w", size, ErrTooLarge)
+	}
+	var b xfer.Buffer
+	var err error
+	if c.cfg.WaitForMemory {
+		actx, cancel := c.bounded(ctx)
+		b, err = c.eng.AllocWait(actx, int(size))
+		cancel()
+		if err != nil && byBound(actx) {
+			err = fmt.Errorf("no room for %d bytes in the pool within %v, the call bound: %w", size, c.bound, err)
+		}
+	} else {
+		b, err = c.eng.Alloc(int(size))
+	}
+	if err != nil {
+		if errors.Is(err, ErrPoolExhausted) {
+			st := pool.Stats()
+			return xfer.Buffer{}, fmt.Errorf("no room for %d bytes in the pool (%d of %d bytes in use; release buffers, or set WaitForMemory): %w", size, st.InUse, st.Capacity, err)
+		}
+		return xfer.Buffer{}, err
+	}
+	return b, nil
+}
+
+// free hands b back to the pool (nothing for the zero Buffer or once the
+// engine is closed).
+func (c *Connector) free(b xfer.Buffer) error {
+	if b.IsZero() || c.down.Load() {
+		return nil
+	}
+	return c.eng.Free(b)
+}

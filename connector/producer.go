@@ -290,25 +290,6 @@ func (c *Connector) serveWaitersLocked(s *slot) {
 	}
 }
 
-// acceptLoop takes the consumers that dial this producer.
-func (c *Connector) acceptLoop() {
-	for {
-		p, err := c.eng.Accept(c.ctx)
-		if err != nil {
-			return
-		}
-		p.Handle(c.handler(p))
-		down := p.Down()
-		c.wg.Go(func() {
-			select {
-			case <-down:
-				c.peerGone(p)
-			case <-c.ctx.Done():
-			}
-		})
-	}
-}
-
 // peerGone ends the claims and waits of a consumer whose connection failed:
 // it took nothing.
 func (c *Connector) peerGone(p *xfer.Peer) {

@@ -70,12 +70,6 @@ const (
 	maxClients = 1 << 16
 )
 
-// callKeys is the secret keyed once (auth.Key), and the layouts of the
-// MACs of calls and connections. Safe for concurrent use.
-type callKeys struct{ *auth.Key }
-
-func newCallKeys(secret string) *callKeys { return &callKeys{auth.NewKey([]byte(secret))} }
-
 // mac appends HMAC-SHA256(secret, label | method | 0 | ts | nonce) to dst.
 func (k *callKeys) mac(dst []byte, label, method string, ts, nonce []byte) []byte {
 	return k.Sum(dst, label, []byte(method), []byte{0}, ts, nonce)

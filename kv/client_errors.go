@@ -1,17 +1,9 @@
 package kv
 
 import (
-	"context"
 	"errors"
 	"fmt"
-	"strings"
 	"time"
-
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
-
-	"github.com/xferio/xfer"
-	"github.com/xferio/xfer/kv/kvpb"
 )
 
 // Errors of the client's methods; match them with errors.Is. The messages
@@ -102,41 +94,4 @@ func (e *DialError) Unwrap() []error {
 		errs = append(errs, e.Ctx)
 	}
 	return errs
-}
-
-// convert maps a gRPC status to the package's errors.
-func (c *Client) convert(err error) error {
-	st, ok := status.FromError(err)
-	if !ok {
-		return err
-	}
-	msg := st.Message()
-	switch st.Code() {
-	case codes.NotFound:
-		return &serverError{msg, ErrNotFound}
-	case codes.ResourceExhausted:
-		return &serverError{msg, ErrFull}
-	case codes.InvalidArgument:
-		return &serverError{msg, ErrInvalid}
-	case codes.Unavailable:
-		if reason, ok := authRefused(msg); ok {
-			return fmt.Errorf("kv: %s: %w: %s", c.target, xfer.ErrAuth, reason)
-		}
-		return &unavailableError{target: c.target, msg: msg}
-	case codes.Aborted:
-		return &serverError{msg, ErrMoved}
-	case codes.FailedPrecondition:
-		for _, d := range st.Details() {
-			if b, ok := d.(*kvpb.BufferTooSmall); ok {
-				return &BufferTooSmallError{Needed: b.Needed, Have: b.Have}
-			}
-		}
-	case codes.Unauthenticated:
-		return fmt.Errorf("kv: %w: %s", xfer.ErrAuth, strings.TrimPrefix(msg, "kv: "))
-	case codes.Canceled:
-		return fmt.Errorf("kv: %w", context.Canceled)
-	case codes.DeadlineExceeded:
-		return fmt.Errorf("kv: %w", context.DeadlineExceeded)
-	}
-	return fmt.Errorf("kv: %s: %s", st.Code(), msg)
 }

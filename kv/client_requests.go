@@ -15,45 +15,6 @@ import (
 	"github.com/xferio/xfer/kv/kvpb"
 )
 
-// pendingCall is a data-plane request waiting for its response. A call
-// abandoned by its caller (context done) stays until the response comes,
-// so that late runs after the server is done with the caller's buffer.
-type pendingCall struct {
-	ch   chan *kvpb.Response // nil response: the connection failed
-	late func()
-	dst  []byte // where an inline GET value goes
-	// notify: a GET that asked to be answered by a notification
-	// (GetRequest.notify, onNotify).
-	notify bool
-
-	// size, when not 0, bounds the encoded request: callWith then tries
-	// to encode it straight into the transport's send queue, with enc and
-	// id, through fill (pc.appendRequest, bound once).
-	size int
-	enc  func(b []byte, id uint64) []byte
-	id   uint64
-	fill func(b []byte) []byte
-
-	// A pooled call's request, for enc = encGet or encPut (bound once, so
-	// that a GET or an inline PUT builds no closure): the key, the
-	// buffer's descriptor (GET) or the value (PUT), the largest inline
-	// answer (GET) and the server's ID. The caller clears them before it
-	// puts the call back.
-	key, reqBytes, sid []byte
-	inlineMax          uint64
-	encGet, encPut     func(b []byte, id uint64) []byte
-
-	// A response of the fast path is decoded into these, without
-	// allocating. The caller of a pooled call (GETs, inline PUTs) is done
-	// with them before it puts the call back.
-	desc    [xfer.RegionDescLen]byte // the request's buffer descriptor
-	resp    kvpb.Response
-	wrap    kvpb.Response_Get
-	get     kvpb.GetResponse
-	wrapPut kvpb.Response_Put
-	put     kvpb.PutResponse
-}
-
 // requestSize bounds the encoded size of a GET or inline PUT request
 // whose fields (key, buffer descriptor or value, server id) are that long:
 // each field, and the id and the operation's header, take at most a tag and

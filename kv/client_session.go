@@ -6,29 +6,15 @@ import (
 	"fmt"
 	"hash/fnv"
 	"net"
-	"sync"
+	"strings"
 	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	"github.com/xferio/xfer"
 	"github.com/xferio/xfer/kv/kvpb"
 )
-
-// session is what a Hello established: the server's limits and the
-// data-plane connection to it.
-type session struct {
-	id        string
-	addr      string // the data address dialed
-	peer      *xfer.Peer
-	inlineMax uint64
-	maxValue  uint64
-	maxKey    uint64
-
-	// The data-plane request path: calls waiting for their response.
-	pmu     sync.Mutex
-	pending map[uint64]*pendingCall
-	nextID  uint64
-	down    error // set when the connection failed; calls fail with it
-}
 
 // session returns the current session, establishing one when there is none.
 func (c *Client) session(ctx context.Context) (*session, error) {
@@ -184,4 +170,41 @@ func (c *Client) retry(ctx context.Context, f func(*session) error) error {
 		}
 		backoff = min(2*backoff, time.Second)
 	}
+}
+
+// convert maps a gRPC status to the package's errors.
+func (c *Client) convert(err error) error {
+	st, ok := status.FromError(err)
+	if !ok {
+		return err
+	}
+	msg := st.Message()
+	switch st.Code() {
+	case codes.NotFound:
+		return &serverError{msg, ErrNotFound}
+	case codes.ResourceExhausted:
+		return &serverError{msg, ErrFull}
+	case codes.InvalidArgument:
+		return &serverError{msg, ErrInvalid}
+	case codes.Unavailable:
+		if reason, ok := authRefused(msg); ok {
+			return fmt.Errorf("kv: %s: %w: %s", c.target, xfer.ErrAuth, reason)
+		}
+		return &unavailableError{target: c.target, msg: msg}
+	case codes.Aborted:
+		return &serverError{msg, ErrMoved}
+	case codes.FailedPrecondition:
+		for _, d := range st.Details() {
+			if b, ok := d.(*kvpb.BufferTooSmall); ok {
+				return &BufferTooSmallError{Needed: b.Needed, Have: b.Have}
+			}
+		}
+	case codes.Unauthenticated:
+		return fmt.Errorf("kv: %w: %s", xfer.ErrAuth, strings.TrimPrefix(msg, "kv: "))
+	case codes.Canceled:
+		return fmt.Errorf("kv: %w", context.Canceled)
+	case codes.DeadlineExceeded:
+		return fmt.Errorf("kv: %w", context.DeadlineExceeded)
+	}
+	return fmt.Errorf("kv: %s: %s", st.Code(), msg)
 }

@@ -17,11 +17,6 @@ import (
 	"github.com/xferio/xfer/directory"
 )
 
-// ServiceName is the name under which a KV server lists its gRPC address
-// in its node's directory entry (xfer.Engine.SetService), and under which
-// a Cluster finds it.
-const ServiceName = "kv"
-
 // DefaultDownFor is how long a Cluster leaves out a server it could not
 // reach before trying it again (ClusterOptions.DownFor).
 const DefaultDownFor = time.Second
@@ -295,22 +290,6 @@ func (m *member) client(ctx context.Context, opts ClientOptions) (*Client, error
 	cl.noWait = true
 	m.cl = cl
 	return cl, nil
-}
-
-// weight is key's rendezvous weight on a server whose ID hashes to seed.
-func weight[K string | []byte](key K, seed uint64) uint64 {
-	h := seed ^ 0xcbf29ce484222325
-	for i := 0; i < len(key); i++ {
-		h ^= uint64(key[i])
-		h *= 0x100000001b3
-	}
-	// splitmix64's finaliser: FNV's low bits alone spread poorly.
-	h ^= h >> 30
-	h *= 0xbf58476d1ce4e5b9
-	h ^= h >> 27
-	h *= 0x94d049bb133111eb
-	h ^= h >> 31
-	return h
 }
 
 // pick returns the server with the highest weight for key among the live

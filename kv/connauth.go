@@ -279,6 +279,13 @@ func (c *connCreds) serverExchange(conn net.Conn, ai credentials.AuthInfo, hello
 	return true, "", nil
 }
 
+// callKeys is the secret keyed once (auth.Key), and the layouts of the
+// MACs of calls (auth.go) and connections (connMAC). Safe for concurrent
+// use.
+type callKeys struct{ *auth.Key }
+
+func newCallKeys(secret string) *callKeys { return &callKeys{auth.NewKey([]byte(secret))} }
+
 // connMAC appends HMAC-SHA256(secret, label | nonceC | nonceS | bind) to dst.
 func (k *callKeys) connMAC(dst []byte, label string, nonceC, nonceS, bind []byte) []byte {
 	return k.Sum(dst, label, nonceC, nonceS, bind)

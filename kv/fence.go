@@ -3,6 +3,7 @@ package kv
 import (
 	"context"
 	"hash/fnv"
+	"log/slog"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -36,7 +37,8 @@ import (
 //     only 2 × fresh after its next good list, by when every server that
 //     serves has seen its entry (and dropped the keys it took over).
 type fence struct {
-	s      *Server
+	log    *slog.Logger
+	st     *store // the server's values: dropped by key, or all
 	dir    directory.Directory
 	self   string
 	ttl    time.Duration
@@ -61,9 +63,9 @@ type fence struct {
 // Bounds of fence.fresh: half the TTL, at most maxFresh.
 const maxFresh = 2 * time.Second
 
-func newFence(s *Server, dir directory.Directory, self string, ttl time.Duration) *fence {
+func newFence(log *slog.Logger, st *store, dir directory.Directory, self string, ttl time.Duration) *fence {
 	fresh := min(ttl/2, maxFresh)
-	return &fence{s: s, dir: dir, self: self, ttl: ttl, fresh: fresh, period: max(fresh/5, 10*time.Millisecond), selfIdx: -1}
+	return &fence{log: log, st: st, dir: dir, self: self, ttl: ttl, fresh: fresh, period: max(fresh/5, 10*time.Millisecond), selfIdx: -1}
 }
 
 // run refreshes the view until ctx ends.
@@ -111,10 +113,10 @@ func (f *fence) tick(ctx context.Context) {
 	if !f.started || start.Sub(f.lastGood) > f.fresh || reg.Reregistrations != f.rereg {
 		if f.started {
 			f.breaks.Add(1)
-			f.s.log.Warn("kv: this server lost its place in the cluster for a while (paused, cut off from the directory, or its entry lost): dropping every value, and taking writes again after a delay",
+			f.log.Warn("kv: this server lost its place in the cluster for a while (paused, cut off from the directory, or its entry lost): dropping every value, and taking writes again after a delay",
 				"node", f.self, "since", f.lastGood, "delay", 2*f.fresh)
 		}
-		f.s.st.clear()
+		f.st.clear()
 		f.readyAt = end.Add(2 * f.fresh)
 		f.rereg = reg.Reregistrations
 		f.started = true
@@ -131,9 +133,9 @@ func (f *fence) tick(ctx context.Context) {
 			}
 		}
 		f.gen++
-		n := f.s.st.retain(func(key string) bool { return f.ownsLocked([]byte(key)) })
+		n := f.st.retain(func(key string) bool { return f.ownsLocked([]byte(key)) })
 		f.dropped.Add(uint64(n))
-		f.s.log.Debug("kv: the cluster changed", "node", f.self, "servers", ids, "dropped", n)
+		f.log.Debug("kv: the cluster changed", "node", f.self, "servers", ids, "dropped", n)
 	}
 	f.lastGood = start
 	f.leaseTill = reg.Renewed.Add(f.ttl * 2 / 3)

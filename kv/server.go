@@ -2,12 +2,8 @@ package kv
 
 import (
 	"context"
-	"crypto/rand"
 	"crypto/tls"
-	"errors"
-	"fmt"
 	"log/slog"
-	"net"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -16,7 +12,6 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
-	"google.golang.org/grpc/keepalive"
 
 	"github.com/xferio/xfer"
 	"github.com/xferio/xfer/kv/kvpb"
@@ -149,94 +144,6 @@ type Server struct {
 	closeOnce sync.Once
 }
 
-// NewServer opens the data-plane engine and its value pool.
-func NewServer(ctx context.Context, opts ServerOptions) (*Server, error) {
-	if opts.Logger == nil {
-		opts.Logger = slog.Default()
-	}
-	full, err := ParseFullPolicy(string(opts.Full))
-	if err != nil {
-		return nil, err
-	}
-	opts.Full = full
-	if opts.MaxKey == 0 {
-		opts.MaxKey = DefaultMaxKey
-	}
-	if opts.MaxKey < 0 || opts.MaxValue < 0 {
-		return nil, errors.New("kv: MaxKey and MaxValue must not be negative")
-	}
-	inlineAuto := opts.InlineMax == 0
-	if inlineAuto {
-		opts.InlineMax = DefaultInlineMax
-	}
-	if opts.Engine.Listen == "" {
-		opts.Engine.Listen = ":0"
-	}
-	if opts.Engine.TCP.PollSpin == 0 {
-		opts.Engine.TCP.PollSpin = DefaultPollSpin
-	}
-	// Data-plane requests carry a key and, inline, a small value.
-	if need := msgSize(opts.MaxKey, opts.InlineMax); opts.Engine.MaxMessage < need {
-		opts.Engine.MaxMessage = need
-	}
-	if opts.Devices == 0 {
-		opts.Devices = 1
-	}
-	if opts.Engine.Metrics == nil {
-		opts.Engine.Metrics = opts.Metrics
-	}
-	es, err := openEngines(ctx, opts)
-	if err != nil {
-		return nil, err
-	}
-	e := es[0]
-	capacity := int(e.Pool().Stats().Capacity)
-	if opts.MaxValue == 0 || opts.MaxValue > capacity {
-		opts.MaxValue = capacity
-	}
-	s := &Server{inlineAuto: inlineAuto, opts: opts, e: e, es: es, st: newStore(e.Pool(), opts.Full), log: opts.Logger, peerWait: defaultPeerWait}
-	s.auth = newCallAuth(e)
-	s.peers.m = make(map[xfer.ID]*xfer.Peer)
-	s.peers.changed = make(chan struct{})
-	rand.Read(s.id[:])
-	s.ctx, s.stop = context.WithCancel(context.Background())
-	for _, e := range es {
-		m, err := newMsgBufs(e, serverMsgBufs, opts.Engine.MaxMessage)
-		if err != nil {
-			for _, m := range s.msgs {
-				m.close()
-			}
-			for i := len(es) - 1; i >= 0; i-- {
-				es[i].Close()
-			}
-			return nil, err
-		}
-		s.msgs = append(s.msgs, m)
-	}
-	if opts.Metrics != nil {
-		s.metrics = newServerMetrics(s)
-		if err := opts.Metrics.Register(s.metrics); err != nil {
-			for _, m := range s.msgs {
-				m.close()
-			}
-			for i := len(es) - 1; i >= 0; i-- {
-				es[i].Close()
-			}
-			return nil, fmt.Errorf("kv: metrics: %w", err)
-		}
-	}
-	for i, e := range es {
-		s.wg.Go(func() { s.acceptLoop(e, s.msgs[i]) })
-	}
-	// The engines held their peers until now: the first engine's pool is
-	// registered with the others, the message buffers and the accept
-	// loops are in place.
-	for _, e := range es {
-		e.Ready()
-	}
-	return s, nil
-}
-
 // DataAddr is the address of the first data-plane engine.
 func (s *Server) DataAddr() string { return s.e.Addr() }
 
@@ -270,81 +177,6 @@ func (s *Server) Credentials() credentials.TransportCredentials {
 		inner = credentials.NewTLS(s.opts.TLS)
 	}
 	return &connCreds{inner: inner, keys: s.auth.keys, e: s.e}
-}
-
-// Serve serves the KV service on lis until ctx is done, then stops
-// gracefully (requests in progress finish, for up to five seconds) and
-// closes the server.
-//
-// When the server's engine has a node ID in a directory (ServerOptions.Engine's
-// Directory and NodeID), Serve lists lis's address in the node's entry as
-// the "kv" service (Advertise) first, so that a Cluster finds the server.
-func (s *Server) Serve(ctx context.Context, lis net.Listener, opts ...grpc.ServerOption) error {
-	if err := s.Advertise(ctx, lis.Addr().String()); err != nil {
-		s.Close()
-		return err
-	}
-	opts = append([]grpc.ServerOption{grpc.Creds(s.Credentials()), grpc.InTapHandle(s.auth.tap)}, opts...)
-	g := grpc.NewServer(append(s.grpcLimits(), opts...)...)
-	s.Register(g)
-	errc := make(chan error, 1)
-	go func() { errc <- g.Serve(lis) }()
-	var err error
-	select {
-	case err = <-errc:
-	case <-ctx.Done():
-		stopped := make(chan struct{})
-		go func() { g.GracefulStop(); close(stopped) }()
-		select {
-		case <-stopped:
-		case <-time.After(5 * time.Second):
-			g.Stop()
-		}
-		<-errc
-	}
-	if cerr := s.Close(); err == nil {
-		err = cerr
-	}
-	return err
-}
-
-// grpcLimits are the gRPC server options by which Serve closes the
-// connections of idle and vanished clients; options passed to Serve come
-// after them, and win.
-func (s *Server) grpcLimits() []grpc.ServerOption {
-	idle := s.opts.IdleTimeout
-	if idle <= 0 {
-		idle = DefaultIdleTimeout
-	}
-	return []grpc.ServerOption{
-		grpc.KeepaliveParams(keepalive.ServerParameters{MaxConnectionIdle: idle, Time: keepaliveTime, Timeout: keepaliveTimeout}),
-		// Clients may ping (gRPC's keepalive) as often as every 10 s, even
-		// without an RPC in flight, without being sent away for it.
-		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 10 * time.Second, PermitWithoutStream: true}),
-		grpc.ConnectionTimeout(min(idle, handshakeTimeout)),
-	}
-}
-
-// Advertise lists addr, where the server's gRPC service is reachable, in
-// its engine's directory entry as the "kv" service (ServiceName); a
-// wildcard host becomes the engine's advertised host. Serve calls it; a
-// program that registers the service with a grpc.Server of its own calls
-// it itself. Without a directory and node ID it does nothing.
-func (s *Server) Advertise(ctx context.Context, addr string) error {
-	if s.e.NodeID() == "" {
-		return nil
-	}
-	if err := s.e.SetService(ctx, ServiceName, addr); err != nil {
-		return fmt.Errorf("kv: advertise %s: %w", addr, err)
-	}
-	// In a cluster now: answer only the keys it owns, while it knows it
-	// does (fence.go).
-	s.fenceOnce.Do(func() {
-		f := newFence(s, s.e.Directory(), s.e.NodeID(), s.e.Config().DirectoryTTL)
-		s.fence.Store(f)
-		s.wg.Go(func() { f.run(s.ctx) })
-	})
-	return nil
 }
 
 // Close closes the data plane and frees every value. Idempotent.

@@ -2,7 +2,10 @@ package kv
 
 import (
 	"context"
+	"crypto/rand"
+	"errors"
 	"fmt"
+	"log/slog"
 	"net"
 	"strconv"
 
@@ -11,6 +14,94 @@ import (
 	"github.com/xferio/xfer"
 	"github.com/xferio/xfer/probe"
 )
+
+// NewServer opens the data-plane engine and its value pool.
+func NewServer(ctx context.Context, opts ServerOptions) (*Server, error) {
+	if opts.Logger == nil {
+		opts.Logger = slog.Default()
+	}
+	full, err := ParseFullPolicy(string(opts.Full))
+	if err != nil {
+		return nil, err
+	}
+	opts.Full = full
+	if opts.MaxKey == 0 {
+		opts.MaxKey = DefaultMaxKey
+	}
+	if opts.MaxKey < 0 || opts.MaxValue < 0 {
+		return nil, errors.New("kv: MaxKey and MaxValue must not be negative")
+	}
+	inlineAuto := opts.InlineMax == 0
+	if inlineAuto {
+		opts.InlineMax = DefaultInlineMax
+	}
+	if opts.Engine.Listen == "" {
+		opts.Engine.Listen = ":0"
+	}
+	if opts.Engine.TCP.PollSpin == 0 {
+		opts.Engine.TCP.PollSpin = DefaultPollSpin
+	}
+	// Data-plane requests carry a key and, inline, a small value.
+	if need := msgSize(opts.MaxKey, opts.InlineMax); opts.Engine.MaxMessage < need {
+		opts.Engine.MaxMessage = need
+	}
+	if opts.Devices == 0 {
+		opts.Devices = 1
+	}
+	if opts.Engine.Metrics == nil {
+		opts.Engine.Metrics = opts.Metrics
+	}
+	es, err := openEngines(ctx, opts)
+	if err != nil {
+		return nil, err
+	}
+	e := es[0]
+	capacity := int(e.Pool().Stats().Capacity)
+	if opts.MaxValue == 0 || opts.MaxValue > capacity {
+		opts.MaxValue = capacity
+	}
+	s := &Server{inlineAuto: inlineAuto, opts: opts, e: e, es: es, st: newStore(e.Pool(), opts.Full), log: opts.Logger, peerWait: defaultPeerWait}
+	s.auth = newCallAuth(e)
+	s.peers.m = make(map[xfer.ID]*xfer.Peer)
+	s.peers.changed = make(chan struct{})
+	rand.Read(s.id[:])
+	s.ctx, s.stop = context.WithCancel(context.Background())
+	for _, e := range es {
+		m, err := newMsgBufs(e, serverMsgBufs, opts.Engine.MaxMessage)
+		if err != nil {
+			for _, m := range s.msgs {
+				m.close()
+			}
+			for i := len(es) - 1; i >= 0; i-- {
+				es[i].Close()
+			}
+			return nil, err
+		}
+		s.msgs = append(s.msgs, m)
+	}
+	if opts.Metrics != nil {
+		s.metrics = newServerMetrics(s)
+		if err := opts.Metrics.Register(s.metrics); err != nil {
+			for _, m := range s.msgs {
+				m.close()
+			}
+			for i := len(es) - 1; i >= 0; i-- {
+				es[i].Close()
+			}
+			return nil, fmt.Errorf("kv: metrics: %w", err)
+		}
+	}
+	for i, e := range es {
+		s.wg.Go(func() { s.acceptLoop(e, s.msgs[i]) })
+	}
+	// The engines held their peers until now: the first engine's pool is
+	// registered with the others, the message buffers and the accept
+	// loops are in place.
+	for _, e := range es {
+		e.Ready()
+	}
+	return s, nil
+}
 
 // railsOptions maps Devices N > 1, where rdma may carry the data plane,
 // onto one engine over N rails (rdma.devices): the first N of the host's

@@ -3,6 +3,7 @@ package kv
 import (
 	"bytes"
 	"context"
+	"errors"
 	"sync"
 
 	"google.golang.org/grpc/codes"
@@ -12,6 +13,24 @@ import (
 	"github.com/xferio/xfer"
 	"github.com/xferio/xfer/kv/kvpb"
 )
+
+// acceptLoop accepts clients' data-plane connections and watches each until
+// it goes away.
+func (s *Server) acceptLoop(e *xfer.Engine, msgs *msgBufs) {
+	for {
+		p, err := e.Accept(s.ctx)
+		if err != nil {
+			if s.ctx.Err() != nil || errors.Is(err, xfer.ErrClosed) {
+				return
+			}
+			s.log.Warn("kv: data-plane handshake failed", "err", err)
+			continue
+		}
+		s.log.Debug("kv: client connected", "peer", p, "transport", p.Transport())
+		s.peers.set(p)
+		s.wg.Go(func() { s.serveMessages(p, msgs) })
+	}
+}
 
 // serveMessages serves the requests p, a client's connection, sends on the
 // data plane (see kvpb.Request) until it goes down, then forgets it. The

@@ -3,9 +3,6 @@ package kv
 import (
 	"bytes"
 	"context"
-	"errors"
-	"sync"
-	"time"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -13,72 +10,6 @@ import (
 	"github.com/xferio/xfer"
 	"github.com/xferio/xfer/kv/kvpb"
 )
-
-// peerSet tracks the data-plane connections of clients, by engine ID.
-type peerSet struct {
-	mu      sync.Mutex
-	m       map[xfer.ID]*xfer.Peer
-	changed chan struct{} // closed and replaced on every change
-}
-
-func (ps *peerSet) set(p *xfer.Peer) {
-	ps.mu.Lock()
-	old := ps.m[p.ID()]
-	ps.m[p.ID()] = p
-	close(ps.changed)
-	ps.changed = make(chan struct{})
-	ps.mu.Unlock()
-	if old != nil && old != p {
-		old.Close() // the client reconnected; its old connection is dead
-	}
-}
-
-func (ps *peerSet) drop(p *xfer.Peer) {
-	ps.mu.Lock()
-	if ps.m[p.ID()] == p {
-		delete(ps.m, p.ID())
-	}
-	ps.mu.Unlock()
-}
-
-// get returns the client's connection, waiting up to peerWait for it.
-func (ps *peerSet) get(ctx context.Context, id xfer.ID, wait time.Duration) (*xfer.Peer, error) {
-	timer := time.NewTimer(wait)
-	defer timer.Stop()
-	for {
-		ps.mu.Lock()
-		p, changed := ps.m[id], ps.changed
-		ps.mu.Unlock()
-		if p != nil {
-			return p, nil
-		}
-		select {
-		case <-changed:
-		case <-ctx.Done():
-			return nil, status.FromContextError(ctx.Err()).Err()
-		case <-timer.C:
-			return nil, status.Errorf(codes.Unavailable, "client engine %s is not connected to the data plane: call Hello and dial one of its data addresses", id)
-		}
-	}
-}
-
-// acceptLoop accepts clients' data-plane connections and watches each until
-// it goes away.
-func (s *Server) acceptLoop(e *xfer.Engine, msgs *msgBufs) {
-	for {
-		p, err := e.Accept(s.ctx)
-		if err != nil {
-			if s.ctx.Err() != nil || errors.Is(err, xfer.ErrClosed) {
-				return
-			}
-			s.log.Warn("kv: data-plane handshake failed", "err", err)
-			continue
-		}
-		s.log.Debug("kv: client connected", "peer", p, "transport", p.Transport())
-		s.peers.set(p)
-		s.wg.Go(func() { s.serveMessages(p, msgs) })
-	}
-}
 
 // checkSession refuses requests that follow a Hello of an earlier server.
 func (s *Server) checkSession(id []byte) error {

@@ -5,19 +5,20 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strconv"
+	"strings"
 	"sync"
-	"unsafe"
 )
 
 // The table of memory kinds
 //
 // Each memory kind is one row of kinds: its name, the other names
-// ParseLocation takes for it, and, for memory on a device, its Driver:
-// the one way the engine, its staging and Engine.Copy reach that kind's
-// devices. Nothing above mem calls a device's API. Adding a kind (ROCm, a
-// file for an offload tier) is its binding's own package (as internal/cuda
-// is CUDA's, loaded at run time with a no-cgo twin), a file here that
-// implements Driver over it (cuda.go), and its row below.
+// ParseLocation takes for it, and, for memory on a device, its Driver
+// (driver.go): the one way the engine, its staging and Engine.Copy reach
+// that kind's devices. Nothing above mem calls a device's API. Adding a
+// kind (ROCm, a file for an offload tier) is its binding's own package (as
+// internal/cuda is CUDA's, loaded at run time with a no-cgo twin), a file
+// here that implements Driver over it (cuda.go), and its row below.
 
 // KindInfo is one memory kind's row in the table.
 type KindInfo struct {
@@ -50,93 +51,110 @@ func (k Kind) Info() (KindInfo, bool) {
 	return kinds[k], true
 }
 
-// Driver is a device memory kind's device interface: what the engine
-// needs of that kind. Its methods are safe for concurrent use.
-type Driver interface {
-	// Available reports whether this process can use the kind: nil, or
-	// an error that says what is missing and how to fix it.
-	Available() error
-	// Open returns an empty set of the kind's devices for one user (an
-	// engine), each opened on first use.
-	Open() Devices
-	// Locate reports which of the kind's devices holds p, as the driver
-	// sees it; ok is false for memory that is not the kind's, and where
-	// the driver cannot be used.
-	Locate(p uintptr) (device int, ok bool)
-	// Wrap makes a Region of size bytes at p that someone else allocated
-	// on one of the kind's devices (see WrapDeviceRegion). An error that
-	// matches ErrNotDevice means p is not the kind's memory.
-	Wrap(p uintptr, size int) (*Region, error)
+// The text forms of kinds and locations are the table's names.
+
+// String is the kind's name in the table: "host" or "cuda".
+func (k Kind) String() string {
+	if info, ok := k.Info(); ok {
+		return info.Name
+	}
+	return "kind(" + strconv.Itoa(int(k)) + ")"
 }
 
-// Devices is one user's set of a kind's devices, each opened on first use
-// (a GPU's primary context, retained). It is safe for concurrent use.
-type Devices interface {
-	// Get returns device n, opening it on first use.
-	Get(n int) (Device, error)
-	// Opened lists the devices opened so far, in order.
-	Opened() []int
-	// Close closes every device of the set; it is empty and usable again
-	// afterwards. Close the Regions of its devices first: their memory
-	// is freed through the device.
-	Close() error
+// String lists the kinds, comma-separated: "host,cuda".
+func (s Kinds) String() string {
+	var names []string
+	for k := Kind(0); k < 8; k++ {
+		if s.Has(k) {
+			names = append(names, k.String())
+		}
+	}
+	return strings.Join(names, ",")
 }
 
-// Device is one opened device: what allocating, copying and staging its
-// memory needs. Addresses are the device's (for its memory) or the
-// process's (for host memory), as one address space: the kinds that
-// xfer moves have unified addressing.
-type Device interface {
-	// Location is the device's memory location ("cuda:0").
-	Location() Location
-	// Alloc allocates size bytes of the device's memory as a Region,
-	// whose Close frees them; the set must stay open until then.
-	Alloc(size int) (*Region, error)
-	// Copy copies n bytes from src to dst, either or both the device's
-	// memory, and waits for it.
-	Copy(dst, src uintptr, n int) error
-	// Pin registers host memory b with the device's driver, so that
-	// copies between the device and b run at full speed; Unpin undoes
-	// it.
-	Pin(b []byte) error
-	Unpin(b []byte) error
-	// Stream takes an idle stream of copies (made if none is idle);
-	// give it back with Stream.Release once its work is synchronised.
-	Stream() (Stream, error)
+// MarshalText implements encoding.TextMarshaler (String), for status
+// documents.
+func (s Kinds) MarshalText() ([]byte, error) { return []byte(s.String()), nil }
+
+// UnmarshalText implements encoding.TextUnmarshaler: a comma-separated
+// list of kinds as String writes it ("" is the empty set).
+func (s *Kinds) UnmarshalText(text []byte) error {
+	var set Kinds
+	if len(text) > 0 {
+	names:
+		for _, name := range strings.Split(string(text), ",") {
+			for _, info := range kinds {
+				if strings.TrimSpace(name) == info.Name {
+					set |= KindSet(info.Kind)
+					continue names
+				}
+			}
+			var want []string
+			for _, info := range kinds {
+				want = append(want, info.Name)
+			}
+			return fmt.Errorf("memory kind %q: want %s", name, strings.Join(want, " or "))
+		}
+	}
+	*s = set
+	return nil
 }
 
-// DMABufExporter is a Device whose memory a NIC can reach as a DMA-BUF
-// (GPUDirect RDMA): the rdma transport registers it with the NIC.
-type DMABufExporter interface {
-	// DMABuf returns a DMA-BUF of the allocation that holds p (its
-	// descriptor, which the caller closes) and that allocation's base.
-	DMABuf(p uintptr) (fd int, base uintptr, err error)
+// String is "host" or "cuda:N".
+func (l Location) String() string {
+	if l.Kind == KindHost {
+		return "host"
+	}
+	return l.Kind.String() + ":" + strconv.Itoa(l.Device)
 }
 
-// IPCExporter is a Device whose memory another process on the host can
-// map by a handle (CUDA IPC): the shm transport moves it so.
-type IPCExporter interface {
-	// IPCHandle returns the handle of the allocation that holds p, and
-	// that allocation's base.
-	IPCHandle(p uintptr) (h IPCHandle, base uintptr, err error)
-	// OpenIPC maps the allocation of another process that h names and
-	// returns its address here; CloseIPC unmaps it.
-	OpenIPC(h IPCHandle) (uintptr, error)
-	CloseIPC(p uintptr) error
+// ParseLocation parses "host" (or "cpu", or empty) and "cuda:N" (or
+// "cuda", device 0; "gpu:N" is taken for "cuda:N"): a kind's name or
+// alias in the table, and a device's ordinal for a device kind.
+func ParseLocation(s string) (Location, error) {
+	v := strings.ToLower(strings.TrimSpace(s))
+	if v == "" {
+		return Host, nil
+	}
+	var want []string
+	for _, info := range kinds {
+		for _, name := range append([]string{info.Name}, info.Aliases...) {
+			if v == name {
+				return Location{Kind: info.Kind}, nil
+			}
+			if info.Driver == nil {
+				want = append(want, name)
+				continue
+			}
+			rest, ok := strings.CutPrefix(v, name+":")
+			if !ok {
+				continue
+			}
+			n, err := strconv.Atoi(rest)
+			if err != nil || n < 0 || n > maxDevice {
+				return Location{}, fmt.Errorf("memory device %q: the device must be a GPU index from 0 to %d", s, maxDevice)
+			}
+			return Location{Kind: info.Kind, Device: n}, nil
+		}
+		if info.Driver != nil {
+			want = append(want, info.Name, info.Name+":N")
+		}
+	}
+	last := len(want) - 1
+	return Location{}, fmt.Errorf("memory device %q: must be %s or %s", s, strings.Join(want[:last], ", "), want[last])
 }
 
-// IPCHandle names a device allocation to another process on the same
-// host; it is plain bytes and may be sent over any channel.
-type IPCHandle [64]byte
+// MarshalText implements encoding.TextMarshaler.
+func (l Location) MarshalText() ([]byte, error) { return []byte(l.String()), nil }
 
-// Stream is a queue of copies on a device, taken with Device.Stream.
-type Stream interface {
-	// CopyAsync queues a copy of n bytes from src to dst.
-	CopyAsync(dst, src uintptr, n int) error
-	// Sync waits for the copies queued.
-	Sync() error
-	// Release gives the idle stream back to its device.
-	Release()
+// UnmarshalText implements encoding.TextUnmarshaler with ParseLocation.
+func (l *Location) UnmarshalText(b []byte) error {
+	v, err := ParseLocation(string(b))
+	if err != nil {
+		return err
+	}
+	*l = v
+	return nil
 }
 
 // DeviceSet is one user's devices of every kind in the table, each opened
@@ -245,15 +263,4 @@ func WrapDeviceRegion(p uintptr, size int) (*Region, error) {
 		}
 	}
 	return nil, cmp.Or(first, notDevice, fmt.Errorf("wrap device memory %#x+%d: %w", p, size, ErrNotDevice))
-}
-
-// ErrNotDevice is returned by WrapDeviceRegion for memory that is not one
-// allocation of a device.
-var ErrNotDevice = errors.New("not GPU memory")
-
-// deviceView is the []byte that stands for n bytes at device address p.
-// Nothing dereferences it: the garbage collector ignores pointers outside
-// its heap, and the engine reads only its address and length.
-func deviceView(p uintptr, n int) []byte {
-	return unsafe.Slice((*byte)(unsafe.Add(unsafe.Pointer(nil), p)), n)
 }

@@ -7,6 +7,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/xferio/xfer"
+	"github.com/xferio/xfer/bytesize"
 	"github.com/xferio/xfer/config"
 )
 
@@ -131,4 +132,18 @@ func applyFlags(doc *config.Document, fs *pflag.FlagSet) error {
 func addOpTimeoutFlag(fs *pflag.FlagSet) {
 	fs.Duration("op-timeout", xfer.DefaultOpTimeout, "fail the operations outstanding with a peer that moves no byte for this `duration` (its connection is closed); negative: never")
 	fs.Duration("reconnect-wait", xfer.DefaultReconnectWait, "dial a peer whose address refuses or resets connections (it died, or is restarting) again, and fail its operations within this `duration`; raise it to ride through a peer's restart; negative: fail at the first refusal")
+}
+
+// sizeFlag parses the byte size that flag name holds (bytesize.Parse); 0
+// when it is empty.
+func sizeFlag(fs *pflag.FlagSet, name string) (int64, error) {
+	s, _ := fs.GetString(name)
+	if s == "" {
+		return 0, nil
+	}
+	n, err := bytesize.Parse(s)
+	if err != nil {
+		return 0, fmt.Errorf("--%s: %w", name, err)
+	}
+	return n, nil
 }

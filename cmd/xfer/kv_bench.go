@@ -3,10 +3,8 @@ package main
 import (
 	"context"
 	"crypto/rand"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 
 	"github.com/spf13/cobra"
 
@@ -14,15 +12,6 @@ import (
 	"github.com/xferio/xfer/bytesize"
 	"github.com/xferio/xfer/kv"
 )
-
-func writeJSONLine(w io.Writer, v any) error {
-	b, err := json.Marshal(v)
-	if err != nil {
-		return err
-	}
-	_, err = w.Write(append(b, '\n'))
-	return err
-}
 
 func newKVBenchCmd(g *globals) *cobra.Command {
 	cmd := &cobra.Command{

@@ -29,10 +29,10 @@ import (
 // health checks on --metrics-listen (config key metrics_listen,
 // XFER_METRICS_LISTEN). docs/OPERATIONS.md describes it.
 
-// Paths of the operations endpoint.
+// Paths of the operations endpoint; the status API's is statusPath
+// (status.go).
 const (
 	metricsPath = "/metrics"
-	statusPath  = "/api/v1/transport/status"
 	healthzPath = "/healthz"
 	readyzPath  = "/readyz"
 	pprofPath   = "/debug/pprof/"

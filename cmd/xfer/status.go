@@ -18,6 +18,10 @@ import (
 	"github.com/xferio/xfer/probe"
 )
 
+// statusPath is the status API's path on the operations endpoint (ops.go),
+// where `xfer status` fetches the statusDoc.
+const statusPath = "/api/v1/transport/status"
+
 // statusDoc is what GET /api/v1/transport/status returns and `xfer
 // status` prints: the build, the command, its engines, and this host's
 // RDMA devices.

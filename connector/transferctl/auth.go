@@ -5,16 +5,10 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"os"
 	"time"
 
 	"github.com/xferio/xfer/internal/auth"
-)
-
-// The authentication messages' types (with a secret; see the package
-// documentation).
-const (
-	TypeChallenge = "challenge" // producer → consumer: the producer's nonce
-	TypeAuth      = "auth"      // consumer → producer: its nonce and proof; producer → consumer: its proof
 )
 
 // DefaultAuthTimeout bounds how long the producer waits for a connection
@@ -34,16 +28,6 @@ const (
 func derive(secret, label string, np, nc []byte) []byte {
 	return auth.NewKey([]byte(secret)).Sum(nil, label, np, nc)
 }
-
-// AuthError is a connection that did not authenticate; Reason is one of
-// the engine's refusal reasons (no_proof, bad_proof, malformed, timeout).
-type AuthError struct {
-	Reason string
-	Err    error
-}
-
-func (e *AuthError) Error() string { return e.Err.Error() }
-func (e *AuthError) Unwrap() error { return e.Err }
 
 // authenticate runs the producer's (producer) or the consumer's side of
 // the authentication. With an empty secret it does nothing.
@@ -106,4 +90,19 @@ func (c *Conn) authenticate(secret string, producer bool) error {
 	}
 	c.skey, c.rkey = derive(secret, labelConsumerKey, np, nc), derive(secret, labelProducerKey, np, nc)
 	return nil
+}
+
+// refusal is the reason a connection's handshake failed with err.
+func refusal(err error) string {
+	var ae *AuthError
+	var me *malformedError
+	switch {
+	case errors.As(err, &ae):
+		return ae.Reason
+	case errors.Is(err, os.ErrDeadlineExceeded):
+		return "timeout"
+	case errors.As(err, &me):
+		return "malformed"
+	}
+	return "no_proof"
 }

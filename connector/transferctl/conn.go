@@ -36,6 +36,20 @@ type Conn struct {
 	ticket *admit.Ticket
 }
 
+// AuthError is a connection that did not authenticate; Reason is one of
+// the engine's refusal reasons (no_proof, bad_proof, malformed, timeout).
+type AuthError struct {
+	Reason string
+	Err    error
+}
+
+func (e *AuthError) Error() string { return e.Err.Error() }
+func (e *AuthError) Unwrap() error { return e.Err }
+
+// ReasonEvicted is the reason Refused is given for a connection dropped,
+// still in its handshake, to make room for a newer one.
+const ReasonEvicted = "evicted"
+
 // errEvicted is a connection evicted from Serve's gate in its handshake.
 var errEvicted = &AuthError{ReasonEvicted, errors.New("control channel: dropped in its handshake to make room for a newer connection")}
 

@@ -22,7 +22,13 @@ const (
 	TypePut   = "put"   // producer → consumer: a tensor is there
 	TypeGot   = "got"   // consumer → producer: the tensor was got
 	TypeError = "error" // either side: it gives up, and why
-	// TypeChallenge and TypeAuth are in auth.go.
+)
+
+// The authentication messages' types (with a secret; see the package
+// documentation and auth.go).
+const (
+	TypeChallenge = "challenge" // producer → consumer: the producer's nonce
+	TypeAuth      = "auth"      // consumer → producer: its nonce and proof; producer → consumer: its proof
 )
 
 // Msg is one control message; the members in use depend on Type (see the

@@ -43,10 +43,6 @@ type ServeConfig struct {
 	Refused func(remote, reason string, err error)
 }
 
-// ReasonEvicted is the reason Refused is given for a connection dropped,
-// still in its handshake, to make room for a newer one.
-const ReasonEvicted = "evicted"
-
 // Serve listens on cfg.Addr, the producer's, and waits up to cfg.Timeout
 // for the consumer: the first connection that authenticates with the
 // secret (without a secret, that answers cfg.Hello with ready). It sends
@@ -205,19 +201,4 @@ func (c *Conn) serve(ctx context.Context, cfg ServeConfig, ready Msg) (*Conn, Ms
 		return nil, Msg{}, err
 	}
 	return c, ready, nil
-}
-
-// refusal is the reason a connection's handshake failed with err.
-func refusal(err error) string {
-	var ae *AuthError
-	var me *malformedError
-	switch {
-	case errors.As(err, &ae):
-		return ae.Reason
-	case errors.Is(err, os.ErrDeadlineExceeded):
-		return "timeout"
-	case errors.As(err, &me):
-		return "malformed"
-	}
-	return "no_proof"
 }

@@ -1,13 +1,6 @@
 package cuda
 
-import (
-	"strings"
-	"sync/atomic"
-)
-
-// driverLoaded is set once Load has initialised the driver in this
-// process.
-var driverLoaded atomic.Bool
+import "strings"
 
 // DriverFD reports whether a file descriptor whose target (as
 // /proc/self/fd shows it) is target may be one that the CUDA driver
@@ -18,7 +11,7 @@ var driverLoaded atomic.Bool
 // driver keeps nothing open), so that a test binary's descriptor check
 // stays strict on a machine without a GPU.
 func DriverFD(target string) bool {
-	if !driverLoaded.Load() || !realDriver() {
+	if !realDriverLoaded() {
 		return false
 	}
 	return strings.HasPrefix(target, "/dev/nvidia") || target == "anon_inode:[eventfd]" ||

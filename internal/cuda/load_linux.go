@@ -13,6 +13,7 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"unsafe"
 )
 
@@ -26,8 +27,9 @@ var libCUDA = driverLib
 // (it binds the functions into a scratch table and initialises nothing).
 func HasDriver() bool { return tryLoad(driverLib) == nil }
 
-// realDriver reports whether Load opens the NVIDIA driver.
-func realDriver() bool { return libCUDA == driverLib }
+// realDriverLoaded reports whether Load has initialised the NVIDIA driver
+// (not a stand-in) in this process.
+func realDriverLoaded() bool { return driverLoaded.Load() && libCUDA == driverLib }
 
 // SetLibrary makes Load open path instead of the driver: for tests that run
 // the GPU paths against a stand-in driver (internal/testutil.UseFakeCUDA)
@@ -43,6 +45,9 @@ var (
 	loadOnce      sync.Once
 	loadErr       error
 	driverVersion int // cuDriverGetVersion, once Load succeeded
+	// driverLoaded is set once Load has initialised the driver in this
+	// process.
+	driverLoaded atomic.Bool
 )
 
 // Load opens libcuda.so.1, binds the driver functions the package uses,

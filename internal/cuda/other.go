@@ -112,5 +112,5 @@ func (e *Event) Done() (bool, error) { return false, Load() }
 // Close does nothing. It is idempotent and nil-safe.
 func (e *Event) Close() error { return nil }
 
-// realDriver reports false: this build loads no driver.
-func realDriver() bool { return false }
+// realDriverLoaded reports false: this build loads no driver.
+func realDriverLoaded() bool { return false }

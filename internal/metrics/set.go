@@ -131,6 +131,52 @@ func New(reg prometheus.Registerer, cfg Config) (*Set, error) {
 	return m, nil
 }
 
+// descs are the series read at scrape time.
+type descs struct {
+	ops, sent, received, served, servedBytes           *prometheus.Desc
+	peers, poolUsed, poolFree, poolCap, poolFrag, regs *prometheus.Desc
+	dirState, dirRereg                                 *prometheus.Desc
+	railUp, railDown, railRepeated                     *prometheus.Desc
+}
+
+func newDescs() descs {
+	return descs{
+		ops: prometheus.NewDesc("xfer_ops_total",
+			"Operations this engine started on a connection (write, read, write_imm, send; the failed ones are also in xfer_op_errors_total) or received (recv: messages delivered), by transport.",
+			[]string{"op", "transport"}, nil),
+		sent: prometheus.NewDesc("xfer_sent_bytes_total",
+			"Payload bytes this engine's writes, write_imms and sends moved to peers.", []string{"transport"}, nil),
+		received: prometheus.NewDesc("xfer_received_bytes_total",
+			"Payload bytes this engine's reads fetched from peers and messages peers sent it.", []string{"transport"}, nil),
+		served: prometheus.NewDesc("xfer_served_ops_total",
+			"Peers' one-sided operations this engine served (op: write into its memory, read from it) where it sees them: on tcp, and on shm for private memory; shm's mapped memory and rdma are moved by the peer or the NIC alone.",
+			[]string{"op", "transport"}, nil),
+		servedBytes: prometheus.NewDesc("xfer_served_bytes_total",
+			"Payload bytes of the operations xfer_served_ops_total counts.", []string{"op", "transport"}, nil),
+		peers: prometheus.NewDesc("xfer_peers_connected",
+			"Peers with a live connection, by transport and device (the rdma device; empty for tcp and shm).",
+			[]string{"transport", "device"}, nil),
+		poolUsed: prometheus.NewDesc("xfer_pool_used_bytes", "Bytes of the engine's default pool in allocated buffers.", nil, nil),
+		poolFree: prometheus.NewDesc("xfer_pool_free_bytes", "Free bytes of the engine's default pool.", nil, nil),
+		poolCap:  prometheus.NewDesc("xfer_pool_capacity_bytes", "Size of the engine's default pool.", nil, nil),
+		poolFrag: prometheus.NewDesc("xfer_pool_fragmentation_ratio",
+			"How splintered the pool's free space is: 1 - largest free block / free bytes (0: one block).", nil, nil),
+		regs: prometheus.NewDesc("xfer_registered_regions", "Regions registered with the engine, its pool's included.", nil, nil),
+		dirState: prometheus.NewDesc("xfer_directory_registration",
+			"1 for the state the engine's directory entry is in (registered, retrying: renewals failing, lost: registering again), 0 for the others; only with a node ID.",
+			[]string{"state"}, nil),
+		dirRereg: prometheus.NewDesc("xfer_directory_reregistrations_total",
+			"How often the engine's directory entry was lost (lease expired, process paused, coordinator restarted) and registered again.", nil, nil),
+		railUp: prometheus.NewDesc("xfer_rail_up", "1 while a device of a transport over several (rdma.devices) is usable, 0 while it is down.",
+			[]string{"transport", "device"}, nil),
+		railDown: prometheus.NewDesc("xfer_rail_failures_total", "Times a device of a transport over several failed under a live connection and was taken out of it.",
+			[]string{"transport", "device"}, nil),
+		railRepeated: prometheus.NewDesc("xfer_rail_failovers_total",
+			"Operations in flight on a device that failed, repeated on another device of the same connection (no error to the caller).",
+			[]string{"transport", "device"}, nil),
+	}
+}
+
 // collectors lists what the engine registers: its vectors, and the Set
 // itself for the values read at scrape time (Describe, Collect).
 func (m *Set) collectors() []prometheus.Collector {

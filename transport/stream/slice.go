@@ -229,3 +229,16 @@ func (sp *spread) whole(err error) error {
 	w.Region, w.Addr, w.Len = sp.op.Remote.Region, sp.op.Remote.Addr, uint64(len(sp.op.Local))
 	return &w
 }
+
+// succeeded counts the bytes of an operation that completed without error.
+func (e *Stream) succeeded(op *transport.Op) {
+	if _, ok := op.Done.(*spread); ok {
+		return // a check or a slice: the operation counts once, whole
+	}
+	switch op.Kind {
+	case transport.OpRead:
+		e.received.Add(uint64(len(op.Local)))
+	case transport.OpWrite, transport.OpWriteImm, transport.OpSend:
+		e.sent.Add(uint64(len(op.Local)))
+	}
+}

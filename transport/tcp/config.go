@@ -23,6 +23,24 @@ const (
 	maxPollSpin = time.Second
 )
 
+// The modes of Config.Congestion; any other value names an algorithm.
+const (
+	// CongestionAuto gives connections to a peer on the same host
+	// SameHostCongestion and leaves the others to the system's default.
+	CongestionAuto = "auto"
+	// CongestionSystem leaves every connection to the system's default.
+	CongestionSystem = "system"
+	// SameHostCongestion is the congestion control CongestionAuto picks for
+	// a peer on the same host: a loss-based algorithm without pacing.
+	// Between two sockets of one host nothing is lost and nothing queues
+	// but the receiver's window, so every loss-based algorithm opens its
+	// window alike, while a paced one (BBR, the default of some
+	// distributions) spaces the segments out with a timer each. Linux lets
+	// every process choose reno; others must be listed in
+	// net.ipv4.tcp_allowed_congestion_control.
+	SameHostCongestion = "reno"
+)
+
 // Config configures the tcp transport's connections. In a config file it
 // is the tcp mapping (tcp: {conns: 5, poll_spin: 20us}) or the same keys at
 // the top level (conns: 5).
@@ -64,7 +82,7 @@ type Config struct {
 	// what governs each direction. Where the system's default is paced
 	// (bbr), same-host bulk transfers move 1.1–1.4 times as much with
 	// reno (docs/TUNING.md, "Congestion control between two sockets of
-	// one host"). Default: auto (CongestionAuto; congestion.go).
+	// one host"). Default: auto (CongestionAuto).
 	Congestion string `yaml:"congestion"`
 }
 

@@ -9,24 +9,6 @@ import (
 	"github.com/xferio/xfer/internal/sys"
 )
 
-// The modes of Config.Congestion; any other value names an algorithm.
-const (
-	// CongestionAuto gives connections to a peer on the same host
-	// SameHostCongestion and leaves the others to the system's default.
-	CongestionAuto = "auto"
-	// CongestionSystem leaves every connection to the system's default.
-	CongestionSystem = "system"
-	// SameHostCongestion is the congestion control CongestionAuto picks for
-	// a peer on the same host: a loss-based algorithm without pacing.
-	// Between two sockets of one host nothing is lost and nothing queues
-	// but the receiver's window, so every loss-based algorithm opens its
-	// window alike, while a paced one (BBR, the default of some
-	// distributions) spaces the segments out with a timer each. Linux lets
-	// every process choose reno; others must be listed in
-	// net.ipv4.tcp_allowed_congestion_control.
-	SameHostCongestion = "reno"
-)
-
 // TCP congestion control (Config.Congestion, tcp.congestion). Each socket
 // gets its algorithm before its connection exists: the dialer's in
 // net.Dialer's Control (DialControl), the acceptor's from the listener
