@@ -384,13 +384,7 @@ def main():
         ap.error("--rounds must be at least 1")
     if args.tail_procs < 0:
         ap.error("--tail-procs must be at least 0 (0 skips the p99 pass)")
-    if args.netem_delay and not args.netns:
-        ap.error("--netem-delay needs --netns")
-    if args.netem_delay:
-        try:
-            netns.parse_delay(args.netem_delay)
-        except ValueError as e:
-            ap.error(str(e))
+    netns.check_delay_arg(ap, args.netns, args.netem_delay)
     if args.netns:
         asked = args.transports.split(",")
         if "rdma" in asked:

@@ -34,6 +34,18 @@ class Error(Exception):
     """The link cannot be made: not root, ip or tc missing, or a command of theirs failed."""
 
 
+def check_delay_arg(ap, on, delay):
+    """Fails the command line (argparse's ap) unless --netem-delay delay is
+    absent, or given with --netns (on) and a delay parse_delay reads."""
+    if delay and not on:
+        ap.error("--netem-delay needs --netns")
+    if delay:
+        try:
+            parse_delay(delay)
+        except ValueError as e:
+            ap.error(str(e))
+
+
 def parse_delay(text):
     """A netem delay such as 50us, 0.2ms or 1ms, as tc takes it; ValueError otherwise."""
     if not re.fullmatch(r"\d+(\.\d+)?(us|ms)", text or "") or float(re.sub(r"[a-z]+$", "", text)) <= 0:

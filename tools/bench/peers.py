@@ -263,13 +263,7 @@ def main():
             ap.error(f"xfer binary {x} is not an executable file (make build, or go build -o xfer ./cmd/xfer)")
     if a.out is None:
         a.out = results.default_path("peers-netns" if a.netns else "peers")
-    if a.netem_delay and not a.netns:
-        ap.error("--netem-delay needs --netns")
-    if a.netem_delay:
-        try:
-            netns.parse_delay(a.netem_delay)
-        except ValueError as e:
-            ap.error(str(e))
+    netns.check_delay_arg(ap, a.netns, a.netem_delay)
     if not a.netns:
         measure(a)
         return
