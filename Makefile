@@ -167,7 +167,7 @@ bench-ab:
 	@test -n "$(A)" && test -n "$(B)" || { echo "usage: make bench-ab A=REV B=REV [ONLY=peers,kv,verbs] [ROUNDS=N]" >&2; exit 2; }
 	tools/bench/ab.sh $(A) $(B) $(if $(ONLY),--only $(ONLY)) $(if $(ROUNDS),--rounds $(ROUNDS))
 
-## proto: regenerate kv/kvpb from kv/kvpb/kv.proto (installs protoc and plugins).
+## proto: regenerate kv/kvpb and mooncake/master/masterpb from their .proto files (installs protoc and plugins).
 proto:
 	tools/proto.sh
 
