@@ -11,7 +11,7 @@ import (
 
 // ABIVersion is what xfer_abi_version returns. It changes whenever a
 // function's signature or meaning does.
-const ABIVersion = 4
+const ABIVersion = 5
 
 // Code is an ABI call's result: 0, or one of the negative codes below,
 // which the Python binding maps to its exception classes.

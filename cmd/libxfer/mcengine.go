@@ -147,15 +147,18 @@ var (
 	mcEngines = map[int64]*mcEngine{}
 )
 
-// parseProtocol maps Mooncake's protocol names to xfer's transports.
+// parseProtocol maps Mooncake's protocol names to xfer's transports, and
+// xfer's own shm (processes of one host).
 func parseProtocol(p string) (xfer.Policy, error) {
 	switch strings.ToLower(p) {
 	case "", "tcp":
 		return xfer.PolicyTCP, nil
 	case "rdma":
 		return xfer.PolicyRDMA, nil
+	case "shm":
+		return xfer.PolicySHM, nil
 	}
-	return "", fmt.Errorf("mooncake: protocol %q: xfer's TransferEngine moves tcp and rdma: %w", p, errInvalid)
+	return "", fmt.Errorf("mooncake: protocol %q: xfer's TransferEngine moves tcp, rdma and (between processes of one host) shm: %w", p, errInvalid)
 }
 
 // checkMetadata parses a metadata_server: P2PHANDSHAKE (nil, nil), or a

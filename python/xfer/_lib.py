@@ -14,7 +14,7 @@ import threading
 
 from . import errors
 
-ABI_VERSION = 4
+ABI_VERSION = 5
 ERR_LEN = 4096
 META_CAP = 64 << 10
 
@@ -81,6 +81,24 @@ def _declare(lib):
                               c_int32_p] + err, i32),
         "xfer_mc_notifies": ([i64, ctypes.POINTER(vp), c_int64_p, c_int64_p] + err, i32),
         "xfer_mc_probe": ([i64, s, i64] + err, i32),
+        # Mooncake's store (xfer.mooncake.store): its codes, or sizes and counts.
+        "xfer_mcs_setup": ([s, i64, c_int64_p] + err, i64),
+        "xfer_mcs_close": ([i64] + err, i64),
+        "xfer_mcs_hostname": ([i64, s, sz] + err, i64),
+        "xfer_mcs_register": ([i64, vp, i64] + err, i64),
+        "xfer_mcs_unregister": ([i64, vp] + err, i64),
+        "xfer_mcs_put": ([i64, s, i64, vp, i64, s, i64, i32, i32] + err, i64),
+        "xfer_mcs_put_batch": ([i64, s, c_int64_p, ctypes.POINTER(vp), c_int64_p, i32, s, i64, i32, i32, c_int64_p] + err,
+                               i64),
+        "xfer_mcs_get": ([i64, s, i64, ctypes.POINTER(vp), c_int64_p, c_int64_p] + err, i64),
+        "xfer_mcs_release": ([i64, i64] + err, i64),
+        "xfer_mcs_get_into": ([i64, s, i64, vp, i64] + err, i64),
+        "xfer_mcs_get_into_batch": ([i64, s, c_int64_p, ctypes.POINTER(vp), c_int64_p, i32, c_int64_p] + err, i64),
+        "xfer_mcs_get_ranges": ([i64, s, i64, ctypes.POINTER(vp), c_int64_p, c_int64_p, i32, c_int64_p] + err, i64),
+        "xfer_mcs_size": ([i64, s, i64] + err, i64),
+        "xfer_mcs_exist": ([i64, s, c_int64_p, i32, c_int64_p] + err, i64),
+        "xfer_mcs_remove": ([i64, s, c_int64_p, i32, i32, c_int64_p] + err, i64),
+        "xfer_mcs_remove_matching": ([i64, s, i64, i32, i32] + err, i64),
     }
     for name, (args, res) in sig.items():
         f = getattr(lib, name)

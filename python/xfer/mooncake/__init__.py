@@ -786,6 +786,7 @@ def install_as_mooncake():
     framework imports mooncake; it replaces a mooncake imported earlier."""
     import sys
 
-    from . import engine
+    from . import engine, store
     sys.modules["mooncake"] = sys.modules[__name__]
     sys.modules["mooncake.engine"] = engine
+    sys.modules["mooncake.store"] = store
