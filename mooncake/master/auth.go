@@ -92,7 +92,7 @@ func callMAC(k *auth.Key, dst []byte, label, method string, ts, nonce []byte) []
 // serverAuth is the master's side: the key and the call numbers seen.
 type serverAuth struct {
 	key *auth.Key
-	log func(msg string, args ...any)
+	s   *Service // counts and logs refusals; nil: neither
 
 	mu      sync.Mutex
 	clients map[uint64]*seenCalls
@@ -106,18 +106,15 @@ type seenCalls struct {
 
 // UnaryServerInterceptor returns the interceptor that refuses, with
 // codes.Unauthenticated, every call that does not prove secret; with an
-// empty secret it lets every call through. Refusals are logged at debug
-// level with the Service's logger when s is not nil.
+// empty secret it lets every call through. Refusals are counted in s's
+// Stats (AuthFailures) and logged at debug level, when s is not nil.
 func UnaryServerInterceptor(secret string, s *Service) grpc.UnaryServerInterceptor {
 	if secret == "" {
 		return func(ctx context.Context, req any, _ *grpc.UnaryServerInfo, h grpc.UnaryHandler) (any, error) {
 			return h(ctx, req)
 		}
 	}
-	a := &serverAuth{key: auth.NewKey([]byte(secret)), clients: map[uint64]*seenCalls{}, log: func(string, ...any) {}}
-	if s != nil {
-		a.log = s.o.Logger.Debug
-	}
+	a := &serverAuth{key: auth.NewKey([]byte(secret)), clients: map[uint64]*seenCalls{}, s: s}
 	return func(ctx context.Context, req any, info *grpc.UnaryServerInfo, h grpc.UnaryHandler) (any, error) {
 		md, _ := metadata.FromIncomingContext(ctx)
 		raw, err := a.verify(md, info.FullMethod, time.Now())
@@ -126,7 +123,10 @@ func UnaryServerInterceptor(secret string, s *Service) grpc.UnaryServerIntercept
 			if p, ok := peer.FromContext(ctx); ok && p.Addr != nil {
 				src = p.Addr.String()
 			}
-			a.log("mooncake master: refused a call", "method", info.FullMethod, "remote", src, "err", err)
+			if a.s != nil {
+				a.s.authFailures.Add(1)
+				a.s.o.Logger.Debug("mooncake master: refused a call", "method", info.FullMethod, "remote", src, "err", err)
+			}
 			return nil, status.Error(codes.Unauthenticated, "mooncake master: "+err.Error())
 		}
 		var mac [auth.Size]byte

@@ -46,7 +46,7 @@ func TestAuth(t *testing.T) {
 			t.Errorf("%s: %v, want Unauthenticated", name, err)
 		}
 	}
-	if st := s.Stats(); st.Segments != 0 || st.Clients != 0 {
+	if st := s.Stats(); st.Segments != 0 || st.Clients != 0 || st.AuthFailures != 2 {
 		t.Fatalf("a refused call changed the master: %+v", st)
 	}
 

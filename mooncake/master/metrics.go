@@ -8,7 +8,7 @@ type collector struct {
 
 	objects, used, capacity, segments, clients                 *prometheus.Desc
 	evictions, evictedBytes, leaseRefusals, putStarts, putEnds *prometheus.Desc
-	noRoom, gets, getHits, deadClients                         *prometheus.Desc
+	noRoom, gets, getHits, deadClients, authFailures           *prometheus.Desc
 }
 
 // Collector returns a prometheus.Collector of the Service's Stats, named
@@ -33,12 +33,13 @@ func (s *Service) Collector() prometheus.Collector {
 		gets:          d("gets_total", "Keys GetReplicaList was asked for."),
 		getHits:       d("get_hits_total", "Keys GetReplicaList found committed."),
 		deadClients:   d("dead_clients_total", "Clients declared dead (no ping within the client TTL)."),
+		authFailures:  d("auth_failures_total", "Calls refused for want of a valid proof of the shared secret."),
 	}
 }
 
 func (m *collector) descs() []*prometheus.Desc {
 	return []*prometheus.Desc{m.objects, m.used, m.capacity, m.segments, m.clients,
-		m.evictions, m.evictedBytes, m.leaseRefusals, m.putStarts, m.putEnds, m.noRoom, m.gets, m.getHits, m.deadClients}
+		m.evictions, m.evictedBytes, m.leaseRefusals, m.putStarts, m.putEnds, m.noRoom, m.gets, m.getHits, m.deadClients, m.authFailures}
 }
 
 // Describe implements prometheus.Collector.
@@ -71,4 +72,5 @@ func (m *collector) Collect(ch chan<- prometheus.Metric) {
 	c(m.gets, st.Gets)
 	c(m.getHits, st.GetHits)
 	c(m.deadClients, st.DeadClients)
+	c(m.authFailures, st.AuthFailures)
 }

@@ -7,6 +7,7 @@ import (
 	"regexp"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/xferio/xfer/mooncake/master/masterpb"
@@ -177,6 +178,7 @@ type Stats struct {
 	Gets          uint64 // keys asked by GetReplicaList
 	GetHits       uint64 // of them, committed objects
 	DeadClients   uint64 // clients declared dead
+	AuthFailures  uint64 // calls refused for want of a valid proof of the secret
 }
 
 // Service is the master of Mooncake's store (masterpb.MasterServer): the
@@ -199,6 +201,8 @@ type Service struct {
 	held     []held
 	touches  uint64
 	st       Stats
+
+	authFailures atomic.Uint64
 
 	stop chan struct{}
 	done chan struct{}
@@ -276,6 +280,7 @@ func (s *Service) Stats() Stats {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	st := s.st
+	st.AuthFailures = s.authFailures.Load()
 	st.Objects = len(s.objects)
 	st.Segments = len(s.segments)
 	st.Clients = len(s.clients)
