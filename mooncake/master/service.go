@@ -531,7 +531,9 @@ func (s *Service) PutStart(_ context.Context, r *masterpb.PutStartRequest) (*mas
 		return refuse(CodeObjectAlreadyExists, "put: the key exists (upsert replaces it)")
 	}
 	places := s.allocLocked(r.GetSize(), n, cfg.GetPreferredSegments(), nil)
-	if len(places) < n {
+	// Short of replicas: evict, when that can help (as Mooncake, not when
+	// there are fewer segments than replicas and one has room).
+	if len(places) == 0 || len(places) < n && len(s.segments) >= n {
 		if s.evictForLocked(now, r.GetSize()*uint64(n-len(places)), key) > 0 {
 			places = s.allocLocked(r.GetSize(), n-len(places), cfg.GetPreferredSegments(), places)
 		}

@@ -304,6 +304,9 @@ func TestReplicasDistinctAndPreferred(t *testing.T) {
 	if g := e.get("many"); len(g.GetReplicas()) != 4 {
 		t.Fatalf("get: %v", g)
 	}
+	if st := e.s.Stats(); st.Evictions != 0 || st.Objects != 22 {
+		t.Fatalf("fewer segments than replicas evicted objects: %+v", st)
+	}
 }
 
 // TestLeaseBlocksRemove reads an object (a lease) and removes it: refused
