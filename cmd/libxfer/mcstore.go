@@ -13,11 +13,9 @@ import (
 	"time"
 	"unsafe"
 
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
-
 	"github.com/xferio/xfer"
 	"github.com/xferio/xfer/mem"
+	"github.com/xferio/xfer/mooncake/master"
 	"github.com/xferio/xfer/mooncake/master/masterpb"
 )
 
@@ -122,6 +120,7 @@ type storeConfig struct {
 type replicateConfig struct {
 	ReplicaNum        int      `json:"replica_num"`
 	SoftPin           bool     `json:"with_soft_pin"`
+	KeepSoftPin       bool     `json:"keep_soft_pin"`
 	SoftPinTTLms      uint64   `json:"soft_pin_ttl_ms"`
 	HardPin           bool     `json:"with_hard_pin"`
 	PreferredSegments []string `json:"preferred_segments"`
@@ -129,8 +128,8 @@ type replicateConfig struct {
 }
 
 func (c *replicateConfig) pb() (*masterpb.ReplicateConfig, error) {
-	if c == nil {
-		return &masterpb.ReplicateConfig{ReplicaNum: 1}, nil
+	if c == nil { // Mooncake's default: one replica, an upsert keeps the soft pin (PRESERVE)
+		return &masterpb.ReplicateConfig{ReplicaNum: 1, KeepSoftPin: true}, nil
 	}
 	if c.ReplicaNum < 0 || c.ReplicaNum > storeMaxReplicas {
 		return nil, serr(scInvalidParams, "replica_num %d: want 1 to %d", c.ReplicaNum, storeMaxReplicas)
@@ -140,7 +139,7 @@ func (c *replicateConfig) pb() (*masterpb.ReplicateConfig, error) {
 		pref = append([]string{c.PreferredSegment}, pref...)
 	}
 	return &masterpb.ReplicateConfig{ReplicaNum: uint32(max(c.ReplicaNum, 1)), SoftPin: c.SoftPin,
-		SoftPinTtlMs: c.SoftPinTTLms, HardPin: c.HardPin, PreferredSegments: pref}, nil
+		KeepSoftPin: c.KeepSoftPin, SoftPinTtlMs: c.SoftPinTTLms, HardPin: c.HardPin, PreferredSegments: pref}, nil
 }
 
 // mcStore is a set-up store client.
@@ -148,8 +147,7 @@ type mcStore struct {
 	m        *mcEngine
 	engine   int64 // m's handle
 	id       []byte
-	conn     *grpc.ClientConn
-	master   masterpb.MasterClient
+	master   *master.Client
 	seg      []byte // the global segment: this client's share of the pool
 	segBase  uintptr
 	segSize  int64
@@ -203,8 +201,8 @@ func storeOpen(c storeConfig) (int64, error) {
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	fail := func(err error) (int64, error) {
 		s.cancel()
-		if s.conn != nil {
-			s.conn.Close()
+		if s.master != nil {
+			s.master.Close()
 		}
 		mcClose(h)
 		return 0, err
@@ -228,11 +226,13 @@ func storeOpen(c storeConfig) (int64, error) {
 			return fail(serr(scInternal, "the local buffer's allocator: %v", err))
 		}
 	}
-	s.conn, err = grpc.NewClient(c.MasterServerAddr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	secret, err := master.SecretFrom(getenv)
 	if err != nil {
-		return fail(serr(scRPCFail, "the master at %s: %v", c.MasterServerAddr, err))
+		return fail(serr(scInvalidParams, "%v", err))
 	}
-	s.master = masterpb.NewMasterClient(s.conn)
+	if s.master, err = master.Dial(s.ctx, c.MasterServerAddr, master.DialOptions{OpTimeout: s.timeout, Secret: secret}); err != nil {
+		return fail(serr(scRPCFail, "%v", err))
+	}
 	if err := s.mount(); err != nil {
 		return fail(err)
 	}
@@ -386,7 +386,7 @@ func storeClose(h int64) error {
 	s.closed = true
 	s.gets = nil
 	s.mu.Unlock()
-	return errors.Join(err, s.conn.Close(), mcClose(s.engine))
+	return errors.Join(err, s.master.Close(), mcClose(s.engine))
 }
 
 // checkKey refuses an empty or too long key.

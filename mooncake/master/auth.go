@@ -62,9 +62,14 @@ const (
 // XFER_SECRET_FILE names (trimmed of surrounding white space), as the
 // engine reads them; "" when neither is set. The error never shows the
 // secret.
-func SecretFromEnv() (string, error) {
-	secret := os.Getenv("XFER_SECRET")
-	if f := os.Getenv("XFER_SECRET_FILE"); f != "" {
+func SecretFromEnv() (string, error) { return SecretFrom(os.Getenv) }
+
+// SecretFrom is SecretFromEnv with the variables read through getenv (the
+// C library's getenv, in a process whose environment changes after Go
+// started).
+func SecretFrom(getenv func(string) string) (string, error) {
+	secret := getenv("XFER_SECRET")
+	if f := getenv("XFER_SECRET_FILE"); f != "" {
 		b, err := os.ReadFile(f)
 		if err != nil {
 			return "", fmt.Errorf("XFER_SECRET_FILE: %w", err)

@@ -137,7 +137,9 @@ type put struct {
 	size    uint64
 	places  []place
 	softPin time.Duration // 0: none
-	hardPin bool
+	// keepSoftPin keeps the object's soft pin (an upsert's PRESERVE).
+	keepSoftPin bool
+	hardPin     bool
 }
 
 // object is a key the master knows: committed (places), being put
@@ -490,6 +492,8 @@ func (s *Service) PutStart(_ context.Context, r *masterpb.PutStartRequest) (*mas
 	switch {
 	case cfg.GetSoftPinTtlMs() > 0 && !cfg.GetSoftPin():
 		return refuse(CodeInvalidParams, "put: soft_pin_ttl_ms without soft_pin")
+	case cfg.GetKeepSoftPin() && cfg.GetSoftPin():
+		return refuse(CodeInvalidParams, "put: keep_soft_pin with soft_pin")
 	case cfg.GetSoftPinTtlMs() > uint64(s.o.MaxSoftPinTTL.Milliseconds()):
 		return refuse(CodeInvalidParams, "put: soft_pin_ttl_ms above the master's max_kv_soft_pin_ttl")
 	case cfg.GetSoftPin() && cfg.GetSoftPinTtlMs() > 0:
@@ -546,7 +550,8 @@ func (s *Service) PutStart(_ context.Context, r *masterpb.PutStartRequest) (*mas
 		o = &object{}
 		s.objects[key] = o
 	}
-	p := &put{token: newToken(), client: id, started: now, size: r.GetSize(), places: places, softPin: softPin, hardPin: cfg.GetHardPin()}
+	p := &put{token: newToken(), client: id, started: now, size: r.GetSize(), places: places, softPin: softPin,
+		keepSoftPin: cfg.GetKeepSoftPin(), hardPin: cfg.GetHardPin()}
 	o.pending = p
 	s.st.PutStarts++
 	if used, capacity := s.usageLocked(); float64(used) > s.o.EvictionHighWatermark*float64(capacity) {
@@ -673,7 +678,9 @@ func (s *Service) PutEnd(_ context.Context, r *masterpb.PutEndRequest) (*masterp
 	}
 	o.places, o.size, o.pending = p.places, p.size, nil
 	o.hardPin = p.hardPin
-	o.softPinUntil = time.Time{}
+	if !p.keepSoftPin {
+		o.softPinUntil = time.Time{}
+	}
 	if p.softPin > 0 {
 		o.softPinUntil = now.Add(p.softPin)
 	}

@@ -674,3 +674,30 @@ func TestBadInputRefused(t *testing.T) {
 		t.Fatalf("refused calls changed the state: %+v", st)
 	}
 }
+
+// TestUpsertKeepsSoftPin: an upsert with keep_soft_pin (PRESERVE) keeps
+// the object's soft pin; one without drops it; keep_soft_pin with a new
+// soft pin is refused, with nothing changed.
+func TestUpsertKeepsSoftPin(t *testing.T) {
+	e := start(t, master.Options{NoEvictSoftPinned: true, SoftPinTTL: time.Minute}, "")
+	e.mount("a", "s", 0, 2*kib)
+	e.put("soft", kib, &masterpb.ReplicateConfig{SoftPin: true})
+	if r := e.putStart("a", "soft", kib, &masterpb.ReplicateConfig{KeepSoftPin: true, SoftPin: true}, true); r.GetCode() != master.CodeInvalidParams {
+		t.Fatalf("keep_soft_pin with soft_pin: %v", r)
+	}
+	r := e.putStart("a", "soft", kib, &masterpb.ReplicateConfig{KeepSoftPin: true}, true)
+	if r.GetCode() != 0 || e.putEnd("a", "soft", r.GetToken()) != 0 {
+		t.Fatalf("upsert keeping the soft pin: %v", r)
+	}
+	// Still pinned: a put that needs its room finds none.
+	if r := e.putStart("a", "k", 2*kib, nil, false); r.GetCode() != master.CodeNoAvailableHandle {
+		t.Fatalf("put over the kept soft pin: %v", r)
+	}
+	r = e.putStart("a", "soft", kib, nil, true)
+	if r.GetCode() != 0 || e.putEnd("a", "soft", r.GetToken()) != 0 {
+		t.Fatalf("upsert dropping the soft pin: %v", r)
+	}
+	if r := e.putStart("a", "k", 2*kib, nil, false); r.GetCode() != 0 {
+		t.Fatalf("put once the soft pin was dropped: %v", r)
+	}
+}

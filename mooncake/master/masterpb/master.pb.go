@@ -361,8 +361,12 @@ type ReplicateConfig struct {
 	HardPin      bool                   `protobuf:"varint,4,opt,name=hard_pin,json=hardPin,proto3" json:"hard_pin,omitempty"`
 	// preferred_segments are tried first, in order.
 	PreferredSegments []string `protobuf:"bytes,5,rep,name=preferred_segments,json=preferredSegments,proto3" json:"preferred_segments,omitempty"`
-	unknownFields     protoimpl.UnknownFields
-	sizeCache         protoimpl.SizeCache
+	// keep_soft_pin makes an upsert keep the object's soft pin as it is
+	// (Mooncake's SoftPinAction PRESERVE); soft_pin and soft_pin_ttl_ms
+	// must then be unset.
+	KeepSoftPin   bool `protobuf:"varint,6,opt,name=keep_soft_pin,json=keepSoftPin,proto3" json:"keep_soft_pin,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *ReplicateConfig) Reset() {
@@ -428,6 +432,13 @@ func (x *ReplicateConfig) GetPreferredSegments() []string {
 		return x.PreferredSegments
 	}
 	return nil
+}
+
+func (x *ReplicateConfig) GetKeepSoftPin() bool {
+	if x != nil {
+		return x.KeepSoftPin
+	}
+	return false
 }
 
 type PutStartRequest struct {
@@ -1202,14 +1213,15 @@ const file_mooncake_master_masterpb_master_proto_rawDesc = "" +
 	"\fPingResponse\x12\x12\n" +
 	"\x04code\x18\x01 \x01(\x05R\x04code\x12\x18\n" +
 	"\aremount\x18\x02 \x01(\bR\aremount\x12\"\n" +
-	"\rclient_ttl_ms\x18\x03 \x01(\x04R\vclientTtlMs\"\xbe\x01\n" +
+	"\rclient_ttl_ms\x18\x03 \x01(\x04R\vclientTtlMs\"\xe2\x01\n" +
 	"\x0fReplicateConfig\x12\x1f\n" +
 	"\vreplica_num\x18\x01 \x01(\rR\n" +
 	"replicaNum\x12\x19\n" +
 	"\bsoft_pin\x18\x02 \x01(\bR\asoftPin\x12%\n" +
 	"\x0fsoft_pin_ttl_ms\x18\x03 \x01(\x04R\fsoftPinTtlMs\x12\x19\n" +
 	"\bhard_pin\x18\x04 \x01(\bR\ahardPin\x12-\n" +
-	"\x12preferred_segments\x18\x05 \x03(\tR\x11preferredSegments\"\xae\x01\n" +
+	"\x12preferred_segments\x18\x05 \x03(\tR\x11preferredSegments\x12\"\n" +
+	"\rkeep_soft_pin\x18\x06 \x01(\bR\vkeepSoftPin\"\xae\x01\n" +
 	"\x0fPutStartRequest\x12\x1b\n" +
 	"\tclient_id\x18\x01 \x01(\fR\bclientId\x12\x10\n" +
 	"\x03key\x18\x02 \x01(\tR\x03key\x12\x12\n" +

@@ -77,39 +77,71 @@ class ReplicaStatus(enum.IntEnum):
 class ReplicateConfig:
     """How a put places and protects an object: ``replica_num`` replicas
     on distinct segments (``preferred_segment`` / ``preferred_segments``
-    first), a soft pin (evicted only after unpinned objects, for
-    ``soft_pin_ttl_ms`` or the master's default) or a hard pin (never
-    evicted)."""
+    first); a soft pin (``soft_pin_action`` ENABLE, or the older
+    ``with_soft_pin``: evicted only after unpinned objects, for
+    ``soft_pin_ttl_ms`` or the master's default; DISABLE drops it, and
+    PRESERVE, the default, keeps what an upsert's object had) or a hard pin
+    (``with_hard_pin``: never evicted)."""
 
-    __slots__ = ("replica_num", "with_soft_pin", "with_hard_pin", "soft_pin_action", "soft_pin_ttl_ms",
+    __slots__ = ("replica_num", "_with_soft_pin", "with_hard_pin", "_soft_pin_action", "_soft_pin_ttl_ms",
                  "preferred_segment", "preferred_segments", "prefer_alloc_in_same_node")
 
     def __init__(self):
         self.replica_num = 1
-        self.with_soft_pin = False
+        self._with_soft_pin = False
         self.with_hard_pin = False
-        self.soft_pin_action = SoftPinAction.PRESERVE
-        self.soft_pin_ttl_ms = 0
+        self._soft_pin_action = SoftPinAction.PRESERVE
+        self._soft_pin_ttl_ms = None
         self.preferred_segment = ""
         self.preferred_segments = []
         self.prefer_alloc_in_same_node = False
 
+    @property
+    def soft_pin_action(self):
+        return self._soft_pin_action
+
+    @soft_pin_action.setter
+    def soft_pin_action(self, v):
+        self._soft_pin_action = SoftPinAction(v)
+
+    @property
+    def with_soft_pin(self):
+        return self._with_soft_pin or self._soft_pin_action == SoftPinAction.ENABLE
+
+    @with_soft_pin.setter
+    def with_soft_pin(self, v):
+        self._with_soft_pin = bool(v)
+        self._soft_pin_action = SoftPinAction.ENABLE if v else SoftPinAction.PRESERVE
+
+    @property
+    def soft_pin_ttl_ms(self):
+        """The soft pin's TTL in milliseconds, or None for the master's default."""
+        return self._soft_pin_ttl_ms
+
+    @soft_pin_ttl_ms.setter
+    def soft_pin_ttl_ms(self, v):
+        if v is not None and (isinstance(v, bool) or not isinstance(v, int) or v < 0 or v >= 1 << 64):
+            raise TypeError(f"soft_pin_ttl_ms {v!r}: want None or an int from 0 to 2**64-1")
+        self._soft_pin_ttl_ms = v
+
     def _json(self):
-        if not isinstance(self.replica_num, int) or self.replica_num < 1:
+        if isinstance(self.replica_num, bool) or not isinstance(self.replica_num, int) or self.replica_num < 1:
             raise ValueError(f"ReplicateConfig.replica_num {self.replica_num!r}: want a positive int")
-        soft = bool(self.with_soft_pin) or self.soft_pin_action == SoftPinAction.ENABLE
+        action = self._soft_pin_action
         return json.dumps({
             "replica_num": self.replica_num,
-            "with_soft_pin": soft and self.soft_pin_action != SoftPinAction.DISABLE,
-            "soft_pin_ttl_ms": int(self.soft_pin_ttl_ms or 0),
+            "with_soft_pin": action == SoftPinAction.ENABLE,
+            "keep_soft_pin": action == SoftPinAction.PRESERVE and self._soft_pin_ttl_ms is None,
+            # A TTL without ENABLE is passed on, for the master to refuse.
+            "soft_pin_ttl_ms": int(self._soft_pin_ttl_ms or 0),
             "with_hard_pin": bool(self.with_hard_pin),
             "preferred_segment": self.preferred_segment or "",
             "preferred_segments": list(self.preferred_segments or []),
         }).encode()
 
     def __str__(self):
-        return (f"ReplicateConfig(replica_num={self.replica_num}, with_soft_pin={self.with_soft_pin}, "
-                f"with_hard_pin={self.with_hard_pin}, soft_pin_ttl_ms={self.soft_pin_ttl_ms}, "
+        return (f"ReplicateConfig(replica_num={self.replica_num}, soft_pin_action={self._soft_pin_action.name}, "
+                f"soft_pin_ttl_ms={self._soft_pin_ttl_ms}, with_hard_pin={self.with_hard_pin}, "
                 f"preferred_segment={self.preferred_segment!r}, preferred_segments={self.preferred_segments!r})")
 
     __repr__ = __str__
