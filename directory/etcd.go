@@ -84,6 +84,7 @@ func (d *etcdDir) Register(ctx context.Context, e Entry) (err error) {
 	if err != nil {
 		return err
 	}
+	raw = withOwner(e, raw)
 	ctx, cancel := d.bound(ctx)
 	defer cancel()
 	defer func() {
@@ -140,8 +141,9 @@ func (d *etcdDir) update(ctx context.Context, id string, raw []byte, lid clientv
 
 // claim creates node id's entry, raw, bound to a new lease, if the key is
 // absent or bound to lease old (this client's lost lease, when etcd has
-// not expired it yet); else the ID is another node's and claim returns a
-// *TakenError.
+// not expired it yet), or held by a process that is provably gone (this
+// node's previous run on this host, killed: see owner), whose lease it
+// revokes; else the ID is another node's and claim returns a *TakenError.
 func (d *etcdDir) claim(ctx context.Context, id string, raw []byte, old clientv3.LeaseID) (clientv3.LeaseID, error) {
 	g, err := d.cli.Grant(ctx, d.ttlSeconds())
 	if err != nil {
@@ -166,7 +168,24 @@ func (d *etcdDir) claim(ctx context.Context, id string, raw []byte, old clientv3
 		return fail(fmt.Errorf("directory: register node %s: the key changed under the registration; try again", id))
 	}
 	if old == 0 || clientv3.LeaseID(kvs[0].Lease) != old {
-		return fail(takenBy(id, kvs[0].Value))
+		prev := kvs[0]
+		o, gone := holderGone(prev.Value)
+		if !gone {
+			return fail(takenBy(id, prev.Value))
+		}
+		// The holder is this host's process that is gone: its lease would
+		// hold the ID for up to a TTL more. Take the key over, if it
+		// still holds that entry, and revoke the dead lease.
+		r, err = d.cli.Txn(ctx).If(clientv3.Compare(clientv3.ModRevision(key), "=", prev.ModRevision)).
+			Then(clientv3.OpPut(key, string(raw), clientv3.WithLease(g.ID))).Commit()
+		if err != nil || !r.Succeeded {
+			return fail(fmt.Errorf("directory: register node %s: the key changed under the registration (%v); try again", id, err))
+		}
+		if prev.Lease != 0 {
+			d.cli.Revoke(context.WithoutCancel(ctx), clientv3.LeaseID(prev.Lease))
+		}
+		d.o.Logger.Info("directory: took the node ID over from a process of this host that is gone, without waiting for its lease", "node", id, "pid", o.PID)
+		return g.ID, nil
 	}
 	r, err = d.cli.Txn(ctx).If(clientv3.Compare(clientv3.LeaseValue(key), "=", old)).
 		Then(clientv3.OpPut(key, string(raw), clientv3.WithLease(g.ID))).Commit()
