@@ -29,6 +29,11 @@ var (
 	ErrProtocol = transport.ErrProtocol
 	// ErrTooLarge means a message or transfer exceeds a limit.
 	ErrTooLarge = transport.ErrTooLarge
+	// ErrNoRoom means a transport has no room for another peer (rdma: the
+	// device's completion queues are full). Under the auto policy the peer
+	// gets the next transport instead (a fallback, reason "full"); a Dial
+	// under a policy that names the transport fails with it.
+	ErrNoRoom = transport.ErrNoRoom
 	// ErrNotRegistered means a local buffer is not in registered memory.
 	ErrNotRegistered = transport.ErrNotRegistered
 	// ErrAuth means the handshake's authentication failed.

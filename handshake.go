@@ -478,7 +478,14 @@ func (e *Engine) choose(h *wire.Hello, local, remote transport.PeerInfo) (transp
 		r.Blob = o.Blob
 		if err := t.Usable(local, r); err != nil {
 			reasons = append(reasons, fmt.Sprintf("%s: %v", o.Name, err))
-			if h.Policy == string(PolicyAuto) {
+			if h.Policy != string(PolicyAuto) {
+				continue
+			}
+			if errors.Is(err, transport.ErrNoRoom) {
+				// The device is full (rdma's completion queues): the peer
+				// gets the next transport, as if this one could not reach it.
+				e.fellBack(peerName(remote), o.Name, metrics.ReasonFull, err.Error(), "transport has no room for another peer; falling back", "transport", o.Name, "reason", err)
+			} else {
 				e.fellBack(peerName(remote), o.Name, metrics.ReasonUnusable, err.Error(), "transport not usable for peer; falling back", "transport", o.Name, "reason", err)
 			}
 			continue
@@ -546,7 +553,8 @@ func (e *Engine) offer(name string) ([]wire.TransportOffer, error) {
 
 // connect dials addr and runs the dialer's side of the handshake. When the
 // transport chosen cannot be brought up from this side under the auto
-// policy, it dials again without it.
+// policy (ErrNotSupported, or transport.ErrNoRoom: its device has no room
+// for another peer), it dials again without it.
 func (e *Engine) connect(ctx context.Context, p *Peer) (transport.Endpoint, error) {
 	exclude := map[string]error{}
 	prev := ""
@@ -594,10 +602,17 @@ func (e *Engine) connect(ctx context.Context, p *Peer) (transport.Endpoint, erro
 		if retries > 0 {
 			err = fmt.Errorf("%w (attempt %d)", err, retries+1)
 		}
-		if name == "" || p.policy != PolicyAuto || !errors.Is(err, ErrNotSupported) || exclude[name] != nil {
+		full := errors.Is(err, transport.ErrNoRoom)
+		if name == "" || p.policy != PolicyAuto || !errors.Is(err, ErrNotSupported) && !full || exclude[name] != nil {
 			return nil, err
 		}
-		e.fellBack(p.dialAddr, name, metrics.ReasonSetupFailed, err.Error(), "transport failed to come up; falling back", "transport", name, "reason", err)
+		if full {
+			// This side's device has no room for the peer (rdma's
+			// completion queues are full): the next transport takes it.
+			e.fellBack(p.dialAddr, name, metrics.ReasonFull, err.Error(), "transport has no room for another peer; falling back", "transport", name, "reason", err)
+		} else {
+			e.fellBack(p.dialAddr, name, metrics.ReasonSetupFailed, err.Error(), "transport failed to come up; falling back", "transport", name, "reason", err)
+		}
 		exclude[name] = err
 	}
 }

@@ -19,7 +19,7 @@ type FallbackEvent struct {
 	Time      time.Time `json:"time"`
 	Peer      string    `json:"peer"`
 	Transport string    `json:"transport"` // the one given up
-	Reason    string    `json:"reason"`    // unusable, setup_failed, reconnected_lesser
+	Reason    string    `json:"reason"`    // unusable, setup_failed, reconnected_lesser, full, unavailable
 	Detail    string    `json:"detail"`    // the error
 }
 

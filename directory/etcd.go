@@ -84,6 +84,7 @@ func (d *etcdDir) Register(ctx context.Context, e Entry) (err error) {
 	if err != nil {
 		return err
 	}
+	raw = withOwner(e, raw)
 	ctx, cancel := d.bound(ctx)
 	defer cancel()
 	defer func() {
@@ -140,8 +141,9 @@ func (d *etcdDir) update(ctx context.Context, id string, raw []byte, lid clientv
 
 // claim creates node id's entry, raw, bound to a new lease, if the key is
 // absent or bound to lease old (this client's lost lease, when etcd has
-// not expired it yet); else the ID is another node's and claim returns a
-// *TakenError.
+// not expired it yet), or held by a process that is provably gone (this
+// node's previous run on this host, killed: see owner), whose lease it
+// revokes; else the ID is another node's and claim returns a *TakenError.
 func (d *etcdDir) claim(ctx context.Context, id string, raw []byte, old clientv3.LeaseID) (clientv3.LeaseID, error) {
 	g, err := d.cli.Grant(ctx, d.ttlSeconds())
 	if err != nil {
@@ -166,7 +168,24 @@ func (d *etcdDir) claim(ctx context.Context, id string, raw []byte, old clientv3
 		return fail(fmt.Errorf("directory: register node %s: the key changed under the registration; try again", id))
 	}
 	if old == 0 || clientv3.LeaseID(kvs[0].Lease) != old {
-		return fail(takenBy(id, kvs[0].Value))
+		prev := kvs[0]
+		o, gone := holderGone(prev.Value)
+		if !gone {
+			return fail(takenBy(id, prev.Value))
+		}
+		// The holder is this host's process that is gone: its lease would
+		// hold the ID for up to a TTL more. Take the key over, if it
+		// still holds that entry, and revoke the dead lease.
+		r, err = d.cli.Txn(ctx).If(clientv3.Compare(clientv3.ModRevision(key), "=", prev.ModRevision)).
+			Then(clientv3.OpPut(key, string(raw), clientv3.WithLease(g.ID))).Commit()
+		if err != nil || !r.Succeeded {
+			return fail(fmt.Errorf("directory: register node %s: the key changed under the registration (%v); try again", id, err))
+		}
+		if prev.Lease != 0 {
+			d.cli.Revoke(context.WithoutCancel(ctx), clientv3.LeaseID(prev.Lease))
+		}
+		d.o.Logger.Info("directory: took the node ID over from a process of this host that is gone, without waiting for its lease", "node", id, "pid", o.PID)
+		return g.ID, nil
 	}
 	r, err = d.cli.Txn(ctx).If(clientv3.Compare(clientv3.LeaseValue(key), "=", old)).
 		Then(clientv3.OpPut(key, string(raw), clientv3.WithLease(g.ID))).Commit()
@@ -325,27 +344,43 @@ func (d *etcdDir) Lookup(ctx context.Context, id string) (Entry, error) {
 }
 
 func (d *etcdDir) List(ctx context.Context) ([]Entry, error) {
-	entries, _, err := d.list(ctx)
-	return entries, err
+	ls, _, err := d.list(ctx)
+	if err != nil {
+		return nil, err
+	}
+	entries := make([]Entry, len(ls))
+	for i, l := range ls {
+		entries[i] = l.Entry
+	}
+	return entries, nil
 }
 
-func (d *etcdDir) list(ctx context.Context) ([]Entry, int64, error) {
+// listed is an entry as a list found it, with the revision that last
+// modified it.
+type listed struct {
+	Entry
+	mod int64
+}
+
+// list lists the entries, sorted by node ID, and returns the revision
+// they are the state of.
+func (d *etcdDir) list(ctx context.Context) ([]listed, int64, error) {
 	ctx, cancel := d.bound(ctx)
 	defer cancel()
 	r, err := d.cli.Get(ctx, d.prefix, clientv3.WithPrefix())
 	if err != nil {
 		return nil, 0, fmt.Errorf("directory: list: %w", d.at(err))
 	}
-	entries := make([]Entry, 0, len(r.Kvs))
+	entries := make([]listed, 0, len(r.Kvs))
 	for _, kv := range r.Kvs {
 		e, err := d.decode(kv.Key, kv.Value)
 		if err != nil {
 			d.o.Logger.Warn("directory: skipping a malformed entry", "key", string(kv.Key), "err", err)
 			continue
 		}
-		entries = append(entries, e)
+		entries = append(entries, listed{Entry: e, mod: kv.ModRevision})
 	}
-	slices.SortFunc(entries, func(a, b Entry) int { return strings.Compare(a.NodeID, b.NodeID) })
+	slices.SortFunc(entries, func(a, b listed) int { return strings.Compare(a.NodeID, b.NodeID) })
 	return entries, r.Header.Revision, nil
 }
 
@@ -361,61 +396,138 @@ func (d *etcdDir) decode(key, value []byte) (Entry, error) {
 	return e, nil
 }
 
+// Watch lists the prefix and follows etcd's watch from the list's next
+// revision, so that no change is missed between the two. When the watch
+// ends under it (its revision compacted, a leader lost, the stream
+// broken), it lists again and reports the difference from what it
+// reported so far (a leave for each entry gone meanwhile, a join for each
+// new or changed one), then watches from the new list's next revision:
+// an entry that went while the watch was down is never left behind.
 func (d *etcdDir) Watch(ctx context.Context) (<-chan Event, error) {
 	first, rev, err := d.list(ctx)
 	if err != nil {
 		return nil, err
 	}
 	return d.watch(func(ch chan<- Event) {
-		// From the revision of the first list on: no event is missed.
-		wctx, cancel := context.WithCancel(ctx)
-		defer cancel()
-		wch := d.cli.Watch(clientv3.WithRequireLeader(wctx), d.prefix, clientv3.WithPrefix(), clientv3.WithRev(rev+1))
-		for _, e := range first {
-			if !send(ctx, d.ctx, ch, Event{Kind: Join, Entry: e}) {
-				return
-			}
+		// seen is the revision that last modified each entry reported as
+		// there: what a list after a broken watch is compared with.
+		seen := map[string]int64{}
+		if !d.report(ctx, ch, seen, first) {
+			return
 		}
 		for {
-			var resp clientv3.WatchResponse
-			var ok bool
-			select {
-			case resp, ok = <-wch:
-			case <-d.ctx.Done():
+			err := d.follow(ctx, ch, seen, rev)
+			if err == nil || ctx.Err() != nil || d.ctx.Err() != nil {
 				return
 			}
-			if !ok {
-				return
-			}
-			if err := resp.Err(); err != nil {
-				d.o.Logger.Warn("directory: etcd watch ended", "err", err)
-				return
-			}
-			for _, ev := range resp.Events {
-				var out Event
-				switch ev.Type {
-				case clientv3.EventTypePut:
-					e, err := d.decode(ev.Kv.Key, ev.Kv.Value)
-					if err != nil {
-						d.o.Logger.Warn("directory: skipping a malformed entry", "key", string(ev.Kv.Key), "err", err)
-						continue
-					}
-					out = Event{Kind: Join, Entry: e}
-				case clientv3.EventTypeDelete:
-					id := strings.TrimPrefix(string(ev.Kv.Key), d.prefix)
-					if CheckNodeID(id) != nil {
-						continue
-					}
-					out = Event{Kind: Leave, Entry: Entry{NodeID: id}}
-				default:
+			d.o.Logger.Warn("directory: etcd watch ended; listing again", "err", err)
+			for n := 0; ; n++ {
+				select {
+				case <-ctx.Done():
+					return
+				case <-d.ctx.Done():
+					return
+				case <-time.After(backoff(n, 2*time.Second)):
+				}
+				now, lrev, err := d.list(ctx)
+				if err != nil {
+					d.o.Logger.Debug("directory: watch: list failed", "err", err)
 					continue
 				}
-				if !send(ctx, d.ctx, ch, out) {
+				if !d.report(ctx, ch, seen, now) {
 					return
 				}
+				rev = lrev
+				break
 			}
 		}
 	})
+}
+
+// report sends what changed from seen to now, a full list: a leave for
+// each entry seen that now lacks, a join for each entry of now that is
+// new or was modified since; seen becomes now. False when ctx or the
+// directory ended.
+func (d *etcdDir) report(ctx context.Context, ch chan<- Event, seen map[string]int64, now []listed) bool {
+	cur := make(map[string]bool, len(now))
+	for _, l := range now {
+		cur[l.NodeID] = true
+	}
+	var gone []string
+	for id := range seen {
+		if !cur[id] {
+			gone = append(gone, id)
+		}
+	}
+	slices.Sort(gone)
+	for _, id := range gone {
+		delete(seen, id)
+		if !send(ctx, d.ctx, ch, Event{Kind: Leave, Entry: Entry{NodeID: id}}) {
+			return false
+		}
+	}
+	for _, l := range now {
+		if seen[l.NodeID] == l.mod {
+			continue
+		}
+		seen[l.NodeID] = l.mod
+		if !send(ctx, d.ctx, ch, Event{Kind: Join, Entry: l.Entry}) {
+			return false
+		}
+	}
+	return true
+}
+
+// follow sends the events of etcd's watch of the prefix from revision
+// rev+1 on, and keeps seen. It returns nil when ctx or the directory
+// ended, or why the watch ended under it.
+func (d *etcdDir) follow(ctx context.Context, ch chan<- Event, seen map[string]int64, rev int64) error {
+	wctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	wch := d.cli.Watch(clientv3.WithRequireLeader(wctx), d.prefix, clientv3.WithPrefix(), clientv3.WithRev(rev+1))
+	for {
+		var resp clientv3.WatchResponse
+		var ok bool
+		select {
+		case resp, ok = <-wch:
+		case <-d.ctx.Done():
+			return nil
+		}
+		if !ok {
+			if ctx.Err() != nil {
+				return nil
+			}
+			return errors.New("the etcd watch channel closed")
+		}
+		if err := resp.Err(); err != nil {
+			return err
+		}
+		for _, ev := range resp.Events {
+			var out Event
+			switch ev.Type {
+			case clientv3.EventTypePut:
+				e, err := d.decode(ev.Kv.Key, ev.Kv.Value)
+				if err != nil {
+					d.o.Logger.Warn("directory: skipping a malformed entry", "key", string(ev.Kv.Key), "err", err)
+					continue
+				}
+				seen[e.NodeID] = ev.Kv.ModRevision
+				out = Event{Kind: Join, Entry: e}
+			case clientv3.EventTypeDelete:
+				id := strings.TrimPrefix(string(ev.Kv.Key), d.prefix)
+				if CheckNodeID(id) != nil {
+					continue
+				}
+				delete(seen, id)
+				out = Event{Kind: Leave, Entry: Entry{NodeID: id}}
+			default:
+				continue
+			}
+			if !send(ctx, d.ctx, ch, out) {
+				return nil
+			}
+		}
+	}
 }
 
 func (d *etcdDir) Close() error {

@@ -66,7 +66,7 @@ func (e *TakenError) Error() string {
 	if len(e.Holder) > 0 {
 		at = strings.Join(e.Holder, ", ")
 	}
-	return fmt.Sprintf("directory: node ID %s is held by a live node at %s: stop it, pick another --node-id, or, if it was this node's previous run, wait for its entry's TTL to run out", e.NodeID, at)
+	return fmt.Sprintf("directory: node ID %s is held by a live node at %s: stop it, pick another --node-id, or, if it was this node's previous run, wait for its entry's TTL to run out (on etcd, a previous run on this host that is gone is taken over at once)", e.NodeID, at)
 }
 
 // Is makes a TakenError match ErrTaken.

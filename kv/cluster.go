@@ -160,10 +160,19 @@ func DialCluster(ctx context.Context, opts ClusterOptions) (*Cluster, error) {
 }
 
 // watch applies the directory's changes until the cluster closes; when the
-// directory ends the watch early, it watches again.
+// directory ends the watch early, it watches again. A new watch reports
+// the servers there are as joins, but not those that left while no watch
+// ran: after watching again, it lists the directory and drops the members
+// the list lacks (resync), so that none is kept as a ghost. The list is
+// taken after the new watch's, so a server that left between the two is
+// reported by the watch as a leave, and one that joined as a join.
 func (c *Cluster) watch(ch <-chan directory.Event) {
 	for {
-		for ev := range ch {
+		for ch != nil { // nil: the last Watch failed
+			ev, ok := <-ch
+			if !ok {
+				break
+			}
 			switch ev.Kind {
 			case directory.Join:
 				c.join(ev.Entry)
@@ -183,6 +192,7 @@ func (c *Cluster) watch(ch <-chan directory.Event) {
 			ch = nil
 			continue
 		}
+		c.resync(c.ctx)
 	}
 }
 

@@ -26,6 +26,13 @@ var (
 	// ErrNotRegistered means a local buffer does not lie in registered
 	// memory.
 	ErrNotRegistered = errors.New("buffer is not in registered memory")
+	// ErrNoRoom means a transport cannot take one more peer now: a
+	// resource its peers share is used up (rdma: the device's completion
+	// queues are full). It is not the peer's fault, nor a limit of one
+	// transfer: under the auto policy the engine connects the peer over
+	// the next transport instead, and counts a fallback (reason full);
+	// an acceptor's Usable returns it to have the next transport chosen.
+	ErrNoRoom = errors.New("no room for another peer")
 	// ErrTransient means a connection setup failed in a way that a fresh
 	// attempt may not: the peer's connection manager refused, dropped or
 	// could not reach a connection being set up. The engine dials again,

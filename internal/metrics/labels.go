@@ -52,6 +52,9 @@ const (
 	// (rdma.device), and the transport cannot open it, so the auto policy
 	// goes without it from the start.
 	ReasonUnavailable = "unavailable"
+	// ReasonFull: the transport has no room for another peer (rdma: the
+	// device's completion queues are full), so the peer got the next one.
+	ReasonFull = "full"
 	// ReasonConnLost: an operation's connection was lost, and the
 	// operation was repeated on a new one (xfer_failovers_total).
 	ReasonConnLost = "connection_lost"
@@ -68,4 +71,4 @@ const (
 
 // fallbackReasons are the reasons whose xfer_fallbacks_total series exist
 // from the start.
-var fallbackReasons = []string{ReasonUnusable, ReasonSetupFailed, ReasonReconnected, ReasonUnavailable}
+var fallbackReasons = []string{ReasonUnusable, ReasonSetupFailed, ReasonReconnected, ReasonUnavailable, ReasonFull}

@@ -17,7 +17,10 @@ import (
 // is placed on one of them for its life. A CQ is as large as the device
 // allows (capped at maxCQSize entries); each endpoint reserves what its QPs
 // can have outstanding, and an endpoint that fits in none of the device's
-// CQs, when the device already has maxCQsPerDevice of them, is refused.
+// CQs, when the device already has maxCQsPerDevice of them, is refused with
+// an error matching transport.ErrNoRoom: under the auto policy the engine
+// then connects the peer over the next transport, and an acceptor's Usable
+// (cqRoom) does not choose rdma for a peer that would not fit.
 //
 // Every wr_id carries the endpoint's reference: its index in the group's
 // table and a generation that changes each time the index is reused. A
@@ -131,8 +134,7 @@ func (d *device) joinCQ(e *Endpoint, need int) error {
 		}
 	}
 	if len(d.cqs) >= maxCQsPerDevice {
-		return fmt.Errorf("%w: %s's %d completion queues of %d entries are full (a peer needs %d): too many peers on the device, or lower rdma_max_send_wr, rdma_max_recv_wr or rdma_qps_per_peer",
-			transport.ErrTooLarge, d.info.Name, len(d.cqs), d.cqSize(), need)
+		return d.full(need)
 	}
 	g, err := d.newCQGroup(e.cfg)
 	if err != nil {
@@ -143,6 +145,47 @@ func (d *device) joinCQ(e *Endpoint, need int) error {
 		return fmt.Errorf("rdma: %s: a new completion queue of %d entries has no room for %d", d.info.Name, g.size, need)
 	}
 	return nil
+}
+
+// full is joinCQ's error when no CQ of the device has room for need
+// entries and it may create no more: it matches transport.ErrNoRoom, so
+// that the engine connects the peer over another transport (auto policy).
+// The caller holds cqMu.
+func (d *device) full(need int) error {
+	return fmt.Errorf("%w: %s's %d completion queues of %d entries are full (a peer needs %d): too many peers on the device, or lower rdma_max_send_wr, rdma_max_recv_wr or rdma_qps_per_peer",
+		transport.ErrNoRoom, d.info.Name, len(d.cqs), d.cqSize(), need)
+}
+
+// cqRoom reports whether a peer that needs need CQ entries would find room
+// on the device now (a CQ with room, or room for one more CQ), or the
+// error joinCQ would return. It reserves nothing: a peer that comes in
+// between may take the room, and joinCQ then fails.
+func (d *device) cqRoom(need int) error {
+	d.cqMu.Lock()
+	defer d.cqMu.Unlock()
+	if need > d.cqSize() || len(d.cqs) < maxCQsPerDevice {
+		return nil // joinCQ says why a peer too large for any CQ fails
+	}
+	for _, g := range d.cqs {
+		if g.room(need) {
+			return nil
+		}
+	}
+	return d.full(need)
+}
+
+// cqNeed is how many CQ entries a peer's QPs need, each with sendWR send
+// requests, and with depth receives (per QP, or in the shared receive
+// queue), on a device that is iwarp or not.
+func cqNeed(cfg Config, iwarp bool, depth int) int {
+	qps := cfg.QPsPerPeer
+	if iwarp {
+		qps = max(2, qps) // notifications travel on a QP of their own
+	}
+	if cfg.UseSRQ {
+		return qps*cfg.MaxSendWR + depth*max(2, qps) + 16
+	}
+	return qps*(cfg.MaxSendWR+depth) + 16
 }
 
 func (d *device) cqSize() int {
@@ -174,6 +217,13 @@ func (d *device) newCQGroup(cfg Config) (_ *cqGroup, err error) {
 	g.wg.Add(1)
 	go g.run()
 	return g, nil
+}
+
+// room reports whether join would find room for need entries.
+func (g *cqGroup) room(need int) bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.dead == nil && !g.stopping && g.reserved+need <= g.size && (len(g.free) > 0 || len(g.slots) < maxRefIdx)
 }
 
 // join adds e if the CQ has room.

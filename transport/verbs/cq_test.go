@@ -13,6 +13,7 @@ import (
 	"github.com/xferio/xfer"
 	"github.com/xferio/xfer/internal/ibv"
 	"github.com/xferio/xfer/internal/testutil"
+	"github.com/xferio/xfer/transport"
 	"github.com/xferio/xfer/transport/verbs"
 	"github.com/xferio/xfer/xfertest"
 )
@@ -285,5 +286,24 @@ func TestBusyPollerSleepsWhenIdle(t *testing.T) {
 	t.Logf("%d poller sleeps in all", verbs.PollerSleeps())
 	if n := verbs.PollersAsleep(); n > 1 {
 		t.Logf("%d pollers still asleep after the write (the target's needs no wake-up)", n)
+	}
+}
+
+// A device whose completion queues are all full refuses a peer with an
+// error matching transport.ErrNoRoom, which makes the engine connect the
+// peer over the next transport (TestFullDeviceFallsBack in the root
+// package), naming the device, its CQs and what the peer needs; Usable's
+// check says the same before any endpoint is made, and finds room when
+// one CQ has it. No device is opened: it runs without RDMA hardware.
+func TestFullDeviceIsNoRoom(t *testing.T) {
+	room, join := verbs.CQRoom("mlx5_0", 4096, 4000, 784)
+	for what, err := range map[string]error{"cqRoom": room, "joinCQ": join} {
+		if !errors.Is(err, transport.ErrNoRoom) || errors.Is(err, transport.ErrTooLarge) ||
+			!strings.Contains(err.Error(), "mlx5_0's 16 completion queues of") || !strings.Contains(err.Error(), "a peer needs 784") {
+			t.Errorf("%s on a full device: %v, want ErrNoRoom naming the device's CQs and the need", what, err)
+		}
+	}
+	if room, _ := verbs.CQRoom("mlx5_0", 4096, 3000, 784); room != nil {
+		t.Errorf("cqRoom with room on every CQ: %v", room)
 	}
 }

@@ -156,3 +156,18 @@ func MarkGone(t *Transport, cause error) {
 	d.gone, d.goneAt = cause, time.Now()
 	d.mu.Unlock()
 }
+
+// CQRoom returns what cqRoom says of a peer that needs need entries on a
+// device named name (no device is opened) that has maxCQsPerDevice CQs of
+// size entries, used of each taken; and, when it says there is no room,
+// what joinCQ says (it would take the room otherwise).
+func CQRoom(name string, size, used, need int) (room, join error) {
+	d := &device{info: ibv.DeviceInfo{Name: name}}
+	for range maxCQsPerDevice {
+		d.cqs = append(d.cqs, &cqGroup{size: size, reserved: used})
+	}
+	if room = d.cqRoom(need); room != nil {
+		join = d.joinCQ(&Endpoint{cfg: mustDefaults(Config{})}, need)
+	}
+	return room, join
+}

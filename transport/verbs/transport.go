@@ -190,6 +190,13 @@ func (t *Transport) Usable(local, remote transport.PeerInfo) error {
 	if l.LinkLayer != r.LinkLayer {
 		return fmt.Errorf("rdma: %w: link layers differ: %s here, %s on the peer", transport.ErrNotSupported, linkName(l.LinkLayer), linkName(r.LinkLayer))
 	}
+	// A device whose completion queues are full cannot take the peer: an
+	// error matching transport.ErrNoRoom has the acceptor choose the next
+	// transport. The peer's receive depth is not known yet: the most it
+	// may be (rdma_max_recv_wr) bounds what it needs.
+	if err := d.cqRoom(cqNeed(t.cfg, d.iwarp, t.cfg.MaxRecvWR)); err != nil {
+		return fmt.Errorf("rdma: %w", err)
+	}
 	return nil
 }
 
@@ -268,10 +275,7 @@ func (e *Endpoint) connect(ctx context.Context, p transport.Params) (ep transpor
 	}
 	// The device's CQ the QPs complete on: room for every request their
 	// send and receive queues (or the shared receive queue) can hold.
-	need := e.cfg.QPsPerPeer*(cfg.MaxSendWR+depth) + 16
-	if cfg.UseSRQ {
-		need = e.cfg.QPsPerPeer*cfg.MaxSendWR + depth*max(2, e.cfg.QPsPerPeer) + 16
-	}
+	need := cqNeed(cfg, d.iwarp, depth)
 	if err = d.joinCQ(e, need); err != nil {
 		return nil, fmt.Errorf("rdma: %w", err)
 	}
