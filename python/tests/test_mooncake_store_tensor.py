@@ -294,6 +294,19 @@ class Registered:
         self.store.unregister_buffer(self.ptr)
 
 
+def test_not_set_up():
+    """A real client before setup: every call fails as the byte calls do."""
+    torch = torch_or_skip()
+    s = mcs.MooncakeDistributedStore()
+    t = torch.arange(4)
+    assert s.put_tensor("k", t) == mcs.INVALID_PARAMS and "not set up" in s.last_error
+    assert s.batch_upsert_tensor(["k", "l"], [t, t]) == [mcs.INVALID_PARAMS] * 2
+    assert s.put_tensor_with_tp("k", t, tp_size=2) == mcs.INVALID_PARAMS
+    assert s.get_tensor("k") is None and s.batch_get_tensor(["k"]) == [None]
+    assert s.get_tensor_with_tp("k", tp_rank=1, tp_size=2) is None
+    assert s.get_tensor_into_cuda("k", t) == mcs.INVALID_PARAMS
+
+
 def test_put_get_every_dtype(rw):
     torch = torch_or_skip()
     w, r = rw
