@@ -172,6 +172,11 @@ var layers = map[string][]string{
 	// cmd/libxfer: like the directory, nothing of this module but the
 	// authentication primitives, for its token.
 	"mooncake": {"internal/auth"},
+	// The master of Mooncake's store: its gRPC messages (masterpb, which
+	// imports nothing of this module), the metadata service beside it, and
+	// the authentication primitives for its calls' proofs.
+	"mooncake/master":          {"mooncake", "internal/auth"},
+	"mooncake/master/masterpb": {},
 	// The configuration document (its keys, YAML and JSON decoding,
 	// defaults and validation) sits beside the commands, above the
 	// services: its keys are the engine's and the connector's.
@@ -356,6 +361,7 @@ func TestCheckLayout(t *testing.T) {
 		".":                {m("transport/verbs"), m("internal/wire"), m("internal/auth"), m("mem"), m("directory")},
 		"directory":        {"go.etcd.io/etcd/client/v3", "net/http", m("internal/auth")},
 		"mooncake":         {"go.etcd.io/etcd/client/v3", "net/http", m("internal/auth")},
+		"mooncake/master":  {m("mooncake/master/masterpb"), m("internal/auth"), "google.golang.org/grpc", "github.com/google/btree"},
 		"internal/auth":    {"crypto/hmac"},
 		"kv":               {m(""), m("mem"), m("probe"), m("kv/kvpb"), m("directory"), m("callbound"), "google.golang.org/grpc"},
 		"kv/kvpb":          {"google.golang.org/protobuf/proto"},
@@ -407,6 +413,9 @@ func TestCheckLayout(t *testing.T) {
 		{"directory", m(""), "against the layering"},
 		{"mooncake", m(""), "against the layering"},
 		{"mooncake", m("directory"), "against the layering"},
+		{"mooncake/master", m(""), "against the layering"},
+		{"mooncake/master/masterpb", m("mooncake"), "against the layering"},
+		{"mooncake/master", "crypto/hmac", "only internal/auth may import crypto/hmac"},
 		{"directory", m("mem"), "against the layering"},
 		{"transport/tcp", m("directory"), "against the layering"},
 		{"internal/sys", m("mem"), "against the layering"},

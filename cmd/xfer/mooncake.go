@@ -21,11 +21,11 @@ const metadataBanner = "xfer mooncake metadata-server: listening on "
 func newMooncakeCmd(g *globals) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "mooncake",
-		Short: "Mooncake's services for its TransferEngine on xfer (metadata-server)",
+		Short: "Mooncake's services on xfer (metadata-server, master)",
 		Long: "Services that Mooncake's TransferEngine (xfer.mooncake.engine, see docs/MOONCAKE.md)\n" +
-			"expects beside it.",
+			"expects beside it, and the master of Mooncake's distributed store.",
 	}
-	cmd.AddCommand(newMetadataServerCmd(g))
+	cmd.AddCommand(newMetadataServerCmd(g), newMooncakeMasterCmd(g))
 	return cmd
 }
 
@@ -54,22 +54,33 @@ func newMetadataServerCmd(g *globals) *cobra.Command {
 			if port < 0 || port > 65535 {
 				return fmt.Errorf("--port %d: want 0 to 65535 (0: any free port)", port)
 			}
-			o := mooncake.ServerOptions{Token: os.Getenv("MC_METADATA_HTTP_TOKEN"), Logger: g.log}
-			var err error
-			if o.MaxKeys, err = envInt("MC_METADATA_MAX_KEYS"); err != nil {
-				return err
-			}
-			n, err := envInt("MC_METADATA_MAX_TOTAL_BYTES")
+			o, err := metadataServerOptions(g)
 			if err != nil {
 				return err
 			}
-			o.MaxTotalBytes = int64(n)
 			return runMetadataServer(cmd.Context(), g, net.JoinHostPort(host, strconv.Itoa(port)), o)
 		},
 	}
 	cmd.Flags().IntVar(&port, "port", 8080, "`port` to listen on (0: any free port)")
 	cmd.Flags().StringVar(&host, "host", "0.0.0.0", "`address` to bind to")
 	return cmd
+}
+
+// metadataServerOptions reads the metadata server's options from the
+// environment: MC_METADATA_HTTP_TOKEN, MC_METADATA_MAX_KEYS and
+// MC_METADATA_MAX_TOTAL_BYTES, as Mooncake's server does.
+func metadataServerOptions(g *globals) (mooncake.ServerOptions, error) {
+	o := mooncake.ServerOptions{Token: os.Getenv("MC_METADATA_HTTP_TOKEN"), Logger: g.log}
+	var err error
+	if o.MaxKeys, err = envInt("MC_METADATA_MAX_KEYS"); err != nil {
+		return o, err
+	}
+	n, err := envInt("MC_METADATA_MAX_TOTAL_BYTES")
+	if err != nil {
+		return o, err
+	}
+	o.MaxTotalBytes = int64(n)
+	return o, nil
 }
 
 // envInt reads a positive integer from the environment variable name; 0

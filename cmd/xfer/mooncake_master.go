@@ -1,0 +1,419 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"strconv"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/keepalive"
+
+	"github.com/xferio/xfer/mooncake"
+	"github.com/xferio/xfer/mooncake/master"
+)
+
+// masterBanner starts the lines `xfer mooncake master` prints to stdout
+// once it listens: its gRPC address first, then "metrics on URL" and,
+// with --enable_http_metadata_server, "metadata server on URL".
+const masterBanner = "xfer mooncake master: "
+
+// refusedMasterFlags are mooncake_master's flags that xfer's master does
+// not implement, with why: giving one, at any value, is an error naming
+// it. Booleans take --flag, --flag=true and --flag=false.
+var refusedMasterFlags = []struct {
+	name, def string
+	boolean   bool
+	why       string
+}{
+	{"config_path", "", false, "a JSON config file: give its settings as flags"},
+	{"enable_ha", "false", true, "no leader election or standby masters; leader/standby HA is planned"},
+	{"ha_backend_type", "etcd", false, "no leader election or standby masters"},
+	{"ha_backend_connstring", "", false, "no leader election or standby masters"},
+	{"etcd_endpoints", "", false, "no leader election or standby masters"},
+	{"enable_oplog", "false", true, "no replication of metadata to standbys"},
+	{"oplog_poll_interval_ms", "1000", false, "no replication of metadata to standbys"},
+	{"oplog_batch_max_entries", "1024", false, "no replication of metadata to standbys"},
+	{"batch_oplog_retry_timeout_sec", "180", false, "no replication of metadata to standbys"},
+	{"cluster_id", "mooncake_cluster", false, "no persistence of objects"},
+	{"root_fs_dir", "", false, "no storage backend: objects live in client memory only"},
+	{"global_file_segment_size", "", false, "no file segments"},
+	{"enable_disk_eviction", "true", true, "no storage backend"},
+	{"quota_bytes", "0", false, "no storage backend"},
+	{"nof_eviction_ratio", "0.05", false, "no NVMe-oF segments"},
+	{"nof_eviction_high_watermark_ratio", "0.9", false, "no NVMe-oF segments"},
+	{"nof_heartbeat_interval_sec", "10", false, "no NVMe-oF segments"},
+	{"nof_heartbeat_probe_timeout_ms", "1000", false, "no NVMe-oF segments"},
+	{"nof_heartbeat_failures_threshold", "3", false, "no NVMe-oF segments"},
+	{"enable_offload", "false", true, "no offload to disk"},
+	{"offload_on_evict", "false", true, "no offload to disk"},
+	{"offload_force_evict", "false", true, "no offload to disk"},
+	{"offloading_queue_limit", "50000", false, "no offload to disk"},
+	{"offload_cap_ratio", "0.5", false, "no offload to disk"},
+	{"promotion_on_hit", "false", true, "no disk tier to promote from"},
+	{"promotion_admission_threshold", "2", false, "no disk tier to promote from"},
+	{"promotion_queue_limit", "50000", false, "no disk tier to promote from"},
+	{"promotion_max_per_heartbeat", "1", false, "no disk tier to promote from"},
+	{"dynamic_replication_mode", "off", false, "no dynamic replication"},
+	{"dynamic_replication_heat_window_seconds", "10", false, "no dynamic replication"},
+	{"dynamic_replication_admission_qps_threshold", "0.8", false, "no dynamic replication"},
+	{"dynamic_replication_max_memory_replicas", "2", false, "no dynamic replication"},
+	{"enable_kv_events", "false", true, "no KV event publisher"},
+	{"kv_events_bind_endpoint", "", false, "no KV event publisher"},
+	{"kv_events_model_name", "", false, "no KV event publisher"},
+	{"kv_events_backend_id", "", false, "no KV event publisher"},
+	{"kv_events_tenant_id", "default", false, "no KV event publisher"},
+	{"kv_events_additional_salt", "", false, "no KV event publisher"},
+	{"kv_events_lora_name", "", false, "no KV event publisher"},
+	{"kv_events_block_size", "0", false, "no KV event publisher"},
+	{"kv_events_dp_rank", "0", false, "no KV event publisher"},
+	{"kv_events_emit_legacy_compat", "true", true, "no KV event publisher"},
+	{"kv_events_emit_object_key", "true", true, "no KV event publisher"},
+	{"kv_events_queue_capacity", "65536", false, "no KV event publisher"},
+	{"enable_metadata_cleanup_on_timeout", "false", true, "a dead client's metadata-server keys are not removed"},
+	{"pod_name", "", false, "no Kubernetes label routing"},
+	{"pod_namespace", "", false, "no Kubernetes label routing"},
+	{"enable_multi_tenants", "false", true, "no tenants or quotas"},
+	{"tenant_quota_connector_type", "file", false, "no tenants or quotas"},
+	{"tenant_quota_connector_uri", "", false, "no tenants or quotas"},
+	{"enable_snapshot", "false", true, "no snapshots: a restart forgets every object"},
+	{"enable_snapshot_restore", "false", true, "no snapshots: a restart forgets every object"},
+	{"snapshot_backup_dir", "", false, "no snapshots"},
+	{"snapshot_interval_seconds", "", false, "no snapshots"},
+	{"snapshot_child_timeout_seconds", "", false, "no snapshots"},
+	{"snapshot_retention_count", "", false, "no snapshots"},
+	{"snapshot_object_store_type", "", false, "no snapshots"},
+	{"snapshot_payload_store_type", "", false, "no snapshots"},
+	{"snapshot_payload_backend_type", "", false, "no snapshots"},
+	{"snapshot_catalog_store_type", "", false, "no snapshots"},
+	{"snapshot_catalog_backend_type", "", false, "no snapshots"},
+	{"snapshot_catalog_store_connstring", "", false, "no snapshots"},
+	{"snapshot_catalog_backend_connstring", "", false, "no snapshots"},
+	{"max_total_finished_tasks", "10000", false, "no task manager (copy, move, replication tasks)"},
+	{"max_total_pending_tasks", "10000", false, "no task manager"},
+	{"max_total_processing_tasks", "10000", false, "no task manager"},
+	{"pending_task_timeout_sec", "300", false, "no task manager"},
+	{"processing_task_timeout_sec", "300", false, "no task manager"},
+	{"max_retry_attempts", "10", false, "no task manager"},
+	{"enable_cxl", "false", true, "no CXL memory"},
+	{"cxl_path", "/dev/dax0.0", false, "no CXL memory"},
+	{"cxl_size", "", false, "no CXL memory"},
+	{"use_mmap_arena_allocator", "false", true, "the master allocates no memory of its own"},
+	{"mmap_arena_pool_size", "", false, "the master allocates no memory of its own"},
+}
+
+// masterFlags are the flags xfer's master implements, as mooncake_master
+// spells them.
+type masterFlags struct {
+	port, rpcPort, rpcThreadNum, maxThreads, rpcConnTimeout int
+	rpcAddress, rpcInterface                                string
+	tcpNoDelay                                              bool
+	metricsPort                                             int
+	metricsHost                                             string
+	metricReporting                                         bool
+	leaseTTL, softPinTTL, maxSoftPinTTL                     string
+	evictSoftPinned                                         bool
+	evictionRatio, watermark                                float64
+	clientTTL                                               int64
+	discardSec, releaseSec                                  uint64
+	memoryAllocator, allocationStrategy                     string
+	httpMetadata                                            bool
+	httpMetadataPort                                        int
+	httpMetadataHost                                        string
+}
+
+func newMooncakeMasterCmd(g *globals) *cobra.Command {
+	var f masterFlags
+	cmd := &cobra.Command{
+		Use:   "master",
+		Short: "Run the master of Mooncake's store (mooncake_master) until SIGINT or SIGTERM",
+		Long: "master is the master of Mooncake's distributed store (MooncakeDistributedStore), as\n" +
+			"Mooncake's mooncake_master, serving xfer's gRPC Master service\n" +
+			"(mooncake/master/masterpb/master.proto). Clients mount segments of their memory; the\n" +
+			"master places each object's replicas in them (on distinct segments, preferred ones\n" +
+			"first, best fit, 64-byte aligned) and tells readers where they are. Bytes move between\n" +
+			"the clients on the xfer data plane, never through the master.\n\n" +
+			"A get grants a read lease (--default_kv_lease_ttl): while it lasts the object is not\n" +
+			"removed (unless forced) nor evicted, and an upsert keeps its old places. A put that\n" +
+			"finds no room, or passes --eviction_high_watermark_ratio of the pool, evicts about\n" +
+			"--eviction_ratio of the used bytes, least recently used first, never leased or\n" +
+			"hard-pinned objects, soft-pinned ones last. A client not heard from for --client_ttl\n" +
+			"seconds is dead: its segments are unmounted and objects left without a replica are gone.\n\n" +
+			"The master keeps everything in memory. A restart loses all object metadata: objects\n" +
+			"are forgotten, and clients mount their segments again on their next ping.\n\n" +
+			"Flags are mooncake_master's, as it spells them (--flag=value or --flag value; durations\n" +
+			"in milliseconds or with ms, s, m, h). Its flags for HA, offload, snapshots, tenants, NoF,\n" +
+			"CXL and KV events are refused by name (docs/MOONCAKE.md lists them). With XFER_SECRET or\n" +
+			"XFER_SECRET_FILE set, every call must prove the shared secret.\n\n" +
+			"Once it listens it prints to stdout:\n\n" +
+			"  " + masterBanner + "listening on HOST:PORT\n" +
+			"  " + masterBanner + "metrics on http://HOST:PORT/metrics\n" +
+			"  " + masterBanner + "metadata server on http://HOST:PORT/metadata   (--enable_http_metadata_server)",
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			for _, r := range refusedMasterFlags {
+				if cmd.Flags().Changed(r.name) {
+					return fmt.Errorf("--%s: not supported by xfer's master (%s)", r.name, r.why)
+				}
+			}
+			return runMaster(cmd.Context(), g, cmd.Flags(), f)
+		},
+	}
+	fs := cmd.Flags()
+	fs.IntVar(&f.port, "port", 50051, "`port` of the gRPC service (0: any free port)")
+	fs.IntVar(&f.rpcPort, "rpc_port", 0, "`port` of the gRPC service; 0: --port")
+	fs.StringVar(&f.rpcAddress, "rpc_address", "0.0.0.0", "`address` to bind the gRPC service to")
+	fs.StringVar(&f.rpcInterface, "rpc_interface", "", "network `interface` whose IPv4 address overrides --rpc_address")
+	fs.IntVar(&f.rpcThreadNum, "rpc_thread_num", 0, "accepted, no effect: gRPC-Go serves each call on its own goroutine")
+	fs.IntVar(&f.maxThreads, "max_threads", 16, "accepted, no effect: gRPC-Go serves each call on its own goroutine")
+	fs.IntVar(&f.rpcConnTimeout, "rpc_conn_timeout_seconds", 0, "close a connection idle this many `seconds` (0: never)")
+	fs.BoolVar(&f.tcpNoDelay, "rpc_enable_tcp_no_delay", true, "TCP_NODELAY on connections (xfer's master always sets it: false is refused)")
+	fs.IntVar(&f.metricsPort, "metrics_port", 9003, "`port` of the HTTP server of /metrics (0: any free port)")
+	fs.StringVar(&f.metricsHost, "metrics_host", "0.0.0.0", "`address` to bind the metrics server to")
+	fs.BoolVar(&f.metricReporting, "enable_metric_reporting", true, "log a summary of the master's state every 10 s")
+	fs.StringVar(&f.leaseTTL, "default_kv_lease_ttl", "10000", "read lease `duration` (milliseconds, or with ms, s, m, h)")
+	fs.StringVar(&f.softPinTTL, "default_kv_soft_pin_ttl", "1800000", "soft pin `duration` when a put gives none")
+	fs.StringVar(&f.maxSoftPinTTL, "max_kv_soft_pin_ttl", "86400000", "longest soft pin `duration` a put may ask for")
+	fs.BoolVar(&f.evictSoftPinned, "allow_evict_soft_pinned_objects", true, "evict soft-pinned objects (after every other)")
+	fs.Float64Var(&f.evictionRatio, "eviction_ratio", master.DefaultEvictionRatio, "share of the used bytes an eviction frees, 0 to 1")
+	fs.Float64Var(&f.watermark, "eviction_high_watermark_ratio", master.DefaultEvictionHighWatermark, "share of the pool past which a put evicts, 0 to 1")
+	fs.Int64Var(&f.clientTTL, "client_ttl", 10, "`seconds` a client stays alive after its last ping")
+	fs.Uint64Var(&f.discardSec, "put_start_discard_timeout_sec", 30, "`seconds` after which another PutStart discards a put that did not end")
+	fs.Uint64Var(&f.releaseSec, "put_start_release_timeout_sec", 600, "`seconds` after its start that a discarded put's places stay reserved")
+	fs.StringVar(&f.memoryAllocator, "memory_allocator", "offset", "segment allocator: offset (the only one)")
+	fs.StringVar(&f.allocationStrategy, "allocation_strategy", "random", "replica placement: random (the only one)")
+	fs.BoolVar(&f.httpMetadata, "enable_http_metadata_server", false, "also serve Mooncake's HTTP metadata server (as `xfer mooncake metadata-server`)")
+	fs.IntVar(&f.httpMetadataPort, "http_metadata_server_port", 8080, "`port` of the HTTP metadata server (0: any free port)")
+	fs.StringVar(&f.httpMetadataHost, "http_metadata_server_host", "0.0.0.0", "`address` to bind the HTTP metadata server to")
+	for _, r := range refusedMasterFlags {
+		fs.String(r.name, r.def, "refused: "+r.why)
+		if r.boolean {
+			fs.Lookup(r.name).NoOptDefVal = "true"
+		}
+		fs.MarkHidden(r.name)
+	}
+	return cmd
+}
+
+// masterOptions checks the flags and turns them into the Service's
+// options, the gRPC address and the gRPC server's options.
+func masterOptions(g *globals, fs *pflag.FlagSet, f masterFlags) (master.Options, string, []grpc.ServerOption, error) {
+	var o master.Options
+	port := f.port
+	if f.rpcPort > 0 {
+		port = f.rpcPort
+	}
+	for _, p := range []struct {
+		name string
+		v    int
+	}{{"port", port}, {"rpc_port", f.rpcPort}, {"metrics_port", f.metricsPort}, {"http_metadata_server_port", f.httpMetadataPort}} {
+		if p.v < 0 || p.v > 65535 {
+			return o, "", nil, fmt.Errorf("--%s %d: want 0 to 65535 (0: any free port)", p.name, p.v)
+		}
+	}
+	host := f.rpcAddress
+	if f.rpcInterface != "" {
+		ip, err := interfaceIPv4(f.rpcInterface)
+		if err != nil {
+			return o, "", nil, fmt.Errorf("--rpc_interface %s: %w", f.rpcInterface, err)
+		}
+		host = ip
+	}
+	var err error
+	durs := []struct {
+		name, v string
+		d       *time.Duration
+	}{{"default_kv_lease_ttl", f.leaseTTL, &o.LeaseTTL}, {"default_kv_soft_pin_ttl", f.softPinTTL, &o.SoftPinTTL}, {"max_kv_soft_pin_ttl", f.maxSoftPinTTL, &o.MaxSoftPinTTL}}
+	for _, d := range durs {
+		if *d.d, err = master.ParseDuration(d.v); err != nil {
+			return o, "", nil, fmt.Errorf("--%s=%s: %w", d.name, d.v, err)
+		}
+	}
+	if o.LeaseTTL == 0 {
+		// Options reads 0 as its default: a lease of 0 is 1 ns.
+		o.LeaseTTL = time.Nanosecond
+	}
+	if o.SoftPinTTL > o.MaxSoftPinTTL {
+		return o, "", nil, fmt.Errorf("--default_kv_soft_pin_ttl %v is above --max_kv_soft_pin_ttl %v", o.SoftPinTTL, o.MaxSoftPinTTL)
+	}
+	switch {
+	case f.evictionRatio < 0 || f.evictionRatio > 1:
+		return o, "", nil, fmt.Errorf("--eviction_ratio %v: want 0 to 1", f.evictionRatio)
+	case f.watermark <= 0 || f.watermark > 1:
+		return o, "", nil, fmt.Errorf("--eviction_high_watermark_ratio %v: want above 0, at most 1", f.watermark)
+	case f.clientTTL <= 0 || f.clientTTL > 1<<31:
+		return o, "", nil, fmt.Errorf("--client_ttl %d: want a positive number of seconds", f.clientTTL)
+	case f.discardSec == 0 || f.discardSec > 1<<31:
+		return o, "", nil, fmt.Errorf("--put_start_discard_timeout_sec %d: want a positive number of seconds", f.discardSec)
+	case f.releaseSec == 0 || f.releaseSec > 1<<31:
+		return o, "", nil, fmt.Errorf("--put_start_release_timeout_sec %d: want a positive number of seconds", f.releaseSec)
+	case f.memoryAllocator != "offset":
+		return o, "", nil, fmt.Errorf("--memory_allocator=%s: not supported by xfer's master (its allocator is offset's: best fit over free extents)", f.memoryAllocator)
+	case f.allocationStrategy != "random":
+		return o, "", nil, fmt.Errorf("--allocation_strategy=%s: not supported by xfer's master (random only, preferred segments first)", f.allocationStrategy)
+	case !f.tcpNoDelay:
+		return o, "", nil, errors.New("--rpc_enable_tcp_no_delay=false: not supported by xfer's master (gRPC-Go always sets TCP_NODELAY)")
+	case f.rpcConnTimeout < 0:
+		return o, "", nil, fmt.Errorf("--rpc_conn_timeout_seconds %d: want 0 (no timeout) or more", f.rpcConnTimeout)
+	case os.Getenv("MC_RPC_PROTOCOL") == "rdma":
+		return o, "", nil, errors.New("MC_RPC_PROTOCOL=rdma: not supported by xfer's master (its calls travel on TCP; the objects' bytes on xfer's data plane)")
+	}
+	o.EvictionRatio = f.evictionRatio
+	if o.EvictionRatio == 0 {
+		o.EvictionRatio = -1 // Options reads 0 as its default: -1 is none
+	}
+	o.EvictionHighWatermark = f.watermark
+	o.NoEvictSoftPinned = !f.evictSoftPinned
+	o.ClientTTL = time.Duration(f.clientTTL) * time.Second
+	o.PutStartDiscard = time.Duration(f.discardSec) * time.Second
+	o.PutStartRelease = time.Duration(f.releaseSec) * time.Second
+	o.Logger = g.log
+	for _, name := range []string{"rpc_thread_num", "max_threads"} {
+		if fs.Changed(name) {
+			g.log.Info("mooncake master: --" + name + " has no effect in xfer's master: gRPC-Go serves each call on its own goroutine")
+		}
+	}
+	var gopts []grpc.ServerOption
+	if f.rpcConnTimeout > 0 {
+		gopts = append(gopts, grpc.KeepaliveParams(keepalive.ServerParameters{MaxConnectionIdle: time.Duration(f.rpcConnTimeout) * time.Second}))
+	}
+	return o, net.JoinHostPort(host, strconv.Itoa(port)), gopts, nil
+}
+
+// interfaceIPv4 returns the first IPv4 address of the network interface
+// name.
+func interfaceIPv4(name string) (string, error) {
+	ifi, err := net.InterfaceByName(name)
+	if err != nil {
+		return "", err
+	}
+	addrs, err := ifi.Addrs()
+	if err != nil {
+		return "", err
+	}
+	for _, a := range addrs {
+		if n, ok := a.(*net.IPNet); ok && n.IP.To4() != nil {
+			return n.IP.String(), nil
+		}
+	}
+	return "", errors.New("the interface has no IPv4 address")
+}
+
+func runMaster(ctx context.Context, g *globals, fs *pflag.FlagSet, f masterFlags) error {
+	o, addr, gopts, err := masterOptions(g, fs, f)
+	if err != nil {
+		return err
+	}
+	secret, err := master.SecretFromEnv()
+	if err != nil {
+		return fmt.Errorf("mooncake master: %w", err)
+	}
+	var meta mooncake.ServerOptions
+	if f.httpMetadata {
+		if meta, err = metadataServerOptions(g); err != nil {
+			return err
+		}
+	}
+	l, err := net.Listen("tcp", addr)
+	if err != nil {
+		return fmt.Errorf("mooncake master: %w", err)
+	}
+	defer l.Close()
+	ml, err := net.Listen("tcp", net.JoinHostPort(f.metricsHost, strconv.Itoa(f.metricsPort)))
+	if err != nil {
+		return fmt.Errorf("mooncake master: metrics: %w", err)
+	}
+	defer ml.Close()
+	var hl net.Listener
+	if f.httpMetadata {
+		if hl, err = net.Listen("tcp", net.JoinHostPort(f.httpMetadataHost, strconv.Itoa(f.httpMetadataPort))); err != nil {
+			return fmt.Errorf("mooncake master: metadata server: %w", err)
+		}
+		defer hl.Close()
+	}
+	if secret == "" {
+		if h, _, _ := net.SplitHostPort(addr); !net.ParseIP(h).IsLoopback() && h != "localhost" {
+			g.log.Warn("mooncake master: no XFER_SECRET or XFER_SECRET_FILE: anyone who reaches this port can mount segments and remove objects", "listen", l.Addr().String())
+		}
+	}
+
+	s := master.New(o)
+	defer s.Close()
+	gs := s.NewGRPCServer(secret, gopts...)
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(s.Collector())
+	mux := http.NewServeMux()
+	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{ErrorHandling: promhttp.ContinueOnError}))
+	servers := []*http.Server{{Handler: mux, ReadHeaderTimeout: 10 * time.Second}}
+	listeners := []net.Listener{ml}
+	fmt.Fprintf(g.stdout, "%slistening on %s\n", masterBanner, l.Addr())
+	fmt.Fprintf(g.stdout, "%smetrics on http://%s/metrics\n", masterBanner, ml.Addr())
+	if hl != nil {
+		servers = append(servers, &http.Server{Handler: mooncake.NewServer(meta), ReadHeaderTimeout: 10 * time.Second})
+		listeners = append(listeners, hl)
+		fmt.Fprintf(g.stdout, "%smetadata server on http://%s%s\n", masterBanner, hl.Addr(), mooncake.MetadataPath)
+	}
+
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	errc := make(chan error, len(servers)+1)
+	go func() { errc <- gs.Serve(l) }()
+	for i, srv := range servers {
+		go func() { errc <- serveHTTP(ctx, srv, listeners[i]) }()
+	}
+	if f.metricReporting {
+		go reportMaster(ctx, g, s)
+	}
+	pending := len(servers) + 1
+	var first error
+	select {
+	case <-ctx.Done():
+	case first = <-errc:
+		pending--
+	}
+	cancel()
+	stopped := make(chan struct{})
+	go func() { gs.GracefulStop(); close(stopped) }()
+	select {
+	case <-stopped:
+	case <-time.After(5 * time.Second):
+		gs.Stop()
+		<-stopped
+	}
+	// Serve returns nil once the gRPC server stopped, serveHTTP once its
+	// server shut down.
+	for range pending {
+		if err := <-errc; first == nil {
+			first = err
+		}
+	}
+	if first != nil {
+		return fmt.Errorf("mooncake master: %w", first)
+	}
+	return nil
+}
+
+// reportMaster logs a summary of the master's state every 10 seconds, as
+// mooncake_master's --enable_metric_reporting does.
+func reportMaster(ctx context.Context, g *globals, s *master.Service) {
+	t := time.NewTicker(10 * time.Second)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		st := s.Stats()
+		g.log.Info("mooncake master: state", "objects", st.Objects, "used_bytes", st.UsedBytes, "capacity_bytes", st.Capacity,
+			"segments", st.Segments, "clients", st.Clients, "evictions", st.Evictions, "gets", st.Gets, "get_hits", st.GetHits)
+	}
+}
