@@ -4,8 +4,7 @@ First the stored form with no store: its metadata block byte by byte, every
 dtype through _serialize_tensor / _deserialize_tensor, and the clear errors
 for bytes that are not a stored tensor. Then every tensor call twice: over
 an in-memory stand-in for the store's byte calls ("memory"), and between
-two clients of a real `xfer mooncake master` ("master": skipped while this
-xfer has no such command).
+two clients of a real `xfer mooncake master` ("master").
 """
 
 import ctypes
@@ -233,15 +232,8 @@ class MemoryStore(mcs.MooncakeDistributedStore):
         return 0
 
 
-def master_help(go_xfer):
-    out = subprocess.run([go_xfer, "mooncake", "--help"], capture_output=True, text=True).stdout
-    return re.search(r"^\s+master\s", out, re.M) is not None
-
-
 @pytest.fixture(scope="module")
 def master(go_xfer):
-    if not master_help(go_xfer):
-        pytest.skip("this xfer has no `xfer mooncake master` command yet")
     p = subprocess.Popen([go_xfer, "mooncake", "master", "--rpc_address", "127.0.0.1", "--port", "0",
                           "--metrics_port", "0", "--default_kv_lease_ttl=300"], stdout=subprocess.PIPE, text=True)
     line = p.stdout.readline()
