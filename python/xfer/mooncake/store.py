@@ -22,7 +22,12 @@ memory registered with ``register_buffer`` directly. Calls return 0 (or a
 size or count) or a negative code of Mooncake's store (the constants
 below); ``get`` returns ``b""`` for a key it cannot read. The message of
 the last failure is in ``MooncakeDistributedStore.last_error``.
-docs/MOONCAKE.md lists what is compatible and what differs.
+
+The tensor calls (``put_tensor``, ``get_tensor``, their batch, ``_from``,
+``_into``, upsert and tensor-parallel ``_with_tp`` forms) store a torch
+tensor as Mooncake does: its 304-byte metadata (dtype, shape, layout) and
+then its bytes, so either client reads what the other wrote; torch is
+imported by those calls only. docs/MOONCAKE.md lists what is compatible and what differs.
 """
 
 import ctypes
@@ -33,6 +38,7 @@ import threading
 import weakref
 
 from .. import _lib
+from ._tensor import TensorCalls, _deserialize_tensor, _serialize_tensor, _tensor_metadata_size  # noqa: F401
 
 # Mooncake's store error codes (its types.h ErrorCode).
 OK = 0
@@ -214,8 +220,10 @@ class _BufferTypes:
             return t
 
 
-class MooncakeDistributedStore:
-    """Mooncake's store client over xfer: see the module's documentation."""
+class MooncakeDistributedStore(TensorCalls):
+    """Mooncake's store client over xfer: see the module's documentation.
+    Its tensor calls (put_tensor, get_tensor, ..._with_tp) are in
+    _tensor.py."""
 
     def __init__(self):
         self._h = 0
@@ -464,9 +472,14 @@ class MooncakeDistributedStore:
         protocol (``bytes(buf)``, ``memoryview(buf)``, ``buf.ptr()``,
         ``buf.size()``) that holds its bytes until it is collected; None
         when it cannot be read."""
+        got = self._buffer(key)
+        return None if isinstance(got, int) else got
+
+    def _buffer(self, key):
+        """get_buffer, or the failure's negative code."""
         got = self._get_staged(key)
         if isinstance(got, int):
-            return None
+            return got
         p, n, tok = got
         if n == 0:
             self._release(self._h, tok)
