@@ -12,7 +12,11 @@
 # revision (--git-dir DIR [--rev REV], files read with git show).
 #
 #   tools/mooncake/wheel-tests.sh --git-dir /path/to/Mooncake.git [--rev HEAD] \
-#       [--python /venv/bin/python] [--xfer /path/to/xfer] [--only engine|store|tensor]
+#       [--file-rev FILE=REV ...] [--python /venv/bin/python] [--xfer /path/to/xfer] \
+#       [--only engine|store|tensor]
+#
+# --file-rev takes one test file from another revision (with --git-dir):
+# docs/MOONCAKE.md says which files ran at which commit, and why.
 #
 # PROTOCOL (tcp by default; rdma in the VM) and DEVICE_NAME pass through to
 # the tests, as in Mooncake's CI. The package under test is the one the
@@ -20,8 +24,10 @@
 set -euo pipefail
 
 src= gitdir= rev=HEAD py=python3 xferbin= only=
+declare -A filerev=()
 while [ $# -gt 0 ]; do
   case "$1" in
+    --file-rev) filerev[${2%%=*}]=${2#*=}; shift 2 ;;
     --src) src=$2; shift 2 ;;
     --git-dir) gitdir=$2; shift 2 ;;
     --rev) rev=$2; shift 2 ;;
@@ -56,14 +62,12 @@ for f in "${files[@]}"; do
   if [ -n "$src" ]; then
     cp "$src/mooncake-wheel/tests/$f" "$work/$f"
   else
-    git -C "$gitdir" show "$rev:mooncake-wheel/tests/$f" >"$work/$f"
+    git -C "$gitdir" show "${filerev[$f]:-$rev}:mooncake-wheel/tests/$f" >"$work/$f"
+    echo "$f at $(git -C "$gitdir" rev-parse "${filerev[$f]:-$rev}")"
   fi
   # Only the imports change: `mooncake.` becomes `xfer.mooncake.`.
   sed -i -E 's/^(\s*)from mooncake([. ])/\1from xfer.mooncake\2/; s/^(\s*)import mooncake\./\1import xfer.mooncake./' "$work/$f"
 done
-if [ -n "$gitdir" ]; then
-  echo "Mooncake $(git -C "$gitdir" rev-parse "$rev")"
-fi
 
 wait_port() {
   for _ in $(seq 100); do

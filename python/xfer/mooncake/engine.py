@@ -539,10 +539,10 @@ class TransferEngine:
         return -1 if failed else 0
 
     def transfer_submit_write(self, target_hostname, buffer, peer_buffer_address, length, transport_hint=""):
-        """Posts one WRITE: its batch id, or -1 (nothing posted)."""
+        """Posts one WRITE: its batch id, or 0 (nothing posted), the
+        failure sentinel of Mooncake's async calls."""
         del transport_hint
-        bid = self._submit(target_hostname, [buffer], [peer_buffer_address], [length], Write)
-        return -1 if bid is None else bid
+        return self._submit(target_hostname, [buffer], [peer_buffer_address], [length], Write) or 0
 
     def transfer_check_status(self, batch_id):
         """1: completed (the batch is freed); 0: in flight; -1: failed (freed)
