@@ -177,6 +177,9 @@ var layers = map[string][]string{
 	// the authentication primitives for its calls' proofs.
 	"mooncake/master":          {"mooncake", "internal/auth"},
 	"mooncake/master/masterpb": {},
+	// The master's calls on the xfer data plane: a service on the public
+	// API, speaking masterpb's messages.
+	"mooncake/masterdata": {"", "mooncake/master/masterpb"},
 	// The configuration document (its keys, YAML and JSON decoding,
 	// defaults and validation) sits beside the commands, above the
 	// services: its keys are the engine's and the connector's.

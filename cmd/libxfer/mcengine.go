@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -832,6 +833,7 @@ func (m *mcEngine) wait(id int64, codes []int32) error {
 // waitBatch waits for b until it is done or ctx ends: nil when every op
 // succeeded, the first error otherwise (each op's code in codes).
 func (m *mcEngine) waitBatch(ctx context.Context, b *mcBatch, codes []int32) error {
+	spinDone(b.b, mcSpin)
 	if err := b.b.Wait(ctx); err != nil && !b.b.Done() {
 		for i := range codes {
 			codes[i] = int32(mcErrInvalid) // abandoned: the ops still belong to the batch
@@ -845,6 +847,26 @@ func (m *mcEngine) waitBatch(ctx context.Context, b *mcBatch, codes []int32) err
 		return err
 	}
 	return nil
+}
+
+// mcSpin is how long a sync transfer polls for its batch's end before
+// its thread sleeps: a call through the C ABI runs on a thread of its
+// own, which a wake-up costs tens of µs (connector.ThreadWaitSpin). The
+// spin needs a second P for the transfer's own work: none under
+// GOMAXPROCS 1.
+const mcSpin = 50 * time.Microsecond
+
+// spinDone polls b for up to d, or not at all under GOMAXPROCS 1.
+func spinDone(b *xfer.Batch, d time.Duration) {
+	if d <= 0 || runtime.GOMAXPROCS(0) < 2 {
+		return
+	}
+	start := time.Now()
+	for i := 1; !b.Done(); i++ {
+		if i%32 == 0 && time.Since(start) >= d {
+			return
+		}
+	}
 }
 
 // dropSegment forgets the dialed segment seg after its connection failed.

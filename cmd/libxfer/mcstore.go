@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 	"unsafe"
 
@@ -17,6 +18,7 @@ import (
 	"github.com/xferio/xfer/mem"
 	"github.com/xferio/xfer/mooncake/master"
 	"github.com/xferio/xfer/mooncake/master/masterpb"
+	"github.com/xferio/xfer/mooncake/masterdata"
 )
 
 // Mooncake's store client (MooncakeDistributedStore, for
@@ -147,8 +149,11 @@ type mcStore struct {
 	m        *mcEngine
 	engine   int64 // m's handle
 	id       []byte
-	master   *master.Client
-	seg      []byte // the global segment: this client's share of the pool
+	master   *master.Client                    // gRPC: always there
+	data     atomic.Pointer[masterdata.Client] // the data plane, when the master offers one
+	dataPort atomic.Uint32                     // the master's data-plane port (Ping)
+	addr     string                            // the master's address
+	seg      []byte                            // the global segment: this client's share of the pool
 	segBase  uintptr
 	segSize  int64
 	stage    *mem.Pool // over the local buffer; nil when it is empty
@@ -233,9 +238,14 @@ func storeOpen(c storeConfig) (int64, error) {
 	if s.master, err = master.Dial(s.ctx, c.MasterServerAddr, master.DialOptions{OpTimeout: s.timeout, Secret: secret}); err != nil {
 		return fail(serr(scRPCFail, "%v", err))
 	}
+	s.addr = c.MasterServerAddr
 	if err := s.mount(); err != nil {
 		return fail(err)
 	}
+	if _, err := s.ping(); err != nil {
+		return fail(err)
+	}
+	s.dialData()
 	s.bg.Add(1)
 	go s.pinger()
 	id := newHandle()
@@ -300,7 +310,7 @@ func (s *mcStore) mount() error {
 	}
 	ctx, cancel := s.call()
 	defer cancel()
-	r, err := s.master.MountSegment(ctx, &masterpb.MountSegmentRequest{ClientId: s.id,
+	r, err := s.mc().MountSegment(ctx, &masterpb.MountSegmentRequest{ClientId: s.id,
 		Segment: &masterpb.Segment{Name: s.m.segment, Base: uint64(s.segBase), Size: uint64(s.segSize)}})
 	if err != nil {
 		return rpcErr("mount the segment", err)
@@ -315,11 +325,57 @@ func (s *mcStore) mount() error {
 func (s *mcStore) ping() (*masterpb.PingResponse, error) {
 	ctx, cancel := s.call()
 	defer cancel()
-	r, err := s.master.Ping(ctx, &masterpb.PingRequest{ClientId: s.id})
+	r, err := s.mc().Ping(ctx, &masterpb.PingRequest{ClientId: s.id})
 	if err != nil {
 		return nil, rpcErr("ping", err)
 	}
+	s.dataPort.Store(r.DataPort)
 	return r, nil
+}
+
+// dataSpin is how long a call polls for the master's answer before its
+// thread sleeps: a caller through the C ABI is on a thread of its own,
+// which a wake-up costs tens of µs (connector.ThreadWaitSpin).
+const dataSpin = 50 * time.Microsecond
+
+// mc is the master's client: its data plane while the connection holds,
+// else gRPC.
+func (s *mcStore) mc() masterpb.MasterClient {
+	if d := s.data.Load(); d != nil {
+		select {
+		case <-d.Down():
+		default:
+			return d
+		}
+	}
+	return s.master
+}
+
+// dialData connects to the master's data plane when it offers one and
+// the client has none (or lost it); calls keep to gRPC until it is up.
+func (s *mcStore) dialData() {
+	port := s.dataPort.Load()
+	if port == 0 {
+		return
+	}
+	if d := s.data.Load(); d != nil {
+		select {
+		case <-d.Down():
+		default:
+			return
+		}
+	}
+	host, _, _ := net.SplitHostPort(s.addr)
+	ctx, cancel := s.call()
+	defer cancel()
+	d, err := masterdata.Dial(ctx, s.m.e, net.JoinHostPort(host, strconv.Itoa(int(port))),
+		masterdata.Options{OpTimeout: s.timeout, Spin: dataSpin, Fallback: s.master})
+	if err != nil {
+		return // gRPC serves; the next ping tries again
+	}
+	if old := s.data.Swap(d); old != nil {
+		old.Close()
+	}
 }
 
 // pinger pings the master a few times a client TTL, and mounts the
@@ -344,6 +400,7 @@ func (s *mcStore) pinger() {
 		if r.Remount {
 			s.mount()
 		}
+		s.dialData()
 	}
 }
 
@@ -372,7 +429,7 @@ func storeClose(h int64) error {
 	var err error
 	if s.segSize > 0 {
 		ctx, cancel := s.call()
-		r, e := s.master.UnmountSegment(ctx, &masterpb.UnmountSegmentRequest{ClientId: s.id, Name: s.m.segment})
+		r, e := s.mc().UnmountSegment(ctx, &masterpb.UnmountSegmentRequest{ClientId: s.id, Name: s.m.segment})
 		cancel()
 		if e != nil {
 			err = rpcErr("unmount the segment", e)
@@ -382,6 +439,9 @@ func storeClose(h int64) error {
 	}
 	s.cancel()
 	s.bg.Wait()
+	if d := s.data.Load(); d != nil {
+		d.Close()
+	}
 	s.mu.Lock()
 	s.closed = true
 	s.gets = nil
@@ -469,7 +529,7 @@ func (s *mcStore) put(key string, p unsafe.Pointer, n int64, cfg *replicateConfi
 		return serr(scInvalidParams, "put_from %q: %d bytes at %#x: not within a registered buffer (register_buffer)", key, n, uintptr(p))
 	}
 	ctx, cancel := s.call()
-	r, err := s.master.PutStart(ctx, &masterpb.PutStartRequest{ClientId: s.id, Key: key, Size: uint64(n), Config: rc, Upsert: upsert})
+	r, err := s.mc().PutStart(ctx, &masterpb.PutStartRequest{ClientId: s.id, Key: key, Size: uint64(n), Config: rc, Upsert: upsert})
 	cancel()
 	if err != nil {
 		return rpcErr("put "+strconv.Quote(key), err)
@@ -482,13 +542,13 @@ func (s *mcStore) put(key string, p unsafe.Pointer, n int64, cfg *replicateConfi
 	}
 	if err := s.writeReplicas(src, uint64(n), r.Replicas); err != nil {
 		ctx, cancel := s.call()
-		s.master.PutRevoke(ctx, &masterpb.PutEndRequest{ClientId: s.id, Key: key, Token: r.Token})
+		s.mc().PutRevoke(ctx, &masterpb.PutEndRequest{ClientId: s.id, Key: key, Token: r.Token})
 		cancel()
 		return err
 	}
 	ctx, cancel = s.call()
 	defer cancel()
-	e, err := s.master.PutEnd(ctx, &masterpb.PutEndRequest{ClientId: s.id, Key: key, Token: r.Token})
+	e, err := s.mc().PutEnd(ctx, &masterpb.PutEndRequest{ClientId: s.id, Key: key, Token: r.Token})
 	if err != nil {
 		return rpcErr("put "+strconv.Quote(key), err)
 	}
@@ -545,7 +605,7 @@ func (s *mcStore) lookup(keys []string) ([]*masterpb.ObjectReplicas, time.Time, 
 	at := time.Now()
 	ctx, cancel := s.call()
 	defer cancel()
-	r, err := s.master.GetReplicaList(ctx, &masterpb.KeysRequest{ClientId: s.id, Keys: keys})
+	r, err := s.mc().GetReplicaList(ctx, &masterpb.KeysRequest{ClientId: s.id, Keys: keys})
 	if err != nil {
 		return nil, at, rpcErr("get", err)
 	}
@@ -726,7 +786,7 @@ func (s *mcStore) exist(keys []string, codes []int64) error {
 	}
 	ctx, cancel := s.call()
 	defer cancel()
-	r, err := s.master.Exist(ctx, &masterpb.KeysRequest{ClientId: s.id, Keys: keys})
+	r, err := s.mc().Exist(ctx, &masterpb.KeysRequest{ClientId: s.id, Keys: keys})
 	if err != nil {
 		return rpcErr("is_exist", err)
 	}
@@ -748,7 +808,7 @@ func (s *mcStore) remove(keys []string, force bool, codes []int64) error {
 	}
 	ctx, cancel := s.call()
 	defer cancel()
-	r, err := s.master.Remove(ctx, &masterpb.RemoveRequest{ClientId: s.id, Keys: keys, Force: force})
+	r, err := s.mc().Remove(ctx, &masterpb.RemoveRequest{ClientId: s.id, Keys: keys, Force: force})
 	if err != nil {
 		return rpcErr("remove", err)
 	}
@@ -769,9 +829,9 @@ func (s *mcStore) removeMatching(pattern string, all, force bool) (int64, error)
 	var r *masterpb.CountResponse
 	var err error
 	if all {
-		r, err = s.master.RemoveAll(ctx, &masterpb.RemoveAllRequest{ClientId: s.id, Force: force})
+		r, err = s.mc().RemoveAll(ctx, &masterpb.RemoveAllRequest{ClientId: s.id, Force: force})
 	} else {
-		r, err = s.master.RemoveByRegex(ctx, &masterpb.RemoveByRegexRequest{ClientId: s.id, Pattern: pattern, Force: force})
+		r, err = s.mc().RemoveByRegex(ctx, &masterpb.RemoveByRegexRequest{ClientId: s.id, Pattern: pattern, Force: force})
 	}
 	if err != nil {
 		return 0, rpcErr("remove", err)

@@ -17,8 +17,10 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/keepalive"
 
+	"github.com/xferio/xfer"
 	"github.com/xferio/xfer/mooncake"
 	"github.com/xferio/xfer/mooncake/master"
+	"github.com/xferio/xfer/mooncake/masterdata"
 )
 
 // masterBanner starts the lines `xfer mooncake master` prints to stdout
@@ -128,6 +130,7 @@ type masterFlags struct {
 	httpMetadata                                            bool
 	httpMetadataPort                                        int
 	httpMetadataHost                                        string
+	dataPort                                                int
 }
 
 func newMooncakeMasterCmd(g *globals) *cobra.Command {
@@ -156,6 +159,7 @@ func newMooncakeMasterCmd(g *globals) *cobra.Command {
 			"Once it listens it prints to stdout:\n\n" +
 			"  " + masterBanner + "listening on HOST:PORT\n" +
 			"  " + masterBanner + "metrics on http://HOST:PORT/metrics\n" +
+			"  " + masterBanner + "data plane on HOST:PORT   (unless --xfer_data_port=-1)\n" +
 			"  " + masterBanner + "metadata server on http://HOST:PORT/metadata   (--enable_http_metadata_server)",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -193,6 +197,8 @@ func newMooncakeMasterCmd(g *globals) *cobra.Command {
 	fs.BoolVar(&f.httpMetadata, "enable_http_metadata_server", false, "also serve Mooncake's HTTP metadata server (as `xfer mooncake metadata-server`)")
 	fs.IntVar(&f.httpMetadataPort, "http_metadata_server_port", 8080, "`port` of the HTTP metadata server (0: any free port)")
 	fs.StringVar(&f.httpMetadataHost, "http_metadata_server_host", "0.0.0.0", "`address` to bind the HTTP metadata server to")
+	fs.IntVar(&f.dataPort, "xfer_data_port", 0, "`port` of the master's xfer engine, on the --rpc_address host: the same calls as messages "+
+		"on the data plane, a fraction of a gRPC call's cost (xfer's flag, not mooncake_master's; 0: any free port; -1: none)")
 	for _, r := range refusedMasterFlags {
 		fs.String(r.name, r.def, "refused: "+r.why)
 		if r.boolean {
@@ -345,6 +351,17 @@ func runMaster(ctx context.Context, g *globals, fs *pflag.FlagSet, f masterFlags
 		}
 	}
 
+	var data *xfer.Engine
+	if f.dataPort >= 0 {
+		host, _, _ := net.SplitHostPort(addr)
+		if data, err = xfer.Open(ctx, xfer.Config{Listen: net.JoinHostPort(host, strconv.Itoa(f.dataPort)), MemoryMB: 1,
+			Secret: secret, Logger: g.log, HoldPeers: true}); err != nil {
+			return fmt.Errorf("mooncake master: the data plane (--xfer_data_port): %w", err)
+		}
+		defer data.Close()
+		_, port, _ := net.SplitHostPort(data.Addr())
+		o.DataPort, _ = strconv.Atoi(port)
+	}
 	s := master.New(o)
 	defer s.Close()
 	gs := s.NewGRPCServer(secret, gopts...)
@@ -356,6 +373,9 @@ func runMaster(ctx context.Context, g *globals, fs *pflag.FlagSet, f masterFlags
 	listeners := []net.Listener{ml}
 	fmt.Fprintf(g.stdout, "%slistening on %s\n", masterBanner, l.Addr())
 	fmt.Fprintf(g.stdout, "%smetrics on http://%s/metrics\n", masterBanner, ml.Addr())
+	if data != nil {
+		fmt.Fprintf(g.stdout, "%sdata plane on %s\n", masterBanner, data.Addr())
+	}
 	if hl != nil {
 		servers = append(servers, &http.Server{Handler: mooncake.NewServer(meta), ReadHeaderTimeout: 10 * time.Second})
 		listeners = append(listeners, hl)
@@ -366,6 +386,10 @@ func runMaster(ctx context.Context, g *globals, fs *pflag.FlagSet, f masterFlags
 	defer cancel()
 	errc := make(chan error, len(servers)+1)
 	go func() { errc <- gs.Serve(l) }()
+	if data != nil {
+		go masterdata.Serve(ctx, data, s, g.log)
+		data.Ready()
+	}
 	for i, srv := range servers {
 		go func() { errc <- serveHTTP(ctx, srv, listeners[i]) }()
 	}

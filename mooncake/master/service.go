@@ -28,6 +28,9 @@ const (
 // Options configures a Service. The zero value is mooncake_master's
 // defaults.
 type Options struct {
+	// DataPort is the port of the master's data plane (package
+	// mooncake/masterdata), which Ping tells clients; 0: none.
+	DataPort int
 	// LeaseTTL is how long a read lease lasts (GetReplicaList, Exist):
 	// while it does, the object is neither removed (but by force) nor
 	// evicted, and an upsert keeps its old places. Default:
@@ -461,7 +464,7 @@ func (s *Service) Ping(_ context.Context, r *masterpb.PingRequest) (*masterpb.Pi
 	defer s.mu.Unlock()
 	_, known := s.clients[id]
 	s.touchClientLocked(id, s.o.Now())
-	return &masterpb.PingResponse{Remount: !known, ClientTtlMs: uint64(s.o.ClientTTL.Milliseconds())}, nil
+	return &masterpb.PingResponse{Remount: !known, ClientTtlMs: uint64(s.o.ClientTTL.Milliseconds()), DataPort: uint32(s.o.DataPort)}, nil
 }
 
 // PutStart reserves replica places for key (see the package comment).

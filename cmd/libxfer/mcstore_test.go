@@ -1,0 +1,156 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"log/slog"
+	"net"
+	"strconv"
+	"testing"
+	"unsafe"
+
+	"github.com/xferio/xfer"
+	"github.com/xferio/xfer/mooncake/master"
+	"github.com/xferio/xfer/mooncake/masterdata"
+)
+
+// startMaster runs a master on loopback for the test, with its data
+// plane when data is set; its address.
+func startMaster(t testing.TB, data bool) string {
+	t.Helper()
+	o := master.Options{Logger: slog.New(slog.DiscardHandler)}
+	var e *xfer.Engine
+	if data {
+		var err error
+		if e, err = xfer.Open(context.Background(), xfer.Config{Listen: "127.0.0.1:0", MemoryMB: 1}); err != nil {
+			t.Fatal(err)
+		}
+		_, port, _ := net.SplitHostPort(e.Addr())
+		o.DataPort, _ = strconv.Atoi(port)
+	}
+	s := master.New(o)
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := s.NewGRPCServer("")
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{}, 2)
+	go func() { defer func() { done <- struct{}{} }(); g.Serve(l) }()
+	if e != nil {
+		go func() { defer func() { done <- struct{}{} }(); masterdata.Serve(ctx, e, s, nil) }()
+	}
+	t.Cleanup(func() {
+		cancel()
+		g.Stop()
+		<-done
+		if e != nil {
+			e.Close()
+			<-done
+		}
+		s.Close()
+	})
+	return l.Addr().String()
+}
+
+// openStore sets a store client up against the master at addr.
+func openStore(t testing.TB, addr, protocol string, segment, local int64) *mcStore {
+	t.Helper()
+	h, err := storeOpen(storeConfig{LocalHostname: "127.0.0.1", MetadataServer: "P2PHANDSHAKE",
+		GlobalSegmentSize: segment, LocalBufferSize: local, Protocol: protocol, MasterServerAddr: addr})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { storeClose(h) })
+	s, done, err := useStore(h)
+	if err != nil {
+		t.Fatal(err)
+	}
+	done()
+	return s
+}
+
+func TestStorePutGet(t *testing.T) {
+	for _, c := range []struct {
+		proto string
+		data  bool
+	}{{"tcp", false}, {"tcp", true}, {"shm", true}} {
+		proto := c.proto
+		addr := startMaster(t, c.data)
+		t.Run(fmt.Sprintf("%s/data=%v", proto, c.data), func(t *testing.T) {
+			a := openStore(t, addr, proto, 8<<20, 8<<20)
+			b := openStore(t, addr, proto, 8<<20, 8<<20)
+			cfg := &replicateConfig{ReplicaNum: 1, PreferredSegment: b.hostname}
+			val := bytes.Repeat([]byte("mooncake"), 4096)
+			key := "k-" + proto
+			if err := a.put(key, unsafe.Pointer(unsafe.SliceData(val)), int64(len(val)), cfg, true, false); err != nil {
+				t.Fatal(err)
+			}
+			p, n, tok, err := a.get(key)
+			if err != nil || n != int64(len(val)) || !bytes.Equal(unsafe.Slice((*byte)(p), n), val) {
+				t.Fatalf("get: %d bytes, %v", n, err)
+			}
+			if err := a.release(tok); err != nil {
+				t.Fatal(err)
+			}
+			if err := a.release(tok); storeCode(err) != scInvalidParams {
+				t.Fatalf("a second release: %v", err)
+			}
+			if _, _, _, err := a.get("absent"); storeCode(err) != scNotFound {
+				t.Fatalf("get of an absent key: %v (code %d)", err, storeCode(err))
+			}
+			if (a.data.Load() != nil) != c.data {
+				t.Fatalf("the data plane's client: %v, want one: %v", a.data.Load(), c.data)
+			}
+		})
+	}
+}
+
+// BenchmarkStoreGet4K times a 4 KiB get between two clients of one
+// process, from a goroutine: the store's floor under the Python call.
+func BenchmarkStoreGet4K(b *testing.B) {
+	for _, data := range []bool{false, true} {
+		b.Run(fmt.Sprintf("data=%v", data), func(b *testing.B) { benchGet4K(b, data) })
+	}
+}
+
+func benchGet4K(b *testing.B, data bool) {
+	addr := startMaster(b, data)
+	a := openStore(b, addr, "tcp", 8<<20, 8<<20)
+	h := openStore(b, addr, "tcp", 8<<20, 8<<20)
+	cfg := &replicateConfig{ReplicaNum: 1, PreferredSegment: h.hostname}
+	val := bytes.Repeat([]byte("x"), 4096)
+	if err := a.put("k", unsafe.Pointer(unsafe.SliceData(val)), 4096, cfg, true, false); err != nil {
+		b.Fatal(err)
+	}
+	b.ResetTimer()
+	for b.Loop() {
+		_, _, tok, err := a.get("k")
+		if err != nil {
+			b.Fatal(err)
+		}
+		a.release(tok)
+	}
+}
+
+// BenchmarkStoreLookup times the master's GetReplicaList alone.
+func BenchmarkStoreLookup(b *testing.B) {
+	for _, data := range []bool{false, true} {
+		b.Run(fmt.Sprintf("data=%v", data), func(b *testing.B) { benchLookup(b, data) })
+	}
+}
+
+func benchLookup(b *testing.B, data bool) {
+	addr := startMaster(b, data)
+	a := openStore(b, addr, "tcp", 8<<20, 8<<20)
+	val := bytes.Repeat([]byte("x"), 4096)
+	if err := a.put("k", unsafe.Pointer(unsafe.SliceData(val)), 4096, nil, true, false); err != nil {
+		b.Fatal(err)
+	}
+	for b.Loop() {
+		if _, _, err := a.lookup([]string{"k"}); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
