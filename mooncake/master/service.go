@@ -185,9 +185,9 @@ type Stats struct {
 
 // Service is the master of Mooncake's store (masterpb.MasterServer): the
 // segments clients mount, the objects' places in them, their read leases,
-// pins and eviction. It keeps everything in memory: a restart forgets
-// every object, and clients mount their segments again when their next
-// Ping says remount.
+// pins and eviction. It keeps everything in memory (but a leader's
+// write-behind to etcd, StartHA): a restart forgets every object, and
+// clients mount their segments again when their next Ping says remount.
 //
 // A Service is safe for concurrent use; every call checks its input and
 // changes nothing when it refuses. Close stops its background goroutine.
@@ -206,6 +206,17 @@ type Service struct {
 
 	authFailures atomic.Uint64
 
+	// Leader and standby (ha.go): the candidacy, nil when the Service is
+	// none; the current leadership, nil when it does not lead; the keys
+	// changed since the leader's last write to etcd (nil when it does not
+	// lead), and how many of them make it write at once (flushKick).
+	ha           atomic.Pointer[HA]
+	term         atomic.Pointer[term]
+	dirtyObj     map[string]struct{}
+	dirtySeg     map[string]struct{}
+	flushChanges int
+	flushKick    chan struct{}
+
 	stop chan struct{}
 	done chan struct{}
 	once sync.Once
@@ -215,12 +226,13 @@ type Service struct {
 func New(o Options) *Service {
 	o.defaults()
 	s := &Service{
-		o:        o,
-		clients:  map[string]*client{},
-		segments: map[string]*segment{},
-		objects:  map[string]*object{},
-		stop:     make(chan struct{}),
-		done:     make(chan struct{}),
+		o:         o,
+		clients:   map[string]*client{},
+		segments:  map[string]*segment{},
+		objects:   map[string]*object{},
+		stop:      make(chan struct{}),
+		flushKick: make(chan struct{}, 1),
+		done:      make(chan struct{}),
 	}
 	if o.SweepInterval > 0 {
 		go s.sweeper()
@@ -373,6 +385,7 @@ func (s *Service) MountSegment(_ context.Context, r *masterpb.MountSegmentReques
 	seg := &segment{client: id, name: sg.GetName(), base: sg.GetBase(), size: sg.GetSize(), alloc: a}
 	s.segments[seg.name] = seg
 	c.segments[seg.name] = seg
+	s.markSegLocked(seg.name)
 	s.o.Logger.Info("mooncake master: segment mounted", "segment", seg.name, "client", clientHex(id), "bytes", a.capacity())
 	return codeResp(CodeOK, ""), nil
 }
@@ -425,10 +438,12 @@ func (s *Service) unmountLocked(seg *segment) {
 	if c := s.clients[seg.client]; c != nil {
 		delete(c.segments, seg.name)
 	}
+	s.markSegLocked(seg.name)
 	notIn := func(p place) bool { return p.seg == seg }
 	dropped := 0
 	for key, o := range s.objects {
 		if o.committed() && slices.ContainsFunc(o.places, notIn) {
+			s.markObjLocked(key)
 			o.places = slices.DeleteFunc(o.places, notIn)
 			if len(o.places) == 0 {
 				o.places = nil
@@ -689,6 +704,7 @@ func (s *Service) PutEnd(_ context.Context, r *masterpb.PutEndRequest) (*masterp
 		o.lease = now
 	}
 	s.touchLocked(o)
+	s.markObjLocked(r.GetKey())
 	s.st.PutEnds++
 	return codeResp(CodeOK, ""), nil
 }
@@ -792,6 +808,7 @@ func (s *Service) removableLocked(o *object, force bool, now time.Time) int32 {
 func (s *Service) removeLocked(key string, o *object) {
 	s.freeLocked(o.places)
 	delete(s.objects, key)
+	s.markObjLocked(key)
 }
 
 // Remove removes keys: per key 0, CodeObjectNotFound,
