@@ -181,6 +181,9 @@ type Stats struct {
 	GetHits       uint64 // of them, committed objects
 	DeadClients   uint64 // clients declared dead
 	AuthFailures  uint64 // calls refused for want of a valid proof of the secret
+	// Leading: the Service serves; always when it is no candidate
+	// (StartHA), else while it leads.
+	Leading bool
 }
 
 // Service is the master of Mooncake's store (masterpb.MasterServer): the
@@ -295,6 +298,8 @@ func (s *Service) Stats() Stats {
 	defer s.mu.Unlock()
 	st := s.st
 	st.AuthFailures = s.authFailures.Load()
+	t := s.term.Load()
+	st.Leading = s.ha.Load() == nil || t != nil && mono() < t.until.Load()
 	st.Objects = len(s.objects)
 	st.Segments = len(s.segments)
 	st.Clients = len(s.clients)
