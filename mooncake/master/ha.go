@@ -334,11 +334,12 @@ func (h *HA) campaign(ctx context.Context) error {
 		return fmt.Errorf("session: %w", err)
 	}
 	defer sess.Close()
-	// lost ends when the session does, or the lease is found gone.
-	lctx, lost := context.WithCancel(ctx)
-	defer lost()
+	// lost ends when the session does, or the lease is found gone; the
+	// goroutines end with it (lost runs before wg.Wait).
 	var wg sync.WaitGroup
 	defer wg.Wait()
+	lctx, lost := context.WithCancel(ctx)
+	defer lost()
 	wg.Go(func() {
 		select {
 		case <-sess.Done():

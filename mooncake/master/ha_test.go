@@ -350,3 +350,35 @@ func TestDialLeaderFollows(t *testing.T) {
 	mount(t, lc, id("c1"), "seg", 1<<20, 1<<20) // a no-op on the loaded segment
 	putObject(t, lc, id("c1"), "k2", 1000, 1)
 }
+
+// TestHALeaderLosesEtcd stops the etcd under a lone leader: it stops
+// serving within the lease TTL (it cannot know it still leads); once etcd
+// is back it is elected again and serves the state it wrote.
+func TestHALeaderLosesEtcd(t *testing.T) {
+	e := etcdtest.StartRestartable(t)
+	a := startCandidate(t, e.Host, t.Name(), master.HAOptions{})
+	waitLeader(t, 10*time.Second, a)
+	c := dial(t, a.addr)
+	mount(t, c, id("c1"), "seg", 1<<20, 1<<20)
+	want := putObject(t, c, id("c1"), "k", 1000, 1)
+	waitKeys(t, etcdClient(t, e.Host), master.Prefix(t.Name())+"objects/", 1)
+
+	e.Stop()
+	start := time.Now()
+	for a.h.Leading() {
+		if time.Since(start) > haTTL+100*time.Millisecond {
+			t.Fatalf("still leads %v after etcd stopped", time.Since(start))
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	t.Logf("stopped serving %v after etcd stopped", time.Since(start).Round(time.Millisecond))
+	if _, err := c.Ping(ctx, &masterpb.PingRequest{ClientId: id("c1")}); status.Code(err) != codes.Unavailable {
+		t.Fatalf("a ping without etcd: %v, want codes.Unavailable", err)
+	}
+	e.Start()
+	waitLeader(t, 30*time.Second, a)
+	g, err := c.GetReplicaList(ctx, &masterpb.KeysRequest{Keys: []string{"k"}})
+	if err != nil || g.GetObjects()[0].GetCode() != 0 || g.GetObjects()[0].GetReplicas()[0].GetAddress() != want[0].GetAddress() {
+		t.Fatalf("get after etcd came back: %v %v, want %v", g, err, want)
+	}
+}
