@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"errors"
 	"fmt"
+	"log/slog"
 	mrand "math/rand/v2"
 	"net"
 	"strconv"
@@ -40,6 +41,13 @@ import (
 // lease, and READs from the first replica that answers; bytes that arrive
 // after the lease ended are dropped (LEASE_EXPIRED), since the master may
 // have handed the place to another object by then.
+//
+// master_server_addr is one master's HOST:PORT, or, as Mooncake's HA
+// mode spells it, etcd://HOST:PORT[;HOST:PORT] where masters elect a
+// leader (`xfer mooncake master --enable_ha`): the client follows the
+// leader (master.DialLeader, cluster MC_STORE_CLUSTER_ID) and mounts its
+// segment again at each new one; calls in flight during a failover fail
+// with RPC_FAIL.
 //
 // Results are Mooncake's store error codes (types.h's ErrorCode), not the
 // transfer engine's.
@@ -144,29 +152,38 @@ func (c *replicateConfig) pb() (*masterpb.ReplicateConfig, error) {
 		KeepSoftPin: c.KeepSoftPin, SoftPinTtlMs: c.SoftPinTTLms, HardPin: c.HardPin, PreferredSegments: pref}, nil
 }
 
+// masterConn is the master's client: one master's (master.Dial), or the
+// leader's among masters that elect one in etcd (master.DialLeader).
+type masterConn interface {
+	masterpb.MasterClient
+	Close() error
+}
+
 // mcStore is a set-up store client.
 type mcStore struct {
-	m        *mcEngine
-	engine   int64 // m's handle
-	id       []byte
-	master   *master.Client                    // gRPC: always there
-	data     atomic.Pointer[masterdata.Client] // the data plane, when the master offers one
-	dataPort atomic.Uint32                     // the master's data-plane port (Ping)
-	addr     string                            // the master's address
-	seg      []byte                            // the global segment: this client's share of the pool
-	segBase  uintptr
-	segSize  int64
-	stage    *mem.Pool // over the local buffer; nil when it is empty
-	stageR   *mem.Region
-	timeout  time.Duration // each master call's bound
-	ctx      context.Context
-	cancel   context.CancelFunc
-	bg       sync.WaitGroup
-	calls    sync.WaitGroup
-	mu       sync.Mutex
-	gets     map[int64]mem.Buffer // staged get results handed out
-	closed   bool
-	hostname string
+	m      *mcEngine
+	engine int64 // m's handle
+	id     []byte
+	master masterConn // gRPC: always there
+	// newLeader tells the pinger that the master's leader changed.
+	newLeader chan struct{}
+	data      atomic.Pointer[masterdata.Client] // the data plane, when the master offers one
+	dataPort  atomic.Uint32                     // the master's data-plane port (Ping)
+	addr      atomic.Pointer[string]            // the (leading) master's address
+	seg       []byte                            // the global segment: this client's share of the pool
+	segBase   uintptr
+	segSize   int64
+	stage     *mem.Pool // over the local buffer; nil when it is empty
+	stageR    *mem.Region
+	timeout   time.Duration // each master call's bound
+	ctx       context.Context
+	cancel    context.CancelFunc
+	bg        sync.WaitGroup
+	calls     sync.WaitGroup
+	mu        sync.Mutex
+	gets      map[int64]mem.Buffer // staged get results handed out
+	closed    bool
+	hostname  string
 }
 
 var (
@@ -184,8 +201,17 @@ func storeOpen(c storeConfig) (int64, error) {
 	if c.MasterServerAddr == "" {
 		c.MasterServerAddr = "127.0.0.1:50051"
 	}
-	if _, _, err := net.SplitHostPort(c.MasterServerAddr); err != nil {
-		return 0, serr(scInvalidParams, "master_server_addr %q: want HOST:PORT", c.MasterServerAddr)
+	var etcd []string // the masters' etcd, when they elect a leader
+	if scheme, _, ok := strings.Cut(c.MasterServerAddr, "://"); ok {
+		if scheme != "etcd" {
+			return 0, serr(scInvalidParams, "master_server_addr %q: want HOST:PORT or etcd://HOST:PORT[;HOST:PORT] (xfer's masters elect their leader in etcd only)", c.MasterServerAddr)
+		}
+		var err error
+		if etcd, err = master.ParseEtcdEndpoints(c.MasterServerAddr); err != nil {
+			return 0, serr(scInvalidParams, "master_server_addr: %v", err)
+		}
+	} else if _, _, err := net.SplitHostPort(c.MasterServerAddr); err != nil {
+		return 0, serr(scInvalidParams, "master_server_addr %q: want HOST:PORT or etcd://HOST:PORT[;HOST:PORT]", c.MasterServerAddr)
 	}
 	if c.MetadataServer != "" && c.MetadataServer != "P2PHANDSHAKE" {
 		if _, err := checkMetadata(c.MetadataServer); err != nil {
@@ -201,7 +227,8 @@ func storeOpen(c storeConfig) (int64, error) {
 	}
 	m, done, _ := useMC(h)
 	done()
-	s := &mcStore{m: m, engine: h, id: make([]byte, 16), timeout: 10 * time.Second, gets: map[int64]mem.Buffer{}, hostname: m.segment}
+	s := &mcStore{m: m, engine: h, id: make([]byte, 16), timeout: 10 * time.Second, gets: map[int64]mem.Buffer{}, hostname: m.segment,
+		newLeader: make(chan struct{}, 1)}
 	rand.Read(s.id)
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	fail := func(err error) (int64, error) {
@@ -235,10 +262,36 @@ func storeOpen(c storeConfig) (int64, error) {
 	if err != nil {
 		return fail(serr(scInvalidParams, "%v", err))
 	}
-	if s.master, err = master.Dial(s.ctx, c.MasterServerAddr, master.DialOptions{OpTimeout: s.timeout, Secret: secret}); err != nil {
-		return fail(serr(scRPCFail, "%v", err))
+	do := master.DialOptions{OpTimeout: s.timeout, Secret: secret}
+	if etcd != nil {
+		// Follow the leader; a new one is told the segment at once.
+		lc, err := master.DialLeader(s.ctx, etcd, master.LeaderOptions{DialOptions: do, Cluster: getenv("MC_STORE_CLUSTER_ID"),
+			Logger: slog.New(slog.DiscardHandler), // the library prints nothing
+			OnLeader: func(addr string) {
+				s.addr.Store(&addr)
+				if d := s.data.Swap(nil); d != nil {
+					d.Close() // the old leader's: the next ping dials the new one's
+				}
+				select {
+				case s.newLeader <- struct{}{}:
+				default:
+				}
+			}})
+		if err != nil {
+			return fail(serr(scRPCFail, "%v", err))
+		}
+		s.master = lc
+	} else {
+		mc, err := master.Dial(s.ctx, c.MasterServerAddr, do)
+		if err != nil {
+			return fail(serr(scRPCFail, "%v", err))
+		}
+		s.master = mc
 	}
-	s.addr = c.MasterServerAddr
+	if etcd == nil {
+		addr := c.MasterServerAddr
+		s.addr.Store(&addr)
+	}
 	if err := s.mount(); err != nil {
 		return fail(err)
 	}
@@ -365,7 +418,14 @@ func (s *mcStore) dialData() {
 			return
 		}
 	}
-	host, _, _ := net.SplitHostPort(s.addr)
+	addr := s.addr.Load()
+	if addr == nil {
+		return
+	}
+	host, _, err := net.SplitHostPort(*addr)
+	if err != nil {
+		return
+	}
 	ctx, cancel := s.call()
 	defer cancel()
 	d, err := masterdata.Dial(ctx, s.m.e, net.JoinHostPort(host, strconv.Itoa(int(port))),
@@ -380,7 +440,8 @@ func (s *mcStore) dialData() {
 
 // pinger pings the master a few times a client TTL, and mounts the
 // segment again when the master no longer knows the client (it restarted,
-// or took the client for dead).
+// or took the client for dead) or a new leader was elected (a no-op when
+// it loaded the segment).
 func (s *mcStore) pinger() {
 	defer s.bg.Done()
 	every := time.Second
@@ -388,6 +449,9 @@ func (s *mcStore) pinger() {
 		select {
 		case <-s.ctx.Done():
 			return
+		case <-s.newLeader:
+			s.mount()
+			continue
 		case <-time.After(every):
 		}
 		r, err := s.ping()

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"os"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -37,15 +38,10 @@ var refusedMasterFlags = []struct {
 	why       string
 }{
 	{"config_path", "", false, "a JSON config file: give its settings as flags"},
-	{"enable_ha", "false", true, "no leader election or standby masters; leader/standby HA is planned"},
-	{"ha_backend_type", "etcd", false, "no leader election or standby masters"},
-	{"ha_backend_connstring", "", false, "no leader election or standby masters"},
-	{"etcd_endpoints", "", false, "no leader election or standby masters"},
-	{"enable_oplog", "false", true, "no replication of metadata to standbys"},
-	{"oplog_poll_interval_ms", "1000", false, "no replication of metadata to standbys"},
-	{"oplog_batch_max_entries", "1024", false, "no replication of metadata to standbys"},
-	{"batch_oplog_retry_timeout_sec", "180", false, "no replication of metadata to standbys"},
-	{"cluster_id", "mooncake_cluster", false, "no persistence of objects"},
+	{"enable_oplog", "false", true, "no oplog: with --enable_ha the leader writes its state to etcd in batches"},
+	{"oplog_poll_interval_ms", "1000", false, "no oplog: with --enable_ha the leader writes its state to etcd in batches"},
+	{"oplog_batch_max_entries", "1024", false, "no oplog: with --enable_ha the leader writes its state to etcd in batches"},
+	{"batch_oplog_retry_timeout_sec", "180", false, "no oplog: with --enable_ha the leader writes its state to etcd in batches"},
 	{"root_fs_dir", "", false, "no storage backend: objects live in client memory only"},
 	{"global_file_segment_size", "", false, "no file segments"},
 	{"enable_disk_eviction", "true", true, "no storage backend"},
@@ -86,8 +82,8 @@ var refusedMasterFlags = []struct {
 	{"enable_multi_tenants", "false", true, "no tenants or quotas"},
 	{"tenant_quota_connector_type", "file", false, "no tenants or quotas"},
 	{"tenant_quota_connector_uri", "", false, "no tenants or quotas"},
-	{"enable_snapshot", "false", true, "no snapshots: a restart forgets every object"},
-	{"enable_snapshot_restore", "false", true, "no snapshots: a restart forgets every object"},
+	{"enable_snapshot", "false", true, "no snapshots: alone, a restart forgets every object; with --enable_ha the leader's state lives in etcd"},
+	{"enable_snapshot_restore", "false", true, "no snapshots: alone, a restart forgets every object; with --enable_ha the leader's state lives in etcd"},
 	{"snapshot_backup_dir", "", false, "no snapshots"},
 	{"snapshot_interval_seconds", "", false, "no snapshots"},
 	{"snapshot_child_timeout_seconds", "", false, "no snapshots"},
@@ -130,6 +126,9 @@ type masterFlags struct {
 	httpMetadata                                            bool
 	httpMetadataPort                                        int
 	httpMetadataHost                                        string
+	directory, haBackend, haConnstring, etcdEndpoints       string
+	enableHA                                                bool
+	clusterID, haLeaseTTL, haFlushInterval                  string
 	dataPort                                                int
 }
 
@@ -150,17 +149,27 @@ func newMooncakeMasterCmd(g *globals) *cobra.Command {
 			"--eviction_ratio of the used bytes, least recently used first, never leased or\n" +
 			"hard-pinned objects, soft-pinned ones last. A client not heard from for --client_ttl\n" +
 			"seconds is dead: its segments are unmounted and objects left without a replica are gone.\n\n" +
-			"The master keeps everything in memory. A restart loses all object metadata: objects\n" +
-			"are forgotten, and clients mount their segments again on their next ping.\n\n" +
+			"Alone, the master keeps everything in memory. A restart loses all object metadata:\n" +
+			"objects are forgotten, and clients mount their segments again on their next ping.\n\n" +
+			"With --directory etcd://HOST:PORT[,HOST:PORT] (or Mooncake's --enable_ha=true\n" +
+			"--etcd_endpoints='HOST:PORT;HOST:PORT') masters elect a leader through etcd: the leader\n" +
+			"serves, the others are standbys that refuse calls (gRPC UNAVAILABLE, naming the leader)\n" +
+			"until elected. The leader writes the mounted segments and the committed objects to etcd\n" +
+			"every --ha_flush_interval, behind the calls, fenced by its election key; a standby\n" +
+			"elected when the leader dies (within --ha_lease_ttl) loads them and serves on. A failover\n" +
+			"loses the changes of the last interval, puts in progress and read leases (fresh ones are\n" +
+			"granted). Clients give master_server_addr as etcd://HOST:PORT[;HOST:PORT] to follow the\n" +
+			"leader. Keys live under mooncake-store/CLUSTER/xfer-master/ (--cluster_id).\n\n" +
 			"Flags are mooncake_master's, as it spells them (--flag=value or --flag value; durations\n" +
-			"in milliseconds or with ms, s, m, h). Its flags for HA, offload, snapshots, tenants, NoF,\n" +
+			"in milliseconds or with ms, s, m, h). Its flags for oplog, offload, snapshots, tenants, NoF,\n" +
 			"CXL and KV events are refused by name (docs/MOONCAKE.md lists them). With XFER_SECRET or\n" +
 			"XFER_SECRET_FILE set, every call must prove the shared secret.\n\n" +
 			"Once it listens it prints to stdout:\n\n" +
 			"  " + masterBanner + "listening on HOST:PORT\n" +
 			"  " + masterBanner + "metrics on http://HOST:PORT/metrics\n" +
 			"  " + masterBanner + "data plane on HOST:PORT   (unless --xfer_data_port=-1)\n" +
-			"  " + masterBanner + "metadata server on http://HOST:PORT/metadata   (--enable_http_metadata_server)",
+			"  " + masterBanner + "metadata server on http://HOST:PORT/metadata   (--enable_http_metadata_server)\n" +
+			"  " + masterBanner + "candidate in etcd HOST:PORT,... cluster CLUSTER as HOST:PORT   (HA)",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			for _, r := range refusedMasterFlags {
@@ -197,6 +206,14 @@ func newMooncakeMasterCmd(g *globals) *cobra.Command {
 	fs.BoolVar(&f.httpMetadata, "enable_http_metadata_server", false, "also serve Mooncake's HTTP metadata server (as `xfer mooncake metadata-server`)")
 	fs.IntVar(&f.httpMetadataPort, "http_metadata_server_port", 8080, "`port` of the HTTP metadata server (0: any free port)")
 	fs.StringVar(&f.httpMetadataHost, "http_metadata_server_host", "0.0.0.0", "`address` to bind the HTTP metadata server to")
+	fs.StringVar(&f.directory, "directory", "", "etcd://HOST:PORT[,HOST:PORT][/CLUSTER_ID] `URL`: a candidate for leadership among the masters sharing it (as --enable_ha)")
+	fs.BoolVar(&f.enableHA, "enable_ha", false, "a candidate for leadership among the masters sharing --etcd_endpoints")
+	fs.StringVar(&f.etcdEndpoints, "etcd_endpoints", "", "etcd `endpoints` of --enable_ha, separated by semicolons (or commas)")
+	fs.StringVar(&f.haBackend, "ha_backend_type", "etcd", "HA backend: etcd (the only one)")
+	fs.StringVar(&f.haConnstring, "ha_backend_connstring", "", "etcd `endpoints` of --enable_ha; unset: --etcd_endpoints")
+	fs.StringVar(&f.clusterID, "cluster_id", master.DefaultCluster, "cluster `ID`: HA keys live under mooncake-store/ID/xfer-master/ (clients: MC_STORE_CLUSTER_ID)")
+	fs.StringVar(&f.haLeaseTTL, "ha_lease_ttl", "5s", "election lease `duration` (whole seconds): a dead leader is replaced within about this long")
+	fs.StringVar(&f.haFlushInterval, "ha_flush_interval", "100ms", "how often the leader writes its changes to etcd: the `duration` of changes a failover may lose")
 	fs.IntVar(&f.dataPort, "xfer_data_port", 0, "`port` of the master's xfer engine, on the --rpc_address host: the same calls as messages "+
 		"on the data plane, a fraction of a gRPC call's cost (xfer's flag, not mooncake_master's; 0: any free port; -1: none)")
 	for _, r := range refusedMasterFlags {
@@ -294,6 +311,93 @@ func masterOptions(g *globals, fs *pflag.FlagSet, f masterFlags) (master.Options
 	return o, net.JoinHostPort(host, strconv.Itoa(port)), gopts, nil
 }
 
+// masterHA reads the HA flags: nil when the master runs alone. The
+// options lack Addr, the address the listener gets.
+func masterHA(g *globals, fs *pflag.FlagSet, f masterFlags) (*master.HAOptions, error) {
+	var eps []string
+	cluster := f.clusterID
+	switch {
+	case f.directory != "" && (f.enableHA || fs.Changed("etcd_endpoints") || fs.Changed("ha_backend_connstring")):
+		return nil, errors.New("--directory and --enable_ha (--etcd_endpoints): give one of them")
+	case f.directory != "":
+		rest, ok := strings.CutPrefix(f.directory, "etcd://")
+		if !ok {
+			return nil, fmt.Errorf("--directory %s: want etcd://HOST:PORT[,HOST:PORT][/CLUSTER_ID] (the master's HA needs etcd)", f.directory)
+		}
+		hosts, path, _ := strings.Cut(rest, "/")
+		if path = strings.Trim(path, "/"); path != "" {
+			if fs.Changed("cluster_id") && path != f.clusterID {
+				return nil, fmt.Errorf("--directory names cluster %q, --cluster_id %q: give one", path, f.clusterID)
+			}
+			cluster = path
+		}
+		var err error
+		if eps, err = master.ParseEtcdEndpoints(hosts); err != nil {
+			return nil, fmt.Errorf("--directory: %w", err)
+		}
+	case f.enableHA:
+		if f.haBackend != "etcd" {
+			return nil, fmt.Errorf("--ha_backend_type=%s: not supported by xfer's master (etcd only)", f.haBackend)
+		}
+		conn := f.haConnstring
+		if conn == "" {
+			conn = f.etcdEndpoints
+		}
+		if conn == "" {
+			return nil, errors.New("--enable_ha: no etcd: give --etcd_endpoints='HOST:PORT;HOST:PORT'")
+		}
+		var err error
+		if eps, err = master.ParseEtcdEndpoints(conn); err != nil {
+			return nil, fmt.Errorf("--etcd_endpoints: %w", err)
+		}
+	default:
+		for _, name := range []string{"etcd_endpoints", "ha_backend_connstring", "ha_backend_type", "ha_lease_ttl", "ha_flush_interval"} {
+			if fs.Changed(name) {
+				g.log.Info("mooncake master: --" + name + " has no effect without --enable_ha=true or --directory")
+			}
+		}
+		return nil, nil
+	}
+	if cluster == "" {
+		return nil, errors.New("--cluster_id: empty")
+	}
+	ttl, err := master.ParseDuration(f.haLeaseTTL)
+	if err == nil && (ttl < time.Second || ttl > time.Hour) {
+		err = errors.New("want 1s to 1h")
+	}
+	if err != nil {
+		return nil, fmt.Errorf("--ha_lease_ttl=%s: %w", f.haLeaseTTL, err)
+	}
+	flush, err := master.ParseDuration(f.haFlushInterval)
+	if err == nil && (flush < time.Millisecond || flush > time.Minute) {
+		err = errors.New("want 1ms to 1m")
+	}
+	if err != nil {
+		return nil, fmt.Errorf("--ha_flush_interval=%s: %w", f.haFlushInterval, err)
+	}
+	return &master.HAOptions{Endpoints: eps, Cluster: cluster, LeaseTTL: ttl, FlushInterval: flush}, nil
+}
+
+// advertised is the address clients dial to reach a master listening at
+// addr: addr itself, but a wildcard host is replaced by the first
+// non-loopback IPv4 address of the machine (loopback if none).
+func advertised(addr net.Addr) string {
+	host, port, _ := net.SplitHostPort(addr.String())
+	if ip := net.ParseIP(host); ip != nil && !ip.IsUnspecified() {
+		return addr.String()
+	}
+	host = "127.0.0.1"
+	if as, err := net.InterfaceAddrs(); err == nil {
+		for _, a := range as {
+			if n, ok := a.(*net.IPNet); ok && n.IP.To4() != nil && !n.IP.IsLoopback() {
+				host = n.IP.String()
+				break
+			}
+		}
+	}
+	return net.JoinHostPort(host, port)
+}
+
 // interfaceIPv4 returns the first IPv4 address of the network interface
 // name.
 func interfaceIPv4(name string) (string, error) {
@@ -315,6 +419,10 @@ func interfaceIPv4(name string) (string, error) {
 
 func runMaster(ctx context.Context, g *globals, fs *pflag.FlagSet, f masterFlags) error {
 	o, addr, gopts, err := masterOptions(g, fs, f)
+	if err != nil {
+		return err
+	}
+	ha, err := masterHA(g, fs, f)
 	if err != nil {
 		return err
 	}
@@ -364,6 +472,16 @@ func runMaster(ctx context.Context, g *globals, fs *pflag.FlagSet, f masterFlags
 	}
 	s := master.New(o)
 	defer s.Close()
+	if ha != nil {
+		ha.Addr = advertised(l.Addr())
+		h, err := master.StartHA(ctx, s, *ha)
+		if err != nil {
+			return err
+		}
+		// After the gRPC server stopped: the leader writes its last
+		// changes and resigns, so that a standby takes over at once.
+		defer h.Close()
+	}
 	gs := s.NewGRPCServer(secret, gopts...)
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(s.Collector())
@@ -380,6 +498,9 @@ func runMaster(ctx context.Context, g *globals, fs *pflag.FlagSet, f masterFlags
 		servers = append(servers, &http.Server{Handler: mooncake.NewServer(meta), ReadHeaderTimeout: 10 * time.Second})
 		listeners = append(listeners, hl)
 		fmt.Fprintf(g.stdout, "%smetadata server on http://%s%s\n", masterBanner, hl.Addr(), mooncake.MetadataPath)
+	}
+	if ha != nil {
+		fmt.Fprintf(g.stdout, "%scandidate in etcd %s cluster %s as %s\n", masterBanner, strings.Join(ha.Endpoints, ","), ha.Cluster, ha.Addr)
 	}
 
 	ctx, cancel := context.WithCancel(ctx)

@@ -108,10 +108,15 @@ func TestMooncakeMasterFlags(t *testing.T) {
 		args []string
 		want string
 	}{
-		{[]string{"--enable_ha=true"}, "--enable_ha: not supported by xfer's master"},
-		{[]string{"--enable_ha"}, "--enable_ha: not supported by xfer's master"},
-		{[]string{"--enable_ha=false"}, "--enable_ha: not supported by xfer's master"},
-		{[]string{"--etcd_endpoints", "127.0.0.1:2379"}, "--etcd_endpoints: not supported"},
+		{[]string{"--enable_ha=true"}, "--enable_ha: no etcd"},
+		{[]string{"--enable_ha"}, "--enable_ha: no etcd"},
+		{[]string{"--enable_ha", "--etcd_endpoints=127.0.0.1:1", "--ha_backend_type=redis"}, "--ha_backend_type=redis: not supported"},
+		{[]string{"--enable_ha", "--etcd_endpoints=127.0.0.1:1", "--directory=etcd://127.0.0.1:1"}, "give one of them"},
+		{[]string{"--directory=http://127.0.0.1:1"}, "--directory http://127.0.0.1:1: want etcd://"},
+		{[]string{"--directory=etcd://127.0.0.1:1/a", "--cluster_id=b"}, "--cluster_id"},
+		{[]string{"--directory=etcd://127.0.0.1:1", "--ha_lease_ttl=0"}, "--ha_lease_ttl=0"},
+		{[]string{"--directory=etcd://127.0.0.1:1", "--ha_flush_interval=2h"}, "--ha_flush_interval=2h"},
+		{[]string{"--enable_oplog"}, "--enable_oplog: not supported"},
 		{[]string{"--enable_snapshot=true"}, "--enable_snapshot: not supported"},
 		{[]string{"--memory_allocator=cachelib"}, "--memory_allocator=cachelib: not supported"},
 		{[]string{"--allocation_strategy", "free_ratio_first"}, "--allocation_strategy=free_ratio_first"},

@@ -141,3 +141,33 @@ func (a *allocator) removeFree(e extent) {
 	a.byAddr.Delete(e)
 	a.bySize.Delete(e)
 }
+
+// take marks the place [addr, addr+size) in use, as alloc would have
+// handed it out: a new leader rebuilding its allocators from the places
+// it loaded. It reports false, changing nothing, when the place is not
+// aligned, not a multiple of placeAlign, or not wholly free (outside the
+// span, or overlapping a place taken already).
+func (a *allocator) take(addr, size uint64) bool {
+	if size == 0 || addr%placeAlign != 0 || size%placeAlign != 0 || addr < a.start || addr > a.end || size > a.end-addr {
+		return false
+	}
+	var e extent
+	found := false
+	a.byAddr.DescendLessOrEqual(extent{addr: addr}, func(x extent) bool {
+		e, found = x, true
+		return false
+	})
+	if !found || e.addr+e.size < addr+size {
+		return false
+	}
+	a.removeFree(e)
+	if left := addr - e.addr; left > 0 {
+		a.insertFree(extent{e.addr, left})
+	}
+	if right := e.addr + e.size - (addr + size); right > 0 {
+		a.insertFree(extent{addr + size, right})
+	}
+	a.used[addr] = size
+	a.inUse += size
+	return true
+}

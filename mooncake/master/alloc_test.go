@@ -89,3 +89,58 @@ func TestAllocatorAlignment(t *testing.T) {
 		t.Fatal("alloc of 0 bytes succeeded")
 	}
 }
+
+// TestAllocatorTake rebuilds an allocator from places another one handed
+// out: take accepts each, refuses overlaps and misaligned ones, and alloc
+// never hands a taken place out again.
+func TestAllocatorTake(t *testing.T) {
+	src := newAllocator(0x1000, 32*placeAlign)
+	type pl struct{ addr, size uint64 }
+	var places []pl
+	for _, n := range []uint64{1, 100, 64, 3 * placeAlign, 7} {
+		addr, size, ok := src.alloc(n)
+		if !ok {
+			t.Fatal("alloc")
+		}
+		places = append(places, pl{addr, size})
+	}
+	src.free(places[1].addr) // a hole between taken places
+	places = append(places[:1], places[2:]...)
+
+	a := newAllocator(0x1000, 32*placeAlign)
+	for _, p := range places {
+		if !a.take(p.addr, p.size) {
+			t.Fatalf("take %#x+%d refused", p.addr, p.size)
+		}
+	}
+	if a.inUse != src.inUse {
+		t.Fatalf("in use %d, want %d", a.inUse, src.inUse)
+	}
+	for _, bad := range []pl{
+		{places[0].addr, placeAlign},                    // taken already
+		{places[0].addr + placeAlign/2, placeAlign},     // misaligned
+		{places[2].addr - placeAlign, 2 * placeAlign},   // overlaps a taken one
+		{0x1000 + 32*placeAlign, placeAlign},            // past the end
+		{0x1000 + 31*placeAlign, 2 * placeAlign},        // runs past the end
+		{places[0].addr + 2*placeAlign, placeAlign + 1}, // not a multiple of the alignment
+	} {
+		if a.take(bad.addr, bad.size) {
+			t.Errorf("take %#x+%d accepted", bad.addr, bad.size)
+		}
+	}
+	// Every further place lies outside the taken ones.
+	for {
+		addr, size, ok := a.alloc(1)
+		if !ok {
+			break
+		}
+		for _, p := range places {
+			if addr < p.addr+p.size && p.addr < addr+size {
+				t.Fatalf("alloc handed out %#x+%d, inside taken %#x+%d", addr, size, p.addr, p.size)
+			}
+		}
+	}
+	if a.inUse != a.capacity() {
+		t.Fatalf("in use %d of %d after allocating everything", a.inUse, a.capacity())
+	}
+}

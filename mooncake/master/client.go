@@ -17,10 +17,11 @@ import (
 const DefaultOpTimeout = 10 * time.Second
 
 // NewGRPCServer returns a gRPC server that serves s, refusing calls that
-// do not prove secret when it is set (UnaryServerInterceptor). opts are
+// do not prove secret when it is set (UnaryServerInterceptor), and, once
+// s is a candidate (StartHA), calls while it is not the leader. opts are
 // added to its options.
 func (s *Service) NewGRPCServer(secret string, opts ...grpc.ServerOption) *grpc.Server {
-	g := grpc.NewServer(append([]grpc.ServerOption{grpc.ChainUnaryInterceptor(UnaryServerInterceptor(secret, s))}, opts...)...)
+	g := grpc.NewServer(append([]grpc.ServerOption{grpc.ChainUnaryInterceptor(UnaryServerInterceptor(secret, s), s.gateInterceptor)}, opts...)...)
 	masterpb.RegisterMasterServer(g, s)
 	return g
 }

@@ -32,9 +32,13 @@
 //     segments are unmounted. An unmounted segment's replicas leave their
 //     objects, and an object left with none is gone.
 //
-// The master keeps everything in memory: a restart forgets every object,
-// and clients mount their segments again when their next Ping answers
-// remount.
+// Alone, the master keeps everything in memory: a restart forgets every
+// object, and clients mount their segments again when their next Ping
+// answers remount. Masters that share an etcd (StartHA, ha.go) elect a
+// leader that serves and standbys that refuse calls; the leader writes
+// the segments and the committed objects to etcd behind the calls, and
+// a standby elected in its place loads them and serves on. DialLeader is
+// the client that follows the leader.
 //
 // With a shared secret, every call must prove it (ServerOptions, auth.go);
 // Dial is the client's side.

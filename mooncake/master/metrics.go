@@ -9,6 +9,7 @@ type collector struct {
 	objects, used, capacity, segments, clients                 *prometheus.Desc
 	evictions, evictedBytes, leaseRefusals, putStarts, putEnds *prometheus.Desc
 	noRoom, gets, getHits, deadClients, authFailures           *prometheus.Desc
+	leader                                                     *prometheus.Desc
 }
 
 // Collector returns a prometheus.Collector of the Service's Stats, named
@@ -34,12 +35,13 @@ func (s *Service) Collector() prometheus.Collector {
 		getHits:       d("get_hits_total", "Keys GetReplicaList found committed."),
 		deadClients:   d("dead_clients_total", "Clients declared dead (no ping within the client TTL)."),
 		authFailures:  d("auth_failures_total", "Calls refused for want of a valid proof of the shared secret."),
+		leader:        d("leader", "1 while the master serves: always alone; among masters that elect a leader in etcd, while it leads (0: a standby)."),
 	}
 }
 
 func (m *collector) descs() []*prometheus.Desc {
 	return []*prometheus.Desc{m.objects, m.used, m.capacity, m.segments, m.clients,
-		m.evictions, m.evictedBytes, m.leaseRefusals, m.putStarts, m.putEnds, m.noRoom, m.gets, m.getHits, m.deadClients, m.authFailures}
+		m.evictions, m.evictedBytes, m.leaseRefusals, m.putStarts, m.putEnds, m.noRoom, m.gets, m.getHits, m.deadClients, m.authFailures, m.leader}
 }
 
 // Describe implements prometheus.Collector.
@@ -73,4 +75,9 @@ func (m *collector) Collect(ch chan<- prometheus.Metric) {
 	c(m.getHits, st.GetHits)
 	c(m.deadClients, st.DeadClients)
 	c(m.authFailures, st.AuthFailures)
+	leader := 0.0
+	if st.Leading {
+		leader = 1
+	}
+	g(m.leader, leader)
 }

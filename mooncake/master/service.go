@@ -184,13 +184,16 @@ type Stats struct {
 	GetHits       uint64 // of them, committed objects
 	DeadClients   uint64 // clients declared dead
 	AuthFailures  uint64 // calls refused for want of a valid proof of the secret
+	// Leading: the Service serves; always when it is no candidate
+	// (StartHA), else while it leads.
+	Leading bool
 }
 
 // Service is the master of Mooncake's store (masterpb.MasterServer): the
 // segments clients mount, the objects' places in them, their read leases,
-// pins and eviction. It keeps everything in memory: a restart forgets
-// every object, and clients mount their segments again when their next
-// Ping says remount.
+// pins and eviction. It keeps everything in memory (but a leader's
+// write-behind to etcd, StartHA): a restart forgets every object, and
+// clients mount their segments again when their next Ping says remount.
 //
 // A Service is safe for concurrent use; every call checks its input and
 // changes nothing when it refuses. Close stops its background goroutine.
@@ -209,6 +212,17 @@ type Service struct {
 
 	authFailures atomic.Uint64
 
+	// Leader and standby (ha.go): the candidacy, nil when the Service is
+	// none; the current leadership, nil when it does not lead; the keys
+	// changed since the leader's last write to etcd (nil when it does not
+	// lead), and how many of them make it write at once (flushKick).
+	ha           atomic.Pointer[HA]
+	term         atomic.Pointer[term]
+	dirtyObj     map[string]struct{}
+	dirtySeg     map[string]struct{}
+	flushChanges int
+	flushKick    chan struct{}
+
 	stop chan struct{}
 	done chan struct{}
 	once sync.Once
@@ -218,12 +232,13 @@ type Service struct {
 func New(o Options) *Service {
 	o.defaults()
 	s := &Service{
-		o:        o,
-		clients:  map[string]*client{},
-		segments: map[string]*segment{},
-		objects:  map[string]*object{},
-		stop:     make(chan struct{}),
-		done:     make(chan struct{}),
+		o:         o,
+		clients:   map[string]*client{},
+		segments:  map[string]*segment{},
+		objects:   map[string]*object{},
+		stop:      make(chan struct{}),
+		flushKick: make(chan struct{}, 1),
+		done:      make(chan struct{}),
 	}
 	if o.SweepInterval > 0 {
 		go s.sweeper()
@@ -286,6 +301,8 @@ func (s *Service) Stats() Stats {
 	defer s.mu.Unlock()
 	st := s.st
 	st.AuthFailures = s.authFailures.Load()
+	t := s.term.Load()
+	st.Leading = s.ha.Load() == nil || t != nil && mono() < t.until.Load()
 	st.Objects = len(s.objects)
 	st.Segments = len(s.segments)
 	st.Clients = len(s.clients)
@@ -376,6 +393,7 @@ func (s *Service) MountSegment(_ context.Context, r *masterpb.MountSegmentReques
 	seg := &segment{client: id, name: sg.GetName(), base: sg.GetBase(), size: sg.GetSize(), alloc: a}
 	s.segments[seg.name] = seg
 	c.segments[seg.name] = seg
+	s.markSegLocked(seg.name)
 	s.o.Logger.Info("mooncake master: segment mounted", "segment", seg.name, "client", clientHex(id), "bytes", a.capacity())
 	return codeResp(CodeOK, ""), nil
 }
@@ -428,10 +446,12 @@ func (s *Service) unmountLocked(seg *segment) {
 	if c := s.clients[seg.client]; c != nil {
 		delete(c.segments, seg.name)
 	}
+	s.markSegLocked(seg.name)
 	notIn := func(p place) bool { return p.seg == seg }
 	dropped := 0
 	for key, o := range s.objects {
 		if o.committed() && slices.ContainsFunc(o.places, notIn) {
+			s.markObjLocked(key)
 			o.places = slices.DeleteFunc(o.places, notIn)
 			if len(o.places) == 0 {
 				o.places = nil
@@ -692,6 +712,7 @@ func (s *Service) PutEnd(_ context.Context, r *masterpb.PutEndRequest) (*masterp
 		o.lease = now
 	}
 	s.touchLocked(o)
+	s.markObjLocked(r.GetKey())
 	s.st.PutEnds++
 	return codeResp(CodeOK, ""), nil
 }
@@ -795,6 +816,7 @@ func (s *Service) removableLocked(o *object, force bool, now time.Time) int32 {
 func (s *Service) removeLocked(key string, o *object) {
 	s.freeLocked(o.places)
 	delete(s.objects, key)
+	s.markObjLocked(key)
 }
 
 // Remove removes keys: per key 0, CodeObjectNotFound,

@@ -79,6 +79,11 @@ var errFallback = errors.New("mooncake master: a call too large for the data pla
 // (an older one).
 var ErrUnknownCall = errors.New("mooncake master: call unknown to the master's data plane")
 
+// ErrRefused is a call the master refused (a standby of a leader and
+// standby pair): the Client closes, and calls go to gRPC, which follows
+// the leader.
+var ErrRefused = errors.New("mooncake master: call refused")
+
 // appendFrame appends a frame of op and id holding m.
 func appendFrame(b []byte, op byte, id uint64, m proto.Message) ([]byte, error) {
 	b = append(b, op)
@@ -345,7 +350,11 @@ func (c *Client) onAnswer(msg []byte) {
 		var r masterpb.CodeResponse
 		proto.Unmarshal(body, &r)
 		if r.Message != "" {
-			cl.done <- fmt.Errorf("%w: %s", ErrUnknownCall, r.Message)
+			// The master refused the call (a standby): this connection
+			// leads nowhere now; the caller goes to gRPC, which finds the
+			// leader.
+			cl.done <- fmt.Errorf("%w: %s", ErrRefused, r.Message)
+			go c.Close()
 		} else {
 			cl.done <- ErrUnknownCall
 		}
