@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"crypto/rand"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -137,6 +138,19 @@ type replicateConfig struct {
 	PreferredSegment  string   `json:"preferred_segment"`
 }
 
+// parseReplicate reads a ReplicateConfig's JSON form (store.py's
+// ReplicateConfig._json) and checks it.
+func parseReplicate(doc []byte) (*replicateConfig, error) {
+	var c replicateConfig
+	if err := json.Unmarshal(doc, &c); err != nil {
+		return nil, serr(scInvalidParams, "the replicate config: %v", err)
+	}
+	if _, err := c.pb(); err != nil {
+		return nil, err
+	}
+	return &c, nil
+}
+
 func (c *replicateConfig) pb() (*masterpb.ReplicateConfig, error) {
 	if c == nil { // Mooncake's default: one replica, an upsert keeps the soft pin (PRESERVE)
 		return &masterpb.ReplicateConfig{ReplicaNum: 1, KeepSoftPin: true}, nil
@@ -194,32 +208,45 @@ var (
 // storeOpen sets a client up: an engine listening on local_hostname
 // (host:port, or host and a free port in [12300, 14300]), its segment and
 // local buffer, and the master's connection, with the segment mounted.
-func storeOpen(c storeConfig) (int64, error) {
+// parseStoreConfig reads setup's arguments (their JSON form, from
+// store.py) and checks them; etcd lists the masters' etcd when they
+// elect a leader.
+func parseStoreConfig(doc []byte) (c storeConfig, etcd []string, err error) {
+	if err := json.Unmarshal(doc, &c); err != nil {
+		return c, nil, serr(scInvalidParams, "setup: %v", err)
+	}
 	if c.GlobalSegmentSize < 0 || c.LocalBufferSize < 0 || c.GlobalSegmentSize > 1<<40 || c.LocalBufferSize > 1<<40 {
-		return 0, serr(scInvalidParams, "global_segment_size %d, local_buffer_size %d: want 0 to 1 TiB each", c.GlobalSegmentSize, c.LocalBufferSize)
+		return c, nil, serr(scInvalidParams, "global_segment_size %d, local_buffer_size %d: want 0 to 1 TiB each", c.GlobalSegmentSize, c.LocalBufferSize)
 	}
 	if c.MasterServerAddr == "" {
 		c.MasterServerAddr = "127.0.0.1:50051"
 	}
-	var etcd []string // the masters' etcd, when they elect a leader
 	if scheme, _, ok := strings.Cut(c.MasterServerAddr, "://"); ok {
 		if scheme != "etcd" {
-			return 0, serr(scInvalidParams, "master_server_addr %q: want HOST:PORT or etcd://HOST:PORT[;HOST:PORT] (xfer's masters elect their leader in etcd only)", c.MasterServerAddr)
+			return c, nil, serr(scInvalidParams, "master_server_addr %q: want HOST:PORT or etcd://HOST:PORT[;HOST:PORT] (xfer's masters elect their leader in etcd only)", c.MasterServerAddr)
 		}
 		var err error
 		if etcd, err = master.ParseEtcdEndpoints(c.MasterServerAddr); err != nil {
-			return 0, serr(scInvalidParams, "master_server_addr: %v", err)
+			return c, nil, serr(scInvalidParams, "master_server_addr: %v", err)
 		}
 	} else if _, _, err := net.SplitHostPort(c.MasterServerAddr); err != nil {
-		return 0, serr(scInvalidParams, "master_server_addr %q: want HOST:PORT or etcd://HOST:PORT[;HOST:PORT]", c.MasterServerAddr)
+		return c, nil, serr(scInvalidParams, "master_server_addr %q: want HOST:PORT or etcd://HOST:PORT[;HOST:PORT]", c.MasterServerAddr)
 	}
 	if c.MetadataServer != "" && c.MetadataServer != "P2PHANDSHAKE" {
 		if _, err := checkMetadata(c.MetadataServer); err != nil {
-			return 0, serr(scInvalidParams, "%v", err)
+			return c, nil, serr(scInvalidParams, "%v", err)
 		}
 	}
 	if c.Protocol == "" {
 		c.Protocol = "tcp"
+	}
+	return c, etcd, nil
+}
+
+func storeOpen(doc []byte) (int64, error) {
+	c, etcd, err := parseStoreConfig(doc)
+	if err != nil {
+		return 0, err
 	}
 	h, err := storeEngine(c)
 	if err != nil {

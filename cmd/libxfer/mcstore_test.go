@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"log/slog"
 	"net"
@@ -57,8 +58,9 @@ func startMaster(t testing.TB, data bool) string {
 // openStore sets a store client up against the master at addr.
 func openStore(t testing.TB, addr, protocol string, segment, local int64) *mcStore {
 	t.Helper()
-	h, err := storeOpen(storeConfig{LocalHostname: "127.0.0.1", MetadataServer: "P2PHANDSHAKE",
+	doc, _ := json.Marshal(storeConfig{LocalHostname: "127.0.0.1", MetadataServer: "P2PHANDSHAKE",
 		GlobalSegmentSize: segment, LocalBufferSize: local, Protocol: protocol, MasterServerAddr: addr})
+	h, err := storeOpen(doc)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -153,4 +155,47 @@ func benchLookup(b *testing.B, data bool) {
 			b.Fatal(err)
 		}
 	}
+}
+
+// FuzzParseReplicate: any document is a checked config or an
+// INVALID_PARAMS error, never a panic.
+func FuzzParseReplicate(f *testing.F) {
+	f.Add([]byte(`{"replica_num":2,"with_soft_pin":true,"soft_pin_ttl_ms":1000,"preferred_segment":"h:1"}`))
+	f.Add([]byte(`{"replica_num":-1}`))
+	f.Add([]byte(`[]`))
+	f.Fuzz(func(t *testing.T, doc []byte) {
+		c, err := parseReplicate(doc)
+		if err != nil {
+			if storeCode(err) != scInvalidParams {
+				t.Fatalf("%q: %v (code %d)", doc, err, storeCode(err))
+			}
+			return
+		}
+		pb, err := c.pb()
+		if err != nil || pb.ReplicaNum < 1 || pb.ReplicaNum > storeMaxReplicas {
+			t.Fatalf("%q: accepted as %v, %v", doc, pb, err)
+		}
+	})
+}
+
+// FuzzParseStoreConfig: any setup document is a checked config or an
+// INVALID_PARAMS error, never a panic.
+func FuzzParseStoreConfig(f *testing.F) {
+	f.Add([]byte(`{"local_hostname":"localhost","metadata_server":"P2PHANDSHAKE","global_segment_size":16777216,` +
+		`"local_buffer_size":16777216,"protocol":"tcp","master_server_addr":"127.0.0.1:50051"}`))
+	f.Add([]byte(`{"master_server_addr":"etcd://127.0.0.1:2379;127.0.0.1:2380"}`))
+	f.Add([]byte(`{"global_segment_size":-1}`))
+	f.Add([]byte(`{"metadata_server":"http://127.0.0.1:8080/metadata"}`))
+	f.Fuzz(func(t *testing.T, doc []byte) {
+		c, etcd, err := parseStoreConfig(doc)
+		if err != nil {
+			if storeCode(err) != scInvalidParams {
+				t.Fatalf("%q: %v (code %d)", doc, err, storeCode(err))
+			}
+			return
+		}
+		if c.GlobalSegmentSize < 0 || c.LocalBufferSize < 0 || c.Protocol == "" || (etcd == nil && c.MasterServerAddr == "") {
+			t.Fatalf("%q: accepted as %+v", doc, c)
+		}
+	})
 }

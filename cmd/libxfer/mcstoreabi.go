@@ -9,7 +9,6 @@ package main
 import "C"
 
 import (
-	"encoding/json"
 	"sync"
 	"unsafe"
 )
@@ -85,11 +84,7 @@ func storeReplicate(p *C.char, n C.int64_t) (*replicateConfig, error) {
 	if n <= 0 {
 		return nil, nil
 	}
-	var c replicateConfig
-	if err := json.Unmarshal([]byte(goStr(p, n)), &c); err != nil {
-		return nil, serr(scInvalidParams, "the replicate config: %v", err)
-	}
-	return &c, nil
+	return parseReplicate([]byte(goStr(p, n)))
 }
 
 // xfer_mcs_setup sets a client up from a JSON object of setup's
@@ -100,13 +95,8 @@ func xfer_mcs_setup(cfg *C.char, cfgLen C.int64_t, handle *C.int64_t, errBuf *C.
 	var err error
 	defer func() { ret = scRet(err, errBuf, errLen) }()
 	defer guard("mooncake store setup", &err)
-	var c storeConfig
-	if err = json.Unmarshal([]byte(goStr(cfg, cfgLen)), &c); err != nil {
-		err = serr(scInvalidParams, "setup: %v", err)
-		return
-	}
 	var h int64
-	if h, err = storeOpen(c); err == nil {
+	if h, err = storeOpen([]byte(goStr(cfg, cfgLen))); err == nil {
 		*handle = C.int64_t(h)
 	}
 	return

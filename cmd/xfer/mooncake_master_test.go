@@ -34,7 +34,7 @@ func TestMooncakeMasterCommand(t *testing.T) {
 	}()
 	rd := bufio.NewReader(pr)
 	var lines []string
-	for range 3 {
+	for range 4 {
 		line, err := rd.ReadString('\n')
 		if err != nil {
 			t.Fatalf("banner: %v (so far %q)", err, lines)
@@ -44,8 +44,9 @@ func TestMooncakeMasterCommand(t *testing.T) {
 	go io.Copy(io.Discard, pr)
 	addr, ok := strings.CutPrefix(lines[0], masterBanner+"listening on ")
 	metrics, ok2 := strings.CutPrefix(lines[1], masterBanner+"metrics on ")
-	meta, ok3 := strings.CutPrefix(lines[2], masterBanner+"metadata server on ")
-	if !ok || !ok2 || !ok3 {
+	_, ok4 := strings.CutPrefix(lines[2], masterBanner+"data plane on ")
+	meta, ok3 := strings.CutPrefix(lines[3], masterBanner+"metadata server on ")
+	if !ok || !ok2 || !ok3 || !ok4 {
 		t.Fatalf("banner %q", lines)
 	}
 

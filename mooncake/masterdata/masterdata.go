@@ -124,6 +124,22 @@ func request(op byte) proto.Message {
 	return nil
 }
 
+// decodeRequest reads a call's frame: its op, number and request. An op
+// it does not know is ErrUnknownCall (with the number, to answer it).
+func decodeRequest(msg []byte) (op byte, id uint64, req proto.Message, err error) {
+	op, id, body, err := parseHeader(msg)
+	if err != nil {
+		return 0, 0, nil, err
+	}
+	if req = request(op); req == nil {
+		return op, id, nil, fmt.Errorf("%w: op %d", ErrUnknownCall, op)
+	}
+	if err := proto.Unmarshal(body, req); err != nil {
+		return op, id, nil, fmt.Errorf("mooncake master: op %d: %w", op, err)
+	}
+	return op, id, req, nil
+}
+
 // dispatch runs request req of op on s.
 func dispatch(ctx context.Context, s masterpb.MasterServer, op byte, req proto.Message) (proto.Message, error) {
 	switch op {
@@ -181,18 +197,13 @@ func Serve(ctx context.Context, e *xfer.Engine, s masterpb.MasterServer, log *sl
 
 // serveFrame answers one frame from p.
 func serveFrame(ctx context.Context, e *xfer.Engine, p *xfer.Peer, s masterpb.MasterServer, log *slog.Logger, msg []byte, wg *sync.WaitGroup) {
-	op, id, body, err := parseHeader(msg)
-	if err != nil {
-		log.Warn("mooncake master: malformed data-plane frame", "peer", p, "err", err)
-		return
-	}
-	req := request(op)
-	if req == nil {
+	op, id, req, err := decodeRequest(msg)
+	switch {
+	case errors.Is(err, ErrUnknownCall):
 		answer(ctx, e, p, log, opUnknown, id, &masterpb.CodeResponse{})
 		return
-	}
-	if err := proto.Unmarshal(body, req); err != nil {
-		log.Warn("mooncake master: malformed data-plane request", "peer", p, "op", op, "bytes", len(body), "err", err)
+	case err != nil:
+		log.Warn("mooncake master: malformed data-plane request", "peer", p, "bytes", len(msg), "err", err)
 		return
 	}
 	run := func() {

@@ -63,11 +63,11 @@ class Master:
                                    "--enable_ha=true", "--etcd_endpoints", etcd, "--cluster_id", CLUSTER,
                                    "--ha_lease_ttl=%ds" % TTL, "--ha_flush_interval=20ms"],
                                   stdout=subprocess.PIPE, text=True)
-        lines = [self.p.stdout.readline() for _ in range(3)]
+        lines = [self.p.stdout.readline() for _ in range(4)]  # listening, metrics, data plane, candidate
         assert lines[0].startswith(BANNER + "listening on "), "master did not start: %r" % lines
         self.addr = lines[0].split()[-1]
         self.metrics = lines[1].split()[-1]
-        assert lines[2].startswith(BANNER + "candidate in etcd "), lines
+        assert lines[3].startswith(BANNER + "candidate in etcd "), lines
 
     def leading(self):
         try:
