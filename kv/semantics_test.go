@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/xferio/xfer"
+	"github.com/xferio/xfer/internal/testutil/etcdtest"
 	"github.com/xferio/xfer/kv/kvpb"
 )
 
@@ -457,5 +458,82 @@ func TestMooncakeCode(t *testing.T) {
 	_, err := Dial(ctx, "127.0.0.1:1", ClientOptions{FailFast: true, EngineConfig: xfer.Config{MemoryMB: 1}})
 	if MooncakeCode(err) != CodeRPCFail {
 		t.Errorf("dial of nothing: MooncakeCode(%v) = %d, want %d", err, MooncakeCode(err), CodeRPCFail)
+	}
+}
+
+// TestClusterReplicas: with Replicas 2, a PUT stores the value on the
+// key's first two servers (distinct, in placement order) and on no other;
+// a GET still finds it once the first is closed; a DELETE removes it from
+// both, and the lease of a GET refuses it first.
+func TestClusterReplicas(t *testing.T) {
+	url := "etcd://" + etcdtest.Start(t) + "/replicas"
+	ids := []string{"kv-1", "kv-2", "kv-3"}
+	servers := map[string]*testServer{}
+	for _, id := range ids {
+		servers[id] = startServer(t, ServerOptions{Engine: xfer.Config{Directory: url, NodeID: id, DirectoryTTL: 2 * time.Second, MemoryMB: 4}})
+		t.Cleanup(func() { servers[id].Close() })
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	c, err := DialCluster(ctx, ClusterOptions{Directory: url, Replicas: 2, Client: ClientOptions{EngineConfig: xfer.Config{Transport: xfer.PolicyTCP, MemoryMB: 4}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	waitFor(t, time.Minute, "three servers", func() bool { return slices.Equal(c.Servers(), ids) })
+
+	const n = 30
+	first := map[string]string{} // key: its first server
+	for i := range n {
+		k := fmt.Sprint("r", i)
+		if err := c.Put(ctx, k, []byte("value of "+k)); err != nil {
+			t.Fatal(err)
+		}
+		set := c.replicaSet(k, 2)
+		if len(set) != 2 || set[0] == set[1] || set[0].id != c.Owner(k) {
+			t.Fatalf("replicas of %s: %v", k, set)
+		}
+		first[k] = set[0].id
+		for _, id := range ids {
+			if want := id == set[0].id || id == set[1].id; servers[id].holds(k) != want {
+				t.Fatalf("server %s holds %s: %v, want %v", id, k, !want, want)
+			}
+		}
+	}
+
+	// A GET leases the value on the server it read: a DELETE is refused,
+	// and nothing is removed.
+	if _, err := c.Get(ctx, "r0"); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Delete(ctx, "r0"); !errors.Is(err, ErrHasLease) {
+		t.Fatalf("delete of a value just read: %v, want ErrHasLease", err)
+	}
+	if err := c.DeleteWith(ctx, "r0", DeleteOptions{Force: true}); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Delete(ctx, "r1"); err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range []string{"r0", "r1"} {
+		for _, id := range ids {
+			if servers[id].holds(k) {
+				t.Fatalf("server %s still holds %s after the delete", id, k)
+			}
+		}
+		if _, err := c.Get(ctx, k); !errors.Is(err, ErrNotFound) {
+			t.Fatalf("get %s after the delete: %v", k, err)
+		}
+	}
+
+	// The first server of r2 closes: every remaining key is still found.
+	lost := first["r2"]
+	servers[lost].stop()
+	servers[lost].Close()
+	for i := 2; i < n; i++ {
+		k := fmt.Sprint("r", i)
+		if v, err := c.Get(ctx, k); err != nil || string(v) != "value of "+k {
+			t.Fatalf("get %s (first on %s) with %s closed: %q, %v", k, first[k], lost, v, err)
+		}
 	}
 }
