@@ -40,7 +40,7 @@ type KVResult struct {
 type KVStore interface {
 	GetInto(ctx context.Context, key string, buf xfer.Buffer) (int, error)
 	PutBuffer(ctx context.Context, key string, buf xfer.Buffer, n int) error
-	Delete(ctx context.Context, key string) error
+	DeleteWith(ctx context.Context, key string, o kv.DeleteOptions) error
 	Engine() *xfer.Engine
 	Transport() string
 }
@@ -163,7 +163,8 @@ func KV(ctx context.Context, clients []KVStore, bk KVConfig) (rec KVResult, err 
 			dctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 			defer cancel()
 			for k := range keys {
-				if derr := clients[0].Delete(dctx, key(k)); derr != nil && !errors.Is(derr, kv.ErrNotFound) {
+				// Forced: the run's GETs leased them.
+				if derr := clients[0].DeleteWith(dctx, key(k), kv.DeleteOptions{Force: true}); derr != nil && !errors.Is(derr, kv.ErrNotFound) {
 					if err == nil {
 						err = fmt.Errorf("deleting the benchmark's keys (%s*): %w", bk.Prefix, derr)
 					}

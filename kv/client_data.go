@@ -13,7 +13,7 @@ import (
 
 func (c *Client) checkKey(key string) error {
 	if key == "" {
-		return fmt.Errorf("kv: empty key: %w", ErrInvalid)
+		return fmt.Errorf("kv: empty key: %w", ErrInvalidKey)
 	}
 	return nil
 }
@@ -166,17 +166,30 @@ func (c *Client) get(ctx context.Context, key string, buf xfer.Buffer, wantInlin
 // than the inline limit is copied into a buffer of the client's pool for the
 // server to read; PutBuffer avoids the copy.
 func (c *Client) Put(ctx context.Context, key string, value []byte) (err error) {
+	return c.putWith(ctx, key, value, putFields{})
+}
+
+// PutWith is Put with options: a soft or hard pin.
+func (c *Client) PutWith(ctx context.Context, key string, value []byte, o PutOptions) error {
+	f, err := o.fields()
+	if err != nil {
+		return err
+	}
+	return c.putWith(ctx, key, value, f)
+}
+
+func (c *Client) putWith(ctx context.Context, key string, value []byte, f putFields) (err error) {
 	if c.metrics != nil {
 		defer c.metrics.done(cPut, time.Now(), &err)
 	}
 	ctx, cancel := c.bound(ctx)
 	defer cancel()
-	_, err = c.putValue(ctx, key, value)
+	_, err = c.putValue(ctx, key, value, f)
 	return c.bounded(ctx, "put", err)
 }
 
 // putValue is Put, returning the stored value's version.
-func (c *Client) putValue(ctx context.Context, key string, value []byte) (uint64, error) {
+func (c *Client) putValue(ctx context.Context, key string, value []byte, f putFields) (uint64, error) {
 	if err := c.checkKey(key); err != nil {
 		return 0, err
 	}
@@ -185,6 +198,9 @@ func (c *Client) putValue(ctx context.Context, key string, value []byte) (uint64
 		return 0, err
 	}
 	if uint64(len(value)) <= sess.inlineMax {
+		if f != (putFields{}) {
+			return c.put(ctx, f.inline(key, value))
+		}
 		return c.putInline(ctx, key, value)
 	}
 	if sess.maxValue > 0 && uint64(len(value)) > sess.maxValue {
@@ -196,23 +212,36 @@ func (c *Client) putValue(ctx context.Context, key string, value []byte) (uint64
 	}
 	defer c.e.Free(buf)
 	copy(buf.Bytes(), value)
-	return c.putBuffer(ctx, key, buf, len(value))
+	return c.putBuffer(ctx, key, buf, len(value), f)
 }
 
 // PutBuffer stores the first n bytes of buf, a buffer of the client's
 // engine, under key: the server reads them straight from buf. buf must not
 // change until PutBuffer returns.
 func (c *Client) PutBuffer(ctx context.Context, key string, buf xfer.Buffer, n int) (err error) {
+	return c.putBufferWith(ctx, key, buf, n, putFields{})
+}
+
+// PutBufferWith is PutBuffer with options: a soft or hard pin.
+func (c *Client) PutBufferWith(ctx context.Context, key string, buf xfer.Buffer, n int, o PutOptions) error {
+	f, err := o.fields()
+	if err != nil {
+		return err
+	}
+	return c.putBufferWith(ctx, key, buf, n, f)
+}
+
+func (c *Client) putBufferWith(ctx context.Context, key string, buf xfer.Buffer, n int, f putFields) (err error) {
 	if c.metrics != nil {
 		defer c.metrics.done(cPut, time.Now(), &err)
 	}
 	ctx, cancel := c.bound(ctx)
 	defer cancel()
-	_, err = c.putBuffer(ctx, key, buf, n)
+	_, err = c.putBuffer(ctx, key, buf, n, f)
 	return c.bounded(ctx, "put", err)
 }
 
-func (c *Client) putBuffer(ctx context.Context, key string, buf xfer.Buffer, n int) (uint64, error) {
+func (c *Client) putBuffer(ctx context.Context, key string, buf xfer.Buffer, n int, f putFields) (uint64, error) {
 	if err := c.checkKey(key); err != nil {
 		return 0, err
 	}
@@ -224,6 +253,9 @@ func (c *Client) putBuffer(ctx context.Context, key string, buf xfer.Buffer, n i
 		return 0, err
 	}
 	if uint64(n) <= sess.inlineMax { // faster inline: see DefaultInlineMax
+		if f != (putFields{}) {
+			return c.put(ctx, f.inline(key, buf.Bytes()[:n]))
+		}
 		return c.putInline(ctx, key, buf.Bytes()[:n])
 	}
 	d, err := buf.Desc().Slice(0, uint64(n))
@@ -234,7 +266,9 @@ func (c *Client) putBuffer(ctx context.Context, key string, buf xfer.Buffer, n i
 	if err != nil {
 		return 0, err
 	}
-	return c.put(ctx, &kvpb.PutRequest{Key: []byte(key), Source: &kvpb.PutRequest_Buffer{Buffer: desc}})
+	req := f.request(key)
+	req.Source = &kvpb.PutRequest_Buffer{Buffer: desc}
+	return c.put(ctx, req)
 }
 
 // putInline is put of an inline value on the data-plane request path:
@@ -285,8 +319,19 @@ func (c *Client) put(ctx context.Context, req *kvpb.PutRequest) (uint64, error) 
 	return ver, err
 }
 
-// Delete removes key; a missing key gets an error matching ErrNotFound.
-func (c *Client) Delete(ctx context.Context, key string) (err error) {
+// Delete removes key; a missing key gets an error matching ErrNotFound, and
+// a value a GET read within the server's lease TTL a *LeaseError
+// (ErrHasLease): DeleteWith can force it.
+func (c *Client) Delete(ctx context.Context, key string) error {
+	return c.delete(ctx, key, false, 0)
+}
+
+// DeleteWith is Delete with options.
+func (c *Client) DeleteWith(ctx context.Context, key string, o DeleteOptions) error {
+	return c.delete(ctx, key, o.Force, 0)
+}
+
+func (c *Client) delete(ctx context.Context, key string, force bool, reps uint32) (err error) {
 	if c.metrics != nil {
 		defer c.metrics.done(cDelete, time.Now(), &err)
 	}
@@ -295,7 +340,7 @@ func (c *Client) Delete(ctx context.Context, key string) (err error) {
 	}
 	ctx, cancel := c.bound(ctx)
 	defer cancel()
-	req := &kvpb.DeleteRequest{Key: []byte(key)}
+	req := &kvpb.DeleteRequest{Key: []byte(key), Force: force, Replicas: reps}
 	err = c.retry(ctx, func(s *session) error {
 		if c.msgs != nil {
 			_, err := c.call(ctx, s, &kvpb.Request{Op: &kvpb.Request_Delete{Delete: req}}, nil, nil)
@@ -305,4 +350,67 @@ func (c *Client) Delete(ctx context.Context, key string) (err error) {
 		return err
 	})
 	return c.bounded(ctx, "delete", err)
+}
+
+// PutOptions are a PUT's options besides its key and value. The zero
+// value is a plain PUT: an unpinned value, evicted least recently used
+// first.
+type PutOptions struct {
+	// SoftPin pins the value softly: it is evicted only after every
+	// unpinned value (and never, on a server with KeepSoftPinned) until
+	// the pin ends.
+	SoftPin bool
+	// SoftPinTTL is how long the soft pin lasts, in whole milliseconds
+	// (rounded up); at most the server's MaxSoftPinTTL, else the PUT fails
+	// with ErrInvalid. Default: the server's SoftPinTTL.
+	SoftPinTTL time.Duration
+	// HardPin pins the value hard: it is never evicted, only deleted or
+	// overwritten. A pool full of hard-pinned values refuses PUTs with
+	// ErrFull.
+	HardPin bool
+}
+
+// DeleteOptions are a DELETE's options.
+type DeleteOptions struct {
+	// Force removes the value even while a GET's read lease holds it.
+	Force bool
+}
+
+// putFields are the PutRequest fields of PutOptions, and a Cluster's
+// replica count.
+type putFields struct {
+	pin      kvpb.Pin
+	ttlMs    int64
+	replicas uint32
+}
+
+// fields checks o and returns its request fields.
+func (o PutOptions) fields() (putFields, error) {
+	var f putFields
+	switch {
+	case o.SoftPin && o.HardPin:
+		return f, fmt.Errorf("kv: a soft and a hard pin: choose one: %w", ErrInvalid)
+	case o.SoftPinTTL < 0:
+		return f, fmt.Errorf("kv: soft pin TTL %v: must not be negative: %w", o.SoftPinTTL, ErrInvalid)
+	case o.SoftPinTTL > 0 && !o.SoftPin:
+		return f, fmt.Errorf("kv: soft pin TTL %v without SoftPin: %w", o.SoftPinTTL, ErrInvalid)
+	case o.SoftPin:
+		f.pin = kvpb.Pin_PIN_SOFT
+		f.ttlMs = int64((o.SoftPinTTL + time.Millisecond - 1) / time.Millisecond)
+	case o.HardPin:
+		f.pin = kvpb.Pin_PIN_HARD
+	}
+	return f, nil
+}
+
+// request is a PutRequest of key with f's fields and no source.
+func (f putFields) request(key string) *kvpb.PutRequest {
+	return &kvpb.PutRequest{Key: []byte(key), Pin: f.pin, SoftPinTtlMs: f.ttlMs, Replicas: f.replicas}
+}
+
+// inline is f's PutRequest of key with value inline.
+func (f putFields) inline(key string, value []byte) *kvpb.PutRequest {
+	r := f.request(key)
+	r.Source = &kvpb.PutRequest_Value{Value: value}
+	return r
 }

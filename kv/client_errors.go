@@ -14,8 +14,15 @@ var (
 	// ErrFull: the server's pool has no room for the value.
 	ErrFull = errors.New("server pool full")
 	// ErrInvalid: the request was refused (empty or oversized key or value,
-	// a buffer outside the client's registered memory).
+	// a buffer outside the client's registered memory, options out of
+	// range).
 	ErrInvalid = errors.New("invalid request")
+	// ErrInvalidKey: the key was refused (empty, or longer than the
+	// server's limit). It matches ErrInvalid too.
+	ErrInvalidKey error = invalidKey{}
+	// ErrHasLease: a DELETE was refused because a read lease holds the
+	// value (a *LeaseError says for how long).
+	ErrHasLease = errors.New("object has a read lease")
 	// ErrUnavailable: the server could not be reached in time.
 	ErrUnavailable = errors.New("server unavailable")
 	// ErrMoved: a server of a cluster refused a write because it does not
@@ -24,6 +31,25 @@ var (
 	// by itself, for ClusterOptions.PlacementWait.
 	ErrMoved = errors.New("key not writable on this server now")
 )
+
+type invalidKey struct{}
+
+func (invalidKey) Error() string        { return "invalid key" }
+func (invalidKey) Is(target error) bool { return target == ErrInvalid }
+
+// LeaseError is a DELETE's error when a GET's read lease holds the value
+// (ServerOptions.LeaseTTL): the value stays until the lease ends, or a
+// DELETE with DeleteOptions.Force removes it anyway. It matches
+// ErrHasLease.
+type LeaseError struct {
+	msg string
+	// Left is how long the lease had left when the server refused.
+	Left time.Duration
+}
+
+func (e *LeaseError) Error() string { return "kv: " + e.msg }
+
+func (e *LeaseError) Unwrap() error { return ErrHasLease }
 
 // unavailableError is gRPC's Unavailable status: the server could not be
 // reached, msg says why.

@@ -313,5 +313,10 @@ func result(r *kvpb.Response) (*kvpb.Response, error) {
 			st = d
 		}
 	}
+	if r.Detail != nil {
+		if d, err := st.WithDetails(r.Detail); err == nil {
+			st = d
+		}
+	}
 	return nil, st.Err()
 }

@@ -185,6 +185,9 @@ func (c *Client) convert(err error) error {
 	case codes.ResourceExhausted:
 		return &serverError{msg, ErrFull}
 	case codes.InvalidArgument:
+		if d := errorDetail(st); d.GetReason() == kvpb.ErrorDetail_REASON_INVALID_KEY {
+			return &serverError{msg, ErrInvalidKey}
+		}
 		return &serverError{msg, ErrInvalid}
 	case codes.Unavailable:
 		if reason, ok := authRefused(msg); ok {
@@ -194,6 +197,9 @@ func (c *Client) convert(err error) error {
 	case codes.Aborted:
 		return &serverError{msg, ErrMoved}
 	case codes.FailedPrecondition:
+		if d := errorDetail(st); d.GetReason() == kvpb.ErrorDetail_REASON_HAS_LEASE {
+			return &LeaseError{msg: msg, Left: time.Duration(d.LeaseLeftMs) * time.Millisecond}
+		}
 		for _, d := range st.Details() {
 			if b, ok := d.(*kvpb.BufferTooSmall); ok {
 				return &BufferTooSmallError{Needed: b.Needed, Have: b.Have}
@@ -207,4 +213,14 @@ func (c *Client) convert(err error) error {
 		return fmt.Errorf("kv: %w", context.DeadlineExceeded)
 	}
 	return fmt.Errorf("kv: %s: %s", st.Code(), msg)
+}
+
+// errorDetail is st's ErrorDetail, or nil.
+func errorDetail(st *status.Status) *kvpb.ErrorDetail {
+	for _, d := range st.Details() {
+		if e, ok := d.(*kvpb.ErrorDetail); ok {
+			return e
+		}
+	}
+	return nil
 }

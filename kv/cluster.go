@@ -42,6 +42,13 @@ type ClusterOptions struct {
 	// of the key placement, unless the directory reports it left or
 	// registered again first. Default: DefaultDownFor.
 	DownFor time.Duration
+	// Replicas is the number of servers each PUT stores its value on: the
+	// key's first Replicas servers in placement order (rendezvous
+	// weight). A GET reads the first of them it can reach, so a value
+	// survives the loss of Replicas-1 of its servers; a Delete removes it
+	// from all it can reach. Every client of a directory should use the
+	// same count (docs/KV.md, "Replicas"). 1 to MaxReplicas. Default: 1.
+	Replicas int
 	// PlacementWait is how long a write keeps being retried while servers
 	// refuse it because the placement is changing (ErrMoved: a server
 	// joining, leaving or rejoining); before each retry the cluster lists
@@ -113,6 +120,12 @@ func DialCluster(ctx context.Context, opts ClusterOptions) (*Cluster, error) {
 	}
 	if opts.PlacementWait <= 0 {
 		opts.PlacementWait = DefaultPlacementWait
+	}
+	if opts.Replicas == 0 {
+		opts.Replicas = 1
+	}
+	if opts.Replicas < 1 || opts.Replicas > MaxReplicas {
+		return nil, fmt.Errorf("kv: cluster: %d replicas: must be 1 to %d: %w", opts.Replicas, MaxReplicas, ErrInvalid)
 	}
 	c := &Cluster{opts: opts, e: opts.Client.Engine, log: opts.Client.Logger, members: map[string]*member{}}
 	if c.log == nil {
@@ -380,20 +393,205 @@ func (c *Cluster) GetInto(ctx context.Context, key string, buf xfer.Buffer) (n i
 	return n, err
 }
 
-// Put stores value under key on its server (Client.Put).
+// Put stores value under key on its servers (Client.Put): on its first
+// ClusterOptions.Replicas servers.
 func (c *Cluster) Put(ctx context.Context, key string, value []byte) error {
-	return c.do(ctx, key, func(cl *Client) error { return cl.Put(ctx, key, value) })
+	return c.PutWith(ctx, key, value, PutOptions{})
 }
 
-// PutBuffer stores the first n bytes of buf under key on its server
+// PutWith is Put with options (Client.PutWith).
+func (c *Cluster) PutWith(ctx context.Context, key string, value []byte, o PutOptions) error {
+	f, err := o.fields()
+	if err != nil {
+		return err
+	}
+	return c.put(ctx, key, f, func(cl *Client, f putFields) error { return cl.putWith(ctx, key, value, f) })
+}
+
+// PutBuffer stores the first n bytes of buf under key on its servers
 // (Client.PutBuffer).
 func (c *Cluster) PutBuffer(ctx context.Context, key string, buf xfer.Buffer, n int) error {
-	return c.do(ctx, key, func(cl *Client) error { return cl.PutBuffer(ctx, key, buf, n) })
+	return c.PutBufferWith(ctx, key, buf, n, PutOptions{})
 }
 
-// Delete removes key from its server (Client.Delete).
+// PutBufferWith is PutBuffer with options (Client.PutBufferWith).
+func (c *Cluster) PutBufferWith(ctx context.Context, key string, buf xfer.Buffer, n int, o PutOptions) error {
+	f, err := o.fields()
+	if err != nil {
+		return err
+	}
+	return c.put(ctx, key, f, func(cl *Client, f putFields) error { return cl.putBufferWith(ctx, key, buf, n, f) })
+}
+
+// Delete removes key from its servers (Client.Delete).
 func (c *Cluster) Delete(ctx context.Context, key string) error {
-	return c.do(ctx, key, func(cl *Client) error { return cl.Delete(ctx, key) })
+	return c.DeleteWith(ctx, key, DeleteOptions{})
+}
+
+// DeleteWith is Delete with options (Client.DeleteWith).
+func (c *Cluster) DeleteWith(ctx context.Context, key string, o DeleteOptions) error {
+	if c.opts.Replicas == 1 {
+		return c.do(ctx, key, func(cl *Client) error { return cl.delete(ctx, key, o.Force, 0) })
+	}
+	return c.deleteReplicas(ctx, key, o.Force)
+}
+
+// put stores key's value with put on its servers.
+func (c *Cluster) put(ctx context.Context, key string, f putFields, put func(*Client, putFields) error) error {
+	if c.opts.Replicas == 1 {
+		return c.do(ctx, key, func(cl *Client) error { return put(cl, f) })
+	}
+	f.replicas = uint32(c.opts.Replicas)
+	return c.putReplicas(ctx, key, f, put)
+}
+
+// replicaSet is key's first n servers in placement order, highest
+// rendezvous weight first (ties to the first by node ID, as pick), those
+// left out for being unreachable included: the servers place replicas in
+// their views of the directory alike.
+func (c *Cluster) replicaSet(key string, n int) []*member {
+	ms := slices.Clone(*c.snap.Load())
+	slices.SortStableFunc(ms, func(a, b *member) int { return cmp.Compare(weight(key, b.seed), weight(key, a.seed)) })
+	return ms[:min(n, len(ms))]
+}
+
+// errLeftOut is the error of a server left out for being unreachable.
+var errLeftOut = fmt.Errorf("left out for being unreachable: %w", ErrUnavailable)
+
+// onReplicas runs f on the client of each server of set, at once; a
+// server left out for being unreachable gets errLeftOut, and one found
+// unreachable now is left out from now on.
+func (c *Cluster) onReplicas(ctx context.Context, set []*member, f func(*Client) error) []error {
+	errs := make([]error, len(set))
+	now := time.Now().UnixNano()
+	var wg sync.WaitGroup
+	for i, m := range set {
+		if m.downUntil.Load() > now {
+			errs[i] = errLeftOut
+			continue
+		}
+		wg.Go(func() {
+			cl, err := m.client(ctx, c.opts.Client)
+			if err == nil {
+				err = f(cl)
+			}
+			if err != nil && errors.Is(err, ErrUnavailable) && ctx.Err() == nil {
+				m.downUntil.Store(time.Now().Add(c.opts.DownFor).UnixNano())
+				c.log.Debug("kv: cluster: server unreachable, left out", "node", m.id, "for", c.opts.DownFor, "err", err)
+			}
+			errs[i] = err
+		})
+	}
+	wg.Wait()
+	return errs
+}
+
+// putReplicas stores key's value on its first Replicas servers, at once.
+// It succeeds when every server it could reach stored it and at least one
+// did: a server that cannot be reached is skipped (it holds fewer
+// replicas, as Mooncake's master places fewer when fewer segments have
+// room). While servers refuse because the placement is changing
+// (ErrMoved) it retries, as do. Any other refusal (ErrFull, ErrInvalid,
+// ...) fails the PUT, and the key is removed from every server of the set
+// (best effort): later GETs miss rather than find the value on some
+// replicas only, or an older one.
+func (c *Cluster) putReplicas(ctx context.Context, key string, f putFields, put func(*Client, putFields) error) error {
+	if c.closed.Load() {
+		return fmt.Errorf("kv: cluster: %w", xfer.ErrClosed)
+	}
+	var moved time.Time
+	for n := 0; ; n++ {
+		set := c.replicaSet(key, c.opts.Replicas)
+		if len(set) == 0 {
+			return fmt.Errorf("kv: no live KV server in %s: %w", c.opts.Directory, ErrUnavailable)
+		}
+		errs := c.onReplicas(ctx, set, func(cl *Client) error { return put(cl, f) })
+		var acked int
+		var movedErr, failed, unreachable error
+		for _, err := range errs {
+			switch {
+			case err == nil:
+				acked++
+			case errors.Is(err, ErrMoved):
+				movedErr = err
+			case errors.Is(err, ErrUnavailable):
+				unreachable = err
+			default:
+				failed = cmp.Or(failed, err)
+			}
+		}
+		switch {
+		case failed == nil && movedErr == nil && acked > 0:
+			return nil
+		case failed == nil && movedErr == nil:
+			return fmt.Errorf("kv: none of the %d servers of key %q could be reached (last: %w)", len(set), key, unreachable)
+		case failed == nil && ctx.Err() == nil:
+			if moved.IsZero() {
+				moved = time.Now()
+			}
+			if time.Since(moved) <= c.opts.PlacementWait {
+				c.resync(ctx)
+				select {
+				case <-ctx.Done():
+				case <-time.After(min(20*time.Millisecond<<min(n, 5), 500*time.Millisecond)):
+				}
+				continue
+			}
+			failed = movedErr
+		}
+		if failed == nil {
+			failed = cmp.Or(ctx.Err(), movedErr)
+		}
+		// Undo: no server is to keep a value of this PUT, or an older one.
+		undo, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		c.onReplicas(undo, set, func(cl *Client) error { return cl.delete(undo, key, true, f.replicas) })
+		cancel()
+		return fmt.Errorf("kv: put of key %q on %d replicas failed; removed from them: %w", key, len(set), failed)
+	}
+}
+
+// deleteReplicas removes key from its first Replicas servers: from the
+// first it can reach (where a GET's read lease may refuse it, and then
+// nothing is removed), then, forced, from the others at once. It is not
+// found when none held it.
+func (c *Cluster) deleteReplicas(ctx context.Context, key string, force bool) error {
+	if c.closed.Load() {
+		return fmt.Errorf("kv: cluster: %w", xfer.ErrClosed)
+	}
+	reps := uint32(c.opts.Replicas)
+	set := c.replicaSet(key, c.opts.Replicas)
+	found := false
+	var last error
+	for i := range set {
+		errs := c.onReplicas(ctx, set[i:i+1], func(cl *Client) error { return cl.delete(ctx, key, force, reps) })
+		err := errs[0]
+		if errors.Is(err, ErrUnavailable) && ctx.Err() == nil {
+			last = err
+			continue
+		}
+		if err != nil && !errors.Is(err, ErrNotFound) {
+			return err // a lease, a moved key: nothing removed
+		}
+		found = err == nil
+		rest := slices.Concat(set[:i], set[i+1:])
+		for _, err := range c.onReplicas(ctx, rest, func(cl *Client) error { return cl.delete(ctx, key, true, reps) }) {
+			switch {
+			case err == nil:
+				found = true
+			case errors.Is(err, ErrNotFound), errors.Is(err, ErrUnavailable):
+			default:
+				c.log.Debug("kv: cluster: delete of a replica", "key", key, "err", err)
+			}
+		}
+		if !found {
+			return err // ErrNotFound from the first
+		}
+		return nil
+	}
+	if last == nil {
+		return fmt.Errorf("kv: no live KV server in %s: %w", c.opts.Directory, ErrUnavailable)
+	}
+	return fmt.Errorf("kv: none of the servers of key %q could be reached (last: %w)", key, last)
 }
 
 // Servers lists the node IDs of the servers the cluster places keys on,

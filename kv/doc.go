@@ -23,8 +23,14 @@
 // GET returns some completed PUT's value. Versions grow with every PUT.
 //
 // Capacity: the server's pool has a fixed size. When a PUT does not fit,
-// the server evicts least recently used values (FullPolicy Evict, the
-// default) or refuses the PUT with a "full" error (Reject).
+// or takes the pool past its high watermark, the server evicts least
+// recently used values (FullPolicy Evict, the default), or refuses a PUT
+// that does not fit with a "full" error (Reject). As in Mooncake's store,
+// a GET leases its value (no eviction, no DELETE unless forced, until the
+// lease ends), and a PUT may pin its value softly (evicted last, for a
+// TTL) or hard (never evicted); MooncakeCode maps the errors to
+// Mooncake's codes. A Cluster may store each value on several servers
+// (ClusterOptions.Replicas). docs/KV.md, "Leases, pins and eviction".
 //
 // Reconnection: when the server restarted, the client says Hello again and
 // redials the data plane by itself. The dead fail fast and the slow fail on

@@ -133,7 +133,7 @@ func (f *fence) tick(ctx context.Context) {
 			}
 		}
 		f.gen++
-		n := f.st.retain(func(key string) bool { return f.ownsLocked([]byte(key)) })
+		n := f.st.retain(func(key string, reps int) bool { return f.holdsLocked([]byte(key), reps) })
 		f.dropped.Add(uint64(n))
 		f.log.Debug("kv: the cluster changed", "node", f.self, "servers", ids, "dropped", n)
 	}
@@ -142,14 +142,25 @@ func (f *fence) tick(ctx context.Context) {
 }
 
 // ownsLocked reports whether this server owns key in its view.
-func (f *fence) ownsLocked(key []byte) bool {
-	best, bestW := -1, uint64(0)
+func (f *fence) ownsLocked(key []byte) bool { return f.holdsLocked(key, 1) }
+
+// holdsLocked reports whether this server is one of the first reps of
+// key's servers in its view, in rendezvous order (as a Cluster places
+// replicas; ties go to the server first by node ID, as in Cluster.pick).
+func (f *fence) holdsLocked(key []byte, reps int) bool {
+	if f.selfIdx < 0 || f.selfIdx >= len(f.seeds) {
+		return false
+	}
+	self := weight(key, f.seeds[f.selfIdx])
+	ahead := 0
 	for i, seed := range f.seeds {
-		if w := weight(key, seed); best < 0 || w > bestW {
-			best, bestW = i, w
+		if w := weight(key, seed); i != f.selfIdx && (w > self || w == self && i < f.selfIdx) {
+			if ahead++; ahead >= reps {
+				return false
+			}
 		}
 	}
-	return best == f.selfIdx
+	return true
 }
 
 // servingLocked reports whether the view is fresh and the lease live.
@@ -168,26 +179,40 @@ func (f *fence) mayRead(key []byte) bool {
 	return f.servingLocked(time.Now()) && f.ownsLocked(key)
 }
 
-// admit admits a PUT or DELETE of key, and returns the view's generation
-// for commit; the error is what to answer instead.
-func (f *fence) admit(key []byte) (uint64, error) {
+// mayReadReplica is mayRead for a value stored with reps replicas: it may
+// be answered where this server is one of the key's first reps.
+func (f *fence) mayReadReplica(key []byte, reps int) bool {
+	if f == nil {
+		return true
+	}
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	return f.servingLocked(time.Now()) && f.holdsLocked(key, reps)
+}
+
+// admit admits a PUT or DELETE of key, stored with reps replicas, and
+// returns the view's generation for commit; the error is what to answer
+// instead.
+func (f *fence) admit(key []byte, reps int) (uint64, error) {
 	if f == nil {
 		return 0, nil
 	}
 	f.mu.RLock()
 	defer f.mu.RUnlock()
-	return f.gen, f.checkLocked(key)
+	return f.gen, f.checkLocked(key, reps)
 }
 
-func (f *fence) checkLocked(key []byte) error {
+func (f *fence) checkLocked(key []byte, reps int) error {
 	now := time.Now()
 	switch {
 	case !f.servingLocked(now):
 		return status.Errorf(codes.Aborted, "server %s is not serving: it lost touch with the directory, or its lease; try again", f.self)
 	case now.Before(f.readyAt):
 		return status.Errorf(codes.Aborted, "server %s (re)joined the cluster and takes writes in %v; try again", f.self, f.readyAt.Sub(now).Round(time.Millisecond))
-	case !f.ownsLocked(key):
+	case reps <= 1 && !f.ownsLocked(key):
 		return status.Errorf(codes.Aborted, "server %s does not own key %q in the cluster's current placement; look again", f.self, string(key))
+	case !f.holdsLocked(key, reps):
+		return status.Errorf(codes.Aborted, "server %s is not one of the %d servers of key %q in the cluster's current placement; look again", f.self, reps, string(key))
 	}
 	return nil
 }
@@ -196,7 +221,7 @@ func (f *fence) checkLocked(key []byte) error {
 // one admit saw (generation gen), and the server still serves. On nil, the
 // caller commits and then calls release; the view cannot change between
 // the two. (Not a closure: the inline PUT's path allocates nothing more.)
-func (f *fence) hold(key []byte, gen uint64) error {
+func (f *fence) hold(key []byte, gen uint64, reps int) error {
 	if f == nil {
 		return nil
 	}
@@ -205,7 +230,7 @@ func (f *fence) hold(key []byte, gen uint64) error {
 		f.mu.RUnlock()
 		return status.Errorf(codes.Aborted, "the cluster changed during the write of key %q; try again", string(key))
 	}
-	if err := f.checkLocked(key); err != nil {
+	if err := f.checkLocked(key, reps); err != nil {
 		f.mu.RUnlock()
 		return err
 	}

@@ -114,7 +114,7 @@ func integrity(t *testing.T, tr xfer.Policy, ops int) {
 	}
 	for k := range keys {
 		id := newID()
-		ver, err := cs[0].putValue(ctx, fmt.Sprint(k), integrityValue(id, k, 100))
+		ver, err := cs[0].putValue(ctx, fmt.Sprint(k), integrityValue(id, k, 100), putFields{})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -135,7 +135,7 @@ func integrity(t *testing.T, tr xfer.Policy, ops int) {
 				k := rng.IntN(keys)
 				if rng.IntN(2) == 0 {
 					id := newID()
-					ver, err := c.putValue(ctx, fmt.Sprint(k), integrityValue(id, k, sizes[rng.IntN(len(sizes))]))
+					ver, err := c.putValue(ctx, fmt.Sprint(k), integrityValue(id, k, sizes[rng.IntN(len(sizes))]), putFields{})
 					if err != nil {
 						errs <- fmt.Errorf("put: %w", err)
 						return

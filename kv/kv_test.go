@@ -215,8 +215,13 @@ func testPutGetDelete(t *testing.T, tr xfer.Policy, mode string) {
 			if got, err := c.Get(ctx, "key-1"); err != nil || string(got) != "new" {
 				t.Fatalf("after overwrite: %q, %v", got, err)
 			}
-			// DELETE, then GET and DELETE of the missing key.
-			if err := c.Delete(ctx, "key-1"); err != nil {
+			// DELETE (the GET's read lease holds the value: forced), then
+			// GET and DELETE of the missing key.
+			var le *LeaseError
+			if err := c.Delete(ctx, "key-1"); !errors.As(err, &le) || !errors.Is(err, ErrHasLease) || le.Left <= 0 {
+				t.Fatalf("delete of a value just read: %v, want a *LeaseError", err)
+			}
+			if err := c.DeleteWith(ctx, "key-1", DeleteOptions{Force: true}); err != nil {
 				t.Fatal(err)
 			}
 			if _, err := c.Get(ctx, "key-1"); !errors.Is(err, ErrNotFound) || !strings.Contains(err.Error(), "not found") {
@@ -481,7 +486,7 @@ func TestEvictionAndReject(t *testing.T) {
 			if _, err := c.Get(ctx, fmt.Sprint(i-1)); !errors.Is(err, ErrNotFound) {
 				t.Fatalf("the rejected put left a value: %v", err)
 			}
-			if err := c.Delete(ctx, "0"); err != nil {
+			if err := c.DeleteWith(ctx, "0", DeleteOptions{Force: true}); err != nil { // read above: leased
 				t.Fatal(err)
 			}
 			if err := c.Put(ctx, "again", pattern(size, 1)); err != nil {

@@ -46,6 +46,23 @@ const (
 	// connection that has no RPC in flight (ServerOptions.IdleTimeout). A
 	// client whose connection was closed dials again at its next call.
 	DefaultIdleTimeout = time.Minute
+	// DefaultLeaseTTL is how long a GET's read lease lasts
+	// (ServerOptions.LeaseTTL): mooncake/master's DefaultLeaseTTL.
+	DefaultLeaseTTL = 10 * time.Second
+	// DefaultSoftPinTTL is how long a soft pin lasts when its PUT names no
+	// TTL, and DefaultMaxSoftPinTTL the longest one a PUT may ask for:
+	// Mooncake's --default_kv_soft_pin_ttl and --max_kv_soft_pin_ttl.
+	DefaultSoftPinTTL    = 30 * time.Minute
+	DefaultMaxSoftPinTTL = 24 * time.Hour
+	// DefaultHighWatermark is the share of the pool past which a PUT
+	// evicts, and DefaultEvictionRatio the share of the used bytes it then
+	// frees: Mooncake's --eviction_high_watermark_ratio and
+	// --eviction_ratio.
+	DefaultHighWatermark = 0.90
+	DefaultEvictionRatio = 0.05
+	// MaxReplicas is the most servers a Cluster stores a value on
+	// (ClusterOptions.Replicas), as Mooncake's master allows.
+	MaxReplicas = 16
 	// keepaliveTime and keepaliveTimeout: Serve pings a connection that
 	// has been quiet this long, and closes it when the ping is not
 	// answered in time: a client that vanished (its host died, a
@@ -70,6 +87,34 @@ type ServerOptions struct {
 	Engine xfer.Config
 	// Full is what a PUT does when the pool is full. Default: Evict.
 	Full FullPolicy
+	// LeaseTTL is how long a GET's read lease on the value lasts: until it
+	// ends, the value is neither evicted nor deleted (a DELETE fails with
+	// a *LeaseError unless forced). Each GET renews it. Negative: no
+	// leases. Default: DefaultLeaseTTL.
+	LeaseTTL time.Duration
+	// SoftPinTTL is how long a soft pin lasts when its PUT names no TTL.
+	// Default: DefaultSoftPinTTL.
+	SoftPinTTL time.Duration
+	// MaxSoftPinTTL is the longest soft pin a PUT may ask for; a longer
+	// one is refused (ErrInvalid). Default: DefaultMaxSoftPinTTL.
+	MaxSoftPinTTL time.Duration
+	// KeepSoftPinned keeps soft-pinned values from eviction while their
+	// pin lasts (Mooncake's --allow_evict_soft_pinned_objects=false): a
+	// pool full of them refuses PUTs with ErrFull. Default: they are
+	// evicted, after every unpinned value.
+	KeepSoftPinned bool
+	// HighWatermark is the share of the pool, 0 to 1, past which a PUT
+	// evicts least recently used values (policy Evict), down under it and
+	// by at least EvictionRatio of the used bytes; 1: only when a PUT does
+	// not fit. Default: DefaultHighWatermark.
+	HighWatermark float64
+	// EvictionRatio is the least share of the used bytes, 0 to 1, that an
+	// eviction at the high watermark frees; negative: 0, only down to the
+	// watermark. Default: DefaultEvictionRatio.
+	EvictionRatio float64
+	// now is the clock of leases and pins, in nanoseconds on a monotonic
+	// scale (tests set their own). Default: the monotonic clock.
+	now func() int64
 	// MaxKey is the longest key in bytes. Default: DefaultMaxKey.
 	MaxKey int
 	// MaxValue is the largest value in bytes. Default: the pool's capacity.

@@ -3,6 +3,7 @@ package kv
 import (
 	"context"
 	"errors"
+	"time"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -13,12 +14,69 @@ import (
 
 func (s *Server) checkKey(key []byte) error {
 	if len(key) == 0 {
-		return status.Error(codes.InvalidArgument, "empty key")
+		return keyError(status.New(codes.InvalidArgument, "empty key"))
 	}
 	if len(key) > s.opts.MaxKey {
-		return status.Errorf(codes.InvalidArgument, "key of %d bytes is longer than the limit of %d", len(key), s.opts.MaxKey)
+		return keyError(status.Newf(codes.InvalidArgument, "key of %d bytes is longer than the limit of %d", len(key), s.opts.MaxKey))
 	}
 	return nil
+}
+
+// keyError is st with the detail that says the key was refused.
+func keyError(st *status.Status) error {
+	if d, err := st.WithDetails(&kvpb.ErrorDetail{Reason: kvpb.ErrorDetail_REASON_INVALID_KEY}); err == nil {
+		st = d
+	}
+	return st.Err()
+}
+
+// leaseError is a DELETE's refusal of key, held by a read lease for left.
+func leaseError(key []byte, left time.Duration) error {
+	ms := uint64((left + time.Millisecond - 1) / time.Millisecond)
+	st := status.Newf(codes.FailedPrecondition, "key %q has a read lease for %v more: a GET read it; delete with force to remove it anyway", key, time.Duration(ms)*time.Millisecond)
+	if d, err := st.WithDetails(&kvpb.ErrorDetail{Reason: kvpb.ErrorDetail_REASON_HAS_LEASE, LeaseLeftMs: ms}); err == nil {
+		st = d
+	}
+	return st.Err()
+}
+
+// replicas is a request's replica count: 1 to MaxReplicas, 0 meaning 1.
+func replicas(n uint32) (int, error) {
+	if n > MaxReplicas {
+		return 0, status.Errorf(codes.InvalidArgument, "%d replicas: at most %d", n, MaxReplicas)
+	}
+	return max(int(n), 1), nil
+}
+
+// putMeta checks a PUT's pin and replicas, and returns what commit keeps.
+func (s *Server) putMeta(req *kvpb.PutRequest) (putMeta, error) {
+	reps, err := replicas(req.Replicas)
+	if err != nil {
+		return putMeta{}, err
+	}
+	m := putMeta{reps: uint8(reps)}
+	ttl := time.Duration(req.SoftPinTtlMs) * time.Millisecond
+	switch {
+	case req.SoftPinTtlMs < 0:
+		return m, status.Errorf(codes.InvalidArgument, "soft pin TTL of %d ms: must not be negative", req.SoftPinTtlMs)
+	case req.SoftPinTtlMs != 0 && req.Pin != kvpb.Pin_PIN_SOFT:
+		return m, status.Errorf(codes.InvalidArgument, "a soft pin TTL without a soft pin (pin %v)", req.Pin)
+	case req.SoftPinTtlMs > int64(s.opts.MaxSoftPinTTL/time.Millisecond):
+		return m, status.Errorf(codes.InvalidArgument, "soft pin TTL of %v is longer than the server's maximum of %v", ttl, s.opts.MaxSoftPinTTL)
+	}
+	switch req.Pin {
+	case kvpb.Pin_PIN_NONE:
+	case kvpb.Pin_PIN_SOFT:
+		if ttl == 0 {
+			ttl = s.opts.SoftPinTTL
+		}
+		m.pin, m.pinUntil = pinSoft, s.st.now()+int64(ttl)
+	case kvpb.Pin_PIN_HARD:
+		m.pin = pinHard
+	default:
+		return m, status.Errorf(codes.InvalidArgument, "pin %d: must be none, soft or hard", req.Pin)
+	}
+	return m, nil
 }
 
 // decodeBuffer decodes the client's buffer descriptor.
@@ -74,9 +132,12 @@ func (s *Server) get(ctx context.Context, req *kvpb.GetRequest, id uint64, notif
 			return nil, false, err
 		}
 	}
-	var sl *slot
-	if s.fence.Load().mayRead(req.Key) {
-		sl = s.st.acquire(req.Key)
+	// In a cluster, a server answers the keys it owns, and those it holds
+	// a replica of as one of their first servers.
+	sl := s.st.acquire(req.Key)
+	if sl != nil && !s.fence.Load().mayReadReplica(req.Key, int(sl.reps)) {
+		s.st.release(sl)
+		sl = nil
 	}
 	if sl == nil {
 		s.misses.Add(1)
@@ -176,8 +237,15 @@ func (s *Server) putValue(ctx context.Context, req *kvpb.PutRequest) (ver uint64
 	if n > s.opts.MaxValue {
 		return 0, 0, s.tooLarge(uint64(n))
 	}
+	meta := putMeta{reps: 1}
+	if req.Pin != 0 || req.SoftPinTtlMs != 0 || req.Replicas != 0 {
+		var err error
+		if meta, err = s.putMeta(req); err != nil {
+			return 0, 0, err
+		}
+	}
 	f := s.fence.Load()
-	gen, err := f.admit(req.Key)
+	gen, err := f.admit(req.Key, int(meta.reps))
 	if err != nil {
 		return 0, 0, err
 	}
@@ -210,11 +278,11 @@ func (s *Server) putValue(ctx context.Context, req *kvpb.PutRequest) (ver uint64
 		s.planeBytes.Add(uint64(n))
 		s.planeReqs.Add(1)
 	}
-	if err := f.hold(req.Key, gen); err != nil {
+	if err := f.hold(req.Key, gen, int(meta.reps)); err != nil {
 		s.st.abort(b)
 		return 0, 0, err
 	}
-	ver = s.st.commit(req.Key, b, n)
+	ver = s.st.commit(req.Key, b, n, meta)
 	f.release()
 	return ver, uint32(evicted), nil
 }
@@ -241,18 +309,25 @@ func (s *Server) delete(req *kvpb.DeleteRequest) (*kvpb.DeleteResponse, error) {
 	if err := s.checkKey(req.Key); err != nil {
 		return nil, err
 	}
-	f := s.fence.Load()
-	gen, err := f.admit(req.Key)
+	reps, err := replicas(req.Replicas)
 	if err != nil {
 		return nil, err
 	}
-	if err := f.hold(req.Key, gen); err != nil {
+	f := s.fence.Load()
+	gen, err := f.admit(req.Key, reps)
+	if err != nil {
 		return nil, err
 	}
-	removed := s.st.remove(req.Key)
+	if err := f.hold(req.Key, gen, reps); err != nil {
+		return nil, err
+	}
+	found, left := s.st.remove(req.Key, req.Force)
 	f.release()
-	if !removed {
+	switch {
+	case !found:
 		return nil, status.Errorf(codes.NotFound, "not found: key %q", req.Key)
+	case left > 0:
+		return nil, leaseError(req.Key, left)
 	}
 	return &kvpb.DeleteResponse{}, nil
 }

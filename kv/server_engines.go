@@ -31,6 +31,9 @@ func NewServer(ctx context.Context, opts ServerOptions) (*Server, error) {
 	if opts.MaxKey < 0 || opts.MaxValue < 0 {
 		return nil, errors.New("kv: MaxKey and MaxValue must not be negative")
 	}
+	if err := semanticDefaults(&opts); err != nil {
+		return nil, err
+	}
 	inlineAuto := opts.InlineMax == 0
 	if inlineAuto {
 		opts.InlineMax = DefaultInlineMax
@@ -60,7 +63,8 @@ func NewServer(ctx context.Context, opts ServerOptions) (*Server, error) {
 	if opts.MaxValue == 0 || opts.MaxValue > capacity {
 		opts.MaxValue = capacity
 	}
-	s := &Server{inlineAuto: inlineAuto, opts: opts, e: e, es: es, st: newStore(e.Pool(), opts.Full), log: opts.Logger, peerWait: defaultPeerWait}
+	s := &Server{inlineAuto: inlineAuto, opts: opts, e: e, es: es, st: newStore(e.Pool(), opts.Full, storeOptions{
+		leaseTTL: opts.LeaseTTL, keepSoft: opts.KeepSoftPinned, hiWater: opts.HighWatermark, ratio: opts.EvictionRatio, now: opts.now}), log: opts.Logger, peerWait: defaultPeerWait}
 	s.auth = newCallAuth(e)
 	s.peers.m = make(map[xfer.ID]*xfer.Peer)
 	s.peers.changed = make(chan struct{})
@@ -172,4 +176,39 @@ func openEngines(ctx context.Context, opts ServerOptions) ([]*xfer.Engine, error
 		}
 	}
 	return es, nil
+}
+
+// semanticDefaults applies the defaults of the options of leases, pins and
+// eviction, and refuses values out of range.
+func semanticDefaults(o *ServerOptions) error {
+	if o.LeaseTTL == 0 {
+		o.LeaseTTL = DefaultLeaseTTL
+	}
+	if o.SoftPinTTL == 0 {
+		o.SoftPinTTL = DefaultSoftPinTTL
+	}
+	if o.MaxSoftPinTTL == 0 {
+		o.MaxSoftPinTTL = DefaultMaxSoftPinTTL
+	}
+	switch {
+	case o.SoftPinTTL < 0 || o.MaxSoftPinTTL < 0:
+		return fmt.Errorf("kv: soft pin TTL %v and its maximum %v must not be negative", o.SoftPinTTL, o.MaxSoftPinTTL)
+	case o.SoftPinTTL > o.MaxSoftPinTTL:
+		return fmt.Errorf("kv: soft pin TTL %v is longer than its maximum %v", o.SoftPinTTL, o.MaxSoftPinTTL)
+	}
+	if o.HighWatermark == 0 {
+		o.HighWatermark = DefaultHighWatermark
+	}
+	if !(o.HighWatermark > 0 && o.HighWatermark <= 1) { // NaN too
+		return fmt.Errorf("kv: high watermark %v: must be above 0 and at most 1", o.HighWatermark)
+	}
+	switch {
+	case o.EvictionRatio == 0:
+		o.EvictionRatio = DefaultEvictionRatio
+	case o.EvictionRatio < 0:
+		o.EvictionRatio = 0
+	case !(o.EvictionRatio <= 1):
+		return fmt.Errorf("kv: eviction ratio %v: must be at most 1", o.EvictionRatio)
+	}
+	return nil
 }

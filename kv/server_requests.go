@@ -260,8 +260,11 @@ func setError(resp *kvpb.Response, err error) {
 	st := status.Convert(err)
 	resp.Code, resp.Message = uint32(st.Code()), st.Message()
 	for _, d := range st.Details() {
-		if b, ok := d.(*kvpb.BufferTooSmall); ok {
-			resp.TooSmall = b
+		switch d := d.(type) {
+		case *kvpb.BufferTooSmall:
+			resp.TooSmall = d
+		case *kvpb.ErrorDetail:
+			resp.Detail = d
 		}
 	}
 }

@@ -5,8 +5,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/xferio/xfer/mem"
 )
@@ -32,6 +34,15 @@ func ParseFullPolicy(s string) (FullPolicy, error) {
 	return "", fmt.Errorf("full policy %q: must be evict or reject", s)
 }
 
+// pin is a value's protection from eviction (kvpb.Pin).
+type pin uint8
+
+const (
+	pinNone pin = iota
+	pinSoft     // evicted after every unpinned value, until pinUntil
+	pinHard     // never evicted
+)
+
 // slot is one stored value: a block of the server's pool that is written
 // once, by the PUT that allocated it, and never again. Overwriting a key
 // commits a new slot; the old one is freed when its last reader is done, so
@@ -42,33 +53,96 @@ type slot struct {
 	ver  uint64
 	key  string
 	refs int           // the map's reference plus one per reader; guarded by store.mu
-	elem *list.Element // in store.lru while the slot is in the map
+	elem *list.Element // in store.lru or store.soft while the slot is in the map; nil when hard-pinned
+	// lease is the clock reading (store.now) until which a read lease
+	// holds the value: no DELETE without force, no eviction. 0: none.
+	lease    int64
+	pinUntil int64 // the end of a soft pin
+	pin      pin
+	reps     uint8 // its key's replica count in a cluster (PutRequest.replicas), at least 1
 }
 
 func (s *slot) value() []byte { return s.buf.Bytes()[:s.n] }
 
-// store maps keys to slots, with an LRU list for eviction. Its critical
+// putMeta is what a PUT says of the value it stores besides its bytes.
+type putMeta struct {
+	pin      pin
+	pinUntil int64 // a soft pin's end, on the store's clock
+	reps     uint8
+}
+
+// store maps keys to slots, with LRU lists for eviction. Its critical
 // sections are a map access and a list move: the data itself is copied by
 // the transports outside the lock.
+//
+// Eviction takes the least recently used value whose read lease ended:
+// first from lru (the unpinned values), then, unless keepSoft, from soft
+// (the soft-pinned ones). Hard-pinned values are in neither list. A soft
+// pin that ended moves its value to the back of lru, the first to go.
 type store struct {
 	pool   *mem.Pool
 	policy FullPolicy
+	// now is the clock, in nanoseconds on a monotonic scale (tests set
+	// their own).
+	now      func() int64
+	leaseTTL int64 // nanoseconds; 0: no read leases
+	keepSoft bool  // soft-pinned values are not evicted while their pin lasts
+	hiWater  uint64
+	ratio    float64
 
-	mu    sync.Mutex
-	m     map[string]*slot
-	lru   list.List // front = most recently used
-	bytes uint64    // sum of stored value lengths
-	ver   uint64
+	mu       sync.Mutex
+	m        map[string]*slot
+	lru      list.List // unpinned values; front = most recently used
+	soft     list.List // soft-pinned values, alike
+	softNext int64     // no soft pin in soft ends before it
+	bytes    uint64    // sum of stored value lengths
+	ver      uint64
 
 	evictions, rejected, aborted atomic.Uint64
 }
 
-func newStore(pool *mem.Pool, policy FullPolicy) *store {
-	return &store{pool: pool, policy: policy, m: make(map[string]*slot)}
+// storeOptions are the server's options the store applies.
+type storeOptions struct {
+	leaseTTL time.Duration
+	keepSoft bool
+	// hiWater is the share of the pool past which a PUT evicts, down by
+	// ratio of the used bytes; 0: only when a PUT does not fit.
+	hiWater, ratio float64
+	now            func() int64 // nil: the monotonic clock
 }
 
-// acquire returns key's slot with a reader reference, or nil.
+func newStore(pool *mem.Pool, policy FullPolicy, o storeOptions) *store {
+	base := time.Now()
+	st := &store{pool: pool, policy: policy, m: make(map[string]*slot),
+		now:      func() int64 { return int64(time.Since(base)) + 1 }, // never 0: 0 is "no lease"
+		leaseTTL: int64(max(o.leaseTTL, 0)), keepSoft: o.keepSoft, ratio: o.ratio}
+	if o.now != nil {
+		st.now = o.now
+	}
+	if o.hiWater > 0 && o.hiWater < 1 {
+		st.hiWater = uint64(o.hiWater * float64(pool.Stats().Capacity))
+	}
+	return st
+}
+
+// listOf is the LRU list s is in, nil for a hard-pinned value.
+func (st *store) listOf(s *slot) *list.List {
+	switch s.pin {
+	case pinSoft:
+		return &st.soft
+	case pinHard:
+		return nil
+	}
+	return &st.lru
+}
+
+// acquire returns key's slot with a reader reference, or nil. It grants
+// the value a read lease.
 func (st *store) acquire(key []byte) *slot {
+	var lease int64
+	if st.leaseTTL > 0 {
+		lease = st.now() + st.leaseTTL
+	}
 	st.mu.Lock()
 	defer st.mu.Unlock()
 	s := st.m[string(key)] // no allocation for the lookup
@@ -76,7 +150,10 @@ func (st *store) acquire(key []byte) *slot {
 		return nil
 	}
 	s.refs++
-	st.lru.MoveToFront(s.elem)
+	s.lease = lease
+	if s.elem != nil {
+		st.listOf(s).MoveToFront(s.elem)
+	}
 	return s
 }
 
@@ -95,14 +172,20 @@ func (st *store) release(s *slot) {
 var errFull = errors.New("pool full")
 
 // reserve allocates a block of n bytes for a PUT in progress, evicting least
-// recently used values under the evict policy. It returns the block and the
-// number of values evicted.
+// recently used values under the evict policy: when the block does not fit,
+// and when the pool's use passes the high watermark. It returns the block
+// and the number of values evicted.
 func (st *store) reserve(ctx context.Context, n int) (mem.Buffer, int, error) {
 	size := max(n, 1) // a zero-length value still gets its own slot
 	evicted := 0
 	for {
 		b, err := st.pool.Alloc(size)
 		if err == nil {
+			if st.hiWater > 0 && st.policy == Evict {
+				if used := st.pool.InUse(); used > st.hiWater {
+					evicted += st.evictDown(used)
+				}
+			}
 			return b, evicted, nil
 		}
 		if !errors.Is(err, mem.ErrPoolExhausted) {
@@ -117,73 +200,161 @@ func (st *store) reserve(ctx context.Context, n int) (mem.Buffer, int, error) {
 			return mem.Buffer{}, 0, fmt.Errorf("%w: no room for %d bytes (%d of %d in use, largest free block %d); the server's full policy is reject",
 				errFull, n, ps.InUse, ps.Capacity, ps.LargestFree)
 		}
-		if !st.evictOldest() {
+		if _, ok := st.evictOne(); !ok {
 			st.rejected.Add(1)
 			ps := st.pool.Stats()
-			return mem.Buffer{}, evicted, fmt.Errorf("%w: no room for %d bytes with every value evicted (%d of %d bytes held by reads and puts in progress)",
+			return mem.Buffer{}, evicted, fmt.Errorf("%w: no room for %d bytes with every value evicted that may be (%d of %d bytes held by leased or pinned values, reads and puts in progress)",
 				errFull, n, ps.InUse, ps.Capacity)
 		}
 		evicted++
 	}
 }
 
-// evictOldest removes the least recently used value; false when none is left.
-func (st *store) evictOldest() bool {
-	st.mu.Lock()
-	e := st.lru.Back()
-	if e == nil {
-		st.mu.Unlock()
-		return false
+// evictDown evicts values of a pool with used bytes in use, past the high
+// watermark, until it is back under it and at least ratio of used is
+// freed, or nothing more may go. It returns how many it evicted.
+func (st *store) evictDown(used uint64) int {
+	target := max(used-st.hiWater, uint64(st.ratio*float64(used)))
+	var freed uint64
+	n := 0
+	for freed < target {
+		f, ok := st.evictOne()
+		if !ok {
+			break
+		}
+		freed += f
+		n++
 	}
-	s := e.Value.(*slot)
+	return n
+}
+
+// evictOne evicts the least recently used value that may go: from lru,
+// else (unless keepSoft) from soft, skipping those with a read lease. It
+// returns the size of the value's block; false when none may go.
+func (st *store) evictOne() (uint64, bool) {
+	now := st.now()
+	st.mu.Lock()
+	st.unpinEndedLocked(now)
+	s := oldestUnleased(&st.lru, now)
+	if s == nil && !st.keepSoft {
+		s = oldestUnleased(&st.soft, now)
+	}
+	if s == nil {
+		st.mu.Unlock()
+		return 0, false
+	}
 	st.unlink(s)
 	s.refs--
 	last := s.refs == 0
 	st.mu.Unlock()
 	st.evictions.Add(1)
+	size := uint64(s.buf.Len())
 	if last {
 		st.pool.Free(s.buf)
 	}
-	return true
+	return size, true
 }
 
-// unlink removes s from the map and the LRU list; st.mu is held.
+// oldestUnleased is the least recently used value of l whose read lease
+// ended by now, or nil.
+func oldestUnleased(l *list.List, now int64) *slot {
+	for e := l.Back(); e != nil; e = e.Prev() {
+		if s := e.Value.(*slot); s.lease <= now {
+			return s
+		}
+	}
+	return nil
+}
+
+// unpinEndedLocked moves the values whose soft pin ended by now to the back
+// of lru, the first to be evicted; st.mu is held.
+func (st *store) unpinEndedLocked(now int64) {
+	if st.soft.Len() == 0 || now < st.softNext {
+		return
+	}
+	next := int64(math.MaxInt64)
+	for e := st.soft.Front(); e != nil; {
+		s := e.Value.(*slot)
+		e = e.Next()
+		if s.pinUntil > now {
+			next = min(next, s.pinUntil)
+			continue
+		}
+		st.soft.Remove(s.elem)
+		s.pin = pinNone
+		s.elem = st.lru.PushBack(s)
+	}
+	st.softNext = next
+}
+
+// unlink removes s from the map and its LRU list; st.mu is held.
 func (st *store) unlink(s *slot) {
 	delete(st.m, s.key)
-	st.lru.Remove(s.elem)
-	s.elem = nil
+	if s.elem != nil {
+		st.listOf(s).Remove(s.elem)
+		s.elem = nil
+	}
 	st.bytes -= uint64(s.n)
 }
 
-// commit makes the first n bytes of b, filled by a PUT, the value of key and
-// returns its version. The value it replaces is freed once no reader holds it.
+// place puts s, in the map, at the front of the LRU list its pin puts it
+// in (none when hard-pinned); st.mu is held.
+func (st *store) place(s *slot) {
+	switch s.pin {
+	case pinHard:
+		s.elem = nil
+	case pinSoft:
+		if st.soft.Len() == 0 || s.pinUntil < st.softNext {
+			st.softNext = s.pinUntil
+		}
+		s.elem = st.soft.PushFront(s)
+	default:
+		s.elem = st.lru.PushFront(s)
+	}
+}
+
+// commit makes the first n bytes of b, filled by a PUT, the value of key
+// with the pin and replica count of meta, and returns its version. The
+// value it replaces is freed once no reader holds it; its read lease, if
+// any, passes to the new value.
 //
 // A value that no reader holds is replaced in its slot, which keeps its key
-// and its place in the LRU list (moved to the front): an overwrite
-// allocates nothing, so a server under PUTs makes no garbage.
-func (st *store) commit(key []byte, b mem.Buffer, n int) uint64 {
+// and moves to the front of its LRU list: an overwrite allocates nothing,
+// so a server under PUTs makes no garbage.
+func (st *store) commit(key []byte, b mem.Buffer, n int, meta putMeta) uint64 {
 	st.mu.Lock()
 	st.ver++
 	ver := st.ver
 	if old := st.m[string(key)]; old != nil && old.refs == 1 {
 		oldBuf := old.buf
 		st.bytes += uint64(n) - uint64(old.n)
-		old.buf, old.n, old.ver = b, n, ver
-		st.lru.MoveToFront(old.elem)
+		old.buf, old.n, old.ver, old.reps = b, n, ver, meta.reps
+		if old.pin == meta.pin && meta.pin != pinSoft {
+			if old.elem != nil {
+				st.listOf(old).MoveToFront(old.elem)
+			}
+		} else {
+			if old.elem != nil {
+				st.listOf(old).Remove(old.elem)
+			}
+			old.pin, old.pinUntil = meta.pin, meta.pinUntil
+			st.place(old)
+		}
 		st.mu.Unlock()
 		st.pool.Free(oldBuf)
 		return ver
 	}
-	s := &slot{buf: b, n: n, ver: ver, key: string(key), refs: 1}
+	s := &slot{buf: b, n: n, ver: ver, key: string(key), refs: 1, pin: meta.pin, pinUntil: meta.pinUntil, reps: meta.reps}
 	old := st.m[s.key]
 	var freeOld bool
 	if old != nil {
+		s.lease = old.lease
 		st.unlink(old)
 		old.refs--
 		freeOld = old.refs == 0
 	}
 	st.m[s.key] = s
-	s.elem = st.lru.PushFront(s)
+	st.place(s)
 	st.bytes += uint64(n)
 	st.mu.Unlock()
 	if freeOld {
@@ -198,13 +369,21 @@ func (st *store) abort(b mem.Buffer) {
 	st.pool.Free(b)
 }
 
-// remove deletes key; false when it was not there.
-func (st *store) remove(key []byte) bool {
+// remove deletes key, unless a read lease holds it and not force. found is
+// false when key was not there; left is how long its lease has left when
+// that kept it.
+func (st *store) remove(key []byte, force bool) (found bool, left time.Duration) {
 	st.mu.Lock()
 	s := st.m[string(key)]
 	if s == nil {
 		st.mu.Unlock()
-		return false
+		return false, 0
+	}
+	if !force && s.lease != 0 {
+		if now := st.now(); s.lease > now {
+			st.mu.Unlock()
+			return true, time.Duration(s.lease - now)
+		}
 	}
 	st.unlink(s)
 	s.refs--
@@ -213,7 +392,7 @@ func (st *store) remove(key []byte) bool {
 	if last {
 		st.pool.Free(s.buf)
 	}
-	return true
+	return true, 0
 }
 
 // counts returns the number of keys and the bytes of their values.
@@ -223,13 +402,14 @@ func (st *store) counts() (keys int, bytes uint64) {
 	return len(st.m), st.bytes
 }
 
-// retain drops the values whose key keep rejects, and returns how many.
-func (st *store) retain(keep func(key string) bool) int {
+// retain drops the values that keep rejects (by key and replica count),
+// leased or pinned, and returns how many.
+func (st *store) retain(keep func(key string, reps int) bool) int {
 	st.mu.Lock()
 	var free []mem.Buffer
 	n := 0
 	for k, s := range st.m {
-		if keep(k) {
+		if keep(k, int(max(s.reps, 1))) {
 			continue
 		}
 		n++
@@ -252,7 +432,10 @@ func (st *store) clear() {
 	st.mu.Lock()
 	var free []mem.Buffer
 	for _, s := range st.m {
-		st.lru.Remove(s.elem)
+		if s.elem != nil {
+			st.listOf(s).Remove(s.elem)
+			s.elem = nil
+		}
 		s.refs--
 		if s.refs == 0 {
 			free = append(free, s.buf)

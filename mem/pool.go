@@ -509,6 +509,14 @@ func (p *Pool) removeFree(e extent) {
 	p.free -= e.size
 }
 
+// InUse is Stats().InUse, the total size of the allocated blocks, without
+// the rest of the snapshot: cheap enough to call on every allocation.
+func (p *Pool) InUse() uint64 {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return uint64(p.end - p.start - p.free)
+}
+
 // Stats returns a snapshot of the Pool's state.
 func (p *Pool) Stats() PoolStats {
 	p.mu.Lock()

@@ -109,6 +109,9 @@ func newKVServeCmd(g *globals) *cobra.Command {
 			}
 			opts := kv.ServerOptions{Engine: cfg, Full: policy, MaxValue: int(maxValue), InlineMax: int(inlineMax), Devices: devices, Logger: g.log,
 				Metrics: ops.Registerer(), IdleTimeout: idle}
+			if err := kvSemanticFlags(fs, &opts); err != nil {
+				return err
+			}
 			if opts.TLS, err = kvTLS(fs, true); err != nil {
 				return err
 			}
@@ -126,12 +129,52 @@ func newKVServeCmd(g *globals) *cobra.Command {
 	fs.String("max-value", "", "largest value, e.g. 64MiB (default: the pool)")
 	fs.String("inline-max", "", fmt.Sprintf("largest value sent inside requests and responses, 0 for never (default %s on tcp, %s on shm and rdma)", bytesize.Format(kv.DefaultInlineMax), bytesize.Format(kv.DefaultInlineMaxSHM)))
 	fs.Duration("idle-timeout", kv.DefaultIdleTimeout, "close a client's gRPC connection after this `duration` without a request (the client dials again at its next one); quiet connections are also pinged every 30 s and closed when the ping goes unanswered for 10 s")
+	fs.Duration("lease-ttl", kv.DefaultLeaseTTL, "read lease of a GET: for this `duration` the value is not evicted and a delete without --force fails; 0: no leases")
+	fs.Duration("soft-pin-ttl", kv.DefaultSoftPinTTL, "how long a soft pin lasts when its put names no TTL (`duration`)")
+	fs.Duration("max-soft-pin-ttl", kv.DefaultMaxSoftPinTTL, "longest soft pin a put may ask for (`duration`); a longer one is refused")
+	fs.Bool("evict-soft-pinned", true, "evict soft-pinned values, after every unpinned one, when nothing else may go; false: never while their pin lasts")
+	fs.Float64("high-watermark", kv.DefaultHighWatermark, "share of the pool (`ratio`, above 0, at most 1) past which a put evicts least recently used values; 1: only when a put does not fit")
+	fs.Float64("eviction-ratio", kv.DefaultEvictionRatio, "least share of the used bytes (`ratio`, 0 to 1) an eviction at the high watermark frees")
 	fs.String("secret", "", "shared `secret` of the gRPC and data planes (prefer --secret-file: flags show in ps)")
 	fs.String("secret-file", "", "`file` that holds the shared secret (make one with: xfer secret > FILE)")
 	kvTLSFlags(fs, true)
 	directoryFlags(fs)
 	addOpsFlags(fs)
 	return cmd
+}
+
+// kvSemanticFlags sets the lease, pin and eviction options of opts from
+// kv serve's flags, refusing values out of range.
+func kvSemanticFlags(fs *pflag.FlagSet, opts *kv.ServerOptions) error {
+	lease, _ := fs.GetDuration("lease-ttl")
+	soft, _ := fs.GetDuration("soft-pin-ttl")
+	maxSoft, _ := fs.GetDuration("max-soft-pin-ttl")
+	evictSoft, _ := fs.GetBool("evict-soft-pinned")
+	hi, _ := fs.GetFloat64("high-watermark")
+	ratio, _ := fs.GetFloat64("eviction-ratio")
+	switch {
+	case lease < 0:
+		return fmt.Errorf("--lease-ttl %v: must not be negative (0: no leases)", lease)
+	case soft <= 0:
+		return fmt.Errorf("--soft-pin-ttl %v: must be positive", soft)
+	case maxSoft <= 0:
+		return fmt.Errorf("--max-soft-pin-ttl %v: must be positive", maxSoft)
+	case soft > maxSoft:
+		return fmt.Errorf("--soft-pin-ttl %v is longer than --max-soft-pin-ttl %v", soft, maxSoft)
+	case !(hi > 0 && hi <= 1):
+		return fmt.Errorf("--high-watermark %v: must be above 0 and at most 1", hi)
+	case !(ratio >= 0 && ratio <= 1):
+		return fmt.Errorf("--eviction-ratio %v: must be 0 to 1", ratio)
+	}
+	if lease == 0 {
+		lease = -1 // ServerOptions: negative is none, 0 the default
+	}
+	if ratio == 0 {
+		ratio = -1
+	}
+	opts.LeaseTTL, opts.SoftPinTTL, opts.MaxSoftPinTTL = lease, soft, maxSoft
+	opts.KeepSoftPinned, opts.HighWatermark, opts.EvictionRatio = !evictSoft, hi, ratio
+	return nil
 }
 
 func kvServe(ctx context.Context, g *globals, addr string, opts kv.ServerOptions, ops *opsServer) error {
@@ -194,13 +237,30 @@ func newKVPutCmd(g *globals) *cobra.Command {
 			}
 			bufferMB, _ := cmd.Flags().GetInt("buffer-mb")
 			bufferMB = max(bufferMB, len(value)>>20+1)
+			var o kv.PutOptions
+			fs := cmd.Flags()
+			o.HardPin, _ = fs.GetBool("hard-pin")
+			o.SoftPin, _ = fs.GetBool("soft-pin")
+			if fs.Changed("soft-pin-ttl") {
+				o.SoftPin = true
+				o.SoftPinTTL, _ = fs.GetDuration("soft-pin-ttl")
+				if o.SoftPinTTL <= 0 {
+					return fmt.Errorf("--soft-pin-ttl %v: must be positive", o.SoftPinTTL)
+				}
+			}
+			if o.SoftPin && o.HardPin {
+				return errors.New("give --soft-pin or --hard-pin, not both")
+			}
 			return withKVClient(cmd, g, bufferMB, func(ctx context.Context, c kvStore) error {
-				return c.Put(ctx, args[0], value)
+				return c.PutWith(ctx, args[0], value, o)
 			})
 		},
 	}
 	kvClientFlags(cmd.Flags())
 	cmd.Flags().String("file", "", "read the value from `file` (- for standard input)")
+	cmd.Flags().Bool("soft-pin", false, "pin the value softly: evicted only after every unpinned value, until the pin ends (the server's --soft-pin-ttl)")
+	cmd.Flags().Duration("soft-pin-ttl", 0, "soft pin for this `duration` instead (implies --soft-pin); at most the server's --max-soft-pin-ttl")
+	cmd.Flags().Bool("hard-pin", false, "pin the value hard: never evicted (a pool full of them refuses puts)")
 	return cmd
 }
 
@@ -241,15 +301,17 @@ func newKVGetCmd(g *globals) *cobra.Command {
 func newKVDeleteCmd(g *globals) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "delete KEY",
-		Short: "Remove KEY; a missing key exits 1 with \"not found\"",
+		Short: "Remove KEY; a missing key exits 1 with \"not found\", one read within the lease TTL without --force fails",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			force, _ := cmd.Flags().GetBool("force")
 			return withKVClient(cmd, g, 0, func(ctx context.Context, c kvStore) error {
-				return c.Delete(ctx, args[0])
+				return c.DeleteWith(ctx, args[0], kv.DeleteOptions{Force: force})
 			})
 		},
 	}
 	kvClientFlags(cmd.Flags())
+	cmd.Flags().Bool("force", false, "remove the value even while a GET's read lease holds it")
 	return cmd
 }
 

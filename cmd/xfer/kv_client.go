@@ -39,6 +39,7 @@ func kvClientFlags(fs *pflag.FlagSet) {
 	fs.String("requests", kv.RequestsData, "path of GET/PUT/DELETE requests: data (messages on the data-plane connection) or grpc (gRPC calls)")
 	fs.String("directory", "", "directory `URL` (http://HOST:PORT or etcd://HOST:2379/PREFIX): without --peer-node, spread keys over every KV server registered there")
 	fs.String("peer-node", "", "talk to the KV server of node `ID` in --directory")
+	fs.Int("replicas", 1, fmt.Sprintf("with --directory alone: store each put's value on the key's first `N` servers (1 to %d); a get reads the first it reaches, a delete removes it from all", kv.MaxReplicas))
 	directoryTLSFlags(fs)
 }
 
@@ -48,8 +49,10 @@ type kvStore interface {
 	Get(ctx context.Context, key string) ([]byte, error)
 	GetInto(ctx context.Context, key string, buf xfer.Buffer) (int, error)
 	Put(ctx context.Context, key string, value []byte) error
+	PutWith(ctx context.Context, key string, value []byte, o kv.PutOptions) error
 	PutBuffer(ctx context.Context, key string, buf xfer.Buffer, n int) error
 	Delete(ctx context.Context, key string) error
+	DeleteWith(ctx context.Context, key string, o kv.DeleteOptions) error
 	Engine() *xfer.Engine
 	Transport() string
 	Close() error
@@ -152,6 +155,10 @@ func kvDial(cmd *cobra.Command, g *globals, bufferMB int) (kvStore, context.Cont
 		cancel()
 		return nil, nil, nil, err
 	}
+	if fs.Changed("replicas") && !cluster {
+		cancel()
+		return nil, nil, nil, errors.New("--replicas needs --directory without --peer-node: a cluster of servers")
+	}
 	callTimeout, _ := fs.GetDuration("call-timeout")
 	opts := kv.ClientOptions{EngineConfig: cfg, Requests: requests, Logger: g.log, FailFast: wait <= 0, CallTimeout: callTimeout}
 	if opts.TLS, err = kvTLS(fs, false); err != nil {
@@ -159,7 +166,8 @@ func kvDial(cmd *cobra.Command, g *globals, bufferMB int) (kvStore, context.Cont
 		return nil, nil, nil, err
 	}
 	if cluster {
-		c, err := kv.DialCluster(ctx, kv.ClusterOptions{Directory: dirURL, DirectoryToken: token, DirectoryTLS: dirTLS, Client: opts})
+		replicas, _ := fs.GetInt("replicas")
+		c, err := kv.DialCluster(ctx, kv.ClusterOptions{Directory: dirURL, DirectoryToken: token, DirectoryTLS: dirTLS, Client: opts, Replicas: replicas})
 		if err != nil {
 			cancel()
 			return nil, nil, nil, err

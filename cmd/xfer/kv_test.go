@@ -75,8 +75,12 @@ func TestEndToEndKV(t *testing.T) {
 	if got, _ := os.ReadFile(out); string(got) != big {
 		t.Fatalf("get --out wrote %d bytes, want %d", len(got), len(big))
 	}
-	if _, e, code := run("delete", "--server-addr", addr, "mykey"); code != 0 {
-		t.Fatalf("delete: exit %d: %s", code, e)
+	// The get leased the value: a delete needs --force.
+	if _, e, code := run("delete", "--server-addr", addr, "mykey"); code == 0 || !strings.Contains(e, "read lease") {
+		t.Fatalf("delete of a value just read: exit %d: %s", code, e)
+	}
+	if _, e, code := run("delete", "--server-addr", addr, "--force", "mykey"); code != 0 {
+		t.Fatalf("delete --force: exit %d: %s", code, e)
 	}
 	for _, args := range [][]string{{"get", "mykey"}, {"delete", "mykey"}} {
 		if _, e, code := run(append(args, "--server-addr", addr)...); code == 0 || !strings.Contains(e, "not found") {
@@ -196,5 +200,52 @@ func TestKVClientErrors(t *testing.T) {
 	o, e, code := xferRun(t, env, "kv", "get", "--server-addr", addr, "--buffer-mb", "1", "big", "--out", "-")
 	if code != 0 || o != big {
 		t.Fatalf("get 3 MiB with --buffer-mb 1 to stdout: exit %d, %d bytes: %s", code, len(o), e)
+	}
+}
+
+// TestKVSemanticFlags: kv serve refuses lease, pin and eviction flags out
+// of range; kv put pins, kv delete forces, and --replicas needs a cluster.
+func TestKVSemanticFlags(t *testing.T) {
+	env := cleanEnv()
+	for _, args := range [][]string{
+		{"--high-watermark", "1.5"},
+		{"--eviction-ratio", "-0.5"},
+		{"--soft-pin-ttl", "2h", "--max-soft-pin-ttl", "1h"},
+		{"--lease-ttl", "-1s"},
+	} {
+		_, e, code := xferRun(t, env, append([]string{"kv", "serve", "--listen", "127.0.0.1:0", "--memory-mb", "8"}, args...)...)
+		if code == 0 || !strings.Contains(e, args[0]) {
+			t.Errorf("kv serve %v: exit %d: %s", args, code, e)
+		}
+	}
+	addr := startKVServe(t, "--lease-ttl", "0", "--max-soft-pin-ttl", "1h")
+	run := func(args ...string) (string, int) {
+		t.Helper()
+		_, e, code := xferRun(t, env, append([]string{"kv"}, append(args, "--server-addr", addr)...)...)
+		return e, code
+	}
+	for _, args := range [][]string{
+		{"put", "--soft-pin-ttl", "30m", "k1", "v"},
+		{"put", "--soft-pin", "k2", "v"},
+		{"put", "--hard-pin", "k3", "v"},
+		{"get", "k1"},
+		{"delete", "k1"}, // no leases
+	} {
+		if e, code := run(args...); code != 0 {
+			t.Errorf("kv %v: exit %d: %s", args, code, e)
+		}
+	}
+	for _, c := range []struct {
+		args []string
+		msg  string
+	}{
+		{[]string{"put", "--soft-pin-ttl", "2h", "k4", "v"}, "longer than the server's maximum"},
+		{[]string{"put", "--soft-pin-ttl", "-1m", "k4", "v"}, "must be positive"},
+		{[]string{"put", "--soft-pin", "--hard-pin", "k4", "v"}, "not both"},
+		{[]string{"put", "--replicas", "2", "k4", "v"}, "--replicas needs --directory"},
+	} {
+		if e, code := run(c.args...); code == 0 || !strings.Contains(e, c.msg) {
+			t.Errorf("kv %v: exit %d: %s, want %q", c.args, code, e, c.msg)
+		}
 	}
 }

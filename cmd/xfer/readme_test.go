@@ -137,7 +137,7 @@ func TestREADMEKV(t *testing.T) {
 		{[]string{"put", "--server-addr", addr, "KEY", "VALUE"}, ""},
 		{[]string{"get", "--server-addr", addr, "KEY"}, "VALUE"},
 		{[]string{"stats", "--server-addr", addr, "--json"}, `"keys":1`},
-		{[]string{"delete", "--server-addr", addr, "KEY"}, ""},
+		{[]string{"delete", "--server-addr", addr, "KEY", "--force"}, ""},
 		{[]string{"bench", "--server-addr", addr, "--op", "get", "--ops", "200", "--value-size", "4KiB", "--concurrency", "2", "--json"}, `"size_bytes":4096`},
 	} {
 		o, e, code := xferRun(t, env, append([]string{"kv"}, c.args...)...)

@@ -21,6 +21,108 @@ const (
 	_ = protoimpl.EnforceVersion(protoimpl.MaxVersion - 20)
 )
 
+// Pin is a PUT's protection from eviction.
+type Pin int32
+
+const (
+	Pin_PIN_NONE Pin = 0
+	Pin_PIN_SOFT Pin = 1
+	Pin_PIN_HARD Pin = 2
+)
+
+// Enum value maps for Pin.
+var (
+	Pin_name = map[int32]string{
+		0: "PIN_NONE",
+		1: "PIN_SOFT",
+		2: "PIN_HARD",
+	}
+	Pin_value = map[string]int32{
+		"PIN_NONE": 0,
+		"PIN_SOFT": 1,
+		"PIN_HARD": 2,
+	}
+)
+
+func (x Pin) Enum() *Pin {
+	p := new(Pin)
+	*p = x
+	return p
+}
+
+func (x Pin) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (Pin) Descriptor() protoreflect.EnumDescriptor {
+	return file_kv_kvpb_kv_proto_enumTypes[0].Descriptor()
+}
+
+func (Pin) Type() protoreflect.EnumType {
+	return &file_kv_kvpb_kv_proto_enumTypes[0]
+}
+
+func (x Pin) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use Pin.Descriptor instead.
+func (Pin) EnumDescriptor() ([]byte, []int) {
+	return file_kv_kvpb_kv_proto_rawDescGZIP(), []int{0}
+}
+
+type ErrorDetail_Reason int32
+
+const (
+	ErrorDetail_REASON_UNSPECIFIED ErrorDetail_Reason = 0
+	// The key is empty or too long (INVALID_ARGUMENT).
+	ErrorDetail_REASON_INVALID_KEY ErrorDetail_Reason = 1
+	// The value has a read lease (FAILED_PRECONDITION): a DELETE without
+	// force.
+	ErrorDetail_REASON_HAS_LEASE ErrorDetail_Reason = 2
+)
+
+// Enum value maps for ErrorDetail_Reason.
+var (
+	ErrorDetail_Reason_name = map[int32]string{
+		0: "REASON_UNSPECIFIED",
+		1: "REASON_INVALID_KEY",
+		2: "REASON_HAS_LEASE",
+	}
+	ErrorDetail_Reason_value = map[string]int32{
+		"REASON_UNSPECIFIED": 0,
+		"REASON_INVALID_KEY": 1,
+		"REASON_HAS_LEASE":   2,
+	}
+)
+
+func (x ErrorDetail_Reason) Enum() *ErrorDetail_Reason {
+	p := new(ErrorDetail_Reason)
+	*p = x
+	return p
+}
+
+func (x ErrorDetail_Reason) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (ErrorDetail_Reason) Descriptor() protoreflect.EnumDescriptor {
+	return file_kv_kvpb_kv_proto_enumTypes[1].Descriptor()
+}
+
+func (ErrorDetail_Reason) Type() protoreflect.EnumType {
+	return &file_kv_kvpb_kv_proto_enumTypes[1]
+}
+
+func (x ErrorDetail_Reason) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use ErrorDetail_Reason.Descriptor instead.
+func (ErrorDetail_Reason) EnumDescriptor() ([]byte, []int) {
+	return file_kv_kvpb_kv_proto_rawDescGZIP(), []int{11, 0}
+}
+
 type HelloRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// The highest protocol version the client speaks.
@@ -346,7 +448,20 @@ type PutRequest struct {
 	//	*PutRequest_Value
 	Source isPutRequest_Source `protobuf_oneof:"source"`
 	// As in GetRequest.
-	ServerId      []byte `protobuf:"bytes,5,opt,name=server_id,json=serverId,proto3" json:"server_id,omitempty"`
+	ServerId []byte `protobuf:"bytes,5,opt,name=server_id,json=serverId,proto3" json:"server_id,omitempty"`
+	// The value's pin: a soft-pinned value is evicted only after every
+	// unpinned one (or never, on a server that keeps soft pins) until its
+	// pin ends; a hard-pinned value is never evicted. A PUT sets the pin of
+	// the value it stores, replacing the old value's.
+	Pin Pin `protobuf:"varint,6,opt,name=pin,proto3,enum=xfer.kv.v1.Pin" json:"pin,omitempty"`
+	// A soft pin's time to live in milliseconds; 0: the server's default.
+	// Negative, or longer than the server's maximum: INVALID_ARGUMENT.
+	SoftPinTtlMs int64 `protobuf:"varint,7,opt,name=soft_pin_ttl_ms,json=softPinTtlMs,proto3" json:"soft_pin_ttl_ms,omitempty"`
+	// In a cluster, the number of servers the value is stored on: the key's
+	// first replicas servers in placement order, each of which takes the
+	// value when it is one of them in its own view. 0 means 1. A server on
+	// its own ignores it.
+	Replicas      uint32 `protobuf:"varint,8,opt,name=replicas,proto3" json:"replicas,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -418,6 +533,27 @@ func (x *PutRequest) GetServerId() []byte {
 		return x.ServerId
 	}
 	return nil
+}
+
+func (x *PutRequest) GetPin() Pin {
+	if x != nil {
+		return x.Pin
+	}
+	return Pin_PIN_NONE
+}
+
+func (x *PutRequest) GetSoftPinTtlMs() int64 {
+	if x != nil {
+		return x.SoftPinTtlMs
+	}
+	return 0
+}
+
+func (x *PutRequest) GetReplicas() uint32 {
+	if x != nil {
+		return x.Replicas
+	}
+	return 0
 }
 
 type isPutRequest_Source interface {
@@ -494,8 +630,14 @@ func (x *PutResponse) GetEvicted() uint32 {
 }
 
 type DeleteRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Key           []byte                 `protobuf:"bytes,1,opt,name=key,proto3" json:"key,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Key   []byte                 `protobuf:"bytes,1,opt,name=key,proto3" json:"key,omitempty"`
+	// Remove the value even while a read lease holds it; without force such
+	// a DELETE is FAILED_PRECONDITION with an ErrorDetail HAS_LEASE.
+	Force bool `protobuf:"varint,2,opt,name=force,proto3" json:"force,omitempty"`
+	// As in PutRequest: the key's replica count, for a server of a cluster
+	// that holds one of its replicas.
+	Replicas      uint32 `protobuf:"varint,3,opt,name=replicas,proto3" json:"replicas,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -535,6 +677,20 @@ func (x *DeleteRequest) GetKey() []byte {
 		return x.Key
 	}
 	return nil
+}
+
+func (x *DeleteRequest) GetForce() bool {
+	if x != nil {
+		return x.Force
+	}
+	return false
+}
+
+func (x *DeleteRequest) GetReplicas() uint32 {
+	if x != nil {
+		return x.Replicas
+	}
+	return 0
 }
 
 type DeleteResponse struct {
@@ -836,6 +992,61 @@ func (x *BufferTooSmall) GetHave() uint64 {
 	return 0
 }
 
+// ErrorDetail is the detail of an error status whose code alone does not
+// say what was refused (Mooncake's store codes tell these apart).
+type ErrorDetail struct {
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	Reason ErrorDetail_Reason     `protobuf:"varint,1,opt,name=reason,proto3,enum=xfer.kv.v1.ErrorDetail_Reason" json:"reason,omitempty"`
+	// REASON_HAS_LEASE: how long the lease has left, in milliseconds.
+	LeaseLeftMs   uint64 `protobuf:"varint,2,opt,name=lease_left_ms,json=leaseLeftMs,proto3" json:"lease_left_ms,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ErrorDetail) Reset() {
+	*x = ErrorDetail{}
+	mi := &file_kv_kvpb_kv_proto_msgTypes[11]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ErrorDetail) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ErrorDetail) ProtoMessage() {}
+
+func (x *ErrorDetail) ProtoReflect() protoreflect.Message {
+	mi := &file_kv_kvpb_kv_proto_msgTypes[11]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ErrorDetail.ProtoReflect.Descriptor instead.
+func (*ErrorDetail) Descriptor() ([]byte, []int) {
+	return file_kv_kvpb_kv_proto_rawDescGZIP(), []int{11}
+}
+
+func (x *ErrorDetail) GetReason() ErrorDetail_Reason {
+	if x != nil {
+		return x.Reason
+	}
+	return ErrorDetail_REASON_UNSPECIFIED
+}
+
+func (x *ErrorDetail) GetLeaseLeftMs() uint64 {
+	if x != nil {
+		return x.LeaseLeftMs
+	}
+	return 0
+}
+
 // Request is a Get, Put or Delete sent on the data plane itself, as an xfer
 // message on the client's connection to the server's engine, instead of as a
 // gRPC call: one engine round trip instead of an HTTP/2 one, which is what
@@ -856,7 +1067,7 @@ type Request struct {
 
 func (x *Request) Reset() {
 	*x = Request{}
-	mi := &file_kv_kvpb_kv_proto_msgTypes[11]
+	mi := &file_kv_kvpb_kv_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -868,7 +1079,7 @@ func (x *Request) String() string {
 func (*Request) ProtoMessage() {}
 
 func (x *Request) ProtoReflect() protoreflect.Message {
-	mi := &file_kv_kvpb_kv_proto_msgTypes[11]
+	mi := &file_kv_kvpb_kv_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -881,7 +1092,7 @@ func (x *Request) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Request.ProtoReflect.Descriptor instead.
 func (*Request) Descriptor() ([]byte, []int) {
-	return file_kv_kvpb_kv_proto_rawDescGZIP(), []int{11}
+	return file_kv_kvpb_kv_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *Request) GetId() uint64 {
@@ -960,14 +1171,16 @@ type Response struct {
 	//	*Response_Get
 	//	*Response_Put
 	//	*Response_Delete
-	Result        isResponse_Result `protobuf_oneof:"result"`
+	Result isResponse_Result `protobuf_oneof:"result"`
+	// The error's detail, when its code alone does not say what was refused.
+	Detail        *ErrorDetail `protobuf:"bytes,8,opt,name=detail,proto3" json:"detail,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Response) Reset() {
 	*x = Response{}
-	mi := &file_kv_kvpb_kv_proto_msgTypes[12]
+	mi := &file_kv_kvpb_kv_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -979,7 +1192,7 @@ func (x *Response) String() string {
 func (*Response) ProtoMessage() {}
 
 func (x *Response) ProtoReflect() protoreflect.Message {
-	mi := &file_kv_kvpb_kv_proto_msgTypes[12]
+	mi := &file_kv_kvpb_kv_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -992,7 +1205,7 @@ func (x *Response) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Response.ProtoReflect.Descriptor instead.
 func (*Response) Descriptor() ([]byte, []int) {
-	return file_kv_kvpb_kv_proto_rawDescGZIP(), []int{12}
+	return file_kv_kvpb_kv_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *Response) GetId() uint64 {
@@ -1057,6 +1270,13 @@ func (x *Response) GetDelete() *DeleteResponse {
 	return nil
 }
 
+func (x *Response) GetDetail() *ErrorDetail {
+	if x != nil {
+		return x.Detail
+	}
+	return nil
+}
+
 type isResponse_Result interface {
 	isResponse_Result()
 }
@@ -1113,19 +1333,24 @@ const file_kv_kvpb_kv_proto_rawDesc = "" +
 	"\x06length\x18\x01 \x01(\x04R\x06length\x12\x18\n" +
 	"\aversion\x18\x02 \x01(\x04R\aversion\x12\x16\n" +
 	"\x06inline\x18\x03 \x01(\bR\x06inline\x12\x14\n" +
-	"\x05value\x18\x04 \x01(\fR\x05value\"}\n" +
+	"\x05value\x18\x04 \x01(\fR\x05value\"\xe3\x01\n" +
 	"\n" +
 	"PutRequest\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\fR\x03key\x12\x18\n" +
 	"\x06buffer\x18\x03 \x01(\fH\x00R\x06buffer\x12\x16\n" +
 	"\x05value\x18\x04 \x01(\fH\x00R\x05value\x12\x1b\n" +
-	"\tserver_id\x18\x05 \x01(\fR\bserverIdB\b\n" +
+	"\tserver_id\x18\x05 \x01(\fR\bserverId\x12!\n" +
+	"\x03pin\x18\x06 \x01(\x0e2\x0f.xfer.kv.v1.PinR\x03pin\x12%\n" +
+	"\x0fsoft_pin_ttl_ms\x18\a \x01(\x03R\fsoftPinTtlMs\x12\x1a\n" +
+	"\breplicas\x18\b \x01(\rR\breplicasB\b\n" +
 	"\x06sourceJ\x04\b\x02\x10\x03\"A\n" +
 	"\vPutResponse\x12\x18\n" +
 	"\aversion\x18\x01 \x01(\x04R\aversion\x12\x18\n" +
-	"\aevicted\x18\x02 \x01(\rR\aevicted\"!\n" +
+	"\aevicted\x18\x02 \x01(\rR\aevicted\"S\n" +
 	"\rDeleteRequest\x12\x10\n" +
-	"\x03key\x18\x01 \x01(\fR\x03key\"\x10\n" +
+	"\x03key\x18\x01 \x01(\fR\x03key\x12\x14\n" +
+	"\x05force\x18\x02 \x01(\bR\x05force\x12\x1a\n" +
+	"\breplicas\x18\x03 \x01(\rR\breplicas\"\x10\n" +
 	"\x0eDeleteResponse\"\x0e\n" +
 	"\fStatsRequest\"\xe5\x03\n" +
 	"\rStatsResponse\x12\x12\n" +
@@ -1150,13 +1375,20 @@ const file_kv_kvpb_kv_proto_rawDesc = "" +
 	"\faborted_puts\x18\x10 \x01(\x04R\vabortedPuts\"<\n" +
 	"\x0eBufferTooSmall\x12\x16\n" +
 	"\x06needed\x18\x01 \x01(\x04R\x06needed\x12\x12\n" +
-	"\x04have\x18\x02 \x01(\x04R\x04have\"\xac\x01\n" +
+	"\x04have\x18\x02 \x01(\x04R\x04have\"\xb9\x01\n" +
+	"\vErrorDetail\x126\n" +
+	"\x06reason\x18\x01 \x01(\x0e2\x1e.xfer.kv.v1.ErrorDetail.ReasonR\x06reason\x12\"\n" +
+	"\rlease_left_ms\x18\x02 \x01(\x04R\vleaseLeftMs\"N\n" +
+	"\x06Reason\x12\x16\n" +
+	"\x12REASON_UNSPECIFIED\x10\x00\x12\x16\n" +
+	"\x12REASON_INVALID_KEY\x10\x01\x12\x14\n" +
+	"\x10REASON_HAS_LEASE\x10\x02\"\xac\x01\n" +
 	"\aRequest\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\x04R\x02id\x12*\n" +
 	"\x03get\x18\x02 \x01(\v2\x16.xfer.kv.v1.GetRequestH\x00R\x03get\x12*\n" +
 	"\x03put\x18\x03 \x01(\v2\x16.xfer.kv.v1.PutRequestH\x00R\x03put\x123\n" +
 	"\x06delete\x18\x04 \x01(\v2\x19.xfer.kv.v1.DeleteRequestH\x00R\x06deleteB\x04\n" +
-	"\x02op\"\x9b\x02\n" +
+	"\x02op\"\xcc\x02\n" +
 	"\bResponse\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\x04R\x02id\x12\x12\n" +
 	"\x04code\x18\x02 \x01(\rR\x04code\x12\x18\n" +
@@ -1164,8 +1396,13 @@ const file_kv_kvpb_kv_proto_rawDesc = "" +
 	"\ttoo_small\x18\x04 \x01(\v2\x1a.xfer.kv.v1.BufferTooSmallR\btooSmall\x12+\n" +
 	"\x03get\x18\x05 \x01(\v2\x17.xfer.kv.v1.GetResponseH\x00R\x03get\x12+\n" +
 	"\x03put\x18\x06 \x01(\v2\x17.xfer.kv.v1.PutResponseH\x00R\x03put\x124\n" +
-	"\x06delete\x18\a \x01(\v2\x1a.xfer.kv.v1.DeleteResponseH\x00R\x06deleteB\b\n" +
-	"\x06result2\xb1\x02\n" +
+	"\x06delete\x18\a \x01(\v2\x1a.xfer.kv.v1.DeleteResponseH\x00R\x06delete\x12/\n" +
+	"\x06detail\x18\b \x01(\v2\x17.xfer.kv.v1.ErrorDetailR\x06detailB\b\n" +
+	"\x06result*/\n" +
+	"\x03Pin\x12\f\n" +
+	"\bPIN_NONE\x10\x00\x12\f\n" +
+	"\bPIN_SOFT\x10\x01\x12\f\n" +
+	"\bPIN_HARD\x10\x022\xb1\x02\n" +
 	"\x02KV\x12<\n" +
 	"\x05Hello\x12\x18.xfer.kv.v1.HelloRequest\x1a\x19.xfer.kv.v1.HelloResponse\x126\n" +
 	"\x03Get\x12\x16.xfer.kv.v1.GetRequest\x1a\x17.xfer.kv.v1.GetResponse\x126\n" +
@@ -1185,47 +1422,54 @@ func file_kv_kvpb_kv_proto_rawDescGZIP() []byte {
 	return file_kv_kvpb_kv_proto_rawDescData
 }
 
-var file_kv_kvpb_kv_proto_msgTypes = make([]protoimpl.MessageInfo, 14)
+var file_kv_kvpb_kv_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
+var file_kv_kvpb_kv_proto_msgTypes = make([]protoimpl.MessageInfo, 15)
 var file_kv_kvpb_kv_proto_goTypes = []any{
-	(*HelloRequest)(nil),   // 0: xfer.kv.v1.HelloRequest
-	(*HelloResponse)(nil),  // 1: xfer.kv.v1.HelloResponse
-	(*GetRequest)(nil),     // 2: xfer.kv.v1.GetRequest
-	(*GetResponse)(nil),    // 3: xfer.kv.v1.GetResponse
-	(*PutRequest)(nil),     // 4: xfer.kv.v1.PutRequest
-	(*PutResponse)(nil),    // 5: xfer.kv.v1.PutResponse
-	(*DeleteRequest)(nil),  // 6: xfer.kv.v1.DeleteRequest
-	(*DeleteResponse)(nil), // 7: xfer.kv.v1.DeleteResponse
-	(*StatsRequest)(nil),   // 8: xfer.kv.v1.StatsRequest
-	(*StatsResponse)(nil),  // 9: xfer.kv.v1.StatsResponse
-	(*BufferTooSmall)(nil), // 10: xfer.kv.v1.BufferTooSmall
-	(*Request)(nil),        // 11: xfer.kv.v1.Request
-	(*Response)(nil),       // 12: xfer.kv.v1.Response
-	nil,                    // 13: xfer.kv.v1.HelloResponse.InlineMaxByTransportEntry
+	(Pin)(0),                // 0: xfer.kv.v1.Pin
+	(ErrorDetail_Reason)(0), // 1: xfer.kv.v1.ErrorDetail.Reason
+	(*HelloRequest)(nil),    // 2: xfer.kv.v1.HelloRequest
+	(*HelloResponse)(nil),   // 3: xfer.kv.v1.HelloResponse
+	(*GetRequest)(nil),      // 4: xfer.kv.v1.GetRequest
+	(*GetResponse)(nil),     // 5: xfer.kv.v1.GetResponse
+	(*PutRequest)(nil),      // 6: xfer.kv.v1.PutRequest
+	(*PutResponse)(nil),     // 7: xfer.kv.v1.PutResponse
+	(*DeleteRequest)(nil),   // 8: xfer.kv.v1.DeleteRequest
+	(*DeleteResponse)(nil),  // 9: xfer.kv.v1.DeleteResponse
+	(*StatsRequest)(nil),    // 10: xfer.kv.v1.StatsRequest
+	(*StatsResponse)(nil),   // 11: xfer.kv.v1.StatsResponse
+	(*BufferTooSmall)(nil),  // 12: xfer.kv.v1.BufferTooSmall
+	(*ErrorDetail)(nil),     // 13: xfer.kv.v1.ErrorDetail
+	(*Request)(nil),         // 14: xfer.kv.v1.Request
+	(*Response)(nil),        // 15: xfer.kv.v1.Response
+	nil,                     // 16: xfer.kv.v1.HelloResponse.InlineMaxByTransportEntry
 }
 var file_kv_kvpb_kv_proto_depIdxs = []int32{
-	13, // 0: xfer.kv.v1.HelloResponse.inline_max_by_transport:type_name -> xfer.kv.v1.HelloResponse.InlineMaxByTransportEntry
-	2,  // 1: xfer.kv.v1.Request.get:type_name -> xfer.kv.v1.GetRequest
-	4,  // 2: xfer.kv.v1.Request.put:type_name -> xfer.kv.v1.PutRequest
-	6,  // 3: xfer.kv.v1.Request.delete:type_name -> xfer.kv.v1.DeleteRequest
-	10, // 4: xfer.kv.v1.Response.too_small:type_name -> xfer.kv.v1.BufferTooSmall
-	3,  // 5: xfer.kv.v1.Response.get:type_name -> xfer.kv.v1.GetResponse
-	5,  // 6: xfer.kv.v1.Response.put:type_name -> xfer.kv.v1.PutResponse
-	7,  // 7: xfer.kv.v1.Response.delete:type_name -> xfer.kv.v1.DeleteResponse
-	0,  // 8: xfer.kv.v1.KV.Hello:input_type -> xfer.kv.v1.HelloRequest
-	2,  // 9: xfer.kv.v1.KV.Get:input_type -> xfer.kv.v1.GetRequest
-	4,  // 10: xfer.kv.v1.KV.Put:input_type -> xfer.kv.v1.PutRequest
-	6,  // 11: xfer.kv.v1.KV.Delete:input_type -> xfer.kv.v1.DeleteRequest
-	8,  // 12: xfer.kv.v1.KV.Stats:input_type -> xfer.kv.v1.StatsRequest
-	1,  // 13: xfer.kv.v1.KV.Hello:output_type -> xfer.kv.v1.HelloResponse
-	3,  // 14: xfer.kv.v1.KV.Get:output_type -> xfer.kv.v1.GetResponse
-	5,  // 15: xfer.kv.v1.KV.Put:output_type -> xfer.kv.v1.PutResponse
-	7,  // 16: xfer.kv.v1.KV.Delete:output_type -> xfer.kv.v1.DeleteResponse
-	9,  // 17: xfer.kv.v1.KV.Stats:output_type -> xfer.kv.v1.StatsResponse
-	13, // [13:18] is the sub-list for method output_type
-	8,  // [8:13] is the sub-list for method input_type
-	8,  // [8:8] is the sub-list for extension type_name
-	8,  // [8:8] is the sub-list for extension extendee
-	0,  // [0:8] is the sub-list for field type_name
+	16, // 0: xfer.kv.v1.HelloResponse.inline_max_by_transport:type_name -> xfer.kv.v1.HelloResponse.InlineMaxByTransportEntry
+	0,  // 1: xfer.kv.v1.PutRequest.pin:type_name -> xfer.kv.v1.Pin
+	1,  // 2: xfer.kv.v1.ErrorDetail.reason:type_name -> xfer.kv.v1.ErrorDetail.Reason
+	4,  // 3: xfer.kv.v1.Request.get:type_name -> xfer.kv.v1.GetRequest
+	6,  // 4: xfer.kv.v1.Request.put:type_name -> xfer.kv.v1.PutRequest
+	8,  // 5: xfer.kv.v1.Request.delete:type_name -> xfer.kv.v1.DeleteRequest
+	12, // 6: xfer.kv.v1.Response.too_small:type_name -> xfer.kv.v1.BufferTooSmall
+	5,  // 7: xfer.kv.v1.Response.get:type_name -> xfer.kv.v1.GetResponse
+	7,  // 8: xfer.kv.v1.Response.put:type_name -> xfer.kv.v1.PutResponse
+	9,  // 9: xfer.kv.v1.Response.delete:type_name -> xfer.kv.v1.DeleteResponse
+	13, // 10: xfer.kv.v1.Response.detail:type_name -> xfer.kv.v1.ErrorDetail
+	2,  // 11: xfer.kv.v1.KV.Hello:input_type -> xfer.kv.v1.HelloRequest
+	4,  // 12: xfer.kv.v1.KV.Get:input_type -> xfer.kv.v1.GetRequest
+	6,  // 13: xfer.kv.v1.KV.Put:input_type -> xfer.kv.v1.PutRequest
+	8,  // 14: xfer.kv.v1.KV.Delete:input_type -> xfer.kv.v1.DeleteRequest
+	10, // 15: xfer.kv.v1.KV.Stats:input_type -> xfer.kv.v1.StatsRequest
+	3,  // 16: xfer.kv.v1.KV.Hello:output_type -> xfer.kv.v1.HelloResponse
+	5,  // 17: xfer.kv.v1.KV.Get:output_type -> xfer.kv.v1.GetResponse
+	7,  // 18: xfer.kv.v1.KV.Put:output_type -> xfer.kv.v1.PutResponse
+	9,  // 19: xfer.kv.v1.KV.Delete:output_type -> xfer.kv.v1.DeleteResponse
+	11, // 20: xfer.kv.v1.KV.Stats:output_type -> xfer.kv.v1.StatsResponse
+	16, // [16:21] is the sub-list for method output_type
+	11, // [11:16] is the sub-list for method input_type
+	11, // [11:11] is the sub-list for extension type_name
+	11, // [11:11] is the sub-list for extension extendee
+	0,  // [0:11] is the sub-list for field type_name
 }
 
 func init() { file_kv_kvpb_kv_proto_init() }
@@ -1237,12 +1481,12 @@ func file_kv_kvpb_kv_proto_init() {
 		(*PutRequest_Buffer)(nil),
 		(*PutRequest_Value)(nil),
 	}
-	file_kv_kvpb_kv_proto_msgTypes[11].OneofWrappers = []any{
+	file_kv_kvpb_kv_proto_msgTypes[12].OneofWrappers = []any{
 		(*Request_Get)(nil),
 		(*Request_Put)(nil),
 		(*Request_Delete)(nil),
 	}
-	file_kv_kvpb_kv_proto_msgTypes[12].OneofWrappers = []any{
+	file_kv_kvpb_kv_proto_msgTypes[13].OneofWrappers = []any{
 		(*Response_Get)(nil),
 		(*Response_Put)(nil),
 		(*Response_Delete)(nil),
@@ -1252,13 +1496,14 @@ func file_kv_kvpb_kv_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_kv_kvpb_kv_proto_rawDesc), len(file_kv_kvpb_kv_proto_rawDesc)),
-			NumEnums:      0,
-			NumMessages:   14,
+			NumEnums:      2,
+			NumMessages:   15,
 			NumExtensions: 0,
 			NumServices:   1,
 		},
 		GoTypes:           file_kv_kvpb_kv_proto_goTypes,
 		DependencyIndexes: file_kv_kvpb_kv_proto_depIdxs,
+		EnumInfos:         file_kv_kvpb_kv_proto_enumTypes,
 		MessageInfos:      file_kv_kvpb_kv_proto_msgTypes,
 	}.Build()
 	File_kv_kvpb_kv_proto = out.File
