@@ -250,7 +250,7 @@ func (s *Server) Close() error {
 		}
 		s.stop()
 		s.wg.Wait()
-		s.st.disk.close(s.st) // writes what is only in memory, from the pool
+		s.st.disk.close(s.st)                 // writes what is only in memory, from the pool
 		for i := len(s.es) - 1; i >= 0; i-- { // the first owns the memory
 			if cerr := s.es[i].Close(); err == nil {
 				err = cerr

@@ -64,12 +64,12 @@ type slot struct {
 
 	// The disk tier (tier.go); all guarded by store.mu. Without one, every
 	// slot is inMem and the rest is zero.
-	inMem    bool           // buf holds the value (false: only on disk, until a GET loads it)
-	disk     *disktier.Loc  // its record on disk, nil when none
-	demoting bool           // its write-behind is queued or in flight; out of the LRU lists
-	touched  bool           // a GET read it while it was demoting: it stays in memory
-	written  chan struct{}  // closed when its write-behind is done
-	loading  chan struct{}  // closed when a GET's load from disk is done
+	inMem    bool          // buf holds the value (false: only on disk, until a GET loads it)
+	disk     *disktier.Loc // its record on disk, nil when none
+	demoting bool          // its write-behind is queued or in flight; out of the LRU lists
+	touched  bool          // a GET read it while it was demoting: it stays in memory
+	written  chan struct{} // closed when its write-behind is done
+	loading  chan struct{} // closed when a GET's load from disk is done
 }
 
 func (s *slot) value() []byte { return s.buf.Bytes()[:s.n] }

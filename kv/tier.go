@@ -53,10 +53,10 @@ type diskTier struct {
 	wrote   chan struct{} // closed (and replaced) when a demotion ends
 	closed  bool
 
-	hits, promotions, demotions, diskEvicted          atomic.Uint64
-	droppedTooLarge, droppedWriteError, droppedRead   atomic.Uint64
-	tombstones, tombstoneErrors, restored, flushed    atomic.Uint64
-	readMisses                                        atomic.Uint64
+	hits, promotions, demotions, diskEvicted        atomic.Uint64
+	droppedTooLarge, droppedWriteError, droppedRead atomic.Uint64
+	tombstones, tombstoneErrors, restored, flushed  atomic.Uint64
+	readMisses                                      atomic.Uint64
 }
 
 // openDiskTier opens the tier of o for st and loads what it holds.
