@@ -40,9 +40,10 @@ import (
 	"slices"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"unsafe"
 
-	"golang.org/x/sys/unix"
+	"github.com/xferio/xfer/internal/sys"
 )
 
 // FileName is the tier's file in its directory.
@@ -178,13 +179,10 @@ func Open(o Options) (*Tier, []Entry, error) {
 	path := filepath.Join(o.Dir, FileName)
 	t := &Tier{path: path, end: size, log: o.Logger, onEvict: o.OnEvict, sem: make(chan struct{}, o.InFlight), direct: true}
 	t.hdrs.New = func() any { b := alignedBuf(2 * Block); return &b }
-	fd, err := unix.Open(path, unix.O_RDWR|unix.O_CREAT|unix.O_CLOEXEC|unix.O_DIRECT, 0o600)
-	if errors.Is(err, unix.EINVAL) { // a file system without O_DIRECT (tmpfs)
-		t.direct = false
-		fd, err = unix.Open(path, unix.O_RDWR|unix.O_CREAT|unix.O_CLOEXEC, 0o600)
-	}
+	fd, direct, err := sys.OpenDirect(path, 0o600)
+	t.direct = direct // false: a file system without O_DIRECT (tmpfs)
 	if err != nil {
-		if errors.Is(err, unix.EACCES) || errors.Is(err, unix.EROFS) || errors.Is(err, unix.EPERM) {
+		if errors.Is(err, os.ErrPermission) || errors.Is(err, syscall.EROFS) {
 			return nil, nil, fmt.Errorf("disk tier: directory %s is not writable: %w", o.Dir, err)
 		}
 		return nil, nil, fmt.Errorf("disk tier: open %s: %w", path, err)
@@ -194,42 +192,27 @@ func Open(o Options) (*Tier, []Entry, error) {
 		t.f.Close()
 		return nil, nil, err
 	}
-	if err := unix.Flock(fd, unix.LOCK_EX|unix.LOCK_NB); err != nil {
+	if err := sys.LockFile(fd); err != nil {
 		return fail(fmt.Errorf("disk tier: %s is in use by another process: %w", path, err))
 	}
-	if err := unix.Fchmod(fd, 0o600); err != nil {
+	if err := sys.Fchmod(fd, 0o600); err != nil {
 		return fail(fmt.Errorf("disk tier: %s: %w", path, err))
 	}
 	if !t.direct {
 		t.log.Warn("disk tier: the file system does not take O_DIRECT: its I/O goes through the page cache", "path", path)
 	}
-	var st unix.Stat_t
-	if err := unix.Fstat(fd, &st); err != nil {
+	allocated, free, err := sys.FileSpace(fd)
+	if err != nil {
 		return fail(fmt.Errorf("disk tier: %s: %w", path, err))
 	}
-	if grow := size - st.Blocks*512; grow > 0 {
-		var fs unix.Statfs_t
-		if err := unix.Fstatfs(fd, &fs); err == nil {
-			if free := int64(fs.Bavail) * fs.Bsize; free < grow {
-				return fail(fmt.Errorf("disk tier: %s has %d bytes free, and a tier of %d bytes needs %d more: free space or ask for less", o.Dir, free, size, grow))
-			}
-		}
+	if grow := size - allocated; grow > 0 && free < grow {
+		return fail(fmt.Errorf("disk tier: %s has %d bytes free, and a tier of %d bytes needs %d more: free space or ask for less", o.Dir, free, size, grow))
 	}
-	if st.Size > size {
-		if err := unix.Ftruncate(fd, size); err != nil {
-			return fail(fmt.Errorf("disk tier: truncate %s: %w", path, err))
-		}
-	}
-	if err := unix.Fallocate(fd, 0, 0, size); err != nil {
-		if errors.Is(err, unix.ENOSPC) {
+	if err := sys.Preallocate(fd, size); err != nil {
+		if errors.Is(err, syscall.ENOSPC) {
 			return fail(fmt.Errorf("disk tier: %s has no room for a tier of %d bytes: %w", o.Dir, size, err))
 		}
-		if !errors.Is(err, unix.EOPNOTSUPP) {
-			return fail(fmt.Errorf("disk tier: preallocate %s: %w", path, err))
-		}
-		if err := unix.Ftruncate(fd, size); err != nil {
-			return fail(fmt.Errorf("disk tier: size %s: %w", path, err))
-		}
+		return fail(fmt.Errorf("disk tier: preallocate %s: %w", path, err))
 	}
 	ents, err := t.load(size)
 	if err != nil {
@@ -242,7 +225,7 @@ func Open(o Options) (*Tier, []Entry, error) {
 // or of another size, starts anew (a new epoch of a new file ID).
 func (t *Tier) load(size int64) ([]Entry, error) {
 	b := alignedBuf(2 * Block)
-	if _, err := unix.Pread(t.fd, b, 0); err != nil {
+	if _, err := sys.Pread(t.fd, b, 0); err != nil {
 		return nil, fmt.Errorf("disk tier: read %s: %w", t.path, err)
 	}
 	var best super
@@ -275,7 +258,7 @@ func (t *Tier) writeSuper() error {
 	t.sup.epoch++
 	b := alignedBuf(Block)
 	encodeSuper(b, t.sup)
-	if _, err := unix.Pwrite(t.fd, b, int64(t.sup.epoch%2)*Block); err != nil {
+	if _, err := sys.Pwrite(t.fd, b, int64(t.sup.epoch%2)*Block); err != nil {
 		return fmt.Errorf("disk tier: write the superblock of %s: %w", t.path, err)
 	}
 	return nil
@@ -294,7 +277,7 @@ func (t *Tier) scan() ([]Entry, error) {
 			return win[off-winOff:], nil
 		}
 		n := min(max(want, Block), t.end-off, scanChunk)
-		m, err := unix.Pread(t.fd, buf[:n], off)
+		m, err := sys.Pread(t.fd, buf[:n], off)
 		if err != nil {
 			return nil, err
 		}
@@ -479,7 +462,7 @@ func (t *Tier) write(key []byte, ver uint64, reps uint8, val []byte, tomb bool) 
 			iov = append(iov, st)
 		}
 	}
-	n, err := unix.Pwritev(t.fd, iov, off)
+	n, err := sys.Pwritev(t.fd, iov, off)
 	if err == nil && int64(n) != total {
 		err = fmt.Errorf("short write: %d of %d bytes", n, total)
 	}
@@ -533,7 +516,7 @@ func (t *Tier) Read(loc Loc, key []byte, dst []byte) error {
 			iov = append(iov, stage)
 		}
 	}
-	n, err := unix.Preadv(t.fd, iov, loc.Off)
+	n, err := sys.Preadv(t.fd, iov, loc.Off)
 	if err == nil && n != int(hl)+vl {
 		err = fmt.Errorf("short read: %d of %d bytes", n, int(hl)+vl)
 	}

@@ -8,9 +8,8 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
-
-	"golang.org/x/sys/unix"
 )
 
 func value(i, n int) []byte {
@@ -244,10 +243,10 @@ func TestOpenErrors(t *testing.T) {
 // clear error, for root too.
 func TestOpenReadOnlyFS(t *testing.T) {
 	dir := t.TempDir()
-	if err := unix.Mount("tmpfs", dir, "tmpfs", unix.MS_RDONLY, "size=4m"); err != nil {
+	if err := syscall.Mount("tmpfs", dir, "tmpfs", syscall.MS_RDONLY, "size=4m"); err != nil {
 		t.Skipf("cannot mount a read-only tmpfs here: %v", err)
 	}
-	defer unix.Unmount(dir, 0)
+	defer syscall.Unmount(dir, 0)
 	if _, _, err := Open(Options{Dir: dir, Size: MinSize}); err == nil || !strings.Contains(err.Error(), "not writable") {
 		t.Errorf("read-only file system: %v", err)
 	}
