@@ -19,7 +19,7 @@ type serverMetrics struct {
 	requests, valueBytes                                            *prometheus.Desc
 	// the disk tier's, collected only with one
 	tierBytes, tierHits, diskCapacity, promotions, demotions, queue *prometheus.Desc
-	diskEvictions, ioErrors, corrupt, dropped                        *prometheus.Desc
+	diskEvictions, ioErrors, corrupt, dropped                       *prometheus.Desc
 }
 
 func newServerMetrics(s *Server) *serverMetrics {
