@@ -183,7 +183,7 @@ var layers = map[string][]string{
 	// The configuration document (its keys, YAML and JSON decoding,
 	// defaults and validation) sits beside the commands, above the
 	// services: its keys are the engine's and the connector's.
-	"config": {"", "mem", "connector"},
+	"config": {"", "mem", "connector", "bytesize"},
 	// Leaves that hold no xfer concept, for the command and the layers
 	// that print or read sizes: the standard library only.
 	"bytesize": {},
