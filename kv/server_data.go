@@ -301,7 +301,7 @@ func (s *Server) putValue(ctx context.Context, req *kvpb.PutRequest) (ver uint64
 	}
 	ver, old := s.st.commit(req.Key, b, n, meta)
 	f.release()
-	s.st.disk.forget(s.st, req.Key, old)
+	s.st.disk.forget(s.st, old)
 	return ver, uint32(evicted), nil
 }
 
@@ -341,7 +341,7 @@ func (s *Server) delete(req *kvpb.DeleteRequest) (*kvpb.DeleteResponse, error) {
 	}
 	found, left, old := s.st.remove(req.Key, req.Force)
 	f.release()
-	s.st.disk.forget(s.st, req.Key, old)
+	s.st.disk.forget(s.st, old)
 	switch {
 	case !found:
 		return nil, status.Errorf(codes.NotFound, "not found: key %q", req.Key)

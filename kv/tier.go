@@ -309,7 +309,9 @@ func (d *diskTier) debt(old *slot) *slot {
 // write-behind, if one is under way, and writes a tombstone if it has a
 // record. A tombstone that cannot be written resets the tier (every value
 // only on disk is dropped) rather than risk a stale value.
-func (d *diskTier) forget(st *store, key []byte, old *slot) {
+// The key is old's (not the request's, which must not escape: the
+// inline PUT's request lives on the stack).
+func (d *diskTier) forget(st *store, old *slot) {
 	if d == nil || old == nil {
 		return
 	}
@@ -325,7 +327,8 @@ func (d *diskTier) forget(st *store, key []byte, old *slot) {
 	if !has {
 		return
 	}
-	if err := d.t.Tombstone(key); err != nil {
+	key := old.key
+	if err := d.t.Tombstone([]byte(key)); err != nil {
 		if errors.Is(err, disktier.ErrClosed) {
 			return
 		}
