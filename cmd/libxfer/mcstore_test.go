@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"runtime"
 	"strconv"
 	"testing"
 	"unsafe"
@@ -208,11 +209,19 @@ func benchLookup(b *testing.B, data bool) {
 	if err := a.put("k", unsafe.Pointer(unsafe.SliceData(val)), 4096, nil, true, false); err != nil {
 		b.Fatal(err)
 	}
-	for b.Loop() {
-		if _, _, err := a.lookup([]string{"k"}); err != nil {
-			b.Fatal(err)
+	run := func(b *testing.B) {
+		for b.Loop() {
+			if _, _, err := a.lookup([]string{"k"}); err != nil {
+				b.Fatal(err)
+			}
 		}
 	}
+	b.Run("goroutine", run)
+	b.Run("locked", func(b *testing.B) { // as a call through the C ABI runs
+		runtime.LockOSThread()
+		defer runtime.UnlockOSThread()
+		run(b)
+	})
 }
 
 // FuzzParseReplicate: any document is a checked config or an
