@@ -426,7 +426,7 @@ func runMaster(ctx context.Context, g *globals, fs *pflag.FlagSet, f masterFlags
 	if err != nil {
 		return err
 	}
-	secret, err := master.SecretFromEnv()
+	secret, err := master.SecretFrom(os.Getenv)
 	if err != nil {
 		return fmt.Errorf("mooncake master: %w", err)
 	}

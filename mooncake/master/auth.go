@@ -58,15 +58,12 @@ const (
 	MinSecretLen = 16
 )
 
-// SecretFromEnv returns the shared secret that XFER_SECRET or the file
+// SecretFrom returns the shared secret that XFER_SECRET or the file
 // XFER_SECRET_FILE names (trimmed of surrounding white space), as the
-// engine reads them; "" when neither is set. The error never shows the
+// engine reads them, with the variables read through getenv (a command's
+// os.Getenv; the C library's getenv, in a process whose environment changes
+// after Go started); "" when neither is set. The error never shows the
 // secret.
-func SecretFromEnv() (string, error) { return SecretFrom(os.Getenv) }
-
-// SecretFrom is SecretFromEnv with the variables read through getenv (the
-// C library's getenv, in a process whose environment changes after Go
-// started).
 func SecretFrom(getenv func(string) string) (string, error) {
 	secret := getenv("XFER_SECRET")
 	if f := getenv("XFER_SECRET_FILE"); f != "" {
