@@ -186,6 +186,10 @@ var layers = map[string][]string{
 	// The master's calls on the xfer data plane: a service on the public
 	// API, speaking masterpb's messages.
 	"mooncake/masterdata": {"", "mooncake/master/masterpb"},
+	// The master as one server (gRPC, metrics, the metadata server, HA, the
+	// data plane's engine), which the command runs: a service on the
+	// public API and the Mooncake packages.
+	"mooncake/mastersrv": {"", "mooncake"},
 	// The configuration document (its keys, YAML and JSON decoding,
 	// defaults and validation) sits beside the commands, above the
 	// services: its keys are the engine's and the connector's.
