@@ -9,7 +9,6 @@ import (
 	"fmt"
 	"os"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -96,14 +95,7 @@ type serverAuth struct {
 	key *auth.Key
 	s   *Service // counts and logs refusals; nil: neither
 
-	mu      sync.Mutex
-	clients map[uint64]*seenCalls
-	pruned  time.Time
-}
-
-type seenCalls struct {
-	auth.Window
-	last time.Time
+	seen auth.Senders // the call numbers of each client seen lately
 }
 
 // UnaryServerInterceptor returns the interceptor that refuses, with
@@ -116,7 +108,7 @@ func UnaryServerInterceptor(secret string, s *Service) grpc.UnaryServerIntercept
 			return h(ctx, req)
 		}
 	}
-	a := &serverAuth{key: auth.NewKey([]byte(secret)), clients: map[uint64]*seenCalls{}, s: s}
+	a := &serverAuth{key: auth.NewKey([]byte(secret)), seen: auth.Senders{Span: callWindow, Max: maxProofClients}, s: s}
 	return func(ctx context.Context, req any, info *grpc.UnaryServerInfo, h grpc.UnaryHandler) (any, error) {
 		md, _ := metadata.FromIncomingContext(ctx)
 		raw, err := a.verify(md, info.FullMethod, time.Now())
@@ -155,31 +147,9 @@ func (a *serverAuth) verify(md metadata.MD, method string, now time.Time) ([]byt
 	if d := time.Duration(now.UnixNano() - int64(binary.LittleEndian.Uint64(ts))); d > callWindow || d < -callWindow {
 		return nil, errors.New("authentication failed: the call's timestamp is off by more than 2m (check the clocks)")
 	}
-	id, n := binary.LittleEndian.Uint64(nonce[:8]), binary.LittleEndian.Uint64(nonce[8:])
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	if now.Sub(a.pruned) > callWindow {
-		// A client unseen for two windows is forgotten: its calls'
-		// timestamps are out of the window by now.
-		for k, w := range a.clients {
-			if now.Sub(w.last) > 2*callWindow {
-				delete(a.clients, k)
-			}
-		}
-		a.pruned = now
+	if err := a.seen.Accept(binary.LittleEndian.Uint64(nonce[:8]), binary.LittleEndian.Uint64(nonce[8:]), now); err != nil {
+		return nil, err
 	}
-	w := a.clients[id]
-	if w == nil {
-		if len(a.clients) >= maxProofClients {
-			return nil, errors.New("too many clients in the replay window: try again")
-		}
-		w = &seenCalls{}
-		a.clients[id] = w
-	}
-	if !w.Accept(n) {
-		return nil, errors.New("authentication failed: a replayed call")
-	}
-	w.last = now
 	return raw, nil
 }
 
