@@ -306,11 +306,11 @@ func TestMCEngineRDMA(t *testing.T) {
 	if !bytes.Equal(target.managedBytes(remote), lb) {
 		t.Fatal("the WRITE's bytes differ")
 	}
+	clear(lb[:4096])
 	id, err := init.submit(seg, xfer.OpRead, []mcXfer{{unsafe.Pointer(&lb[0]), uint64(remote) + 4096, 4096}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	clear(lb[:4096])
 	if err := init.wait(id, codes[:1]); err != nil || !bytes.Equal(lb[:4096], target.managedBytes(remote)[4096:8192]) {
 		t.Fatalf("the async READ: %v", err)
 	}
