@@ -230,9 +230,9 @@ verbs-test: verbs-check
 	@# SoftRoCE under emulation (their tcp and shm runs are in make test).
 	XFER_REQUIRE_VERBS=1 XFER_TEST_DEVICE=rxe0 $(GO) test -count=1 -timeout 10m -run '$(CONNECTOR_VERBS)' -exec "$(RDMA_VM) --rxe --" ./connector
 	XFER_REQUIRE_VERBS=1 XFER_TEST_DEVICE=siw0 $(GO) test -count=1 -timeout 10m -run '$(CONNECTOR_VERBS)' -exec "$(RDMA_VM) --siw --" ./connector
-	@# Mooncake's store on xfer: clients whose engines move bytes over rdma only.
-	XFER_REQUIRE_VERBS=1 XFER_TEST_DEVICE=rxe0 $(GO) test -count=1 -timeout 10m -run 'TestStoreRDMA' -exec "$(RDMA_VM) --rxe --" ./cmd/libxfer
-	XFER_REQUIRE_VERBS=1 XFER_TEST_DEVICE=siw0 $(GO) test -count=1 -timeout 10m -run 'TestStoreRDMA' -exec "$(RDMA_VM) --siw --" ./cmd/libxfer
+	@# Mooncake's TransferEngine and store on xfer, moving bytes over rdma only.
+	XFER_REQUIRE_VERBS=1 XFER_TEST_DEVICE=rxe0 $(GO) test -count=1 -timeout 10m -run 'TestStoreRDMA|TestMCEngineRDMA' -exec "$(RDMA_VM) --rxe --" ./cmd/libxfer
+	XFER_REQUIRE_VERBS=1 XFER_TEST_DEVICE=siw0 $(GO) test -count=1 -timeout 10m -run 'TestStoreRDMA|TestMCEngineRDMA' -exec "$(RDMA_VM) --siw --" ./cmd/libxfer
 	@# xfer transfer's two processes over verbs, xfer bench --verify over a
 	@# device deleted under it (failover), and xfer serve with a 512 MiB pool
 	@# dialed the moment its port opens (readiness), with a binary built here

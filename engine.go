@@ -16,6 +16,7 @@ import (
 	"github.com/xferio/xfer/internal/auth"
 	"github.com/xferio/xfer/internal/metrics"
 	"github.com/xferio/xfer/internal/notes"
+	"github.com/xferio/xfer/internal/status"
 	"github.com/xferio/xfer/internal/wire"
 	"github.com/xferio/xfer/mem"
 	"github.com/xferio/xfer/transport"
@@ -64,23 +65,23 @@ type Engine struct {
 	notes notes.Queue[*Peer, Notification] // notifications and losses for WaitNotify
 	gpu   gpus                             // GPU contexts and staging memory, made on first use
 
-	stats        engineStats
+	stats        status.Log
 	auth         auth.Refusals  // refusals, for AuthFailed and Status
 	allowedPeers auth.Allowlist // security.allowed_peers; none: every address
 	pending      *admit.Gate    // inbound connections in their handshake (security.max_pending_*)
 	allowedGIDs  [][16]byte     // security.rdma.allowed_gids; none: every GID
 	metrics      *metrics.Set   // nil without Config.Metrics
-	fb           failback       // probing paused transports (failback.go)
+	fb           failbackOpts   // probing paused transports (failback.go)
 
 	ctx    context.Context // cancelled by Close
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
 }
 
-// failback is the engine's side of failback: the backoff, and a test's
+// failbackOpts is the engine's side of failback: the backoff, and a test's
 // stand-in for a device that is gone.
-type failback struct {
-	first, max time.Duration // 0: probeFirst, probeMax
+type failbackOpts struct {
+	first, max time.Duration // 0: the defaults (internal/failback)
 	// refuse, when set, makes the dialer treat transport name as not
 	// available when it returns an error, as a removed device makes rdma's
 	// Available fail. Tests only: shm cannot be taken away for real.
@@ -218,12 +219,12 @@ func (e *Engine) Register(b []byte, access Access) (*Region, error) {
 }
 
 // Fallbacks counts peers that got a lesser transport than auto preferred.
-func (e *Engine) Fallbacks() uint64 { return e.stats.fallbacks.Load() }
+func (e *Engine) Fallbacks() uint64 { return e.stats.Fallbacks.Load() }
 
 // SetupRetries counts connection setups that failed transiently (the
 // peer's connection manager refused or dropped the connection being set up)
 // and were tried again with a new handshake.
-func (e *Engine) SetupRetries() uint64 { return e.stats.setupRetries.Load() }
+func (e *Engine) SetupRetries() uint64 { return e.stats.SetupRetries.Load() }
 
 // Peers returns the engine's peers: those it dialed (a dialed peer whose
 // connection failed stays, and dials again on its next operation) and those

@@ -1,17 +1,17 @@
 package xfer
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"time"
 
+	"github.com/xferio/xfer/internal/failback"
 	"github.com/xferio/xfer/internal/metrics"
 	"github.com/xferio/xfer/transport"
 )
 
-// Failback: a dialed peer that lost a better transport (by the auto
+// Failback (internal/failback keeps the pause and probes): a dialed peer that lost a better transport (by the auto
 // policy's order) and reconnected on a lesser one keeps the better one
 // paused, with the reason, and probes it with backoff: a handshake that
 // offers the paused transport alone. When a probe connects, the new
@@ -21,17 +21,6 @@ import (
 // (wire.CapResume), and the acceptor puts the new connection under that
 // connection's peer, which Accept returned once and does not return again.
 
-// The probes' backoff: the first a second after the pause, then each
-// wait twice the last, up to 30 s. TENT, Mooncake's engine, pauses a rail
-// for 30 s doubling to 300 s; a peer here has one live connection to
-// compare with rather than several rails, a probe costs one handshake,
-// and an rdma device that comes back (a NIC reset, a link that flapped)
-// should carry traffic again within seconds rather than minutes.
-const (
-	probeFirst = time.Second
-	probeMax   = 30 * time.Second
-)
-
 // available is t.Available, unless a test refuses t.
 func (e *Engine) available(t transport.Transport) error {
 	if f := e.fb.refuse; f != nil {
@@ -40,19 +29,6 @@ func (e *Engine) available(t transport.Transport) error {
 		}
 	}
 	return t.Available()
-}
-
-// PausedTransport is a better transport a dialed peer lost and probes with
-// backoff (PeerStatus.Paused).
-type PausedTransport struct {
-	Transport string    `json:"transport"`
-	Reason    string    `json:"reason"` // why the peer left it
-	Since     time.Time `json:"since"`
-	NextProbe time.Time `json:"next_probe"`
-	// Probes counts the probes that failed, LastError the last one's
-	// error.
-	Probes    int    `json:"probes"`
-	LastError string `json:"last_error,omitempty"`
 }
 
 // reconnected is called after a dialed peer's new connection on now
@@ -70,34 +46,29 @@ func (p *Peer) reconnected(prev, now string, why error) {
 		p.pause(prev, now, reason)
 		return
 	}
-	p.mu.Lock()
-	if p.paused != nil && rank(now) <= rank(p.paused.name) {
-		p.paused = nil // the prober sees it and ends
-	}
-	p.mu.Unlock()
+	p.fb.Reconnected(p.e.fbConfig(), now)
+}
+
+// fbConfig is the failback's backoff (a test's, or the defaults) and the
+// table's order of the transports.
+func (e *Engine) fbConfig() *failback.Config {
+	return &failback.Config{First: e.fb.first, Max: e.fb.max, Rank: rank}
 }
 
 // pause pauses transport name, which the peer left for now, and starts the
 // prober unless it runs.
 func (p *Peer) pause(name, now, reason string) {
 	e := p.e
-	first := cmp.Or(e.fb.first, probeFirst)
-	t := time.Now()
 	p.mu.Lock()
-	if p.closed || p.paused != nil && rank(p.paused.name) <= rank(name) {
-		p.mu.Unlock()
-		return // closing, or already probing one as good
-	}
-	start := !p.proberOn
-	p.proberOn = true
-	wait := first
-	if last := p.movedBack; !last.at.IsZero() && t.Sub(last.at) < cmp.Or(e.fb.max, probeMax) {
-		// It failed again soon after the last move back (a link that
-		// flaps): the backoff goes on from where it was.
-		wait = min(2*last.wait, cmp.Or(e.fb.max, probeMax))
-	}
-	p.paused = &pauseState{name: name, reason: reason, since: t, wait: wait, next: t.Add(wait)}
+	closed := p.closed
 	p.mu.Unlock()
+	if closed {
+		return
+	}
+	wait, start, ok := p.fb.Pause(e.fbConfig(), name, reason)
+	if !ok {
+		return // already probing one as good
+	}
 	e.log.Warn("transport paused for a peer; probing it with backoff", "peer", p, "paused", name, "now", now, "first_probe_in", wait, "reason", reason)
 	if !start {
 		return
@@ -109,59 +80,20 @@ func (p *Peer) pause(name, now, reason string) {
 	}
 	e.wg.Add(1) // under e.mu, before Close waits
 	e.mu.Unlock()
-	go p.prober()
+	go func() {
+		defer e.wg.Done()
+		p.fb.Run(e.ctx, p.done, e.fbConfig(), (*probedPeer)(p))
+	}()
 }
 
-// prober probes the peer's paused transport when due, until it is no
-// longer paused, the peer closes or the engine does.
-func (p *Peer) prober() {
-	defer p.e.wg.Done()
-	timer := time.NewTimer(time.Hour)
-	defer timer.Stop()
-	for {
-		p.mu.Lock()
-		pt := p.paused
-		if pt == nil || p.closed {
-			p.proberOn = false // under mu with the check: a new pause starts another
-			p.mu.Unlock()
-			return
-		}
-		p.mu.Unlock()
-		timer.Reset(time.Until(pt.next))
-		select {
-		case <-timer.C:
-		case <-p.done:
-			return
-		case <-p.e.ctx.Done():
-			return
-		}
-		p.probeOnce(pt)
-	}
-}
+// probedPeer is a Peer as its failback sees it (failback.Prober), without
+// those methods on Peer itself.
+type probedPeer Peer
 
-// probeOnce probes pt, the paused transport, and either moves the peer
-// to it or backs off.
-func (p *Peer) probeOnce(pt *pauseState) {
-	e := p.e
-	p.mu.Lock()
-	current := p.paused == pt
-	p.mu.Unlock()
-	if !current {
-		return // replaced (by a better one) or ended meanwhile
-	}
-	err := p.tryPaused(pt)
-	if err == nil {
-		return
-	}
-	p.mu.Lock()
-	if p.paused == pt {
-		pt.probes++
-		pt.lastErr = err.Error()
-		pt.wait = min(2*pt.wait, cmp.Or(e.fb.max, probeMax))
-		pt.next = time.Now().Add(pt.wait)
-	}
-	p.mu.Unlock()
-	e.log.Debug("probe of a paused transport failed", "peer", p, "transport", pt.name, "next_in", pt.wait, "reason", err)
+func (pp *probedPeer) Try(pt *failback.Pause) error { return (*Peer)(pp).tryPaused(pt) }
+
+func (pp *probedPeer) Failed(pt *failback.Pause, wait time.Duration, err error) {
+	pp.e.log.Debug("probe of a paused transport failed", "peer", (*Peer)(pp), "transport", pt.Name, "next_in", wait, "reason", err)
 }
 
 // errBusy: a reconnection was under way; the probe is tried again later.
@@ -169,7 +101,7 @@ var errBusy = errors.New("the peer was reconnecting")
 
 // tryPaused dials the peer offering pt's transport alone and, when that
 // connects, makes it the peer's connection.
-func (p *Peer) tryPaused(pt *pauseState) error {
+func (p *Peer) tryPaused(pt *failback.Pause) error {
 	e := p.e
 	p.mu.Lock()
 	busy := p.dialing != nil
@@ -190,7 +122,7 @@ func (p *Peer) tryPaused(pt *pauseState) error {
 		case <-ctx.Done():
 		}
 	}()
-	nep, _, err := e.connectOnce(ctx, p, nil, pt.name)
+	nep, _, err := e.connectOnce(ctx, p, nil, pt.Name)
 	if err != nil {
 		return err
 	}
@@ -198,7 +130,7 @@ func (p *Peer) tryPaused(pt *pauseState) error {
 	// connection is swapped; endpoint's callers wait on it, or keep
 	// posting on the connection they have.
 	p.mu.Lock()
-	if p.closed || p.dialing != nil || p.paused != pt {
+	if p.closed || p.dialing != nil || !p.fb.Claim(pt) {
 		closed := p.closed
 		p.mu.Unlock()
 		nep.Close()
@@ -210,9 +142,6 @@ func (p *Peer) tryPaused(pt *pauseState) error {
 	}
 	ch := make(chan struct{})
 	p.dialing = ch
-	p.paused = nil
-	p.movedBack = moveBack{time.Now(), pt.wait}
-	probes := pt.probes
 	p.mu.Unlock()
 	old := p.current()
 	if old != nil {
@@ -230,7 +159,7 @@ func (p *Peer) tryPaused(pt *pauseState) error {
 		from = old.Transport()
 		p.retire(old)
 	}
-	p.recovered(from, pt.name, probes+1, time.Since(pt.since))
+	p.recovered(from, pt.Name, pt.Probes+1, time.Since(pt.Since))
 	return nil
 }
 
@@ -238,22 +167,11 @@ func (p *Peer) tryPaused(pt *pauseState) error {
 // from back to to, its paused transport, after probes probes.
 func (p *Peer) recovered(from, to string, probes int, paused time.Duration) {
 	e := p.e
-	e.stats.recordFailover(FailoverEvent{Time: time.Now(), Peer: p.String(), From: from, To: to, Attempts: probes, Reason: metrics.ReasonRecovered})
+	e.stats.Failover(FailoverEvent{Time: time.Now(), Peer: p.String(), From: from, To: to, Attempts: probes, Reason: metrics.ReasonRecovered})
 	if m := e.metrics; m != nil {
 		m.FailedOver(from, to, metrics.ReasonRecovered)
 	}
 	e.log.Info("paused transport answered a probe; the peer is back on it", "peer", p, "from", from, "to", to, "probes", probes, "paused_for", paused.Round(time.Millisecond))
-}
-
-// pausedStatus is the peer's paused transports, for PeerStatus.
-func (p *Peer) pausedStatus() []PausedTransport {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	pt := p.paused
-	if pt == nil {
-		return nil
-	}
-	return []PausedTransport{{Transport: pt.name, Reason: pt.reason, Since: pt.since.UTC(), NextProbe: pt.next.UTC(), Probes: pt.probes, LastError: pt.lastErr}}
 }
 
 // failoverHook is what a connection of p's calls when its own data path
@@ -272,7 +190,7 @@ func (p *Peer) failoverHook(policy Policy) func(from, to string, cause error) {
 // pauses from and probes it, to move back when it works (see above).
 func (p *Peer) pathMoved(from, to string, cause error) {
 	e := p.e
-	e.stats.recordFailover(FailoverEvent{Time: time.Now(), Peer: p.String(), From: from, To: to, Attempts: 1, Reason: metrics.ReasonPathFailed})
+	e.stats.Failover(FailoverEvent{Time: time.Now(), Peer: p.String(), From: from, To: to, Attempts: 1, Reason: metrics.ReasonPathFailed})
 	if m := e.metrics; m != nil {
 		m.FailedOver(from, to, metrics.ReasonPathFailed)
 		// The connection's counters from now on are the new transport's.
@@ -282,7 +200,7 @@ func (p *Peer) pathMoved(from, to string, cause error) {
 			p.ep.CompareAndSwap(b, nb)
 		}
 	}
-	e.stats.warnOnce(e.log, p.String(), "failover "+from+" to "+to, "the connection's "+from+" path failed; it carries on over its control connection, without a new handshake",
+	e.stats.WarnOnce(e.log, p.String(), "failover "+from+" to "+to, "the connection's "+from+" path failed; it carries on over its control connection, without a new handshake",
 		"from", from, "to", to, "reason", cause)
 	if p.dialAddr != "" && p.policy == PolicyAuto {
 		p.pause(from, to, cause.Error())

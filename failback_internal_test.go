@@ -44,7 +44,7 @@ func TestFailbackToPausedTransport(t *testing.T) {
 	defer cli.Close()
 	var down atomic.Bool
 	// rdma (in the RDMA VM) is left out: the test is about shm and tcp.
-	cli.fb = failback{first: 50 * time.Millisecond, max: 200 * time.Millisecond, refuse: func(name string) error {
+	cli.fb = failbackOpts{first: 50 * time.Millisecond, max: 200 * time.Millisecond, refuse: func(name string) error {
 		if name == "rdma" || name == "shm" && down.Load() {
 			return fmt.Errorf("%w: taken away by the test", transport.ErrNotSupported)
 		}
@@ -286,7 +286,7 @@ func TestFailbackToPausedTransport(t *testing.T) {
 func TestPausedTransportBacksOff(t *testing.T) {
 	ctx := context.Background()
 	srv, cli := failbackPair(t)
-	cli.fb = failback{first: 20 * time.Millisecond, max: 80 * time.Millisecond, refuse: func(name string) error {
+	cli.fb = failbackOpts{first: 20 * time.Millisecond, max: 80 * time.Millisecond, refuse: func(name string) error {
 		if name == "shm" || name == "rdma" {
 			return errors.New("gone")
 		}
@@ -303,60 +303,20 @@ func TestPausedTransportBacksOff(t *testing.T) {
 	p.pause("shm", "tcp", "the test paused it")
 	deadline := time.Now().Add(10 * time.Second)
 	for {
-		p.mu.Lock()
-		pt := *p.paused
-		p.mu.Unlock()
-		if pt.probes >= 4 {
-			if pt.wait != 80*time.Millisecond || pt.lastErr == "" {
-				t.Errorf("after %d probes: wait %v (want the cap, 80ms), last error %q", pt.probes, pt.wait, pt.lastErr)
+		pt, _ := p.fb.Paused()
+		if pt.Probes >= 4 {
+			if pt.Wait != 80*time.Millisecond || pt.LastErr == "" {
+				t.Errorf("after %d probes: wait %v (want the cap, 80ms), last error %q", pt.Probes, pt.Wait, pt.LastErr)
 			}
 			break
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("%d probes after 10 s", pt.probes)
+			t.Fatalf("%d probes after 10 s", pt.Probes)
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
 	if p.current() != ep || p.Transport() != "tcp" {
 		t.Error("failed probes changed the peer's connection")
-	}
-}
-
-// A peer that loses the transport again soon after moving back to it (a
-// link that flaps) goes on with the backoff where it was, rather than
-// probing every second again.
-func TestPauseAfterFlapKeepsBackoff(t *testing.T) {
-	ctx := context.Background()
-	srv, cli := failbackPair(t)
-	cli.fb = failback{first: time.Second, max: 10 * time.Second, refuse: func(name string) error {
-		if name == "rdma" {
-			return errors.New("left out")
-		}
-		return nil
-	}}
-	p, err := cli.Dial(ctx, srv.Addr())
-	if err != nil {
-		t.Fatal(err)
-	}
-	wait := func() time.Duration {
-		p.mu.Lock()
-		defer p.mu.Unlock()
-		return p.paused.wait
-	}
-	p.mu.Lock()
-	p.movedBack = moveBack{time.Now().Add(-20 * time.Second), 4 * time.Second}
-	p.mu.Unlock()
-	p.pause("rdma", "shm", "long after the last move back")
-	if w := wait(); w != time.Second {
-		t.Errorf("paused 20 s after the last move back (the cap is 10 s): first probe in %v, want 1s", w)
-	}
-	p.mu.Lock()
-	p.paused = nil
-	p.movedBack = moveBack{time.Now(), 4 * time.Second}
-	p.mu.Unlock()
-	p.pause("rdma", "shm", "just after the last move back")
-	if w := wait(); w != 8*time.Second {
-		t.Errorf("paused just after a move back with a wait of 4 s: first probe in %v, want 8s", w)
 	}
 }
 

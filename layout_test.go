@@ -150,6 +150,12 @@ var layers = map[string][]string{
 	// The table of registered memory: it checks a peer's access against
 	// mem's handles and answers in transport's terms.
 	"internal/regions": {"transport", "mem"},
+	// The parts of the engine's status report and its log of recent
+	// events: transport's caps and rails, the directory's registration.
+	"internal/status": {"transport", "directory"},
+	// A peer's paused transport and its probes' backoff: it knows the
+	// peer through its own interface, and reports in internal/status' terms.
+	"internal/failback": {"internal/status"},
 	// The queue of notifications, generic over what it queues.
 	"internal/notes":    {},
 	"internal/testutil": {"internal/cuda", "internal/testmain"},
@@ -180,6 +186,10 @@ var layers = map[string][]string{
 	// The master's calls on the xfer data plane: a service on the public
 	// API, speaking masterpb's messages.
 	"mooncake/masterdata": {"", "mooncake/master/masterpb"},
+	// The master as one server (gRPC, metrics, the metadata server, HA, the
+	// data plane's engine), which the command runs: a service on the
+	// public API and the Mooncake packages.
+	"mooncake/mastersrv": {"", "mooncake"},
 	// The configuration document (its keys, YAML and JSON decoding,
 	// defaults and validation) sits beside the commands, above the
 	// services: its keys are the engine's and the connector's.

@@ -110,12 +110,11 @@ func (p *Peer) opFailed(op metrics.Op, err error) {
 // (one of the fallback reasons, metrics.Reason*), and logs it (at Warn
 // once per peer and reason; detail is the error text).
 func (e *Engine) fellBack(peer, t, reason, detail, msg string, args ...any) {
-	e.stats.fallbacks.Add(1)
 	if m := e.metrics; m != nil {
 		m.FellBack(t, reason)
 	}
-	e.stats.recordFallback(FallbackEvent{Time: time.Now(), Peer: peer, Transport: t, Reason: reason, Detail: detail})
-	e.stats.warnOnce(e.log, peer, t+": "+detail, msg, args...)
+	e.stats.Fallback(FallbackEvent{Time: time.Now(), Peer: peer, Transport: t, Reason: reason, Detail: detail})
+	e.stats.WarnOnce(e.log, peer, t+": "+detail, msg, args...)
 }
 
 // failedOver records that an operation of kind, whose connection on
@@ -124,17 +123,17 @@ func (e *Engine) fellBack(peer, t, reason, detail, msg string, args ...any) {
 // of transports.
 func (p *Peer) failedOver(from, to string, kind OpKind, attempts int) {
 	e := p.e
-	e.stats.recordFailover(FailoverEvent{Time: time.Now(), Peer: p.String(), From: from, To: to, Op: kind.String(), Attempts: attempts + 1, Reason: metrics.ReasonConnLost})
+	e.stats.Failover(FailoverEvent{Time: time.Now(), Peer: p.String(), From: from, To: to, Op: kind.String(), Attempts: attempts + 1, Reason: metrics.ReasonConnLost})
 	if m := e.metrics; m != nil {
 		m.FailedOver(from, to, metrics.ReasonConnLost)
 	}
-	e.stats.warnOnce(e.log, p.String(), "failover "+from+" to "+to, "connection lost under an operation; it was repeated on a new connection",
+	e.stats.WarnOnce(e.log, p.String(), "failover "+from+" to "+to, "connection lost under an operation; it was repeated on a new connection",
 		"op", kind, "from", from, "to", to)
 }
 
 // setupRetried counts a transient setup failure that is tried again.
 func (e *Engine) setupRetried(t string) {
-	e.stats.setupRetries.Add(1)
+	e.stats.SetupRetries.Add(1)
 	if m := e.metrics; m != nil {
 		m.SetupRetried(t)
 	}

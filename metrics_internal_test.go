@@ -9,6 +9,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/xferio/xfer/internal/metrics"
+	"github.com/xferio/xfer/internal/status"
 	"github.com/xferio/xfer/internal/testutil"
 	"github.com/xferio/xfer/transport"
 )
@@ -80,7 +81,7 @@ func gathered(tb testing.TB, g prometheus.Gatherer, name string, labels ...strin
 }
 
 // TestFellBack: a fallback counts under its transport and reason, and the
-// status keeps the latest ones, at most maxRecentFallbacks, with the error.
+// status keeps the latest ones, at most status.MaxRecent, with the error.
 func TestFellBack(t *testing.T) {
 	e := &Engine{log: slog.New(slog.DiscardHandler)}
 	reg := prometheus.NewRegistry()
@@ -99,8 +100,8 @@ func TestFellBack(t *testing.T) {
 	for i := range 100 {
 		e.fellBack("10.0.0.3:7471", "shm", metrics.ReasonUnusable, fmt.Sprint("other host ", i), "falling back")
 	}
-	r := e.stats.recentFallbacks()
-	if len(r) != maxRecentFallbacks || r[len(r)-1].Detail != "other host 99" || r[len(r)-1].Reason != metrics.ReasonUnusable || r[len(r)-1].Peer != "10.0.0.3:7471" {
+	r, _ := e.stats.Recent()
+	if len(r) != status.MaxRecent || r[len(r)-1].Detail != "other host 99" || r[len(r)-1].Reason != metrics.ReasonUnusable || r[len(r)-1].Peer != "10.0.0.3:7471" {
 		t.Errorf("recent fallbacks: %d, the last %+v", len(r), r[len(r)-1])
 	}
 	if e.Fallbacks() != 101 {

@@ -6,6 +6,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/xferio/xfer/internal/failback"
 	"github.com/xferio/xfer/internal/metrics"
 	"github.com/xferio/xfer/internal/wire"
 	"github.com/xferio/xfer/transport"
@@ -19,7 +20,7 @@ type Peer struct {
 	dialKey  string // the key of the engine's cache of dialed peers
 	policy   Policy // the policy it is dialed under (WithTransport), else the engine's
 
-	mu      sync.Mutex // guards remote, exports, dialing, closed and the failback fields
+	mu      sync.Mutex // guards remote, exports, dialing and closed
 	remote  transport.PeerInfo
 	exports map[string]RegionDesc
 	// exportsFinal is set when the remote engine was ready (HoldPeers,
@@ -35,12 +36,8 @@ type Peer struct {
 	exportsLive atomic.Bool
 	exportMark  atomic.Uint64
 	closed      bool
-	dialing     chan struct{} // closed when a dial in progress ends
-	paused      *pauseState   // a better transport lost and probed (failback.go)
-	// movedBack is the last move back to a paused transport; proberOn is
-	// set while the goroutine that probes paused runs.
-	movedBack moveBack
-	proberOn  bool
+	dialing     chan struct{}  // closed when a dial in progress ends
+	fb          failback.State // a better transport lost and probed (failback.go)
 	// downSince is when a reconnection of this dialed peer was first
 	// refused since its last connection, and downDials how many dials
 	// were refused since (Config.ReconnectWait); zero while it connects.
@@ -80,24 +77,6 @@ type Peer struct {
 	stash   inMsg // a message Recv could not fit, returned first next time
 	signal  chan struct{}
 	done    chan struct{}
-}
-
-// pauseState is a peer's paused transport; guarded by Peer.mu.
-type pauseState struct {
-	name    string
-	reason  string // why the peer left it
-	since   time.Time
-	next    time.Time     // the next probe
-	wait    time.Duration // the wait before next
-	probes  int           // the probes that failed
-	lastErr string        // the last probe's error
-}
-
-// moveBack is when a peer last moved back to a paused transport, and the
-// probes' wait then; guarded by Peer.mu.
-type moveBack struct {
-	at   time.Time
-	wait time.Duration
 }
 
 // stallRec records that the watchdog closed ep because its peer stalled.

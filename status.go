@@ -4,9 +4,8 @@ import (
 	"slices"
 	"time"
 
-	"github.com/xferio/xfer/directory"
+	"github.com/xferio/xfer/internal/status"
 	"github.com/xferio/xfer/mem"
-
 	"github.com/xferio/xfer/transport"
 )
 
@@ -52,98 +51,41 @@ type Status struct {
 
 // DirectoryStatus is an engine's directory and, when it has a node ID,
 // the state of its entry there.
-type DirectoryStatus struct {
-	URL string `json:"url"`
-	// Registration is the entry's state (registered; retrying: renewals
-	// are failing; lost: it is being registered again), when and why it
-	// entered it, and how often it was lost and registered again.
-	Registration *directory.Registration `json:"registration,omitempty"`
-}
+type DirectoryStatus = status.Directory
 
 // GPUStatus describes an engine's use of GPUs: the devices it has opened
-// and the pinned host memory that stages GPU memory for transports that
-// move host memory only (tcp, and rdma's local operations).
-type GPUStatus struct {
-	Devices []int `json:"devices"`
-	// StagingBytes is the staging memory's size (0 before the first
-	// staged operation), StagingUsedBytes what operations in flight hold,
-	// and StagingPinned whether the driver pinned it (unpinned staging
-	// works, slower).
-	StagingBytes     uint64 `json:"staging_bytes"`
-	StagingUsedBytes uint64 `json:"staging_used_bytes"`
-	StagingPinned    bool   `json:"staging_pinned"`
-}
+// and the pinned host memory that stages GPU memory.
+type GPUStatus = status.GPU
 
 // TransportStatus says whether a transport can be used on this host.
-type TransportStatus struct {
-	Name      string `json:"name"`
-	Available bool   `json:"available"`
-	// Reason is why it is not available (the probe's error), or why the
-	// policy excludes it.
-	Reason string `json:"reason,omitempty"`
-	// Caps are what the transport can do: same host only, several
-	// connections, the memory kinds it moves itself, and who enforces a
-	// region's rights against a peer.
-	Caps transport.Caps `json:"caps"`
-	// Device is the device, port and GID the transport has open (rdma's).
-	Device *transport.DeviceInUse `json:"device,omitempty"`
-	// Rails are the devices of a transport over several (rdma.devices):
-	// each up or down, and how often it failed under a connection.
-	Rails []RailStatus `json:"rails,omitempty"`
-}
+type TransportStatus = status.Transport
 
 // RailStatus describes one device (rail) of a transport over several.
 type RailStatus = transport.RailStatus
 
-// PeerStatus describes one peer. Ops, Bytes and LastError are kept only
-// when the engine has metrics (Config.Metrics); without them they stay 0
-// and empty.
-type PeerStatus struct {
-	Addr      string `json:"addr"`
-	ID        string `json:"id"`
-	Transport string `json:"transport"`
-	// Connected reports whether the peer's current connection is up;
-	// UpSince is when it came up.
-	Connected bool      `json:"connected"`
-	UpSince   time.Time `json:"up_since,omitzero"`
-	// Ops and Bytes count this engine's completed operations with the
-	// peer and their payload bytes, both ways.
-	Ops         uint64    `json:"ops"`
-	Bytes       uint64    `json:"bytes"`
-	LastError   string    `json:"last_error,omitempty"`
-	LastErrorAt time.Time `json:"last_error_at,omitzero"`
-	// Paused are the better transports a dialed peer lost and probes,
-	// with backoff, to move back to (see docs/OPERATIONS.md).
-	Paused []PausedTransport `json:"paused,omitempty"`
-}
+// PeerStatus describes one peer.
+type PeerStatus = status.Peer
 
 // PoolStatus is the default pool's state, in bytes.
-type PoolStatus struct {
-	Capacity      uint64  `json:"capacity_bytes"`
-	Used          uint64  `json:"used_bytes"`
-	Free          uint64  `json:"free_bytes"`
-	LargestFree   uint64  `json:"largest_free_bytes"`
-	Fragmentation float64 `json:"fragmentation"`
-	Allocated     int     `json:"allocated_buffers"`
-	Failures      uint64  `json:"failed_allocs"`
-	// Memory is where the pool lives: "host" or "cuda:N".
-	Memory string `json:"memory"`
-}
+type PoolStatus = status.Pool
+
+// PausedTransport is a better transport a dialed peer lost and probes with
+// backoff (PeerStatus.Paused).
+type PausedTransport = status.Paused
 
 // Status returns the engine's status. It does not open an rdma device that
 // is not open yet, beyond what Available does.
 func (e *Engine) Status() Status {
 	s := Status{
-		ID:              e.id.String(),
-		Policy:          e.cfg.Transport,
-		Addr:            e.addr,
-		Fallbacks:       e.stats.fallbacks.Load(),
-		SetupRetries:    e.stats.setupRetries.Load(),
-		RecentFallbacks: e.stats.recentFallbacks(),
-		Failovers:       e.stats.failovers.Load(),
-		RecentFailovers: e.stats.recentFailovers(),
-		Regions:         e.regions.Len(),
+		ID:           e.id.String(),
+		Policy:       e.cfg.Transport,
+		Addr:         e.addr,
+		Fallbacks:    e.stats.Fallbacks.Load(),
+		SetupRetries: e.stats.SetupRetries.Load(),
+		Failovers:    e.stats.Failovers.Load(),
+		Regions:      e.regions.Len(),
 	}
+	s.RecentFallbacks, s.RecentFailovers = e.stats.Recent()
 	s.AuthFailures, s.RecentAuthFailures = e.auth.Snapshot()
 	for _, name := range transportNames() {
 		t := e.transports[name]
@@ -160,21 +102,7 @@ func (e *Engine) Status() Status {
 	for _, p := range e.Peers() {
 		s.Peers = append(s.Peers, p.status())
 	}
-	slices.SortFunc(s.Peers, func(a, b PeerStatus) int {
-		if a.Addr != b.Addr {
-			if a.Addr < b.Addr {
-				return -1
-			}
-			return 1
-		}
-		if a.ID < b.ID {
-			return -1
-		}
-		if a.ID > b.ID {
-			return 1
-		}
-		return 0
-	})
+	slices.SortFunc(s.Peers, status.ComparePeers)
 	ps := e.pool.Stats()
 	s.Pool = PoolStatus{Capacity: ps.Capacity, Used: ps.InUse, Free: ps.Free, LargestFree: ps.LargestFree,
 		Fragmentation: ps.Fragmentation, Allocated: ps.Allocated, Failures: ps.Failures,
@@ -204,7 +132,7 @@ func (p *Peer) status() PeerStatus {
 	if t := p.stats.upSince.Load(); t != 0 {
 		s.UpSince = time.Unix(0, t).UTC()
 	}
-	s.Paused = p.pausedStatus()
+	s.Paused = p.fb.Status()
 	s.LastError, s.LastErrorAt = p.stats.LastErr()
 	return s
 }

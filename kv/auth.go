@@ -5,7 +5,6 @@ import (
 	"encoding/base64"
 	"encoding/binary"
 	"errors"
-	"sync"
 	"time"
 
 	"google.golang.org/grpc"
@@ -86,24 +85,13 @@ type callAuth struct {
 	keys *callKeys    // nil without a secret
 	e    *xfer.Engine // counts and logs refusals (AuthFailed)
 
-	mu      sync.Mutex
-	clients map[uint64]*seenCalls // by client ID
-	pruned  time.Time
+	seen auth.Senders // the call numbers of each client seen lately
 }
-
-// seenCalls are the call numbers of one client seen lately.
-type seenCalls struct {
-	auth.Window
-	last time.Time // the latest call
-}
-
-// fresh records call number n and reports whether it is new.
-func (w *seenCalls) fresh(n uint64) bool { return w.Accept(n) }
 
 // newCallAuth returns the server's side for the engine e; it checks nothing
 // when e has no secret.
 func newCallAuth(e *xfer.Engine) *callAuth {
-	a := &callAuth{e: e}
+	a := &callAuth{e: e, seen: auth.Senders{Span: callWindow, Max: maxClients}}
 	if secret := e.Config().Secret; secret != "" {
 		a.keys = newCallKeys(secret)
 	}
@@ -192,33 +180,11 @@ func (a *callAuth) verify(md metadata.MD, method string) ([]byte, string, error)
 	if d := time.Duration(now.UnixNano() - t); d > callWindow || d < -callWindow {
 		return nil, xfer.ReasonTimeout, errors.New("authentication failed: the call's timestamp is off by more than 2m (check the clocks)")
 	}
-	client, n := binary.LittleEndian.Uint64(nonce[:8]), binary.LittleEndian.Uint64(nonce[8:])
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	if a.clients == nil {
-		a.clients = map[uint64]*seenCalls{}
+	switch err := a.seen.Accept(binary.LittleEndian.Uint64(nonce[:8]), binary.LittleEndian.Uint64(nonce[8:]), now); {
+	case errors.Is(err, auth.ErrTooManySenders):
+		return nil, xfer.ReasonTimeout, err
+	case err != nil:
+		return nil, xfer.ReasonBadProof, err
 	}
-	if now.Sub(a.pruned) > callWindow {
-		// A client unseen for two windows is forgotten: its calls'
-		// timestamps are out of the window by now.
-		for id, w := range a.clients {
-			if now.Sub(w.last) > 2*callWindow {
-				delete(a.clients, id)
-			}
-		}
-		a.pruned = now
-	}
-	w := a.clients[client]
-	if w == nil {
-		if len(a.clients) >= maxClients {
-			return nil, xfer.ReasonTimeout, errors.New("too many clients in the replay window: try again")
-		}
-		w = &seenCalls{}
-		a.clients[client] = w
-	}
-	if !w.fresh(n) {
-		return nil, xfer.ReasonBadProof, errors.New("authentication failed: a replayed call")
-	}
-	w.last = now
 	return raw, "", nil
 }

@@ -16,6 +16,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/xferio/xfer"
+	"github.com/xferio/xfer/internal/auth"
 	"github.com/xferio/xfer/kv/kvpb"
 )
 
@@ -188,21 +189,21 @@ func FuzzGRPCServer(f *testing.F) {
 // TestSeenCalls: a client's call numbers are each accepted once, out of
 // order within the window, and refused when older than it.
 func TestSeenCalls(t *testing.T) {
-	var w seenCalls
+	var w auth.Window
 	for _, n := range []uint64{1, 3, 2, 5000, 4999, 4000} {
-		if !w.fresh(n) {
+		if !w.Accept(n) {
 			t.Fatalf("call %d refused", n)
 		}
 	}
 	for _, n := range []uint64{1, 2, 3, 5000, 4999, 4000, 3976} {
-		if w.fresh(n) {
+		if w.Accept(n) {
 			t.Fatalf("call %d accepted again (or too old)", n)
 		}
 	}
-	if !w.fresh(5000 + replayWindow) {
+	if !w.Accept(5000 + replayWindow) {
 		t.Fatal("a call a whole window ahead refused")
 	}
-	if w.fresh(5000) {
+	if w.Accept(5000) {
 		t.Fatal("a call a window behind accepted")
 	}
 }

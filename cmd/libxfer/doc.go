@@ -49,6 +49,13 @@
 // values of Mooncake's error.h), not the connector's Codes.
 // docs/MOONCAKE.md describes what is compatible and what differs.
 //
+// Mooncake's store: the xfer_mcs_* calls (mcstoreabi.go) are a third
+// surface, the Go half of python/xfer/mooncake/store.py: a client of
+// `xfer mooncake master` over an engine of the second surface, with a
+// segment of its memory in the store's pool and a local buffer that
+// stages bytes (mcstore.go). They return Mooncake's store codes
+// (types.h's ErrorCode), or a size or count.
+//
 // Without cgo (CGO_ENABLED=0) the command builds to a program that says
 // the library needs cgo.
 package main

@@ -741,31 +741,47 @@ func (s *mcStore) get(key string) (p unsafe.Pointer, n int64, token int64, err e
 	if err := checkKey(key); err != nil {
 		return nil, 0, 0, err
 	}
-	os, at, err := s.lookup([]string{key})
-	if err != nil {
-		return nil, 0, 0, err
+	for try := 1; ; try++ {
+		os, at, err := s.lookup([]string{key})
+		if err != nil {
+			return nil, 0, 0, err
+		}
+		if err := found(key, os[0]); err != nil {
+			return nil, 0, 0, err
+		}
+		size := os[0].Size
+		if size == 0 {
+			return nil, 0, 0, nil
+		}
+		b, err := s.stageAlloc(int64(size))
+		if err != nil {
+			return nil, 0, 0, err
+		}
+		p = unsafe.Pointer(unsafe.SliceData(b.Bytes()))
+		if err := s.readObject(key, os[0], at, p, 0, size); err != nil {
+			s.stage.Free(b)
+			if again(err, try) {
+				continue
+			}
+			return nil, 0, 0, err
+		}
+		token = newHandle()
+		s.mu.Lock()
+		s.gets[token] = b
+		s.mu.Unlock()
+		return p, int64(size), token, nil
 	}
-	if err := found(key, os[0]); err != nil {
-		return nil, 0, 0, err
-	}
-	size := os[0].Size
-	if size == 0 {
-		return nil, 0, 0, nil
-	}
-	b, err := s.stageAlloc(int64(size))
-	if err != nil {
-		return nil, 0, 0, err
-	}
-	p = unsafe.Pointer(unsafe.SliceData(b.Bytes()))
-	if err := s.readObject(key, os[0], at, p, 0, size); err != nil {
-		s.stage.Free(b)
-		return nil, 0, 0, err
-	}
-	token = newHandle()
-	s.mu.Lock()
-	s.gets[token] = b
-	s.mu.Unlock()
-	return p, int64(size), token, nil
+}
+
+// leaseTries is how many times a read whose bytes arrived after its
+// lease ended is made again, with a fresh lookup (a first connection to
+// a segment's holder may take longer than a short lease).
+const leaseTries = 3
+
+// again reports whether a read that failed with err, on try try, is made
+// again.
+func again(err error, try int) bool {
+	return storeCode(err) == scLeaseExpired && try < leaseTries
 }
 
 // release frees a get's staged bytes.
@@ -789,21 +805,26 @@ func (s *mcStore) getInto(key string, p unsafe.Pointer, cap int64) (int64, error
 	if p == nil || cap <= 0 || !s.registered(p, cap) {
 		return 0, serr(scInvalidParams, "get_into %q: %d bytes at %#x: not within a registered buffer (register_buffer)", key, cap, uintptr(p))
 	}
-	os, at, err := s.lookup([]string{key})
-	if err != nil {
-		return 0, err
+	for try := 1; ; try++ {
+		os, at, err := s.lookup([]string{key})
+		if err != nil {
+			return 0, err
+		}
+		o := os[0]
+		if err := found(key, o); err != nil {
+			return 0, err
+		}
+		if o.Size > uint64(cap) {
+			return 0, serr(scInvalidParams, "get_into %q: a value of %d bytes into %d", key, o.Size, cap)
+		}
+		if err := s.readObject(key, o, at, p, 0, o.Size); err != nil {
+			if again(err, try) {
+				continue
+			}
+			return 0, err
+		}
+		return int64(o.Size), nil
 	}
-	o := os[0]
-	if err := found(key, o); err != nil {
-		return 0, err
-	}
-	if o.Size > uint64(cap) {
-		return 0, serr(scInvalidParams, "get_into %q: a value of %d bytes into %d", key, o.Size, cap)
-	}
-	if err := s.readObject(key, o, at, p, 0, o.Size); err != nil {
-		return 0, err
-	}
-	return int64(o.Size), nil
 }
 
 // readRange is one range of get_into_ranges: n bytes from off in the
@@ -844,7 +865,19 @@ func (s *mcStore) getRanges(key string, rs []readRange, codes []int64) {
 		case r.dst == nil || !s.registered(r.dst, int64(r.n)):
 			codes[i] = int64(scInvalidParams)
 		default:
-			if err := s.readObject(key, o, at, r.dst, r.off, r.n); err != nil {
+			err := s.readObject(key, o, at, r.dst, r.off, r.n)
+			for try := 1; again(err, try); try++ {
+				var os []*masterpb.ObjectReplicas
+				if os, at, err = s.lookup([]string{key}); err == nil {
+					if err = found(key, os[0]); err == nil && os[0].Size == o.Size {
+						o = os[0]
+						err = s.readObject(key, o, at, r.dst, r.off, r.n)
+					} else if err == nil {
+						err = serr(scInvalidParams, "get_into_ranges %q: the value changed size", key)
+					}
+				}
+			}
+			if err != nil {
 				codes[i] = int64(storeCode(err))
 			} else {
 				codes[i] = int64(r.n)

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"runtime"
 	"strconv"
 	"testing"
 	"unsafe"
@@ -208,11 +209,19 @@ func benchLookup(b *testing.B, data bool) {
 	if err := a.put("k", unsafe.Pointer(unsafe.SliceData(val)), 4096, nil, true, false); err != nil {
 		b.Fatal(err)
 	}
-	for b.Loop() {
-		if _, _, err := a.lookup([]string{"k"}); err != nil {
-			b.Fatal(err)
+	run := func(b *testing.B) {
+		for b.Loop() {
+			if _, _, err := a.lookup([]string{"k"}); err != nil {
+				b.Fatal(err)
+			}
 		}
 	}
+	b.Run("goroutine", run)
+	b.Run("locked", func(b *testing.B) { // as a call through the C ABI runs
+		runtime.LockOSThread()
+		defer runtime.UnlockOSThread()
+		run(b)
+	})
 }
 
 // FuzzParseReplicate: any document is a checked config or an
@@ -256,4 +265,58 @@ func FuzzParseStoreConfig(f *testing.F) {
 			t.Fatalf("%q: accepted as %+v", doc, c)
 		}
 	})
+}
+
+// TestMCEngineRDMA moves a sync batch, an async one and a READ between two
+// TransferEngines over rdma only (make verbs-test runs it in the VM, on
+// rxe and on siw), with a notification after the data.
+func TestMCEngineRDMA(t *testing.T) {
+	dev := testutil.RequireDevice(t)
+	host := testutil.RequireRDMAAddr(t).String()
+	open := func() *mcEngine {
+		h, err := mcOpen(host, "P2PHANDSHAKE", "rdma", dev)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { mcClose(h) })
+		m, done, _ := useMC(h)
+		done()
+		return m
+	}
+	target, init := open(), open()
+	remote, err := target.allocManaged(1 << 20)
+	if err != nil {
+		t.Fatal(err)
+	}
+	local, err := init.allocManaged(1 << 20)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lb := init.managedBytes(local)
+	for i := range lb {
+		lb[i] = byte(i * 7)
+	}
+	seg := target.segment
+	codes := make([]int32, 2)
+	half := int64(1 << 19)
+	xs := []mcXfer{{unsafe.Pointer(&lb[0]), uint64(remote), half}, {unsafe.Pointer(&lb[half]), uint64(remote) + uint64(half), half}}
+	if err := init.transferSync(seg, xfer.OpWrite, xs, codes, &mcNotify{Name: "init", Msg: "done"}); err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(target.managedBytes(remote), lb) {
+		t.Fatal("the WRITE's bytes differ")
+	}
+	clear(lb[:4096])
+	id, err := init.submit(seg, xfer.OpRead, []mcXfer{{unsafe.Pointer(&lb[0]), uint64(remote) + 4096, 4096}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := init.wait(id, codes[:1]); err != nil || !bytes.Equal(lb[:4096], target.managedBytes(remote)[4096:8192]) {
+		t.Fatalf("the async READ: %v", err)
+	}
+	for _, mp := range init.peers {
+		if got := mp.p.Transport(); got != "rdma" {
+			t.Fatalf("the segment was reached over %s", got)
+		}
+	}
 }

@@ -15,6 +15,7 @@ import (
 
 	"github.com/xferio/xfer"
 	"github.com/xferio/xfer/directory"
+	"github.com/xferio/xfer/mooncake/mastersrv"
 )
 
 // coordinatorBanner starts the line coordinator prints to stdout once it
@@ -116,27 +117,8 @@ func runCoordinator(ctx context.Context, g *globals, listen string, o directory.
 	ops.setReady(true)
 	defer ops.setReady(false)
 	fmt.Fprintf(g.stdout, "%s%s\n", coordinatorBanner, l.Addr())
-	if err := serveHTTP(ctx, srv, l); err != nil {
+	if err := mastersrv.ServeHTTP(ctx, srv, l); err != nil {
 		return fmt.Errorf("coordinator: %w", err)
-	}
-	return nil
-}
-
-// serveHTTP serves srv on l until ctx ends, then shuts it down, giving
-// the requests under way 5 s: nil then, or why serving stopped before.
-func serveHTTP(ctx context.Context, srv *http.Server, l net.Listener) error {
-	done := make(chan error, 1)
-	go func() { done <- srv.Serve(l) }()
-	select {
-	case err := <-done:
-		return err
-	case <-ctx.Done():
-	}
-	sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	srv.Shutdown(sctx)
-	if err := <-done; !errors.Is(err, http.ErrServerClosed) {
-		return err
 	}
 	return nil
 }

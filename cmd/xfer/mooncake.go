@@ -12,6 +12,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/xferio/xfer/mooncake"
+	"github.com/xferio/xfer/mooncake/mastersrv"
 )
 
 // metadataBanner starts the line `xfer mooncake metadata-server` prints
@@ -109,7 +110,7 @@ func runMetadataServer(ctx context.Context, g *globals, addr string, o mooncake.
 	}
 	srv := &http.Server{Handler: mooncake.NewServer(o), ReadHeaderTimeout: 10 * time.Second}
 	fmt.Fprintf(g.stdout, "%s%s\n", metadataBanner, l.Addr())
-	if err := serveHTTP(ctx, srv, l); err != nil {
+	if err := mastersrv.ServeHTTP(ctx, srv, l); err != nil {
 		return fmt.Errorf("mooncake metadata-server: %w", err)
 	}
 	return nil

@@ -5,23 +5,18 @@ import (
 	"errors"
 	"fmt"
 	"net"
-	"net/http"
 	"os"
 	"strconv"
 	"strings"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/keepalive"
 
-	"github.com/xferio/xfer"
-	"github.com/xferio/xfer/mooncake"
 	"github.com/xferio/xfer/mooncake/master"
-	"github.com/xferio/xfer/mooncake/masterdata"
+	"github.com/xferio/xfer/mooncake/mastersrv"
 )
 
 // masterBanner starts the lines `xfer mooncake master` prints to stdout
@@ -244,7 +239,7 @@ func masterOptions(g *globals, fs *pflag.FlagSet, f masterFlags) (master.Options
 	}
 	host := f.rpcAddress
 	if f.rpcInterface != "" {
-		ip, err := interfaceIPv4(f.rpcInterface)
+		ip, err := mastersrv.InterfaceIPv4(f.rpcInterface)
 		if err != nil {
 			return o, "", nil, fmt.Errorf("--rpc_interface %s: %w", f.rpcInterface, err)
 		}
@@ -378,45 +373,6 @@ func masterHA(g *globals, fs *pflag.FlagSet, f masterFlags) (*master.HAOptions, 
 	return &master.HAOptions{Endpoints: eps, Cluster: cluster, LeaseTTL: ttl, FlushInterval: flush}, nil
 }
 
-// advertised is the address clients dial to reach a master listening at
-// addr: addr itself, but a wildcard host is replaced by the first
-// non-loopback IPv4 address of the machine (loopback if none).
-func advertised(addr net.Addr) string {
-	host, port, _ := net.SplitHostPort(addr.String())
-	if ip := net.ParseIP(host); ip != nil && !ip.IsUnspecified() {
-		return addr.String()
-	}
-	host = "127.0.0.1"
-	if as, err := net.InterfaceAddrs(); err == nil {
-		for _, a := range as {
-			if n, ok := a.(*net.IPNet); ok && n.IP.To4() != nil && !n.IP.IsLoopback() {
-				host = n.IP.String()
-				break
-			}
-		}
-	}
-	return net.JoinHostPort(host, port)
-}
-
-// interfaceIPv4 returns the first IPv4 address of the network interface
-// name.
-func interfaceIPv4(name string) (string, error) {
-	ifi, err := net.InterfaceByName(name)
-	if err != nil {
-		return "", err
-	}
-	addrs, err := ifi.Addrs()
-	if err != nil {
-		return "", err
-	}
-	for _, a := range addrs {
-		if n, ok := a.(*net.IPNet); ok && n.IP.To4() != nil {
-			return n.IP.String(), nil
-		}
-	}
-	return "", errors.New("the interface has no IPv4 address")
-}
-
 func runMaster(ctx context.Context, g *globals, fs *pflag.FlagSet, f masterFlags) error {
 	o, addr, gopts, err := masterOptions(g, fs, f)
 	if err != nil {
@@ -426,139 +382,31 @@ func runMaster(ctx context.Context, g *globals, fs *pflag.FlagSet, f masterFlags
 	if err != nil {
 		return err
 	}
-	secret, err := master.SecretFromEnv()
+	secret, err := master.SecretFrom(os.Getenv)
 	if err != nil {
 		return fmt.Errorf("mooncake master: %w", err)
 	}
-	var meta mooncake.ServerOptions
+	so := mastersrv.Options{Master: o, Addr: addr, GRPC: gopts, HA: ha, Secret: secret, DataPort: f.dataPort, Report: f.metricReporting, Log: g.log,
+		MetricsAddr: net.JoinHostPort(f.metricsHost, strconv.Itoa(f.metricsPort))}
 	if f.httpMetadata {
-		if meta, err = metadataServerOptions(g); err != nil {
-			return err
-		}
-	}
-	l, err := net.Listen("tcp", addr)
-	if err != nil {
-		return fmt.Errorf("mooncake master: %w", err)
-	}
-	defer l.Close()
-	ml, err := net.Listen("tcp", net.JoinHostPort(f.metricsHost, strconv.Itoa(f.metricsPort)))
-	if err != nil {
-		return fmt.Errorf("mooncake master: metrics: %w", err)
-	}
-	defer ml.Close()
-	var hl net.Listener
-	if f.httpMetadata {
-		if hl, err = net.Listen("tcp", net.JoinHostPort(f.httpMetadataHost, strconv.Itoa(f.httpMetadataPort))); err != nil {
-			return fmt.Errorf("mooncake master: metadata server: %w", err)
-		}
-		defer hl.Close()
-	}
-	if secret == "" {
-		if h, _, _ := net.SplitHostPort(addr); !net.ParseIP(h).IsLoopback() && h != "localhost" {
-			g.log.Warn("mooncake master: no XFER_SECRET or XFER_SECRET_FILE: anyone who reaches this port can mount segments and remove objects", "listen", l.Addr().String())
-		}
-	}
-
-	var data *xfer.Engine
-	if f.dataPort >= 0 {
-		host, _, _ := net.SplitHostPort(addr)
-		if data, err = xfer.Open(ctx, xfer.Config{Listen: net.JoinHostPort(host, strconv.Itoa(f.dataPort)), MemoryMB: 1,
-			Secret: secret, Logger: g.log, HoldPeers: true}); err != nil {
-			return fmt.Errorf("mooncake master: the data plane (--xfer_data_port): %w", err)
-		}
-		defer data.Close()
-		_, port, _ := net.SplitHostPort(data.Addr())
-		o.DataPort, _ = strconv.Atoi(port)
-	}
-	s := master.New(o)
-	defer s.Close()
-	if ha != nil {
-		ha.Addr = advertised(l.Addr())
-		h, err := master.StartHA(ctx, s, *ha)
+		meta, err := metadataServerOptions(g)
 		if err != nil {
 			return err
 		}
-		// After the gRPC server stopped: the leader writes its last
-		// changes and resigns, so that a standby takes over at once.
-		defer h.Close()
+		so.Metadata, so.MetadataAddr = &meta, net.JoinHostPort(f.httpMetadataHost, strconv.Itoa(f.httpMetadataPort))
 	}
-	gs := s.NewGRPCServer(secret, gopts...)
-	reg := prometheus.NewRegistry()
-	reg.MustRegister(s.Collector())
-	mux := http.NewServeMux()
-	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{ErrorHandling: promhttp.ContinueOnError}))
-	servers := []*http.Server{{Handler: mux, ReadHeaderTimeout: 10 * time.Second}}
-	listeners := []net.Listener{ml}
-	fmt.Fprintf(g.stdout, "%slistening on %s\n", masterBanner, l.Addr())
-	fmt.Fprintf(g.stdout, "%smetrics on http://%s/metrics\n", masterBanner, ml.Addr())
-	if data != nil {
-		fmt.Fprintf(g.stdout, "%sdata plane on %s\n", masterBanner, data.Addr())
-	}
-	if hl != nil {
-		servers = append(servers, &http.Server{Handler: mooncake.NewServer(meta), ReadHeaderTimeout: 10 * time.Second})
-		listeners = append(listeners, hl)
-		fmt.Fprintf(g.stdout, "%smetadata server on http://%s%s\n", masterBanner, hl.Addr(), mooncake.MetadataPath)
-	}
-	if ha != nil {
-		fmt.Fprintf(g.stdout, "%scandidate in etcd %s cluster %s as %s\n", masterBanner, strings.Join(ha.Endpoints, ","), ha.Cluster, ha.Addr)
-	}
-
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	errc := make(chan error, len(servers)+1)
-	go func() { errc <- gs.Serve(l) }()
-	if data != nil {
-		go masterdata.Serve(ctx, data, s, g.log)
-		data.Ready()
-	}
-	for i, srv := range servers {
-		go func() { errc <- serveHTTP(ctx, srv, listeners[i]) }()
-	}
-	if f.metricReporting {
-		go reportMaster(ctx, g, s)
-	}
-	pending := len(servers) + 1
-	var first error
-	select {
-	case <-ctx.Done():
-	case first = <-errc:
-		pending--
-	}
-	cancel()
-	stopped := make(chan struct{})
-	go func() { gs.GracefulStop(); close(stopped) }()
-	select {
-	case <-stopped:
-	case <-time.After(5 * time.Second):
-		gs.Stop()
-		<-stopped
-	}
-	// Serve returns nil once the gRPC server stopped, serveHTTP once its
-	// server shut down.
-	for range pending {
-		if err := <-errc; first == nil {
-			first = err
+	so.Listening = func(at mastersrv.Listening) {
+		fmt.Fprintf(g.stdout, "%slistening on %s\n", masterBanner, at.GRPC)
+		fmt.Fprintf(g.stdout, "%smetrics on http://%s/metrics\n", masterBanner, at.Metrics)
+		if at.Data != "" {
+			fmt.Fprintf(g.stdout, "%sdata plane on %s\n", masterBanner, at.Data)
+		}
+		if at.Metadata != "" {
+			fmt.Fprintf(g.stdout, "%smetadata server on %s\n", masterBanner, at.Metadata)
+		}
+		if ha != nil {
+			fmt.Fprintf(g.stdout, "%scandidate in etcd %s cluster %s as %s\n", masterBanner, strings.Join(ha.Endpoints, ","), ha.Cluster, at.Candidate)
 		}
 	}
-	if first != nil {
-		return fmt.Errorf("mooncake master: %w", first)
-	}
-	return nil
-}
-
-// reportMaster logs a summary of the master's state every 10 seconds, as
-// mooncake_master's --enable_metric_reporting does.
-func reportMaster(ctx context.Context, g *globals, s *master.Service) {
-	t := time.NewTicker(10 * time.Second)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
-		st := s.Stats()
-		g.log.Info("mooncake master: state", "objects", st.Objects, "used_bytes", st.UsedBytes, "capacity_bytes", st.Capacity,
-			"segments", st.Segments, "clients", st.Clients, "evictions", st.Evictions, "gets", st.Gets, "get_hits", st.GetHits)
-	}
+	return mastersrv.Run(ctx, so)
 }

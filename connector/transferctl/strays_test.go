@@ -98,7 +98,10 @@ func converse(t *testing.T, p, c *Conn) {
 func TestServeWaitsForItsConsumer(t *testing.T) {
 	eachSecret(t, func(t *testing.T, secret string) {
 		addr := freeAddr(t)
-		served, refused := serveWith(t, ServeConfig{Addr: addr, Timeout: 20 * time.Second, HandshakeTimeout: 300 * time.Millisecond, Secret: secret})
+		// The handshake bound is what idle strays wait out, and what the
+		// consumer's own handshake must fit in while strays flood the
+		// port: 300 ms was too short on a loaded 2-core host.
+		served, refused := serveWith(t, ServeConfig{Addr: addr, Timeout: 20 * time.Second, HandshakeTimeout: time.Second, Secret: secret})
 		dialRaw(t, addr).Close() // it listens
 		stop, end := stopper(t)
 		// Before: one of each kind, in place before the consumer dials;

@@ -14,6 +14,8 @@
 //   - Equal compares two secrets or MACs in constant time.
 //   - Window is a replay window: it accepts each sequence number once,
 //     and none older than WindowSize below the highest it has seen.
+//     Senders keeps a Window per sender ID, for timestamped calls: a
+//     sender unseen for two spans is forgotten, and their number is bounded.
 //   - Allowlist is the networks callers may connect from.
 //   - Warnings says which refusals to log at Warn (a source's first, then
 //     one a minute), and Source names a refusal's source.
@@ -22,7 +24,7 @@
 // order of its parts, and docs/SECURITY.md lists them. The package uses
 // the standard library only.
 //
-// Threading: a Key and Warnings are safe for concurrent use (a Key pools
+// Threading: a Key, Senders and Warnings are safe for concurrent use (a Key pools
 // its keyed hashes); Transcript, Equal and Source are pure functions; an
 // Allowlist is read-only once parsed; a Window is for one goroutine at a
 // time, its owner locks it. Lifetimes: a Key holds a copy of its secret

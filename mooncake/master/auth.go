@@ -9,7 +9,6 @@ import (
 	"fmt"
 	"os"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -58,15 +57,12 @@ const (
 	MinSecretLen = 16
 )
 
-// SecretFromEnv returns the shared secret that XFER_SECRET or the file
+// SecretFrom returns the shared secret that XFER_SECRET or the file
 // XFER_SECRET_FILE names (trimmed of surrounding white space), as the
-// engine reads them; "" when neither is set. The error never shows the
+// engine reads them, with the variables read through getenv (a command's
+// os.Getenv; the C library's getenv, in a process whose environment changes
+// after Go started); "" when neither is set. The error never shows the
 // secret.
-func SecretFromEnv() (string, error) { return SecretFrom(os.Getenv) }
-
-// SecretFrom is SecretFromEnv with the variables read through getenv (the
-// C library's getenv, in a process whose environment changes after Go
-// started).
 func SecretFrom(getenv func(string) string) (string, error) {
 	secret := getenv("XFER_SECRET")
 	if f := getenv("XFER_SECRET_FILE"); f != "" {
@@ -99,14 +95,7 @@ type serverAuth struct {
 	key *auth.Key
 	s   *Service // counts and logs refusals; nil: neither
 
-	mu      sync.Mutex
-	clients map[uint64]*seenCalls
-	pruned  time.Time
-}
-
-type seenCalls struct {
-	auth.Window
-	last time.Time
+	seen auth.Senders // the call numbers of each client seen lately
 }
 
 // UnaryServerInterceptor returns the interceptor that refuses, with
@@ -119,7 +108,7 @@ func UnaryServerInterceptor(secret string, s *Service) grpc.UnaryServerIntercept
 			return h(ctx, req)
 		}
 	}
-	a := &serverAuth{key: auth.NewKey([]byte(secret)), clients: map[uint64]*seenCalls{}, s: s}
+	a := &serverAuth{key: auth.NewKey([]byte(secret)), seen: auth.Senders{Span: callWindow, Max: maxProofClients}, s: s}
 	return func(ctx context.Context, req any, info *grpc.UnaryServerInfo, h grpc.UnaryHandler) (any, error) {
 		md, _ := metadata.FromIncomingContext(ctx)
 		raw, err := a.verify(md, info.FullMethod, time.Now())
@@ -158,31 +147,9 @@ func (a *serverAuth) verify(md metadata.MD, method string, now time.Time) ([]byt
 	if d := time.Duration(now.UnixNano() - int64(binary.LittleEndian.Uint64(ts))); d > callWindow || d < -callWindow {
 		return nil, errors.New("authentication failed: the call's timestamp is off by more than 2m (check the clocks)")
 	}
-	id, n := binary.LittleEndian.Uint64(nonce[:8]), binary.LittleEndian.Uint64(nonce[8:])
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	if now.Sub(a.pruned) > callWindow {
-		// A client unseen for two windows is forgotten: its calls'
-		// timestamps are out of the window by now.
-		for k, w := range a.clients {
-			if now.Sub(w.last) > 2*callWindow {
-				delete(a.clients, k)
-			}
-		}
-		a.pruned = now
+	if err := a.seen.Accept(binary.LittleEndian.Uint64(nonce[:8]), binary.LittleEndian.Uint64(nonce[8:]), now); err != nil {
+		return nil, err
 	}
-	w := a.clients[id]
-	if w == nil {
-		if len(a.clients) >= maxProofClients {
-			return nil, errors.New("too many clients in the replay window: try again")
-		}
-		w = &seenCalls{}
-		a.clients[id] = w
-	}
-	if !w.Accept(n) {
-		return nil, errors.New("authentication failed: a replayed call")
-	}
-	w.last = now
 	return raw, nil
 }
 

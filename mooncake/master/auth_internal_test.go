@@ -22,7 +22,7 @@ func TestCallProofReplay(t *testing.T) {
 		return nil
 	}
 	UnaryClientInterceptor(secret)(context.Background(), "/m/A", nil, nil, nil, capture)
-	a := &serverAuth{key: auth.NewKey([]byte(secret)), clients: map[uint64]*seenCalls{}}
+	a := &serverAuth{key: auth.NewKey([]byte(secret)), seen: auth.Senders{Span: callWindow, Max: maxProofClients}}
 	now := time.Now()
 	if _, err := a.verify(md, "/m/B", now); err == nil {
 		t.Fatal("a proof for another method was accepted")

@@ -32,7 +32,7 @@ type DialOptions struct {
 	// OpTimeout bounds each call whose context has no earlier deadline,
 	// and the wait for the first connection. Default: DefaultOpTimeout.
 	OpTimeout time.Duration
-	// Secret is the shared secret the master requires (SecretFromEnv).
+	// Secret is the shared secret the master requires (SecretFrom).
 	// Default: none.
 	Secret string
 	// GRPC are more options for the connection.

@@ -1,4 +1,4 @@
-package xfer
+package status
 
 import (
 	"bytes"
@@ -11,11 +11,12 @@ import (
 // falls back for a reason, and only at Debug after that.
 func TestFallbackWarnedOnce(t *testing.T) {
 	var buf bytes.Buffer
-	e := &Engine{log: slog.New(slog.NewTextHandler(&buf, &slog.HandlerOptions{Level: slog.LevelDebug}))}
-	e.stats.warnOnce(e.log, "10.0.0.2:7471", "rdma: no device", "falling back")
-	e.stats.warnOnce(e.log, "10.0.0.2:7471", "rdma: no device", "falling back")
-	e.stats.warnOnce(e.log, "10.0.0.3:7471", "rdma: no device", "falling back")
-	e.stats.warnOnce(e.log, "10.0.0.2:7471", "shm: other host", "falling back")
+	var l Log
+	log := slog.New(slog.NewTextHandler(&buf, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	l.WarnOnce(log, "10.0.0.2:7471", "rdma: no device", "falling back")
+	l.WarnOnce(log, "10.0.0.2:7471", "rdma: no device", "falling back")
+	l.WarnOnce(log, "10.0.0.3:7471", "rdma: no device", "falling back")
+	l.WarnOnce(log, "10.0.0.2:7471", "shm: other host", "falling back")
 	got := buf.String()
 	if n := strings.Count(got, "level=WARN"); n != 3 {
 		t.Errorf("%d warnings, want 3 (one per peer and reason):\n%s", n, got)
@@ -24,9 +25,9 @@ func TestFallbackWarnedOnce(t *testing.T) {
 		t.Errorf("%d debug lines, want 1 (the repeat):\n%s", n, got)
 	}
 	for range 2 * maxWarned {
-		e.stats.warnOnce(e.log, strings.Repeat("x", 8), "r", "m")
+		l.WarnOnce(log, strings.Repeat("x", 8), "r", "m")
 	}
-	if n := len(e.stats.warned); n > maxWarned {
+	if n := len(l.warned); n > maxWarned {
 		t.Errorf("remembers %d warnings, more than %d", n, maxWarned)
 	}
 }
