@@ -168,26 +168,29 @@ func (f *fence) servingLocked(now time.Time) bool {
 	return f.started && now.Sub(f.lastGood) <= f.fresh && now.Before(f.leaseTill)
 }
 
-// mayRead reports whether a GET of key may be answered from the store;
-// when not, the answer is "not found". nil: not in a cluster.
-func (f *fence) mayRead(key []byte) bool {
+// acquire acquires key's slot in st for a GET, if this server may answer
+// it: where it serves, and holds key (as its owner, or as one of the first
+// servers of a value stored with replicas). nil: not found, or not this
+// server's to answer. The check and the lookup happen under one read lock
+// of the view, so that a continuity break (which drops every value under
+// the write lock) cannot fall between them: looking up first and checking
+// after would answer, from a slot taken before the break, a value that a
+// newer write replaced elsewhere while this server was away.
+func (f *fence) acquire(st *store, key []byte) *slot {
 	if f == nil {
-		return true
+		return st.acquire(key)
 	}
 	f.mu.RLock()
 	defer f.mu.RUnlock()
-	return f.servingLocked(time.Now()) && f.ownsLocked(key)
-}
-
-// mayReadReplica is mayRead for a value stored with reps replicas: it may
-// be answered where this server is one of the key's first reps.
-func (f *fence) mayReadReplica(key []byte, reps int) bool {
-	if f == nil {
-		return true
+	if !f.servingLocked(time.Now()) {
+		return nil
 	}
-	f.mu.RLock()
-	defer f.mu.RUnlock()
-	return f.servingLocked(time.Now()) && f.holdsLocked(key, reps)
+	sl := st.acquire(key)
+	if sl != nil && !f.holdsLocked(key, int(sl.reps)) {
+		st.release(sl)
+		return nil
+	}
+	return sl
 }
 
 // admit admits a PUT or DELETE of key, stored with reps replicas, and

@@ -134,11 +134,7 @@ func (s *Server) get(ctx context.Context, req *kvpb.GetRequest, id uint64, notif
 	}
 	// In a cluster, a server answers the keys it owns, and those it holds
 	// a replica of as one of their first servers.
-	sl := s.st.acquire(req.Key)
-	if sl != nil && !s.fence.Load().mayReadReplica(req.Key, int(sl.reps)) {
-		s.st.release(sl)
-		sl = nil
-	}
+	sl := s.fence.Load().acquire(s.st, req.Key)
 	if sl == nil {
 		s.misses.Add(1)
 		return nil, false, status.Errorf(codes.NotFound, "not found: key %q", req.Key)
