@@ -2,7 +2,6 @@ package kv
 
 import (
 	"context"
-	"hash/fnv"
 	"log/slog"
 	"slices"
 	"sync"
@@ -13,6 +12,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/xferio/xfer/directory"
+	"github.com/xferio/xfer/kv/internal/placement"
 )
 
 // fence keeps a server of a cluster (one whose engine registered a node
@@ -24,12 +24,13 @@ import (
 //     every period. It serves only while that view is fresh (its latest
 //     list started less than fresh ago) and its own lease is live (its
 //     last renewal, plus two thirds of the TTL, is ahead).
-//   - It answers a key only if it owns the key in its view (rendezvous
-//     hashing, as the clients place keys). A GET of a key it does not own,
-//     or while it may not serve, is "not found" without looking; a PUT or
+//   - It answers a key only if it owns the key in its view (consistent
+//     hashing, kv/internal/placement, as the clients place keys). A GET
+//     of a key it does not own, or while it may not serve, is "not found" without looking; a PUT or
 //     DELETE is refused with Aborted, and the cluster client looks again
 //     and retries.
-//   - When its view changes it drops the keys it no longer owns, and a PUT
+//   - When a server joins its view it drops the keys it no longer owns
+//     (one that leaves takes no key from the others), and a PUT
 //     commits only if the view did not change since it was admitted.
 //   - When continuity breaks (no good list for longer than fresh: the
 //     process was paused, the directory unreachable; or its entry was lost
@@ -47,13 +48,12 @@ type fence struct {
 
 	mu        sync.RWMutex
 	started   bool
-	seeds     []uint64 // the servers of the view, by node ID order
-	ids       []string
-	selfIdx   int
-	gen       uint64    // bumped at each change of the view
-	lastGood  time.Time // the start of the latest good list
-	leaseTill time.Time // the lease is live until then, with margin
-	readyAt   time.Time // writes are taken from then on
+	ring      *placement.Ring // the servers of the view
+	selfIdx   int             // this server's index in ring, or -1
+	gen       uint64          // bumped at each change of the view
+	lastGood  time.Time       // the start of the latest good list
+	leaseTill time.Time       // the lease is live until then, with margin
+	readyAt   time.Time       // writes are taken from then on
 	rereg     uint64
 
 	breaks  atomic.Uint64 // continuity breaks: every value dropped
@@ -121,19 +121,17 @@ func (f *fence) tick(ctx context.Context) {
 		f.rereg = reg.Reregistrations
 		f.started = true
 	}
-	if !slices.Equal(ids, f.ids) {
-		f.ids = ids
-		f.seeds = f.seeds[:0]
-		for i, id := range ids {
-			h := fnv.New64a()
-			h.Write([]byte(id))
-			f.seeds = append(f.seeds, h.Sum64())
-			if id == f.self {
-				f.selfIdx = i
-			}
-		}
+	if f.ring == nil || !slices.Equal(ids, f.ring.IDs()) {
+		prev := f.ring
+		f.ring = placement.New(ids)
+		f.selfIdx = f.ring.Index(f.self)
 		f.gen++
-		n := f.st.retain(func(key string, reps int) bool { return f.holdsLocked([]byte(key), reps) })
+		// A server loses keys only to a server that joined: when servers
+		// only left, it keeps every value.
+		n := 0
+		if prev != nil && prev.Added(f.ring) {
+			n = f.st.retain(func(key string, reps int) bool { return f.holdsLocked([]byte(key), reps) })
+		}
 		f.dropped.Add(uint64(n))
 		f.log.Debug("kv: the cluster changed", "node", f.self, "servers", ids, "dropped", n)
 	}
@@ -145,22 +143,10 @@ func (f *fence) tick(ctx context.Context) {
 func (f *fence) ownsLocked(key []byte) bool { return f.holdsLocked(key, 1) }
 
 // holdsLocked reports whether this server is one of the first reps of
-// key's servers in its view, in rendezvous order (as a Cluster places
-// replicas; ties go to the server first by node ID, as in Cluster.pick).
+// key's servers in its view, in placement order (as a Cluster places
+// replicas).
 func (f *fence) holdsLocked(key []byte, reps int) bool {
-	if f.selfIdx < 0 || f.selfIdx >= len(f.seeds) {
-		return false
-	}
-	self := weight(key, f.seeds[f.selfIdx])
-	ahead := 0
-	for i, seed := range f.seeds {
-		if w := weight(key, seed); i != f.selfIdx && (w > self || w == self && i < f.selfIdx) {
-			if ahead++; ahead >= reps {
-				return false
-			}
-		}
-	}
-	return true
+	return f.ring != nil && f.ring.Holds(placement.KeyBytes(key), f.selfIdx, reps)
 }
 
 // servingLocked reports whether the view is fresh and the lease live.

@@ -2,11 +2,11 @@ package kv
 
 import (
 	"context"
-	"hash/fnv"
 	"log/slog"
 	"testing"
 	"time"
 
+	"github.com/xferio/xfer/kv/internal/placement"
 	"github.com/xferio/xfer/mem"
 )
 
@@ -31,10 +31,8 @@ func testFenceStore(t *testing.T) (*fence, *store) {
 	copy(b.Bytes(), "old")
 	st.commit([]byte("k"), b, 3, putMeta{reps: 1})
 	f := newFence(slog.Default(), st, nil, "kv-1", 2*time.Second)
-	h := fnv.New64a()
-	h.Write([]byte("kv-1"))
 	now := time.Now()
-	f.started, f.ids, f.seeds, f.selfIdx = true, []string{"kv-1"}, []uint64{h.Sum64()}, 0
+	f.started, f.ring, f.selfIdx = true, placement.New([]string{"kv-1"}), 0
 	f.lastGood, f.leaseTill = now, now.Add(time.Minute)
 	return f, st
 }
