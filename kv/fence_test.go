@@ -2,7 +2,9 @@ package kv
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
+	"strings"
 	"testing"
 	"time"
 
@@ -81,5 +83,131 @@ func TestFenceAcquireAcrossBreak(t *testing.T) {
 	if sl := <-got; sl != nil {
 		st.release(sl)
 		t.Fatalf("GET across a continuity break answered %q from before it", sl.value())
+	}
+}
+
+// keyOwnedBy returns a key that ring places on server id.
+func keyOwnedBy(t *testing.T, r *placement.Ring, id, prefix string) string {
+	t.Helper()
+	for i := range 10000 {
+		k := fmt.Sprintf("%s-%d", prefix, i)
+		if r.IDs()[r.Owner(placement.Key(k))] == id {
+			return k
+		}
+	}
+	t.Fatalf("no key of %s", id)
+	return ""
+}
+
+func putTest(t *testing.T, f *fence, st *store, key, value string) {
+	t.Helper()
+	b, _, err := st.reserve(context.Background(), len(value))
+	if err != nil {
+		t.Fatal(err)
+	}
+	copy(b.Bytes(), value)
+	st.commit([]byte(key), b, len(value), putMeta{reps: 1, vgen: f.gen})
+}
+
+// TestFenceJoinThenLeave: when a server joins and takes a key, this server
+// stops answering it at once, before any rescan, and still does not when
+// the joiner leaves again (the key comes back, but the value may be stale:
+// the joiner may have taken a newer write). The rescan drops it, keeps the
+// keys that stayed, and forgets the join.
+func TestFenceJoinThenLeave(t *testing.T) {
+	f, st := testFenceStore(t)
+	st.remove([]byte("k"), true)
+	f.gen = 1
+	two := placement.New([]string{"kv-1", "kv-2"})
+	moved := keyOwnedBy(t, two, "kv-2", "moved")
+	stayed := keyOwnedBy(t, two, "kv-1", "stayed")
+	putTest(t, f, st, moved, "old")
+	putTest(t, f, st, stayed, "kept")
+	get := func(key string) string {
+		sl := f.acquire(st, []byte(key))
+		if sl == nil {
+			return ""
+		}
+		defer st.release(sl)
+		return string(sl.value())
+	}
+	if get(moved) != "old" || get(stayed) != "kept" {
+		t.Fatal("before the join: the values are not answered")
+	}
+	f.mu.Lock()
+	f.applyLocked([]string{"kv-1", "kv-2"}) // kv-2 joins
+	f.mu.Unlock()
+	if v := get(moved); v != "" {
+		t.Fatalf("after kv-2 joined and took %s, this server answered %q", moved, v)
+	}
+	f.mu.Lock()
+	f.applyLocked([]string{"kv-1"}) // kv-2 leaves: the key is this server's again
+	f.mu.Unlock()
+	if v := get(moved); v != "" {
+		t.Fatalf("after kv-2 came and went, this server answered %s = %q from before", moved, v)
+	}
+	if get(stayed) != "kept" {
+		t.Fatalf("%s, which stayed with this server, is not answered", stayed)
+	}
+	f.rescanOnce(context.Background())
+	if n := f.dropped.Load(); n != 1 {
+		t.Errorf("the rescan dropped %d values, want 1", n)
+	}
+	if len(f.joins) != 0 {
+		t.Errorf("the rescan left %d joins", len(f.joins))
+	}
+	if keys, _ := st.counts(); keys != 1 || get(stayed) != "kept" {
+		t.Errorf("after the rescan: %d keys, %s = %q", keys, stayed, get(stayed))
+	}
+	putTest(t, f, st, moved, "new") // a PUT in the current view is answered
+	if v := get(moved); v != "new" {
+		t.Errorf("a value written after the rescan: %q", v)
+	}
+}
+
+// TestStoreScan: a scan in slices checks every value there was at its
+// start, although values are removed and added between its slices.
+func TestStoreScan(t *testing.T) {
+	_, st := testFenceStore(t)
+	st.remove([]byte("k"), true)
+	f := &fence{}
+	const n = 3000
+	for i := range n {
+		putTest(t, f, st, fmt.Sprintf("o-%d", i), "v")
+	}
+	seen := map[string]bool{}
+	removed := map[string]bool{}
+	next, added := 0, 0
+	for hi := n; hi > 0; {
+		hi, _ = st.scan(hi, 97, func(s *slot) bool {
+			seen[s.key] = true
+			return !strings.HasSuffix(s.key, "7") // drop some
+		})
+		for range 5 { // others come and go between the slices
+			k := fmt.Sprintf("o-%d", (next*7919)%n)
+			next++
+			if !seen[k] {
+				removed[k] = true
+			}
+			st.remove([]byte(k), true)
+			putTest(t, f, st, fmt.Sprintf("new-%d", added), "v")
+			added++
+		}
+	}
+	for i := range n {
+		if k := fmt.Sprintf("o-%d", i); !seen[k] && !removed[k] {
+			t.Fatalf("the scan missed %s", k)
+		}
+	}
+	for _, s := range st.all {
+		if strings.HasSuffix(s.key, "7") && strings.HasPrefix(s.key, "o-") && seen[s.key] {
+			t.Fatalf("%s was rejected but is still stored", s.key)
+		}
+		if st.all[s.idx] != s || st.m[s.key] != s {
+			t.Fatalf("%s: index or map out of step", s.key)
+		}
+	}
+	if keys, _ := st.counts(); keys != len(st.all) {
+		t.Fatalf("%d keys, %d in the scan's list", keys, len(st.all))
 	}
 }

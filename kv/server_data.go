@@ -278,6 +278,7 @@ func (s *Server) putValue(ctx context.Context, req *kvpb.PutRequest) (ver uint64
 		s.st.abort(b)
 		return 0, 0, err
 	}
+	meta.vgen = gen
 	ver = s.st.commit(req.Key, b, n, meta)
 	f.release()
 	return ver, uint32(evicted), nil

@@ -60,6 +60,11 @@ type slot struct {
 	pinUntil int64 // the end of a soft pin
 	pin      pin
 	reps     uint8 // its key's replica count in a cluster (PutRequest.replicas), at least 1
+	idx      int   // its index in store.all while in the map
+	// vgen is the generation of the cluster's view (the fence's) in which
+	// the server last knew it held the key: the view its PUT committed in,
+	// or the one a rescan checked it against. 0 outside a cluster.
+	vgen atomic.Uint64
 }
 
 func (s *slot) value() []byte { return s.buf.Bytes()[:s.n] }
@@ -69,6 +74,7 @@ type putMeta struct {
 	pin      pin
 	pinUntil int64 // a soft pin's end, on the store's clock
 	reps     uint8
+	vgen     uint64 // the view the PUT commits in (slot.vgen)
 }
 
 // store maps keys to slots, with LRU lists for eviction. Its critical
@@ -92,6 +98,7 @@ type store struct {
 
 	mu       sync.Mutex
 	m        map[string]*slot
+	all      []*slot   // the slots of m, in no order, for scans in slices
 	lru      list.List // unpinned values; front = most recently used
 	soft     list.List // soft-pinned values, alike
 	softNext int64     // no soft pin in soft ends before it
@@ -290,6 +297,10 @@ func (st *store) unpinEndedLocked(now int64) {
 // unlink removes s from the map and its LRU list; st.mu is held.
 func (st *store) unlink(s *slot) {
 	delete(st.m, s.key)
+	last := st.all[len(st.all)-1]
+	st.all[s.idx], last.idx = last, s.idx
+	st.all[len(st.all)-1] = nil
+	st.all = st.all[:len(st.all)-1]
 	if s.elem != nil {
 		st.listOf(s).Remove(s.elem)
 		s.elem = nil
@@ -329,6 +340,7 @@ func (st *store) commit(key []byte, b mem.Buffer, n int, meta putMeta) uint64 {
 		oldBuf := old.buf
 		st.bytes += uint64(n) - uint64(old.n)
 		old.buf, old.n, old.ver, old.reps = b, n, ver, meta.reps
+		old.vgen.Store(meta.vgen)
 		if old.pin == meta.pin && meta.pin != pinSoft {
 			if old.elem != nil {
 				st.listOf(old).MoveToFront(old.elem)
@@ -345,6 +357,7 @@ func (st *store) commit(key []byte, b mem.Buffer, n int, meta putMeta) uint64 {
 		return ver
 	}
 	s := &slot{buf: b, n: n, ver: ver, key: string(key), refs: 1, pin: meta.pin, pinUntil: meta.pinUntil, reps: meta.reps}
+	s.vgen.Store(meta.vgen)
 	old := st.m[s.key]
 	var freeOld bool
 	if old != nil {
@@ -354,6 +367,8 @@ func (st *store) commit(key []byte, b mem.Buffer, n int, meta putMeta) uint64 {
 		freeOld = old.refs == 0
 	}
 	st.m[s.key] = s
+	s.idx = len(st.all)
+	st.all = append(st.all, s)
 	st.place(s)
 	st.bytes += uint64(n)
 	st.mu.Unlock()
@@ -402,17 +417,25 @@ func (st *store) counts() (keys int, bytes uint64) {
 	return len(st.m), st.bytes
 }
 
-// retain drops the values that keep rejects (by key and replica count),
-// leased or pinned, and returns how many.
-func (st *store) retain(keep func(key string, reps int) bool) int {
+// scan is one slice of a scan of every value: it checks the values at
+// st.all's indexes [hi-n, hi) from the top down, drops (leased or pinned)
+// those keep rejects, and returns the hi of the next slice (0: done) and
+// how many it dropped. A scan that starts at hi = len(st.all), or above,
+// and goes on until 0 checks every value there was at its start, however
+// the store changes between slices: a value appended since sits above the
+// cursor, and the value that a removal moves down, from the top, into the
+// removed one's place is either checked already or checked again.
+func (st *store) scan(hi, n int, keep func(*slot) bool) (next, dropped int) {
 	st.mu.Lock()
 	var free []mem.Buffer
-	n := 0
-	for k, s := range st.m {
-		if keep(k, int(max(s.reps, 1))) {
+	hi = min(hi, len(st.all))
+	lo := max(hi-n, 0)
+	for i := hi - 1; i >= lo; i-- {
+		s := st.all[i]
+		if keep(s) {
 			continue
 		}
-		n++
+		dropped++
 		st.unlink(s)
 		s.refs--
 		if s.refs == 0 {
@@ -423,7 +446,7 @@ func (st *store) retain(keep func(key string, reps int) bool) int {
 	for _, b := range free {
 		st.pool.Free(b)
 	}
-	return n
+	return lo, dropped
 }
 
 // clear drops every value (Close, and a clustered server that lost its
@@ -442,6 +465,8 @@ func (st *store) clear() {
 		}
 	}
 	clear(st.m)
+	clear(st.all)
+	st.all = st.all[:0]
 	st.bytes = 0
 	st.mu.Unlock()
 	for _, b := range free {
