@@ -6,7 +6,6 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
-	"hash/fnv"
 	"log/slog"
 	"slices"
 	"sync"
@@ -15,6 +14,7 @@ import (
 
 	"github.com/xferio/xfer"
 	"github.com/xferio/xfer/directory"
+	"github.com/xferio/xfer/kv/internal/placement"
 )
 
 // DefaultDownFor is how long a Cluster leaves out a server it could not
@@ -43,9 +43,10 @@ type ClusterOptions struct {
 	// registered again first. Default: DefaultDownFor.
 	DownFor time.Duration
 	// Replicas is the number of servers each PUT stores its value on: the
-	// key's first Replicas servers in placement order (rendezvous
-	// weight). A GET reads the first of them it can reach, so a value
-	// survives the loss of Replicas-1 of its servers; a Delete removes it
+	// key's first Replicas servers in placement order (distinct
+	// servers clockwise on the ring, kv/internal/placement). A GET reads
+	// the first of them it can reach, so a value survives the loss of
+	// Replicas-1 of its servers; a Delete removes it
 	// from all it can reach. Every client of a directory should use the
 	// same count (docs/KV.md, "Replicas"). 1 to MaxReplicas. Default: 1.
 	Replicas int
@@ -62,8 +63,8 @@ type ClusterOptions struct {
 const DefaultPlacementWait = 10 * time.Second
 
 // Cluster is a client of every live KV server registered in a directory:
-// it places each key on one server by rendezvous (highest random weight)
-// hashing over the servers' node IDs, so that every client with the same
+// it places each key on one server by consistent hashing over the
+// servers' node IDs (kv/internal/placement), so that every client with the same
 // view of the directory places a key on the same server, and a server that
 // joins or leaves moves only the keys it gains or had.
 //
@@ -88,7 +89,7 @@ type Cluster struct {
 
 	mu      sync.Mutex
 	members map[string]*member // by node ID; guarded by mu
-	snap    atomic.Pointer[[]*member]
+	snap    atomic.Pointer[view]
 	closed  atomic.Bool
 
 	ctx    context.Context
@@ -96,11 +97,17 @@ type Cluster struct {
 	wg     sync.WaitGroup
 }
 
+// view is a snapshot of a Cluster's servers, sorted by node ID, with the
+// ring that places keys on them (placement.Ring indexes ms).
+type view struct {
+	ms   []*member
+	ring *placement.Ring
+}
+
 // member is one server of a Cluster.
 type member struct {
 	id   string
 	addr string // its gRPC address (the entry's "kv" service)
-	seed uint64 // the hash of id
 
 	mu   sync.Mutex
 	cl   *Client // dialed on first use
@@ -252,9 +259,7 @@ func (c *Cluster) join(ent directory.Entry) {
 		c.mu.Unlock()
 		return
 	}
-	h := fnv.New64a()
-	h.Write([]byte(ent.NodeID))
-	c.members[ent.NodeID] = &member{id: ent.NodeID, addr: addr, seed: h.Sum64()}
+	c.members[ent.NodeID] = &member{id: ent.NodeID, addr: addr}
 	c.mu.Unlock()
 	if old != nil {
 		old.close()
@@ -283,7 +288,11 @@ func (c *Cluster) publish() {
 	}
 	c.mu.Unlock()
 	slices.SortFunc(ms, func(a, b *member) int { return cmp.Compare(a.id, b.id) })
-	c.snap.Store(&ms)
+	ids := make([]string, len(ms))
+	for i, m := range ms {
+		ids[i] = m.id
+	}
+	c.snap.Store(&view{ms: ms, ring: placement.New(ids)})
 }
 
 func (m *member) close() {
@@ -315,21 +324,17 @@ func (m *member) client(ctx context.Context, opts ClientOptions) (*Client, error
 	return cl, nil
 }
 
-// pick returns the server with the highest weight for key among the live
-// ones not in tried, or nil.
+// pick returns key's first server in placement order among the live ones
+// not in tried, or nil.
 func (c *Cluster) pick(key string, tried []*member) *member {
 	now := time.Now().UnixNano()
-	var best *member
-	var bestW uint64
-	for _, m := range *c.snap.Load() {
-		if m.downUntil.Load() > now || slices.Contains(tried, m) {
-			continue
-		}
-		if w := weight(key, m.seed); best == nil || w > bestW {
-			best, bestW = m, w
+	v := c.snap.Load()
+	for i := range v.ring.Order(placement.Key(key)) {
+		if m := v.ms[i]; m.downUntil.Load() <= now && !slices.Contains(tried, m) {
+			return m
 		}
 	}
-	return best
+	return nil
 }
 
 // do runs f on the client of key's server; when that server cannot be
@@ -445,14 +450,19 @@ func (c *Cluster) put(ctx context.Context, key string, f putFields, put func(*Cl
 	return c.putReplicas(ctx, key, f, put)
 }
 
-// replicaSet is key's first n servers in placement order, highest
-// rendezvous weight first (ties to the first by node ID, as pick), those
-// left out for being unreachable included: the servers place replicas in
-// their views of the directory alike.
+// replicaSet is key's first n servers in placement order, those left out
+// for being unreachable included: the servers place replicas in their
+// views of the directory alike.
 func (c *Cluster) replicaSet(key string, n int) []*member {
-	ms := slices.Clone(*c.snap.Load())
-	slices.SortStableFunc(ms, func(a, b *member) int { return cmp.Compare(weight(key, b.seed), weight(key, a.seed)) })
-	return ms[:min(n, len(ms))]
+	v := c.snap.Load()
+	set := make([]*member, 0, min(n, len(v.ms)))
+	for i := range v.ring.Order(placement.Key(key)) {
+		if len(set) == n {
+			break
+		}
+		set = append(set, v.ms[i])
+	}
+	return set
 }
 
 // errLeftOut is the error of a server left out for being unreachable.
@@ -600,7 +610,7 @@ func (c *Cluster) deleteReplicas(ctx context.Context, key string, force bool) er
 func (c *Cluster) Servers() []string {
 	now := time.Now().UnixNano()
 	var ids []string
-	for _, m := range *c.snap.Load() {
+	for _, m := range c.snap.Load().ms {
 		if m.downUntil.Load() <= now {
 			ids = append(ids, m.id)
 		}
@@ -622,7 +632,7 @@ func (c *Cluster) Owner(key string) string {
 func (c *Cluster) Stats(ctx context.Context) (map[string]Stats, error) {
 	out := map[string]Stats{}
 	var errs []error
-	for _, m := range *c.snap.Load() {
+	for _, m := range c.snap.Load().ms {
 		cl, err := m.client(ctx, c.opts.Client)
 		if err == nil {
 			var st Stats
@@ -666,7 +676,7 @@ func (c *Cluster) Close() error {
 // Transport names the data-plane transport of a server the cluster is
 // connected to ("" before the first connection).
 func (c *Cluster) Transport() string {
-	for _, m := range *c.snap.Load() {
+	for _, m := range c.snap.Load().ms {
 		m.mu.Lock()
 		cl := m.cl
 		m.mu.Unlock()

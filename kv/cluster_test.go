@@ -157,7 +157,7 @@ func testClusterLosesServer(t *testing.T, policy xfer.Policy) {
 		defer c.mu.Unlock()
 		_, ok := c.members[lost]
 		// The placement's snapshot follows the members a moment later.
-		return !ok && len(c.members) == 2 && len(*c.snap.Load()) == 2
+		return !ok && len(c.members) == 2 && len(c.snap.Load().ms) == 2
 	})
 	if got := c.Servers(); !slices.Equal(got, []string{"kv-1", "kv-3"}) {
 		t.Fatalf("servers %v after the lease expired", got)

@@ -50,6 +50,13 @@ func checkSelf(v []byte, n int) (key, ver uint64, err error) {
 	return key, ver, nil
 }
 
+// phaseCtx is a context for one phase of TestDiskTier: two minutes.
+func phaseCtx(t *testing.T) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	t.Cleanup(cancel)
+	return ctx
+}
+
 // TestDiskTier: 256 values of 1 MiB through a server with a 64 MiB pool
 // and a 1 GiB disk tier all read back checked, over tcp and shm; the
 // server restarted on the same directory, they all read back checked
@@ -68,7 +75,9 @@ func testDiskTier(t *testing.T, tr xfer.Policy) {
 	opts := ServerOptions{Engine: xfer.Config{MemoryMB: 64}, DiskDir: dir, DiskSize: 1 << 30, LeaseTTL: -1}
 	s := startServer(t, opts)
 	c := dialOpts(t, s.addr, ClientOptions{EngineConfig: xfer.Config{Transport: tr, MemoryMB: 8}})
-	ctx := ctxT(t)
+	// Each phase gets its own deadline, roomy: under the race detector a
+	// phase of 256 MiB through the disk takes some 25 s on a 2-core host.
+	ctx := phaseCtx(t)
 	buf, err := c.Engine().Alloc(size)
 	if err != nil {
 		t.Fatal(err)
@@ -106,6 +115,7 @@ func testDiskTier(t *testing.T, tr xfer.Policy) {
 	s.stop() // Close writes what is only in memory
 
 	s = startServer(t, opts)
+	ctx = phaseCtx(t) // readAll reads ctx
 	if st := s.Snapshot(); st.Keys != n || st.Disk.Keys != n {
 		t.Fatalf("restarted: %d keys, %d on disk, want %d", st.Keys, st.Disk.Keys, n)
 	}

@@ -13,7 +13,7 @@ import (
 )
 
 // Two KV servers register in a directory (a coordinator here; etcd:// in
-// production), and a Cluster spreads keys over them by rendezvous
+// production), and a Cluster spreads keys over them by consistent
 // hashing. docs/KV.md shows this function's body.
 func ExampleDialCluster() {
 	coord := httptest.NewServer(directory.NewCoordinator(directory.CoordinatorOptions{}))

@@ -2,7 +2,6 @@ package kv
 
 import (
 	"context"
-	"hash/fnv"
 	"log/slog"
 	"slices"
 	"sync"
@@ -13,6 +12,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/xferio/xfer/directory"
+	"github.com/xferio/xfer/kv/internal/placement"
 )
 
 // fence keeps a server of a cluster (one whose engine registered a node
@@ -24,13 +24,16 @@ import (
 //     every period. It serves only while that view is fresh (its latest
 //     list started less than fresh ago) and its own lease is live (its
 //     last renewal, plus two thirds of the TTL, is ahead).
-//   - It answers a key only if it owns the key in its view (rendezvous
-//     hashing, as the clients place keys). A GET of a key it does not own,
-//     or while it may not serve, is "not found" without looking; a PUT or
+//   - It answers a key only if it owns the key in its view (consistent
+//     hashing, kv/internal/placement, as the clients place keys). A GET
+//     of a key it does not own, or while it may not serve, is "not found" without looking; a PUT or
 //     DELETE is refused with Aborted, and the cluster client looks again
 //     and retries.
-//   - When its view changes it drops the keys it no longer owns, and a PUT
-//     commits only if the view did not change since it was admitted.
+//   - When a server joins its view it stops answering the keys it no
+//     longer owns at once, and a rescan drops them, in slices, outside
+//     the data path's locks (one that leaves takes no key from the
+//     others). A PUT commits only if the view did not change since it
+//     was admitted.
 //   - When continuity breaks (no good list for longer than fresh: the
 //     process was paused, the directory unreachable; or its entry was lost
 //     and registered again), it drops every value, and takes writes again
@@ -45,31 +48,86 @@ type fence struct {
 	fresh  time.Duration
 	period time.Duration
 
-	mu        sync.RWMutex
-	started   bool
-	seeds     []uint64 // the servers of the view, by node ID order
-	ids       []string
-	selfIdx   int
-	gen       uint64    // bumped at each change of the view
-	lastGood  time.Time // the start of the latest good list
-	leaseTill time.Time // the lease is live until then, with margin
-	readyAt   time.Time // writes are taken from then on
+	mu      sync.RWMutex
+	started bool
+	ring    *placement.Ring // the servers of the view
+	selfIdx int             // this server's index in ring, or -1
+	// joins are the views, since the oldest slot.vgen of the store, in
+	// which a server joined: in each, this server may have lost keys. A
+	// value is answered only if its server held its key in every one of
+	// them newer than the value's vgen; the rescan (kicked by each)
+	// drops the values that fail, moves the others' vgen on, and then
+	// forgets the views it covered.
+	joins     []joinView
+	rescan    chan struct{} // kicks the rescan: capacity 1
+	gen       uint64        // bumped at each change of the view
+	lastGood  time.Time     // the start of the latest good list
+	leaseTill time.Time     // the lease is live until then, with margin
+	readyAt   time.Time     // writes are taken from then on
 	rereg     uint64
 
 	breaks  atomic.Uint64 // continuity breaks: every value dropped
 	dropped atomic.Uint64 // values dropped because their key moved
 }
 
+// applyLocked makes ids (the servers listed, sorted) the fence's view, if
+// they changed; f.mu is held.
+func (f *fence) applyLocked(ids []string) {
+	if f.ring != nil && slices.Equal(ids, f.ring.IDs()) {
+		return
+	}
+	prev := f.ring
+	f.ring = placement.New(ids)
+	f.selfIdx = f.ring.Index(f.self)
+	f.gen++
+	// A server loses keys only to a server that joined: when servers
+	// only left, it keeps every value. When one joined, the values
+	// whose keys it took stop being answered now (acquire checks the
+	// joins), and the rescan drops them, outside the locks of the data
+	// path.
+	if prev != nil && prev.Added(f.ring) {
+		f.joins = append(f.joins, joinView{gen: f.gen, ring: f.ring, self: f.selfIdx})
+		if len(f.joins) > maxJoins {
+			g := f.gen
+			_, n := f.st.scan(int(^uint(0)>>1), int(^uint(0)>>1), func(s *slot) bool { return f.validLocked(s, g) })
+			f.dropped.Add(uint64(n))
+			f.joins = f.joins[:0]
+		}
+		select {
+		case f.rescan <- struct{}{}:
+		default:
+		}
+	}
+	f.log.Debug("kv: the cluster changed", "node", f.self, "servers", ids, "joined", prev != nil && prev.Added(f.ring))
+}
+
+// joinView is a view of the cluster in which a server joined.
+type joinView struct {
+	gen  uint64
+	ring *placement.Ring
+	self int // this server's index in ring
+}
+
+// maxJoins bounds fence.joins: past it (servers join faster than the
+// rescan goes through the store), the fence drops what it lost at once,
+// under its lock, and starts afresh.
+const maxJoins = 16
+
+// rescanSlice is how many values one slice of the rescan checks under the
+// store's lock: about 50 µs of work.
+const rescanSlice = 1024
+
 // Bounds of fence.fresh: half the TTL, at most maxFresh.
 const maxFresh = 2 * time.Second
 
 func newFence(log *slog.Logger, st *store, dir directory.Directory, self string, ttl time.Duration) *fence {
 	fresh := min(ttl/2, maxFresh)
-	return &fence{log: log, st: st, dir: dir, self: self, ttl: ttl, fresh: fresh, period: max(fresh/5, 10*time.Millisecond), selfIdx: -1}
+	return &fence{log: log, st: st, dir: dir, self: self, ttl: ttl, fresh: fresh, period: max(fresh/5, 10*time.Millisecond), selfIdx: -1, rescan: make(chan struct{}, 1)}
 }
 
 // run refreshes the view until ctx ends.
 func (f *fence) run(ctx context.Context) {
+	go f.rescanLoop(ctx)
 	t := time.NewTicker(f.period)
 	defer t.Stop()
 	for {
@@ -117,26 +175,12 @@ func (f *fence) tick(ctx context.Context) {
 				"node", f.self, "since", f.lastGood, "delay", 2*f.fresh)
 		}
 		f.st.clear()
+		f.joins = nil
 		f.readyAt = end.Add(2 * f.fresh)
 		f.rereg = reg.Reregistrations
 		f.started = true
 	}
-	if !slices.Equal(ids, f.ids) {
-		f.ids = ids
-		f.seeds = f.seeds[:0]
-		for i, id := range ids {
-			h := fnv.New64a()
-			h.Write([]byte(id))
-			f.seeds = append(f.seeds, h.Sum64())
-			if id == f.self {
-				f.selfIdx = i
-			}
-		}
-		f.gen++
-		n := f.st.retain(func(key string, reps int) bool { return f.holdsLocked([]byte(key), reps) })
-		f.dropped.Add(uint64(n))
-		f.log.Debug("kv: the cluster changed", "node", f.self, "servers", ids, "dropped", n)
-	}
+	f.applyLocked(ids)
 	f.lastGood = start
 	f.leaseTill = reg.Renewed.Add(f.ttl * 2 / 3)
 }
@@ -144,23 +188,82 @@ func (f *fence) tick(ctx context.Context) {
 // ownsLocked reports whether this server owns key in its view.
 func (f *fence) ownsLocked(key []byte) bool { return f.holdsLocked(key, 1) }
 
-// holdsLocked reports whether this server is one of the first reps of
-// key's servers in its view, in rendezvous order (as a Cluster places
-// replicas; ties go to the server first by node ID, as in Cluster.pick).
-func (f *fence) holdsLocked(key []byte, reps int) bool {
-	if f.selfIdx < 0 || f.selfIdx >= len(f.seeds) {
-		return false
+// validLocked reports whether the server held s's key in every view in
+// which a server joined after s.vgen, up to generation g (the current
+// one, or a rescan's). f.mu is held (read or write).
+func (f *fence) validLocked(s *slot, g uint64) bool {
+	v := s.vgen.Load()
+	if v >= g {
+		return true
 	}
-	self := weight(key, f.seeds[f.selfIdx])
-	ahead := 0
-	for i, seed := range f.seeds {
-		if w := weight(key, seed); i != f.selfIdx && (w > self || w == self && i < f.selfIdx) {
-			if ahead++; ahead >= reps {
-				return false
-			}
+	h := placement.Key(s.key)
+	for _, j := range f.joins {
+		if j.gen > v && j.gen <= g && !j.ring.Holds(h, j.self, int(max(s.reps, 1))) {
+			return false
 		}
 	}
 	return true
+}
+
+// rescanLoop runs a rescan at each kick until ctx ends.
+func (f *fence) rescanLoop(ctx context.Context) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-f.rescan:
+		}
+		f.rescanOnce(ctx)
+	}
+}
+
+// rescanOnce goes through the store in slices of rescanSlice values, each
+// under the store's lock and the fence's read lock: it drops the values
+// whose keys the server lost to a server that joined, and moves the
+// others' vgen on to the generation it started at, g. Having seen every
+// value, it forgets the joins up to g: no value is older than g any more.
+func (f *fence) rescanOnce(ctx context.Context) {
+	f.mu.RLock()
+	g, pending := f.gen, len(f.joins)
+	f.mu.RUnlock()
+	if pending == 0 {
+		return
+	}
+	keep := func(s *slot) bool {
+		if !f.validLocked(s, g) {
+			return false
+		}
+		if s.vgen.Load() < g {
+			s.vgen.Store(g)
+		}
+		return true
+	}
+	dropped := 0
+	for hi := int(^uint(0) >> 1); hi > 0; {
+		if ctx.Err() != nil {
+			return
+		}
+		f.mu.RLock()
+		if len(f.joins) == 0 { // a break cleared the store, or the fence did the work
+			f.mu.RUnlock()
+			return
+		}
+		var n int
+		hi, n = f.st.scan(hi, rescanSlice, keep)
+		f.mu.RUnlock()
+		dropped += n
+	}
+	f.dropped.Add(uint64(dropped))
+	f.mu.Lock()
+	f.joins = slices.DeleteFunc(f.joins, func(j joinView) bool { return j.gen <= g })
+	f.mu.Unlock()
+}
+
+// holdsLocked reports whether this server is one of the first reps of
+// key's servers in its view, in placement order (as a Cluster places
+// replicas).
+func (f *fence) holdsLocked(key []byte, reps int) bool {
+	return f.ring != nil && f.ring.Holds(placement.KeyBytes(key), f.selfIdx, reps)
 }
 
 // servingLocked reports whether the view is fresh and the lease live.
@@ -168,26 +271,29 @@ func (f *fence) servingLocked(now time.Time) bool {
 	return f.started && now.Sub(f.lastGood) <= f.fresh && now.Before(f.leaseTill)
 }
 
-// mayRead reports whether a GET of key may be answered from the store;
-// when not, the answer is "not found". nil: not in a cluster.
-func (f *fence) mayRead(key []byte) bool {
+// acquire acquires key's slot in st for a GET, and reports whether its
+// value is in memory (store.acquire), if this server may answer it: where it serves, and holds key (as its owner, or as one of the first
+// servers of a value stored with replicas). nil: not found, or not this
+// server's to answer. The check and the lookup happen under one read lock
+// of the view, so that a continuity break (which drops every value under
+// the write lock) cannot fall between them: looking up first and checking
+// after would answer, from a slot taken before the break, a value that a
+// newer write replaced elsewhere while this server was away.
+func (f *fence) acquire(st *store, key []byte) (_ *slot, inMem bool) {
 	if f == nil {
-		return true
+		return st.acquire(key)
 	}
 	f.mu.RLock()
 	defer f.mu.RUnlock()
-	return f.servingLocked(time.Now()) && f.ownsLocked(key)
-}
-
-// mayReadReplica is mayRead for a value stored with reps replicas: it may
-// be answered where this server is one of the key's first reps.
-func (f *fence) mayReadReplica(key []byte, reps int) bool {
-	if f == nil {
-		return true
+	if !f.servingLocked(time.Now()) {
+		return nil, false
 	}
-	f.mu.RLock()
-	defer f.mu.RUnlock()
-	return f.servingLocked(time.Now()) && f.holdsLocked(key, reps)
+	sl, inMem := st.acquire(key)
+	if sl != nil && (!f.holdsLocked(key, int(sl.reps)) || !f.validLocked(sl, f.gen)) {
+		st.release(sl)
+		return nil, false
+	}
+	return sl, inMem
 }
 
 // admit admits a PUT or DELETE of key, stored with reps replicas, and

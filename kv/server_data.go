@@ -134,11 +134,7 @@ func (s *Server) get(ctx context.Context, req *kvpb.GetRequest, id uint64, notif
 	}
 	// In a cluster, a server answers the keys it owns, and those it holds
 	// a replica of as one of their first servers.
-	sl, inMem := s.st.acquire(req.Key)
-	if sl != nil && !s.fence.Load().mayReadReplica(req.Key, int(sl.reps)) {
-		s.st.release(sl)
-		sl = nil
-	}
+	sl, inMem := s.fence.Load().acquire(s.st, req.Key)
 	if sl != nil && !inMem {
 		// Only on disk: into the pool first, then served as any other.
 		if err := s.st.disk.load(ctx, s.st, sl); err != nil {
@@ -299,6 +295,7 @@ func (s *Server) putValue(ctx context.Context, req *kvpb.PutRequest) (ver uint64
 		s.st.abort(b)
 		return 0, 0, err
 	}
+	meta.vgen = gen
 	ver, old := s.st.commit(req.Key, b, n, meta)
 	f.release()
 	s.st.disk.forget(s.st, old)

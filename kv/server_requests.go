@@ -141,10 +141,10 @@ func (a *answer) send(s *Server, p *xfer.Peer) bool {
 // transfer: the value inline, straight from its slot into the response. It
 // reports whether it answered.
 func (s *Server) serveSmallGet(p *xfer.Peer, msgs *msgBufs, ans *answer, id uint64, key []byte, inlineMax uint64, serverID []byte) bool {
-	if s.checkSession(serverID) != nil || s.checkKey(key) != nil || !s.fence.Load().mayRead(key) {
+	if s.checkSession(serverID) != nil || s.checkKey(key) != nil {
 		return false // the full path words the error
 	}
-	sl, inMem := s.st.acquire(key)
+	sl, inMem := s.fence.Load().acquire(s.st, key)
 	if sl == nil {
 		return false
 	}

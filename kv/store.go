@@ -61,6 +61,11 @@ type slot struct {
 	pinUntil int64 // the end of a soft pin
 	pin      pin
 	reps     uint8 // its key's replica count in a cluster (PutRequest.replicas), at least 1
+	idx      int   // its index in store.all while in the map
+	// vgen is the generation of the cluster's view (the fence's) in which
+	// the server last knew it held the key: the view its PUT committed in,
+	// or the one a rescan checked it against. 0 outside a cluster.
+	vgen atomic.Uint64
 
 	// The disk tier (tier.go); all guarded by store.mu. Without one, every
 	// slot is inMem and the rest is zero.
@@ -79,6 +84,7 @@ type putMeta struct {
 	pin      pin
 	pinUntil int64 // a soft pin's end, on the store's clock
 	reps     uint8
+	vgen     uint64 // the view the PUT commits in (slot.vgen)
 }
 
 // store maps keys to slots, with LRU lists for eviction. Its critical
@@ -102,6 +108,7 @@ type store struct {
 
 	mu       sync.Mutex
 	m        map[string]*slot
+	all      []*slot   // the slots of m, in no order, for scans in slices
 	lru      list.List // unpinned values; front = most recently used
 	soft     list.List // soft-pinned values, alike
 	softNext int64     // no soft pin in soft ends before it
@@ -355,9 +362,31 @@ func (st *store) unpinEndedLocked(now int64) {
 	st.softNext = next
 }
 
+// insertLocked puts s, a new slot, in the map (where its key has none);
+// st.mu is held.
+func (st *store) insertLocked(s *slot) {
+	st.m[s.key] = s
+	s.idx = len(st.all)
+	st.all = append(st.all, s)
+}
+
+// replaceLocked puts s, a new slot, in old's place in the map: old leaves
+// it without being unlinked (its LRU element and bytes are the caller's
+// to settle); s keeps old's view generation. st.mu is held.
+func (st *store) replaceLocked(old, s *slot) {
+	st.m[s.key] = s
+	s.idx = old.idx
+	st.all[s.idx] = s
+	s.vgen.Store(old.vgen.Load())
+}
+
 // unlink removes s from the map and its LRU list; st.mu is held.
 func (st *store) unlink(s *slot) {
 	delete(st.m, s.key)
+	last := st.all[len(st.all)-1]
+	st.all[s.idx], last.idx = last, s.idx
+	st.all[len(st.all)-1] = nil
+	st.all = st.all[:len(st.all)-1]
 	if s.elem != nil {
 		st.listOf(s).Remove(s.elem)
 		s.elem = nil
@@ -403,6 +432,7 @@ func (st *store) commit(key []byte, b mem.Buffer, n int, meta putMeta) (ver uint
 		oldBuf := old.buf
 		st.bytes += uint64(n) - uint64(old.n)
 		old.buf, old.n, old.ver, old.reps = b, n, ver, meta.reps
+		old.vgen.Store(meta.vgen)
 		if old.pin == meta.pin && meta.pin != pinSoft {
 			if old.elem != nil {
 				st.listOf(old).MoveToFront(old.elem)
@@ -419,6 +449,7 @@ func (st *store) commit(key []byte, b mem.Buffer, n int, meta putMeta) (ver uint
 		return ver, nil
 	}
 	s := &slot{buf: b, n: n, ver: ver, key: string(key), refs: 1, pin: meta.pin, pinUntil: meta.pinUntil, reps: meta.reps, inMem: true}
+	s.vgen.Store(meta.vgen)
 	old = st.m[s.key]
 	var freeOld bool
 	if old != nil {
@@ -428,6 +459,8 @@ func (st *store) commit(key []byte, b mem.Buffer, n int, meta putMeta) (ver uint
 		freeOld = old.refs == 0 && old.inMem
 	}
 	st.m[s.key] = s
+	s.idx = len(st.all)
+	st.all = append(st.all, s)
 	st.place(s)
 	st.bytes += uint64(n)
 	st.mu.Unlock()
@@ -477,19 +510,25 @@ func (st *store) counts() (keys int, bytes uint64) {
 	return len(st.m), st.bytes
 }
 
-// retain drops the values that keep rejects (by key and replica count),
-// leased or pinned, in memory or on disk, and returns how many. (Their
-// records stay on disk, unreachable: a server in a cluster resets its disk
-// tier when it starts, as it drops every value when it lost its place.)
-func (st *store) retain(keep func(key string, reps int) bool) int {
+// scan is one slice of a scan of every value: it checks the values at
+// st.all's indexes [hi-n, hi) from the top down, drops (leased or pinned)
+// those keep rejects, and returns the hi of the next slice (0: done) and
+// how many it dropped. A scan that starts at hi = len(st.all), or above,
+// and goes on until 0 checks every value there was at its start, however
+// the store changes between slices: a value appended since sits above the
+// cursor, and the value that a removal moves down, from the top, into the
+// removed one's place is either checked already or checked again.
+func (st *store) scan(hi, n int, keep func(*slot) bool) (next, dropped int) {
 	st.mu.Lock()
 	var free []mem.Buffer
-	n := 0
-	for k, s := range st.m {
-		if keep(k, int(max(s.reps, 1))) {
+	hi = min(hi, len(st.all))
+	lo := max(hi-n, 0)
+	for i := hi - 1; i >= lo; i-- {
+		s := st.all[i]
+		if keep(s) {
 			continue
 		}
-		n++
+		dropped++
 		st.unlink(s)
 		s.refs--
 		if s.refs == 0 && s.inMem {
@@ -500,7 +539,7 @@ func (st *store) retain(keep func(key string, reps int) bool) int {
 	for _, b := range free {
 		st.pool.Free(b)
 	}
-	return n
+	return lo, dropped
 }
 
 // clear drops every value, in memory and on disk (a clustered server that
@@ -526,6 +565,8 @@ func (st *store) dropAll() {
 		}
 	}
 	clear(st.m)
+	clear(st.all)
+	st.all = st.all[:0]
 	st.bytes = 0
 	st.diskOnly = 0
 	st.mu.Unlock()

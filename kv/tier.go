@@ -75,7 +75,7 @@ func openDiskTier(st *store, dir string, size int64, inFlight int, log *slog.Log
 	st.mu.Lock()
 	for _, e := range ents {
 		loc := e.Loc
-		st.m[e.Key] = &slot{key: e.Key, n: int(loc.N), ver: e.Ver, reps: max(e.Reps, 1), refs: 1, disk: &loc}
+		st.insertLocked(&slot{key: e.Key, n: int(loc.N), ver: e.Ver, reps: max(e.Reps, 1), refs: 1, disk: &loc})
 		st.ver = max(st.ver, e.Ver)
 		st.diskOnly++
 	}
@@ -139,7 +139,7 @@ func (d *diskTier) demoteLocked(st *store, s *slot) evictResult {
 	s.elem = nil
 	st.evictions.Add(1)
 	if s.disk != nil { // unchanged since it was read from disk
-		st.m[s.key] = &slot{key: s.key, n: s.n, ver: s.ver, reps: s.reps, refs: 1, disk: s.disk}
+		st.replaceLocked(s, &slot{key: s.key, n: s.n, ver: s.ver, reps: s.reps, refs: 1, disk: s.disk})
 		st.diskOnly++
 		st.bytes -= uint64(s.n)
 		s.refs--
@@ -184,7 +184,7 @@ func (d *diskTier) demote(st *store, s *slot) {
 	case s.touched || s.lease > now:
 		st.place(s) // read meanwhile: it stays, and its record saves a write
 	default:
-		st.m[s.key] = &slot{key: s.key, n: s.n, ver: s.ver, reps: s.reps, refs: 1, disk: s.disk, lease: s.lease}
+		st.replaceLocked(s, &slot{key: s.key, n: s.n, ver: s.ver, reps: s.reps, refs: 1, disk: s.disk, lease: s.lease})
 		st.diskOnly++
 		st.bytes -= uint64(s.n)
 		s.refs--

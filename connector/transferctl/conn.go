@@ -50,6 +50,17 @@ func (e *AuthError) Unwrap() error { return e.Err }
 // still in its handshake, to make room for a newer one.
 const ReasonEvicted = "evicted"
 
+// ReasonBusy is the reason Refused is given for a connection closed at
+// once because every pending connection it could have evicted was still
+// in its grace (a quarter of the handshake bound, at most maxGrace).
+const ReasonBusy = "busy"
+
+// maxGrace bounds how long Serve keeps a pending connection safe from
+// eviction.
+const maxGrace = 500 * time.Millisecond
+
+var errBusy = &AuthError{ReasonBusy, errors.New("control channel: refused: too many connections in their handshake, each still in its grace")}
+
 // errEvicted is a connection evicted from Serve's gate in its handshake.
 var errEvicted = &AuthError{ReasonEvicted, errors.New("control channel: dropped in its handshake to make room for a newer connection")}
 

@@ -85,7 +85,12 @@ func Serve(ctx context.Context, cfg ServeConfig) (*Conn, Msg, error) {
 	defer stop()
 	ln.(*net.TCPListener).SetDeadline(time.Now().Add(cfg.Timeout))
 	say(fmt.Sprintf("waiting for the consumer on %s (up to %v)", cfg.Addr, cfg.Timeout))
-	gate := admit.New(admit.Config{Max: cfg.MaxPending, PerSource: cfg.MaxPendingPerSource})
+	// A connection is safe from eviction for a quarter of the handshake
+	// bound (at most maxGrace): without a secret every connection gets
+	// hello at once, and only its ready tells the consumer from a stray;
+	// strays arriving faster than that round trip must not evict it in
+	// between (the consumer, which saw hello, would not dial again).
+	gate := admit.New(admit.Config{Max: cfg.MaxPending, PerSource: cfg.MaxPendingPerSource, Grace: min(hsTimeout/4, maxGrace)})
 	var mu sync.Mutex
 	var last error // the latest refusal, for the timeout's error
 	dropped := 0   // the connections refused
@@ -126,7 +131,18 @@ func Serve(ctx context.Context, cfg ServeConfig) (*Conn, Msg, error) {
 		case err != nil:
 			return nil, Msg{}, fmt.Errorf("control channel: accept on %s: %w", cfg.Addr, err)
 		}
-		ticket := gate.Admit(conn)
+		ticket, ok := gate.TryAdmit(conn)
+		if !ok {
+			// Every connection it could evict is in its grace: refused at
+			// once (a consumer dials again).
+			conn.Close()
+			mu.Lock()
+			last = errBusy
+			dropped++
+			mu.Unlock()
+			refused(conn.RemoteAddr().String(), ReasonBusy, errBusy)
+			continue
+		}
 		wg.Add(1)
 		go func() {
 			defer wg.Done()

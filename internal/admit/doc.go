@@ -23,6 +23,13 @@
 //     source at its cap evicts that source's oldest, so that one host
 //     evicts its own connections and not those of others.
 //
+// With Grace (and TryAdmit), a connection pending for less than Grace is
+// not evicted: the newcomer that would evict it is refused instead. A peer
+// whose handshake needs a message after the listener spoke first (a hello
+// sent to every connection, answered by a ready) cannot be told from a
+// stray by anything it sends before that answer; Grace gives it the time
+// to answer.
+//
 // An evicted connection's deadline is set in the past: the goroutine that
 // runs its handshake fails at once, sees that it was evicted
 // (Ticket.Evicted, Ticket.Leave), counts it as such and closes it. A

@@ -21,17 +21,23 @@ type Config struct {
 	// PerSource bounds the connections pending at once from one source
 	// address. Default: DefaultPerSource, and never more than Max.
 	PerSource int
+	// Grace, for TryAdmit, is how long a pending connection is safe from
+	// eviction: a newcomer that could only evict younger ones is refused
+	// instead. 0: none (every pending connection may be evicted).
+	Grace time.Duration
 }
 
 // Gate holds the connections that have not authenticated yet.
 type Gate struct {
 	max, perSource int
+	grace          time.Duration
 
 	mu       sync.Mutex
 	pending  []*Ticket // oldest first
 	bySource map[string]int
 
 	evictions atomic.Uint64
+	refusals  atomic.Uint64
 }
 
 // New returns a Gate with the bounds of cfg.
@@ -42,7 +48,7 @@ func New(cfg Config) *Gate {
 	if cfg.PerSource <= 0 {
 		cfg.PerSource = DefaultPerSource
 	}
-	return &Gate{max: cfg.Max, perSource: min(cfg.PerSource, cfg.Max), bySource: map[string]int{}}
+	return &Gate{max: cfg.Max, perSource: min(cfg.PerSource, cfg.Max), grace: max(cfg.Grace, 0), bySource: map[string]int{}}
 }
 
 // Ticket is one pending connection's place in its Gate.
@@ -50,8 +56,9 @@ type Ticket struct {
 	g       *Gate
 	conn    net.Conn
 	source  string
-	evicted bool // under g.mu
-	left    bool // under g.mu
+	since   time.Time // when it was admitted
+	evicted bool      // under g.mu
+	left    bool      // under g.mu
 }
 
 // Source is the source address a Gate counts a connection under: the
@@ -78,7 +85,23 @@ func Source(conn net.Conn) string {
 // Evicted after it, before it reads or writes: an eviction is then never
 // lost, whichever came first.
 func (g *Gate) Admit(conn net.Conn) *Ticket {
-	t := &Ticket{g: g, conn: conn, source: Source(conn)}
+	t, _ := g.admit(conn, false)
+	return t
+}
+
+// TryAdmit is Admit, except that a connection pending for less than
+// Config.Grace is not evicted: when the one Admit would evict is younger,
+// conn is refused instead (nil, false), and the caller closes it. A real
+// peer, once admitted, then has Grace to authenticate however fast strays
+// arrive; one refused redials. A flood from one source can keep that
+// source's newcomers out, but not evict a peer mid-handshake.
+func (g *Gate) TryAdmit(conn net.Conn) (*Ticket, bool) {
+	return g.admit(conn, true)
+}
+
+func (g *Gate) admit(conn net.Conn, graced bool) (*Ticket, bool) {
+	now := time.Now()
+	t := &Ticket{g: g, conn: conn, source: Source(conn), since: now}
 	var victim *Ticket
 	g.mu.Lock()
 	if g.bySource[t.source] >= g.perSource {
@@ -91,6 +114,11 @@ func (g *Gate) Admit(conn net.Conn) *Ticket {
 	} else if len(g.pending) >= g.max {
 		victim = g.pending[0]
 	}
+	if victim != nil && graced && now.Sub(victim.since) < g.grace {
+		g.mu.Unlock()
+		g.refusals.Add(1)
+		return nil, false
+	}
 	if victim != nil {
 		victim.evicted = true
 		g.removeLocked(victim)
@@ -102,7 +130,7 @@ func (g *Gate) Admit(conn net.Conn) *Ticket {
 		g.evictions.Add(1)
 		victim.conn.SetDeadline(evictedDeadline) // after its mark: see Admit
 	}
-	return t
+	return t, true
 }
 
 // evictedDeadline is a time in the past, which fails a connection's reads
@@ -156,3 +184,6 @@ func (g *Gate) Pending() int {
 
 // Evictions is the number of connections evicted so far.
 func (g *Gate) Evictions() uint64 { return g.evictions.Load() }
+
+// Refusals is the number of connections TryAdmit refused so far.
+func (g *Gate) Refusals() uint64 { return g.refusals.Load() }

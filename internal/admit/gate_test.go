@@ -183,3 +183,39 @@ func TestGateConcurrent(t *testing.T) {
 		t.Fatalf("pending %d, kept %d, evicted %d of %d", g.Pending(), kept, g.Evictions(), len(conns))
 	}
 }
+
+// TestGateGrace: with Grace, TryAdmit refuses a newcomer rather than evict
+// a connection younger than Grace, and evicts it once it is older.
+func TestGateGrace(t *testing.T) {
+	g := New(Config{Max: 4, PerSource: 2, Grace: 200 * time.Millisecond})
+	ln := listen(t)
+	a, _ := pair(t, ln, "127.0.0.1")
+	b, _ := pair(t, ln, "127.0.0.1")
+	c, _ := pair(t, ln, "127.0.0.1")
+	ta, ok := g.TryAdmit(a)
+	if !ok {
+		t.Fatal("first connection refused")
+	}
+	if _, ok := g.TryAdmit(b); !ok {
+		t.Fatal("second connection refused")
+	}
+	if tc, ok := g.TryAdmit(c); ok || tc != nil {
+		t.Fatal("a third from the source evicted one still in its grace")
+	}
+	if g.Refusals() != 1 || g.Evictions() != 0 || g.Pending() != 2 {
+		t.Fatalf("refusals %d, evictions %d, pending %d", g.Refusals(), g.Evictions(), g.Pending())
+	}
+	time.Sleep(250 * time.Millisecond)
+	if _, ok := g.TryAdmit(c); !ok {
+		t.Fatal("refused after the grace ended")
+	}
+	if !ta.Evicted() || g.Evictions() != 1 || !failsAtOnce(a) {
+		t.Fatal("the oldest was not evicted after its grace")
+	}
+	// Admit ignores the grace.
+	d, _ := pair(t, ln, "127.0.0.1")
+	g.Admit(d)
+	if g.Evictions() != 2 {
+		t.Fatal("Admit did not evict")
+	}
+}

@@ -30,5 +30,8 @@ func FileSpace(fd int) (allocated, free int64, err error) { return 0, 0, ErrNotS
 // LockFile is only supported on Linux.
 func LockFile(fd int) error { return ErrNotSupported }
 
+// SeekData is only supported on Linux.
+func SeekData(fd int, off int64) (int64, bool, error) { return 0, false, ErrNotSupported }
+
 // Fchmod is only supported on Linux.
 func Fchmod(fd int, mode uint32) error { return ErrNotSupported }

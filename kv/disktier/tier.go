@@ -312,6 +312,16 @@ func (t *Tier) scan() ([]Entry, error) {
 			}
 			off += Block
 			want = scanChunk
+			// Skip the space never written (a fresh file's, past the ring's
+			// head): on ext4 and XFS its preallocated blocks are a hole to
+			// SEEK_DATA, and reading them would cost a read of the whole
+			// file at each start.
+			if next, more, err := sys.SeekData(t.fd, off); err == nil {
+				if !more {
+					break
+				}
+				off = max(off, next&^(Block-1))
+			}
 			continue
 		}
 		r := rec{off: off, len: h.recLen(), seq: h.Seq, key: string(h.Key), tomb: h.Tomb}

@@ -108,7 +108,7 @@ func revokeLeader(t *testing.T, cli *clientv3.Client, cluster string) {
 // waitKeys waits until etcd holds n keys under prefix.
 func waitKeys(t *testing.T, cli *clientv3.Client, prefix string, n int64) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
+	deadline := time.Now().Add(30 * time.Second)
 	for {
 		r, err := cli.Get(ctx, prefix, clientv3.WithPrefix(), clientv3.WithCountOnly())
 		if err == nil && r.Count == n {

@@ -160,8 +160,8 @@ type object struct {
 func (o *object) committed() bool { return o.places != nil }
 
 // held is a place kept out of use until until: the old value of an
-// upsert while a reader's lease lasts, a discarded put's while its
-// writer may still write.
+// upsert, or a forced removal's, while a reader's lease lasts; a
+// discarded put's while its writer may still write.
 type held struct {
 	place
 	until time.Time
@@ -812,9 +812,18 @@ func (s *Service) removableLocked(o *object, force bool, now time.Time) int32 {
 	return CodeOK
 }
 
-// removeLocked forgets key and frees its places.
+// removeLocked forgets key and frees its places: at once, or, while a
+// read lease lasts (a forced removal), once it ends, as an upsert's old
+// places are, so that a reader within its lease never reads another
+// object's bytes there.
 func (s *Service) removeLocked(key string, o *object) {
-	s.freeLocked(o.places)
+	if now := s.o.Now(); now.Before(o.lease) {
+		for _, pl := range o.places {
+			s.held = append(s.held, held{pl, o.lease})
+		}
+	} else {
+		s.freeLocked(o.places)
+	}
 	delete(s.objects, key)
 	s.markObjLocked(key)
 }

@@ -341,8 +341,14 @@ func TestLeaseBlocksRemove(t *testing.T) {
 	if c := e.remove("k", true); c != 0 {
 		t.Fatalf("forced remove while leased: %d", c)
 	}
-	if st := e.s.Stats(); st.Objects != 0 || st.UsedBytes != 0 || st.LeaseRefusals != 2 {
+	// Its places stay held while the lease it broke lasts.
+	if st := e.s.Stats(); st.Objects != 0 || st.UsedBytes != kib || st.LeaseRefusals != 2 {
 		t.Fatalf("stats: %+v", st)
+	}
+	e.clk.Add(time.Second)
+	e.s.Sweep()
+	if st := e.s.Stats(); st.UsedBytes != 0 {
+		t.Fatalf("stats once the lease ended: %+v", st)
 	}
 }
 
@@ -699,5 +705,27 @@ func TestUpsertKeepsSoftPin(t *testing.T) {
 	}
 	if r := e.putStart("a", "k", 2*kib, nil, false); r.GetCode() != 0 {
 		t.Fatalf("put once the soft pin was dropped: %v", r)
+	}
+}
+
+// TestForceRemoveHoldsPlaces: a forced removal of a leased object frees
+// its places only once the lease ends, so that a reader within its lease
+// never finds another object's bytes there.
+func TestForceRemoveHoldsPlaces(t *testing.T) {
+	e := start(t, master.Options{LeaseTTL: time.Second}, "")
+	e.mount("a", "s", 0, kib)
+	e.put("k", kib, nil)
+	if o := e.get("k"); o.GetCode() != 0 {
+		t.Fatalf("get: %v", o)
+	}
+	if c := e.remove("k", true); c != 0 {
+		t.Fatalf("forced removal: %d", c)
+	}
+	if r := e.putStart("a", "k2", kib, nil, false); r.GetCode() != master.CodeNoAvailableHandle {
+		t.Fatalf("a put into the leased places: %v", r)
+	}
+	e.clk.Add(time.Second)
+	if r := e.putStart("a", "k2", kib, nil, false); r.GetCode() != 0 {
+		t.Fatalf("a put once the lease ended: %v", r)
 	}
 }

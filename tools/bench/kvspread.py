@@ -9,7 +9,7 @@ even rounds):
   xfer kv bench --directory etcd://127.0.0.1:P/three --transport T --op OP --value-size S --concurrency C --keys K --ops N --json
   xfer kv bench --directory etcd://127.0.0.1:P/one   (the same)
 The client is a kv.Cluster in both: it places each key on a server by
-rendezvous hashing; with one server every key goes to it.
+consistent hashing; with one server every key goes to it.
 Targets kvspread-T-OP-SIZE-cC: ops/s against three servers over ops/s against
 one, medians of the rounds; no goal (the ratio and its limits are recorded).
 The results file (tools/bench/results.py) goes to bench-out/kvspread.json, or --out.

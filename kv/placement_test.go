@@ -2,7 +2,6 @@ package kv
 
 import (
 	"fmt"
-	"hash/fnv"
 	"testing"
 )
 
@@ -11,18 +10,16 @@ import (
 func clusterOf(ids ...string) *Cluster {
 	c := &Cluster{members: map[string]*member{}}
 	for _, id := range ids {
-		h := fnv.New64a()
-		h.Write([]byte(id))
-		c.members[id] = &member{id: id, seed: h.Sum64()}
+		c.members[id] = &member{id: id}
 	}
 	c.publish()
 	return c
 }
 
-// TestRendezvousPlacement: keys spread over every server; a server that
+// TestClusterPlacement: keys spread over every server; a server that
 // leaves moves only its own keys, over all the others; one that joins
 // takes keys only for itself, about its share.
-func TestRendezvousPlacement(t *testing.T) {
+func TestClusterPlacement(t *testing.T) {
 	const n = 6000
 	keys := make([]string, n)
 	for i := range keys {
