@@ -12,10 +12,10 @@ Each round runs, in turn:
     tier, no disk tier) from a test binary of REV and of the work tree, for
     the memory-tier A/B.
 It prints the medians over ROUNDS rounds, and writes the results file
-(tools/bench/results.py) to bench-out/kvdisk.json or --out. Goals (issue's
-"Done means"): a disk-tier 1 MiB GET at least 0.8x fio's 1 MiB random read
-in bytes per second; a 4 KiB GET's p99 against fio's (no goal); the
-memory-tier GET no slower than before (ratio >= 0.95 against the base).
+(tools/bench/results.py) to bench-out/kvdisk.json or --out. Goals: a
+disk-tier 1 MiB GET at least 0.8x fio's 1 MiB random read in bytes per
+second; a 4 KiB GET's p99 against fio's (no goal); the memory-tier GET no
+slower than before (ratio >= 0.95 against the base).
 
 Usage: tools/bench/kvdisk.py [--rounds N] [--dir DIR] [--out FILE] [--ab-base REV]
 Needs: fio (tools/deps.sh installs it), go.
