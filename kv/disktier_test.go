@@ -293,11 +293,18 @@ func testDiskTierKill(t *testing.T, tr xfer.Policy) {
 				t.Errorf("round %d: key %d: version %d, older than the acknowledged %d", round, k, got, acked[k])
 			}
 		}
-		// Overwrite, read and delete until killed.
-		kill := time.Duration(50+rng.IntN(200)) * time.Millisecond
+		// Overwrite and read until killed: the kill is armed after 20 to 40
+		// writes (more than the pool holds, so that values have gone to
+		// disk, however slow the transport: rxe in the VM moves some
+		// 20 MB/s) and lands 0 to 50 ms later, in the middle of the writes
+		// that follow.
 		wctx, stop := context.WithCancel(ctx) // ends the call the kill interrupts at once
-		timer := time.AfterFunc(kill, func() { cmd.Process.Signal(syscall.SIGKILL); stop() })
-		for {
+		var timer *time.Timer
+		for writes, arm := 0, 20+rng.IntN(21); ; {
+			if timer == nil && writes >= arm {
+				kill := time.Duration(rng.IntN(51)) * time.Millisecond
+				timer = time.AfterFunc(kill, func() { cmd.Process.Signal(syscall.SIGKILL); stop() })
+			}
 			k := rng.IntN(killKeys)
 			var err error
 			if rng.IntN(4) == 0 {
@@ -309,9 +316,13 @@ func testDiskTierKill(t *testing.T, tr xfer.Policy) {
 				ver++
 				if err = c.Put(wctx, fmt.Sprint(k), selfChecking(uint64(k), ver, killValue)); err == nil {
 					acked[k] = ver
+					writes++
 				}
 			}
 			if err != nil {
+				if timer == nil {
+					t.Fatalf("round %d: before the kill: %v", round, err)
+				}
 				break // killed
 			}
 		}
