@@ -220,8 +220,8 @@ verbs-test: verbs-check
 	@# and polls only show there, since the host has no verbs device.
 	XFER_REQUIRE_VERBS=1 XFER_TEST_DEVICE=rxe0 $(GO) test -race -count=1 -timeout 30m -p 1 -exec "$(RDMA_VM) --rxe --" $(VERBS_PKGS)
 	@# The KV service over verbs (its other tests run on the host).
-	XFER_REQUIRE_VERBS=1 XFER_TEST_DEVICE=rxe0 $(GO) test -count=1 -run TestRDMA -exec "$(RDMA_VM) --rxe --" ./kv
-	XFER_REQUIRE_VERBS=1 XFER_TEST_DEVICE=siw0 $(GO) test -count=1 -run TestRDMA -exec "$(RDMA_VM) --siw --" ./kv
+	XFER_REQUIRE_VERBS=1 XFER_TEST_DEVICE=rxe0 $(GO) test -count=1 -timeout 20m -run TestRDMA -exec "$(RDMA_VM) --rxe --" ./kv
+	XFER_REQUIRE_VERBS=1 XFER_TEST_DEVICE=siw0 $(GO) test -count=1 -timeout 20m -run TestRDMA -exec "$(RDMA_VM) --siw --" ./kv
 	@# The engine's waiters over verbs: probes of a quiet peer, and
 	@# Engine.WaitNotify told of a lost peer (their other tests run on the host).
 	XFER_REQUIRE_VERBS=1 XFER_TEST_DEVICE=rxe0 $(GO) test -count=1 -timeout 10m -run '$(ENGINE_VERBS)' -exec "$(RDMA_VM) --rxe --" .

@@ -43,7 +43,8 @@ func exportedNames(t *testing.T) map[string]bool {
 		t.Fatal("a write with a wrong key succeeded") // xfer_op_errors_total exists once one failed
 	}
 	kreg := prometheus.NewRegistry()
-	s, err := kv.NewServer(ctx, kv.ServerOptions{Engine: xfer.Config{Transport: xfer.PolicyTCP, Listen: "127.0.0.1:0", MemoryMB: 4}, Metrics: kreg})
+	s, err := kv.NewServer(ctx, kv.ServerOptions{Engine: xfer.Config{Transport: xfer.PolicyTCP, Listen: "127.0.0.1:0", MemoryMB: 4}, Metrics: kreg,
+		DiskDir: t.TempDir(), DiskSize: 2 << 20}) // the disk tier's metrics too
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -193,7 +193,7 @@ var layers = map[string][]string{
 	// The configuration document (its keys, YAML and JSON decoding,
 	// defaults and validation) sits beside the commands, above the
 	// services: its keys are the engine's and the connector's.
-	"config": {"", "mem", "connector"},
+	"config": {"", "mem", "connector", "bytesize"},
 	// Leaves that hold no xfer concept, for the command and the layers
 	// that print or read sizes: the standard library only.
 	"bytesize": {},
@@ -302,6 +302,9 @@ func checkImport(dir, im string, pending map[string]string) string {
 		return "commands import public packages only"
 	}
 	if svc, ok := underAny(dir, services); ok {
+		if dir == "kv/disktier" && rel == "internal/sys" {
+			return "" // the disk tier's file I/O (O_DIRECT, pwritev, fallocate)
+		}
 		if rel == "" || under(rel, "mem") || under(rel, "probe") || under(rel, "directory") || under(rel, "latency") || under(rel, "callbound") || under(rel, "internal/auth") || under(rel, "internal/admit") || under(rel, svc) {
 			return ""
 		}

@@ -133,7 +133,7 @@ func TestEveryField(t *testing.T) {
 		if !k.IsEngine() {
 			other := map[string]string{"log_level": "debug", "log_format": "json", "metrics_listen": ":9464", "web_config_file": "/etc/xfer/web.yml", "role": "producer",
 				"producer": "h:1", "ttl_seconds": "1.5", "pull": "read", "chunk_size": "5", "wait_for_memory": "true",
-				"wait_spin": "50us", "call_timeout": "30s"}
+				"wait_spin": "50us", "call_timeout": "30s", "kv.disk_dir": "/var/cache/xfer", "kv.disk_size": "64GiB"}
 			s, ok := other[k.Name]
 			if !ok {
 				t.Errorf("key %s: add a sample value", k.Name)
@@ -167,7 +167,8 @@ func TestEveryField(t *testing.T) {
 }
 
 // Every nested config of xfer.Config is a section, with its top-level
-// prefix, and no top-level key collides with another, in any program.
+// prefix, and so is the command's kv section; no top-level key collides
+// with another, in any program.
 func TestSections(t *testing.T) {
 	typ := reflect.TypeFor[xfer.Config]()
 	var want []string
@@ -177,6 +178,7 @@ func TestSections(t *testing.T) {
 			want = append(want, key)
 		}
 	}
+	want = append(want, "kv") // the KV server's disk tier (kv.disk_dir, kv.disk_size)
 	if got := Sections(); !reflect.DeepEqual(got, want) || !slices.Contains(got, "tcp") || !slices.Contains(got, "rdma") {
 		t.Errorf("Sections() = %v, want xfer.Config's nested configs %v", got, want)
 	}
@@ -427,5 +429,25 @@ func TestSuggest(t *testing.T) {
 		if got := Suggest(in, names); got != want {
 			t.Errorf("Suggest(%q) = %q, want %q", in, got, want)
 		}
+	}
+}
+
+// The KV server's disk tier keys: a kv mapping, or kv_ keys at the top
+// level; sizes as the flags take them.
+func TestKVDiskKeys(t *testing.T) {
+	for _, in := range []string{"kv:\n  disk_dir: /var/cache/xfer\n  disk_size: 2GiB\n", "kv_disk_dir: /var/cache/xfer\nkv_disk_size: 2GiB\n"} {
+		d, err := DecodeYAML("x.yaml", []byte(in), Command)
+		if err != nil {
+			t.Fatalf("%q: %v", in, err)
+		}
+		if d.KVDiskDir != "/var/cache/xfer" || d.KVDiskSize != 2<<30 {
+			t.Errorf("%q: %q %d", in, d.KVDiskDir, d.KVDiskSize)
+		}
+	}
+	if _, err := DecodeYAML("x.yaml", []byte("kv: {disk_size: lots}\n"), Command); err == nil {
+		t.Error("a size that is not one: no error")
+	}
+	if _, err := DecodeJSON("x.json", []byte(`{"kv": {"disk_dir": "/x"}}`), Library); err == nil {
+		t.Error("kv.disk_dir in the connector's configuration: no error")
 	}
 }

@@ -60,6 +60,12 @@ type Document struct {
 	// only.
 	WebConfigFile string
 
+	// KVDiskDir and KVDiskSize are kv.disk_dir and kv.disk_size: the KV
+	// server's disk tier (xfer kv serve --disk-dir, --disk-size), its
+	// directory and its size in bytes. Keys of Command only.
+	KVDiskDir  string
+	KVDiskSize int64
+
 	// The connector's keys (Library only); see connector.Config.
 	Role          connector.Role
 	Producer      string

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/xferio/xfer"
+	"github.com/xferio/xfer/bytesize"
 	"github.com/xferio/xfer/connector"
 	"github.com/xferio/xfer/mem"
 )
@@ -244,6 +245,21 @@ func otherKeys() []Key {
 		// A path: the endpoint checks the file.
 		str(KeyWebConfigFile, Command, func(d *Document) *string { return &d.WebConfigFile },
 			func(s string) (string, error) { return strings.TrimSpace(s), nil }),
+		{Name: "kv.disk_dir", Flat: "kv_disk_dir", Section: "kv", Sub: "disk_dir", programs: Command, set: func(d *Document, s string) error {
+			d.KVDiskDir = strings.TrimSpace(s)
+			return nil
+		}},
+		{Name: "kv.disk_size", Flat: "kv_disk_size", Section: "kv", Sub: "disk_size", programs: Command, set: func(d *Document, s string) error {
+			n, err := bytesize.Parse(strings.TrimSpace(s))
+			if err != nil {
+				return err
+			}
+			if n < 0 {
+				return errors.New("must not be negative")
+			}
+			d.KVDiskSize = n
+			return nil
+		}},
 		{Name: "role", Flat: "role", programs: Library, set: func(d *Document, s string) (err error) {
 			d.Role, err = connector.ParseRole(strings.ToLower(strings.TrimSpace(s)))
 			if err != nil {

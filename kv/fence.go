@@ -271,29 +271,29 @@ func (f *fence) servingLocked(now time.Time) bool {
 	return f.started && now.Sub(f.lastGood) <= f.fresh && now.Before(f.leaseTill)
 }
 
-// acquire acquires key's slot in st for a GET, if this server may answer
-// it: where it serves, and holds key (as its owner, or as one of the first
+// acquire acquires key's slot in st for a GET, and reports whether its
+// value is in memory (store.acquire), if this server may answer it: where it serves, and holds key (as its owner, or as one of the first
 // servers of a value stored with replicas). nil: not found, or not this
 // server's to answer. The check and the lookup happen under one read lock
 // of the view, so that a continuity break (which drops every value under
 // the write lock) cannot fall between them: looking up first and checking
 // after would answer, from a slot taken before the break, a value that a
 // newer write replaced elsewhere while this server was away.
-func (f *fence) acquire(st *store, key []byte) *slot {
+func (f *fence) acquire(st *store, key []byte) (_ *slot, inMem bool) {
 	if f == nil {
 		return st.acquire(key)
 	}
 	f.mu.RLock()
 	defer f.mu.RUnlock()
 	if !f.servingLocked(time.Now()) {
-		return nil
+		return nil, false
 	}
-	sl := st.acquire(key)
+	sl, inMem := st.acquire(key)
 	if sl != nil && (!f.holdsLocked(key, int(sl.reps)) || !f.validLocked(sl, f.gen)) {
 		st.release(sl)
-		return nil
+		return nil, false
 	}
-	return sl
+	return sl, inMem
 }
 
 // admit admits a PUT or DELETE of key, stored with reps replicas, and

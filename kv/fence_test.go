@@ -43,21 +43,21 @@ func testFenceStore(t *testing.T) (*fence, *store) {
 // server serves and holds the key.
 func TestFenceAcquire(t *testing.T) {
 	f, st := testFenceStore(t)
-	sl := f.acquire(st, []byte("k"))
+	sl, _ := f.acquire(st, []byte("k"))
 	if sl == nil || string(sl.value()) != "old" {
 		t.Fatalf("serving owner: acquire = %v, want the value", sl)
 	}
 	st.release(sl)
-	if sl := f.acquire(st, []byte("absent")); sl != nil {
+	if sl, _ := f.acquire(st, []byte("absent")); sl != nil {
 		t.Fatal("acquire of an absent key returned a slot")
 	}
 	f.lastGood = time.Now().Add(-2 * f.fresh) // the view went stale (paused)
-	if sl := f.acquire(st, []byte("k")); sl != nil {
+	if sl, _ := f.acquire(st, []byte("k")); sl != nil {
 		st.release(sl)
 		t.Fatal("a server whose view is stale answered from its store")
 	}
 	var nf *fence // not in a cluster: answers what it holds
-	if sl := nf.acquire(st, []byte("k")); sl == nil {
+	if sl, _ := nf.acquire(st, []byte("k")); sl == nil {
 		t.Fatal("outside a cluster: acquire = nil")
 	} else {
 		st.release(sl)
@@ -75,7 +75,7 @@ func TestFenceAcquireAcrossBreak(t *testing.T) {
 	f.lastGood = time.Now().Add(-2 * f.fresh) // paused: the view is stale
 	f.mu.Lock()
 	got := make(chan *slot, 1)
-	go func() { got <- f.acquire(st, []byte("k")) }()
+	go func() { sl, _ := f.acquire(st, []byte("k")); got <- sl }()
 	time.Sleep(50 * time.Millisecond) // let the GET reach the store, were it to look first
 	st.clear()
 	f.lastGood = time.Now()
@@ -124,7 +124,7 @@ func TestFenceJoinThenLeave(t *testing.T) {
 	putTest(t, f, st, moved, "old")
 	putTest(t, f, st, stayed, "kept")
 	get := func(key string) string {
-		sl := f.acquire(st, []byte(key))
+		sl, _ := f.acquire(st, []byte(key))
 		if sl == nil {
 			return ""
 		}

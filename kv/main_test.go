@@ -18,7 +18,8 @@ import (
 // large values until it is killed (TestClientDiesMidPut); with
 // XFER_KV_CLUSTER_SERVER, a KV server registered in a directory
 // (TestClusterLosesServer); with XFER_KV_SERVER, a KV server that prints
-// its address (TestServerProcessGoneOrStopped).
+// its address (TestServerProcessGoneOrStopped); with XFER_KV_DISK_SERVER,
+// one with a disk tier (TestDiskTierKill).
 func TestMain(m *testing.M) {
 	if addr := os.Getenv("XFER_KV_PUT_LOOP"); addr != "" {
 		if err := putLoop(addr); err != nil {
@@ -30,6 +31,13 @@ func TestMain(m *testing.M) {
 	if policy := os.Getenv(serverProcEnv); policy != "" {
 		if err := serverProcess(policy); err != nil {
 			fmt.Fprintln(os.Stderr, "server:", err)
+			os.Exit(1)
+		}
+		os.Exit(0)
+	}
+	if spec := os.Getenv(diskServerEnv); spec != "" {
+		if err := diskServerProcess(spec); err != nil {
+			fmt.Fprintln(os.Stderr, "disk server:", err)
 			os.Exit(1)
 		}
 		os.Exit(0)

@@ -17,6 +17,9 @@ type serverMetrics struct {
 	gets, puts, deletes, hits, misses, evictions, rejected, aborted *prometheus.Desc
 	keys, stored, capacity, used, frag                              *prometheus.Desc
 	requests, valueBytes                                            *prometheus.Desc
+	// the disk tier's, collected only with one
+	tierBytes, tierHits, diskCapacity, promotions, demotions, queue *prometheus.Desc
+	diskEvictions, ioErrors, corrupt, dropped                       *prometheus.Desc
 }
 
 func newServerMetrics(s *Server) *serverMetrics {
@@ -40,13 +43,25 @@ func newServerMetrics(s *Server) *serverMetrics {
 		frag:       d("xfer_kv_pool_fragmentation_ratio", "How splintered the value pool's free space is (0 to 1)."),
 		requests:   d("xfer_kv_requests_total", "GETs and PUTs that moved a value, by path: inline (inside the request or response message) or data_plane (a one-sided transfer).", "path"),
 		valueBytes: d("xfer_kv_value_bytes_total", "Value bytes GETs and PUTs moved, by path (inline, data_plane).", "path"),
+
+		tierBytes:     d("xfer_kv_tier_bytes", "Bytes each tier holds, by tier: memory (the values in the pool), disk (the disk tier's records).", "tier"),
+		tierHits:      d("xfer_kv_tier_hits_total", "GETs that found a value, by the tier it was in: memory, disk.", "tier"),
+		diskCapacity:  d("xfer_kv_disk_capacity_bytes", "Size of the disk tier's ring of records."),
+		promotions:    d("xfer_kv_disk_promotions_total", "Values read back from the disk tier into memory."),
+		demotions:     d("xfer_kv_disk_demotions_total", "Values eviction wrote to the disk tier."),
+		queue:         d("xfer_kv_disk_queue_depth", "Values whose write to the disk tier is queued or under way."),
+		diskEvictions: d("xfer_kv_disk_evictions_total", "Values only on disk that the disk tier overwrote to make room."),
+		ioErrors:      d("xfer_kv_disk_io_errors_total", "Reads and writes of the disk tier that failed, by op.", "op"),
+		corrupt:       d("xfer_kv_disk_corrupt_records_total", "Records of the disk tier found torn or corrupt, at start-up or when read; never served."),
+		dropped:       d("xfer_kv_disk_dropped_total", "Values dropped instead of kept on disk, by reason: too_large (larger than the tier), write_error, read (a read that failed or found it corrupt).", "reason"),
 	}
 }
 
 // Describe implements prometheus.Collector.
 func (m *serverMetrics) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{m.gets, m.puts, m.deletes, m.hits, m.misses, m.evictions, m.rejected, m.aborted,
-		m.keys, m.stored, m.capacity, m.used, m.frag, m.requests, m.valueBytes} {
+		m.keys, m.stored, m.capacity, m.used, m.frag, m.requests, m.valueBytes,
+		m.tierBytes, m.tierHits, m.diskCapacity, m.promotions, m.demotions, m.queue, m.diskEvictions, m.ioErrors, m.corrupt, m.dropped} {
 		ch <- d
 	}
 }
@@ -57,8 +72,8 @@ func (m *serverMetrics) Collect(ch chan<- prometheus.Metric) {
 	c := func(d *prometheus.Desc, v uint64, labels ...string) {
 		ch <- prometheus.MustNewConstMetric(d, prometheus.CounterValue, float64(v), labels...)
 	}
-	g := func(d *prometheus.Desc, v float64) {
-		ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v)
+	g := func(d *prometheus.Desc, v float64, labels ...string) {
+		ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, labels...)
 	}
 	c(m.gets, st.Gets)
 	c(m.puts, st.Puts)
@@ -77,6 +92,23 @@ func (m *serverMetrics) Collect(ch chan<- prometheus.Metric) {
 	c(m.requests, m.s.planeReqs.Load(), "data_plane")
 	c(m.valueBytes, st.InlineBytes, "inline")
 	c(m.valueBytes, st.DataPlaneBytes, "data_plane")
+	if d := st.Disk; d != nil {
+		g(m.tierBytes, float64(st.ValueBytes), "memory")
+		g(m.tierBytes, float64(d.Used), "disk")
+		c(m.tierHits, st.Hits-min(d.Hits, st.Hits), "memory")
+		c(m.tierHits, d.Hits, "disk")
+		g(m.diskCapacity, float64(d.Capacity))
+		c(m.promotions, d.Promotions)
+		c(m.demotions, d.Demotions)
+		g(m.queue, float64(d.Queue))
+		c(m.diskEvictions, d.Evictions)
+		c(m.ioErrors, d.ReadErrors, "read")
+		c(m.ioErrors, d.WriteErrors, "write")
+		c(m.corrupt, d.Corrupt)
+		c(m.dropped, d.DroppedTooLarge, "too_large")
+		c(m.dropped, d.DroppedWriteError, "write_error")
+		c(m.dropped, d.DroppedRead, "read")
+	}
 }
 
 // The client's operations, the op label of its metrics.

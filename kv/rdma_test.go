@@ -37,6 +37,15 @@ func TestRDMA(t *testing.T) {
 			t.Run(mode, func(t *testing.T) { testPutGetDelete(t, rdma, mode) })
 		}
 	})
+	t.Run("DiskTier", func(t *testing.T) {
+		// 256 values of 1 MiB through a 64 MiB pool and a disk tier, read
+		// back by the server's RDMA WRITEs, before and after a restart.
+		testDiskTier(t, rdma)
+	})
+	t.Run("DiskTierKill", func(t *testing.T) {
+		// 20 SIGKILLs during writes, then restarts: 0 corrupt values.
+		testDiskTierKill(t, rdma)
+	})
 	t.Run("ClusterLosesServer", func(t *testing.T) {
 		// Three KV server processes in an embedded etcd, the data plane
 		// over rdma only (the policy admits no fallback).

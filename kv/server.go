@@ -152,6 +152,19 @@ type ServerOptions struct {
 	// its index.
 	// Close unregisters them. Default: nil, no metrics.
 	Metrics prometheus.Registerer
+	// DiskDir, when set, is the directory of the disk tier: the values
+	// eviction would drop are written there (one file of DiskSize bytes,
+	// preallocated, private to the server's user), read back by the GETs
+	// that want them, and found again when a server on its own restarts
+	// (a server in a cluster starts its tier empty). It needs the Evict
+	// policy. docs/KV.md, "The disk tier". Default: none.
+	DiskDir string
+	// DiskSize is the size of the disk tier's file in bytes (needed with
+	// DiskDir).
+	DiskSize int64
+	// DiskInFlight is how many reads and writes the disk tier runs at
+	// once. Default: disktier.DefaultInFlight.
+	DiskInFlight int
 }
 
 // Server is a KV server: a gRPC service (Register it with a grpc.Server, or
@@ -237,6 +250,7 @@ func (s *Server) Close() error {
 		}
 		s.stop()
 		s.wg.Wait()
+		s.st.disk.close(s.st)                 // writes what is only in memory, from the pool
 		for i := len(s.es) - 1; i >= 0; i-- { // the first owns the memory
 			if cerr := s.es[i].Close(); err == nil {
 				err = cerr
@@ -245,7 +259,7 @@ func (s *Server) Close() error {
 		for _, m := range s.msgs {
 			m.close()
 		}
-		s.st.clear()
+		s.st.dropAll()
 	})
 	return err
 }

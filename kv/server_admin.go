@@ -28,5 +28,6 @@ func (s *Server) Snapshot() Stats {
 		FullPolicy:     s.opts.Full,
 		DataPlaneBytes: s.planeBytes.Load(), InlineBytes: s.inlineBytes.Load(),
 		AbortedPuts: s.st.aborted.Load(),
+		Disk:        s.st.disk.stats(s.st),
 	}
 }

@@ -134,7 +134,24 @@ func (s *Server) get(ctx context.Context, req *kvpb.GetRequest, id uint64, notif
 	}
 	// In a cluster, a server answers the keys it owns, and those it holds
 	// a replica of as one of their first servers.
-	sl := s.fence.Load().acquire(s.st, req.Key)
+	sl, inMem := s.fence.Load().acquire(s.st, req.Key)
+	if sl != nil && !inMem {
+		// Only on disk: into the pool first, then served as any other.
+		if err := s.st.disk.load(ctx, s.st, sl); err != nil {
+			s.st.release(sl)
+			switch {
+			case ctx.Err() != nil:
+				return nil, false, status.FromContextError(ctx.Err()).Err()
+			case errors.Is(err, errFull):
+				// No room in the pool to read it into: every value there
+				// is leased, pinned or being read.
+				return nil, false, status.Errorf(codes.ResourceExhausted, "key %q is on disk, and %v", req.Key, err)
+			}
+			sl = nil
+		} else {
+			s.st.disk.hits.Add(1)
+		}
+	}
 	if sl == nil {
 		s.misses.Add(1)
 		return nil, false, status.Errorf(codes.NotFound, "not found: key %q", req.Key)
@@ -279,8 +296,9 @@ func (s *Server) putValue(ctx context.Context, req *kvpb.PutRequest) (ver uint64
 		return 0, 0, err
 	}
 	meta.vgen = gen
-	ver = s.st.commit(req.Key, b, n, meta)
+	ver, old := s.st.commit(req.Key, b, n, meta)
 	f.release()
+	s.st.disk.forget(s.st, old)
 	return ver, uint32(evicted), nil
 }
 
@@ -318,8 +336,9 @@ func (s *Server) delete(req *kvpb.DeleteRequest) (*kvpb.DeleteResponse, error) {
 	if err := f.hold(req.Key, gen, reps); err != nil {
 		return nil, err
 	}
-	found, left := s.st.remove(req.Key, req.Force)
+	found, left, old := s.st.remove(req.Key, req.Force)
 	f.release()
+	s.st.disk.forget(s.st, old)
 	switch {
 	case !found:
 		return nil, status.Errorf(codes.NotFound, "not found: key %q", req.Key)

@@ -34,6 +34,12 @@ func NewServer(ctx context.Context, opts ServerOptions) (*Server, error) {
 	if err := semanticDefaults(&opts); err != nil {
 		return nil, err
 	}
+	if opts.DiskDir != "" && opts.Full == Reject {
+		return nil, errors.New("kv: a disk tier takes what eviction would drop, and the full policy reject never evicts: use evict")
+	}
+	if opts.DiskDir != "" && opts.DiskSize <= 0 {
+		return nil, errors.New("kv: a disk tier (DiskDir) needs its size (DiskSize)")
+	}
 	inlineAuto := opts.InlineMax == 0
 	if inlineAuto {
 		opts.InlineMax = DefaultInlineMax
@@ -65,6 +71,14 @@ func NewServer(ctx context.Context, opts ServerOptions) (*Server, error) {
 	}
 	s := &Server{inlineAuto: inlineAuto, opts: opts, e: e, es: es, st: newStore(e.Pool(), opts.Full, storeOptions{
 		leaseTTL: opts.LeaseTTL, keepSoft: opts.KeepSoftPinned, hiWater: opts.HighWatermark, ratio: opts.EvictionRatio, now: opts.now}), log: opts.Logger, peerWait: defaultPeerWait}
+	if opts.DiskDir != "" {
+		if err := openDiskTier(s.st, opts.DiskDir, opts.DiskSize, opts.DiskInFlight, opts.Logger); err != nil {
+			for i := len(es) - 1; i >= 0; i-- {
+				es[i].Close()
+			}
+			return nil, fmt.Errorf("kv: %w", err)
+		}
+	}
 	s.auth = newCallAuth(e)
 	s.peers.m = make(map[xfer.ID]*xfer.Peer)
 	s.peers.changed = make(chan struct{})
@@ -76,6 +90,7 @@ func NewServer(ctx context.Context, opts ServerOptions) (*Server, error) {
 			for _, m := range s.msgs {
 				m.close()
 			}
+			s.st.disk.abandon()
 			for i := len(es) - 1; i >= 0; i-- {
 				es[i].Close()
 			}
@@ -89,6 +104,7 @@ func NewServer(ctx context.Context, opts ServerOptions) (*Server, error) {
 			for _, m := range s.msgs {
 				m.close()
 			}
+			s.st.disk.abandon()
 			for i := len(es) - 1; i >= 0; i-- {
 				es[i].Close()
 			}

@@ -144,11 +144,14 @@ func (s *Server) serveSmallGet(p *xfer.Peer, msgs *msgBufs, ans *answer, id uint
 	if s.checkSession(serverID) != nil || s.checkKey(key) != nil {
 		return false // the full path words the error
 	}
-	sl := s.fence.Load().acquire(s.st, key)
+	sl, inMem := s.fence.Load().acquire(s.st, key)
 	if sl == nil {
 		return false
 	}
 	defer s.st.release(sl)
+	if !inMem {
+		return false // only on disk: the full path loads it
+	}
 	n := uint64(sl.n)
 	if n > inlineMax || int(n) > s.inlineMax(p.Transport()) {
 		return false

@@ -32,6 +32,46 @@ type Stats struct {
 	// AbortedPuts counts PUTs that failed after reserving a slot (the client
 	// died, its buffer was refused); their slots were freed.
 	AbortedPuts uint64 `json:"aborted_puts"`
+	// Disk is the disk tier's counters; nil without one. Keys counts the
+	// values on disk too, ValueBytes only those in memory.
+	Disk *DiskStats `json:"disk,omitempty"`
+}
+
+// DiskStats are a server's disk tier counters (kvpb.DiskStats says what
+// each means).
+type DiskStats struct {
+	Capacity          uint64 `json:"capacity"`
+	Used              uint64 `json:"used"`
+	Keys              uint64 `json:"keys"`
+	Hits              uint64 `json:"hits"`
+	Promotions        uint64 `json:"promotions"`
+	Demotions         uint64 `json:"demotions"`
+	Queue             uint64 `json:"queue"`
+	Evictions         uint64 `json:"evictions"`
+	WriteErrors       uint64 `json:"write_errors"`
+	ReadErrors        uint64 `json:"read_errors"`
+	Corrupt           uint64 `json:"corrupt"`
+	DroppedTooLarge   uint64 `json:"dropped_too_large"`
+	DroppedWriteError uint64 `json:"dropped_write_error"`
+	DroppedRead       uint64 `json:"dropped_read"`
+}
+
+func (d *DiskStats) proto() *kvpb.DiskStats {
+	if d == nil {
+		return nil
+	}
+	return &kvpb.DiskStats{Capacity: d.Capacity, Used: d.Used, Keys: d.Keys, Hits: d.Hits, Promotions: d.Promotions,
+		Demotions: d.Demotions, Queue: d.Queue, Evictions: d.Evictions, WriteErrors: d.WriteErrors, ReadErrors: d.ReadErrors,
+		Corrupt: d.Corrupt, DroppedTooLarge: d.DroppedTooLarge, DroppedWriteError: d.DroppedWriteError, DroppedRead: d.DroppedRead}
+}
+
+func diskStatsFromProto(p *kvpb.DiskStats) *DiskStats {
+	if p == nil {
+		return nil
+	}
+	return &DiskStats{Capacity: p.Capacity, Used: p.Used, Keys: p.Keys, Hits: p.Hits, Promotions: p.Promotions,
+		Demotions: p.Demotions, Queue: p.Queue, Evictions: p.Evictions, WriteErrors: p.WriteErrors, ReadErrors: p.ReadErrors,
+		Corrupt: p.Corrupt, DroppedTooLarge: p.DroppedTooLarge, DroppedWriteError: p.DroppedWriteError, DroppedRead: p.DroppedRead}
 }
 
 func (s Stats) proto() *kvpb.StatsResponse {
@@ -40,7 +80,7 @@ func (s Stats) proto() *kvpb.StatsResponse {
 		Fragmentation: s.Fragmentation, Gets: s.Gets, Hits: s.Hits, Misses: s.Misses,
 		Puts: s.Puts, Deletes: s.Deletes, Evictions: s.Evictions, RejectedFull: s.RejectedFull,
 		FullPolicy: string(s.FullPolicy), DataPlaneBytes: s.DataPlaneBytes, InlineBytes: s.InlineBytes,
-		AbortedPuts: s.AbortedPuts,
+		AbortedPuts: s.AbortedPuts, Disk: s.Disk.proto(),
 	}
 }
 
@@ -50,6 +90,6 @@ func statsFromProto(p *kvpb.StatsResponse) Stats {
 		Fragmentation: p.Fragmentation, Gets: p.Gets, Hits: p.Hits, Misses: p.Misses,
 		Puts: p.Puts, Deletes: p.Deletes, Evictions: p.Evictions, RejectedFull: p.RejectedFull,
 		FullPolicy: FullPolicy(p.FullPolicy), DataPlaneBytes: p.DataPlaneBytes, InlineBytes: p.InlineBytes,
-		AbortedPuts: p.AbortedPuts,
+		AbortedPuts: p.AbortedPuts, Disk: diskStatsFromProto(p.Disk),
 	}
 }

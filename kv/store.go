@@ -10,6 +10,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/xferio/xfer/kv/disktier"
 	"github.com/xferio/xfer/mem"
 )
 
@@ -65,6 +66,15 @@ type slot struct {
 	// the server last knew it held the key: the view its PUT committed in,
 	// or the one a rescan checked it against. 0 outside a cluster.
 	vgen atomic.Uint64
+
+	// The disk tier (tier.go); all guarded by store.mu. Without one, every
+	// slot is inMem and the rest is zero.
+	inMem    bool          // buf holds the value (false: only on disk, until a GET loads it)
+	disk     *disktier.Loc // its record on disk, nil when none
+	demoting bool          // its write-behind is queued or in flight; out of the LRU lists
+	touched  bool          // a GET read it while it was demoting: it stays in memory
+	written  chan struct{} // closed when its write-behind is done
+	loading  chan struct{} // closed when a GET's load from disk is done
 }
 
 func (s *slot) value() []byte { return s.buf.Bytes()[:s.n] }
@@ -102,10 +112,13 @@ type store struct {
 	lru      list.List // unpinned values; front = most recently used
 	soft     list.List // soft-pinned values, alike
 	softNext int64     // no soft pin in soft ends before it
-	bytes    uint64    // sum of stored value lengths
+	bytes    uint64    // sum of the lengths of the values in memory
+	diskOnly int       // values only on disk
 	ver      uint64
 
 	evictions, rejected, aborted atomic.Uint64
+
+	disk *diskTier // nil: no disk tier
 }
 
 // storeOptions are the server's options the store applies.
@@ -143,9 +156,10 @@ func (st *store) listOf(s *slot) *list.List {
 	return &st.lru
 }
 
-// acquire returns key's slot with a reader reference, or nil. It grants
-// the value a read lease.
-func (st *store) acquire(key []byte) *slot {
+// acquire returns key's slot with a reader reference, or nil, and whether
+// the value is in memory (with a disk tier, one only on disk is loaded by
+// diskTier.load). It grants the value a read lease.
+func (st *store) acquire(key []byte) (*slot, bool) {
 	var lease int64
 	if st.leaseTTL > 0 {
 		lease = st.now() + st.leaseTTL
@@ -154,21 +168,23 @@ func (st *store) acquire(key []byte) *slot {
 	defer st.mu.Unlock()
 	s := st.m[string(key)] // no allocation for the lookup
 	if s == nil {
-		return nil
+		return nil, false
 	}
 	s.refs++
 	s.lease = lease
 	if s.elem != nil {
 		st.listOf(s).MoveToFront(s.elem)
+	} else if s.demoting {
+		s.touched = true
 	}
-	return s
+	return s, s.inMem
 }
 
 // release drops a reference and frees the slot's memory with the last one.
 func (st *store) release(s *slot) {
 	st.mu.Lock()
 	s.refs--
-	last := s.refs == 0
+	last := s.refs == 0 && s.inMem
 	st.mu.Unlock()
 	if last {
 		st.pool.Free(s.buf)
@@ -178,15 +194,27 @@ func (st *store) release(s *slot) {
 // errFull is wrapped by reserve's errors when nothing could make room.
 var errFull = errors.New("pool full")
 
+// alloc allocates a block for a value of size bytes: with a disk tier, a
+// value of a block or more gets whole, aligned blocks, which the tier
+// writes and reads in place.
+func (st *store) alloc(size int) (mem.Buffer, error) {
+	if st.disk != nil && size >= disktier.Block {
+		return st.pool.AllocAligned((size+disktier.Block-1)&^(disktier.Block-1), disktier.Block)
+	}
+	return st.pool.Alloc(size)
+}
+
 // reserve allocates a block of n bytes for a PUT in progress, evicting least
 // recently used values under the evict policy: when the block does not fit,
 // and when the pool's use passes the high watermark. It returns the block
-// and the number of values evicted.
+// and the number of values evicted. With a disk tier, evicting a value
+// queues its write to disk (its memory is freed once written), and a PUT
+// that needs the room waits for the writes.
 func (st *store) reserve(ctx context.Context, n int) (mem.Buffer, int, error) {
 	size := max(n, 1) // a zero-length value still gets its own slot
 	evicted := 0
 	for {
-		b, err := st.pool.Alloc(size)
+		b, err := st.alloc(size)
 		if err == nil {
 			if st.hiWater > 0 && st.policy == Evict {
 				if used := st.pool.InUse(); used > st.hiWater {
@@ -207,26 +235,53 @@ func (st *store) reserve(ctx context.Context, n int) (mem.Buffer, int, error) {
 			return mem.Buffer{}, 0, fmt.Errorf("%w: no room for %d bytes (%d of %d in use, largest free block %d); the server's full policy is reject",
 				errFull, n, ps.InUse, ps.Capacity, ps.LargestFree)
 		}
-		if _, ok := st.evictOne(); !ok {
-			st.rejected.Add(1)
-			ps := st.pool.Stats()
-			return mem.Buffer{}, evicted, fmt.Errorf("%w: no room for %d bytes with every value evicted that may be (%d of %d bytes held by leased or pinned values, reads and puts in progress)",
-				errFull, n, ps.InUse, ps.Capacity)
+		if st.disk != nil && st.disk.pendingAtLeast(st, uint64(size)) {
+			if err := st.disk.waitWrite(ctx, st); err != nil {
+				return mem.Buffer{}, evicted, err
+			}
+			continue
 		}
-		evicted++
+		switch _, r := st.evictOne(); r {
+		case evictedOne:
+			evicted++
+			continue
+		case queueFull:
+			if err := st.disk.waitWrite(ctx, st); err != nil {
+				return mem.Buffer{}, evicted, err
+			}
+			continue
+		}
+		if st.disk != nil && st.disk.pendingAtLeast(st, 1) {
+			if err := st.disk.waitWrite(ctx, st); err != nil {
+				return mem.Buffer{}, evicted, err
+			}
+			continue
+		}
+		st.rejected.Add(1)
+		ps := st.pool.Stats()
+		return mem.Buffer{}, evicted, fmt.Errorf("%w: no room for %d bytes with every value evicted that may be (%d of %d bytes held by leased or pinned values, reads and puts in progress)",
+			errFull, n, ps.InUse, ps.Capacity)
 	}
 }
 
 // evictDown evicts values of a pool with used bytes in use, past the high
 // watermark, until it is back under it and at least ratio of used is
-// freed, or nothing more may go. It returns how many it evicted.
+// freed (or, with a disk tier, queued to be), or nothing more may go. It
+// returns how many it evicted.
 func (st *store) evictDown(used uint64) int {
 	target := max(used-st.hiWater, uint64(st.ratio*float64(used)))
+	if st.disk != nil {
+		if p := st.disk.pendingBytes(st); p < target {
+			target -= p
+		} else {
+			return 0
+		}
+	}
 	var freed uint64
 	n := 0
 	for freed < target {
-		f, ok := st.evictOne()
-		if !ok {
+		f, r := st.evictOne()
+		if r != evictedOne {
 			break
 		}
 		freed += f
@@ -235,10 +290,20 @@ func (st *store) evictDown(used uint64) int {
 	return n
 }
 
+// What evictOne did.
+type evictResult uint8
+
+const (
+	evictedOne evictResult = iota // evicted, or queued its write to disk
+	noneToEvict
+	queueFull // the disk tier's write queue is full
+)
+
 // evictOne evicts the least recently used value that may go: from lru,
 // else (unless keepSoft) from soft, skipping those with a read lease. It
-// returns the size of the value's block; false when none may go.
-func (st *store) evictOne() (uint64, bool) {
+// returns the size of the value's block. With a disk tier, the value goes
+// to disk instead (tier.go, demoteLocked).
+func (st *store) evictOne() (uint64, evictResult) {
 	now := st.now()
 	st.mu.Lock()
 	st.unpinEndedLocked(now)
@@ -248,18 +313,21 @@ func (st *store) evictOne() (uint64, bool) {
 	}
 	if s == nil {
 		st.mu.Unlock()
-		return 0, false
+		return 0, noneToEvict
+	}
+	size := uint64(s.buf.Len())
+	if st.disk != nil {
+		return size, st.disk.demoteLocked(st, s) // unlocks st.mu
 	}
 	st.unlink(s)
 	s.refs--
 	last := s.refs == 0
 	st.mu.Unlock()
 	st.evictions.Add(1)
-	size := uint64(s.buf.Len())
 	if last {
 		st.pool.Free(s.buf)
 	}
-	return size, true
+	return size, evictedOne
 }
 
 // oldestUnleased is the least recently used value of l whose read lease
@@ -294,6 +362,24 @@ func (st *store) unpinEndedLocked(now int64) {
 	st.softNext = next
 }
 
+// insertLocked puts s, a new slot, in the map (where its key has none);
+// st.mu is held.
+func (st *store) insertLocked(s *slot) {
+	st.m[s.key] = s
+	s.idx = len(st.all)
+	st.all = append(st.all, s)
+}
+
+// replaceLocked puts s, a new slot, in old's place in the map: old leaves
+// it without being unlinked (its LRU element and bytes are the caller's
+// to settle); s keeps old's view generation. st.mu is held.
+func (st *store) replaceLocked(old, s *slot) {
+	st.m[s.key] = s
+	s.idx = old.idx
+	st.all[s.idx] = s
+	s.vgen.Store(old.vgen.Load())
+}
+
 // unlink removes s from the map and its LRU list; st.mu is held.
 func (st *store) unlink(s *slot) {
 	delete(st.m, s.key)
@@ -305,7 +391,11 @@ func (st *store) unlink(s *slot) {
 		st.listOf(s).Remove(s.elem)
 		s.elem = nil
 	}
-	st.bytes -= uint64(s.n)
+	if s.inMem {
+		st.bytes -= uint64(s.n)
+	} else {
+		st.diskOnly--
+	}
 }
 
 // place puts s, in the map, at the front of the LRU list its pin puts it
@@ -327,16 +417,18 @@ func (st *store) place(s *slot) {
 // commit makes the first n bytes of b, filled by a PUT, the value of key
 // with the pin and replica count of meta, and returns its version. The
 // value it replaces is freed once no reader holds it; its read lease, if
-// any, passes to the new value.
+// any, passes to the new value. With a disk tier, old is the value it
+// replaced when that one has (or may get) a record on disk: the caller
+// passes it to forget before it answers.
 //
 // A value that no reader holds is replaced in its slot, which keeps its key
 // and moves to the front of its LRU list: an overwrite allocates nothing,
 // so a server under PUTs makes no garbage.
-func (st *store) commit(key []byte, b mem.Buffer, n int, meta putMeta) uint64 {
+func (st *store) commit(key []byte, b mem.Buffer, n int, meta putMeta) (ver uint64, old *slot) {
 	st.mu.Lock()
 	st.ver++
-	ver := st.ver
-	if old := st.m[string(key)]; old != nil && old.refs == 1 {
+	ver = st.ver
+	if old := st.m[string(key)]; old != nil && old.refs == 1 && old.inMem && old.disk == nil {
 		oldBuf := old.buf
 		st.bytes += uint64(n) - uint64(old.n)
 		old.buf, old.n, old.ver, old.reps = b, n, ver, meta.reps
@@ -354,17 +446,17 @@ func (st *store) commit(key []byte, b mem.Buffer, n int, meta putMeta) uint64 {
 		}
 		st.mu.Unlock()
 		st.pool.Free(oldBuf)
-		return ver
+		return ver, nil
 	}
-	s := &slot{buf: b, n: n, ver: ver, key: string(key), refs: 1, pin: meta.pin, pinUntil: meta.pinUntil, reps: meta.reps}
+	s := &slot{buf: b, n: n, ver: ver, key: string(key), refs: 1, pin: meta.pin, pinUntil: meta.pinUntil, reps: meta.reps, inMem: true}
 	s.vgen.Store(meta.vgen)
-	old := st.m[s.key]
+	old = st.m[s.key]
 	var freeOld bool
 	if old != nil {
 		s.lease = old.lease
 		st.unlink(old)
 		old.refs--
-		freeOld = old.refs == 0
+		freeOld = old.refs == 0 && old.inMem
 	}
 	st.m[s.key] = s
 	s.idx = len(st.all)
@@ -375,7 +467,7 @@ func (st *store) commit(key []byte, b mem.Buffer, n int, meta putMeta) uint64 {
 	if freeOld {
 		st.pool.Free(old.buf)
 	}
-	return ver
+	return ver, st.disk.debt(old)
 }
 
 // abort frees a block reserve returned, for a PUT that failed.
@@ -386,31 +478,32 @@ func (st *store) abort(b mem.Buffer) {
 
 // remove deletes key, unless a read lease holds it and not force. found is
 // false when key was not there; left is how long its lease has left when
-// that kept it.
-func (st *store) remove(key []byte, force bool) (found bool, left time.Duration) {
+// that kept it. old is as commit's.
+func (st *store) remove(key []byte, force bool) (found bool, left time.Duration, old *slot) {
 	st.mu.Lock()
 	s := st.m[string(key)]
 	if s == nil {
 		st.mu.Unlock()
-		return false, 0
+		return false, 0, nil
 	}
 	if !force && s.lease != 0 {
 		if now := st.now(); s.lease > now {
 			st.mu.Unlock()
-			return true, time.Duration(s.lease - now)
+			return true, time.Duration(s.lease - now), nil
 		}
 	}
 	st.unlink(s)
 	s.refs--
-	last := s.refs == 0
+	last := s.refs == 0 && s.inMem
 	st.mu.Unlock()
 	if last {
 		st.pool.Free(s.buf)
 	}
-	return true, 0
+	return true, 0, st.disk.debt(s)
 }
 
-// counts returns the number of keys and the bytes of their values.
+// counts returns the number of keys and the bytes of their values in
+// memory.
 func (st *store) counts() (keys int, bytes uint64) {
 	st.mu.Lock()
 	defer st.mu.Unlock()
@@ -438,7 +531,7 @@ func (st *store) scan(hi, n int, keep func(*slot) bool) (next, dropped int) {
 		dropped++
 		st.unlink(s)
 		s.refs--
-		if s.refs == 0 {
+		if s.refs == 0 && s.inMem {
 			free = append(free, s.buf)
 		}
 	}
@@ -449,9 +542,16 @@ func (st *store) scan(hi, n int, keep func(*slot) bool) (next, dropped int) {
 	return lo, dropped
 }
 
-// clear drops every value (Close, and a clustered server that lost its
-// place).
+// clear drops every value, in memory and on disk (a clustered server that
+// starts, or lost its place: the disk tier's records no longer count,
+// now or after a restart).
 func (st *store) clear() {
+	st.dropAll()
+	st.disk.reset()
+}
+
+// dropAll drops every value from the index, and frees their memory.
+func (st *store) dropAll() {
 	st.mu.Lock()
 	var free []mem.Buffer
 	for _, s := range st.m {
@@ -460,7 +560,7 @@ func (st *store) clear() {
 			s.elem = nil
 		}
 		s.refs--
-		if s.refs == 0 {
+		if s.refs == 0 && s.inMem {
 			free = append(free, s.buf)
 		}
 	}
@@ -468,6 +568,7 @@ func (st *store) clear() {
 	clear(st.all)
 	st.all = st.all[:0]
 	st.bytes = 0
+	st.diskOnly = 0
 	st.mu.Unlock()
 	for _, b := range free {
 		st.pool.Free(b)

@@ -11,7 +11,7 @@
 # libibverbs1 and its providers: the verbs binding's tests load the real
 # library (with no RDMA device here, they check what it says). iproute2:
 # the two-node tests make network namespaces (ip) and read their sockets
-# (ss). Go modules
+# (ss). fio: tools/bench/kvdisk.py measures the KV disk tier against it. Go modules
 # come with `go test` itself.
 # Run as root on a fresh machine (make test runs it); otherwise it says what
 # to install, and the tests that need it skip (or fail under
@@ -23,6 +23,7 @@ command -v etcd >/dev/null 2>&1 || need+=(etcd-server)
 { command -v prometheus && command -v promtool; } >/dev/null 2>&1 || need+=(prometheus)
 [ -x /usr/bin/python3 ] || need+=(python3)
 command -v gcc >/dev/null 2>&1 || need+=(gcc) # cgo builds libxfer.so (make python)
+command -v fio >/dev/null 2>&1 || need+=(fio) # tools/bench/kvdisk.py: the disk tier against fio's O_DIRECT reads
 { command -v ip && command -v ss; } >/dev/null 2>&1 || need+=(iproute2) # the two-node tests: network namespaces, and ss's view of their sockets
 /sbin/ldconfig -p 2>/dev/null | grep 'libibverbs\.so\.1 ' >/dev/null || need+=(libibverbs1 ibverbs-providers) # not grep -q: its early exit fails the pipe under pipefail
 for m in numpy:python3-numpy torch:python3-torch pytest:python3-pytest pip:python3-pip ensurepip:python3-venv setuptools:python3-setuptools wheel:python3-wheel; do

@@ -107,8 +107,12 @@ func newKVServeCmd(g *globals) *cobra.Command {
 			if idle <= 0 {
 				return fmt.Errorf("--idle-timeout %v: must be positive", idle)
 			}
+			diskDir, diskSize, err := kvDiskFlags(g, fs)
+			if err != nil {
+				return err
+			}
 			opts := kv.ServerOptions{Engine: cfg, Full: policy, MaxValue: int(maxValue), InlineMax: int(inlineMax), Devices: devices, Logger: g.log,
-				Metrics: ops.Registerer(), IdleTimeout: idle}
+				Metrics: ops.Registerer(), IdleTimeout: idle, DiskDir: diskDir, DiskSize: diskSize}
 			if err := kvSemanticFlags(fs, &opts); err != nil {
 				return err
 			}
@@ -134,6 +138,8 @@ func newKVServeCmd(g *globals) *cobra.Command {
 	fs.Duration("max-soft-pin-ttl", kv.DefaultMaxSoftPinTTL, "longest soft pin a put may ask for (`duration`); a longer one is refused")
 	fs.Bool("evict-soft-pinned", true, "evict soft-pinned values, after every unpinned one, when nothing else may go; false: never while their pin lasts")
 	fs.Float64("high-watermark", kv.DefaultHighWatermark, "share of the pool (`ratio`, above 0, at most 1) past which a put evicts least recently used values; 1: only when a put does not fit")
+	fs.String("disk-dir", "", "`directory` of the disk tier: values eviction would drop are written there, read back by the GETs that want them, and found again after a restart (config: kv.disk_dir)")
+	fs.String("disk-size", "", "size of the disk tier's file, e.g. 64GiB, preallocated (config: kv.disk_size; needed with --disk-dir)")
 	fs.Float64("eviction-ratio", kv.DefaultEvictionRatio, "least share of the used bytes (`ratio`, 0 to 1) an eviction at the high watermark frees")
 	fs.String("secret", "", "shared `secret` of the gRPC and data planes (prefer --secret-file: flags show in ps)")
 	fs.String("secret-file", "", "`file` that holds the shared secret (make one with: xfer secret > FILE)")
@@ -141,6 +147,32 @@ func newKVServeCmd(g *globals) *cobra.Command {
 	directoryFlags(fs)
 	addOpsFlags(fs)
 	return cmd
+}
+
+// kvDiskFlags returns the disk tier's directory and size: --disk-dir and
+// --disk-size over the config's kv.disk_dir and kv.disk_size (file, then
+// environment).
+func kvDiskFlags(g *globals, fs *pflag.FlagSet) (string, int64, error) {
+	doc, err := loadSettings(g.configFile(), os.LookupEnv, nil)
+	if err != nil {
+		return "", 0, err
+	}
+	dir, size := doc.KVDiskDir, doc.KVDiskSize
+	if fs.Changed("disk-dir") {
+		dir, _ = fs.GetString("disk-dir")
+	}
+	if fs.Changed("disk-size") {
+		if size, err = sizeFlag(fs, "disk-size"); err != nil {
+			return "", 0, err
+		}
+	}
+	if dir == "" && size != 0 {
+		return "", 0, fmt.Errorf("--disk-size (kv.disk_size) without --disk-dir (kv.disk_dir): name the directory")
+	}
+	if dir != "" && size <= 0 {
+		return "", 0, fmt.Errorf("--disk-dir %s needs --disk-size (kv.disk_size), e.g. 64GiB", dir)
+	}
+	return dir, size, nil
 }
 
 // kvSemanticFlags sets the lease, pin and eviction options of opts from

@@ -18,8 +18,14 @@ import (
 // startKVServe runs "xfer kv serve" and returns its gRPC address.
 func startKVServe(t *testing.T, args ...string) string {
 	t.Helper()
+	return startKVServeEnv(t, cleanEnv(), args...)
+}
+
+// startKVServeEnv is startKVServe in the environment env.
+func startKVServeEnv(t *testing.T, env []string, args ...string) string {
+	t.Helper()
 	cmd := exec.Command(xferBinary(t), append([]string{"kv", "serve", "--listen", "127.0.0.1:0", "--memory-mb", "64"}, args...)...)
-	cmd.Env = cleanEnv()
+	cmd.Env = env
 	cmd.Stderr = os.Stderr
 	out := testutil.StartPiped(t, cmd)
 	t.Cleanup(func() {
@@ -247,5 +253,55 @@ func TestKVSemanticFlags(t *testing.T) {
 		if e, code := run(c.args...); code == 0 || !strings.Contains(e, c.msg) {
 			t.Errorf("kv %v: exit %d: %s, want %q", c.args, code, e, c.msg)
 		}
+	}
+}
+
+// TestKVServeDiskTier: kv serve with --disk-dir and --disk-size (or the
+// config's kv.disk_dir and kv.disk_size, here from the environment) has a
+// disk tier, which kv stats shows; a disk tier without a size, or a size
+// without a directory, is refused with what to add.
+func TestKVServeDiskTier(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"kv", "serve", "--listen", "127.0.0.1:0", "--disk-dir", t.TempDir()}, "needs --disk-size"},
+		{[]string{"kv", "serve", "--listen", "127.0.0.1:0", "--disk-size", "1GiB"}, "without --disk-dir"},
+		{[]string{"kv", "serve", "--listen", "127.0.0.1:0", "--disk-dir", t.TempDir(), "--disk-size", "4KiB"}, "too small"},
+	} {
+		_, e, code := xferRun(t, cleanEnv(), tc.args...)
+		if code == 0 || !strings.Contains(e, tc.want) {
+			t.Errorf("%v: exit %d, stderr %q; want %q", tc.args, code, e, tc.want)
+		}
+	}
+	dir := t.TempDir()
+	for _, how := range []string{"flags", "env"} {
+		var addr string
+		var env []string
+		if how == "flags" {
+			addr = startKVServe(t, "--disk-dir", dir, "--disk-size", "16MiB")
+			env = cleanEnv()
+		} else {
+			env = cleanEnv(envPrefix+"KV_DISK_DIR="+t.TempDir(), envPrefix+"KV_DISK_SIZE=16MiB")
+			addr = startKVServeEnv(t, env)
+		}
+		if _, e, code := xferRun(t, env, "kv", "put", "--server-addr", addr, "k", "v"); code != 0 {
+			t.Fatalf("%s: put: exit %d: %s", how, code, e)
+		}
+		o, e, code := xferRun(t, env, "kv", "stats", "--server-addr", addr, "--json")
+		if code != 0 {
+			t.Fatalf("%s: stats: exit %d: %s", how, code, e)
+		}
+		var st struct {
+			Disk *struct {
+				Capacity uint64 `json:"capacity"`
+			} `json:"disk"`
+		}
+		if err := json.Unmarshal([]byte(o), &st); err != nil || st.Disk == nil || st.Disk.Capacity == 0 {
+			t.Fatalf("%s: stats %s: %v; want a disk tier", how, o, err)
+		}
+	}
+	if fi, err := os.Stat(filepath.Join(dir, "xfer-kv.tier")); err != nil || fi.Mode().Perm() != 0o600 {
+		t.Fatalf("the tier's file: %v, %v; want it, 0600", fi, err)
 	}
 }

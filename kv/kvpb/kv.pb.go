@@ -120,7 +120,7 @@ func (x ErrorDetail_Reason) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use ErrorDetail_Reason.Descriptor instead.
 func (ErrorDetail_Reason) EnumDescriptor() ([]byte, []int) {
-	return file_kv_kvpb_kv_proto_rawDescGZIP(), []int{11, 0}
+	return file_kv_kvpb_kv_proto_rawDescGZIP(), []int{12, 0}
 }
 
 type HelloRequest struct {
@@ -791,7 +791,9 @@ type StatsResponse struct {
 	InlineBytes    uint64 `protobuf:"varint,15,opt,name=inline_bytes,json=inlineBytes,proto3" json:"inline_bytes,omitempty"`
 	// PUTs that failed after their slot was allocated (client died, buffer
 	// refused); their slots were freed.
-	AbortedPuts   uint64 `protobuf:"varint,16,opt,name=aborted_puts,json=abortedPuts,proto3" json:"aborted_puts,omitempty"`
+	AbortedPuts uint64 `protobuf:"varint,16,opt,name=aborted_puts,json=abortedPuts,proto3" json:"aborted_puts,omitempty"`
+	// The disk tier's counters; absent without one.
+	Disk          *DiskStats `protobuf:"bytes,17,opt,name=disk,proto3" json:"disk,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -938,6 +940,173 @@ func (x *StatsResponse) GetAbortedPuts() uint64 {
 	return 0
 }
 
+func (x *StatsResponse) GetDisk() *DiskStats {
+	if x != nil {
+		return x.Disk
+	}
+	return nil
+}
+
+// DiskStats are the counters of a server's disk tier (docs/KV.md, "The disk
+// tier").
+type DiskStats struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Bytes of the tier's ring, and those its records take.
+	Capacity uint64 `protobuf:"varint,1,opt,name=capacity,proto3" json:"capacity,omitempty"`
+	Used     uint64 `protobuf:"varint,2,opt,name=used,proto3" json:"used,omitempty"`
+	// Values only on disk (keys counts every value).
+	Keys uint64 `protobuf:"varint,3,opt,name=keys,proto3" json:"keys,omitempty"`
+	// GETs served from disk (hits counts them too), values read back into
+	// memory, and values written to disk by eviction.
+	Hits       uint64 `protobuf:"varint,4,opt,name=hits,proto3" json:"hits,omitempty"`
+	Promotions uint64 `protobuf:"varint,5,opt,name=promotions,proto3" json:"promotions,omitempty"`
+	Demotions  uint64 `protobuf:"varint,6,opt,name=demotions,proto3" json:"demotions,omitempty"`
+	// Values whose write-behind is queued or under way.
+	Queue uint64 `protobuf:"varint,7,opt,name=queue,proto3" json:"queue,omitempty"`
+	// Values only on disk that the ring overwrote.
+	Evictions uint64 `protobuf:"varint,8,opt,name=evictions,proto3" json:"evictions,omitempty"`
+	// Reads and writes that failed, and records found corrupt (at start-up
+	// or when read).
+	WriteErrors uint64 `protobuf:"varint,9,opt,name=write_errors,json=writeErrors,proto3" json:"write_errors,omitempty"`
+	ReadErrors  uint64 `protobuf:"varint,10,opt,name=read_errors,json=readErrors,proto3" json:"read_errors,omitempty"`
+	Corrupt     uint64 `protobuf:"varint,11,opt,name=corrupt,proto3" json:"corrupt,omitempty"`
+	// Values dropped instead of kept on disk, by reason: larger than the
+	// tier, a write that failed, a read that failed or found it corrupt.
+	DroppedTooLarge   uint64 `protobuf:"varint,12,opt,name=dropped_too_large,json=droppedTooLarge,proto3" json:"dropped_too_large,omitempty"`
+	DroppedWriteError uint64 `protobuf:"varint,13,opt,name=dropped_write_error,json=droppedWriteError,proto3" json:"dropped_write_error,omitempty"`
+	DroppedRead       uint64 `protobuf:"varint,14,opt,name=dropped_read,json=droppedRead,proto3" json:"dropped_read,omitempty"`
+	unknownFields     protoimpl.UnknownFields
+	sizeCache         protoimpl.SizeCache
+}
+
+func (x *DiskStats) Reset() {
+	*x = DiskStats{}
+	mi := &file_kv_kvpb_kv_proto_msgTypes[10]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DiskStats) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DiskStats) ProtoMessage() {}
+
+func (x *DiskStats) ProtoReflect() protoreflect.Message {
+	mi := &file_kv_kvpb_kv_proto_msgTypes[10]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DiskStats.ProtoReflect.Descriptor instead.
+func (*DiskStats) Descriptor() ([]byte, []int) {
+	return file_kv_kvpb_kv_proto_rawDescGZIP(), []int{10}
+}
+
+func (x *DiskStats) GetCapacity() uint64 {
+	if x != nil {
+		return x.Capacity
+	}
+	return 0
+}
+
+func (x *DiskStats) GetUsed() uint64 {
+	if x != nil {
+		return x.Used
+	}
+	return 0
+}
+
+func (x *DiskStats) GetKeys() uint64 {
+	if x != nil {
+		return x.Keys
+	}
+	return 0
+}
+
+func (x *DiskStats) GetHits() uint64 {
+	if x != nil {
+		return x.Hits
+	}
+	return 0
+}
+
+func (x *DiskStats) GetPromotions() uint64 {
+	if x != nil {
+		return x.Promotions
+	}
+	return 0
+}
+
+func (x *DiskStats) GetDemotions() uint64 {
+	if x != nil {
+		return x.Demotions
+	}
+	return 0
+}
+
+func (x *DiskStats) GetQueue() uint64 {
+	if x != nil {
+		return x.Queue
+	}
+	return 0
+}
+
+func (x *DiskStats) GetEvictions() uint64 {
+	if x != nil {
+		return x.Evictions
+	}
+	return 0
+}
+
+func (x *DiskStats) GetWriteErrors() uint64 {
+	if x != nil {
+		return x.WriteErrors
+	}
+	return 0
+}
+
+func (x *DiskStats) GetReadErrors() uint64 {
+	if x != nil {
+		return x.ReadErrors
+	}
+	return 0
+}
+
+func (x *DiskStats) GetCorrupt() uint64 {
+	if x != nil {
+		return x.Corrupt
+	}
+	return 0
+}
+
+func (x *DiskStats) GetDroppedTooLarge() uint64 {
+	if x != nil {
+		return x.DroppedTooLarge
+	}
+	return 0
+}
+
+func (x *DiskStats) GetDroppedWriteError() uint64 {
+	if x != nil {
+		return x.DroppedWriteError
+	}
+	return 0
+}
+
+func (x *DiskStats) GetDroppedRead() uint64 {
+	if x != nil {
+		return x.DroppedRead
+	}
+	return 0
+}
+
 // BufferTooSmall is the detail of a Get's FAILED_PRECONDITION error when the
 // value does not fit the client's buffer.
 type BufferTooSmall struct {
@@ -950,7 +1119,7 @@ type BufferTooSmall struct {
 
 func (x *BufferTooSmall) Reset() {
 	*x = BufferTooSmall{}
-	mi := &file_kv_kvpb_kv_proto_msgTypes[10]
+	mi := &file_kv_kvpb_kv_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -962,7 +1131,7 @@ func (x *BufferTooSmall) String() string {
 func (*BufferTooSmall) ProtoMessage() {}
 
 func (x *BufferTooSmall) ProtoReflect() protoreflect.Message {
-	mi := &file_kv_kvpb_kv_proto_msgTypes[10]
+	mi := &file_kv_kvpb_kv_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -975,7 +1144,7 @@ func (x *BufferTooSmall) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BufferTooSmall.ProtoReflect.Descriptor instead.
 func (*BufferTooSmall) Descriptor() ([]byte, []int) {
-	return file_kv_kvpb_kv_proto_rawDescGZIP(), []int{10}
+	return file_kv_kvpb_kv_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *BufferTooSmall) GetNeeded() uint64 {
@@ -1005,7 +1174,7 @@ type ErrorDetail struct {
 
 func (x *ErrorDetail) Reset() {
 	*x = ErrorDetail{}
-	mi := &file_kv_kvpb_kv_proto_msgTypes[11]
+	mi := &file_kv_kvpb_kv_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1017,7 +1186,7 @@ func (x *ErrorDetail) String() string {
 func (*ErrorDetail) ProtoMessage() {}
 
 func (x *ErrorDetail) ProtoReflect() protoreflect.Message {
-	mi := &file_kv_kvpb_kv_proto_msgTypes[11]
+	mi := &file_kv_kvpb_kv_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1030,7 +1199,7 @@ func (x *ErrorDetail) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ErrorDetail.ProtoReflect.Descriptor instead.
 func (*ErrorDetail) Descriptor() ([]byte, []int) {
-	return file_kv_kvpb_kv_proto_rawDescGZIP(), []int{11}
+	return file_kv_kvpb_kv_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *ErrorDetail) GetReason() ErrorDetail_Reason {
@@ -1067,7 +1236,7 @@ type Request struct {
 
 func (x *Request) Reset() {
 	*x = Request{}
-	mi := &file_kv_kvpb_kv_proto_msgTypes[12]
+	mi := &file_kv_kvpb_kv_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1079,7 +1248,7 @@ func (x *Request) String() string {
 func (*Request) ProtoMessage() {}
 
 func (x *Request) ProtoReflect() protoreflect.Message {
-	mi := &file_kv_kvpb_kv_proto_msgTypes[12]
+	mi := &file_kv_kvpb_kv_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1092,7 +1261,7 @@ func (x *Request) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Request.ProtoReflect.Descriptor instead.
 func (*Request) Descriptor() ([]byte, []int) {
-	return file_kv_kvpb_kv_proto_rawDescGZIP(), []int{12}
+	return file_kv_kvpb_kv_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *Request) GetId() uint64 {
@@ -1180,7 +1349,7 @@ type Response struct {
 
 func (x *Response) Reset() {
 	*x = Response{}
-	mi := &file_kv_kvpb_kv_proto_msgTypes[13]
+	mi := &file_kv_kvpb_kv_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1192,7 +1361,7 @@ func (x *Response) String() string {
 func (*Response) ProtoMessage() {}
 
 func (x *Response) ProtoReflect() protoreflect.Message {
-	mi := &file_kv_kvpb_kv_proto_msgTypes[13]
+	mi := &file_kv_kvpb_kv_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1205,7 +1374,7 @@ func (x *Response) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Response.ProtoReflect.Descriptor instead.
 func (*Response) Descriptor() ([]byte, []int) {
-	return file_kv_kvpb_kv_proto_rawDescGZIP(), []int{13}
+	return file_kv_kvpb_kv_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *Response) GetId() uint64 {
@@ -1352,7 +1521,7 @@ const file_kv_kvpb_kv_proto_rawDesc = "" +
 	"\x05force\x18\x02 \x01(\bR\x05force\x12\x1a\n" +
 	"\breplicas\x18\x03 \x01(\rR\breplicas\"\x10\n" +
 	"\x0eDeleteResponse\"\x0e\n" +
-	"\fStatsRequest\"\xe5\x03\n" +
+	"\fStatsRequest\"\x90\x04\n" +
 	"\rStatsResponse\x12\x12\n" +
 	"\x04keys\x18\x01 \x01(\x04R\x04keys\x12\x1f\n" +
 	"\vvalue_bytes\x18\x02 \x01(\x04R\n" +
@@ -1372,7 +1541,27 @@ const file_kv_kvpb_kv_proto_rawDesc = "" +
 	"fullPolicy\x12(\n" +
 	"\x10data_plane_bytes\x18\x0e \x01(\x04R\x0edataPlaneBytes\x12!\n" +
 	"\finline_bytes\x18\x0f \x01(\x04R\vinlineBytes\x12!\n" +
-	"\faborted_puts\x18\x10 \x01(\x04R\vabortedPuts\"<\n" +
+	"\faborted_puts\x18\x10 \x01(\x04R\vabortedPuts\x12)\n" +
+	"\x04disk\x18\x11 \x01(\v2\x15.xfer.kv.v1.DiskStatsR\x04disk\"\xb2\x03\n" +
+	"\tDiskStats\x12\x1a\n" +
+	"\bcapacity\x18\x01 \x01(\x04R\bcapacity\x12\x12\n" +
+	"\x04used\x18\x02 \x01(\x04R\x04used\x12\x12\n" +
+	"\x04keys\x18\x03 \x01(\x04R\x04keys\x12\x12\n" +
+	"\x04hits\x18\x04 \x01(\x04R\x04hits\x12\x1e\n" +
+	"\n" +
+	"promotions\x18\x05 \x01(\x04R\n" +
+	"promotions\x12\x1c\n" +
+	"\tdemotions\x18\x06 \x01(\x04R\tdemotions\x12\x14\n" +
+	"\x05queue\x18\a \x01(\x04R\x05queue\x12\x1c\n" +
+	"\tevictions\x18\b \x01(\x04R\tevictions\x12!\n" +
+	"\fwrite_errors\x18\t \x01(\x04R\vwriteErrors\x12\x1f\n" +
+	"\vread_errors\x18\n" +
+	" \x01(\x04R\n" +
+	"readErrors\x12\x18\n" +
+	"\acorrupt\x18\v \x01(\x04R\acorrupt\x12*\n" +
+	"\x11dropped_too_large\x18\f \x01(\x04R\x0fdroppedTooLarge\x12.\n" +
+	"\x13dropped_write_error\x18\r \x01(\x04R\x11droppedWriteError\x12!\n" +
+	"\fdropped_read\x18\x0e \x01(\x04R\vdroppedRead\"<\n" +
 	"\x0eBufferTooSmall\x12\x16\n" +
 	"\x06needed\x18\x01 \x01(\x04R\x06needed\x12\x12\n" +
 	"\x04have\x18\x02 \x01(\x04R\x04have\"\xb9\x01\n" +
@@ -1423,7 +1612,7 @@ func file_kv_kvpb_kv_proto_rawDescGZIP() []byte {
 }
 
 var file_kv_kvpb_kv_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_kv_kvpb_kv_proto_msgTypes = make([]protoimpl.MessageInfo, 15)
+var file_kv_kvpb_kv_proto_msgTypes = make([]protoimpl.MessageInfo, 16)
 var file_kv_kvpb_kv_proto_goTypes = []any{
 	(Pin)(0),                // 0: xfer.kv.v1.Pin
 	(ErrorDetail_Reason)(0), // 1: xfer.kv.v1.ErrorDetail.Reason
@@ -1437,39 +1626,41 @@ var file_kv_kvpb_kv_proto_goTypes = []any{
 	(*DeleteResponse)(nil),  // 9: xfer.kv.v1.DeleteResponse
 	(*StatsRequest)(nil),    // 10: xfer.kv.v1.StatsRequest
 	(*StatsResponse)(nil),   // 11: xfer.kv.v1.StatsResponse
-	(*BufferTooSmall)(nil),  // 12: xfer.kv.v1.BufferTooSmall
-	(*ErrorDetail)(nil),     // 13: xfer.kv.v1.ErrorDetail
-	(*Request)(nil),         // 14: xfer.kv.v1.Request
-	(*Response)(nil),        // 15: xfer.kv.v1.Response
-	nil,                     // 16: xfer.kv.v1.HelloResponse.InlineMaxByTransportEntry
+	(*DiskStats)(nil),       // 12: xfer.kv.v1.DiskStats
+	(*BufferTooSmall)(nil),  // 13: xfer.kv.v1.BufferTooSmall
+	(*ErrorDetail)(nil),     // 14: xfer.kv.v1.ErrorDetail
+	(*Request)(nil),         // 15: xfer.kv.v1.Request
+	(*Response)(nil),        // 16: xfer.kv.v1.Response
+	nil,                     // 17: xfer.kv.v1.HelloResponse.InlineMaxByTransportEntry
 }
 var file_kv_kvpb_kv_proto_depIdxs = []int32{
-	16, // 0: xfer.kv.v1.HelloResponse.inline_max_by_transport:type_name -> xfer.kv.v1.HelloResponse.InlineMaxByTransportEntry
+	17, // 0: xfer.kv.v1.HelloResponse.inline_max_by_transport:type_name -> xfer.kv.v1.HelloResponse.InlineMaxByTransportEntry
 	0,  // 1: xfer.kv.v1.PutRequest.pin:type_name -> xfer.kv.v1.Pin
-	1,  // 2: xfer.kv.v1.ErrorDetail.reason:type_name -> xfer.kv.v1.ErrorDetail.Reason
-	4,  // 3: xfer.kv.v1.Request.get:type_name -> xfer.kv.v1.GetRequest
-	6,  // 4: xfer.kv.v1.Request.put:type_name -> xfer.kv.v1.PutRequest
-	8,  // 5: xfer.kv.v1.Request.delete:type_name -> xfer.kv.v1.DeleteRequest
-	12, // 6: xfer.kv.v1.Response.too_small:type_name -> xfer.kv.v1.BufferTooSmall
-	5,  // 7: xfer.kv.v1.Response.get:type_name -> xfer.kv.v1.GetResponse
-	7,  // 8: xfer.kv.v1.Response.put:type_name -> xfer.kv.v1.PutResponse
-	9,  // 9: xfer.kv.v1.Response.delete:type_name -> xfer.kv.v1.DeleteResponse
-	13, // 10: xfer.kv.v1.Response.detail:type_name -> xfer.kv.v1.ErrorDetail
-	2,  // 11: xfer.kv.v1.KV.Hello:input_type -> xfer.kv.v1.HelloRequest
-	4,  // 12: xfer.kv.v1.KV.Get:input_type -> xfer.kv.v1.GetRequest
-	6,  // 13: xfer.kv.v1.KV.Put:input_type -> xfer.kv.v1.PutRequest
-	8,  // 14: xfer.kv.v1.KV.Delete:input_type -> xfer.kv.v1.DeleteRequest
-	10, // 15: xfer.kv.v1.KV.Stats:input_type -> xfer.kv.v1.StatsRequest
-	3,  // 16: xfer.kv.v1.KV.Hello:output_type -> xfer.kv.v1.HelloResponse
-	5,  // 17: xfer.kv.v1.KV.Get:output_type -> xfer.kv.v1.GetResponse
-	7,  // 18: xfer.kv.v1.KV.Put:output_type -> xfer.kv.v1.PutResponse
-	9,  // 19: xfer.kv.v1.KV.Delete:output_type -> xfer.kv.v1.DeleteResponse
-	11, // 20: xfer.kv.v1.KV.Stats:output_type -> xfer.kv.v1.StatsResponse
-	16, // [16:21] is the sub-list for method output_type
-	11, // [11:16] is the sub-list for method input_type
-	11, // [11:11] is the sub-list for extension type_name
-	11, // [11:11] is the sub-list for extension extendee
-	0,  // [0:11] is the sub-list for field type_name
+	12, // 2: xfer.kv.v1.StatsResponse.disk:type_name -> xfer.kv.v1.DiskStats
+	1,  // 3: xfer.kv.v1.ErrorDetail.reason:type_name -> xfer.kv.v1.ErrorDetail.Reason
+	4,  // 4: xfer.kv.v1.Request.get:type_name -> xfer.kv.v1.GetRequest
+	6,  // 5: xfer.kv.v1.Request.put:type_name -> xfer.kv.v1.PutRequest
+	8,  // 6: xfer.kv.v1.Request.delete:type_name -> xfer.kv.v1.DeleteRequest
+	13, // 7: xfer.kv.v1.Response.too_small:type_name -> xfer.kv.v1.BufferTooSmall
+	5,  // 8: xfer.kv.v1.Response.get:type_name -> xfer.kv.v1.GetResponse
+	7,  // 9: xfer.kv.v1.Response.put:type_name -> xfer.kv.v1.PutResponse
+	9,  // 10: xfer.kv.v1.Response.delete:type_name -> xfer.kv.v1.DeleteResponse
+	14, // 11: xfer.kv.v1.Response.detail:type_name -> xfer.kv.v1.ErrorDetail
+	2,  // 12: xfer.kv.v1.KV.Hello:input_type -> xfer.kv.v1.HelloRequest
+	4,  // 13: xfer.kv.v1.KV.Get:input_type -> xfer.kv.v1.GetRequest
+	6,  // 14: xfer.kv.v1.KV.Put:input_type -> xfer.kv.v1.PutRequest
+	8,  // 15: xfer.kv.v1.KV.Delete:input_type -> xfer.kv.v1.DeleteRequest
+	10, // 16: xfer.kv.v1.KV.Stats:input_type -> xfer.kv.v1.StatsRequest
+	3,  // 17: xfer.kv.v1.KV.Hello:output_type -> xfer.kv.v1.HelloResponse
+	5,  // 18: xfer.kv.v1.KV.Get:output_type -> xfer.kv.v1.GetResponse
+	7,  // 19: xfer.kv.v1.KV.Put:output_type -> xfer.kv.v1.PutResponse
+	9,  // 20: xfer.kv.v1.KV.Delete:output_type -> xfer.kv.v1.DeleteResponse
+	11, // 21: xfer.kv.v1.KV.Stats:output_type -> xfer.kv.v1.StatsResponse
+	17, // [17:22] is the sub-list for method output_type
+	12, // [12:17] is the sub-list for method input_type
+	12, // [12:12] is the sub-list for extension type_name
+	12, // [12:12] is the sub-list for extension extendee
+	0,  // [0:12] is the sub-list for field type_name
 }
 
 func init() { file_kv_kvpb_kv_proto_init() }
@@ -1481,12 +1672,12 @@ func file_kv_kvpb_kv_proto_init() {
 		(*PutRequest_Buffer)(nil),
 		(*PutRequest_Value)(nil),
 	}
-	file_kv_kvpb_kv_proto_msgTypes[12].OneofWrappers = []any{
+	file_kv_kvpb_kv_proto_msgTypes[13].OneofWrappers = []any{
 		(*Request_Get)(nil),
 		(*Request_Put)(nil),
 		(*Request_Delete)(nil),
 	}
-	file_kv_kvpb_kv_proto_msgTypes[13].OneofWrappers = []any{
+	file_kv_kvpb_kv_proto_msgTypes[14].OneofWrappers = []any{
 		(*Response_Get)(nil),
 		(*Response_Put)(nil),
 		(*Response_Delete)(nil),
@@ -1497,7 +1688,7 @@ func file_kv_kvpb_kv_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_kv_kvpb_kv_proto_rawDesc), len(file_kv_kvpb_kv_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   15,
+			NumMessages:   16,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -129,7 +129,7 @@ func TestOrder(t *testing.T) {
 // grows with log N, so it is flat from 3 servers to a thousand.
 func BenchmarkOwner(b *testing.B) {
 	ks := keys(4096)
-	for _, n := range []int{3, 16, 64, 1000} {
+	for _, n := range []int{3, 16, 64, 1000, 10000} {
 		r := New(ids(n))
 		b.Run(fmt.Sprintf("N=%d", n), func(b *testing.B) {
 			for i := 0; b.Loop(); i++ {
@@ -142,7 +142,7 @@ func BenchmarkOwner(b *testing.B) {
 // BenchmarkHolds3 is a replica check with 3 replicas.
 func BenchmarkHolds3(b *testing.B) {
 	ks := keys(4096)
-	for _, n := range []int{3, 16, 64, 1000} {
+	for _, n := range []int{3, 16, 64, 1000, 10000} {
 		r := New(ids(n))
 		b.Run(fmt.Sprintf("N=%d", n), func(b *testing.B) {
 			for i := 0; b.Loop(); i++ {
@@ -154,7 +154,7 @@ func BenchmarkHolds3(b *testing.B) {
 
 // BenchmarkNew is the cost of a membership change's new ring.
 func BenchmarkNew(b *testing.B) {
-	for _, n := range []int{3, 64, 1000} {
+	for _, n := range []int{3, 64, 1000, 10000} {
 		s := ids(n)
 		b.Run(fmt.Sprintf("N=%d", n), func(b *testing.B) {
 			for b.Loop() {
