@@ -51,6 +51,13 @@ type EventKind uint8
 const (
 	Join  EventKind = iota + 1 // a node registered, or updated its entry
 	Leave                      // a node deregistered, or its entry expired
+	// Synced (Follow only): every change committed before Event.At has
+	// been reported.
+	Synced
+	// Reset (Follow only): the watch could not resume where it broke, so
+	// changes may have come and gone unseen; the joins and leaves after it
+	// bring the receiver to a new list, and a Synced follows them.
+	Reset
 )
 
 func (k EventKind) String() string {
@@ -59,6 +66,10 @@ func (k EventKind) String() string {
 		return "join"
 	case Leave:
 		return "leave"
+	case Synced:
+		return "synced"
+	case Reset:
+		return "reset"
 	}
 	return fmt.Sprintf("EventKind(%d)", uint8(k))
 }
@@ -67,6 +78,33 @@ func (k EventKind) String() string {
 type Event struct {
 	Kind  EventKind
 	Entry Entry
+	// At is a Synced event's time: every change committed before it has
+	// been reported.
+	At time.Time
+}
+
+// Follower is a Directory whose watch can prove how fresh it is: what a
+// server that fences its answers by its view of the cluster needs, without
+// listing the directory again and again. etcd implements it; the http
+// coordinator does not.
+type Follower interface {
+	Directory
+	// Follow lists the directory once, then follows its changes from that
+	// list's revision, as Watch does, and also reports:
+	//   - Synced, with At: every change committed before At has been
+	//     reported. One follows the first list (At: when the list began),
+	//     and one answers each call of sync that the backend answers (At:
+	//     when sync was called). A sync costs the backend one small
+	//     message on the watch's stream, not a list, whatever the size of
+	//     the directory; sync does not wait for the answer.
+	//   - Reset: the watch could not resume where it broke (the backend
+	//     compacted the history it needed). The joins and leaves after it
+	//     bring the receiver to a new list, and a Synced follows.
+	// A watch that breaks and can resume (a lost connection, a new leader,
+	// a sync that went unanswered) resumes where it was, without a Reset
+	// and without listing. The channel closes when ctx ends or the
+	// directory is closed.
+	Follow(ctx context.Context) (events <-chan Event, sync func() error, err error)
 }
 
 // Errors.

@@ -12,6 +12,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"golang.org/x/sync/singleflight"
+
 	"github.com/xferio/xfer"
 	"github.com/xferio/xfer/directory"
 	"github.com/xferio/xfer/kv/internal/placement"
@@ -91,6 +93,7 @@ type Cluster struct {
 	members map[string]*member // by node ID; guarded by mu
 	snap    atomic.Pointer[view]
 	closed  atomic.Bool
+	lists   singleflight.Group // resync's lists
 
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -217,8 +220,20 @@ func (c *Cluster) watch(ch <-chan directory.Event) {
 }
 
 // resync lists the directory and applies it at once, rather than when the
-// watch reports it.
+// watch reports it. Concurrent calls share one list (the retries of many
+// refused writes make one request, not one each); ctx bounds the wait.
 func (c *Cluster) resync(ctx context.Context) {
+	ch := c.lists.DoChan("list", func() (any, error) {
+		c.resyncOnce(c.ctx)
+		return nil, nil
+	})
+	select {
+	case <-ch:
+	case <-ctx.Done():
+	}
+}
+
+func (c *Cluster) resyncOnce(ctx context.Context) {
 	ents, err := c.dir.List(ctx)
 	if err != nil {
 		return

@@ -20,13 +20,18 @@ import (
 // newer, acknowledged write may have replaced elsewhere. docs/KV.md,
 // "Several servers", states the guarantee; in short:
 //
-//   - The server keeps its own view of the cluster: it lists the directory
-//     every period. It serves only while that view is fresh (its latest
-//     list started less than fresh ago) and its own lease is live (its
-//     last renewal, plus two thirds of the TTL, is ahead).
+//   - The server keeps its own view of the cluster. On etcd it lists the
+//     directory once and follows its watch, and every period it syncs:
+//     etcd's answer says the watch has reported every change made before
+//     the sync was sent. On a coordinator it lists the directory every
+//     period. Either confirms the view as of when it was sent. It serves
+//     only while that view is fresh (confirmed as of less than fresh ago)
+//     and its own lease is live (its last renewal, plus two thirds of the
+//     TTL, is ahead).
 //   - It answers a key only if it owns the key in its view (consistent
 //     hashing, kv/internal/placement, as the clients place keys). A GET
-//     of a key it does not own, or while it may not serve, is "not found" without looking; a PUT or
+//     of a key it does not own, or while it may not serve, is "not found"
+//     without looking; a PUT or
 //     DELETE is refused with Aborted, and the cluster client looks again
 //     and retries.
 //   - When a server joins its view it stops answering the keys it no
@@ -34,11 +39,12 @@ import (
 //     the data path's locks (one that leaves takes no key from the
 //     others). A PUT commits only if the view did not change since it
 //     was admitted.
-//   - When continuity breaks (no good list for longer than fresh: the
-//     process was paused, the directory unreachable; or its entry was lost
-//     and registered again), it drops every value, and takes writes again
-//     only 2 × fresh after its next good list, by when every server that
-//     serves has seen its entry (and dropped the keys it took over).
+//   - When continuity breaks (no confirmation for longer than fresh: the
+//     process was paused, the directory unreachable; its entry was lost
+//     and registered again; or the watch could not resume where it
+//     broke), it drops every value, and takes writes again only 2 × fresh
+//     after its next confirmation, by when every server that serves has
+//     seen its entry (and dropped the keys it took over).
 type fence struct {
 	log    *slog.Logger
 	st     *store // the server's values: dropped by key, or all
@@ -61,7 +67,7 @@ type fence struct {
 	joins     []joinView
 	rescan    chan struct{} // kicks the rescan: capacity 1
 	gen       uint64        // bumped at each change of the view
-	lastGood  time.Time     // the start of the latest good list
+	lastGood  time.Time     // the view is confirmed as of then
 	leaseTill time.Time     // the lease is live until then, with margin
 	readyAt   time.Time     // writes are taken from then on
 	rereg     uint64
@@ -122,12 +128,21 @@ const maxFresh = 2 * time.Second
 
 func newFence(log *slog.Logger, st *store, dir directory.Directory, self string, ttl time.Duration) *fence {
 	fresh := min(ttl/2, maxFresh)
-	return &fence{log: log, st: st, dir: dir, self: self, ttl: ttl, fresh: fresh, period: max(fresh/5, 10*time.Millisecond), selfIdx: -1, rescan: make(chan struct{}, 1)}
+	period := fresh / 5 // a list
+	if _, ok := dir.(directory.Follower); ok {
+		period = fresh / 4 // a sync
+	}
+	return &fence{log: log, st: st, dir: dir, self: self, ttl: ttl, fresh: fresh, period: max(period, 10*time.Millisecond), selfIdx: -1, rescan: make(chan struct{}, 1)}
 }
 
-// run refreshes the view until ctx ends.
+// run refreshes the view until ctx ends: from a Follow of the directory
+// where it has one (etcd), else by listing it every period.
 func (f *fence) run(ctx context.Context) {
 	go f.rescanLoop(ctx)
+	if fl, ok := f.dir.(directory.Follower); ok {
+		f.followLoop(ctx, fl)
+		return
+	}
 	t := time.NewTicker(f.period)
 	defer t.Stop()
 	for {
@@ -143,6 +158,111 @@ func (f *fence) run(ctx context.Context) {
 // tick lists the directory once and applies what it found.
 func (f *fence) tick(ctx context.Context) {
 	start := time.Now()
+	lctx, cancel := context.WithTimeout(ctx, f.fresh)
+	ents, err := f.dir.List(lctx)
+	cancel()
+	if err != nil {
+		return // not a good list: the server fences itself once the last one is stale
+	}
+	members := map[string]bool{}
+	for _, e := range ents {
+		if e.Services[ServiceName] != "" {
+			members[e.NodeID] = true
+		}
+	}
+	f.confirm(start, members, false)
+}
+
+// followLoop follows the directory until ctx ends: it applies each change
+// as it comes, and syncs every period; each answer confirms the view as of
+// when its sync was sent, as a list would, for one small message instead
+// of a list of every node.
+func (f *fence) followLoop(ctx context.Context, fl directory.Follower) {
+	for n := 0; ctx.Err() == nil; n++ {
+		ch, sync, err := fl.Follow(ctx)
+		if err != nil {
+			f.log.Debug("kv: fence: follow the directory", "err", err)
+			select {
+			case <-ctx.Done():
+			case <-time.After(min(f.period<<min(n, 4), f.fresh)):
+			}
+			continue
+		}
+		n = 0
+		f.follow(ch, sync)
+	}
+}
+
+// follow applies one Follow's events until its channel closes.
+func (f *fence) follow(ch <-chan directory.Event, sync func() error) {
+	members := map[string]bool{}
+	// reset: what the fence saw before may not lead to what it sees now
+	// (a new Follow, or one that lost continuity), so the next
+	// confirmation breaks continuity.
+	reset := true
+	t := time.NewTicker(f.period)
+	defer t.Stop()
+	for {
+		select {
+		case ev, ok := <-ch:
+			if !ok {
+				return
+			}
+			switch ev.Kind {
+			case directory.Join:
+				if ev.Entry.Services[ServiceName] != "" {
+					members[ev.Entry.NodeID] = true
+				} else {
+					delete(members, ev.Entry.NodeID)
+				}
+			case directory.Leave:
+				delete(members, ev.Entry.NodeID)
+			case directory.Reset:
+				reset = true
+			case directory.Synced:
+				if f.confirm(ev.At, members, reset) {
+					reset = false
+				}
+				continue
+			}
+			if !reset && len(ch) == 0 {
+				// Between confirmations too: a server that joined stops
+				// this one answering the keys it took at once.
+				f.view(members)
+			}
+		case <-t.C:
+			if err := sync(); err != nil {
+				f.log.Debug("kv: fence: sync", "err", err)
+			}
+		}
+	}
+}
+
+// sortedIDs returns the keys of members, sorted.
+func sortedIDs(members map[string]bool) []string {
+	ids := make([]string, 0, len(members))
+	for id := range members {
+		ids = append(ids, id)
+	}
+	slices.Sort(ids)
+	return ids
+}
+
+// view makes members the view, if the fence has one.
+func (f *fence) view(members map[string]bool) {
+	ids := sortedIDs(members)
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.started {
+		f.applyLocked(ids)
+	}
+}
+
+// confirm makes members (the kv servers listed) the view as of at: every
+// change to the directory committed before at is in it. reset: the view
+// may not follow on from the last one. It reports whether the view was
+// good: this server registered, and among members.
+func (f *fence) confirm(at time.Time, members map[string]bool, reset bool) bool {
 	var reg directory.Registration
 	ok := false
 	for _, r := range f.dir.Registrations() {
@@ -150,25 +270,14 @@ func (f *fence) tick(ctx context.Context) {
 			reg, ok = r, true
 		}
 	}
-	lctx, cancel := context.WithTimeout(ctx, f.fresh)
-	ents, err := f.dir.List(lctx)
-	cancel()
+	if !ok || reg.State != directory.Registered || !members[f.self] {
+		return false // not a good view: the server fences itself once the last one is stale
+	}
+	ids := sortedIDs(members)
 	end := time.Now()
-	if err != nil || !ok || reg.State != directory.Registered {
-		return // not a good list: the server fences itself once the last one is stale
-	}
-	var ids []string
-	for _, e := range ents {
-		if e.Services[ServiceName] != "" {
-			ids = append(ids, e.NodeID)
-		}
-	}
-	if !slices.Contains(ids, f.self) {
-		return // its entry is not (or not yet again) in the directory
-	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if !f.started || start.Sub(f.lastGood) > f.fresh || reg.Reregistrations != f.rereg {
+	if !f.started || reset || at.Sub(f.lastGood) > f.fresh || reg.Reregistrations != f.rereg {
 		if f.started {
 			f.breaks.Add(1)
 			f.log.Warn("kv: this server lost its place in the cluster for a while (paused, cut off from the directory, or its entry lost): dropping every value, and taking writes again after a delay",
@@ -181,8 +290,11 @@ func (f *fence) tick(ctx context.Context) {
 		f.started = true
 	}
 	f.applyLocked(ids)
-	f.lastGood = start
+	if at.After(f.lastGood) {
+		f.lastGood = at
+	}
 	f.leaseTill = reg.Renewed.Add(f.ttl * 2 / 3)
+	return true
 }
 
 // ownsLocked reports whether this server owns key in its view.
