@@ -15,35 +15,16 @@ const (
 	PlaneDirectory = "directory" // the coordinator
 )
 
-// The reasons of xfer_auth_failures_total: a bounded set.
+// The reasons of xfer_auth_failures_total: a bounded set (internal/auth
+// says what each means).
 const (
-	// ReasonNoProof: the caller sent no proof (no secret, a closed or
-	// idle connection, another message).
-	ReasonNoProof = "no_proof"
-	// ReasonBadProof: the proof was wrong (a different secret).
-	ReasonBadProof = "bad_proof"
-	// ReasonMalformed: the proof could not be decoded.
-	ReasonMalformed = "malformed"
-	// ReasonNotAllowed: the caller's address or GID is not in an allowlist.
-	ReasonNotAllowed = "not_allowed"
-	// ReasonTimeout: the caller did not authenticate within the bound.
-	ReasonTimeout = "timeout"
-	// ReasonEvicted: the caller was still in its handshake when newer
-	// connections needed its place (security.max_pending_handshakes,
-	// security.max_pending_per_source).
-	ReasonEvicted = "evicted"
+	ReasonNoProof    = auth.ReasonNoProof    // no proof: no secret, a closed or idle connection
+	ReasonBadProof   = auth.ReasonBadProof   // a wrong proof: a different secret
+	ReasonMalformed  = auth.ReasonMalformed  // a proof that could not be decoded
+	ReasonNotAllowed = auth.ReasonNotAllowed // an address or GID not in an allowlist
+	ReasonTimeout    = auth.ReasonTimeout    // no proof within the bound
+	ReasonEvicted    = auth.ReasonEvicted    // dropped in its handshake for newer connections
 )
-
-var authReasons = []string{ReasonNoProof, ReasonBadProof, ReasonMalformed, ReasonNotAllowed, ReasonTimeout, ReasonEvicted}
-
-// authError is a handshake refused for an authentication reason.
-type authError struct {
-	reason string
-	err    error
-}
-
-func (e *authError) Error() string { return e.err.Error() }
-func (e *authError) Unwrap() error { return e.err }
 
 // AuthFailure is one refusal, in Status.RecentAuthFailures.
 type AuthFailure = auth.Failure

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/xferio/xfer/internal/handshake"
 	"github.com/xferio/xfer/internal/wire"
 	"github.com/xferio/xfer/transport/tcp"
 )
@@ -102,7 +103,7 @@ func rawConn(t *testing.T, addr, secret string) (net.Conn, *wire.Welcome) {
 		t.Fatal(err)
 	}
 	if secret != "" {
-		a := wire.Auth{Proof: proof(secret, labelDialer, transcript(hm[wire.HandshakeHeaderLen:], body), nil)}
+		a := wire.Auth{Proof: handshake.DialerProof(secret, hm[wire.HandshakeHeaderLen:], body)}
 		nc.Write(wire.AppendAuth(nil, &a))
 	}
 	typ, body, err = wire.ReadMessage(nc)

@@ -12,6 +12,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/xferio/xfer/directory"
+	"github.com/xferio/xfer/internal/auth"
 	"github.com/xferio/xfer/mem"
 	"github.com/xferio/xfer/transport"
 )
@@ -414,15 +415,7 @@ func (c Config) DirectoryToken() (string, error) {
 	if c.DirectoryTokenFile == "" {
 		return "", nil
 	}
-	b, err := os.ReadFile(c.DirectoryTokenFile)
-	if err != nil {
-		return "", fmt.Errorf("directory_token_file: %w", err)
-	}
-	t := strings.TrimSpace(string(b))
-	if t == "" {
-		return "", fmt.Errorf("directory_token_file %s is empty: generate a token with `xfer secret > %s`", c.DirectoryTokenFile, c.DirectoryTokenFile)
-	}
-	return t, nil
+	return auth.ReadSecretFile("directory_token_file", "token", c.DirectoryTokenFile)
 }
 
 // DirectoryTLS returns the directory client's TLS configuration
@@ -476,22 +469,17 @@ func (c *Config) checkDirectory() error {
 // error never shows the secret.
 func (c *Config) checkSecret() error {
 	if c.SecretFile != "" {
-		b, err := os.ReadFile(c.SecretFile)
+		s, err := auth.ReadSecretFile("secret_file", "secret", c.SecretFile)
 		if err != nil {
-			return fmt.Errorf("config: secret_file: %w", err)
-		}
-		s := strings.TrimSpace(string(b))
-		if s == "" {
-			return fmt.Errorf("config: secret_file %s is empty: generate a secret with `xfer secret > %s`", c.SecretFile, c.SecretFile)
+			return fmt.Errorf("config: %w", err)
 		}
 		if c.Secret != "" && c.Secret != s {
 			return fmt.Errorf("config: secret and secret_file %s both set, and differ: use one of them", c.SecretFile)
 		}
 		c.Secret = s
 	}
-	if c.Secret != "" && len(c.Secret) < MinSecretLen {
-		return fmt.Errorf("config: secret: %d bytes, at least %d required (a guessable secret lets anyone who captures a handshake find it offline): generate one with `xfer secret > FILE` and set secret_file: FILE",
-			len(c.Secret), MinSecretLen)
+	if err := auth.CheckSecret(c.Secret); err != nil {
+		return fmt.Errorf("config: %w", err)
 	}
 	return nil
 }

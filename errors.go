@@ -8,6 +8,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/xferio/xfer/internal/handshake"
 	"github.com/xferio/xfer/mem"
 	"github.com/xferio/xfer/transport"
 )
@@ -37,7 +38,7 @@ var (
 	// ErrNotRegistered means a local buffer is not in registered memory.
 	ErrNotRegistered = transport.ErrNotRegistered
 	// ErrAuth means the handshake's authentication failed.
-	ErrAuth = errors.New("authentication failed")
+	ErrAuth = handshake.ErrAuth
 	// ErrUnknownNode means the directory has no live entry for a node ID:
 	// it never registered, deregistered, or its entry expired.
 	ErrUnknownNode = errors.New("unknown node")
@@ -48,9 +49,9 @@ var (
 	ErrDirectoryUnavailable = errors.New("directory unreachable")
 	// ErrNoTransport means the two sides have no usable transport in common
 	// under their policies.
-	ErrNoTransport = errors.New("no usable transport")
+	ErrNoTransport = handshake.ErrNoTransport
 	// ErrVersion means the two sides speak no common protocol version.
-	ErrVersion = errors.New("no common protocol version")
+	ErrVersion = handshake.ErrVersion
 	// ErrPoolExhausted means the pool has no block large enough.
 	ErrPoolExhausted = mem.ErrPoolExhausted
 	// ErrCUDANotAvailable means GPU memory was asked for where there is no

@@ -1,72 +1,26 @@
 package xfer
 
 import (
-	"bytes"
 	"context"
 	"crypto/rand"
 	"errors"
 	"fmt"
-	"io"
 	"net"
 	"os"
 	"slices"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/xferio/xfer/internal/admit"
-	"github.com/xferio/xfer/internal/auth"
+	"github.com/xferio/xfer/internal/handshake"
 	"github.com/xferio/xfer/internal/metrics"
 	"github.com/xferio/xfer/internal/wire"
 	"github.com/xferio/xfer/transport"
 )
 
-// The handshake with a secret (protocol version 2):
-//
-//	dialer   → hello      versions, identity, nonce, transports offered
-//	acceptor → challenge  version, caps, a random nonce, whether auth is required
-//	dialer   → auth       HMAC(secret, dialer label | transcript)
-//	acceptor → welcome    identity, transport, exports, and
-//	                      HMAC(secret, acceptor label | transcript | welcome)
-//
-// where the transcript is SHA-256 over the hello's and the challenge's
-// bodies. The dialer proves first, and the acceptor sends nothing derived
-// from the secret, nor its engine ID, host ID or PID, before that proof
-// checks: a scanner learns a nonce and that a secret is required. The
-// acceptor's proof covers the welcome, so a man in the middle cannot
-// change the transport, the blobs or the exports it carries.
-//
-// The dialer's proof goes to whoever listens at the address it dialed,
-// which a forged directory entry can choose. A proof is worthless offline
-// only if the secret cannot be guessed, so a secret has at least
-// MinSecretLen bytes (128 bits when random; `xfer secret` makes 256).
-// A PAKE (CPace, SPAKE2) would make weak secrets safe too, but no Go module
-// we would trust for it is maintained today: x/crypto has none.
-const (
-	labelDialer   = "xfer-v2 dialer proof"
-	labelAcceptor = "xfer-v2 acceptor proof"
-)
-
-// transcript hashes the hello's and the challenge's bodies.
-func transcript(hello, challenge []byte) [32]byte { return auth.Transcript(hello, challenge) }
-
-// proof is HMAC-SHA256(secret, label | transcript | more): the labels keep
-// one side's proof from being replayed as the other's, the transcript's
-// nonces keep it from being replayed on another connection.
-func proof(secret, label string, th [32]byte, more []byte) (out [32]byte) {
-	auth.NewKey([]byte(secret)).Sum(out[:0], label, th[:], more)
-	return out
-}
-
-// welcomeProof is the acceptor's proof over a welcome's body, whose Proof
-// field is ignored (taken as zero).
-func welcomeProof(secret string, th [32]byte, body []byte) [32]byte {
-	b := bytes.Clone(body)
-	if len(b) >= wire.WelcomeProofOffset+32 {
-		clear(b[wire.WelcomeProofOffset : wire.WelcomeProofOffset+32])
-	}
-	return proof(secret, labelAcceptor, th, b)
-}
+// The engine's side of the handshake: internal/handshake moves and checks
+// the messages (hello, challenge, auth, welcome, joins); the engine
+// chooses the transport, finds or makes the peer, and connects it.
 
 func (e *Engine) acceptLoop() {
 	defer e.wg.Done()
@@ -96,9 +50,9 @@ func (e *Engine) acceptLoop() {
 			err := e.serveConn(nc, ticket)
 			ticket.Leave()
 			if err != nil {
-				var af *authError
+				var af *handshake.AuthError
 				if errors.As(err, &af) && e.ctx.Err() == nil {
-					e.AuthFailed(PlanePeer, af.reason, nc.RemoteAddr().String(), err)
+					e.AuthFailed(PlanePeer, af.Reason, nc.RemoteAddr().String(), err)
 				} else {
 					e.log.Info("inbound connection refused", "remote", nc.RemoteAddr().String(), "err", err)
 				}
@@ -108,109 +62,50 @@ func (e *Engine) acceptLoop() {
 	}
 }
 
-// inbound is an inbound connection in its handshake: its place in the
-// gate of pending connections (security.max_pending_handshakes), which it
-// leaves once it has authenticated, and its deadline.
-type inbound struct {
-	nc       net.Conn
-	ticket   *admit.Ticket
-	deadline time.Time
-}
-
-// admitted takes the connection out of the gate, its handshake's reads
-// done: an eviction from here on cannot touch it, and one that came just
-// before is undone (its reads succeeded: the peer is not dropped).
-func (in *inbound) admitted() {
-	in.ticket.Leave()
-	in.nc.SetDeadline(in.deadline)
-}
-
-// failed is err, a failure of the connection's handshake before it was
-// admitted: an eviction, when the gate evicted it.
-func (in *inbound) failed(err error) error {
-	if in.ticket.Evicted() {
-		return &authError{ReasonEvicted, fmt.Errorf("dropped in its handshake for a newer connection (security.max_pending_handshakes, max_pending_per_source): %w", err)}
-	}
-	return err
-}
-
 // serveConn runs the acceptor's side of a handshake, or a join. On an
 // error the caller closes nc.
 func (e *Engine) serveConn(nc net.Conn, ticket *admit.Ticket) error {
 	// Close must not wait a whole handshake timeout for a silent peer.
 	stop := context.AfterFunc(e.ctx, func() { nc.SetDeadline(time.Unix(1, 0)) })
 	defer stop()
-	in := &inbound{nc: nc, ticket: ticket, deadline: time.Now().Add(e.cfg.HandshakeTimeout)}
-	nc.SetDeadline(in.deadline)
-	if ticket.Evicted() { // an eviction's deadline, which this one replaced
-		return in.failed(errors.New("evicted before its hello"))
+	in := handshake.Accept(nc, ticket, e.cfg.HandshakeTimeout, e.cfg.Secret)
+	j, h, body, err := in.First(e.ctx)
+	if err != nil {
+		return err
 	}
-	typ, body, err := wire.ReadMessage(nc)
-	switch {
-	case err == nil:
-	case e.ctx.Err() != nil:
-		return err // Close
-	case ticket.Evicted():
-		return in.failed(err)
-	case errors.Is(err, os.ErrDeadlineExceeded):
-		return &authError{ReasonTimeout, fmt.Errorf("no hello within handshake_timeout %v", e.cfg.HandshakeTimeout)}
-	case errors.Is(err, wire.ErrMalformed):
-		return &authError{ReasonMalformed, err}
-	default:
-		// A connection closed without a word (a port check).
-		return &authError{ReasonNoProof, fmt.Errorf("closed before its hello: %w", err)}
-	}
-	switch typ {
-	case wire.MsgJoin:
-		j, err := wire.DecodeJoin(body)
-		if err != nil {
-			return &authError{ReasonMalformed, err}
-		}
+	if j != nil {
 		e.mu.Lock()
 		ch := e.joins[j.Token]
 		e.mu.Unlock()
-		if ch == nil {
-			nc.Write(wire.AppendResult(nil, &wire.Result{Status: wire.StatusBadRequest, Message: "join: unknown token"}))
-			return &authError{ReasonBadProof, errors.New("join with an unknown token")}
-		}
-		in.admitted()
-		if _, err := nc.Write(wire.AppendResult(nil, &wire.Result{Status: wire.StatusOK})); err != nil {
+		if err := in.AnswerJoin(ch != nil); err != nil {
 			return err
 		}
-		nc.SetDeadline(time.Time{})
 		select {
 		case ch <- nc:
 			return nil
 		default:
 			return errors.New("join: no connection expected")
 		}
-	case wire.MsgHello:
-		h, err := wire.DecodeHello(body)
-		if err != nil {
-			return &authError{ReasonMalformed, err}
-		}
-		if e.cfg.Secret == "" {
-			in.admitted() // a hello is all there is to read
-		}
-		if err := e.holdUntilReady(nc, in.deadline); err != nil {
-			return err
-		}
-		p, err := e.acceptPeer(in, h, body)
-		if errors.Is(err, errResumed) {
-			return nil
-		}
-		if err != nil {
-			return err
-		}
-		select {
-		case e.accepted <- p:
-		default:
-			e.log.Warn("accept queue full: peer works but Accept will not return it", "peer", p)
-		}
-		return nil
-	default:
-		return &authError{ReasonMalformed, fmt.Errorf("%w: first message is type %d, not hello or join", ErrProtocol, typ)}
 	}
+	if e.cfg.Secret == "" {
+		in.Admitted() // a hello is all there is to read
+	}
+	if err := e.holdUntilReady(nc, in.Deadline()); err != nil {
+		return err
+	}
+	p, err := e.acceptPeer(in, h, body)
+	if errors.Is(err, errResumed) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	select {
+	case e.accepted <- p:
+	default:
+		e.log.Warn("accept queue full: peer works but Accept will not return it", "peer", p)
+	}
+	return nil
 }
 
 // holdUntilReady holds a dialer's hello until the engine is ready (Ready,
@@ -229,66 +124,24 @@ func (e *Engine) holdUntilReady(nc net.Conn, until time.Time) error {
 		return fmt.Errorf("engine closed before it was ready: %w", ErrClosed)
 	case <-t.C:
 		nc.SetWriteDeadline(time.Now().Add(time.Second)) // the handshake's deadline passed: time for the refusal
-		return refuse(nc, wire.StatusInternal, "the engine is not ready: it is still starting (nothing called Ready within handshake_timeout %v)", e.cfg.HandshakeTimeout)
+		return handshake.Refuse(nc, wire.StatusInternal, "the engine is not ready: it is still starting (nothing called Ready within handshake_timeout %v)", e.cfg.HandshakeTimeout)
 	}
 }
 
-func refuse(nc net.Conn, st wire.Status, format string, args ...any) error {
-	msg := fmt.Sprintf(format, args...)
-	nc.Write(wire.AppendResult(nil, &wire.Result{Status: st, Message: msg}))
-	return errors.New(msg)
-}
-
-func (e *Engine) acceptPeer(in *inbound, h *wire.Hello, helloBody []byte) (*Peer, error) {
-	nc := in.nc
-	if h.MaxVersion < wire.VersionMin || h.MinVersion > wire.VersionMax {
-		return nil, refuse(nc, wire.StatusVersion, "peer speaks protocol versions %d-%d, this engine %d-%d", h.MinVersion, h.MaxVersion, wire.VersionMin, wire.VersionMax)
-	}
-	version := min(h.MaxVersion, wire.VersionMax)
-	// The challenge carries nothing but a fresh nonce and constants.
-	ch := wire.Challenge{Version: version, Caps: wire.CapAuth | wire.CapNotify | wire.CapAttach | wire.CapExports, AuthRequired: e.cfg.Secret != ""}
+func (e *Engine) acceptPeer(in *handshake.Inbound, h *wire.Hello, helloBody []byte) (*Peer, error) {
+	nc := in.Conn
+	caps := wire.CapAuth | wire.CapNotify | wire.CapAttach | wire.CapExports
 	if e.cfg.HoldPeers {
-		ch.Caps |= wire.CapReady // holdUntilReady let the hello through: the owner called Ready
+		caps |= wire.CapReady // holdUntilReady let the hello through: the owner called Ready
 	}
-	if _, err := rand.Read(ch.Nonce[:]); err != nil {
+	if _, err := in.Challenge(e.ctx, h, helloBody, caps); err != nil {
 		return nil, err
-	}
-	chMsg := wire.AppendChallenge(nil, &ch)
-	if _, err := nc.Write(chMsg); err != nil {
-		return nil, in.failed(err)
-	}
-	th := transcript(helloBody, chMsg[wire.HandshakeHeaderLen:])
-	if e.cfg.Secret != "" {
-		typ, body, err := wire.ReadMessage(nc)
-		if err != nil {
-			if in.ticket.Evicted() && e.ctx.Err() == nil {
-				return nil, in.failed(err)
-			}
-			reason := ReasonNoProof
-			if errors.Is(err, os.ErrDeadlineExceeded) {
-				reason = ReasonTimeout
-			}
-			return nil, &authError{reason, fmt.Errorf("auth: %w", err)}
-		}
-		if typ != wire.MsgAuth {
-			refuse(nc, wire.StatusAuthFailed, "this engine requires authentication: configure the shared secret")
-			return nil, &authError{ReasonNoProof, fmt.Errorf("auth: message type %d instead of a proof", typ)}
-		}
-		a, err := wire.DecodeAuth(body)
-		if err != nil {
-			return nil, &authError{ReasonMalformed, err}
-		}
-		if want := proof(e.cfg.Secret, labelDialer, th, nil); !auth.Equal(a.Proof[:], want[:]) {
-			refuse(nc, wire.StatusAuthFailed, "authentication failed: wrong secret")
-			return nil, &authError{ReasonBadProof, errors.New("authentication failed: wrong secret")}
-		}
-		in.admitted()
 	}
 	local := transport.PeerInfo{ID: e.id, PID: os.Getpid(), HostID: e.hostID, Addr: e.addr}
 	remote := transport.PeerInfo{ID: h.ID, PID: int(h.PID), HostID: h.HostID, Addr: h.Listen}
 	t, reason := e.choose(h, local, remote)
 	if t == nil {
-		return nil, refuse(nc, wire.StatusNoTransport, "no usable transport: %s", reason)
+		return nil, handshake.Refuse(nc, wire.StatusNoTransport, "no usable transport: %s", reason)
 	}
 	remote.Blob = offerBlob(h, t.Name())
 	conns := 1
@@ -298,7 +151,7 @@ func (e *Engine) acceptPeer(in *inbound, h *wire.Hello, helloBody []byte) (*Peer
 	w := wire.Welcome{ID: e.id, HostID: e.hostID, PID: uint32(os.Getpid()), Transport: t.Name(), Blob: t.LocalBlob(), Conns: uint16(conns),
 		MaxMessage: uint32(min(int(h.MaxMessage), e.cfg.MaxMessage)), RecvDepth: uint32(min(int(h.RecvDepth), e.cfg.RecvDepth)), Listen: e.addr}
 	if w.MaxMessage == 0 || w.RecvDepth == 0 {
-		return nil, refuse(nc, wire.StatusBadRequest, "max message and receive depth must be positive")
+		return nil, handshake.Refuse(nc, wire.StatusBadRequest, "max message and receive depth must be positive")
 	}
 	if _, err := rand.Read(w.Token[:]); err != nil {
 		return nil, err
@@ -319,15 +172,9 @@ func (e *Engine) acceptPeer(in *inbound, h *wire.Hello, helloBody []byte) (*Peer
 			e.dropJoins(w.Token, joins)
 		}
 	}()
-	wm := wire.AppendWelcome(nil, &w)
-	if e.cfg.Secret != "" {
-		p := welcomeProof(e.cfg.Secret, th, wm[wire.HandshakeHeaderLen:])
-		copy(wm[wire.HandshakeHeaderLen+wire.WelcomeProofOffset:], p[:])
-	}
-	if _, err := nc.Write(wm); err != nil {
+	if err := in.Welcome(&w); err != nil {
 		return nil, err
 	}
-	nc.SetDeadline(time.Time{})
 	// A dialer that resumes (its probe of a transport it lost) names the
 	// Welcome token of its current connection: the new connection goes
 	// under that connection's peer, which keeps serving meanwhile.
@@ -565,7 +412,7 @@ func (e *Engine) connect(ctx context.Context, p *Peer) (transport.Endpoint, erro
 	start := time.Now()
 	for {
 		ep, name, err := e.connectOnce(ctx, p, exclude, "")
-		if errors.Is(err, errDropped) && ctx.Err() == nil && time.Since(start) < e.cfg.HandshakeTimeout {
+		if errors.Is(err, handshake.ErrDropped) && ctx.Err() == nil && time.Since(start) < e.cfg.HandshakeTimeout {
 			// Dropped before the welcome, as a listener flooded with
 			// strays drops the oldest: dial again, within one
 			// handshake_timeout in all.
@@ -574,10 +421,10 @@ func (e *Engine) connect(ctx context.Context, p *Peer) (transport.Endpoint, erro
 				e.log.Info("the peer dropped the handshake; dialing again", "peer", p.dialAddr, "reason", err)
 			}
 			select {
-			case <-time.After(min(time.Duration(redials)*10*time.Millisecond, 200*time.Millisecond)):
+			case <-time.After(handshake.Backoff(redials)):
 				continue
 			case <-ctx.Done():
-				return nil, ctxErr(ctx, err)
+				return nil, handshake.CtxErr(ctx, err)
 			}
 		}
 		if errors.Is(err, transport.ErrTransient) && retries < setupRetries && ctx.Err() == nil {
@@ -588,7 +435,7 @@ func (e *Engine) connect(ctx context.Context, p *Peer) (transport.Endpoint, erro
 			case <-time.After(time.Duration(retries) * 20 * time.Millisecond):
 				continue
 			case <-ctx.Done():
-				return nil, ctxErr(ctx, err)
+				return nil, handshake.CtxErr(ctx, err)
 			}
 		}
 		if err == nil {
@@ -657,9 +504,6 @@ func (e *Engine) connectOnce(ctx context.Context, p *Peer, exclude map[string]er
 		ID: e.id, HostID: e.hostID, PID: uint32(os.Getpid()), Policy: string(p.policy),
 		Conns: uint16(e.cfg.TCP.Conns), MaxMessage: uint32(e.cfg.MaxMessage), RecvDepth: uint32(e.cfg.RecvDepth),
 		Listen: e.addr, Transports: offers}
-	if _, err := rand.Read(hello.Nonce[:]); err != nil {
-		return nil, "", err
-	}
 	if only != "" {
 		// A probe of a paused transport asks the acceptor to put the
 		// new connection under the peer of the current one.
@@ -670,58 +514,9 @@ func (e *Engine) connectOnce(ctx context.Context, p *Peer, exclude map[string]er
 			}
 		}
 	}
-	helloMsg := wire.AppendHello(nil, &hello)
-	if _, err := nc.Write(helloMsg); err != nil {
-		return nil, "", fmt.Errorf("dial %s: handshake: %w", addr, dropped(ctx, err))
-	}
-	typ, body, err := wire.ReadMessage(nc)
+	ch, w, err := handshake.Dial(ctx, nc, addr, &hello, e.cfg.Secret)
 	if err != nil {
-		return nil, "", fmt.Errorf("dial %s: handshake: %w", addr, dropped(ctx, ctxErr(ctx, err)))
-	}
-	if typ == wire.MsgResult {
-		return nil, "", resultErr(addr, body)
-	}
-	if typ != wire.MsgChallenge {
-		return nil, "", fmt.Errorf("dial %s: %w: expected challenge, got message type %d", addr, ErrProtocol, typ)
-	}
-	ch, err := wire.DecodeChallenge(body)
-	if err != nil {
-		return nil, "", fmt.Errorf("dial %s: %w", addr, err)
-	}
-	if ch.Version < wire.VersionMin || ch.Version > wire.VersionMax {
-		return nil, "", fmt.Errorf("dial %s: %w: peer chose version %d", addr, ErrVersion, ch.Version)
-	}
-	th := transcript(helloMsg[wire.HandshakeHeaderLen:], body)
-	switch {
-	case ch.AuthRequired && e.cfg.Secret == "":
-		return nil, "", fmt.Errorf("dial %s: %w: the peer requires a shared secret; set secret_file (or secret) in the config, or XFER_SECRET", addr, ErrAuth)
-	case !ch.AuthRequired && e.cfg.Secret != "":
-		return nil, "", fmt.Errorf("dial %s: %w: the peer has no shared secret, and this side requires one", addr, ErrAuth)
-	case e.cfg.Secret != "":
-		a := wire.Auth{Proof: proof(e.cfg.Secret, labelDialer, th, nil)}
-		if _, err := nc.Write(wire.AppendAuth(nil, &a)); err != nil {
-			return nil, "", fmt.Errorf("dial %s: auth: %w", addr, dropped(ctx, err))
-		}
-	}
-	typ, body, err = wire.ReadMessage(nc)
-	if err != nil {
-		return nil, "", fmt.Errorf("dial %s: handshake: %w", addr, dropped(ctx, ctxErr(ctx, err)))
-	}
-	if typ == wire.MsgResult {
-		return nil, "", resultErr(addr, body)
-	}
-	if typ != wire.MsgWelcome {
-		return nil, "", fmt.Errorf("dial %s: %w: expected welcome, got message type %d", addr, ErrProtocol, typ)
-	}
-	if e.cfg.Secret != "" {
-		want := welcomeProof(e.cfg.Secret, th, body)
-		if len(body) < wire.WelcomeProofOffset+32 || !auth.Equal(body[wire.WelcomeProofOffset:wire.WelcomeProofOffset+32], want[:]) {
-			return nil, "", fmt.Errorf("dial %s: %w: the peer could not prove it knows this side's shared secret (different secrets)", addr, ErrAuth)
-		}
-	}
-	w, err := wire.DecodeWelcome(body)
-	if err != nil {
-		return nil, "", fmt.Errorf("dial %s: %w", addr, err)
+		return nil, "", err
 	}
 	t := e.transports[w.Transport]
 	if t == nil || exclude[w.Transport] != nil || !offered(&hello, w.Transport) {
@@ -753,22 +548,6 @@ func (e *Engine) connectOnce(ctx context.Context, p *Peer, exclude map[string]er
 	return ep, w.Transport, nil
 }
 
-// errDropped is a handshake (or a join) whose connection the acceptor
-// closed before its welcome (its result): a listener busy with others
-// (security.max_pending_*) evicts connections still in their handshake.
-// The dialer dials again.
-var errDropped = errors.New("the peer closed the connection before the handshake ended")
-
-// dropped is err, a failure of a handshake's read or write, marked
-// errDropped when the acceptor closed the connection.
-func dropped(ctx context.Context, err error) error {
-	if ctx.Err() == nil && (errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) ||
-		errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.EPIPE)) {
-		return fmt.Errorf("%w (%w)", errDropped, err)
-	}
-	return err
-}
-
 // namedErr prefixes a transport's error with its name, unless it has it.
 func namedErr(name string, err error) error {
 	if strings.HasPrefix(err.Error(), name+": ") {
@@ -788,81 +567,7 @@ func offered(h *wire.Hello, name string) bool {
 
 // join opens one more connection to an established peer.
 func (e *Engine) join(ctx context.Context, addr string, token [16]byte) (net.Conn, error) {
-	for redials := 1; ; redials++ {
-		nc, err := e.joinOnce(ctx, addr, token)
-		if !errors.Is(err, errDropped) {
-			return nc, err
-		}
-		// Dropped before its result, as a listener flooded with strays
-		// drops the oldest: dial again, within ctx (the transport's
-		// handshake_timeout).
-		select {
-		case <-time.After(min(time.Duration(redials)*10*time.Millisecond, 200*time.Millisecond)):
-		case <-ctx.Done():
-			return nil, ctxErr(ctx, err)
-		}
-	}
-}
-
-// joinOnce dials one extra connection for the connection token names.
-func (e *Engine) joinOnce(ctx context.Context, addr string, token [16]byte) (net.Conn, error) {
-	d := net.Dialer{Control: e.dialControl}
-	nc, err := d.DialContext(ctx, "tcp", addr)
-	if err != nil {
-		return nil, err
-	}
-	stop := context.AfterFunc(ctx, func() { nc.SetDeadline(time.Unix(1, 0)) })
-	defer stop()
-	if _, err := nc.Write(wire.AppendJoin(nil, &wire.Join{Token: token})); err != nil {
-		nc.Close()
-		return nil, dropped(ctx, err)
-	}
-	typ, body, err := wire.ReadMessage(nc)
-	if err != nil {
-		nc.Close()
-		return nil, dropped(ctx, ctxErr(ctx, err))
-	}
-	if typ != wire.MsgResult {
-		nc.Close()
-		return nil, fmt.Errorf("%w: join answered with message type %d", ErrProtocol, typ)
-	}
-	if err := resultErr(addr, body); err != nil {
-		nc.Close()
-		return nil, err
-	}
-	nc.SetDeadline(time.Time{})
-	return nc, nil
-}
-
-func resultErr(addr string, body []byte) error {
-	r, err := wire.DecodeResult(body)
-	if err != nil {
-		return fmt.Errorf("dial %s: %w", addr, err)
-	}
-	var kind error
-	switch r.Status {
-	case wire.StatusOK:
-		return nil
-	case wire.StatusAuthFailed:
-		kind = ErrAuth
-	case wire.StatusVersion:
-		kind = ErrVersion
-	case wire.StatusNoTransport:
-		kind = ErrNoTransport
-	default:
-		kind = ErrProtocol
-	}
-	// The peer's message may start with the kind's own words ("no usable
-	// transport: ..."): say them once.
-	msg := strings.TrimPrefix(r.Message, kind.Error()+": ")
-	return fmt.Errorf("dial %s: refused by peer: %w: %s", addr, kind, msg)
-}
-
-func ctxErr(ctx context.Context, err error) error {
-	if ctx.Err() != nil {
-		return fmt.Errorf("%w (%v)", ctx.Err(), err)
-	}
-	return err
+	return handshake.Join(ctx, &net.Dialer{Control: e.dialControl}, addr, token)
 }
 
 // gidAllowed checks the GID in a peer's handshake blob for transport name

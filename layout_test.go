@@ -156,6 +156,10 @@ var layers = map[string][]string{
 	// A peer's paused transport and its probes' backoff: it knows the
 	// peer through its own interface, and reports in internal/status' terms.
 	"internal/failback": {"internal/status"},
+	// The handshake's messages and proofs: the wire format, the
+	// authentication primitives, the gate's tickets, and the contract's
+	// protocol error.
+	"internal/handshake": {"internal/wire", "internal/auth", "internal/admit", "transport"},
 	// The queue of notifications, generic over what it queues.
 	"internal/notes":    {},
 	"internal/testutil": {"internal/cuda", "internal/testmain"},

@@ -9,6 +9,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/xferio/xfer/directory"
+	"github.com/xferio/xfer/internal/auth"
 	"github.com/xferio/xfer/internal/metrics"
 )
 
@@ -19,7 +20,7 @@ import (
 
 // newEngineMetrics builds e's metrics and registers them on reg.
 func newEngineMetrics(e *Engine, reg prometheus.Registerer) (*metrics.Set, error) {
-	cfg := metrics.Config{AuthPlane: PlanePeer, AuthReasons: authReasons, Source: (*metricsSource)(e)}
+	cfg := metrics.Config{AuthPlane: PlanePeer, AuthReasons: auth.Reasons, Source: (*metricsSource)(e)}
 	for name := range e.transports {
 		cfg.Transports = append(cfg.Transports, metrics.Transport{Name: name, Caps: e.caps(name)})
 	}

@@ -1,12 +1,8 @@
 package xfer
 
 import (
-	"crypto/rand"
-	"encoding/base64"
 	"fmt"
-	"net"
 	"slices"
-	"strings"
 
 	"github.com/xferio/xfer/internal/auth"
 )
@@ -71,31 +67,21 @@ const (
 
 // parseGIDs parses security.rdma.allowed_gids.
 func parseGIDs(list []string) ([][16]byte, error) {
-	var out [][16]byte
-	for _, s := range list {
-		ip := net.ParseIP(strings.TrimSpace(s))
-		if ip == nil || ip.To16() == nil {
-			return nil, fmt.Errorf("config: security.rdma.allowed_gids %q: want a GID, as IPv6 (fe80:0000:0000:0000:0002:c903:0086:a100)", s)
-		}
-		out = append(out, [16]byte(ip.To16()))
+	gids, err := auth.ParseGIDs(list)
+	if err != nil {
+		return nil, fmt.Errorf("config: security.rdma.allowed_gids %w", err)
 	}
-	return out, nil
+	return gids, nil
 }
 
 // MinSecretLen is the shortest shared secret Config.Secret accepts, in
 // bytes: 16, which a random secret makes 128 bits, beyond offline guessing
 // of a captured proof. GenerateSecret makes one of 32 random bytes.
-const MinSecretLen = 16
+const MinSecretLen = auth.MinSecretLen
 
 // GenerateSecret returns a new shared secret: 32 random bytes, base64url
 // encoded without padding (43 characters), for a secret_file.
-func GenerateSecret() (string, error) {
-	var b [32]byte
-	if _, err := rand.Read(b[:]); err != nil {
-		return "", fmt.Errorf("generate secret: %w", err)
-	}
-	return base64.RawURLEncoding.EncodeToString(b[:]), nil
-}
+func GenerateSecret() (string, error) { return auth.GenerateSecret() }
 
 // parseAllowedPeers parses security.allowed_peers.
 func parseAllowedPeers(list []string) (auth.Allowlist, error) {

@@ -13,6 +13,8 @@
 //   - Tensors (tensors.go): one side, producer or consumer, of tensors put
 //     and got through the connector across hosts; the driver of xfer
 //     transfer.
+//   - Writer (output.go): the Runner's results as xfer bench prints them,
+//     a perftest-like table or one Record of JSON per line.
 //
 // A driver's errors name the command's flags where a flag is the fix
 // (--memory-mb, --pages): the command prints them as they are.

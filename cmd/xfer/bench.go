@@ -265,7 +265,7 @@ func runBench(ctx context.Context, g *globals, cfg xfer.Config, plan benchPlan) 
 		r.OnDevice(e.Copy, plan.maxSize)
 	}
 
-	out := &resultWriter{w: g.stdout, json: plan.json}
+	out := &bench.Writer{W: g.stdout, JSON: plan.json}
 	var results []bench.Result
 	for _, size := range plan.sizes {
 		res, err := r.Measure(ctx, size, plan.lim, cpu, progressOn(g.stderr))
@@ -274,17 +274,17 @@ func runBench(ctx context.Context, g *globals, cfg xfer.Config, plan benchPlan) 
 		}
 		res.Transport = p.Transport()
 		results = append(results, res)
-		if err := out.write(res); err != nil {
+		if err := out.Write(res); err != nil {
 			return err
 		}
 	}
 	if cpu.PID == 0 {
-		err = out.note("cpu s/GB counts this process only: the peer %s is external", addr)
+		err = out.Note("cpu s/GB counts this process only: the peer %s is external", addr)
 	} else {
-		err = out.note("cpu s/GB counts both processes: bench and the serve it started")
+		err = out.Note("cpu s/GB counts both processes: bench and the serve it started")
 	}
 	if err == nil && plan.verify {
-		err = out.note("verified: every byte of every operation matched (timings include the checks)")
+		err = out.Note("verified: every byte of every operation matched (timings include the checks)")
 	}
 	if err != nil {
 		return err

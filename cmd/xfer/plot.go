@@ -57,10 +57,10 @@ func writePlot(path string, results []bench.Result) error {
 	lat.Y.Label.Text = "latency (µs)"
 	lat.Y.Scale = plot.LogScale{}
 	lat.Y.Tick.Marker = plot.LogTicks{Prec: -1}
-	if err := addLine(lat, 1, "p50", results, func(r bench.Result) float64 { return micros(r.P50) }); err != nil {
+	if err := addLine(lat, 1, "p50", results, func(r bench.Result) float64 { return bench.Micros(r.P50) }); err != nil {
 		return err
 	}
-	if err := addLine(lat, 2, "p99", results, func(r bench.Result) float64 { return micros(r.P99) }); err != nil {
+	if err := addLine(lat, 2, "p99", results, func(r bench.Result) float64 { return bench.Micros(r.P99) }); err != nil {
 		return err
 	}
 	lat.Legend.Top = true

@@ -16,7 +16,11 @@
 //     and none older than WindowSize below the highest it has seen.
 //     Senders keeps a Window per sender ID, for timestamped calls: a
 //     sender unseen for two spans is forgotten, and their number is bounded.
-//   - Allowlist is the networks callers may connect from.
+//   - Allowlist is the networks callers may connect from; ParseGIDs reads
+//     the RDMA GIDs they may connect with.
+//   - MinSecretLen, GenerateSecret, ReadSecretFile and CheckSecret: the
+//     shared secrets and tokens every plane reads from files.
+//   - The Reason* constants are the bounded set of refusal reasons.
 //   - Warnings says which refusals to log at Warn (a source's first, then
 //     one a minute), and Source names a refusal's source.
 //

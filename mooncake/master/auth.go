@@ -53,8 +53,8 @@ const (
 	// windows: past it, new ones are refused until old ones expire (only
 	// holders of the secret make them).
 	maxProofClients = 1 << 16
-	// MinSecretLen is the shortest secret accepted, as the engine's.
-	MinSecretLen = 16
+	// MinSecretLen is the shortest secret accepted, as every plane's.
+	MinSecretLen = auth.MinSecretLen
 )
 
 // SecretFrom returns the shared secret that XFER_SECRET or the file
