@@ -5,7 +5,7 @@ GO       ?= go
 FUZZTIME ?= 10s
 PKGS      = ./...
 
-.PHONY: all build test vet race nocgo fuzz integrity python python-test bench bench-peers bench-verbs bench-kv bench-kvspread bench-connector bench-pages bench-report bench-ab proto clean
+.PHONY: scale-test all build test vet race nocgo fuzz integrity python python-test bench bench-peers bench-verbs bench-kv bench-kvspread bench-connector bench-pages bench-report bench-ab proto clean
 
 all: build
 
@@ -119,6 +119,14 @@ python-test: python
 ## (tools/soak; SOAK_ARGS passes options, e.g. SOAK_ARGS=-v for a line per
 ## round). docs/TESTING.md has a run's figures.
 SOAK_DURATION ?= 10m
+
+## scale-test: the one-host simulation of a large KV cluster (not part of
+## `make test`): SCALE_N servers (default 64), each a process, in one etcd,
+## with joins, kills and same-ID restarts under a verified bench
+## (docs/SCALE.md).
+SCALE_N ?= 64
+scale-test: deps
+	XFER_SCALE_TEST=$(SCALE_N) $(GO) test -count=1 -timeout 30m -run '^TestScale$$' -v ./kv/
 
 .PHONY: soak
 soak: build

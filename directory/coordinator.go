@@ -1,6 +1,9 @@
 package directory
 
 import (
+	"bytes"
+	"crypto/rand"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -8,6 +11,7 @@ import (
 	"log/slog"
 	"net/http"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -20,7 +24,9 @@ import (
 //
 //	POST   /nodes/{id}/rdma/endpoint   register (201) or refresh (204) an entry; ?ttl=10s&incarnation=X
 //	GET    /nodes/{id}/rdma/endpoint   the entry, or 404
-//	GET    /nodes                      {"nodes": [entry, ...]}, sorted by node ID
+//	GET    /nodes                      {"revision": "R", "nodes": [entry, ...]}, sorted by node ID
+//	GET    /nodes?wait=R&timeout=30s   the same once the list is no longer at revision R (a long
+//	                                   poll, at most 60s); 304 if it still is when the timeout ends
 //	DELETE /nodes/{id}                 remove an entry (?incarnation=X: only that one's), or 404
 //	GET    /healthz                    200 "ok"
 //
@@ -38,6 +44,14 @@ import (
 // addresses ({"error": ..., "holder": [...]}). That is how one node owns
 // its ID, and how a node that lost its entry never removes a later
 // incarnation's.
+//
+// A revision names a state of the list: "EPOCH-N", where EPOCH is random
+// to each run of the coordinator and N counts the changes of the listed
+// entries (a registration, an entry that changed, a removal, an expiry).
+// A watcher long-polls with the revision it has, so an idle cluster costs
+// one request per watcher per timeout; each list is encoded once per
+// revision however many ask for it. A revision of another epoch means the
+// coordinator restarted, and entries may have come and gone unseen.
 
 // Bounds of the TTL a node may ask for.
 const (
@@ -59,8 +73,14 @@ type Coordinator struct {
 	refused      atomic.Uint64
 	warned       auth.Warnings
 
-	mu    sync.Mutex
-	nodes map[string]*record
+	epoch string // this run's part of each revision
+
+	mu         sync.Mutex
+	nodes      map[string]*record
+	rev        uint64        // counts the changes of the listed entries
+	changed    chan struct{} // closed at the next change
+	body       []byte        // the list at rev, encoded; nil until asked for
+	nextExpiry time.Time     // no entry expires before then
 }
 
 type record struct {
@@ -105,8 +125,11 @@ func NewCoordinator(o CoordinatorOptions) *Coordinator {
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
+	var e [8]byte
+	rand.Read(e[:])
 	c := &Coordinator{ttl: o.TTL, log: o.Logger, mux: http.NewServeMux(), now: time.Now, nodes: map[string]*record{},
-		token: o.Token, protectReads: o.ProtectReads, onRefused: o.OnRefused}
+		token: o.Token, protectReads: o.ProtectReads, onRefused: o.OnRefused,
+		epoch: hex.EncodeToString(e[:]), changed: make(chan struct{})}
 	c.mux.HandleFunc("POST /nodes/{id}/rdma/endpoint", c.authorized(true, c.post))
 	c.mux.HandleFunc("GET /nodes/{id}/rdma/endpoint", c.authorized(false, c.get))
 	c.mux.HandleFunc("GET /nodes", c.authorized(false, c.list))
@@ -168,15 +191,47 @@ func (c *Coordinator) Len() int {
 	return len(c.nodes)
 }
 
+// expireLocked forgets the entries whose TTL ran out: a scan of them all,
+// but only once the earliest expiry has passed (a node refreshes its
+// entry every third of its TTL, so that is about once in two thirds of a
+// TTL, not at every request).
 func (c *Coordinator) expireLocked() {
 	now := c.now()
+	if now.Before(c.nextExpiry) {
+		return
+	}
+	var next time.Time
 	for id, r := range c.nodes {
 		if now.After(r.expires) {
 			c.log.Info("coordinator: entry expired", "node", id)
-			delete(c.nodes, id)
+			c.removeLocked(id, r)
+			continue
+		}
+		if next.IsZero() || r.expires.Before(next) {
+			next = r.expires
 		}
 	}
+	c.nextExpiry = next
 }
+
+// removeLocked forgets node id's entry r.
+func (c *Coordinator) removeLocked(id string, r *record) {
+	delete(c.nodes, id)
+	if !r.bare {
+		c.changedLocked()
+	}
+}
+
+// changedLocked moves the revision on and wakes the long polls.
+func (c *Coordinator) changedLocked() {
+	c.rev++
+	c.body = nil
+	close(c.changed)
+	c.changed = make(chan struct{})
+}
+
+// revisionLocked is the list's revision.
+func (c *Coordinator) revisionLocked() string { return c.epoch + "-" + strconv.FormatUint(c.rev, 10) }
 
 func httpError(w http.ResponseWriter, code int, err error) {
 	w.Header().Set("Content-Type", "application/json")
@@ -238,7 +293,7 @@ func (c *Coordinator) post(w http.ResponseWriter, r *http.Request) {
 	old := c.nodes[id]
 	if old != nil && c.now().After(old.expires) {
 		c.log.Info("coordinator: entry expired", "node", id)
-		delete(c.nodes, id)
+		c.removeLocked(id, old)
 		old = nil
 	}
 	if old != nil && old.inc != inc {
@@ -254,6 +309,12 @@ func (c *Coordinator) post(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	c.nodes[id] = rec
+	if !rec.bare && (old == nil || old.bare || !bytes.Equal(old.raw, rec.raw)) || rec.bare && old != nil && !old.bare {
+		c.changedLocked()
+	}
+	if c.nextExpiry.IsZero() || rec.expires.Before(c.nextExpiry) {
+		c.nextExpiry = rec.expires
+	}
 	c.mu.Unlock()
 	switch {
 	case rec.bare:
@@ -283,25 +344,78 @@ func (c *Coordinator) get(w http.ResponseWriter, r *http.Request) {
 	w.Write(rec.answer)
 }
 
-func (c *Coordinator) list(w http.ResponseWriter, _ *http.Request) {
-	c.mu.Lock()
-	c.expireLocked()
-	ids := make([]string, 0, len(c.nodes))
-	for id, rec := range c.nodes {
-		if !rec.bare {
-			ids = append(ids, id)
+// Bounds of a long poll's timeout.
+const (
+	DefaultPollTimeout = 30 * time.Second
+	MaxPollTimeout     = 60 * time.Second
+)
+
+func (c *Coordinator) list(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	since, waiting := q.Get("wait"), q.Has("wait")
+	timeout := DefaultPollTimeout
+	if s := q.Get("timeout"); s != "" {
+		d, err := time.ParseDuration(s)
+		if err != nil || d < 0 || d > MaxPollTimeout {
+			httpError(w, http.StatusBadRequest, fmt.Errorf("timeout %q: want a duration from 0 to %v", s, MaxPollTimeout))
+			return
 		}
+		timeout = d
 	}
-	slices.Sort(ids)
-	out := struct {
-		Nodes []json.RawMessage `json:"nodes"`
-	}{Nodes: make([]json.RawMessage, 0, len(ids))}
-	for _, id := range ids {
-		out.Nodes = append(out.Nodes, c.nodes[id].raw)
+	deadline := time.Now().Add(timeout)
+	c.mu.Lock()
+	for {
+		c.expireLocked()
+		if !waiting || c.revisionLocked() != since || !time.Now().Before(deadline) {
+			break
+		}
+		// Wait for a change, the earliest expiry, or the timeout.
+		ch, wake := c.changed, time.Until(deadline)
+		if !c.nextExpiry.IsZero() {
+			wake = min(wake, c.nextExpiry.Sub(c.now())+time.Millisecond)
+		}
+		c.mu.Unlock()
+		t := time.NewTimer(max(wake, 0))
+		select {
+		case <-ch:
+		case <-t.C:
+		case <-r.Context().Done():
+			t.Stop()
+			return
+		}
+		t.Stop()
+		c.mu.Lock()
 	}
+	rev := c.revisionLocked()
+	if waiting && rev == since {
+		c.mu.Unlock()
+		w.Header().Set("X-Xfer-Revision", rev)
+		w.WriteHeader(http.StatusNotModified)
+		return
+	}
+	if c.body == nil {
+		ids := make([]string, 0, len(c.nodes))
+		for id, rec := range c.nodes {
+			if !rec.bare {
+				ids = append(ids, id)
+			}
+		}
+		slices.Sort(ids)
+		out := struct {
+			Revision string            `json:"revision"`
+			Nodes    []json.RawMessage `json:"nodes"`
+		}{Revision: rev, Nodes: make([]json.RawMessage, 0, len(ids))}
+		for _, id := range ids {
+			out.Nodes = append(out.Nodes, c.nodes[id].raw)
+		}
+		c.body, _ = json.Marshal(out)
+		c.body = append(c.body, '\n')
+	}
+	body := c.body
 	c.mu.Unlock()
 	w.Header().Set("Content-Type", "application/json")
-	json.NewEncoder(w).Encode(out)
+	w.Header().Set("X-Xfer-Revision", rev)
+	w.Write(body)
 }
 
 func (c *Coordinator) delete(w http.ResponseWriter, r *http.Request) {
@@ -315,7 +429,9 @@ func (c *Coordinator) delete(w http.ResponseWriter, r *http.Request) {
 		httpError(w, http.StatusConflict, fmt.Errorf("node %q: the entry is another incarnation's", truncate(id)))
 		return
 	}
-	delete(c.nodes, id)
+	if ok {
+		c.removeLocked(id, rec)
+	}
 	c.mu.Unlock()
 	if !ok {
 		httpError(w, http.StatusNotFound, fmt.Errorf("node %q: %w", truncate(id), ErrNotFound))

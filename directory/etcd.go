@@ -104,12 +104,13 @@ func (d *etcdDir) Register(ctx context.Context, e Entry) (err error) {
 	}
 	d.mu.Unlock()
 	sent := time.Now() // the lease runs from a moment after this
-	lid, err := d.claim(ctx, e.NodeID, raw, 0)
+	lid, took, err := d.claim(ctx, e.NodeID, raw, 0)
 	if err != nil {
 		return err
 	}
 	kctx, stop := context.WithCancel(d.ctx)
 	l = &lease{id: lid, reg: reg{raw: raw, stop: stop, done: make(chan struct{}), st: newRegState(e.NodeID, sent)}}
+	l.st.tookOver(took)
 	d.mu.Lock()
 	if d.closed {
 		d.mu.Unlock()
@@ -143,16 +144,17 @@ func (d *etcdDir) update(ctx context.Context, id string, raw []byte, lid clientv
 // absent or bound to lease old (this client's lost lease, when etcd has
 // not expired it yet), or held by a process that is provably gone (this
 // node's previous run on this host, killed: see owner), whose lease it
-// revokes; else the ID is another node's and claim returns a *TakenError.
-func (d *etcdDir) claim(ctx context.Context, id string, raw []byte, old clientv3.LeaseID) (clientv3.LeaseID, error) {
+// revokes (took: the entry replaced a live one of this node's previous
+// run); else the ID is another node's and claim returns a *TakenError.
+func (d *etcdDir) claim(ctx context.Context, id string, raw []byte, old clientv3.LeaseID) (_ clientv3.LeaseID, took bool, _ error) {
 	g, err := d.cli.Grant(ctx, d.ttlSeconds())
 	if err != nil {
-		return 0, fmt.Errorf("directory: register node %s: lease: %w", id, err)
+		return 0, false, fmt.Errorf("directory: register node %s: lease: %w", id, err)
 	}
 	key := d.key(id)
-	fail := func(err error) (clientv3.LeaseID, error) {
+	fail := func(err error) (clientv3.LeaseID, bool, error) {
 		d.cli.Revoke(context.WithoutCancel(ctx), g.ID)
-		return 0, err
+		return 0, false, err
 	}
 	r, err := d.cli.Txn(ctx).If(clientv3.Compare(clientv3.CreateRevision(key), "=", 0)).
 		Then(clientv3.OpPut(key, string(raw), clientv3.WithLease(g.ID))).
@@ -161,7 +163,7 @@ func (d *etcdDir) claim(ctx context.Context, id string, raw []byte, old clientv3
 		return fail(fmt.Errorf("directory: register node %s: %w", id, err))
 	}
 	if r.Succeeded {
-		return g.ID, nil
+		return g.ID, false, nil
 	}
 	kvs := r.Responses[0].GetResponseRange().Kvs
 	if len(kvs) == 0 {
@@ -185,7 +187,7 @@ func (d *etcdDir) claim(ctx context.Context, id string, raw []byte, old clientv3
 			d.cli.Revoke(context.WithoutCancel(ctx), clientv3.LeaseID(prev.Lease))
 		}
 		d.o.Logger.Info("directory: took the node ID over from a process of this host that is gone, without waiting for its lease", "node", id, "pid", o.PID)
-		return g.ID, nil
+		return g.ID, true, nil
 	}
 	r, err = d.cli.Txn(ctx).If(clientv3.Compare(clientv3.LeaseValue(key), "=", old)).
 		Then(clientv3.OpPut(key, string(raw), clientv3.WithLease(g.ID))).Commit()
@@ -193,7 +195,7 @@ func (d *etcdDir) claim(ctx context.Context, id string, raw []byte, old clientv3
 		return fail(fmt.Errorf("directory: register node %s: the key changed under the registration (%v); try again", id, err))
 	}
 	d.cli.Revoke(context.WithoutCancel(ctx), old)
-	return g.ID, nil
+	return g.ID, false, nil
 }
 
 // keep keeps l's lease alive until ctx ends (Deregister, Close). When the
@@ -225,10 +227,11 @@ func (d *etcdDir) keep(ctx context.Context, id string, l *lease) {
 			d.mu.Unlock()
 			cctx, cancel := context.WithTimeout(ctx, d.o.DialTimeout)
 			sent := time.Now()
-			nid, err := d.claim(cctx, id, raw, lid)
+			nid, _, err := d.claim(cctx, id, raw, lid)
 			cancel()
 			if err == nil {
 				l.st.renewed(sent)
+				l.st.tookOver(false)
 				d.mu.Lock()
 				l.id = nid
 				d.mu.Unlock()

@@ -62,6 +62,29 @@ func syncedAfter(t *testing.T, ch <-chan Event, sync func() error, within time.D
 	}
 }
 
+// syncOrder checks, 20 times, that a change a made before a sync comes
+// before the sync's Synced.
+func syncOrder(t *testing.T, ctx context.Context, a Directory, ch <-chan Event, sync func() error) {
+	t.Helper()
+	for i := range 20 {
+		id := fmt.Sprint("n", i)
+		if err := a.Register(ctx, entry(id, "10.0.0.1:1")); err != nil {
+			t.Fatal(err)
+		}
+		if got := syncedAfter(t, ch, sync, 10*time.Second); got[id] != Join {
+			t.Fatalf("round %d: before the Synced: %v, want %s's join", i, got, id)
+		}
+		if i%2 == 1 {
+			if err := a.Deregister(ctx, id); err != nil {
+				t.Fatal(err)
+			}
+			if got := syncedAfter(t, ch, sync, 10*time.Second); got[id] != Leave {
+				t.Fatalf("round %d: before the Synced: %v, want %s's leave", i, got, id)
+			}
+		}
+	}
+}
+
 // Follow reports the list, a Synced for it, then every change committed
 // before a sync ahead of that sync's Synced; a watch that breaks resumes
 // without a Reset, and one whose revision was compacted meanwhile reports
@@ -85,27 +108,11 @@ func TestEtcdFollow(t *testing.T) {
 		t.Fatalf("second event %v at %v, want Synced after %v", ev.Kind, ev.At, before)
 	}
 
-	// Each change committed before a sync comes before its Synced.
-	for i := range 20 {
-		id := fmt.Sprint("n", i)
-		if err := a.Register(ctx, entry(id, "10.0.0.1:1")); err != nil {
-			t.Fatal(err)
-		}
-		if got := syncedAfter(t, ch, sync, 10*time.Second); got[id] != Join {
-			t.Fatalf("round %d: before the Synced: %v, want %s's join", i, got, id)
-		}
-		if i%2 == 1 {
-			if err := a.Deregister(ctx, id); err != nil {
-				t.Fatal(err)
-			}
-			if got := syncedAfter(t, ch, sync, 10*time.Second); got[id] != Leave {
-				t.Fatalf("round %d: before the Synced: %v, want %s's leave", i, got, id)
-			}
-		}
-	}
+	syncOrder(t, ctx, a, ch, sync)
 
 	// A broken stream resumes where it was: no Reset, no event lost.
 	px.cut()
+
 	if err := a.Register(ctx, entry("during", "10.0.0.1:1")); err != nil {
 		t.Fatal(err)
 	}

@@ -257,28 +257,21 @@ func (d *httpDir) Lookup(ctx context.Context, id string) (Entry, error) {
 const maxList = 64 << 20
 
 func (d *httpDir) List(ctx context.Context) ([]Entry, error) {
-	resp, err := d.do(ctx, http.MethodGet, "/nodes", nil)
-	if err != nil {
-		return nil, err
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		return nil, fmt.Errorf("directory: list: %w", errorBody(resp))
-	}
-	return decodeList(io.LimitReader(resp.Body, maxList), func(err error) {
-		d.o.Logger.Warn("directory: skipping a malformed entry", "err", err)
-	})
+	l, err := d.listAt(ctx, "", -1)
+	return l.entries, err
 }
 
 // decodeList decodes a coordinator's answer to GET /nodes: the entries
-// that check, in order; skip gets the error of each one that does not. An
-// answer that is not {"nodes": [...]} is an error matching ErrInvalid.
-func decodeList(r io.Reader, skip func(error)) ([]Entry, error) {
+// that check, in order, and the list's revision ("" from a coordinator
+// that has none); skip gets the error of each entry that does not check.
+// An answer that is not {"nodes": [...]} is an error matching ErrInvalid.
+func decodeList(r io.Reader, skip func(error)) ([]Entry, string, error) {
 	var out struct {
-		Nodes []json.RawMessage `json:"nodes"`
+		Revision string            `json:"revision"`
+		Nodes    []json.RawMessage `json:"nodes"`
 	}
 	if err := json.NewDecoder(r).Decode(&out); err != nil {
-		return nil, invalid("list: the coordinator's answer: %v", err)
+		return nil, "", invalid("list: the coordinator's answer: %v", err)
 	}
 	entries := make([]Entry, 0, len(out.Nodes))
 	for _, raw := range out.Nodes {
@@ -289,62 +282,7 @@ func decodeList(r io.Reader, skip func(error)) ([]Entry, error) {
 		}
 		entries = append(entries, e)
 	}
-	return entries, nil
-}
-
-// Watch polls the coordinator's list and reports the differences.
-func (d *httpDir) Watch(ctx context.Context) (<-chan Event, error) {
-	first, err := d.List(ctx)
-	if err != nil {
-		return nil, err
-	}
-	interval := min(max(d.o.TTL/4, 50*time.Millisecond), time.Second)
-	return d.watch(func(ch chan<- Event) {
-		seen := map[string]string{}
-		report := func(now []Entry) bool {
-			cur := make(map[string]string, len(now))
-			for _, e := range now {
-				raw, _ := json.Marshal(e)
-				cur[e.NodeID] = string(raw)
-				if seen[e.NodeID] != string(raw) {
-					if !send(ctx, d.ctx, ch, Event{Kind: Join, Entry: e}) {
-						return false
-					}
-				}
-			}
-			for id := range seen {
-				if _, ok := cur[id]; !ok {
-					if !send(ctx, d.ctx, ch, Event{Kind: Leave, Entry: Entry{NodeID: id}}) {
-						return false
-					}
-				}
-			}
-			seen = cur
-			return true
-		}
-		if !report(first) {
-			return
-		}
-		t := time.NewTicker(interval)
-		defer t.Stop()
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case <-d.ctx.Done():
-				return
-			case <-t.C:
-			}
-			now, err := d.List(ctx)
-			if err != nil {
-				d.o.Logger.Debug("directory: watch: list failed", "err", err)
-				continue
-			}
-			if !report(now) {
-				return
-			}
-		}
-	})
+	return entries, out.Revision, nil
 }
 
 // send delivers ev unless either context ends first.

@@ -56,7 +56,7 @@ func FuzzDecodeList(f *testing.F) {
 	f.Add([]byte(`[]`))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		skipped := 0
-		es, err := decodeList(bytes.NewReader(b), func(err error) {
+		es, _, err := decodeList(bytes.NewReader(b), func(err error) {
 			if !errors.Is(err, ErrInvalid) {
 				t.Fatalf("skipped for %v, which does not match ErrInvalid", err)
 			}

@@ -85,8 +85,14 @@ func TestEtcdRestartTakesOver(t *testing.T) {
 	if got, err := d.Lookup(ctx, "restarted"); err != nil || got.Addrs[0] != "10.0.0.2:1" {
 		t.Fatalf("lookup after the takeover: %+v, %v", got, err)
 	}
-	if r := registration(t, d, "restarted"); r.State != Registered {
-		t.Fatalf("registration after the takeover: %+v", r)
+	if r := registration(t, d, "restarted"); r.State != Registered || !r.TookOver {
+		t.Fatalf("registration after the takeover: %+v, want registered and TookOver", r)
+	}
+	if err := d.Register(ctx, entry("fresh", "10.0.0.2:2")); err != nil {
+		t.Fatal(err)
+	}
+	if r := registration(t, d, "fresh"); r.TookOver {
+		t.Fatalf("a registration of a free ID: %+v, want TookOver false", r)
 	}
 
 	// The new holder lives in this process: another client here is

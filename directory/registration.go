@@ -45,6 +45,12 @@ type Registration struct {
 	// LastError is the latest failure of a renewal or re-registration,
 	// while State is not Registered.
 	LastError string `json:"last_error,omitempty"`
+	// TookOver says that the first registration took the place of the
+	// entry of this node's previous run while that entry was still live
+	// (its process provably gone: docs/DIRECTORY.md, "One owner per node
+	// ID"), so the node ID was never missing from the directory. It is
+	// false after the entry was lost and registered again.
+	TookOver bool `json:"took_over,omitempty"`
 }
 
 // ErrTaken matches the error of a registration whose node ID a live node
@@ -109,6 +115,13 @@ func (s *regState) renewed(t time.Time) {
 	if t.After(s.r.Renewed) {
 		s.r.Renewed = t
 	}
+	s.mu.Unlock()
+}
+
+// tookOver records whether the entry took over a live one of this node.
+func (s *regState) tookOver(b bool) {
+	s.mu.Lock()
+	s.r.TookOver = b
 	s.mu.Unlock()
 }
 

@@ -52,8 +52,26 @@ func clusterServer(spec string) error {
 	if err := s.Advertise(ctx, lis.Addr().String()); err != nil {
 		return err
 	}
+	if path := os.Getenv(fenceFileEnv); path != "" {
+		go reportFence(s, path)
+	}
 	fmt.Println("ready")
 	return s.Serve(ctx, lis)
+}
+
+// fenceFileEnv names a file where a server process started by a test
+// writes its fence's continuity breaks, every 100 ms (reportFence).
+const fenceFileEnv = "XFER_KV_FENCE_FILE"
+
+// reportFence writes s's fence's breaks to path, as a decimal number,
+// every 100 ms, until the process ends.
+func reportFence(s *Server, path string) {
+	for range time.Tick(100 * time.Millisecond) {
+		if f := s.fence.Load(); f != nil {
+			os.WriteFile(path+".tmp", []byte(fmt.Sprint(f.breaks.Load())), 0o600)
+			os.Rename(path+".tmp", path)
+		}
+	}
 }
 
 // startClusterServer runs a KV server in a process of its own, registered

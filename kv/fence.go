@@ -286,6 +286,12 @@ func (f *fence) confirm(at time.Time, members map[string]bool, reset bool) bool 
 		f.st.clear()
 		f.joins = nil
 		f.readyAt = end.Add(2 * f.fresh)
+		if !f.started && reg.TookOver {
+			// A restart that took its ID over from its previous run while
+			// that entry was live: the ID never left the directory, so no
+			// other server took its keys, and none can be answering them.
+			f.readyAt = end
+		}
 		f.rereg = reg.Reregistrations
 		f.started = true
 	}
