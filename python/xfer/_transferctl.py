@@ -51,7 +51,7 @@ class PeerError(Fail):
 class Refused(Fail):
     """A connection dropped before it finished its handshake; reason is
     one of Go's (transferctl.ServeConfig.Refused): no_proof, bad_proof,
-    malformed, timeout or evicted."""
+    malformed, timeout, evicted or busy."""
 
     def __init__(self, msg, reason="no_proof"):
         super().__init__(msg)
@@ -232,6 +232,9 @@ class Conn:
 # in their handshake at once, and those of them from one source address.
 DEFAULT_MAX_PENDING = 64
 DEFAULT_MAX_PENDING_PER_SOURCE = 8
+# MAX_GRACE bounds how long serve keeps a pending connection safe from
+# eviction.
+MAX_GRACE = 0.5
 
 # How long connect waits before it dials again a producer that dropped its
 # connection.
@@ -384,6 +387,7 @@ class _Ticket:
 
     def __init__(self, sock, source, deadline):
         self.sock, self.source, self.deadline = sock, source, deadline
+        self.since = time.monotonic()
         self.dropped = None  # why the gate dropped it: "evicted", "timeout" or "over"
         self.left = False
 
@@ -392,14 +396,18 @@ class _Gate:
     """The connections in their handshake (Go's internal/admit, with each
     connection's handshake deadline): at most max at once, and per_source
     from one source address; beyond either, the oldest (of the source) is
-    evicted for the new one. Dropping a connection shuts its socket down,
-    which ends its owner's blocked reads at once; the owner leaves the gate
-    before it closes the socket, so the gate never touches a closed one."""
+    evicted for the new one, unless it is younger than grace seconds: then
+    the new one is refused instead (admit returns None), so that a flood
+    of strays cannot evict the consumer between hello and ready. Dropping
+    a connection shuts its socket down, which ends its owner's blocked
+    reads at once; the owner leaves the gate before it closes the socket,
+    so the gate never touches a closed one."""
 
-    def __init__(self, max_pending, per_source):
+    def __init__(self, max_pending, per_source, grace=0.0):
         self.max = max_pending if max_pending > 0 else DEFAULT_MAX_PENDING
         per_source = per_source if per_source > 0 else DEFAULT_MAX_PENDING_PER_SOURCE
         self.per_source = min(per_source, self.max)
+        self.grace = grace
         self.mu = threading.Lock()
         self.pending = []  # oldest first
         self.by_source = {}
@@ -427,6 +435,8 @@ class _Gate:
                 victim = next(p for p in self.pending if p.source == source)
             elif len(self.pending) >= self.max:
                 victim = self.pending[0]
+            if victim is not None and t.since - victim.since < self.grace:
+                return None  # busy: every connection it could evict is in its grace
             if victim is not None:
                 self._drop_locked(victim, "evicted")
             self.pending.append(t)
@@ -485,7 +495,9 @@ def serve(host, port, timeout, secret, say, hello, auth_timeout=DEFAULT_AUTH_TIM
     hs_timeout = min(auth_timeout if auth_timeout > 0 else DEFAULT_AUTH_TIMEOUT, timeout)
     ls = socket.create_server((host, port), reuse_port=False)
     deadline = time.monotonic() + timeout
-    gate = _Gate(max_pending, max_pending_per_source)
+    # A pending connection's grace: a quarter of the handshake's bound, at
+    # most MAX_GRACE (Go's transferctl does the same).
+    gate = _Gate(max_pending, max_pending_per_source, min(hs_timeout / 4, MAX_GRACE))
     mu = threading.Lock()
     state = {"last": None, "dropped": 0}
     won = queue.Queue(1)  # (Conn, ready) or the consumer's PeerError
@@ -579,6 +591,16 @@ def serve(host, port, timeout, secret, say, hello, auth_timeout=DEFAULT_AUTH_TIM
             except socket.timeout:
                 continue
             t = gate.admit(sock, addr[0], time.monotonic() + hs_timeout)
+            if t is None:
+                sock.close()
+                err = Refused("control channel: every connection in its handshake is in its grace: refused a "
+                              "newer one", "busy")
+                with mu:
+                    state["last"] = err
+                    state["dropped"] += 1
+                if refused is not None:
+                    refused(f"{addr[0]}:{addr[1]}", "busy", err)
+                continue
             threading.Thread(target=handshake, args=(sock, f"{addr[0]}:{addr[1]}", t), daemon=True).start()
     finally:
         with mu:
