@@ -57,7 +57,16 @@ type ClusterOptions struct {
 	// joining, leaving or rejoining); before each retry the cluster lists
 	// the directory again. Default: DefaultPlacementWait.
 	PlacementWait time.Duration
+	// IdleClose closes the connection to a server that no operation used
+	// for this long (its gRPC connection, data-plane peer and message
+	// buffers); the next operation on that server connects again. A client
+	// of many servers then holds only those it talks to. Negative: never.
+	// Default: DefaultIdleClose.
+	IdleClose time.Duration
 }
+
+// DefaultIdleClose is ClusterOptions.IdleClose's default.
+const DefaultIdleClose = 5 * time.Minute
 
 // DefaultPlacementWait is ClusterOptions.PlacementWait's default: longer
 // than a rejoining server's delay before it takes writes (twice the
@@ -94,6 +103,7 @@ type Cluster struct {
 	snap    atomic.Pointer[view]
 	closed  atomic.Bool
 	lists   singleflight.Group // resync's lists
+	idle    atomic.Uint64      // connections closed for being idle
 
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -117,6 +127,7 @@ type member struct {
 	gone bool    // removed from the cluster; cl is closed
 
 	downUntil atomic.Int64 // unix nanoseconds
+	lastUse   atomic.Int64 // when an operation last took cl: unix nanoseconds
 }
 
 // DialCluster opens the directory at opts.Directory, lists the KV servers
@@ -127,6 +138,9 @@ func DialCluster(ctx context.Context, opts ClusterOptions) (*Cluster, error) {
 	}
 	if opts.DownFor <= 0 {
 		opts.DownFor = DefaultDownFor
+	}
+	if opts.IdleClose == 0 {
+		opts.IdleClose = DefaultIdleClose
 	}
 	if opts.PlacementWait <= 0 {
 		opts.PlacementWait = DefaultPlacementWait
@@ -179,6 +193,9 @@ func DialCluster(ctx context.Context, opts ClusterOptions) (*Cluster, error) {
 		return nil, fmt.Errorf("kv: cluster: watch %s: %w", opts.Directory, err)
 	}
 	c.wg.Go(func() { c.watch(ch) })
+	if c.opts.IdleClose > 0 {
+		c.wg.Go(c.reap)
+	}
 	return c, nil
 }
 
@@ -327,6 +344,7 @@ func (m *member) client(ctx context.Context, opts ClientOptions) (*Client, error
 	if m.gone {
 		return nil, fmt.Errorf("kv: server %s left: %w", m.id, ErrUnavailable)
 	}
+	m.lastUse.Store(time.Now().UnixNano())
 	if m.cl != nil {
 		return m.cl, nil
 	}
@@ -338,6 +356,46 @@ func (m *member) client(ctx context.Context, opts ClientOptions) (*Client, error
 	m.cl = cl
 	return cl, nil
 }
+
+// closeIdle closes m's client if no operation took it since cutoff (unix
+// nanoseconds), and reports whether it did.
+func (m *member) closeIdle(cutoff int64) bool {
+	m.mu.Lock()
+	cl := m.cl
+	if cl == nil || m.lastUse.Load() > cutoff {
+		m.mu.Unlock()
+		return false
+	}
+	m.cl = nil
+	m.mu.Unlock()
+	cl.Close()
+	return true
+}
+
+// reap closes the connections that went unused for IdleClose, until the
+// cluster closes.
+func (c *Cluster) reap() {
+	t := time.NewTicker(max(c.opts.IdleClose/4, 10*time.Millisecond))
+	defer t.Stop()
+	for {
+		select {
+		case <-c.ctx.Done():
+			return
+		case <-t.C:
+		}
+		cutoff := time.Now().Add(-c.opts.IdleClose).UnixNano()
+		for _, m := range c.snap.Load().ms {
+			if m.closeIdle(cutoff) {
+				c.idle.Add(1)
+				c.log.Debug("kv: cluster: closed an idle connection", "node", m.id, "idle", c.opts.IdleClose)
+			}
+		}
+	}
+}
+
+// IdleClosed is the number of connections to servers closed for being
+// unused for ClusterOptions.IdleClose.
+func (c *Cluster) IdleClosed() uint64 { return c.idle.Load() }
 
 // pick returns key's first server in placement order among the live ones
 // not in tried, or nil.

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/xferio/xfer/directory"
 	"github.com/xferio/xfer/kv/internal/placement"
 	"github.com/xferio/xfer/mem"
 )
@@ -210,4 +211,100 @@ func TestStoreScan(t *testing.T) {
 	if keys, _ := st.counts(); keys != len(st.all) {
 		t.Fatalf("%d keys, %d in the scan's list", keys, len(st.all))
 	}
+}
+
+// regDir is a directory whose only use here is this server's registration
+// (the fence reads it at each confirmation); the fence's events come from
+// a channel the test feeds, so the test plays the directory's Follow.
+type regDir struct {
+	directory.Directory
+	reg directory.Registration
+}
+
+func (d *regDir) Registrations() []directory.Registration { return []directory.Registration{d.reg} }
+
+// TestFenceFollow: a fence that follows the directory serves once a
+// Synced confirms a view with itself in it; it keeps its values across
+// confirmations, applies a join between them, drops every value at a
+// Synced after a Reset or after a gap longer than fresh, and takes writes
+// at once after a restart that took its ID over.
+func TestFenceFollow(t *testing.T) {
+	f, st := testFenceStore(t)
+	f.started, f.ring, f.selfIdx, f.lastGood = false, nil, -1, time.Time{}
+	d := &regDir{reg: directory.Registration{NodeID: "kv-1", State: directory.Registered, Renewed: time.Now(), TookOver: true}}
+	f.dir = d
+	ch := make(chan directory.Event)
+	syncs := make(chan struct{}, 100)
+	done := make(chan struct{})
+	go func() {
+		f.follow(ch, func() error { syncs <- struct{}{}; return nil })
+		close(done)
+	}()
+	join := func(id string) {
+		ch <- directory.Event{Kind: directory.Join, Entry: directory.Entry{NodeID: id, Services: map[string]string{ServiceName: "127.0.0.1:1"}}}
+	}
+	synced := func(at time.Time) {
+		d.reg.Renewed = time.Now()
+		ch <- directory.Event{Kind: directory.Synced, At: at}
+		ch <- directory.Event{Kind: directory.Leave, Entry: directory.Entry{NodeID: "nobody"}} // a no-op: the Synced was applied
+	}
+	serving := func() bool {
+		f.mu.RLock()
+		defer f.mu.RUnlock()
+		return f.servingLocked(time.Now())
+	}
+	join("kv-1")
+	if serving() {
+		t.Fatal("serving before any Synced")
+	}
+	synced(time.Now())
+	if !serving() {
+		t.Fatal("not serving after a Synced of a view with itself in it")
+	}
+	// The first confirmation dropped what the store held (a new view);
+	// from now on values stay.
+	b, _, err := st.reserve(context.Background(), 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	copy(b.Bytes(), "new")
+	st.commit([]byte("k"), b, 3, putMeta{reps: 1})
+	if _, err := f.admit([]byte("k"), 1); err != nil {
+		t.Fatalf("a restart that took its ID over refuses writes: %v", err)
+	}
+	synced(time.Now())
+	if sl, _ := f.acquire(st, []byte("k")); sl == nil {
+		t.Fatal("a confirmation without a break dropped the value")
+	} else {
+		st.release(sl)
+	}
+	// A join between confirmations applies at once.
+	join("kv-2")
+	ch <- directory.Event{Kind: directory.Leave, Entry: directory.Entry{NodeID: "nobody"}}
+	f.mu.RLock()
+	ids := f.ring.IDs()
+	f.mu.RUnlock()
+	if fmt.Sprint(ids) != "[kv-1 kv-2]" {
+		t.Fatalf("view after a join: %v, want [kv-1 kv-2]", ids)
+	}
+	// A Reset: the next Synced breaks continuity.
+	breaks := f.breaks.Load()
+	ch <- directory.Event{Kind: directory.Reset}
+	synced(time.Now())
+	if f.breaks.Load() != breaks+1 {
+		t.Fatalf("breaks after a Reset: %d, want %d", f.breaks.Load(), breaks+1)
+	}
+	// A gap longer than fresh between confirmations breaks it too.
+	synced(time.Now().Add(2 * f.fresh))
+	if f.breaks.Load() != breaks+2 {
+		t.Fatalf("breaks after a gap: %d, want %d", f.breaks.Load(), breaks+2)
+	}
+	f.mu.RLock()
+	ready := f.readyAt
+	f.mu.RUnlock()
+	if time.Until(ready) < f.fresh {
+		t.Fatalf("after a break, writes are taken in %v, want 2 × fresh", time.Until(ready))
+	}
+	close(ch)
+	<-done
 }
