@@ -5,9 +5,6 @@ import (
 	"fmt"
 	"testing"
 	"time"
-
-	clientv3 "go.etcd.io/etcd/client/v3"
-	"go.uber.org/zap"
 )
 
 // follow opens a Follow of d and returns its channel and sync.
@@ -122,26 +119,7 @@ func TestEtcdFollow(t *testing.T) {
 	}
 
 	// A compacted revision: a Reset, the difference, a Synced.
-	px.cut()
-	if err := a.Deregister(ctx, "first"); err != nil {
-		t.Fatal(err)
-	}
-	if err := a.Register(ctx, entry("comes", "10.0.0.2:1")); err != nil {
-		t.Fatal(err)
-	}
-	cli, err := clientv3.New(clientv3.Config{Endpoints: []string{host}, DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cli.Close()
-	r, err := cli.Get(ctx, "/fw/nodes/", clientv3.WithPrefix(), clientv3.WithCountOnly())
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := cli.Compact(ctx, r.Header.Revision); err != nil {
-		t.Fatal(err)
-	}
-	px.restore()
+	churnWhileCut(t, ctx, host, px, a, "/fw", "first")
 	got := syncedAfter(t, ch, sync, 30*time.Second)
 	if got["(reset)"] != Reset || got["first"] != Leave || got["comes"] != Join {
 		t.Fatalf("after a compaction: %v, want a reset, first's leave and comes' join", got)

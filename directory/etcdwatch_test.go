@@ -155,26 +155,7 @@ func TestEtcdWatchAfterCompaction(t *testing.T) {
 		t.Fatalf("first events: joins of %v, want stays and goes", joined)
 	}
 
-	px.cut()
-	if err := a.Deregister(ctx, "goes"); err != nil {
-		t.Fatal(err)
-	}
-	if err := a.Register(ctx, entry("comes", "10.0.0.2:1")); err != nil {
-		t.Fatal(err)
-	}
-	cli, err := clientv3.New(clientv3.Config{Endpoints: []string{host}, DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cli.Close()
-	r, err := cli.Get(ctx, "/wc/nodes/", clientv3.WithPrefix(), clientv3.WithCountOnly())
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := cli.Compact(ctx, r.Header.Revision); err != nil {
-		t.Fatal(err)
-	}
-	px.restore()
+	churnWhileCut(t, ctx, host, px, a, "/wc", "goes")
 
 	// The watch resumes from a compacted revision: etcd ends it, and the
 	// watcher lists again.
@@ -196,4 +177,32 @@ func TestEtcdWatchAfterCompaction(t *testing.T) {
 	wcancel()
 	for range ch {
 	}
+}
+
+// churnWhileCut cuts px, then, on the etcd at host, removes node leaver
+// from a (a directory at prefix), registers node "comes" and compacts the
+// history, so that a watch through px cannot resume where it was; then it
+// restores px.
+func churnWhileCut(t *testing.T, ctx context.Context, host string, px *cutProxy, a Directory, prefix, leaver string) {
+	t.Helper()
+	px.cut()
+	if err := a.Deregister(ctx, leaver); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.Register(ctx, entry("comes", "10.0.0.2:1")); err != nil {
+		t.Fatal(err)
+	}
+	cli, err := clientv3.New(clientv3.Config{Endpoints: []string{host}, DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cli.Close()
+	r, err := cli.Get(ctx, prefix+"/nodes/", clientv3.WithPrefix(), clientv3.WithCountOnly())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cli.Compact(ctx, r.Header.Revision); err != nil {
+		t.Fatal(err)
+	}
+	px.restore()
 }

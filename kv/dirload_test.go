@@ -56,27 +56,10 @@ func TestClusterDirectoryLoad(t *testing.T) {
 	host := etcdtest.Start(t)
 	dir := "etcd://" + host + "/load"
 	const n = 16
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
 	var servers []*Server
 	for i := range n {
-		cfg := xfer.Config{Listen: "127.0.0.1:0", Transport: xfer.PolicyTCP, MemoryMB: 8,
-			Directory: dir, NodeID: fmt.Sprint("kv-", i), DirectoryTTL: 10 * time.Second}
-		s, err := NewServer(ctx, ServerOptions{Engine: cfg})
-		if err != nil {
-			t.Fatal(err)
-		}
-		lis, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := s.Advertise(ctx, lis.Addr().String()); err != nil {
-			t.Fatal(err)
-		}
-		done := make(chan struct{})
-		go func() { s.Serve(ctx, lis); close(done) }()
-		t.Cleanup(func() { cancel(); <-done; s.Close() })
-		servers = append(servers, s)
+		servers = append(servers, serveInProcess(t, xfer.Config{Listen: "127.0.0.1:0", Transport: xfer.PolicyTCP, MemoryMB: 8,
+			Directory: dir, NodeID: fmt.Sprint("kv-", i), DirectoryTTL: 10 * time.Second}))
 	}
 	time.Sleep(3 * time.Second) // past the joins
 	const window = 10 * time.Second
@@ -98,4 +81,29 @@ func TestClusterDirectoryLoad(t *testing.T) {
 			t.Errorf("server kv-%d is not serving: its view is not confirmed", i)
 		}
 	}
+}
+
+// serveInProcess starts a KV server of engine cfg in this process, serving
+// and advertised on a loopback port until the test ends.
+func serveInProcess(t *testing.T, cfg xfer.Config) *Server {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	s, err := NewServer(ctx, ServerOptions{Engine: cfg})
+	if err != nil {
+		cancel()
+		t.Fatal(err)
+	}
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err == nil {
+		err = s.Advertise(ctx, lis.Addr().String())
+	}
+	if err != nil {
+		cancel()
+		s.Close()
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	go func() { s.Serve(ctx, lis); close(done) }()
+	t.Cleanup(func() { cancel(); <-done; s.Close() })
+	return s
 }

@@ -2,7 +2,6 @@ package kv
 
 import (
 	"context"
-	"net"
 	"net/http/httptest"
 	"testing"
 	"time"
@@ -18,23 +17,8 @@ func TestClusterIdleClose(t *testing.T) {
 	defer coord.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	s, err := NewServer(ctx, ServerOptions{Engine: xfer.Config{Listen: "127.0.0.1:0", Transport: xfer.PolicyTCP, MemoryMB: 8,
-		Directory: coord.URL, NodeID: "kv-idle", DirectoryTTL: 2 * time.Second}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := s.Advertise(ctx, lis.Addr().String()); err != nil {
-		t.Fatal(err)
-	}
-	sctx, scancel := context.WithCancel(ctx)
-	served := make(chan struct{})
-	go func() { s.Serve(sctx, lis); close(served) }()
-	defer func() { scancel(); <-served; s.Close() }()
-
+	serveInProcess(t, xfer.Config{Listen: "127.0.0.1:0", Transport: xfer.PolicyTCP, MemoryMB: 8,
+		Directory: coord.URL, NodeID: "kv-idle", DirectoryTTL: 2 * time.Second})
 	c, err := DialCluster(ctx, ClusterOptions{Directory: coord.URL, IdleClose: time.Second,
 		Client: ClientOptions{EngineConfig: xfer.Config{Transport: xfer.PolicyTCP, MemoryMB: 8}}})
 	if err != nil {
