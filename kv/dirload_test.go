@@ -73,12 +73,21 @@ func TestClusterDirectoryLoad(t *testing.T) {
 		t.Errorf("%.2f range requests per server per second: the servers list the directory, want at most 0.2", ranges)
 	}
 	for i, s := range servers {
-		f := s.fence.Load()
-		f.mu.RLock()
-		ok := f.servingLocked(time.Now())
-		f.mu.RUnlock()
-		if !ok {
-			t.Errorf("server kv-%d is not serving: its view is not confirmed", i)
+		// What its metrics say: serving, and it never dropped its values.
+		reg := prometheus.NewRegistry()
+		reg.MustRegister(newServerMetrics(s))
+		mfs, err := reg.Gather()
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := map[string]float64{}
+		for _, mf := range mfs {
+			for _, m := range mf.GetMetric() {
+				got[mf.GetName()] = m.GetGauge().GetValue() + m.GetCounter().GetValue()
+			}
+		}
+		if got["xfer_kv_fence_serving"] != 1 || got["xfer_kv_fence_breaks_total"] != 0 {
+			t.Errorf("server kv-%d: fence serving %v, breaks %v; want 1 and 0", i, got["xfer_kv_fence_serving"], got["xfer_kv_fence_breaks_total"])
 		}
 	}
 }

@@ -20,6 +20,8 @@ type serverMetrics struct {
 	// the disk tier's, collected only with one
 	tierBytes, tierHits, diskCapacity, promotions, demotions, queue *prometheus.Desc
 	diskEvictions, ioErrors, corrupt, dropped                       *prometheus.Desc
+	// the fence's, collected only in a cluster
+	serving, breaks, moved *prometheus.Desc
 }
 
 func newServerMetrics(s *Server) *serverMetrics {
@@ -54,6 +56,10 @@ func newServerMetrics(s *Server) *serverMetrics {
 		ioErrors:      d("xfer_kv_disk_io_errors_total", "Reads and writes of the disk tier that failed, by op.", "op"),
 		corrupt:       d("xfer_kv_disk_corrupt_records_total", "Records of the disk tier found torn or corrupt, at start-up or when read; never served."),
 		dropped:       d("xfer_kv_disk_dropped_total", "Values dropped instead of kept on disk, by reason: too_large (larger than the tier), write_error, read (a read that failed or found it corrupt).", "reason"),
+
+		serving: d("xfer_kv_fence_serving", "1 while this server of a cluster answers: its view of the directory is confirmed as of less than fresh ago and its lease is live; else 0."),
+		breaks:  d("xfer_kv_fence_breaks_total", "Times this server of a cluster lost continuity with the directory (paused, cut off, its entry lost, its watch reset) and dropped every value."),
+		moved:   d("xfer_kv_fence_moved_dropped_total", "Values this server of a cluster dropped because a server that joined took their keys."),
 	}
 }
 
@@ -61,7 +67,8 @@ func newServerMetrics(s *Server) *serverMetrics {
 func (m *serverMetrics) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{m.gets, m.puts, m.deletes, m.hits, m.misses, m.evictions, m.rejected, m.aborted,
 		m.keys, m.stored, m.capacity, m.used, m.frag, m.requests, m.valueBytes,
-		m.tierBytes, m.tierHits, m.diskCapacity, m.promotions, m.demotions, m.queue, m.diskEvictions, m.ioErrors, m.corrupt, m.dropped} {
+		m.tierBytes, m.tierHits, m.diskCapacity, m.promotions, m.demotions, m.queue, m.diskEvictions, m.ioErrors, m.corrupt, m.dropped,
+		m.serving, m.breaks, m.moved} {
 		ch <- d
 	}
 }
@@ -108,6 +115,14 @@ func (m *serverMetrics) Collect(ch chan<- prometheus.Metric) {
 		c(m.dropped, d.DroppedTooLarge, "too_large")
 		c(m.dropped, d.DroppedWriteError, "write_error")
 		c(m.dropped, d.DroppedRead, "read")
+	}
+	if f := m.s.fence.Load(); f != nil {
+		f.mu.RLock()
+		serving := f.servingLocked(time.Now())
+		f.mu.RUnlock()
+		g(m.serving, map[bool]float64{false: 0, true: 1}[serving])
+		c(m.breaks, f.breaks.Load())
+		c(m.moved, f.dropped.Load())
 	}
 }
 
