@@ -80,6 +80,10 @@ type ClientOptions struct {
 	// opens its own unless EngineConfig.Metrics names another registerer.
 	// Close unregisters them. Default: nil, no metrics.
 	Metrics prometheus.Registerer
+
+	// msgs, when set, are request buffers the client shares with others
+	// (a Cluster's clients share one set) and does not close.
+	msgs *msgBufs
 }
 
 // DefaultDialTimeout is how long Dial waits for an unreachable server when
@@ -111,6 +115,10 @@ type Client struct {
 	noWait bool
 
 	msgs    *msgBufs // request messages (RequestsData)
+	// msgShare bounds how many of shared msgs (ClientOptions.msgs) this
+	// client holds at once, so that a server that does not answer cannot
+	// take them all; nil when msgs are the client's own.
+	msgShare chan struct{}
 	log     *slog.Logger
 	poolCap uint64 // capacity of the engine's buffer pool
 
@@ -226,7 +234,7 @@ func (c *Client) Close() error {
 		c.sess = nil
 	}
 	c.mu.Unlock()
-	if c.msgs != nil {
+	if c.msgs != nil && c.msgShare == nil {
 		c.msgs.close()
 	}
 	if cerr := c.closeEngine(); err == nil {

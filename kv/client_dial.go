@@ -106,16 +106,10 @@ func Dial(ctx context.Context, addr string, opts ClientOptions) (*Client, error)
 	}
 	c.rpc = kvpb.NewKVClient(c.conn)
 	if opts.Requests == RequestsData {
-		// Messages as large as the engine allows (max_message), up to 1 MiB:
-		// that bounds the inline values this client accepts.
-		size := min(c.e.Config().MaxMessage, 1<<20)
-		if size < msgSize(DefaultMaxKey, 0) {
-			c.conn.Close()
-			c.closeEngine()
-			c.metrics.unregister(opts.Metrics)
-			return nil, fmt.Errorf("kv: the engine's max_message (%d) is below the %d bytes a request needs", size, msgSize(DefaultMaxKey, 0))
-		}
-		if c.msgs, err = newMsgBufs(c.e, clientMsgBufs, size); err != nil {
+		if opts.msgs != nil {
+			// A Cluster's: this client takes at most clientMsgBufs of them.
+			c.msgs, c.msgShare = opts.msgs, make(chan struct{}, clientMsgBufs)
+		} else if c.msgs, err = newRequestBufs(c.e, clientMsgBufs); err != nil {
 			c.conn.Close()
 			c.closeEngine()
 			c.metrics.unregister(opts.Metrics)

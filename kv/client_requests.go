@@ -287,14 +287,39 @@ func (c *Client) callWith(ctx context.Context, sess *session, pc *pendingCall, e
 	}
 }
 
+// getMsg takes a request buffer: one of the client's own, or of the
+// shared ones within its share.
+func (c *Client) getMsg(ctx context.Context) ([]byte, error) {
+	if c.msgShare != nil {
+		select {
+		case c.msgShare <- struct{}{}:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
+	b, err := c.msgs.get(ctx)
+	if err != nil && c.msgShare != nil {
+		<-c.msgShare
+	}
+	return b, err
+}
+
+// putMsg gives back a buffer getMsg took.
+func (c *Client) putMsg(b []byte) {
+	c.msgs.put(b)
+	if c.msgShare != nil {
+		<-c.msgShare
+	}
+}
+
 // sendBuffered sends the request enc encodes from one of the client's
 // message buffers.
 func (c *Client) sendBuffered(ctx context.Context, sess *session, enc func(b []byte, id uint64) []byte, id uint64) error {
-	b, err := c.msgs.get(ctx)
+	b, err := c.getMsg(ctx)
 	if err != nil {
 		return err
 	}
-	defer c.msgs.put(b)
+	defer c.putMsg(b)
 	out := enc(b[:0], id)
 	if out == nil || cap(out) != cap(b) {
 		return fmt.Errorf("kv: request of %d bytes does not fit a message of %d", len(out), cap(b))

@@ -65,6 +65,11 @@ type ClusterOptions struct {
 	IdleClose time.Duration
 }
 
+// clusterMsgBufs is how many request buffers a Cluster's clients share:
+// as many data-plane requests in flight at once, at most clientMsgBufs of
+// them to one server.
+const clusterMsgBufs = 4 * clientMsgBufs
+
 // DefaultIdleClose is ClusterOptions.IdleClose's default.
 const DefaultIdleClose = 5 * time.Minute
 
@@ -104,6 +109,7 @@ type Cluster struct {
 	closed  atomic.Bool
 	lists   singleflight.Group // resync's lists
 	idle    atomic.Uint64      // connections closed for being idle
+	msgs    *msgBufs           // the request buffers its clients share
 
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -176,6 +182,18 @@ func DialCluster(ctx context.Context, opts ClusterOptions) (*Cluster, error) {
 	}
 	c.opts.Client.Engine = c.e
 	c.opts.Client.FailFast = true
+	if c.opts.Client.Requests == "" || c.opts.Client.Requests == RequestsData {
+		// One set of request buffers for every server's client, not one
+		// each: a client of many servers holds clusterMsgBufs of them.
+		if c.msgs, err = newRequestBufs(c.e, clusterMsgBufs); err != nil {
+			c.dir.Close()
+			if c.ownsEng {
+				c.e.Close()
+			}
+			return nil, err
+		}
+		c.opts.Client.msgs = c.msgs
+	}
 	c.ctx, c.cancel = context.WithCancel(context.Background())
 	c.publish()
 	ents, err := c.dir.List(ctx)
@@ -738,6 +756,9 @@ func (c *Cluster) Close() error {
 	c.publish()
 	for _, m := range ms {
 		m.close()
+	}
+	if c.msgs != nil {
+		c.msgs.close()
 	}
 	err := c.dir.Close()
 	if c.ownsEng {
