@@ -10,8 +10,9 @@ import (
 	"github.com/xferio/xfer/directory"
 )
 
-// A Cluster closes the connection to a server no operation used for
-// IdleClose, counts it, and connects again at the next operation.
+// A Cluster's clients share its request buffers; it closes the connection
+// to a server no operation used for IdleClose, counts it, and connects
+// again at the next operation.
 func TestClusterIdleClose(t *testing.T) {
 	coord := httptest.NewServer(directory.NewCoordinator(directory.CoordinatorOptions{}))
 	defer coord.Close()
@@ -51,6 +52,11 @@ func TestClusterIdleClose(t *testing.T) {
 	if !connected() {
 		t.Fatal("not connected after a put")
 	}
+	// Its request buffers are the cluster's, shared by every server's
+	// client, with a share of its own.
+	if m := c.snap.Load().ms[0]; m.cl.msgs != c.msgs || cap(m.cl.msgShare) != clientMsgBufs {
+		t.Fatalf("the client's request buffers: %p (share %d), want the cluster's %p (share %d)", m.cl.msgs, cap(m.cl.msgShare), c.msgs, clientMsgBufs)
+	}
 	// Busy: used every 100 ms, it stays.
 	for range 8 {
 		if _, err := c.Get(ctx, "k"); err != nil {
@@ -68,4 +74,43 @@ func TestClusterIdleClose(t *testing.T) {
 	if !connected() {
 		t.Fatal("the get did not connect again")
 	}
+}
+
+// A client of shared request buffers holds at most its share of them, so
+// that a server that does not answer cannot take the others' too.
+func TestSharedRequestBufs(t *testing.T) {
+	m := &msgBufs{free: make(chan []byte, 4), size: 8}
+	for range 4 {
+		m.free <- make([]byte, 8)
+	}
+	a := &Client{msgs: m, msgShare: make(chan struct{}, 2)}
+	b := &Client{msgs: m, msgShare: make(chan struct{}, 2)}
+	ctx := context.Background()
+	var held [][]byte
+	for range 2 {
+		buf, err := a.getMsg(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		held = append(held, buf)
+	}
+	short, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
+	defer cancel()
+	if _, err := a.getMsg(short); err == nil {
+		t.Fatal("a client took more than its share")
+	}
+	for range 2 { // the other client's share is untouched
+		buf, err := b.getMsg(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer b.putMsg(buf)
+	}
+	a.putMsg(held[0])
+	if buf, err := a.getMsg(ctx); err != nil {
+		t.Fatalf("after giving one back: %v", err)
+	} else {
+		a.putMsg(buf)
+	}
+	a.putMsg(held[1])
 }
