@@ -3,6 +3,7 @@ package xfer_test
 import (
 	"context"
 	"encoding/json"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"regexp"
@@ -15,6 +16,7 @@ import (
 	"github.com/prometheus/prometheus/promql/parser"
 
 	"github.com/xferio/xfer"
+	"github.com/xferio/xfer/directory"
 	"github.com/xferio/xfer/internal/testutil"
 	"github.com/xferio/xfer/kv"
 )
@@ -43,12 +45,19 @@ func exportedNames(t *testing.T) map[string]bool {
 		t.Fatal("a write with a wrong key succeeded") // xfer_op_errors_total exists once one failed
 	}
 	kreg := prometheus.NewRegistry()
-	s, err := kv.NewServer(ctx, kv.ServerOptions{Engine: xfer.Config{Transport: xfer.PolicyTCP, Listen: "127.0.0.1:0", MemoryMB: 4}, Metrics: kreg,
-		DiskDir: t.TempDir(), DiskSize: 2 << 20}) // the disk tier's metrics too
+	// A server of a cluster (the fence's metrics), with a disk tier (the
+	// disk tier's).
+	coord := httptest.NewServer(directory.NewCoordinator(directory.CoordinatorOptions{}))
+	defer coord.Close()
+	s, err := kv.NewServer(ctx, kv.ServerOptions{Engine: xfer.Config{Transport: xfer.PolicyTCP, Listen: "127.0.0.1:0", MemoryMB: 4,
+		Directory: coord.URL, NodeID: "deploy-kv"}, Metrics: kreg, DiskDir: t.TempDir(), DiskSize: 2 << 20})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer s.Close()
+	if err := s.Advertise(ctx, "127.0.0.1:1"); err != nil {
+		t.Fatal(err)
+	}
 	names := map[string]bool{}
 	for _, g := range []prometheus.Gatherer{reg, kreg} {
 		mfs, err := g.Gather()
