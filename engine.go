@@ -15,6 +15,7 @@ import (
 	"github.com/xferio/xfer/internal/admit"
 	"github.com/xferio/xfer/internal/auth"
 	"github.com/xferio/xfer/internal/metrics"
+	"github.com/xferio/xfer/internal/negotiate"
 	"github.com/xferio/xfer/internal/notes"
 	"github.com/xferio/xfer/internal/status"
 	"github.com/xferio/xfer/internal/wire"
@@ -36,7 +37,7 @@ type Engine struct {
 	pool    *mem.Pool
 
 	transports map[string]transport.Transport
-	extra      string // the name of Config.ExtraTransport's transport, if any
+	negotiate  *negotiate.Table // the transports it offers and accepts
 
 	ln       net.Listener
 	addr     string
@@ -69,7 +70,6 @@ type Engine struct {
 	auth         auth.Refusals  // refusals, for AuthFailed and Status
 	allowedPeers auth.Allowlist // security.allowed_peers; none: every address
 	pending      *admit.Gate    // inbound connections in their handshake (security.max_pending_*)
-	allowedGIDs  [][16]byte     // security.rdma.allowed_gids; none: every GID
 	metrics      *metrics.Set   // nil without Config.Metrics
 	fb           failbackOpts   // probing paused transports (failback.go)
 

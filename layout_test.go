@@ -160,6 +160,9 @@ var layers = map[string][]string{
 	// authentication primitives, the gate's tickets, and the contract's
 	// protocol error.
 	"internal/handshake": {"internal/wire", "internal/auth", "internal/admit", "transport"},
+	// The transport's choice in the handshake: the contract's transports,
+	// the hello's offers, the handshake's ErrNoTransport.
+	"internal/negotiate": {"transport", "internal/wire", "internal/handshake"},
 	// The queue of notifications, generic over what it queues.
 	"internal/notes":    {},
 	"internal/testutil": {"internal/cuda", "internal/testmain"},

@@ -35,7 +35,6 @@ func Open(ctx context.Context, cfg Config) (_ *Engine, err error) {
 	}
 	e.allowedPeers, _ = parseAllowedPeers(cfg.Security.AllowedPeers) // checked by withDefaults
 	e.pending = admit.New(admit.Config{Max: cfg.Security.MaxPendingHandshakes, PerSource: cfg.Security.MaxPendingPerSource})
-	e.allowedGIDs, _ = parseGIDs(cfg.Security.RDMA.AllowedGIDs)
 	e.notes.Init()
 	e.ctx, e.cancel = context.WithCancel(context.Background())
 	if _, err := rand.Read(e.id[:]); err != nil {
@@ -56,14 +55,16 @@ func Open(ctx context.Context, cfg Config) (_ *Engine, err error) {
 			}
 		}
 	}()
+	extra := "" // the name of Config.ExtraTransport's transport, if any
 	if cfg.ExtraTransport != nil {
 		t := cfg.ExtraTransport()
 		if e.transports[t.Name()] != nil {
 			return nil, fmt.Errorf("open: extra transport %q: the name of a transport this build has", t.Name())
 		}
 		e.transports[t.Name()] = t
-		e.extra = t.Name()
+		extra = t.Name()
 	}
+	e.negotiate = e.newNegotiate(extra)
 	if cfg.Transport != PolicyAuto && cfg.Transport != PolicyTCP {
 		// A policy that names one transport other than tcp (which is
 		// always there) fails now, not at the first Dial.
