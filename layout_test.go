@@ -160,6 +160,9 @@ var layers = map[string][]string{
 	// authentication primitives, the gate's tickets, and the contract's
 	// protocol error.
 	"internal/handshake": {"internal/wire", "internal/auth", "internal/admit", "transport"},
+	// The completion of batches and synchronous calls: operations in the
+	// contract's terms, pinned through mem, counted in the metrics' blocks.
+	"internal/batch": {"transport", "mem", "internal/metrics"},
 	// The transport's choice in the handshake: the contract's transports,
 	// the hello's offers, the handshake's ErrNoTransport.
 	"internal/negotiate": {"transport", "internal/wire", "internal/handshake"},
