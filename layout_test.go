@@ -163,6 +163,8 @@ var layers = map[string][]string{
 	// The completion of batches and synchronous calls: operations in the
 	// contract's terms, pinned through mem, counted in the metrics' blocks.
 	"internal/batch": {"transport", "mem", "internal/metrics"},
+	// A peer's queue of received messages, which endpoints lend.
+	"internal/inbox": {"transport"},
 	// The transport's choice in the handshake: the contract's transports,
 	// the hello's offers, the handshake's ErrNoTransport.
 	"internal/negotiate": {"transport", "internal/wire", "internal/handshake"},
