@@ -165,6 +165,11 @@ var layers = map[string][]string{
 	"internal/batch": {"transport", "mem", "internal/metrics"},
 	// A peer's queue of received messages, which endpoints lend.
 	"internal/inbox": {"transport"},
+	// The engine's log of revoked regions: the standard library only.
+	"internal/revokes": {},
+	// The directory keys of the engine's Config: the directory's checks
+	// of a node ID and its TLS files, and the secret files' reader.
+	"internal/dirconfig": {"directory", "internal/auth"},
 	// The transport's choice in the handshake: the contract's transports,
 	// the hello's offers, the handshake's ErrNoTransport.
 	"internal/negotiate": {"transport", "internal/wire", "internal/handshake"},

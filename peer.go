@@ -281,7 +281,7 @@ func (p *Peer) Close() error {
 // setEndpoint replays later revokes to the new endpoint.
 func (p *Peer) markRevokes() {
 	p.e.mu.Lock()
-	p.mark.Store(p.e.revSeq)
+	p.mark.Store(p.e.revokes.Seq())
 	p.e.mu.Unlock()
 }
 
