@@ -142,11 +142,12 @@ var layers = map[string][]string{
 	// The op_timeout watchdog: it knows peers and their connections only
 	// through its own interfaces, so the standard library is all it needs.
 	"internal/watchdog": {},
-	// The engine's Prometheus metrics: its counters of connections count
+	// The engine's Prometheus metrics (their error kinds match the
+	// sentinels of the handshake and the watchdog): its counters of connections count
 	// the endpoints' operations (transport's kinds, Counter, Caps, rails)
 	// and show the pool's state (mem), and read the rest of the engine
 	// through their own Source, never the root package.
-	"internal/metrics": {"transport", "mem"},
+	"internal/metrics": {"transport", "mem", "internal/handshake", "internal/watchdog"},
 	// The table of registered memory: it checks a peer's access against
 	// mem's handles and answers in transport's terms.
 	"internal/regions": {"transport", "mem"},
