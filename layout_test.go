@@ -152,8 +152,9 @@ var layers = map[string][]string{
 	// mem's handles and answers in transport's terms.
 	"internal/regions": {"transport", "mem"},
 	// The parts of the engine's status report and its log of recent
-	// events: transport's caps and rails, the directory's registration.
-	"internal/status": {"transport", "directory"},
+	// events: transport's caps and rails, the directory's registration,
+	// mem's pool and devices.
+	"internal/status": {"transport", "directory", "mem"},
 	// A peer's paused transport and its probes' backoff: it knows the
 	// peer through its own interface, and reports in internal/status' terms.
 	"internal/failback": {"internal/status"},
