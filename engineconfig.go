@@ -67,61 +67,27 @@ func (p *Policy) UnmarshalText(text []byte) error {
 	return nil
 }
 
-// MemoryBacking is what backs an engine's memory (Config.Memory).
-type MemoryBacking string
+// MemoryBacking is what backs an engine's memory (Config.Memory): memfd,
+// private or auto, mem's Backing.
+type MemoryBacking = mem.Backing
 
 const (
 	// MemoryAuto is memfd under the auto and shm policies, private under
 	// tcp and rdma. The empty MemoryBacking means it.
-	MemoryAuto MemoryBacking = "auto"
+	MemoryAuto = mem.BackingAuto
 	// MemoryMemfd is shared memory: same-host peers can map it (the shm
 	// transport), and over tcp a WRITE of 64 KiB or more leaves by
 	// reference, without a copy, with sendfile.
-	MemoryMemfd MemoryBacking = "memfd"
+	MemoryMemfd = mem.BackingMemfd
 	// MemoryPrivate is anonymous memory with transparent huge pages, which
 	// a receiving socket copies into faster.
-	MemoryPrivate MemoryBacking = "private"
+	MemoryPrivate = mem.BackingPrivate
 )
 
 // ParseMemoryBacking parses "auto", "memfd" or "private" ("" means auto),
 // or a GPU, "cuda:N": memory on GPU N, a shorthand for
 // Config.MemoryDevice that Open moves there.
-func ParseMemoryBacking(s string) (MemoryBacking, error) {
-	switch m := MemoryBacking(strings.ToLower(strings.TrimSpace(s))); m {
-	case "":
-		return MemoryAuto, nil
-	case MemoryAuto, MemoryMemfd, MemoryPrivate:
-		return m, nil
-	default:
-		if loc, err := mem.ParseLocation(string(m)); err == nil && !loc.IsHost() {
-			return MemoryBacking(loc.String()), nil
-		}
-	}
-	return "", fmt.Errorf("memory %q: %w", s, errMemoryBacking)
-}
-
-var errMemoryBacking = errors.New("must be auto, memfd, private or cuda:N (GPU memory)")
-
-// MarshalText implements encoding.TextMarshaler ("" is auto).
-func (m MemoryBacking) MarshalText() ([]byte, error) {
-	v, err := ParseMemoryBacking(string(m))
-	if err != nil {
-		return nil, err
-	}
-	return []byte(v), nil
-}
-
-// UnmarshalText implements encoding.TextUnmarshaler with
-// ParseMemoryBacking. Its error says what is allowed; the caller names the
-// key and the value.
-func (m *MemoryBacking) UnmarshalText(text []byte) error {
-	v, err := ParseMemoryBacking(string(text))
-	if err != nil {
-		return errMemoryBacking
-	}
-	*m = v
-	return nil
-}
+func ParseMemoryBacking(s string) (MemoryBacking, error) { return mem.ParseBacking(s) }
 
 // Config configures an Engine: one Config per layer. The engine's own
 // settings are fields of Config; each transport that has settings of its
