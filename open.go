@@ -3,14 +3,13 @@ package xfer
 import (
 	"context"
 	"crypto/rand"
-	"crypto/sha256"
 	"errors"
 	"fmt"
 	"io"
 	"net"
-	"os"
 
 	"github.com/xferio/xfer/internal/admit"
+	"github.com/xferio/xfer/internal/handshake"
 	"github.com/xferio/xfer/internal/metrics"
 	"github.com/xferio/xfer/mem"
 	"github.com/xferio/xfer/transport"
@@ -40,7 +39,7 @@ func Open(ctx context.Context, cfg Config) (_ *Engine, err error) {
 	if _, err := rand.Read(e.id[:]); err != nil {
 		return nil, err
 	}
-	e.hostID = hostID()
+	e.hostID = handshake.HostID()
 	e.transports = make(map[string]transport.Transport, len(transportTable)+1)
 	for _, r := range transportTable {
 		e.transports[r.name] = r.open(&cfg)
@@ -177,24 +176,6 @@ func (e *Engine) Close() error {
 		return err
 	}
 	return nil
-}
-
-// hostID names this host and PID namespace: equal IDs mean two engines can
-// try shared memory. It is the boot ID mixed with the PID namespace.
-func hostID() [16]byte {
-	var id [16]byte
-	boot, _ := os.ReadFile("/proc/sys/kernel/random/boot_id")
-	ns, _ := os.Readlink("/proc/self/ns/pid")
-	h, _ := os.Hostname()
-	s := string(boot) + "|" + ns + "|" + h
-	if len(boot) == 0 {
-		// No way to tell hosts apart: never claim to share one.
-		_, _ = rand.Read(id[:])
-		return id
-	}
-	sum := sha256.Sum256([]byte(s))
-	copy(id[:], sum[:16])
-	return id
 }
 
 // checkNamedDevices warns, under the auto policy, of each transport whose
