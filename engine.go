@@ -15,7 +15,9 @@ import (
 	"github.com/xferio/xfer/internal/admit"
 	"github.com/xferio/xfer/internal/auth"
 	"github.com/xferio/xfer/internal/metrics"
+	"github.com/xferio/xfer/internal/negotiate"
 	"github.com/xferio/xfer/internal/notes"
+	"github.com/xferio/xfer/internal/revokes"
 	"github.com/xferio/xfer/internal/status"
 	"github.com/xferio/xfer/internal/wire"
 	"github.com/xferio/xfer/mem"
@@ -36,7 +38,7 @@ type Engine struct {
 	pool    *mem.Pool
 
 	transports map[string]transport.Transport
-	extra      string // the name of Config.ExtraTransport's transport, if any
+	negotiate  *negotiate.Table // the transports it offers and accepts
 
 	ln       net.Listener
 	addr     string
@@ -59,8 +61,7 @@ type Engine struct {
 	// for a dialer's probe that resumes one (wire.CapResume).
 	resumes  map[[16]byte]*Peer
 	accepted chan *Peer
-	revSeq   uint64      // revokes so far; guarded by mu
-	revLog   []revokeRec // the latest revokes, oldest first; guarded by mu
+	revokes  revokes.Log // the regions revoked, numbered; guarded by mu
 
 	notes notes.Queue[*Peer, Notification] // notifications and losses for WaitNotify
 	gpu   gpus                             // GPU contexts and staging memory, made on first use
@@ -69,7 +70,6 @@ type Engine struct {
 	auth         auth.Refusals  // refusals, for AuthFailed and Status
 	allowedPeers auth.Allowlist // security.allowed_peers; none: every address
 	pending      *admit.Gate    // inbound connections in their handshake (security.max_pending_*)
-	allowedGIDs  [][16]byte     // security.rdma.allowed_gids; none: every GID
 	metrics      *metrics.Set   // nil without Config.Metrics
 	fb           failbackOpts   // probing paused transports (failback.go)
 
@@ -312,21 +312,13 @@ func (e *PeerLostError) Is(target error) bool { return target == ErrPeerLost }
 // Unwrap returns how the peer's connection ended.
 func (e *PeerLostError) Unwrap() error { return e.Err }
 
-// revoke tells every peer that region id is gone.
-//
-// An endpoint serves its peer (answers attaches) from the moment its
-// transport connects, a little before the Peer publishes it and the engine
-// lists the Peer. A revoke in that window would miss it, and the peer would
-// keep writing into a region that no longer exists. So revokes are logged,
-// and setEndpoint and addPeer replay those made since the Peer started
-// connecting (revokesSince).
+// revoke tells every peer that region id is gone. Revokes are logged
+// (internal/revokes): setEndpoint and addPeer replay those made since the
+// Peer started connecting, which its endpoint, serving before the engine
+// lists the Peer, would otherwise miss.
 func (e *Engine) revoke(id uint32) {
 	e.mu.Lock()
-	e.revSeq++
-	e.revLog = append(e.revLog, revokeRec{e.revSeq, id})
-	if len(e.revLog) > revLogMax {
-		e.revLog = append(e.revLog[:0], e.revLog[len(e.revLog)-revLogMax/2:]...)
-	}
+	e.revokes.Add(id)
 	peers := make([]*Peer, 0, len(e.peers))
 	for p := range e.peers {
 		peers = append(peers, p)
@@ -342,39 +334,12 @@ func (e *Engine) revoke(id uint32) {
 	}
 }
 
-// revokeRec is one logged revoke.
-type revokeRec struct {
-	seq uint64
-	id  uint32
-}
-
-// revLogMax bounds the revoke log.
-const revLogMax = 4096
-
-// revokesSince returns the regions revoked after revoke number seq, and
-// whether the log still holds all of them. e.mu is held.
-func (e *Engine) revokesSince(seq uint64) ([]uint32, bool) {
-	if seq >= e.revSeq {
-		return nil, true
-	}
-	if len(e.revLog) == 0 || e.revLog[0].seq > seq+1 {
-		return nil, false
-	}
-	var ids []uint32
-	for _, r := range e.revLog {
-		if r.seq > seq {
-			ids = append(ids, r.id)
-		}
-	}
-	return ids, true
-}
-
 // replayRevokes sends ep the revokes made since p began to connect it, when
 // p is listed (otherwise addPeer does it).
 func (e *Engine) replayRevokes(p *Peer, ep transport.Endpoint) {
 	e.mu.Lock()
 	_, listed := e.peers[p]
-	ids, ok := e.revokesSince(p.mark.Load())
+	ids, ok := e.revokes.Since(p.mark.Load())
 	e.mu.Unlock()
 	if listed {
 		sendRevokes(ep, ids, ok)
@@ -400,7 +365,7 @@ func (e *Engine) addPeer(p *Peer) error {
 		return fmt.Errorf("engine: %w", ErrClosed)
 	}
 	e.peers[p] = struct{}{}
-	ids, ok := e.revokesSince(p.mark.Load())
+	ids, ok := e.revokes.Since(p.mark.Load())
 	e.mu.Unlock()
 	// Revokes made while p connected, before it was listed.
 	if ep := p.current(); ep != nil {

@@ -11,8 +11,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/xferio/xfer/directory"
 	"github.com/xferio/xfer/internal/auth"
+	"github.com/xferio/xfer/internal/dirconfig"
 	"github.com/xferio/xfer/mem"
 	"github.com/xferio/xfer/transport"
 )
@@ -67,61 +67,27 @@ func (p *Policy) UnmarshalText(text []byte) error {
 	return nil
 }
 
-// MemoryBacking is what backs an engine's memory (Config.Memory).
-type MemoryBacking string
+// MemoryBacking is what backs an engine's memory (Config.Memory): memfd,
+// private or auto, mem's Backing.
+type MemoryBacking = mem.Backing
 
 const (
 	// MemoryAuto is memfd under the auto and shm policies, private under
 	// tcp and rdma. The empty MemoryBacking means it.
-	MemoryAuto MemoryBacking = "auto"
+	MemoryAuto = mem.BackingAuto
 	// MemoryMemfd is shared memory: same-host peers can map it (the shm
 	// transport), and over tcp a WRITE of 64 KiB or more leaves by
 	// reference, without a copy, with sendfile.
-	MemoryMemfd MemoryBacking = "memfd"
+	MemoryMemfd = mem.BackingMemfd
 	// MemoryPrivate is anonymous memory with transparent huge pages, which
 	// a receiving socket copies into faster.
-	MemoryPrivate MemoryBacking = "private"
+	MemoryPrivate = mem.BackingPrivate
 )
 
 // ParseMemoryBacking parses "auto", "memfd" or "private" ("" means auto),
 // or a GPU, "cuda:N": memory on GPU N, a shorthand for
 // Config.MemoryDevice that Open moves there.
-func ParseMemoryBacking(s string) (MemoryBacking, error) {
-	switch m := MemoryBacking(strings.ToLower(strings.TrimSpace(s))); m {
-	case "":
-		return MemoryAuto, nil
-	case MemoryAuto, MemoryMemfd, MemoryPrivate:
-		return m, nil
-	default:
-		if loc, err := mem.ParseLocation(string(m)); err == nil && !loc.IsHost() {
-			return MemoryBacking(loc.String()), nil
-		}
-	}
-	return "", fmt.Errorf("memory %q: %w", s, errMemoryBacking)
-}
-
-var errMemoryBacking = errors.New("must be auto, memfd, private or cuda:N (GPU memory)")
-
-// MarshalText implements encoding.TextMarshaler ("" is auto).
-func (m MemoryBacking) MarshalText() ([]byte, error) {
-	v, err := ParseMemoryBacking(string(m))
-	if err != nil {
-		return nil, err
-	}
-	return []byte(v), nil
-}
-
-// UnmarshalText implements encoding.TextUnmarshaler with
-// ParseMemoryBacking. Its error says what is allowed; the caller names the
-// key and the value.
-func (m *MemoryBacking) UnmarshalText(text []byte) error {
-	v, err := ParseMemoryBacking(string(text))
-	if err != nil {
-		return errMemoryBacking
-	}
-	*m = v
-	return nil
-}
+func ParseMemoryBacking(s string) (MemoryBacking, error) { return mem.ParseBacking(s) }
 
 // Config configures an Engine: one Config per layer. The engine's own
 // settings are fields of Config; each transport that has settings of its
@@ -306,7 +272,7 @@ const (
 	minOpTimeout = 10 * time.Millisecond
 	// DefaultReconnectWait is Config.ReconnectWait's default.
 	DefaultReconnectWait = 2 * time.Second
-	DefaultDirectoryTTL  = 10 * time.Second
+	DefaultDirectoryTTL  = dirconfig.DefaultTTL
 	maxMemoryMB          = 1 << 20
 	maxRecvDepth         = 1 << 16
 )
@@ -411,57 +377,25 @@ func (c Config) withDefaults() (Config, error) {
 
 // DirectoryToken returns the coordinator's token from
 // DirectoryTokenFile, or "" without one.
-func (c Config) DirectoryToken() (string, error) {
-	if c.DirectoryTokenFile == "" {
-		return "", nil
-	}
-	return auth.ReadSecretFile("directory_token_file", "token", c.DirectoryTokenFile)
-}
+func (c Config) DirectoryToken() (string, error) { return dirconfig.Token(c.DirectoryTokenFile) }
 
 // DirectoryTLS returns the directory client's TLS configuration
 // (directory.Options.TLS) from DirectoryTLSCert, DirectoryTLSKey and
 // DirectoryTLSCA, or nil without them.
 func (c Config) DirectoryTLS() (*tls.Config, error) {
-	if c.DirectoryTLSCert == "" && c.DirectoryTLSKey == "" && c.DirectoryTLSCA == "" {
-		return nil, nil
-	}
-	return directory.LoadTLS(c.DirectoryTLSCert, c.DirectoryTLSKey, c.DirectoryTLSCA)
+	return dirconfig.TLS(c.DirectoryTLSCert, c.DirectoryTLSKey, c.DirectoryTLSCA)
 }
 
 // checkDirectory validates and fills in directory, node_id and
-// directory_ttl. The directory itself is reached only by Open.
+// directory_ttl (internal/dirconfig). The directory itself is reached only
+// by Open.
 func (c *Config) checkDirectory() error {
-	switch d := strings.TrimSpace(c.Directory); {
-	case d == "" || d == "p2p":
-		c.Directory = "p2p"
-	case strings.HasPrefix(d, "http://") || strings.HasPrefix(d, "https://") || strings.HasPrefix(d, "etcd://"):
-		c.Directory = d
-	default:
-		return fmt.Errorf("config: directory %q: want p2p, http://HOST:PORT or etcd://HOST:2379[,HOST:2379...]/PREFIX", c.Directory)
+	dir, ttl, err := dirconfig.Check(dirconfig.Keys{Directory: c.Directory, NodeID: c.NodeID, Listen: c.Listen,
+		TTL: c.DirectoryTTL, TLSCert: c.DirectoryTLSCert, TLSKey: c.DirectoryTLSKey})
+	if err != nil {
+		return err
 	}
-	if c.NodeID != "" {
-		if err := directory.CheckNodeID(c.NodeID); err != nil {
-			return fmt.Errorf("config: node_id %q: want 1 to %d characters of [A-Za-z0-9._-]", c.NodeID, directory.MaxNodeID)
-		}
-		if c.Directory == "p2p" {
-			return fmt.Errorf("config: node_id %q: needs a directory to register in (directory: http://HOST:PORT or etcd://HOST:2379/PREFIX)", c.NodeID)
-		}
-		if c.Listen == "" {
-			return fmt.Errorf("config: node_id %q: a node registers where it listens: set listen", c.NodeID)
-		}
-	}
-	switch {
-	case c.DirectoryTLSCert != "" && c.DirectoryTLSKey == "":
-		return fmt.Errorf("config: directory_tls_cert %s: needs its key (directory_tls_key)", c.DirectoryTLSCert)
-	case c.DirectoryTLSKey != "" && c.DirectoryTLSCert == "":
-		return fmt.Errorf("config: directory_tls_key %s: needs its certificate (directory_tls_cert)", c.DirectoryTLSKey)
-	}
-	switch {
-	case c.DirectoryTTL == 0:
-		c.DirectoryTTL = DefaultDirectoryTTL
-	case c.DirectoryTTL < 100*time.Millisecond || c.DirectoryTTL > 10*time.Minute:
-		return fmt.Errorf("config: directory_ttl %v: must be between 100ms and 10m", c.DirectoryTTL)
-	}
+	c.Directory, c.DirectoryTTL = dir, ttl
 	return nil
 }
 

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/xferio/xfer/internal/handshake"
+	"github.com/xferio/xfer/internal/watchdog"
 	"github.com/xferio/xfer/mem"
 	"github.com/xferio/xfer/transport"
 )
@@ -71,7 +72,7 @@ var (
 	// operations were outstanding with it, and the engine closed its
 	// connection; the error is a *StallError, which also matches
 	// os.ErrDeadlineExceeded and ErrPeerLost.
-	ErrStalled = errors.New("peer stalled")
+	ErrStalled = watchdog.ErrStalled
 	// ErrTransient means a connection setup failed in a way a fresh attempt
 	// may not (the peer's rdma_cm refused or dropped it). Dial has already
 	// tried again (Engine.SetupRetries); an error that still matches it

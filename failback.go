@@ -111,7 +111,7 @@ func (p *Peer) tryPaused(pt *failback.Pause) error {
 	}
 	// The revokes made from here on are replayed to the new connection.
 	e.mu.Lock()
-	mark := e.revSeq
+	mark := e.revokes.Seq()
 	e.mu.Unlock()
 	ctx, cancel := context.WithCancel(e.ctx)
 	defer cancel()

@@ -2,7 +2,6 @@ package xfer
 
 import (
 	"fmt"
-	"unsafe"
 
 	"github.com/xferio/xfer/mem"
 	"github.com/xferio/xfer/transport"
@@ -101,37 +100,11 @@ func (e *Engine) stageRemote(h *mem.Handle, off, n uint64, want Access) ([]byte,
 	return e.stager().Remote(h, off, n, want&AccessRead != 0)
 }
 
-func addrOf(b []byte) uintptr { return uintptr(unsafe.Pointer(unsafe.SliceData(b))) }
-
 // Copy copies src to dst, either of which may be GPU memory registered
 // with e (a region's or a Buffer's Bytes) and the other any host memory:
 // the way to fill GPU memory from the CPU, or to look at it. Both must be
 // of one length. Host to host it is copy.
-func (e *Engine) Copy(dst, src []byte) error {
-	if len(dst) != len(src) {
-		return fmt.Errorf("copy: %d bytes into %d", len(src), len(dst))
-	}
-	dl, sl := e.locate(dst), e.locate(src)
-	if dl.IsHost() && sl.IsHost() {
-		copy(dst, src)
-		return nil
-	}
-	if len(src) == 0 {
-		return nil
-	}
-	dev := dl
-	if dl.IsHost() {
-		dev = sl
-	}
-	c, err := e.gpu.Get(dev)
-	if err != nil {
-		return fmt.Errorf("copy %d bytes from %s to %s memory: %w", len(src), sl, dl, err)
-	}
-	if err := c.Copy(addrOf(dst), addrOf(src), len(src)); err != nil {
-		return fmt.Errorf("copy %d bytes from %s to %s memory: %w", len(src), sl, dl, err)
-	}
-	return nil
-}
+func (e *Engine) Copy(dst, src []byte) error { return e.gpu.Copy(dst, src, e.locate) }
 
 // locate says where b lives: in a region registered with e, or, for memory
 // e does not know, where the driver says (GPU memory of another engine or
@@ -140,10 +113,7 @@ func (e *Engine) locate(b []byte) mem.Location {
 	if r, _, ok := e.regions.Find(b); ok {
 		return r.h.Location()
 	}
-	if len(b) == 0 {
-		return mem.Host
-	}
-	return mem.Locate(addrOf(b))
+	return mem.LocateBytes(b)
 }
 
 // resolve implements transport.Host.Resolve for the engine. A peer's

@@ -7,13 +7,13 @@ import (
 	"fmt"
 	"net"
 	"os"
-	"slices"
 	"strings"
 	"time"
 
 	"github.com/xferio/xfer/internal/admit"
 	"github.com/xferio/xfer/internal/handshake"
 	"github.com/xferio/xfer/internal/metrics"
+	"github.com/xferio/xfer/internal/negotiate"
 	"github.com/xferio/xfer/internal/wire"
 	"github.com/xferio/xfer/transport"
 )
@@ -21,6 +21,32 @@ import (
 // The engine's side of the handshake: internal/handshake moves and checks
 // the messages (hello, challenge, auth, welcome, joins); the engine
 // chooses the transport, finds or makes the peer, and connects it.
+
+// newNegotiate builds the engine's choice of transports (internal/negotiate)
+// from its transport table, policy and allowed GIDs; refusals and
+// fallbacks are counted and logged here.
+func (e *Engine) newNegotiate(extra string) *negotiate.Table {
+	gids, _ := parseGIDs(e.cfg.Security.RDMA.AllowedGIDs) // checked by withDefaults
+	return &negotiate.Table{
+		Names: transportNames(), Transports: e.transports, Extra: extra, Policy: string(e.cfg.Transport), AllowedGIDs: gids,
+		PeerGIDs: func(name string) func([]byte) ([][16]byte, error) {
+			if r := transportRowOf(name); r != nil {
+				return r.peerGIDs
+			}
+			return nil
+		},
+		Available:  e.available,
+		NotAllowed: func(peer string, err error) { e.AuthFailed(PlanePeer, ReasonNotAllowed, peer, err) },
+		FellBack: func(peer, name string, full bool, err error) {
+			if full {
+				e.fellBack(peer, name, metrics.ReasonFull, err.Error(), "transport has no room for another peer; falling back", "transport", name, "reason", err)
+			} else {
+				e.fellBack(peer, name, metrics.ReasonUnusable, err.Error(), "transport not usable for peer; falling back", "transport", name, "reason", err)
+			}
+		},
+		Log: e.log,
+	}
+}
 
 func (e *Engine) acceptLoop() {
 	defer e.wg.Done()
@@ -139,11 +165,11 @@ func (e *Engine) acceptPeer(in *handshake.Inbound, h *wire.Hello, helloBody []by
 	}
 	local := transport.PeerInfo{ID: e.id, PID: os.Getpid(), HostID: e.hostID, Addr: e.addr}
 	remote := transport.PeerInfo{ID: h.ID, PID: int(h.PID), HostID: h.HostID, Addr: h.Listen}
-	t, reason := e.choose(h, local, remote)
+	t, reason := e.negotiate.Choose(h, local, remote)
 	if t == nil {
 		return nil, handshake.Refuse(nc, wire.StatusNoTransport, "no usable transport: %s", reason)
 	}
-	remote.Blob = offerBlob(h, t.Name())
+	remote.Blob = negotiate.Blob(h, t.Name())
 	conns := 1
 	if e.caps(t.Name()).Streams {
 		conns = clamp(int(h.Conns), 1, e.cfg.TCP.Conns)
@@ -195,7 +221,7 @@ func (e *Engine) acceptPeer(in *handshake.Inbound, h *wire.Hello, helloBody []by
 	ep, err := t.Connect(ctx, transport.Params{
 		Role: transport.Acceptor, Conn: nc, Local: local, Remote: remote, Host: p.host(),
 		Conns: conns, MaxMessage: int(w.MaxMessage), RecvDepth: int(w.RecvDepth), PollSpin: e.cfg.TCP.PollSpin, Logger: e.log,
-		OnFailover: p.failoverHook(acceptedPolicy(h.Policy, e.cfg.Transport)),
+		OnFailover: p.failoverHook(Policy(negotiate.AcceptedPolicy(h.Policy, string(e.cfg.Transport)))),
 		AcceptExtra: func(ctx context.Context) (net.Conn, error) {
 			select {
 			case c := <-joins:
@@ -279,124 +305,7 @@ func (e *Engine) dropJoins(token [16]byte, joins chan net.Conn) {
 	}
 }
 
-// peerName names an inbound peer in logs: the address it listens on, or its
-// engine ID when it does not listen.
-func peerName(p transport.PeerInfo) string {
-	if p.Addr != "" {
-		return p.Addr
-	}
-	return ID(p.ID).String()
-}
-
-// acceptedPolicy is the policy an accepted connection follows: auto when
-// both the dialer's (its hello's) and this engine's are auto.
-func acceptedPolicy(hello string, own Policy) Policy {
-	if hello == string(PolicyAuto) && own == PolicyAuto {
-		return PolicyAuto
-	}
-	return Policy(hello)
-}
-
-// choose picks the transport for an inbound peer: the dialer's preference
-// order, restricted by this engine's policy and what both can use.
-func (e *Engine) choose(h *wire.Hello, local, remote transport.PeerInfo) (transport.Transport, string) {
-	var reasons []string
-	for _, o := range h.Transports {
-		t := e.transports[o.Name]
-		if t == nil {
-			reasons = append(reasons, o.Name+": unknown")
-			continue
-		}
-		if e.cfg.Transport != PolicyAuto && Policy(o.Name) != e.cfg.Transport && o.Name != e.extra {
-			reasons = append(reasons, fmt.Sprintf("%s: this engine's policy is %s", o.Name, e.cfg.Transport))
-			continue
-		}
-		if err := t.Available(); err != nil {
-			reasons = append(reasons, fmt.Sprintf("%s: %v", o.Name, err))
-			e.log.Debug("a transport the peer offered is not available here", "peer", peerName(remote), "transport", o.Name, "reason", err)
-			continue
-		}
-		if err := e.gidAllowed(o.Name, o.Blob); err != nil {
-			reasons = append(reasons, err.Error())
-			e.AuthFailed(PlanePeer, ReasonNotAllowed, peerName(remote), err)
-			continue
-		}
-		r := remote
-		r.Blob = o.Blob
-		if err := t.Usable(local, r); err != nil {
-			reasons = append(reasons, fmt.Sprintf("%s: %v", o.Name, err))
-			if h.Policy != string(PolicyAuto) {
-				continue
-			}
-			if errors.Is(err, transport.ErrNoRoom) {
-				// The device is full (rdma's completion queues): the peer
-				// gets the next transport, as if this one could not reach it.
-				e.fellBack(peerName(remote), o.Name, metrics.ReasonFull, err.Error(), "transport has no room for another peer; falling back", "transport", o.Name, "reason", err)
-			} else {
-				e.fellBack(peerName(remote), o.Name, metrics.ReasonUnusable, err.Error(), "transport not usable for peer; falling back", "transport", o.Name, "reason", err)
-			}
-			continue
-		}
-		return t, ""
-	}
-	if len(reasons) == 0 {
-		return nil, "the peer offered no transport"
-	}
-	return nil, fmt.Sprint(reasons)
-}
-
-func offerBlob(h *wire.Hello, name string) []byte {
-	for _, o := range h.Transports {
-		if o.Name == name {
-			return o.Blob
-		}
-	}
-	return nil
-}
-
 func clamp(v, lo, hi int) int { return max(lo, min(v, hi)) }
-
-// offers lists the transports to propose, best first, under policy.
-func (e *Engine) offers(policy Policy, exclude map[string]error) ([]wire.TransportOffer, error) {
-	names := []string{string(policy)}
-	if policy == PolicyAuto {
-		names = transportNames()
-	}
-	if e.extra != "" {
-		names = append([]string{e.extra}, names...)
-	}
-	var out []wire.TransportOffer
-	var errs []error
-	for _, n := range names {
-		if err := exclude[n]; err != nil {
-			errs = append(errs, fmt.Errorf("%s: %w", n, err))
-			continue
-		}
-		t := e.transports[n]
-		if err := e.available(t); err != nil {
-			errs = append(errs, fmt.Errorf("%s: %w", n, err))
-			e.log.Debug("a transport is not available: not offered", "transport", n, "reason", err)
-			continue
-		}
-		out = append(out, wire.TransportOffer{Name: n, Blob: t.LocalBlob()})
-	}
-	if len(out) == 0 {
-		return nil, fmt.Errorf("%w under policy %s: %w", ErrNoTransport, policy, errors.Join(errs...))
-	}
-	return out, nil
-}
-
-// offer is the offer of transport name alone.
-func (e *Engine) offer(name string) ([]wire.TransportOffer, error) {
-	t := e.transports[name]
-	if t == nil {
-		return nil, fmt.Errorf("%w: no transport %q", ErrNoTransport, name)
-	}
-	if err := e.available(t); err != nil {
-		return nil, fmt.Errorf("%s: %w", name, err)
-	}
-	return []wire.TransportOffer{{Name: name, Blob: t.LocalBlob()}}, nil
-}
 
 // connect dials addr and runs the dialer's side of the handshake. When the
 // transport chosen cannot be brought up from this side under the auto
@@ -472,13 +381,11 @@ const setupRetries = 2
 // or, when only is set, that transport alone (a paused transport's probe).
 func (e *Engine) connectOnce(ctx context.Context, p *Peer, exclude map[string]error, only string) (ep transport.Endpoint, tname string, err error) {
 	addr := p.dialAddr
-	policy := p.policy
 	var offers []wire.TransportOffer
 	if only != "" {
-		policy = Policy(only)
-		offers, err = e.offer(only)
+		offers, err = e.negotiate.Offer(only)
 	} else {
-		offers, err = e.offers(policy, exclude)
+		offers, err = e.negotiate.Offers(string(p.policy), exclude)
 	}
 	if err != nil {
 		return nil, "", fmt.Errorf("dial %s: %w", addr, err)
@@ -519,13 +426,13 @@ func (e *Engine) connectOnce(ctx context.Context, p *Peer, exclude map[string]er
 		return nil, "", err
 	}
 	t := e.transports[w.Transport]
-	if t == nil || exclude[w.Transport] != nil || !offered(&hello, w.Transport) {
+	if t == nil || exclude[w.Transport] != nil || !negotiate.Offered(&hello, w.Transport) {
 		return nil, "", fmt.Errorf("dial %s: %w: peer chose transport %q, which was not offered", addr, ErrProtocol, w.Transport)
 	}
 	if w.Conns < 1 || int(w.Conns) > e.cfg.TCP.Conns && e.caps(w.Transport).Streams || w.MaxMessage == 0 || w.RecvDepth == 0 {
 		return nil, "", fmt.Errorf("dial %s: %w: bad welcome parameters", addr, ErrProtocol)
 	}
-	if err := e.gidAllowed(w.Transport, w.Blob); err != nil {
+	if err := e.negotiate.GIDAllowed(w.Transport, w.Blob); err != nil {
 		e.AuthFailed(PlanePeer, ReasonNotAllowed, addr, err)
 		return nil, w.Transport, fmt.Errorf("dial %s: %w: %w", addr, ErrNotSupported, err)
 	}
@@ -556,36 +463,7 @@ func namedErr(name string, err error) error {
 	return fmt.Errorf("%s: %w", name, err)
 }
 
-func offered(h *wire.Hello, name string) bool {
-	for _, o := range h.Transports {
-		if o.Name == name {
-			return true
-		}
-	}
-	return false
-}
-
 // join opens one more connection to an established peer.
 func (e *Engine) join(ctx context.Context, addr string, token [16]byte) (net.Conn, error) {
 	return handshake.Join(ctx, &net.Dialer{Control: e.dialControl}, addr, token)
-}
-
-// gidAllowed checks the GID in a peer's handshake blob for transport name
-// against security.rdma.allowed_gids: nil when there is no list, the
-// transport has no GIDs, or the GID is on the list.
-func (e *Engine) gidAllowed(name string, blob []byte) error {
-	r := transportRowOf(name)
-	if len(e.allowedGIDs) == 0 || r == nil || r.peerGIDs == nil {
-		return nil
-	}
-	gids, err := r.peerGIDs(blob)
-	if err != nil {
-		return fmt.Errorf("%s: the peer's description: %w", name, err)
-	}
-	for _, gid := range gids {
-		if !slices.Contains(e.allowedGIDs, gid) {
-			return fmt.Errorf("%s: the peer's GID %s is not in security.rdma.allowed_gids", name, net.IP(gid[:]))
-		}
-	}
-	return nil
 }

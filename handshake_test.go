@@ -245,13 +245,13 @@ func TestAllowedGIDs(t *testing.T) {
 		v := wire.VerbsInfo{Device: "mlx5_0", Port: 1, LinkLayer: wire.LinkEthernet, MTU: 1024, GID: [16]byte(net.ParseIP(gid).To16())}
 		return wire.AppendVerbsInfo(nil, &v)[wire.HandshakeHeaderLen:]
 	}
-	if err := e.gidAllowed("rdma", blob("fe80::2:c903:86:a100")); err != nil {
+	if err := e.negotiate.GIDAllowed("rdma", blob("fe80::2:c903:86:a100")); err != nil {
 		t.Fatalf("an allowed GID: %v", err)
 	}
-	if err := e.gidAllowed("rdma", blob("fe80::6666")); err == nil || !strings.Contains(err.Error(), "allowed_gids") {
+	if err := e.negotiate.GIDAllowed("rdma", blob("fe80::6666")); err == nil || !strings.Contains(err.Error(), "allowed_gids") {
 		t.Fatalf("another GID: %v", err)
 	}
-	if err := e.gidAllowed("rdma", []byte("garbage")); err == nil {
+	if err := e.negotiate.GIDAllowed("rdma", []byte("garbage")); err == nil {
 		t.Fatal("a malformed blob passed")
 	}
 	// A peer over several devices (rails): every rail's GID is checked.
@@ -260,13 +260,13 @@ func TestAllowedGIDs(t *testing.T) {
 			RailGIDs: [][16]byte{[16]byte(net.ParseIP(rail).To16())}}
 		return wire.AppendVerbsInfo(nil, &v)[wire.HandshakeHeaderLen:]
 	}
-	if err := e.gidAllowed("rdma", railed("fe80::2:c903:86:a100")); err != nil {
+	if err := e.negotiate.GIDAllowed("rdma", railed("fe80::2:c903:86:a100")); err != nil {
 		t.Fatalf("rails with allowed GIDs: %v", err)
 	}
-	if err := e.gidAllowed("rdma", railed("fe80::6666")); err == nil || !strings.Contains(err.Error(), "fe80::6666") {
+	if err := e.negotiate.GIDAllowed("rdma", railed("fe80::6666")); err == nil || !strings.Contains(err.Error(), "fe80::6666") {
 		t.Fatalf("a second rail's GID that is not allowed: %v", err)
 	}
-	if err := e.gidAllowed("tcp", nil); err != nil {
+	if err := e.negotiate.GIDAllowed("tcp", nil); err != nil {
 		t.Fatalf("tcp: %v", err)
 	}
 }

@@ -142,17 +142,19 @@ var layers = map[string][]string{
 	// The op_timeout watchdog: it knows peers and their connections only
 	// through its own interfaces, so the standard library is all it needs.
 	"internal/watchdog": {},
-	// The engine's Prometheus metrics: its counters of connections count
+	// The engine's Prometheus metrics (their error kinds match the
+	// sentinels of the handshake and the watchdog): its counters of connections count
 	// the endpoints' operations (transport's kinds, Counter, Caps, rails)
 	// and show the pool's state (mem), and read the rest of the engine
 	// through their own Source, never the root package.
-	"internal/metrics": {"transport", "mem"},
+	"internal/metrics": {"transport", "mem", "internal/handshake", "internal/watchdog"},
 	// The table of registered memory: it checks a peer's access against
 	// mem's handles and answers in transport's terms.
 	"internal/regions": {"transport", "mem"},
 	// The parts of the engine's status report and its log of recent
-	// events: transport's caps and rails, the directory's registration.
-	"internal/status": {"transport", "directory"},
+	// events: transport's caps and rails, the directory's registration,
+	// mem's pool and devices.
+	"internal/status": {"transport", "directory", "mem"},
 	// A peer's paused transport and its probes' backoff: it knows the
 	// peer through its own interface, and reports in internal/status' terms.
 	"internal/failback": {"internal/status"},
@@ -160,6 +162,19 @@ var layers = map[string][]string{
 	// authentication primitives, the gate's tickets, and the contract's
 	// protocol error.
 	"internal/handshake": {"internal/wire", "internal/auth", "internal/admit", "transport"},
+	// The completion of batches and synchronous calls: operations in the
+	// contract's terms, pinned through mem, counted in the metrics' blocks.
+	"internal/batch": {"transport", "mem", "internal/metrics"},
+	// A peer's queue of received messages, which endpoints lend.
+	"internal/inbox": {"transport"},
+	// The engine's log of revoked regions: the standard library only.
+	"internal/revokes": {},
+	// The directory keys of the engine's Config: the directory's checks
+	// of a node ID and its TLS files, and the secret files' reader.
+	"internal/dirconfig": {"directory", "internal/auth"},
+	// The transport's choice in the handshake: the contract's transports,
+	// the hello's offers, the handshake's ErrNoTransport.
+	"internal/negotiate": {"transport", "internal/wire", "internal/handshake"},
 	// The queue of notifications, generic over what it queues.
 	"internal/notes":    {},
 	"internal/testutil": {"internal/cuda", "internal/testmain"},

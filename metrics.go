@@ -1,9 +1,6 @@
 package xfer
 
 import (
-	"context"
-	"errors"
-	"os"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -71,39 +68,10 @@ func (s *metricsSource) Snapshot() metrics.Snapshot {
 	return snap
 }
 
-// errorKind classifies err for the kind label of xfer_op_errors_total.
-func errorKind(err error) string {
-	switch {
-	case errors.Is(err, context.Canceled):
-		return "canceled"
-	case errors.Is(err, ErrStalled):
-		return "stalled"
-	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, os.ErrDeadlineExceeded):
-		return "timeout"
-	case errors.Is(err, ErrRemoteAccess):
-		return "remote_access"
-	case errors.Is(err, ErrTooLarge):
-		return "too_large"
-	case errors.Is(err, ErrNotRegistered):
-		return "not_registered"
-	case errors.Is(err, ErrPathFailed):
-		return "path_failed"
-	case errors.Is(err, ErrPeerLost):
-		return "peer_lost"
-	case errors.Is(err, ErrNoTransport), errors.Is(err, ErrNotSupported):
-		return "no_transport"
-	case errors.Is(err, ErrAuth):
-		return "auth"
-	case errors.Is(err, ErrClosed):
-		return "closed"
-	}
-	return "other"
-}
-
 // opFailed counts a failed operation of kind op and records it as the
 // peer's last error. Off the hot path: it resolves its labels each time.
 func (p *Peer) opFailed(op metrics.Op, err error) {
-	p.e.metrics.OpFailed(op, errorKind(err))
+	p.e.metrics.OpFailed(op, metrics.ErrorKind(err))
 	p.stats.SetErr(err)
 }
 

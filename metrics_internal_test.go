@@ -8,6 +8,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/xferio/xfer/internal/batch"
 	"github.com/xferio/xfer/internal/metrics"
 	"github.com/xferio/xfer/internal/status"
 	"github.com/xferio/xfer/internal/testutil"
@@ -32,12 +33,12 @@ func BenchmarkMetricsHooks(b *testing.B) {
 			}
 			p := &Peer{e: &Engine{metrics: m}}
 			box := p.setEndpoint(ep)
-			c := callPool.Get().(*call)
+			c := batch.GetCall()
 			b.ReportAllocs()
 			for b.Loop() {
 				conn := p.ep.Load().conn
 				var start time.Time
-				if conn != nil && c.timed(conn.Every()) {
+				if conn != nil && c.Timed(conn.Every()) {
 					start = time.Now()
 				}
 				if conn != nil {

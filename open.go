@@ -3,14 +3,13 @@ package xfer
 import (
 	"context"
 	"crypto/rand"
-	"crypto/sha256"
 	"errors"
 	"fmt"
 	"io"
 	"net"
-	"os"
 
 	"github.com/xferio/xfer/internal/admit"
+	"github.com/xferio/xfer/internal/handshake"
 	"github.com/xferio/xfer/internal/metrics"
 	"github.com/xferio/xfer/mem"
 	"github.com/xferio/xfer/transport"
@@ -35,13 +34,12 @@ func Open(ctx context.Context, cfg Config) (_ *Engine, err error) {
 	}
 	e.allowedPeers, _ = parseAllowedPeers(cfg.Security.AllowedPeers) // checked by withDefaults
 	e.pending = admit.New(admit.Config{Max: cfg.Security.MaxPendingHandshakes, PerSource: cfg.Security.MaxPendingPerSource})
-	e.allowedGIDs, _ = parseGIDs(cfg.Security.RDMA.AllowedGIDs)
 	e.notes.Init()
 	e.ctx, e.cancel = context.WithCancel(context.Background())
 	if _, err := rand.Read(e.id[:]); err != nil {
 		return nil, err
 	}
-	e.hostID = hostID()
+	e.hostID = handshake.HostID()
 	e.transports = make(map[string]transport.Transport, len(transportTable)+1)
 	for _, r := range transportTable {
 		e.transports[r.name] = r.open(&cfg)
@@ -56,14 +54,16 @@ func Open(ctx context.Context, cfg Config) (_ *Engine, err error) {
 			}
 		}
 	}()
+	extra := "" // the name of Config.ExtraTransport's transport, if any
 	if cfg.ExtraTransport != nil {
 		t := cfg.ExtraTransport()
 		if e.transports[t.Name()] != nil {
 			return nil, fmt.Errorf("open: extra transport %q: the name of a transport this build has", t.Name())
 		}
 		e.transports[t.Name()] = t
-		e.extra = t.Name()
+		extra = t.Name()
 	}
+	e.negotiate = e.newNegotiate(extra)
 	if cfg.Transport != PolicyAuto && cfg.Transport != PolicyTCP {
 		// A policy that names one transport other than tcp (which is
 		// always there) fails now, not at the first Dial.
@@ -176,24 +176,6 @@ func (e *Engine) Close() error {
 		return err
 	}
 	return nil
-}
-
-// hostID names this host and PID namespace: equal IDs mean two engines can
-// try shared memory. It is the boot ID mixed with the PID namespace.
-func hostID() [16]byte {
-	var id [16]byte
-	boot, _ := os.ReadFile("/proc/sys/kernel/random/boot_id")
-	ns, _ := os.Readlink("/proc/self/ns/pid")
-	h, _ := os.Hostname()
-	s := string(boot) + "|" + ns + "|" + h
-	if len(boot) == 0 {
-		// No way to tell hosts apart: never claim to share one.
-		_, _ = rand.Read(id[:])
-		return id
-	}
-	sum := sha256.Sum256([]byte(s))
-	copy(id[:], sum[:16])
-	return id
 }
 
 // checkNamedDevices warns, under the auto policy, of each transport whose

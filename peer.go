@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/xferio/xfer/internal/failback"
+	"github.com/xferio/xfer/internal/inbox"
 	"github.com/xferio/xfer/internal/metrics"
 	"github.com/xferio/xfer/internal/wire"
 	"github.com/xferio/xfer/transport"
@@ -70,13 +71,9 @@ type Peer struct {
 
 	stats peerStats
 
-	inboxMu sync.Mutex
-	handler atomic.Pointer[func([]byte)]       // set by Handle
-	notify  atomic.Pointer[func(Notification)] // set by HandleNotify
-	inbox   []inMsg
-	stash   inMsg // a message Recv could not fit, returned first next time
-	signal  chan struct{}
-	done    chan struct{}
+	inbox  *inbox.Inbox                       // messages for Recv, or its handler (Handle)
+	notify atomic.Pointer[func(Notification)] // set by HandleNotify
+	done   chan struct{}
 }
 
 // stallRec records that the watchdog closed ep because its peer stalled.
@@ -84,14 +81,6 @@ type stallRec struct {
 	ep      transport.Endpoint
 	timeout time.Duration
 	pending int
-}
-
-// inMsg is a message waiting for Recv, and the endpoint it came on: the one
-// that is told when it is consumed (a peer that moved to another
-// connection may still get messages on the old one while it drains).
-type inMsg struct {
-	b  []byte
-	ep transport.Endpoint
 }
 
 // epBox is the current endpoint and, when the engine has metrics, its
@@ -103,7 +92,7 @@ type epBox struct {
 }
 
 func (e *Engine) newPeer(dialAddr string, remote transport.PeerInfo) *Peer {
-	p := &Peer{e: e, dialAddr: dialAddr, dialKey: dialAddr, policy: e.cfg.Transport, signal: make(chan struct{}, 1), done: make(chan struct{})}
+	p := &Peer{e: e, dialAddr: dialAddr, dialKey: dialAddr, policy: e.cfg.Transport, inbox: inbox.New(), done: make(chan struct{})}
 	p.markRevokes()
 	p.setRemote(remote, nil, false)
 	return p
@@ -292,7 +281,7 @@ func (p *Peer) Close() error {
 // setEndpoint replays later revokes to the new endpoint.
 func (p *Peer) markRevokes() {
 	p.e.mu.Lock()
-	p.mark.Store(p.e.revSeq)
+	p.mark.Store(p.e.revokes.Seq())
 	p.e.mu.Unlock()
 }
 

@@ -1,8 +1,6 @@
 package xfer
 
 import (
-	"bytes"
-
 	"github.com/xferio/xfer/internal/wire"
 	"github.com/xferio/xfer/transport"
 )
@@ -35,24 +33,15 @@ func (h peerHost) Lookup(id uint32, key uint64, want Access) (transport.Resolved
 
 func (h peerHost) Deliver(ep transport.Endpoint, msg []byte) {
 	p := h.p
-	if f := p.handler.Load(); f != nil {
+	if f := p.inbox.Handler(); f != nil {
 		if p.e.metrics != nil {
 			p.stats.Handled(len(msg))
 		}
-		(*f)(msg)
+		f(msg)
 		ep.Consumed(1)
 		return
 	}
-	p.inboxMu.Lock()
-	if f := p.handler.Load(); f != nil { // Handle ran meanwhile
-		p.inboxMu.Unlock()
-		(*f)(msg)
-		ep.Consumed(1)
-		return
-	}
-	p.inbox = append(p.inbox, inMsg{bytes.Clone(msg), ep}) // msg is only lent
-	p.inboxMu.Unlock()
-	p.wake()
+	p.inbox.Deliver(ep, msg)
 }
 
 func (h peerHost) Notify(_ transport.Endpoint, n transport.Notification) {

@@ -8,8 +8,8 @@ import (
 	"github.com/xferio/xfer/internal/metrics"
 )
 
-// The receive side of a peer: its queue of SENDs, and the handlers that
-// take messages and notifications instead.
+// The receive side of a peer: its queue of SENDs (internal/inbox), and
+// the handlers that take messages and notifications instead.
 
 // Recv waits for the next message from this peer and copies it into buf.
 // It waits as long as ctx lets it for a peer that is alive, if idle; it
@@ -24,31 +24,11 @@ func (p *Peer) Recv(ctx context.Context, buf []byte) (n int, err error) {
 		defer func() { p.recvDone(n, start, err) }()
 	}
 	for {
-		p.inboxMu.Lock()
-		msg := p.stash
-		if msg.b != nil {
-			p.stash = inMsg{}
-		} else if len(p.inbox) > 0 {
-			msg = p.inbox[0]
-			p.inbox[0] = inMsg{}
-			p.inbox = p.inbox[1:]
+		n, ok, err := p.inbox.Take(buf)
+		if ok || err != nil {
+			return n, err
 		}
-		if msg.b != nil {
-			if len(msg.b) > len(buf) {
-				p.stash = msg
-				p.inboxMu.Unlock()
-				return 0, fmt.Errorf("recv: message of %d bytes, buffer of %d: %w", len(msg.b), len(buf), ErrTooLarge)
-			}
-			more := len(p.inbox) > 0
-			p.inboxMu.Unlock()
-			if more {
-				p.wake()
-			}
-			msg.ep.Consumed(1) // the endpoint it came on
-			return copy(buf, msg.b), nil
-		}
-		p.inboxMu.Unlock()
-		if err := p.waitFor(ctx, "recv", p.signal); err != nil {
+		if err := p.waitFor(ctx, "recv", p.inbox.Signal()); err != nil {
 			return 0, err
 		}
 	}
@@ -90,22 +70,7 @@ func (p *Peer) waitFor(ctx context.Context, op string, signal <-chan struct{}) e
 // (hand slow work to a goroutine) and must not keep msg after it returns.
 // It saves a goroutine hand-off per message; services with their own
 // request loop (the kv package) use it. Call Handle once, before any Recv.
-func (p *Peer) Handle(f func(msg []byte)) {
-	p.inboxMu.Lock()
-	defer p.inboxMu.Unlock()
-	// Deliver waits on inboxMu while the queue drains, so order holds.
-	if p.stash.b != nil {
-		f(p.stash.b)
-		p.stash.ep.Consumed(1)
-		p.stash = inMsg{}
-	}
-	for _, m := range p.inbox {
-		f(m.b)
-		m.ep.Consumed(1) // the endpoint it came on
-	}
-	p.inbox = nil
-	p.handler.Store(&f)
-}
+func (p *Peer) Handle(f func(msg []byte)) { p.inbox.Handle(f) }
 
 // HandleNotify makes f receive the notifications of this peer's
 // write-with-notify operations (WriteNotify on the other side) instead of
@@ -138,22 +103,7 @@ func (p *Peer) WaitNotify(ctx context.Context) (Notification, error) {
 }
 
 // Queued is the number of messages waiting for Recv.
-func (p *Peer) Queued() int {
-	p.inboxMu.Lock()
-	defer p.inboxMu.Unlock()
-	n := len(p.inbox)
-	if p.stash.b != nil {
-		n++
-	}
-	return n
-}
-
-func (p *Peer) wake() {
-	select {
-	case p.signal <- struct{}{}:
-	default:
-	}
-}
+func (p *Peer) Queued() int { return p.inbox.Len() }
 
 // recvStart returns the time to measure a Recv from: one in
 // metrics.LatencyEvery at random (a Recv is counted when it returns a

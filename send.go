@@ -4,11 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math/rand/v2"
-	"sync"
-	"sync/atomic"
 	"time"
 
+	"github.com/xferio/xfer/internal/batch"
 	"github.com/xferio/xfer/internal/metrics"
 	"github.com/xferio/xfer/mem"
 	"github.com/xferio/xfer/transport"
@@ -16,73 +14,6 @@ import (
 
 // The synchronous operations of a peer: WRITE, READ, write-with-notify
 // and SEND, each posted to the peer's endpoint and waited for.
-
-// call is one synchronous operation; calls are pooled so that a steady
-// stream of Write and Read allocates nothing.
-type call struct {
-	op   transport.Op
-	ops  [1]*transport.Op
-	done chan struct{}
-	// state is callRunning from the post, callWaiting once the caller
-	// blocks on done, then callDone (OpDone sends on done only when the
-	// caller waits there: an operation that completes before the caller
-	// looks, as a synchronous poll or a shared-memory copy does, costs no
-	// channel operation) or callAbandoned (its context ended and the
-	// transport could not take the operation back: OpDone releases what
-	// the operation holds, lr and release, and returns the call to the
-	// pool).
-	state   atomic.Uint32
-	lr      *mem.Handle // an abandoned operation's pinned region
-	release func()      // an abandoned operation's hold on the pool's bytes
-	// sample counts down to the next operation timed for the latency
-	// histograms: one in the connection's Every (metrics.SampleEvery) of those
-	// each call carries, with no atomic and no random draw (the metrics).
-	sample uint8
-}
-
-var callPool = sync.Pool{New: func() any {
-	c := &call{done: make(chan struct{}, 1), sample: uint8(1 + rand.N(metrics.LatencyEvery))}
-	c.ops[0] = &c.op
-	c.op.Done = c
-	return c
-}}
-
-// The states of a call.
-const (
-	callRunning uint32 = iota
-	callWaiting
-	callDone
-	callAbandoned
-)
-
-func (c *call) OpDone(*transport.Op) {
-	if c.state.CompareAndSwap(callRunning, callDone) {
-		return // the caller has not looked yet: it finds callDone
-	}
-	if c.state.CompareAndSwap(callWaiting, callDone) {
-		c.done <- struct{}{}
-		return
-	}
-	// Abandoned: the caller has returned. The transport is done with the
-	// memory now: release it.
-	lr, release := c.lr, c.release
-	c.lr, c.release = nil, nil
-	c.op.Local, c.op.Err, c.op.Region = nil, nil, nil
-	release()
-	lr.Unpin()
-	callPool.Put(c)
-}
-
-// timed reports whether this operation is one of those timed for the
-// latency histograms.
-func (c *call) timed(every uint8) bool {
-	c.sample--
-	if c.sample == 0 {
-		c.sample = every
-		return true
-	}
-	return false
-}
 
 // do runs one operation and waits for it. With metrics, their hooks are
 // called on each return path rather than deferred: a deferred closure
@@ -98,7 +29,7 @@ func (p *Peer) do(ctx context.Context, kind OpKind, local []byte, remote RemoteA
 			}
 			return nil
 		}
-		if attempt == maxFailovers || !p.repeatable(ctx, kind, err) {
+		if attempt == batch.MaxFailovers || !p.repeatable(ctx, kind, err) {
 			if lost != nil {
 				return fmt.Errorf("%w; repeated on a new connection (%d attempts): %w", lost, attempt+1, err)
 			}
@@ -110,10 +41,6 @@ func (p *Peer) do(ctx context.Context, kind OpKind, local []byte, remote RemoteA
 		p.e.log.Debug("connection lost under an operation; repeating it on a new connection", "peer", p, "op", kind, "transport", tr, "reason", err)
 	}
 }
-
-// maxFailovers is how many times an operation that is safe to repeat is
-// repeated after its connection was lost.
-const maxFailovers = 3
 
 // repeatable reports whether an operation of kind that failed with err
 // may be posted again, on a new connection: neither the engine nor the
@@ -150,15 +77,14 @@ func (p *Peer) doOnce(ctx context.Context, kind OpKind, local []byte, remote Rem
 	ep, conn := b.ep, b.conn // conn is nil without metrics
 	tr := ep.Transport()
 	op := metrics.OpOf(kind)
-	c := callPool.Get().(*call)
-	c.state.Store(callRunning)
+	c := batch.GetCall()
 	var start time.Time
-	if conn != nil && c.timed(conn.Every()) {
+	if conn != nil && c.Timed(conn.Every()) {
 		start = time.Now()
 	}
 	lr, err := p.e.pinLocal(local)
 	if err != nil {
-		callPool.Put(c)
+		c.Put()
 		err = fmt.Errorf("%s: %w", kind, p.e.closedOr(err))
 		if conn != nil {
 			p.unposted(conn, op, err)
@@ -168,20 +94,20 @@ func (p *Peer) doOnce(ctx context.Context, kind OpKind, local []byte, remote Rem
 	if conn != nil {
 		conn.Posted(op) // unless the endpoint counts its own
 	}
-	c.op.Kind, c.op.Local, c.op.Remote, c.op.Imm, c.op.Err, c.op.Region = kind, local, remote, imm, nil, lr
-	staged := p.e.staging(ep, &c.op)
+	c.Op.Kind, c.Op.Local, c.Op.Remote, c.Op.Imm, c.Op.Err, c.Op.Region = kind, local, remote, imm, nil, lr
+	staged := p.e.staging(ep, &c.Op)
 	if staged {
-		p.e.postStaged(ep, &c.op)
+		p.e.postStaged(ep, &c.Op)
 	} else {
-		ep.Post(c.ops[:], true)
+		ep.Post(c.Ops(), true)
 	}
-	if !c.state.CompareAndSwap(callRunning, callWaiting) {
+	if wait := c.Wait(); wait == nil {
 		// Done already (OpDone ran during the post, or since).
 	} else if done := ctx.Done(); done != nil {
 		select {
-		case <-c.done:
+		case <-wait:
 		case <-done:
-			if staged || !ep.Cancel(&c.op) {
+			if staged || !ep.Cancel(&c.Op) {
 				if p.abandon(c, lr, local) {
 					err = fmt.Errorf("%s: %w (abandoned: the transport still owns the buffer; see Peer.Write)", kind, ctx.Err())
 					if conn != nil {
@@ -189,11 +115,10 @@ func (p *Peer) doOnce(ctx context.Context, kind OpKind, local []byte, remote Rem
 					}
 					return tr, err
 				}
-				<-c.done // it completed meanwhile
+				<-wait // it completed meanwhile
 				break
 			}
-			c.op.Local, c.op.Region = nil, nil
-			callPool.Put(c)
+			c.Put()
 			lr.Unpin()
 			err = fmt.Errorf("%s: %w", kind, ctx.Err())
 			if conn != nil {
@@ -202,14 +127,13 @@ func (p *Peer) doOnce(ctx context.Context, kind OpKind, local []byte, remote Rem
 			return tr, err
 		}
 	} else {
-		<-c.done
+		<-wait
 	}
-	err = c.op.Err
+	err = c.Op.Err
 	if err != nil {
 		err = p.stalled(ep, kind, err)
 	}
-	c.op.Local, c.op.Err, c.op.Region = nil, nil, nil
-	callPool.Put(c)
+	c.Put()
 	lr.Unpin()
 	if conn != nil {
 		p.opDone(conn, op, len(local), start, err)
@@ -218,21 +142,15 @@ func (p *Peer) doOnce(ctx context.Context, kind OpKind, local []byte, remote Rem
 }
 
 // abandon gives up waiting for c's operation, which the transport could
-// not take back, unless it completed meanwhile (false: c.done has its
+// not take back, unless it completed meanwhile (false: c's channel has its
 // token). The operation keeps its region pinned (lr) and, when local lies
 // in the engine's pool, its bytes held (mem.Pool.Hold), so that they are
 // not handed out again while the transport may still touch them; OpDone
 // releases both once the transport is done (the operation completes, or
 // its connection fails and flushes it).
-func (p *Peer) abandon(c *call, lr *mem.Handle, local []byte) bool {
+func (p *Peer) abandon(c *batch.Call, lr *mem.Handle, local []byte) bool {
 	release, _ := p.e.pool.Hold(local)
-	c.lr, c.release = lr, release
-	if c.state.CompareAndSwap(callWaiting, callAbandoned) {
-		return true
-	}
-	c.lr, c.release = nil, nil
-	release()
-	return false
+	return c.Abandon(lr, release)
 }
 
 // Write copies src, which must lie in registered memory, to the peer's

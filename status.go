@@ -5,7 +5,6 @@ import (
 	"time"
 
 	"github.com/xferio/xfer/internal/status"
-	"github.com/xferio/xfer/mem"
 	"github.com/xferio/xfer/transport"
 )
 
@@ -88,26 +87,17 @@ func (e *Engine) Status() Status {
 	s.RecentFallbacks, s.RecentFailovers = e.stats.Recent()
 	s.AuthFailures, s.RecentAuthFailures = e.auth.Snapshot()
 	for _, name := range transportNames() {
-		t := e.transports[name]
-		ts := TransportStatus{Name: name, Available: true, Caps: e.caps(name)}
-		if err := t.Available(); err != nil {
-			ts.Available, ts.Reason = false, err.Error()
-		} else if e.cfg.Transport != PolicyAuto && Policy(name) != e.cfg.Transport {
-			ts.Reason = "not used: the policy is " + string(e.cfg.Transport)
-		}
-		d := t.Devices()
-		ts.Device, ts.Rails = d.InUse, d.Rails
-		s.Transports = append(s.Transports, ts)
+		s.Transports = append(s.Transports, status.TransportOf(e.transports[name], e.caps(name), string(e.cfg.Transport)))
 	}
 	for _, p := range e.Peers() {
 		s.Peers = append(s.Peers, p.status())
 	}
 	slices.SortFunc(s.Peers, status.ComparePeers)
-	ps := e.pool.Stats()
-	s.Pool = PoolStatus{Capacity: ps.Capacity, Used: ps.InUse, Free: ps.Free, LargestFree: ps.LargestFree,
-		Fragmentation: ps.Fragmentation, Allocated: ps.Allocated, Failures: ps.Failures,
-		Memory: e.region.Location().String()}
-	s.GPU = e.gpuStatus()
+	s.Pool = status.PoolOf(e.pool.Stats(), e.region.Location())
+	s.GPU = status.GPUOf(e.gpu.Opened(), func() (uint64, uint64, bool) {
+		st := e.stager().Stats()
+		return st.Bytes, st.UsedBytes, st.Pinned
+	})
 	if e.Directory() != nil {
 		s.Directory = &DirectoryStatus{URL: e.node.Load().URL()}
 		if r, ok := e.registration(); ok {
@@ -135,20 +125,4 @@ func (p *Peer) status() PeerStatus {
 	s.Paused = p.fb.Status()
 	s.LastError, s.LastErrorAt = p.stats.LastErr()
 	return s
-}
-
-// gpuStatus is the GPU part of Status, or nil before the engine used a
-// GPU.
-func (e *Engine) gpuStatus() *GPUStatus {
-	var devs []int
-	for _, l := range e.gpu.Opened() {
-		if l.Kind == mem.KindCUDA {
-			devs = append(devs, l.Device)
-		}
-	}
-	if len(devs) == 0 {
-		return nil
-	}
-	st := e.stager().Stats()
-	return &GPUStatus{Devices: devs, StagingBytes: st.Bytes, StagingUsedBytes: st.UsedBytes, StagingPinned: st.Pinned}
 }

@@ -122,3 +122,22 @@ func TestKindTable(t *testing.T) {
 		t.Errorf("empty DeviceSet: Close %v, Opened %v", err, d.Opened())
 	}
 }
+
+// TestDeviceSetCopy: host to host, Copy is copy, and opens no device; the
+// lengths must agree.
+func TestDeviceSetCopy(t *testing.T) {
+	var d DeviceSet
+	src, dst := []byte("abc"), make([]byte, 3)
+	if err := d.Copy(dst, src, LocateBytes); err != nil || string(dst) != "abc" {
+		t.Fatalf("host to host: %q, %v", dst, err)
+	}
+	if err := d.Copy(dst[:2], src, LocateBytes); err == nil {
+		t.Fatal("copied 3 bytes into 2")
+	}
+	if len(d.Opened()) != 0 {
+		t.Fatalf("opened %v", d.Opened())
+	}
+	if l := LocateBytes(nil); !l.IsHost() {
+		t.Fatalf("empty memory on %s", l)
+	}
+}

@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"unsafe"
 )
 
 // The table of memory kinds
@@ -219,6 +220,46 @@ func (s *DeviceSet) Close() error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// Copy copies src to dst, of one length, either of which may be device
+// memory and the other any host memory; locate says where each lives (the
+// caller knows its regions' kinds; LocateBytes asks the drivers). Host to
+// host it is copy; else the device's driver copies.
+func (s *DeviceSet) Copy(dst, src []byte, locate func([]byte) Location) error {
+	if len(dst) != len(src) {
+		return fmt.Errorf("copy: %d bytes into %d", len(src), len(dst))
+	}
+	dl, sl := locate(dst), locate(src)
+	if dl.IsHost() && sl.IsHost() {
+		copy(dst, src)
+		return nil
+	}
+	if len(src) == 0 {
+		return nil
+	}
+	dev := dl
+	if dl.IsHost() {
+		dev = sl
+	}
+	c, err := s.Get(dev)
+	if err != nil {
+		return fmt.Errorf("copy %d bytes from %s to %s memory: %w", len(src), sl, dl, err)
+	}
+	if err := c.Copy(addrOf(dst), addrOf(src), len(src)); err != nil {
+		return fmt.Errorf("copy %d bytes from %s to %s memory: %w", len(src), sl, dl, err)
+	}
+	return nil
+}
+
+func addrOf(b []byte) uintptr { return uintptr(unsafe.Pointer(unsafe.SliceData(b))) }
+
+// LocateBytes is Locate for the memory of b; empty, it is host memory.
+func LocateBytes(b []byte) Location {
+	if len(b) == 0 {
+		return Host
+	}
+	return Locate(addrOf(b))
 }
 
 // Locate says where memory at p lives as the device drivers see it: on a

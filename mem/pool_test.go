@@ -672,5 +672,3 @@ func TestPoolHold(t *testing.T) {
 		p.Free(c)
 	}
 }
-
-func addrOf(b []byte) uintptr { return uintptr(unsafe.Pointer(unsafe.SliceData(b))) }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net"
+	"os"
 	"testing"
 	"time"
 
@@ -102,5 +103,16 @@ func TestResultErr(t *testing.T) {
 	ok := wire.AppendResult(nil, &wire.Result{Status: wire.StatusOK})[wire.HandshakeHeaderLen:]
 	if err := resultErr("peer", ok); err != nil {
 		t.Errorf("OK: %v", err)
+	}
+}
+
+// TestHostID: one process computes one identity (where the host has a
+// boot ID: else each call is random, and two engines never share a host).
+func TestHostID(t *testing.T) {
+	if _, err := os.Stat("/proc/sys/kernel/random/boot_id"); err != nil {
+		t.Skip("no boot ID here")
+	}
+	if a, b := HostID(), HostID(); a != b || a == [16]byte{} {
+		t.Fatalf("HostID: %x, then %x", a, b)
 	}
 }
