@@ -256,11 +256,6 @@ func (d *httpDir) Lookup(ctx context.Context, id string) (Entry, error) {
 // maxList bounds a coordinator's list answer.
 const maxList = 64 << 20
 
-func (d *httpDir) List(ctx context.Context) ([]Entry, error) {
-	l, err := d.listAt(ctx, "", -1)
-	return l.entries, err
-}
-
 // decodeList decodes a coordinator's answer to GET /nodes: the entries
 // that check, in order, and the list's revision ("" from a coordinator
 // that has none); skip gets the error of each entry that does not check.

@@ -62,6 +62,11 @@ func (d *httpDir) listAt(ctx context.Context, since string, wait time.Duration) 
 	return httpList{entries: entries, rev: rev}, err
 }
 
+func (d *httpDir) List(ctx context.Context) ([]Entry, error) {
+	l, err := d.listAt(ctx, "", -1)
+	return l.entries, err
+}
+
 // longPoll is how long a watch's poll waits for a change.
 const longPoll = DefaultPollTimeout
 

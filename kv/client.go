@@ -114,13 +114,13 @@ type Client struct {
 	// the cluster places the key on another).
 	noWait bool
 
-	msgs    *msgBufs // request messages (RequestsData)
+	msgs *msgBufs // request messages (RequestsData)
 	// msgShare bounds how many of shared msgs (ClientOptions.msgs) this
 	// client holds at once, so that a server that does not answer cannot
 	// take them all; nil when msgs are the client's own.
 	msgShare chan struct{}
-	log     *slog.Logger
-	poolCap uint64 // capacity of the engine's buffer pool
+	log      *slog.Logger
+	poolCap  uint64 // capacity of the engine's buffer pool
 
 	// dialErr is the last error of a TCP connection attempt to the gRPC
 	// server (nil after a success): the real cause behind gRPC's

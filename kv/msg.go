@@ -17,17 +17,6 @@ type msgBufs struct {
 	size int
 }
 
-// newRequestBufs returns n buffers for a client's request messages, as
-// large as e allows (max_message), up to 1 MiB: that bounds the inline
-// values the client accepts.
-func newRequestBufs(e *xfer.Engine, n int) (*msgBufs, error) {
-	size := min(e.Config().MaxMessage, 1<<20)
-	if size < msgSize(DefaultMaxKey, 0) {
-		return nil, fmt.Errorf("kv: the engine's max_message (%d) is below the %d bytes a request needs", size, msgSize(DefaultMaxKey, 0))
-	}
-	return newMsgBufs(e, n, size)
-}
-
 func newMsgBufs(e *xfer.Engine, n, size int) (*msgBufs, error) {
 	r, err := e.NewRegion(n*size, xfer.AccessRead)
 	if err != nil {
