@@ -73,21 +73,27 @@ func TestClusterDirectoryLoad(t *testing.T) {
 		t.Errorf("%.2f range requests per server per second: the servers list the directory, want at most 0.2", ranges)
 	}
 	for i, s := range servers {
-		// What its metrics say: serving, and it never dropped its values.
+		// What its metrics say: serving (a server starved of CPU for a
+		// moment may be between confirmations), and it never dropped its
+		// values.
 		reg := prometheus.NewRegistry()
 		reg.MustRegister(newServerMetrics(s))
-		mfs, err := reg.Gather()
-		if err != nil {
-			t.Fatal(err)
-		}
 		got := map[string]float64{}
-		for _, mf := range mfs {
-			for _, m := range mf.GetMetric() {
-				got[mf.GetName()] = m.GetGauge().GetValue() + m.GetCounter().GetValue()
+		gather := func() bool {
+			mfs, err := reg.Gather()
+			if err != nil {
+				t.Fatal(err)
 			}
+			for _, mf := range mfs {
+				for _, m := range mf.GetMetric() {
+					got[mf.GetName()] = m.GetGauge().GetValue() + m.GetCounter().GetValue()
+				}
+			}
+			return got["xfer_kv_fence_serving"] == 1
 		}
-		if got["xfer_kv_fence_serving"] != 1 || got["xfer_kv_fence_breaks_total"] != 0 {
-			t.Errorf("server kv-%d: fence serving %v, breaks %v; want 1 and 0", i, got["xfer_kv_fence_serving"], got["xfer_kv_fence_breaks_total"])
+		waitFor(t, 10*time.Second, fmt.Sprint("server kv-", i, " serving"), gather)
+		if got["xfer_kv_fence_breaks_total"] != 0 {
+			t.Errorf("server kv-%d dropped all its values %v times", i, got["xfer_kv_fence_breaks_total"])
 		}
 	}
 }
