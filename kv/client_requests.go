@@ -195,6 +195,11 @@ func (c *Client) callEnc(ctx context.Context, sess *session, enc func(b []byte, 
 // never went out): a pooled pc may then be reused once its caller is done
 // with the response.
 func (c *Client) callWith(ctx context.Context, sess *session, pc *pendingCall, enc func(b []byte, id uint64) []byte, late func()) (_ *kvpb.Response, done bool, _ error) {
+	if err := ctx.Err(); err != nil {
+		// Ended before it began: nothing is sent. (Sent, a fast server's
+		// answer could race ctx's end, and either could win.)
+		return nil, true, err
+	}
 	select {
 	case <-sess.peer.Down():
 		// Not sent: the peer's engine would redial the session's data
